@@ -1,0 +1,1 @@
+"""Samples, statistics and the field's metric definitions (OSU, nccl-tests, perftest)."""
