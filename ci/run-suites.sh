@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job on this machine: every suite on the local Ethernet fabric (loopback and the
+# virtual cluster), judged against baselines/, with JSON, markdown and HTML reports in results/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/bootstrap.sh
+mkdir -p results
+exec "${HPCCOMM_VENV:-.venv}/bin/python" -m pytest suites --hpc-fabric=ethernet \
+  --hpc-results results/results.json --hpc-report results/report.html \
+  --hpc-markdown results/summary.md "$@"

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): the plugin's own tests and the suites on Ethernet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/bootstrap.sh
+exec "${HPCCOMM_VENV:-.venv}/bin/python" -m pytest --hpc-fabric=ethernet "$@"

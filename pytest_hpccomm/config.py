@@ -1,0 +1,186 @@
+"""Options → HpcConfig. Every option is also an ini key; the command line wins over the ini.
+
+Values are validated here rather than by argparse `choices`, so a bad value is ONE line
+(pytest's UsageError, exit 4) instead of argparse's usage dump.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_hpccomm.sizes import SizeSpecError, parse_size_spec
+
+FABRIC_CHOICES = ("auto", "ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
+LAUNCHER_CHOICES = ("auto", "local", "netns", "mpirun", "srun")
+PROFILE_CHOICES = ("quick", "full")
+UPDATE_CHOICES = ("none", "new", "all")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    flag: str  # "--hpc-fabric"
+    help: str
+    default: Any = None
+    kind: str = "str"  # str | bool | path | float | int | update
+    choices: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")  # also the ini key
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("--hpc-fabric", "fabric to test on: auto (best present), ib, roce, softroce, "
+               "iwarp, ipoib, ethernet", "auto", choices=FABRIC_CHOICES),
+    OptionSpec("--hpc-device", "RDMA device to use (e.g. mlx5_0); default: chosen from the fabric"),
+    OptionSpec("--hpc-netdev", "network interface to use (e.g. ib0, eth0); default: from the fabric"),
+    OptionSpec("--hpc-hosts", "comma-separated hosts, optionally host:slots (a,b:2,c)"),
+    OptionSpec("--hpc-hostfile", "Open MPI or MPICH hostfile", kind="path"),
+    OptionSpec("--hpc-launcher", "how peers are started: auto, local, netns (virtual cluster of "
+               "network namespaces), mpirun, srun", "auto", choices=LAUNCHER_CHOICES),
+    OptionSpec("--hpc-vhosts", "number of hosts of the virtual cluster (--hpc-launcher=netns)", 2,
+               kind="int"),
+    OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB, short runs) or full (1 B-64 MiB)", "quick",
+               choices=PROFILE_CHOICES),
+    OptionSpec("--hpc-sizes", "message sizes overriding the profile: MIN:MAX (powers of two) "
+               "and/or a list, e.g. 1:4M or 0,8,1K,1M"),
+    OptionSpec("--hpc-system", "name of the baseline set (default: derived from the fingerprint)"),
+    OptionSpec("--hpc-baselines", "baseline directory", "baselines", kind="path"),
+    OptionSpec("--hpc-update-baselines", "write baselines: 'new' (default when given: new and "
+               "passing results) or 'all' (everything, incl. regressions)", kind="update",
+               choices=UPDATE_CHOICES),
+    OptionSpec("--hpc-tolerance", "relative effect that counts as a change (default 0.05 = 5 %%)",
+               0.05, kind="float"),
+    OptionSpec("--hpc-strict", "inconclusive (too noisy) verdicts fail the test", False,
+               kind="bool"),
+    OptionSpec("--hpc-inject-slowdown", "canary: peers stretch every timed operation by this "
+               "factor (>= 1.0) to prove the gate catches a regression of that size", 1.0,
+               kind="float"),
+    OptionSpec("--hpc-results", "write every measurement and verdict as JSON here", kind="path"),
+    OptionSpec("--hpc-report", "write an HTML report with plots here", kind="path"),
+    OptionSpec("--hpc-markdown", "write a markdown summary here (default: $GITHUB_STEP_SUMMARY "
+               "when set)", kind="path"),
+    OptionSpec("--hpc-history", "SQLite history store (default ~/.cache/pytest-hpccomm/"
+               "history.sqlite; 'none' disables)", kind="str"),
+    OptionSpec("--hpc-sysfs-root", "read fabric state from this sysfs tree (recorded trees in "
+               "fixtures/sysfs/*/sys)", "/sys", kind="path"),
+)
+
+
+@dataclass(frozen=True)
+class HpcConfig:
+    fabric: str = "auto"
+    device: str | None = None
+    netdev: str | None = None
+    hosts: str | None = None
+    hostfile: Path | None = None
+    launcher: str = "auto"
+    vhosts: int = 2
+    profile: str = "quick"
+    sizes: tuple[int, ...] | None = None
+    system: str | None = None
+    baselines: Path = Path("baselines")
+    update_baselines: str = "none"
+    tolerance: float = 0.05
+    strict: bool = False
+    inject_slowdown: float = 1.0
+    results: Path | None = None
+    report: Path | None = None
+    markdown: Path | None = None
+    history: Path | None = None
+    sysfs_root: Path = Path("/sys")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def message_sizes(self) -> tuple[int, ...]:
+        """Profile sweep unless --hpc-sizes overrides it (OSU: 1 B .. 4 MiB / 64 MiB)."""
+        if self.sizes is not None:
+            return self.sizes
+        top = 4 << 20 if self.profile == "quick" else 64 << 20
+        return tuple(parse_size_spec(f"1:{top}"))
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpccomm", "HPC communication stacks (pytest-hpccomm)")
+    for spec in OPTIONS:
+        if spec.kind == "bool":
+            group.addoption(spec.flag, action="store_true", default=None, dest=spec.dest,
+                            help=spec.help)
+            parser.addini(spec.dest, spec.help, type="bool", default=spec.default)
+        elif spec.kind == "update":
+            group.addoption(spec.flag, nargs="?", const="new", default=None, dest=spec.dest,
+                            metavar="new|all", help=spec.help)
+            parser.addini(spec.dest, spec.help, default="none")
+        else:
+            group.addoption(spec.flag, default=None, dest=spec.dest, help=spec.help)
+            parser.addini(spec.dest, spec.help, default=None)
+
+
+def _raw_value(config: pytest.Config, spec: OptionSpec) -> Any:
+    value = config.getoption(spec.dest)
+    if value is None:
+        value = config.getini(spec.dest)
+    if value is None or value == "":
+        return spec.default
+    return value
+
+
+def _number(spec: OptionSpec, value: Any, cast: Callable[[str], Any]) -> Any:
+    try:
+        return cast(str(value))
+    except ValueError:
+        raise pytest.UsageError(f"{spec.flag}: expected a number, got {value!r}") from None
+
+
+def build_config(config: pytest.Config) -> HpcConfig:
+    """Read and validate every option; any problem is a one-line pytest.UsageError."""
+    values: dict[str, Any] = {}
+    for spec in OPTIONS:
+        value = _raw_value(config, spec)
+        if spec.choices and value is not None and str(value) not in spec.choices:
+            raise pytest.UsageError(
+                f"{spec.flag}: invalid value {value!r} (choose from {', '.join(spec.choices)})")
+        if spec.kind == "float" and value is not None:
+            value = _number(spec, value, float)
+        elif spec.kind == "int" and value is not None:
+            value = _number(spec, value, int)
+        elif spec.kind == "path" and value is not None:
+            value = Path(str(value))
+        values[spec.dest.removeprefix("hpc_")] = value
+
+    try:
+        sizes = values["sizes"] and tuple(parse_size_spec(str(values["sizes"])))
+    except SizeSpecError as exc:
+        raise pytest.UsageError(f"--hpc-sizes: {exc}") from None
+    values["sizes"] = sizes or None
+    _check_ranges(values)
+    hostfile: Path | None = values["hostfile"]
+    if hostfile is not None and not os.access(hostfile, os.R_OK):
+        raise pytest.UsageError(f"--hpc-hostfile: cannot read {str(hostfile)!r}")
+    history = values["history"]
+    values["history"] = None if history in (None, "none") else Path(os.path.expanduser(history))
+    if history is None:
+        values["history"] = default_history_path()
+    values["update_baselines"] = values["update_baselines"] or "none"
+    return HpcConfig(**values)
+
+
+def _check_ranges(values: dict[str, Any]) -> None:
+    if not 0 <= values["tolerance"] < 1:
+        raise pytest.UsageError(
+            f"--hpc-tolerance: must be in [0, 1) (0.05 = 5 %), got {values['tolerance']}")
+    if values["inject_slowdown"] < 1.0:
+        raise pytest.UsageError(
+            f"--hpc-inject-slowdown: must be >= 1.0, got {values['inject_slowdown']}")
+    if not 2 <= values["vhosts"] <= 16:
+        raise pytest.UsageError(f"--hpc-vhosts: must be 2..16, got {values['vhosts']}")
+
+
+def default_history_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "pytest-hpccomm" / "history.sqlite"

@@ -1,0 +1,91 @@
+"""Ethernet: TCP/IP over an up Ethernet netdev; loopback keeps it available everywhere."""
+
+from __future__ import annotations
+
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
+from pytest_hpccomm.fabrics._common import (
+    best_address,
+    named_netdev,
+    restrict_to_device,
+    speed_gbps,
+    speed_text,
+)
+from pytest_hpccomm.fabrics.sysfs import ARPHRD_ETHER, ARPHRD_LOOPBACK, Inventory, NetDev
+
+LABEL = "Ethernet"
+
+
+def _rank(nd: NetDev) -> tuple[int, float]:
+    """Lower is better: IPv4 first, then a routable IPv6, then loopback, then no address."""
+    address = best_address(nd)
+    speed = -(nd.speed_mbps or 0)  # faster first among equals
+    if nd.type == ARPHRD_LOOPBACK:
+        return 2, speed
+    if nd.ipv4:
+        return 0, speed
+    if address and not address.lower().startswith("fe80:"):
+        return 1, speed
+    return 3, speed
+
+
+class EthernetProbe:
+    kind = "ethernet"
+    auto_rank = 60
+
+    def select(
+        self, inv: Inventory, device: str | None, netdev: str | None
+    ) -> FabricSelection | FabricUnavailable:
+        allowed = restrict_to_device(self.kind, inv, device)
+        if isinstance(allowed, FabricUnavailable):
+            return allowed
+        if netdev is not None:
+            named = named_netdev(
+                self.kind, inv, netdev, (ARPHRD_ETHER, ARPHRD_LOOPBACK), LABEL
+            )
+            if isinstance(named, FabricUnavailable):
+                return named
+            return self._selection(named, chosen_by_user=True)
+        candidates = [
+            n
+            for n in inv.netdevs
+            if n.is_up
+            and (n.type == ARPHRD_ETHER or (n.type == ARPHRD_LOOPBACK and allowed is None))
+            and (allowed is None or n.name in allowed)
+        ]
+        if not candidates:
+            return FabricUnavailable(
+                self.kind,
+                f"no Ethernet interface is up (nor loopback): found {describe_inventory(inv)}",
+            )
+        best = min(candidates, key=_rank)  # min() is stable: ties keep sysfs order
+        return self._selection(best, chosen_by_user=False)
+
+    def _selection(self, nd: NetDev, chosen_by_user: bool) -> FabricSelection:
+        address = best_address(nd)
+        loopback = nd.type == ARPHRD_LOOPBACK
+        if loopback:
+            why = "loopback"
+            if not chosen_by_user:
+                why += ": no Ethernet interface is up with an address"
+            what = f"{nd.name} ({why}, {address}, MTU {nd.mtu})"
+        else:
+            shown = address or "no IP address"
+            what = f"{nd.name} ({LABEL}, {shown}, MTU {nd.mtu}, {speed_text(nd)})"
+        return FabricSelection(
+            kind=self.kind,
+            device=None,
+            port=None,
+            gid_index=None,
+            gid=None,
+            netdev=nd.name,
+            address=address,
+            rate_gbps=speed_gbps(nd),
+            mtu=nd.mtu,
+            firmware=None,
+            driver=nd.driver,
+            link_layer="loopback" if loopback else LABEL,
+            description=what,
+        )
+
+
+PROBE = EthernetProbe()

@@ -1,0 +1,78 @@
+"""IPoIB: an InfiniBand netdev (ARPHRD 32) that is up with an address; TCP/IP over IB."""
+
+from __future__ import annotations
+
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
+from pytest_hpccomm.fabrics._common import (
+    best_address,
+    named_netdev,
+    port_of_netdev,
+    restrict_to_device,
+    speed_gbps,
+    speed_text,
+)
+from pytest_hpccomm.fabrics.sysfs import ARPHRD_INFINIBAND, Inventory, NetDev
+
+LABEL = "IPoIB"
+
+
+class IpoibProbe:
+    kind = "ipoib"
+    auto_rank = 50
+
+    def select(
+        self, inv: Inventory, device: str | None, netdev: str | None
+    ) -> FabricSelection | FabricUnavailable:
+        allowed = restrict_to_device(self.kind, inv, device)
+        if isinstance(allowed, FabricUnavailable):
+            return allowed
+        if netdev is not None:
+            named = named_netdev(self.kind, inv, netdev, (ARPHRD_INFINIBAND,), LABEL)
+            if isinstance(named, FabricUnavailable):
+                return named
+            candidates = [named]
+        else:
+            candidates = [n for n in inv.netdevs if n.type == ARPHRD_INFINIBAND]
+        if allowed is not None:
+            candidates = [n for n in candidates if n.name in allowed]
+        usable = [n for n in candidates if n.is_up and best_address(n)]
+        if not usable:
+            return self._unavailable(inv, candidates)
+        usable.sort(key=lambda n: not n.ipv4)  # IPv4 first, then as listed
+        return self._selection(inv, usable[0])
+
+    def _unavailable(self, inv: Inventory, candidates: list[NetDev]) -> FabricUnavailable:
+        head = "no IPoIB interface that is up with an address"
+        if not candidates:
+            return FabricUnavailable(self.kind, f"{head}: found {describe_inventory(inv)}")
+        states = "; ".join(
+            f"{n.name} is {n.operstate}" if not n.is_up else f"{n.name} has no address"
+            for n in candidates
+        )
+        return FabricUnavailable(self.kind, f"{head}: {states}")
+
+    def _selection(self, inv: Inventory, nd: NetDev) -> FabricSelection:
+        ref = port_of_netdev(inv, nd.name)
+        dev, port = ref if ref else (None, None)
+        address = best_address(nd)
+        on = f" on {dev.name} port {port.num}" if dev and port else ""
+        return FabricSelection(
+            kind=self.kind,
+            device=dev.name if dev else None,
+            port=port.num if port else None,
+            gid_index=None,
+            gid=None,
+            netdev=nd.name,
+            address=address,
+            rate_gbps=speed_gbps(nd),
+            mtu=nd.mtu,
+            firmware=dev.fw_ver if dev else None,
+            driver=dev.driver if dev else nd.driver,
+            link_layer="InfiniBand",
+            description=(
+                f"{nd.name} ({LABEL}{on}, {address}, MTU {nd.mtu}, {speed_text(nd)})"
+            ),
+        )
+
+
+PROBE = IpoibProbe()

@@ -1,0 +1,553 @@
+"""Read-only discovery of RDMA devices and network interfaces from a sysfs tree.
+
+The sysfs root is a parameter so that recorded trees (fixtures/sysfs/<tree>/sys) and the live
+/sys are read by the same code.  Formats follow the kernel (drivers/infiniband/core/sysfs.c,
+Documentation/ABI/stable/sysfs-class-infiniband) and the way rdma-core reads them
+(libibverbs/sysfs.c, cmd_device.c, init.c, kernel-boot/rdma-description.rules).
+
+Every attribute is read defensively: a missing, unreadable (the kernel answers EINVAL for
+e.g. `speed` of a virtual netdev or `gid_attrs/ndevs/N` of an IB GID) or garbled file means
+"unknown", never an exception.  Only a sysfs root that does not exist is an error.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+LIVE_SYSFS = Path("/sys")
+IP_ADDR_FILE = "ip-addr.json"  # recorded `ip -j addr show`, next to the tree's sys/
+IBV_DEVINFO_FILE = "ibv_devinfo.txt"  # optional recorded `ibv_devinfo` output
+
+ARPHRD_ETHER = 1
+ARPHRD_INFINIBAND = 32
+ARPHRD_LOOPBACK = 772
+IFF_UP = 0x1
+
+SOFTWARE_DRIVERS = ("rxe", "siw")
+IB_MTUS = (4096, 2048, 1024, 512, 256)
+# Bytes an RDMA transport reserves below the netdev MTU when it derives the port's active
+# MTU: mlx5 & co use iboe_get_mtu() (include/rdma/ib_addr.h: GRH 40 + UDP 8 + BTH 12 + XRC 4
+# + AtomicETH 28 + ICRC 4), rxe uses RXE_MAX_HDR_LENGTH (rxe_param.h), siw uses the netdev MTU
+# as is (siw_query_port).
+_ETH_MTU_OVERHEAD = {"rxe": 80, "siw": 0}
+_IBOE_OVERHEAD = 96
+IPOIB_ENCAP_LEN = 4  # datagram-mode IPoIB MTU = IB MTU - 4 (drivers/infiniband/ulp/ipoib)
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str  # as the kernel prints it (%pI6: eight groups of four hex digits)
+    type: str  # "IB" | "RoCE v1" | "RoCE v2"
+    netdev: str | None
+
+    @property
+    def address(self) -> ipaddress.IPv6Address | None:
+        try:
+            return ipaddress.IPv6Address(self.gid)
+        except ValueError:
+            return None
+
+    @property
+    def is_ipv4_mapped(self) -> bool:
+        return self.ipv4 is not None
+
+    @property
+    def ipv4(self) -> str | None:
+        addr = self.address
+        mapped = addr.ipv4_mapped if addr is not None else None
+        return str(mapped) if mapped is not None else None
+
+    @property
+    def is_link_local(self) -> bool:
+        addr = self.address
+        return addr is not None and addr.is_link_local
+
+    @property
+    def short(self) -> str:
+        """The GID as a person writes it: IPv4 for mapped GIDs, else compressed IPv6."""
+        addr = self.address
+        if addr is None:
+            return self.gid
+        return self.ipv4 or str(addr)
+
+
+@dataclass(frozen=True)
+class Port:
+    num: int
+    state: str  # "ACTIVE", "DOWN", ... ("UNKNOWN" if unreadable)
+    phys_state: str  # "LinkUp", "Polling", ... ("<unknown>" if unreadable)
+    link_layer: str  # "InfiniBand" | "Ethernet" | "Unknown"
+    rate_gbps: float | None
+    rate_text: str  # e.g. "100 Gb/sec (4X EDR)"; "" if unreadable
+    active_mtu: int | None  # bytes
+    lid: int | None
+    sm_lid: int | None
+    gids: tuple[Gid, ...]
+    netdev: str | None
+
+    @property
+    def is_active(self) -> bool:
+        return self.state == "ACTIVE"
+
+    def gid(self, index: int) -> Gid | None:
+        return next((g for g in self.gids if g.index == index), None)
+
+
+@dataclass(frozen=True)
+class RdmaDevice:
+    name: str
+    driver: str  # "mlx5_core", "rxe", "siw", ... ("unknown" if it cannot be told)
+    node_type: str  # as the kernel prints it: "1: CA", "4: RNIC"
+    fw_ver: str | None
+    node_guid: str | None
+    hca_type: str | None
+    board_id: str | None
+    ports: tuple[Port, ...]
+    netdevs: tuple[str, ...]
+
+    @property
+    def node_kind(self) -> str:
+        """"CA", "RNIC", "switch", ... without the number."""
+        return self.node_type.partition(":")[2].strip() or self.node_type
+
+    @property
+    def is_software(self) -> bool:
+        return self.driver in SOFTWARE_DRIVERS
+
+    def port(self, num: int) -> Port | None:
+        return next((p for p in self.ports if p.num == num), None)
+
+
+@dataclass(frozen=True)
+class NetDev:
+    name: str
+    type: int | None  # ARPHRD_*: 1 Ethernet, 32 InfiniBand, 772 loopback; None if unreadable
+    operstate: str  # "up", "down", "unknown", ...
+    mtu: int | None
+    speed_mbps: int | None
+    addresses: tuple[str, ...]  # without prefix length, IPv4 first as `ip` lists them
+    driver: str | None
+    flags: int | None = None  # IFF_* from the `flags` attribute
+
+    @property
+    def is_up(self) -> bool:
+        # Loopback and many virtual devices report operstate "unknown" while IFF_UP is set.
+        if self.operstate == "up":
+            return True
+        return self.operstate == "unknown" and self.flags is not None and bool(self.flags & IFF_UP)
+
+    @property
+    def ipv4(self) -> tuple[str, ...]:
+        return tuple(a for a in self.addresses if ":" not in a)
+
+    @property
+    def ipv6(self) -> tuple[str, ...]:
+        return tuple(a for a in self.addresses if ":" in a)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    rdma: tuple[RdmaDevice, ...]
+    netdevs: tuple[NetDev, ...]
+
+    def device(self, name: str) -> RdmaDevice | None:
+        return next((d for d in self.rdma if d.name == name), None)
+
+    def netdev(self, name: str) -> NetDev | None:
+        return next((n for n in self.netdevs if n.name == name), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# low-level readers
+
+
+def read_attr(path: Path) -> str | None:
+    """One sysfs attribute, stripped; None when missing or unreadable (EINVAL, EACCES, ...)."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    # Some drivers pad with NULs (rxe's `parent` once did); nothing else is meaningful.
+    text = raw.replace(b"\x00", b"").decode("utf-8", errors="replace").strip()
+    return text
+
+
+def _read_int(path: Path, base: int = 10) -> int | None:
+    text = read_attr(path)
+    if not text:
+        return None
+    try:
+        return int(text, base)
+    except ValueError:
+        return None
+
+
+def _link_name(path: Path) -> str | None:
+    """Basename of a symlink's target (e.g. device/driver -> .../drivers/mlx5_core)."""
+    try:
+        return os.path.basename(os.readlink(path)) or None
+    except OSError:
+        return None
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _strip_num(text: str | None, unknown: str) -> str:
+    """"4: ACTIVE" -> "ACTIVE"; the kernel prefixes the numeric value."""
+    if not text:
+        return unknown
+    _, sep, name = text.partition(":")
+    return name.strip() if sep and name.strip() else text
+
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
+
+
+def parse_rate(text: str | None) -> float | None:
+    """"100 Gb/sec (4X EDR)" -> 100.0; "2.5 Gb/sec (1X SDR)" -> 2.5; garbage -> None."""
+    if not text:
+        return None
+    m = _RATE_RE.match(text)
+    return float(m.group(1)) if m else None
+
+
+def ib_mtu_floor(nbytes: int | None) -> int | None:
+    """Largest IB MTU (256..4096) that fits in nbytes, as ib_mtu_int_to_enum() does."""
+    if nbytes is None:
+        return None
+    return next((m for m in IB_MTUS if nbytes >= m), None)
+
+
+def ib_mtu_from_enum(value: int) -> int | None:
+    """IB MTU enum 1..5 -> 256..4096 bytes."""
+    return 128 << value if 1 <= value <= 5 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# addresses and ibv_devinfo (not in sysfs)
+
+
+def _parse_ip_json(text: str) -> dict[str, tuple[str, ...]]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    if not isinstance(data, list):
+        return {}
+    for link in data:
+        if not isinstance(link, dict) or not isinstance(link.get("ifname"), str):
+            continue
+        addrs = []
+        for info in link.get("addr_info") or []:
+            if isinstance(info, dict) and isinstance(info.get("local"), str):
+                addrs.append(info["local"])
+        out[link["ifname"]] = tuple(addrs)
+    return out
+
+
+def _run(argv: list[str]) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _is_live(root: Path) -> bool:
+    try:
+        return root.resolve() == LIVE_SYSFS.resolve()
+    except OSError:
+        return False
+
+
+def read_addresses(sysfs_root: Path) -> dict[str, tuple[str, ...]]:
+    """Addresses per interface: recorded ip-addr.json beside the tree, or `ip -j addr show`."""
+    recorded = sysfs_root.parent / IP_ADDR_FILE
+    if recorded.is_file():
+        try:
+            return _parse_ip_json(recorded.read_text(errors="replace"))
+        except OSError:
+            return {}
+    if _is_live(sysfs_root):
+        out = _run(["ip", "-j", "addr", "show"])
+        return _parse_ip_json(out) if out else {}
+    return {}
+
+
+_HCA_RE = re.compile(r"^hca_id:\s*(\S+)")
+_PORT_RE = re.compile(r"^\s*port:\s*(\d+)")
+_MTU_RE = re.compile(r"^\s*active_mtu:\s*\S+\s*\((\d+)\)")
+
+
+def parse_ibv_devinfo(text: str) -> dict[tuple[str, int], int]:
+    """(device, port) -> active MTU in bytes, from `ibv_devinfo` output (devinfo.c format)."""
+    out: dict[tuple[str, int], int] = {}
+    dev: str | None = None
+    port: int | None = None
+    for line in text.splitlines():
+        if m := _HCA_RE.match(line):
+            dev, port = m.group(1), None
+        elif m := _PORT_RE.match(line):
+            port = int(m.group(1))
+        elif (m := _MTU_RE.match(line)) and dev is not None and port is not None:
+            mtu = ib_mtu_from_enum(int(m.group(1)))
+            if mtu is not None:
+                out[(dev, port)] = mtu
+    return out
+
+
+def read_ibv_devinfo(sysfs_root: Path, have_devices: bool) -> dict[tuple[str, int], int]:
+    """Active MTUs are only in verbs (ibv_query_port), not sysfs: use ibv_devinfo if we can."""
+    recorded = sysfs_root.parent / IBV_DEVINFO_FILE
+    if recorded.is_file():
+        try:
+            return parse_ibv_devinfo(recorded.read_text(errors="replace"))
+        except OSError:
+            return {}
+    if have_devices and _is_live(sysfs_root):
+        out = _run(["ibv_devinfo"])
+        return parse_ibv_devinfo(out) if out else {}
+    return {}
+
+
+# ---------------------------------------------------------------------------------------------
+# network interfaces
+
+
+def _netdev_driver(netdir: Path) -> str | None:
+    return _link_name(netdir / "device" / "driver")
+
+
+def read_netdev(netdir: Path, name: str, addresses: dict[str, tuple[str, ...]]) -> NetDev:
+    speed = _read_int(netdir / "speed")
+    return NetDev(
+        name=name,
+        type=_read_int(netdir / "type"),
+        operstate=read_attr(netdir / "operstate") or "unknown",
+        mtu=_read_int(netdir / "mtu"),
+        speed_mbps=speed if speed is not None and speed > 0 else None,
+        addresses=addresses.get(name, ()),
+        driver=_netdev_driver(netdir),
+        flags=_read_int(netdir / "flags", 16),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# RDMA devices
+
+
+def _gid_type(text: str | None, link_layer: str) -> str | None:
+    # The kernel prints "IB/RoCE v1" for both IB and RoCE v1 GIDs (ib_cache_gid_type_str);
+    # rdma-core tells them apart by the port's link layer, and treats a missing/unreadable
+    # types file as v1 (cmd_device.c: query_sysfs_gid_type).
+    if text is None or text == "IB/RoCE v1":
+        return "IB" if link_layer == "InfiniBand" else "RoCE v1"
+    if text == "RoCE v2":
+        return "RoCE v2"
+    return None  # unknown type: the GID cannot be used safely
+
+
+def _read_gids(portdir: Path, link_layer: str) -> tuple[Gid, ...]:
+    gids: list[Gid] = []
+    names = [n for n in _listdir(portdir / "gids") if n.isdigit()]
+    for name in sorted(names, key=int):
+        text = read_attr(portdir / "gids" / name)
+        try:
+            value = ipaddress.IPv6Address(text or "")
+        except ValueError:
+            continue
+        if int(value) == 0:  # empty table entries read as the zero GID
+            continue
+        gtype = _gid_type(read_attr(portdir / "gid_attrs" / "types" / name), link_layer)
+        if gtype is None:
+            continue
+        ndev = read_attr(portdir / "gid_attrs" / "ndevs" / name) or None
+        gids.append(Gid(index=int(name), gid=text or "", type=gtype, netdev=ndev))
+    return tuple(gids)
+
+
+def _mac_of_gid(gid: Gid) -> str | None:
+    """siw's GID is the netdev MAC followed by zeros (siw_query_gid)."""
+    addr = gid.address
+    if addr is None:
+        return None
+    raw = addr.packed
+    return ":".join(f"{b:02x}" for b in raw[:6])
+
+
+def _device_driver(devdir: Path, name: str, node_kind: str) -> str:
+    has_device_link = os.path.islink(devdir / "device")
+    # rxe exposes a `parent` attribute; rdma-core's udev rules (rdma-description.rules) and
+    # provider name match (VERBS_NAME_MATCH("rxe")) identify it this way.
+    if node_kind == "CA" and ((devdir / "parent").exists() or name.startswith("rxe")):
+        return "rxe"
+    # siw: before ~5.12 its ib_device had the NIC as parent, so device/driver named the
+    # Ethernet driver (e.g. virtio_net); since then it is a virtual device without `device`.
+    if node_kind == "RNIC" and (name.startswith("siw") or not has_device_link):
+        return "siw"
+    # Hardware: the driver bound to the PCI function the ib_device hangs off (as udev's
+    # DRIVERS== in rdma-description.rules sees it), e.g. mlx5_core, cxgb4, irdma, bnxt_en.
+    return _link_name(devdir / "device" / "driver") or "unknown"
+
+
+def _port_netdev(
+    num: int,
+    gids: tuple[Gid, ...],
+    node_kind: str,
+    fn_netdevs: list[str],
+    nports: int,
+    parent: str | None,
+    netdev_dirs: dict[str, Path],
+) -> str | None:
+    """The netdev of one port, by the first rule that answers."""
+    for gid in gids:  # RoCE, and iWARP since 6.4 (core/cache.c sets the GID's ndev)
+        if gid.netdev:
+            return gid.netdev
+    for nd in fn_netdevs:  # the PCI function's netdevs carry the port in dev_port (0-based)
+        nd_dir = netdev_dirs.get(nd)
+        dev_port = _read_int(nd_dir / "dev_port") if nd_dir else None
+        if dev_port is not None and dev_port + 1 == num:
+            return nd
+    if parent:  # rxe
+        return parent
+    if node_kind == "RNIC" and gids:  # siw before 6.4: its GID is the netdev's MAC
+        mac = _mac_of_gid(gids[0])
+        for name, nd_dir in netdev_dirs.items():
+            if read_attr(nd_dir / "address") == mac:
+                return name
+    if nports == 1 and len(fn_netdevs) == 1:
+        return fn_netdevs[0]
+    return None
+
+
+def _derived_active_mtu(
+    link_layer: str, driver: str, netdev: NetDev | None, netdev_dir: Path | None
+) -> int | None:
+    """Without verbs, the active MTU as the drivers derive it from the netdev."""
+    if netdev is None or netdev.mtu is None:
+        return None
+    if link_layer == "Ethernet":
+        return ib_mtu_floor(netdev.mtu - _ETH_MTU_OVERHEAD.get(driver, _IBOE_OVERHEAD))
+    if link_layer == "InfiniBand" and netdev_dir is not None:
+        if read_attr(netdev_dir / "mode") == "datagram":  # connected mode says nothing
+            return ib_mtu_floor(netdev.mtu + IPOIB_ENCAP_LEN)
+    return None
+
+
+def _read_device(
+    devdir: Path,
+    name: str,
+    netdevs: dict[str, NetDev],
+    netdev_dirs: dict[str, Path],
+    devinfo: dict[tuple[str, int], int],
+) -> RdmaDevice:
+    node_type = read_attr(devdir / "node_type") or "<unknown>"
+    node_kind = node_type.partition(":")[2].strip()
+    driver = _device_driver(devdir, name, node_kind)
+    # Netdevs in the order rdma-core / ibdev2netdev-style tools find them: the PCI function's
+    # net/ directory (hardware, IPoIB), rxe's `parent` attribute, then the ports' netdevs.
+    fn_netdevs = _listdir(devdir / "device" / "net")
+    parent = read_attr(devdir / "parent") or None
+    dev_netdevs = fn_netdevs + ([parent] if parent else [])
+
+    ports: list[Port] = []
+    port_names = sorted((p for p in _listdir(devdir / "ports") if p.isdigit()), key=int)
+    for pname in port_names:
+        portdir = devdir / "ports" / pname
+        num = int(pname)
+        link_layer = read_attr(portdir / "link_layer") or "Unknown"
+        state = _strip_num(read_attr(portdir / "state"), "UNKNOWN")
+        gids = _read_gids(portdir, link_layer)
+        netdev = _port_netdev(
+            num, gids, node_kind, fn_netdevs, len(port_names), parent, netdev_dirs
+        )
+        active_mtu = devinfo.get((name, num))
+        if active_mtu is None and state == "ACTIVE":  # a down port has no meaningful MTU
+            nd = netdevs.get(netdev) if netdev else None
+            active_mtu = _derived_active_mtu(
+                link_layer, driver, nd, netdev_dirs.get(netdev) if netdev else None
+            )
+        rate_text = read_attr(portdir / "rate") or ""
+        is_ib = link_layer == "InfiniBand"  # LIDs mean nothing on Ethernet (the kernel says 0)
+        ports.append(
+            Port(
+                num=num,
+                state=state,
+                phys_state=_strip_num(read_attr(portdir / "phys_state"), "<unknown>"),
+                link_layer=link_layer,
+                rate_gbps=parse_rate(rate_text),
+                rate_text=rate_text,
+                active_mtu=active_mtu,
+                lid=_read_int(portdir / "lid", 16) if is_ib else None,
+                sm_lid=_read_int(portdir / "sm_lid", 16) if is_ib else None,
+                gids=gids,
+                netdev=netdev,
+            )
+        )
+        dev_netdevs += ([netdev] if netdev else []) + [g.netdev for g in gids if g.netdev]
+
+    return RdmaDevice(
+        name=name,
+        driver=driver,
+        node_type=node_type,
+        fw_ver=read_attr(devdir / "fw_ver") or None,
+        node_guid=read_attr(devdir / "node_guid") or None,
+        hca_type=read_attr(devdir / "hca_type") or None,
+        board_id=read_attr(devdir / "board_id") or None,
+        ports=tuple(ports),
+        netdevs=tuple(dict.fromkeys(dev_netdevs)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# entry point
+
+
+def _class_entries(root: Path, cls: str) -> dict[str, Path]:
+    """name -> real directory of each /sys/class/<cls>/<name>, kept inside the root."""
+    out: dict[str, Path] = {}
+    base = root / "class" / cls
+    real_root = root.resolve()
+    for name in _listdir(base):
+        try:
+            real = (base / name).resolve()
+        except (OSError, RuntimeError):
+            continue
+        # A recorded tree must never lead into the live /sys through an absolute link.
+        if real != real_root and real_root not in real.parents:
+            continue
+        if real.is_dir():
+            out[name] = real
+    return out
+
+
+def read_inventory(sysfs_root: Path = LIVE_SYSFS) -> Inventory:
+    """Everything fabric selection needs to know about this host (or a recorded tree)."""
+    root = Path(sysfs_root)
+    if not root.is_dir():
+        raise ValueError(f"sysfs root {root} does not exist or is not a directory")
+    addresses = read_addresses(root)
+    netdev_dirs = _class_entries(root, "net")
+    netdevs = {name: read_netdev(d, name, addresses) for name, d in netdev_dirs.items()}
+    ib_dirs = _class_entries(root, "infiniband")
+    devinfo = read_ibv_devinfo(root, bool(ib_dirs))
+    rdma = tuple(
+        _read_device(d, name, netdevs, netdev_dirs, devinfo) for name, d in ib_dirs.items()
+    )
+    return Inventory(rdma=rdma, netdevs=tuple(netdevs.values()))

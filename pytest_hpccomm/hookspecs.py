@@ -1,0 +1,39 @@
+"""Extension points. A new fabric, stack or report registers through these; nothing else edits."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hpccomm.fabrics import FabricProbe
+    from pytest_hpccomm.measure.record import RunResult
+    from pytest_hpccomm.stacks.registry import StackProbe
+
+hookspec = pluggy.HookspecMarker("pytest")
+
+
+@hookspec
+def pytest_hpccomm_fabric_probes(config: pytest.Config) -> list[FabricProbe]:
+    """Return extra fabric probes (kinds beyond the built-in six)."""
+    raise NotImplementedError
+
+
+@hookspec
+def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    """Return extra stacks under test (beyond mpi, grpc, tf, horovod, verbs)."""
+    raise NotImplementedError
+
+
+@hookspec
+def pytest_hpccomm_fingerprint(config: pytest.Config) -> dict[str, Any]:
+    """Contribute fields to the environment fingerprint attached to every result."""
+    raise NotImplementedError
+
+
+@hookspec
+def pytest_hpccomm_report(config: pytest.Config, results: list[RunResult],
+                          session_info: dict[str, Any]) -> None:
+    """Called once at session end with every judged result: write an extra report."""

@@ -1,0 +1,54 @@
+"""What one pytest session knows about its environment: config, fabric, stacks, fingerprint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm import fingerprint as fp
+from pytest_hpccomm.config import HpcConfig
+from pytest_hpccomm.fabrics import (FabricProbe, FabricSelection, FabricUnavailable,
+                                    register_fabric, select_fabric)
+from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
+from pytest_hpccomm.measure.record import RunResult
+from pytest_hpccomm.stacks import BUILTIN_STACKS
+from pytest_hpccomm.stacks.registry import StackProbe
+
+
+@dataclass
+class HpcSession:
+    cfg: HpcConfig
+    inventory: Inventory
+    selection: FabricSelection | FabricUnavailable
+    stacks: dict[str, StackProbe]
+    fingerprint: dict[str, Any]
+    system: str
+    results: list[RunResult] = field(default_factory=list)
+
+    @property
+    def fabric_kind(self) -> str:
+        return self.selection.kind
+
+    @classmethod
+    def open(cls, config: pytest.Config, cfg: HpcConfig) -> HpcSession:
+        probes: list[FabricProbe] = [p for group in config.hook.pytest_hpccomm_fabric_probes(
+            config=config) for p in group]
+        for probe in probes:
+            register_fabric(probe)
+        try:
+            inventory = read_inventory(cfg.sysfs_root)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--hpc-sysfs-root: {exc}") from None
+        selection = select_fabric(inventory, cfg.fabric, cfg.device, cfg.netdev)
+        stacks = {s.name: s for s in BUILTIN_STACKS}
+        for group in config.hook.pytest_hpccomm_stack_probes(config=config):
+            stacks.update({s.name: s for s in group})
+        versions = [s.versions() for s in stacks.values()]
+        contributed = config.hook.pytest_hpccomm_fingerprint(config=config)
+        fingerprint = fp.merge([fp.host_fingerprint(), fp.fabric_fingerprint(selection),
+                                *versions, *contributed])
+        system = cfg.system or fp.default_system_name(fingerprint)
+        fingerprint["system"] = system
+        return cls(cfg, inventory, selection, stacks, fingerprint, system)

@@ -1,0 +1,66 @@
+"""Skip semantics: a test that needs what is absent SKIPS with one precise reason, never ERRORs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import pytest
+
+from pytest_hpccomm.fabrics import FABRIC_KINDS, FabricUnavailable
+from pytest_hpccomm.session import HpcSession
+
+MARKERS = (
+    "conformance: correctness test of a stack's semantics (property-based where possible)",
+    "perf: performance benchmark judged against the stored baseline",
+    "stack(name): exercises the named stack (mpi, grpc, tf, horovod, verbs); skipped when it "
+    "is not installed here",
+    "fabric(*kinds): runs only on these fabric kinds (ib, roce, softroce, iwarp, ipoib, "
+    "ethernet); skipped with what was found otherwise",
+    "needs_root: needs root (network namespaces, rdma links); skipped otherwise",
+    "slow: takes minutes; deselect with -m 'not slow'",
+)
+
+
+def check_marker_args(nodeid: str, markers: Iterable[pytest.Mark], session: HpcSession) -> None:
+    """Typos in markers are usage errors: a misspelt stack must not silently skip forever."""
+    for mark in markers:
+        if mark.name == "stack":
+            if len(mark.args) != 1 or mark.args[0] not in session.stacks:
+                raise pytest.UsageError(f"{nodeid}: @pytest.mark.stack{mark.args!r}: expected one "
+                                         f"of {', '.join(sorted(session.stacks))}")
+        elif mark.name == "fabric":
+            bad = [k for k in mark.args if k not in FABRIC_KINDS]
+            if not mark.args or bad:
+                raise pytest.UsageError(f"{nodeid}: @pytest.mark.fabric{mark.args!r}: kinds are "
+                                         f"{', '.join(FABRIC_KINDS)}")
+
+
+def skip_reason(markers: Iterable[pytest.Mark], session: HpcSession) -> str | None:
+    """The first unmet requirement of a test, as one line, or None when it can run."""
+    for mark in markers:
+        if mark.name == "needs_root" and os.geteuid() != 0:
+            return "needs root (network namespaces / RDMA links); running as uid " \
+                   f"{os.geteuid()}"
+        if mark.name == "fabric":
+            reason = fabric_reason(mark.args, session)
+            if reason:
+                return reason
+        if mark.name == "stack":
+            reason = session.stacks[mark.args[0]].unavailable_reason()
+            if reason:
+                return reason
+    return None
+
+
+def fabric_reason(kinds: tuple[str, ...], session: HpcSession) -> str | None:
+    selection = session.selection
+    if isinstance(selection, FabricUnavailable):
+        if selection.kind in kinds or not kinds:
+            return selection.reason
+        return f"needs fabric {'|'.join(kinds)}; session fabric {selection.kind} is absent: " \
+               f"{selection.reason}"
+    if selection.kind not in kinds:
+        return f"needs fabric {'|'.join(kinds)}; this session runs on {selection.kind} " \
+               f"({selection.description})"
+    return None

@@ -1,0 +1,99 @@
+"""End to end through pytest itself (pytester): options, ini keys, usage errors, markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TREES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
+SIMPLE = "def test_one():\n    pass\n"
+
+
+def usage_error_line(result: pytest.RunResult) -> str:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1, lines  # exactly one line, no argparse usage dump
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--hpc-fabric=bogus"], "--hpc-fabric: invalid value 'bogus'"),
+    (["--hpc-launcher=ssh"], "--hpc-launcher: invalid value 'ssh'"),
+    (["--hpc-profile=huge"], "--hpc-profile: invalid value 'huge'"),
+    (["--hpc-sizes=1:banana"], "--hpc-sizes: bad message size 'banana'"),
+    (["--hpc-sizes=4M:1"], "--hpc-sizes: bad size range"),
+    (["--hpc-hostfile=/nonexistent/hosts"], "--hpc-hostfile: cannot read '/nonexistent/hosts'"),
+    (["--hpc-tolerance=lots"], "--hpc-tolerance: expected a number"),
+    (["--hpc-tolerance=1.5"], "--hpc-tolerance: must be in [0, 1)"),
+    (["--hpc-inject-slowdown=0.5"], "--hpc-inject-slowdown: must be >= 1.0"),
+    (["--hpc-update-baselines=some"], "--hpc-update-baselines: invalid value 'some'"),
+    (["--hpc-sysfs-root=/nonexistent"], "--hpc-sysfs-root:"),
+])
+def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                              expected: str) -> None:
+    pytester.makepyfile(SIMPLE)
+    line = usage_error_line(pytester.runpytest_subprocess(*args))
+    assert expected in line
+
+
+def test_ini_keys_set_options_and_command_line_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nhpc_profile = full\nhpc_system = lab-a\n")
+    pytester.makepyfile("def test_cfg(hpc_config):\n"
+                        "    assert hpc_config.profile == 'full'\n"
+                        "    assert hpc_config.system == 'lab-b'\n"
+                        "    assert hpc_config.message_sizes[-1] == 64 << 20\n")
+    result = pytester.runpytest("--hpc-system=lab-b")
+    result.assert_outcomes(passed=1)
+
+
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nhpc_fabric = infiniband\n")
+    pytester.makepyfile(SIMPLE)
+    assert "--hpc-fabric: invalid value 'infiniband'" in usage_error_line(
+        pytester.runpytest_subprocess())
+
+
+def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.conformance
+        @pytest.mark.perf
+        @pytest.mark.slow
+        @pytest.mark.stack("mpi")
+        @pytest.mark.fabric("ethernet", "ipoib")
+        def test_marked():
+            pass
+    """)
+    result = pytester.runpytest("--strict-markers", "--hpc-fabric=ethernet", "-p",
+                                "no:randomly", "--co", "-q")
+    assert result.ret == 0, result.stdout.str()
+    markers = pytester.runpytest("--markers").stdout.str()
+    for name in ("conformance", "perf", "stack(name)", "fabric(*kinds)", "needs_root", "slow"):
+        assert f"@pytest.mark.{name}" in markers
+
+
+def test_misspelt_stack_or_fabric_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.stack("mpy")
+        def test_typo():
+            pass
+    """)
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "expected one of" in result.stderr.str()
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.fabric("infiniband")
+        def test_typo():
+            pass
+    """)
+    assert pytester.runpytest_subprocess().ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_header_names_fabric_and_system(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SIMPLE)
+    result = pytester.runpytest("--hpc-fabric=ethernet", "--hpc-system=ci-box")
+    result.stdout.fnmatch_lines(["hpccomm: fabric=ethernet -> ethernet: *",
+                                 "hpccomm: system=ci-box profile=quick*"])
