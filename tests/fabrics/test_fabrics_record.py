@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _fabric_trees import FIXTURES, TREES
+from tests.fabrics._fabric_trees import FIXTURES, TREES
 
 from pytest_hpccomm.fabrics import FabricSelection, select_fabric
 from pytest_hpccomm.fabrics.record import main, record

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fabric_trees import TREES, inventory, write
+from tests.fabrics._fabric_trees import TREES, inventory, write
 
 from pytest_hpccomm.fabrics import (
     FABRIC_KINDS,

@@ -18,7 +18,7 @@ from pytest_hpccomm.fabrics.sysfs import (
     read_inventory,
 )
 
-from _fabric_trees import FIXTURES, TREES, inventory, write
+from tests.fabrics._fabric_trees import FIXTURES, TREES, inventory, write
 
 MLX5_IB = "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0"
 MLX5_ROCE = "devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/infiniband/mlx5_0"
