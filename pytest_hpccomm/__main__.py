@@ -1,0 +1,169 @@
+"""Command line: ``python -m pytest_hpccomm SUBCOMMAND`` (also installed as ``hpccomm``).
+
+Subcommands:
+  history   list the benchmarks in the history store, or one benchmark's series of run
+            medians with change points flagged
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Sequence, TextIO
+
+from pytest_hpccomm.baselines.history import (
+    OTAVA_HINT,
+    ChangePoint,
+    HistoryStore,
+    SeriesKey,
+    change_points,
+    default_history_path,
+)
+from pytest_hpccomm.measure.record import param_key
+
+
+def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Left-aligned text columns; the first row is the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+        if n == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def _params_text(params_key: str) -> str:
+    params = json.loads(params_key)
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "-"
+
+
+def _fmt_median(x: float) -> str:
+    """Four significant digits, trailing zeros kept so the column lines up."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    return f"{x:.{max(0, 3 - math.floor(math.log10(abs(x))))}f}"
+
+
+def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    store = HistoryStore(args.db)
+    if not store.path.exists():
+        err.write(f"no history database at {store.path}\n")
+        return 1
+    pkey = None
+    if args.params is not None:
+        pkey = param_key(args.params)
+    keys = store.keys(args.system, args.fabric, args.stack, args.benchmark, pkey)
+    if not keys:
+        out.write(f"no matching series in {store.path}\n")
+        return 0
+    if args.benchmark is None:
+        rows = [["SYSTEM", "FABRIC", "STACK", "BENCHMARK", "PARAMS", "RUNS", "LAST RUN (UTC)"]]
+        rows += [
+            [k.system, k.fabric, k.stack, k.benchmark, _params_text(k.params_key), str(k.runs),
+             k.last.strftime("%Y-%m-%d %H:%M")]
+            for k in keys
+        ]
+        _table(rows, out)
+        return 0
+    status = 0
+    for n, key in enumerate(keys):
+        if n:
+            out.write("\n")
+        status = max(status, _one_series(store, key, args, out, err))
+    return status
+
+
+def _one_series(
+    store: HistoryStore, key: SeriesKey, args: argparse.Namespace, out: TextIO, err: TextIO
+) -> int:
+    points = store.series(key.system, key.fabric, key.stack, key.benchmark, key.params_key)
+    unit = points[-1].unit if points else ""
+    out.write(
+        f"{key.system}/{key.fabric}/{key.stack} {key.benchmark} "
+        f"{_params_text(key.params_key)} ({unit}, {len(points)} runs)\n"
+    )
+    status = 0
+    cps: dict[int, ChangePoint] = {}
+    try:
+        found = change_points(
+            [p.median for p in points], max_pvalue=args.max_pvalue, min_magnitude=args.min_magnitude
+        )
+        cps = {cp.index: cp for cp in found}
+    except RuntimeError:
+        err.write(OTAVA_HINT + "\n")
+        status = 1
+    commits = store.commits([p.run_id for p in points])
+    rows = [["#", "TIME (UTC)", "RUN", "COMMIT", "MEDIAN", "CHANGE"]]
+    for i, p in enumerate(points):
+        flag = ""
+        if i in cps:
+            cp = cps[i]
+            flag = f"<-- change {cp.rel_change * 100:+.1f}% (p={cp.p_value:.1g})"
+        rows.append(
+            [str(i), p.timestamp.strftime("%Y-%m-%d %H:%M:%S"), p.run_id,
+             (commits.get(p.run_id) or "-")[:12], _fmt_median(p.median), flag]
+        )
+    _table(rows, out)
+    out.write(f"{len(cps)} change point(s)\n")
+    return status
+
+
+def _json_object(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('must be a JSON object, e.g. \'{"size": 8}\'')
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_hpccomm", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    h = sub.add_parser(
+        "history",
+        help="list recorded series and flag change points",
+        description="Without --benchmark: the series in the history store. With it: each "
+        "matching series of run medians, oldest first, change points (Apache Otava) flagged.",
+    )
+    h.add_argument("--db", help=f"history database (default: {default_history_path()})")
+    h.add_argument("--system")
+    h.add_argument("--fabric")
+    h.add_argument("--stack")
+    h.add_argument("--benchmark", help="show this benchmark's series (else list benchmarks)")
+    h.add_argument("--params", type=_json_object, help='parameters as JSON, e.g. \'{"size": 8}\'')
+    h.add_argument("--max-pvalue", type=float, default=0.001, help="change point significance")
+    h.add_argument(
+        "--min-magnitude", type=float, default=0.0, help="ignore relative changes below this"
+    )
+    h.set_defaults(func=_history)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors and --help: return the code instead of exiting
+        return int(exc.code or 0)
+    result: int = args.func(args, out, err)
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `... | head`: not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

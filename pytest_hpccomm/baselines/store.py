@@ -1,0 +1,374 @@
+"""Baseline store: one reviewable JSON file per (system, fabric, stack).
+
+Layout: ``<root>/<system>/<fabric>/<stack>.json``, keys sorted and indented so a baseline
+update reads as a small diff in review. Each entry keeps (up to MAX_STORED_SAMPLES of) the raw
+samples, because the verdict engine re-tests new runs against them with rank tests; summary
+numbers are kept only for humans and plots.
+
+Writers serialize on an exclusive ``fcntl.flock`` of a hidden sibling ``.<stack>.json.lock``
+file (never removed: unlinking a lock file races with its next holder) and replace the
+file atomically (temp file in the same directory, fsync, ``os.replace``, fsync of the
+directory): concurrent updaters (pytest-xdist workers, parallel CI jobs on a shared filesystem
+that honours flock) lose nothing, and a writer killed at any point leaves the previous file.
+
+A file that exists but cannot be understood raises BaselineFileError. It is never read as
+empty: that would turn every test into NEW and the next update would erase the baseline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Protocol
+
+import numpy as np
+
+from pytest_hpccomm.measure.record import Direction, Measurement, Param
+from pytest_hpccomm.measure.stats import summarize
+
+SCHEMA = "pytest-hpccomm/baseline"
+SCHEMA_VERSION = 1
+MAX_STORED_SAMPLES = 200  # plenty for Mann-Whitney / bootstrap; keeps files reviewable
+
+
+class BaselineFileError(Exception):
+    """A baseline file exists but is unreadable, not JSON, or not our schema."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"baseline file {path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    """What the store keeps for one Measurement.key."""
+
+    key: str
+    benchmark: str
+    params: Mapping[str, Param]
+    samples: tuple[float, ...]  # at most MAX_STORED_SAMPLES, evenly spaced over the run
+    n_samples: int  # how many the run had before thinning
+    unit: str
+    direction: Direction
+    tolerance: float | None
+    timestamp: str  # ISO 8601, UTC
+    fingerprint: Mapping[str, Any]
+    summary: Mapping[str, Any]  # Summary.to_json() of all samples of that run
+    metric: str = ""
+
+    @property
+    def median(self) -> float:
+        """Median of all the run's samples (the stored ones may be thinned)."""
+        med = self.summary.get("median")
+        return float(med) if med is not None else float(np.median(self.samples))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "params": dict(self.params),
+            "metric": self.metric,
+            "unit": self.unit,
+            "direction": self.direction.value,
+            "tolerance": self.tolerance,
+            "timestamp": self.timestamp,
+            "n_samples": self.n_samples,
+            "samples": list(self.samples),
+            "summary": dict(self.summary),
+            "fingerprint": dict(self.fingerprint),
+        }
+
+    @classmethod
+    def from_json(cls, key: str, data: Any) -> BaselineEntry:
+        """Parse one entry; raises ValueError naming the offending field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"entry {key!r} is not an object")
+        missing = [f for f in _REQUIRED_ENTRY_FIELDS if f not in data]
+        if missing:
+            raise ValueError(f"entry {key!r} lacks field(s) {', '.join(missing)}")
+        try:
+            samples = tuple(float(x) for x in data["samples"])
+            direction = Direction(data["direction"])
+            tol = data["tolerance"]
+            entry = cls(
+                key=key,
+                benchmark=str(data["benchmark"]),
+                params=dict(data["params"]),
+                samples=samples,
+                n_samples=int(data["n_samples"]),
+                unit=str(data["unit"]),
+                direction=direction,
+                tolerance=None if tol is None else float(tol),
+                timestamp=str(data["timestamp"]),
+                fingerprint=dict(data["fingerprint"]),
+                summary=dict(data["summary"]),
+                metric=str(data.get("metric", "")),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"entry {key!r} has a bad value: {exc}") from None
+        if not samples or not all(math.isfinite(x) for x in samples):
+            raise ValueError(f"entry {key!r} needs at least one finite sample")
+        return entry
+
+
+_REQUIRED_ENTRY_FIELDS = (
+    "benchmark",
+    "params",
+    "unit",
+    "direction",
+    "tolerance",
+    "timestamp",
+    "n_samples",
+    "samples",
+    "summary",
+    "fingerprint",
+)
+
+
+def thin(samples: tuple[float, ...], limit: int = MAX_STORED_SAMPLES) -> tuple[float, ...]:
+    """At most `limit` samples, evenly spaced in run order, so drift over the run stays visible."""
+    if len(samples) <= limit:
+        return samples
+    idx = np.linspace(0, len(samples) - 1, limit).round().astype(int)
+    return tuple(samples[i] for i in idx)
+
+
+def entry_from_measurement(
+    m: Measurement,
+    fingerprint: Mapping[str, Any],
+    timestamp: str,
+    max_samples: int = MAX_STORED_SAMPLES,
+) -> BaselineEntry:
+    return BaselineEntry(
+        key=m.key,
+        benchmark=m.benchmark,
+        params=dict(sorted(m.params.items())),
+        samples=thin(tuple(float(x) for x in m.samples), max_samples),
+        n_samples=len(m.samples),
+        unit=m.unit,
+        direction=m.direction,
+        tolerance=m.tolerance,
+        timestamp=timestamp,
+        fingerprint=dict(fingerprint),
+        summary=summarize(m.samples).to_json(),
+        metric=m.metric,
+    )
+
+
+class BaselineStore(Protocol):
+    def load(self, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]: ...
+
+    def update(
+        self,
+        system: str,
+        fabric: str,
+        stack: str,
+        measurements: Iterable[Measurement],
+        fingerprint: Mapping[str, Any],
+    ) -> dict[str, BaselineEntry]: ...
+
+
+def _check_component(kind: str, value: str) -> str:
+    # These become path components: refuse anything that could escape `root`.
+    if not value or value in {".", ".."} or "/" in value or "\\" in value or "\0" in value:
+        raise ValueError(f"invalid {kind} name for a baseline path: {value!r}")
+    return value
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class JsonBaselineStore:
+    root: Path
+    max_samples: int = field(default=MAX_STORED_SAMPLES)
+
+    def path(self, system: str, fabric: str, stack: str) -> Path:
+        return (
+            Path(self.root)
+            / _check_component("system", system)
+            / _check_component("fabric", fabric)
+            / f"{_check_component('stack', stack)}.json"
+        )
+
+    def load(self, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]:
+        """Entries by Measurement.key; {} if no file yet; BaselineFileError if unreadable."""
+        return self._read(self.path(system, fabric, stack), system, fabric, stack)
+
+    def update(
+        self,
+        system: str,
+        fabric: str,
+        stack: str,
+        measurements: Iterable[Measurement],
+        fingerprint: Mapping[str, Any],
+        timestamp: str | None = None,
+    ) -> dict[str, BaselineEntry]:
+        """Add or replace the entries of `measurements`; keeps all other entries.
+
+        Returns the file's entries after the update.
+        """
+        path = self.path(system, fabric, stack)
+        stamp = timestamp or _utc_now()
+        new: dict[str, BaselineEntry] = {}
+        for m in measurements:
+            if m.stack != stack:
+                raise ValueError(f"measurement {m.key!r} is for stack {m.stack!r}, not {stack!r}")
+            new[m.key] = entry_from_measurement(m, fingerprint, stamp, self.max_samples)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(path):
+            _remove_stale_temps(path)  # we hold the lock: any temp file is a dead writer's
+            entries = self._read(path, system, fabric, stack)
+            entries.update(new)
+            doc = {
+                "schema": SCHEMA,
+                "schema_version": SCHEMA_VERSION,
+                "system": system,
+                "fabric": fabric,
+                "stack": stack,
+                "entries": {k: e.to_json() for k, e in entries.items()},
+            }
+            text = json.dumps(doc, sort_keys=True, indent=2, allow_nan=False) + "\n"
+            _atomic_write(path, text)
+        return entries
+
+    def _read(self, path: Path, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BaselineFileError(path, f"cannot be read: {exc}") from exc
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BaselineFileError(path, f"is not valid JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise BaselineFileError(path, "top level is not a JSON object")
+        if doc.get("schema") != SCHEMA:
+            raise BaselineFileError(path, f"schema is {doc.get('schema')!r}, expected {SCHEMA!r}")
+        if doc.get("schema_version") != SCHEMA_VERSION:
+            raise BaselineFileError(
+                path,
+                f"schema_version is {doc.get('schema_version')!r}; this version of "
+                f"pytest-hpccomm reads {SCHEMA_VERSION}",
+            )
+        for name, want in (("system", system), ("fabric", fabric), ("stack", stack)):
+            if doc.get(name) != want:
+                raise BaselineFileError(path, f"{name} is {doc.get(name)!r}, expected {want!r}")
+        raw = doc.get("entries")
+        if not isinstance(raw, dict):
+            raise BaselineFileError(path, "'entries' is missing or not an object")
+        entries: dict[str, BaselineEntry] = {}
+        for key, data in raw.items():
+            try:
+                entries[key] = BaselineEntry.from_json(key, data)
+            except ValueError as exc:
+                raise BaselineFileError(path, str(exc)) from None
+        return entries
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    lock_path = path.with_name(f".{path.name}.lock")  # hidden: baselines live in git
+    with open(lock_path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released by close, or by the kernel on death
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_stale_temps(path: Path) -> None:
+    for stale in path.parent.glob(_temp_prefix(path) + "*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; baselines are shared, reviewed files
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+# Fingerprint fields whose change makes an old baseline incomparable. A flattened dotted key
+# ("stacks.mpi.version", "link_rate_gbps") is relevant when one of its components, or one of
+# the "_"-separated words of a component, is listed here.
+FINGERPRINT_FIELDS = frozenset(
+    {
+        "device", "devices", "hca", "rate", "speed", "link_layer", "mtu", "firmware", "fw",
+        "driver", "mpi", "vendor", "version", "versions", "kernel", "os", "arch", "cpu",
+        "model", "cores", "numa", "python", "stack", "stacks", "launcher", "nodes", "ranks",
+        "pytest_hpccomm",
+    }
+)
+# Change between runs on one system without making baselines incomparable (last component).
+VOLATILE_FIELDS = frozenset(
+    {"hostname", "host", "timestamp", "time", "date", "pid", "uptime", "load", "mhz", "boot_id"}
+)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _words(component: str) -> set[str]:
+    return {component, *component.split("_")}
+
+
+def fingerprint_diff(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    fields: Iterable[str] | None = None,
+) -> list[tuple[str, Any, Any]]:
+    """(dotted field, old value, new value) for each relevant field that differs, sorted.
+
+    Nested dicts are flattened to dotted keys; a field absent on one side shows as None.
+    Relevance: see FINGERPRINT_FIELDS (or pass `fields`); volatile fields (hostname, cpu MHz,
+    ...) never count.
+    """
+    wanted = {f.lower() for f in (FINGERPRINT_FIELDS if fields is None else fields)}
+    a, b = _flatten(old), _flatten(new)
+    diffs: list[tuple[str, Any, Any]] = []
+    for key in sorted(set(a) | set(b)):
+        parts = key.lower().split(".")
+        if _words(parts[-1]) & VOLATILE_FIELDS:
+            continue
+        if not any(_words(p) & wanted for p in parts):
+            continue
+        if a.get(key) != b.get(key):
+            diffs.append((key, a.get(key), b.get(key)))
+    return diffs

@@ -1,0 +1,187 @@
+"""Shared by every report: ordering, grouping, summary statistics, outcome counts, atomic writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.measure.record import Measurement, Param, RunResult
+from pytest_hpccomm.report.units import fmt_size
+
+SIZE_PARAM = "size"
+# Worst first: a reader scanning a report should meet what fails the merge before anything else.
+OUTCOME_ORDER: tuple[Outcome, ...] = (
+    Outcome.REGRESSION, Outcome.INCONCLUSIVE, Outcome.IMPROVEMENT, Outcome.NEW, Outcome.PASS,
+)
+
+FamilyKey = tuple[str, str, str]  # (stack, benchmark, metric)
+
+
+def metric_of(m: Measurement) -> str:
+    return m.metric or m.benchmark
+
+
+def fmt_params(params: Mapping[str, Param], *, skip: Iterable[str] = ()) -> str:
+    """"size=8B ranks=2": size first (the sweep axis), the rest by name."""
+    skipped = set(skip)
+    names = sorted(k for k in params if k not in skipped)
+    if SIZE_PARAM in names:
+        names.remove(SIZE_PARAM)
+        names.insert(0, SIZE_PARAM)
+    parts = []
+    for k in names:
+        v = params[k]
+        if k == SIZE_PARAM and isinstance(v, (int, float)) and not isinstance(v, bool):
+            parts.append(f"{k}={fmt_size(v)}")
+        else:
+            parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def _value_key(v: Param) -> tuple[int, float, str]:
+    # Numbers compare numerically (8 < 1024), text after numbers; never a TypeError on mixes.
+    if isinstance(v, (int, float)):
+        return (0, float(v), "")
+    return (1, 0.0, str(v))
+
+
+def params_sort_key(params: Mapping[str, Param]) -> tuple[Any, ...]:
+    """Other parameters first, size last: each sweep stays contiguous and ascends by size."""
+    others = tuple((k, _value_key(params[k])) for k in sorted(params) if k != SIZE_PARAM)
+    size = params.get(SIZE_PARAM)
+    return (others, _value_key(size) if size is not None else (-1, 0.0, ""))
+
+
+def result_sort_key(r: RunResult) -> tuple[Any, ...]:
+    m = r.measurement
+    return (m.stack, m.benchmark, metric_of(m), params_sort_key(m.params), r.nodeid)
+
+
+def sorted_results(results: Iterable[RunResult]) -> list[RunResult]:
+    return sorted(results, key=result_sort_key)
+
+
+def families(results: Iterable[RunResult]) -> dict[FamilyKey, list[RunResult]]:
+    """Results grouped by (stack, benchmark, metric), each group in sweep order."""
+    out: dict[FamilyKey, list[RunResult]] = {}
+    for r in sorted_results(results):
+        m = r.measurement
+        out.setdefault((m.stack, m.benchmark, metric_of(m)), []).append(r)
+    return out
+
+
+def outcome_counts(results: Iterable[RunResult]) -> dict[Outcome, int]:
+    c = Counter(r.verdict.outcome for r in results)
+    return {o: c.get(o, 0) for o in OUTCOME_ORDER}
+
+
+def counts_line(results: Sequence[RunResult]) -> str:
+    """"3 regression, 1 improvement, 40 pass" in OUTCOME_ORDER, zero counts left out."""
+    counts = outcome_counts(results)
+    parts = [f"{n} {o.value}" for o, n in counts.items() if n]
+    return ", ".join(parts) if parts else "no results"
+
+
+def summary_stats(samples: Sequence[float]) -> dict[str, float | int | None]:
+    """The numbers every report shows next to raw samples. Non-finite samples (perftest can print
+    inf under emulation) are dropped rather than poisoning every statistic."""
+    a = np.asarray([x for x in samples if math.isfinite(x)], dtype=float)
+    keys = ("median", "mean", "min", "max", "p5", "p25", "p75", "p95", "p99", "stddev", "iqr", "cv")
+    if a.size == 0:
+        return {"n": 0, **{k: None for k in keys}}
+    p5, p25, p50, p75, p95, p99 = np.percentile(a, [5, 25, 50, 75, 95, 99])
+    mean = float(a.mean())
+    sd = float(a.std(ddof=1)) if a.size > 1 else 0.0
+    return {
+        "n": int(a.size), "median": float(p50), "mean": mean,
+        "min": float(a.min()), "max": float(a.max()),
+        "p5": float(p5), "p25": float(p25), "p75": float(p75), "p95": float(p95), "p99": float(p99),
+        "stddev": sd, "iqr": float(p75 - p25), "cv": sd / abs(mean) if mean else None,
+    }
+
+
+def short_message(r: RunResult) -> str:
+    """The verdict's message without what a report row already shows: the verdict engine writes
+    "regression: osu_latency size=8: median ..." so it reads alone in a pytest failure; next to
+    a verdict label and the benchmark's name only "median ..." is news."""
+    msg = r.verdict.message.strip()
+    prefix = f"{r.verdict.outcome.value}: "
+    if msg.lower().startswith(prefix):
+        msg = msg[len(prefix):]
+    if msg.startswith(r.measurement.benchmark) and ": " in msg:
+        msg = msg.split(": ", 1)[1]
+    return msg
+
+
+def session_fingerprint(results: Sequence[RunResult], session: Mapping[str, Any]) -> Any:
+    """The session's fingerprint, else the one the results carry (identical within a session)."""
+    fp = session.get("fingerprint")
+    if fp:
+        return fp
+    return dict(results[0].fingerprint) if results else {}
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON: datetimes as ISO 8601, non-finite floats as null (strict JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, dt.datetime):
+        return obj.isoformat()
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return jsonable(obj.item())
+    if hasattr(obj, "value") and hasattr(obj, "name"):  # enums
+        return jsonable(obj.value)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return str(obj)
+
+
+def iso_time(value: Any) -> str | None:
+    """Timestamps arrive as datetime, epoch seconds or text; reports carry ISO 8601 (UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, (int, float)):
+        return dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc).isoformat()
+    return str(value)
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write via a temp file in the same directory + os.replace: a reader (CI artifact upload,
+    a dashboard polling the file) never sees half a report, even if pytest is killed mid-write."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp makes 0600 files; reports are shared artifacts, so honour the umask instead.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return target

@@ -1,0 +1,213 @@
+"""judge(): every outcome, both directions, determinism, messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
+from pytest_hpccomm.baselines.verdict import Outcome, block_length, blocks, classify, judge
+from pytest_hpccomm.measure.record import Direction, Measurement
+
+# Shared builders are copied, not imported: tests run with --import-mode=importlib.
+FINGERPRINT: dict[str, Any] = {
+    "device": "mlx5_0",
+    "firmware": "20.31.1014",
+    "link_rate_gbps": 100,
+    "mtu": 4096,
+    "kernel": "6.1.0-18-amd64",
+    "cpu_model": "AMD EPYC 7763",
+    "hostname": "node01",
+    "stacks": {"mpi": {"vendor": "Open MPI", "version": "5.0.3"}},
+}
+
+
+def make_measurement(
+    samples: tuple[float, ...] | list[float],
+    *,
+    benchmark: str = "osu_latency",
+    size: int = 8,
+    stack: str = "mpi",
+    unit: str = "us",
+    direction: Direction = Direction.LOWER_IS_BETTER,
+    tolerance: float | None = None,
+) -> Measurement:
+    return Measurement(
+        stack=stack,
+        benchmark=benchmark,
+        params={"size": size, "ranks": 2},
+        samples=tuple(float(x) for x in samples),
+        unit=unit,
+        direction=direction,
+        metric="latency" if direction is Direction.LOWER_IS_BETTER else "bandwidth",
+        tolerance=tolerance,
+    )
+
+
+LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
+
+
+def lognormal(median: float, sigma: float, n: int, seed: int) -> list[float]:
+    return list(np.random.default_rng(seed).lognormal(np.log(median), sigma, n))
+
+
+def baseline(samples: list[float], **kw: Any) -> BaselineEntry:
+    return entry_from_measurement(make_measurement(samples, **kw), FINGERPRINT, "t")
+
+
+def test_new_without_baseline() -> None:
+    v = judge(make_measurement([3.0, 3.1, 2.9]), None)
+    assert v.outcome is Outcome.NEW
+    assert v.current_median == 3.0 and v.baseline_median is None and v.ratio is None
+    assert v.message == "new: osu_latency ranks=2 size=8: median 3.00 us (n=3), no baseline"
+
+
+def test_latency_regression_message() -> None:
+    base = baseline(lognormal(3.02, 0.01, 40, seed=1))
+    v = judge(make_measurement(lognormal(4.31, 0.01, 40, seed=2)), base)
+    assert v.outcome is Outcome.REGRESSION
+    assert v.ratio == pytest.approx(4.31 / 3.02, rel=0.01)
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None
+    assert 1.05 < v.ci_low <= v.ratio <= v.ci_high
+    assert v.p_value is not None and v.p_value < 0.01
+    assert v.message.startswith("regression: osu_latency ranks=2 size=8: median 4.3")
+    assert "us vs baseline 3.0" in v.message and "ratio 1.4" in v.message
+    assert "98% CI 1.4" in v.message and "tolerance 5%)" in v.message
+    assert "\n" not in v.message
+
+
+def test_latency_improvement_quotes_the_better_side_p() -> None:
+    base = baseline(lognormal(3.0, 0.01, 40, seed=1))
+    v = judge(make_measurement(lognormal(2.4, 0.01, 40, seed=2)), base)
+    assert v.outcome is Outcome.IMPROVEMENT
+    assert v.p_value is not None and v.p_value > 0.5  # p_value stays the worse side's
+    assert v.p_better is not None and v.p_better < 0.01
+    assert f"p={v.p_better:.0e}".replace("e-0", "e-") in v.message
+
+
+@pytest.mark.parametrize(
+    ("factor", "outcome"),
+    [(0.85, Outcome.REGRESSION), (1.2, Outcome.IMPROVEMENT), (1.0, Outcome.PASS)],
+)
+def test_bandwidth_is_direction_aware(factor: float, outcome: Outcome) -> None:
+    kw: dict[str, Any] = dict(benchmark="osu_bw", unit="MB/s", direction=HIGHER)
+    base = baseline(lognormal(9000.0, 0.01, 40, seed=3), **kw)
+    v = judge(make_measurement(lognormal(9000.0 * factor, 0.01, 40, seed=4), **kw), base)
+    assert v.outcome is outcome
+
+
+def test_pass_within_tolerance_even_when_significant() -> None:
+    # 2 % slower, clearly detectable, but inside the 5 % tolerance.
+    base = baseline(lognormal(3.0, 0.005, 60, seed=5))
+    v = judge(make_measurement(lognormal(3.06, 0.005, 60, seed=6)), base)
+    assert v.p_value is not None and v.p_value < 0.01
+    assert v.outcome is Outcome.PASS
+    assert v.message.startswith("pass: ")
+
+
+def test_identical_constant_samples_pass() -> None:
+    v = judge(make_measurement([3.0] * 10), baseline([3.0] * 10))
+    assert v.outcome is Outcome.PASS
+    assert (v.ratio, v.ci_low, v.ci_high) == (1.0, 1.0, 1.0)
+
+
+def test_constant_but_different_samples_regress() -> None:
+    v = judge(make_measurement([3.5] * 10), baseline([3.0] * 10))
+    assert v.outcome is Outcome.REGRESSION
+    assert v.ci_low == v.ci_high == pytest.approx(3.5 / 3.0)
+
+
+def test_inconclusive_too_few_samples() -> None:
+    v = judge(make_measurement([4.0, 4.1, 3.9]), baseline([3.0] * 20))
+    assert v.outcome is Outcome.INCONCLUSIVE
+    assert "too few samples (3 vs 20" in v.message
+
+
+def test_inconclusive_too_noisy() -> None:
+    base = baseline(lognormal(3.0, 0.4, 12, seed=7))
+    v = judge(make_measurement(lognormal(3.0, 0.4, 12, seed=8)), base)
+    assert v.outcome is Outcome.INCONCLUSIVE
+    assert "too noisy" in v.message
+
+
+def test_inconclusive_beyond_tolerance_but_not_established() -> None:
+    # Point ratio ~1.08 with a CI that reaches back inside the band.
+    outcome, reason = classify(1.08, (1.02, 1.12), 1e-4, 0.9, True, 0.05, 0.01)
+    assert outcome is Outcome.INCONCLUSIVE and "CI reaches inside" in reason
+    outcome, reason = classify(1.08, (1.0, 1.1), 0.2, 0.8, True, 0.05, 0.01)
+    assert outcome is Outcome.INCONCLUSIVE and "not significant" in reason
+    # The same with a decided CI is a regression; without the p-value it is not.
+    assert classify(1.08, (1.06, 1.10), 1e-4, 0.9, True, 0.05, 0.01)[0] is Outcome.REGRESSION
+    assert classify(1.08, (1.06, 1.10), 0.02, 0.9, True, 0.05, 0.01)[0] is Outcome.INCONCLUSIVE
+
+
+def test_unit_change_is_inconclusive() -> None:
+    v = judge(make_measurement([3.0] * 10, unit="ms"), baseline([3.0] * 10))
+    assert v.outcome is Outcome.INCONCLUSIVE and "update the baseline" in v.message
+
+
+def test_tolerance_precedence() -> None:
+    base = baseline(lognormal(3.0, 0.005, 40, seed=9), tolerance=0.5)
+    cur = lognormal(3.6, 0.005, 40, seed=10)  # 20 % slower
+    assert judge(make_measurement(cur), base).outcome is Outcome.PASS  # baseline's 50 %
+    v = judge(make_measurement(cur, tolerance=0.1), base)  # the measurement's own wins
+    assert v.outcome is Outcome.REGRESSION and v.tolerance == 0.1
+    plain = baseline(lognormal(3.0, 0.005, 40, seed=9))
+    assert judge(make_measurement(cur), plain, tolerance=0.3).tolerance == 0.3
+
+
+def test_same_seed_same_verdict() -> None:
+    base = baseline(lognormal(3.0, 0.05, 30, seed=11))
+    cur = make_measurement(lognormal(3.2, 0.05, 30, seed=12))
+    assert judge(cur, base, seed=5) == judge(cur, base, seed=5)
+
+
+def test_bad_parameters_raise() -> None:
+    base = baseline([3.0] * 10)
+    with pytest.raises(ValueError):
+        judge(make_measurement([3.0] * 10), base, tolerance=0.0)
+    with pytest.raises(ValueError):
+        judge(make_measurement([3.0] * 10), base, alpha=0.7)
+    with pytest.raises(ValueError):
+        judge(make_measurement([3.0, float("nan")]), base)
+
+
+def test_blocks_drop_leftover_from_the_start() -> None:
+    x = np.arange(10.0)
+    assert blocks(x, 3).tolist() == [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert [block_length(n) for n in (5, 9, 10, 30, 100, 1000)] == [1, 1, 2, 3, 5, 10]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    median=st.floats(min_value=1e-3, max_value=1e6),
+    sigma=st.floats(min_value=0.0, max_value=0.3),
+    n=st.integers(min_value=5, max_value=60),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_same_run_against_itself_never_decides(
+    median: float, sigma: float, n: int, seed: int
+) -> None:
+    xs = lognormal(median, sigma, n, seed)
+    v = judge(make_measurement(xs), baseline(xs), n_resamples=300)
+    assert v.outcome in (Outcome.PASS, Outcome.INCONCLUSIVE)
+    assert v.ratio == pytest.approx(1.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    factor=st.floats(min_value=1.3, max_value=5.0),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_mirror_symmetry_of_directions(factor: float, seed: int) -> None:
+    """A latency going up by f and a bandwidth going down by f are both regressions."""
+    base = lognormal(100.0, 0.01, 30, seed)
+    cur = lognormal(100.0 * factor, 0.01, 30, seed + 1)
+    lat = judge(make_measurement(cur), baseline(base), n_resamples=300)
+    bw_kw: dict[str, Any] = dict(unit="MB/s", direction=HIGHER)
+    bw = judge(make_measurement(base, **bw_kw), baseline(cur, **bw_kw), n_resamples=300)
+    assert lat.outcome is Outcome.REGRESSION and bw.outcome is Outcome.REGRESSION
