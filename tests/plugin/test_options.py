@@ -97,3 +97,42 @@ def test_header_names_fabric_and_system(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--hpc-fabric=ethernet", "--hpc-system=ci-box")
     result.stdout.fnmatch_lines(["hpccomm: fabric=ethernet -> ethernet: *",
                                  "hpccomm: system=ci-box profile=quick*"])
+
+
+@pytest.mark.parametrize(("setup", "expected"), [
+    ({"args": ["--hpc-hosts=node1,,node2"]}, "--hpc-hosts:"),
+    ({"hostfile": "node1 slots=four\n"}, "--hpc-hostfile:"),
+    ({"hostfile": "node1:0\n"}, "--hpc-hostfile:"),
+    ({"env": {"SLURM_JOB_NODELIST": "node[04-01]"}}, "SLURM_JOB_NODELIST:"),
+    ({"env": {"SLURM_JOB_NODELIST": "node[01-03", "SLURM_TASKS_PER_NODE": "1"}},
+     "SLURM_JOB_NODELIST:"),
+])
+def test_malformed_hosts_are_one_line_usage_errors(pytester: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   setup: dict, expected: str) -> None:
+    pytester.makepyfile(SIMPLE)
+    args = list(setup.get("args", []))
+    if "hostfile" in setup:
+        path = pytester.path / "hosts"
+        path.write_text(setup["hostfile"])
+        args.append(f"--hpc-hostfile={path}")
+    for name, value in setup.get("env", {}).items():
+        monkeypatch.setenv(name, value)
+    assert expected in usage_error_line(pytester.runpytest_subprocess(*args))
+
+
+def test_hosts_resolve_from_hostfile_and_slurm(pytester: pytest.Pytester,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (pytester.path / "hosts").write_text("# Open MPI\nnode1 slots=4\nnode2 slots=4 max_slots=8\n")
+    pytester.makepyfile("""
+        def test_hosts(hpc_config):
+            import os
+            names = [(h.name, h.slots) for h in hpc_config.host_list]
+            assert names == eval(os.environ["WANT"])
+    """)
+    monkeypatch.setenv("WANT", "[('node1', 4), ('node2', 4)]")
+    pytester.runpytest("--hpc-hostfile=hosts").assert_outcomes(passed=1)
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[01-02,07]")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x3)")
+    monkeypatch.setenv("WANT", "[('gpu01', 2), ('gpu02', 2), ('gpu07', 2)]")
+    pytester.runpytest().assert_outcomes(passed=1)

@@ -1,0 +1,286 @@
+"""Jobs: run a command with a hard timeout and reap everything it started.
+
+Every job runs under the reaper shim (_reaper.py) in a new session. Stopping a job:
+SIGTERM to the shim and to every process of the job, SIGKILL after `grace`, then reap. "Every
+process of the job" is the union of
+  - /proc descendants of the shim (complete: the shim is a child subreaper),
+  - processes whose environment carries this job's tag (HPCCOMM_JOB_TAG, inherited by
+    mpirun's daemons and ranks, also inside network namespaces),
+  - PIDs from netns_pids_hook (e.g. `ip netns pids` of a virtual cluster) that carry the tag,
+so a concurrent job in the same namespaces (a session-long peer) is never hit.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable, Iterable, Mapping, Sequence
+
+from pytest_hpccomm.cluster import proctree
+
+TAG_VAR = "HPCCOMM_JOB_TAG"
+_REAPER = str(Path(__file__).with_name("_reaper.py"))
+
+PidsHook = Callable[[], Iterable[int]]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    argv: tuple[str, ...]
+    returncode: int  # negative: killed by that signal (as subprocess reports it)
+    stdout: str
+    stderr: str
+    elapsed: float  # seconds, start to reaped
+    timed_out: bool
+    label: str = ""  # what the job is, for messages (argv[0] is often just `ip`)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        """One line for an assertion message or a skip reason."""
+        how = "timed out" if self.timed_out else f"exit {self.returncode}"
+        tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
+        return f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {tail[0][:300]}"
+
+
+class RunningJob:
+    """A job started with start_job(); stop() (or leaving the `with` block) ends and reaps it."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: str | os.PathLike[str] | None,
+        timeout: float | None,
+        grace: float,
+        netns_pids_hook: PidsHook | None,
+        on_start: Callable[[int], None] | None,
+        label: str = "",
+    ) -> None:
+        if not argv:
+            raise ValueError("empty argv")
+        self.argv = tuple(str(a) for a in argv)
+        self.label = label
+        # owner PID first: tells whose job a stray process belongs to on a shared machine
+        self.tag = f"{os.getpid()}.{secrets.token_hex(8)}"
+        self.grace = grace
+        self._hook = netns_pids_hook
+        self._out: IO[bytes] = tempfile.TemporaryFile()
+        self._err: IO[bytes] = tempfile.TemporaryFile()
+        full_env = dict(os.environ if env is None else env)
+        full_env[TAG_VAR] = self.tag
+        rfd, wfd = os.pipe()
+        self._status_r = rfd
+        self._t0 = time.monotonic()
+        self._deadline = None if timeout is None else self._t0 + timeout
+        # The shim's own deadline is a backstop for a hung orchestrator; the nominal timeout is
+        # enforced here, so timed_out is reported, not mistaken for the job's own failure.
+        backstop = 0.0 if timeout is None else timeout + grace + 5.0
+        try:
+            self._shim = subprocess.Popen(
+                [sys.executable, "-E", "-s", "-S", _REAPER, str(wfd), str(os.getpid()),
+                 str(grace), str(backstop), "--", *self.argv],
+                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
+                env=full_env, cwd=cwd, pass_fds=(wfd,), start_new_session=True,
+            )
+        except BaseException:
+            os.close(rfd)
+            self._out.close()
+            self._err.close()
+            raise
+        finally:
+            os.close(wfd)
+        self.pid = self._shim.pid
+        self._shim_proc = proctree.proc_of(self.pid)
+        self._result: JobResult | None = None
+        self._timed_out = False
+        if on_start is not None:
+            on_start(self.pid)
+
+    # -- state ---------------------------------------------------------------------------
+    def poll(self) -> int | None:
+        """The command's return code once the job is over and reaped, else None."""
+        if self._result is None and self._shim.poll() is not None:
+            self._finish()
+        return None if self._result is None else self._result.returncode
+
+    @property
+    def done(self) -> bool:
+        return self.poll() is not None
+
+    def processes(self) -> set[proctree.Proc]:
+        """Every live process of this job (shim excluded)."""
+        procs = proctree.with_env(TAG_VAR, self.tag)
+        if self._shim.returncode is None:  # once reaped, its PID may already be someone else's
+            procs |= proctree.descendants([self.pid])
+        if self._hook is not None:
+            for pid in self._hook():
+                p = proctree.proc_of(pid)
+                if p is not None and p not in procs and _has_tag(pid, self.tag):
+                    procs.add(p)
+        return {p for p in procs if p != self._shim_proc}
+
+    def peek_output(self) -> tuple[str, str]:
+        """(stdout, stderr) written so far, e.g. to wait for a peer's "ready" line."""
+        if self._result is not None:
+            return self._result.stdout, self._result.stderr
+        return _peek(self._out), _peek(self._err)
+
+    # -- ending --------------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> JobResult:
+        """Wait for the job to end by itself; past timeout (or the job's own deadline) stop it."""
+        limit = self._deadline
+        if timeout is not None:
+            limit = min(limit or float("inf"), time.monotonic() + timeout)
+        try:
+            self._shim.wait(None if limit is None else max(0.0, limit - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self._timed_out = True
+            return self.stop()
+        return self._finish()
+
+    def stop(self, grace: float | None = None) -> JobResult:
+        """End the job now: SIGTERM everything, SIGKILL after grace, reap. Idempotent."""
+        if self._result is not None:
+            return self._result
+        grace = self.grace if grace is None else grace
+        if self._shim.poll() is None:
+            victims = self.processes()
+            self._signal_shim(signal.SIGTERM)
+            proctree.signal_all(victims, signal.SIGTERM)
+            try:
+                self._shim.wait(grace)
+            except subprocess.TimeoutExpired:
+                proctree.signal_all(self.processes(), signal.SIGKILL)
+                try:
+                    self._shim.wait(2.0)  # the shim reaps what we killed, then exits
+                except subprocess.TimeoutExpired:
+                    self._signal_shim(signal.SIGKILL)
+                    try:
+                        os.killpg(self.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    self._shim.wait()
+        return self._finish()
+
+    def _signal_shim(self, sig: int) -> None:
+        if self._shim.poll() is None:
+            try:
+                self._shim.send_signal(sig)
+            except OSError:
+                pass
+
+    def _finish(self) -> JobResult:
+        if self._result is not None:
+            return self._result
+        shim_rc = self._shim.wait()
+        # Belt and braces: anything tagged that escaped the shim (it was SIGKILLed) dies here.
+        left = self.processes()
+        if left:
+            proctree.terminate(left, grace=0.5)
+        rc = _read_status(self._status_r)
+        os.close(self._status_r)
+        self._result = JobResult(
+            argv=self.argv,
+            returncode=shim_rc if rc is None else rc,
+            stdout=_read_all(self._out),
+            stderr=_read_all(self._err),
+            elapsed=time.monotonic() - self._t0,
+            timed_out=self._timed_out,
+            label=self.label,
+        )
+        return self._result
+
+    def __enter__(self) -> RunningJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:  # a forgotten job must not outlive its owner object
+        try:
+            if getattr(self, "_result", True) is None:
+                self.stop(grace=0.5)
+        except Exception:
+            pass
+
+
+def _has_tag(pid: int, tag: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{TAG_VAR}={tag}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _read_status(fd: int) -> int | None:
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 64)
+    except BlockingIOError:
+        return None
+    try:
+        return int(data.split(b"\n")[0])
+    except ValueError:
+        return None
+
+
+def _peek(f: IO[bytes]) -> str:
+    return os.pread(f.fileno(), 1 << 24, 0).decode("utf-8", errors="replace")
+
+
+def _read_all(f: IO[bytes]) -> str:
+    f.seek(0)
+    data = f.read()
+    f.close()
+    return data.decode("utf-8", errors="replace")
+
+
+def start_job(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout: float | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    grace: float = 2.0,
+    netns_pids_hook: PidsHook | None = None,
+    on_start: Callable[[int], None] | None = None,
+    label: str = "",
+) -> RunningJob:
+    """Start a long-lived job (e.g. a session's peers). timeout: hard cap, also enforced by the
+    shim (a little later) if this process hangs. The job dies with the THREAD that started it
+    (PR_SET_PDEATHSIG): start session jobs from the main thread. env replaces os.environ when
+    given. on_start(pid) is called with the shim's PID (e.g. VirtualCluster.register_pid)."""
+    return RunningJob(argv, env=env, cwd=cwd, timeout=timeout, grace=grace,
+                      netns_pids_hook=netns_pids_hook, on_start=on_start, label=label)
+
+
+def run_job(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout: float,
+    cwd: str | os.PathLike[str] | None = None,
+    grace: float = 2.0,
+    netns_pids_hook: PidsHook | None = None,
+    on_start: Callable[[int], None] | None = None,
+    label: str = "",
+) -> JobResult:
+    """Run argv to completion or until timeout; always reaped, never raises for the job's own
+    failure (check .ok / .timed_out). Output is captured whole (temp files, no pipe stalls)."""
+    job = start_job(argv, env, timeout=timeout, cwd=cwd, grace=grace,
+                    netns_pids_hook=netns_pids_hook, on_start=on_start, label=label)
+    try:
+        return job.wait()
+    finally:
+        job.stop()

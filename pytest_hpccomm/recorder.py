@@ -1,0 +1,80 @@
+"""Judge each measurement against its baseline as it is recorded; update baselines at the end.
+
+Baselines are read once per (stack) file per session and written only at session end, only
+with --hpc-update-baselines, and never from a canary run (--hpc-inject-slowdown > 1), so a
+gate can never learn its own injected regression.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_hpccomm import fingerprint as fp
+from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
+                                            fingerprint_diff)
+from pytest_hpccomm.baselines.verdict import Outcome, judge
+from pytest_hpccomm.measure.record import Measurement, RunResult
+from pytest_hpccomm.session import HpcSession
+
+# Which outcomes each update mode writes: "new" = new and passing results (a regression or a
+# too-noisy run must not silently become the reference), "all" = everything.
+WRITTEN = {
+    "none": frozenset(),
+    "new": frozenset({Outcome.NEW, Outcome.PASS, Outcome.IMPROVEMENT}),
+    "all": frozenset(Outcome),
+}
+
+
+class Recorder:
+    def __init__(self, hpc: HpcSession, store: BaselineStore | None = None) -> None:
+        self.hpc = hpc
+        self.store = store or JsonBaselineStore(Path(hpc.cfg.baselines))
+        self._loaded: dict[str, dict[str, BaselineEntry]] = {}
+
+    def baseline(self, m: Measurement) -> BaselineEntry | None:
+        """BaselineFileError propagates: a malformed file fails the test, naming the file."""
+        if m.stack not in self._loaded:
+            self._loaded[m.stack] = self.store.load(self.hpc.system, self.hpc.fabric_kind,
+                                                    m.stack)
+        return self._loaded[m.stack].get(m.key)
+
+    def record(self, nodeid: str, m: Measurement,
+               runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+        """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts)."""
+        finger = fp.merge([self.hpc.fingerprint, dict(runtime_fingerprint or {})])
+        base = self.baseline(m)
+        verdict = judge(m, base, tolerance=self.hpc.cfg.tolerance)
+        if base is not None:
+            diff = fingerprint_diff(base.fingerprint, finger)
+            if diff:
+                shown = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in diff[:4])
+                more = f" (+{len(diff) - 4} more)" if len(diff) > 4 else ""
+                verdict = dataclasses.replace(
+                    verdict, message=f"{verdict.message} [baseline fingerprint differs: "
+                                     f"{shown}{more}]")
+        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
+                           measurement=m, verdict=verdict, fingerprint=finger)
+        self.hpc.results.append(result)
+        return result
+
+    def update_baselines(self) -> dict[Path, int]:
+        """Write what the update mode selects; returns entries written per file."""
+        mode = self.hpc.cfg.update_baselines
+        chosen: dict[str, list[RunResult]] = defaultdict(list)
+        for r in self.hpc.results:
+            if r.verdict.outcome in WRITTEN[mode]:
+                chosen[r.measurement.stack].append(r)
+        written: dict[Path, int] = {}
+        for stack, results in sorted(chosen.items()):
+            finger = fp.merge(dict(r.fingerprint) for r in results)
+            self.store.update(self.hpc.system, self.hpc.fabric_kind, stack,
+                              [r.measurement for r in results], finger)
+            path = getattr(self.store, "path", None)
+            key = path(self.hpc.system, self.hpc.fabric_kind, stack) if callable(path) \
+                else Path(stack)
+            written[key] = len(results)
+        return written

@@ -1,0 +1,77 @@
+"""Session-end outputs: baselines, JSON results (ours and pytest-benchmark's), markdown, HTML,
+history. Everything here runs once, after the last test, from plugin.pytest_sessionfinish."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.recorder import Recorder
+from pytest_hpccomm.session import HpcSession
+
+
+def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
+    return {"system": hpc.system, "fabric": hpc.fabric_kind, "profile": hpc.cfg.profile,
+            "started": started, "finished": time.time(), "fingerprint": hpc.fingerprint,
+            "inject_slowdown": hpc.cfg.inject_slowdown, "tolerance": hpc.cfg.tolerance,
+            "launcher": hpc.cfg.launcher}
+
+
+def benchmark_json_path(results: Path) -> Path:
+    """pytest-benchmark's format beside ours: `pytest-benchmark compare` reads it."""
+    return results.with_name(results.stem + ".pytest-benchmark.json")
+
+
+def finish(config: pytest.Config, hpc: HpcSession, recorder: Recorder,
+           started: float) -> list[str]:
+    """Write every requested output; returns lines for the terminal summary."""
+    lines: list[str] = []
+    info = session_info(hpc, started)
+    results = list(hpc.results)
+    if hpc.cfg.update_baselines != "none":
+        for path, count in recorder.update_baselines().items():
+            lines.append(f"baselines: wrote {count} entries to {path}")
+    if hpc.cfg.results is not None:
+        from pytest_hpccomm.report.results_json import write_pytest_benchmark_json, write_results
+
+        write_results(hpc.cfg.results, results, info)
+        bench = benchmark_json_path(hpc.cfg.results)
+        write_pytest_benchmark_json(bench, results, None, None)
+        lines.append(f"results: {hpc.cfg.results} (pytest-benchmark format: {bench})")
+    markdown = hpc.cfg.markdown or _step_summary()
+    if markdown is not None and results:
+        from pytest_hpccomm.report.markdown import markdown_summary
+
+        text = markdown_summary(results, info)
+        mode = "a" if markdown == _step_summary() else "w"  # the step summary is shared
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        with open(markdown, mode, encoding="utf-8") as fh:
+            fh.write(text)
+        lines.append(f"markdown summary: {markdown}")
+    if hpc.cfg.report is not None:
+        from pytest_hpccomm.report.html import write_html_report
+
+        write_html_report(hpc.cfg.report, results, info)
+        lines.append(f"HTML report: {hpc.cfg.report}")
+    if hpc.cfg.history is not None and results:
+        if hpc.cfg.inject_slowdown > 1.0:
+            lines.append("history: not recorded (canary run with --hpc-inject-slowdown)")
+        else:
+            from pytest_hpccomm.baselines.history import HistoryStore
+
+            run_id = uuid.uuid4().hex[:12]
+            HistoryStore(hpc.cfg.history).append(results, run_id=run_id, timestamp=started,
+                                                 commit=os.environ.get("GITHUB_SHA"))
+            lines.append(f"history: run {run_id} appended to {hpc.cfg.history}")
+    config.hook.pytest_hpccomm_report(config=config, results=results, session_info=info)
+    return lines
+
+
+def _step_summary() -> Path | None:
+    value = os.environ.get("GITHUB_STEP_SUMMARY")
+    return Path(value) if value else None

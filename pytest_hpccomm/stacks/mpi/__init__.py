@@ -1,0 +1,1 @@
+"""MPI stack (mpi4py over Open MPI or MPICH): OSU-style benchmarks and conformance."""

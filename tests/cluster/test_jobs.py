@@ -1,0 +1,104 @@
+"""Jobs: hard timeouts, and nothing a job started outlives it (no root needed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.cluster.clusterkit import our_zombies, tagged_processes
+
+from pytest_hpccomm.cluster import proctree
+from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job, start_job
+
+
+def gone(pid: int) -> bool:
+    p = proctree.proc_of(pid)
+    return p is None or not proctree.alive(p)
+
+
+def test_output_returncode_env_cwd(tmp_path: object) -> None:
+    r = run_job(["sh", "-c", 'echo "$X" $PWD; echo err >&2; exit 3'], {"X": "hello", "PATH": os.defpath},
+                timeout=10, cwd="/tmp")
+    assert (r.returncode, r.stdout, r.stderr, r.timed_out) == (3, "hello /tmp\n", "err\n", False)
+    assert not r.ok and "exit 3" in r.describe()
+
+
+def test_timeout_is_hard_and_reported() -> None:
+    t0 = time.monotonic()
+    r = run_job(["sleep", "30"], timeout=1.0, grace=0.5)
+    assert r.timed_out and r.returncode == -signal.SIGTERM
+    assert time.monotonic() - t0 < 3.0
+    assert "timed out after 1." in r.describe()
+
+
+def test_term_ignoring_job_is_killed_after_grace() -> None:
+    t0 = time.monotonic()
+    r = run_job(["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"], timeout=0.5, grace=0.5)
+    assert r.timed_out and r.returncode == -signal.SIGKILL
+    assert time.monotonic() - t0 < 3.0
+    assert not tagged_processes() and not our_zombies()
+
+
+def test_daemons_that_leave_the_group_are_reaped() -> None:
+    # what Open MPI's daemons do: setsid + double fork, outliving the command that started them
+    r = run_job(["sh", "-c", "setsid sh -c 'sleep 300 & echo $!' & sleep 0.3"], timeout=10)
+    assert r.ok
+    assert gone(int(r.stdout.split()[0]))
+    assert not tagged_processes() and not our_zombies()
+
+
+def test_long_lived_job_stop_and_processes() -> None:
+    with start_job(["sh", "-c", "sleep 300 & sleep 300 & echo ready; wait"], timeout=60) as job:
+        deadline = time.monotonic() + 10
+        while "ready" not in job.peek_output()[0] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        procs = job.processes()
+        assert len(procs) == 3 and job.poll() is None
+    res = job.stop()  # idempotent after the with block
+    assert not res.timed_out and all(not proctree.alive(p) for p in procs)
+    assert res.stdout == "ready\n"
+
+
+def test_hook_pids_are_killed_only_if_tagged() -> None:
+    stranger = subprocess.Popen(["sleep", "300"])  # not ours: the hook may list it, it survives
+    try:
+        with start_job(["sh", "-c", "sleep 300"], netns_pids_hook=lambda: [stranger.pid]) as job:
+            time.sleep(0.2)
+        assert job.stop().returncode == -signal.SIGTERM
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_missing_program() -> None:
+    r = run_job(["/nonexistent/prog"], timeout=5)
+    assert r.returncode == 127 and "cannot run" in r.stderr
+
+
+def test_job_dies_with_its_owner() -> None:
+    # the owner is SIGKILLed (no cleanup code runs): the shim's PDEATHSIG still ends the job
+    code = ("import sys, time; from pytest_hpccomm.cluster.jobs import start_job;"
+            "j = start_job(['sleep', '300']); time.sleep(0.3);"
+            "print([p.pid for p in j.processes()][0], flush=True); time.sleep(300)")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        sleeper = int(owner.stdout.readline())
+        assert not gone(sleeper)
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 5
+    while not gone(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(sleeper)
+
+
+def test_tag_is_in_the_job_environment() -> None:
+    r = run_job(["sh", "-c", f'echo "${TAG_VAR}"'], timeout=5)
+    owner, _, rand = r.stdout.strip().partition(".")
+    assert owner == str(os.getpid()) and len(rand) == 16

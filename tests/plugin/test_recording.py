@@ -1,0 +1,129 @@
+"""hpc_record end to end through pytest: verdicts fail tests, baselines follow the update
+mode, fingerprint changes are shown, malformed baselines fail loudly. The samples are
+synthetic (seeded), because what is under test here is the orchestrator's own logic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = """
+import os
+import numpy as np
+from pytest_hpccomm.measure.record import Direction, Measurement
+
+def test_fake_latency(hpc_record):
+    shift = float(os.environ.get("FAKE_SHIFT", "1.0"))
+    noise = float(os.environ.get("FAKE_NOISE", "0.01"))
+    rng = np.random.default_rng(int(os.environ.get("FAKE_SEED", "1")))
+    samples = 10.0 * shift * rng.lognormal(0.0, noise, 40)
+    hpc_record(Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8},
+                           samples=tuple(samples), unit="us",
+                           direction=Direction.LOWER_IS_BETTER, metric="latency"))
+"""
+
+
+@pytest.fixture
+def bench(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_bench=BENCH)
+    return pytester
+
+
+def run(p: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, shift: float = 1.0,
+        noise: float = 0.01, seed: int = 1) -> pytest.RunResult:
+    monkeypatch.setenv("FAKE_SHIFT", str(shift))
+    monkeypatch.setenv("FAKE_NOISE", str(noise))
+    monkeypatch.setenv("FAKE_SEED", str(seed))
+    return p.runpytest("--hpc-system=box", "--hpc-baselines=bl", "--hpc-history=none",
+                       "--hpc-fabric=ethernet", *args)
+
+
+def baseline_file(p: pytest.Pytester) -> Path:
+    return p.path / "bl" / "box" / "ethernet" / "mpi.json"
+
+
+def test_new_then_pass_then_regression(bench: pytest.Pytester,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    first = run(bench, monkeypatch, "--hpc-update-baselines")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["*fake_latency*NEW*", "baselines: wrote 1 entries to *mpi.json"])
+    assert baseline_file(bench).exists()
+
+    run(bench, monkeypatch, seed=2).assert_outcomes(passed=1)
+
+    slow = run(bench, monkeypatch, shift=1.3, seed=3)
+    slow.assert_outcomes(failed=1)
+    slow.stdout.fnmatch_lines(["*regression: fake_latency size=8: median 13.* us vs baseline "
+                               "10.* us (ratio 1.2*tolerance 5%)*"])
+    assert slow.ret == 1
+
+
+def test_without_update_nothing_is_written(bench: pytest.Pytester,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch).assert_outcomes(passed=1)
+    assert not baseline_file(bench).exists()
+
+
+def test_update_new_keeps_the_old_baseline_on_regression_all_replaces_it(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    before = baseline_file(bench).read_text()
+    run(bench, monkeypatch, "--hpc-update-baselines", shift=1.5).assert_outcomes(failed=1)
+    assert baseline_file(bench).read_text() == before  # a regression never becomes reference
+    run(bench, monkeypatch, "--hpc-update-baselines=all", shift=1.5).assert_outcomes(failed=1)
+    entry = next(iter(json.loads(baseline_file(bench).read_text())["entries"].values()))
+    assert entry["summary"]["median"] > 14.0
+
+
+def test_noisy_run_is_inconclusive_and_fails_only_when_strict(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    noisy = run(bench, monkeypatch, noise=0.6, seed=5)
+    noisy.assert_outcomes(passed=1)
+    noisy.stdout.fnmatch_lines(["*INCONCLUSIVE*"])
+    run(bench, monkeypatch, "--hpc-strict", noise=0.6, seed=5).assert_outcomes(failed=1)
+
+
+def test_fingerprint_change_is_shown(bench: pytest.Pytester,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    data = json.loads(baseline_file(bench).read_text())
+    for entry in data["entries"].values():
+        entry["fingerprint"]["kernel"] = "4.18.0-old"
+    baseline_file(bench).write_text(json.dumps(data))
+    result = run(bench, monkeypatch, "--hpc-results=out.json", shift=1.4)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*baseline fingerprint differs: kernel: '4.18.0-old' -> *"])
+
+
+def test_malformed_baseline_fails_naming_the_file(bench: pytest.Pytester,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    baseline_file(bench).parent.mkdir(parents=True)
+    baseline_file(bench).write_text("{ not json")
+    result = run(bench, monkeypatch)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*baseline file *bl/box/ethernet/mpi.json*"])
+
+
+def test_outputs_are_written(bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(bench, monkeypatch, "--hpc-results=r/out.json", "--hpc-report=r/report.html",
+                 "--hpc-markdown=r/summary.md", "--junitxml=r/junit.xml")
+    result.assert_outcomes(passed=1)
+    doc = json.loads((bench.path / "r/out.json").read_text())
+    assert doc["results"][0]["measurement"]["benchmark"] == "fake_latency" or \
+        "fake_latency" in json.dumps(doc)
+    assert (bench.path / "r/out.pytest-benchmark.json").exists()
+    assert "<img" in (bench.path / "r/report.html").read_text() or \
+        "<svg" in (bench.path / "r/report.html").read_text()
+    assert "fake_latency" in (bench.path / "r/summary.md").read_text()
+    junit = (bench.path / "r/junit.xml").read_text()
+    assert 'name="verdict" value="new"' in junit and 'name="median"' in junit
+
+
+def test_canary_cannot_update_baselines(bench: pytest.Pytester,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    result = bench.runpytest_subprocess("--hpc-inject-slowdown=1.5", "--hpc-update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "canary run" in result.stderr.str()
