@@ -1,0 +1,97 @@
+"""The gate's own false-alarm rate and detection power, on real runs of this machine.
+
+Not a test: a script. Each round takes a fresh baseline with the real MPI latency sweep (Open MPI,
+TCP over loopback), then runs the same sweep with no change and with the canary
+(--hpc-inject-slowdown) at 1.05 and 1.10, in shuffled order. Every (round, size) is one trial.
+The verdicts are then recomputed offline with the shipped judge() at several tolerances, so one
+set of runs answers "which tolerance reaches >= 95 % detection of a 5 % slowdown with <= 1 %
+false alarms on this machine".
+
+    .venv/bin/python benchmarks/canary.py --rounds 20 [--sizes 8,64,1K,8K,64K] [--mpi openmpi]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from pytest_hpccomm.baselines.store import entry_from_measurement
+from pytest_hpccomm.baselines.verdict import Outcome, judge
+from pytest_hpccomm.report.results_json import load_results
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "suites" / "mpi" / "test_perf_osu.py"
+FACTORS = (1.0, 1.05, 1.10)
+TOLERANCES = (0.01, 0.02, 0.03, 0.05, 0.10)
+
+
+def run_sweep(out: Path, args: argparse.Namespace, slowdown: float) -> dict[str, object]:
+    """One pytest run of the real suite; returns {key: Measurement} from its results JSON."""
+    cmd = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider",
+           "-k", "osu_latency", f"--hpc-mpi={args.mpi}", "--hpc-launcher=local",
+           f"--hpc-sizes={args.sizes}", "--hpc-history=none", f"--hpc-baselines={out}/bl",
+           f"--hpc-results={out}/r.json", f"--hpc-inject-slowdown={slowdown}",
+           "--hpc-system=canary", "--import-mode=importlib"]
+    subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=600, check=False)
+    results, _ = load_results(out / "r.json")
+    return {r.measurement.key: r.measurement for r in results}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--sizes", default="8,64,1K,8K,64K")
+    ap.add_argument("--mpi", default="openmpi")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dump", type=Path, help="write every trial's samples here (JSON)")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    trials: list[dict[str, object]] = []
+    t0 = time.monotonic()
+    for rnd in range(args.rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            base = run_sweep(Path(tmp), args, 1.0)
+            order = list(FACTORS)
+            rng.shuffle(order)
+            for factor in order:
+                cur = run_sweep(Path(tmp), args, factor)
+                for key, m in cur.items():
+                    if key in base:
+                        trials.append({"round": rnd, "factor": factor, "key": key,
+                                       "base": base[key], "cur": m})
+        print(f"round {rnd + 1}/{args.rounds} done ({time.monotonic() - t0:.0f} s)",
+              file=sys.stderr)
+    table: dict[tuple[float, float], dict[Outcome, int]] = defaultdict(lambda: defaultdict(int))
+    for t in trials:
+        entry = entry_from_measurement(t["base"], {}, "")  # type: ignore[arg-type]
+        for tol in TOLERANCES:
+            v = judge(t["cur"], entry, tolerance=tol)  # type: ignore[arg-type]
+            table[(tol, t["factor"])][v.outcome] += 1  # type: ignore[index]
+    n = len(trials) // len(FACTORS)
+    print(f"\n{args.rounds} rounds x {len(args.sizes.split(','))} sizes = {n} trials per "
+          f"condition ({args.mpi}, osu_latency, TCP over loopback, "
+          f"{time.monotonic() - t0:.0f} s)\n")
+    print("| tolerance | false alarms (no change) | inconclusive (no change) "
+          "| 5 % caught | 10 % caught |")
+    print("|---|---|---|---|---|")
+    for tol in TOLERANCES:
+        def pct(f: float, o: Outcome) -> str:
+            c = table[(tol, f)]
+            return f"{100 * c[o] / max(1, sum(c.values())):.1f} %"
+        print(f"| {tol:.0%} | {pct(1.0, Outcome.REGRESSION)} | {pct(1.0, Outcome.INCONCLUSIVE)} "
+              f"| {pct(1.05, Outcome.REGRESSION)} | {pct(1.10, Outcome.REGRESSION)} |")
+    if args.dump:
+        args.dump.write_text(json.dumps([{**t, "base": t["base"].to_json(),  # type: ignore
+                                          "cur": t["cur"].to_json()} for t in trials]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
