@@ -32,14 +32,22 @@ FACTORS = (1.0, 1.05, 1.10)
 TOLERANCES = (0.01, 0.02, 0.03, 0.05, 0.10)
 
 
+class RunFailed(Exception):
+    pass
+
+
 def run_sweep(out: Path, args: argparse.Namespace, slowdown: float) -> dict[str, object]:
     """One pytest run of the real suite; returns {key: Measurement} from its results JSON."""
+    (out / "r.json").unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider",
            "-k", "osu_latency", f"--hpc-mpi={args.mpi}", "--hpc-launcher=local",
            f"--hpc-sizes={args.sizes}", "--hpc-history=none", f"--hpc-baselines={out}/bl",
            f"--hpc-results={out}/r.json", f"--hpc-inject-slowdown={slowdown}",
            "--hpc-system=canary", "--import-mode=importlib"]
-    subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=600, check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          check=False)
+    if not (out / "r.json").exists():
+        raise RunFailed(f"pytest exit {proc.returncode}: {proc.stdout[-400:]}")
     results, _ = load_results(out / "r.json")
     return {r.measurement.key: r.measurement for r in results}
 
@@ -56,16 +64,20 @@ def main() -> int:
     trials: list[dict[str, object]] = []
     t0 = time.monotonic()
     for rnd in range(args.rounds):
-        with tempfile.TemporaryDirectory() as tmp:
-            base = run_sweep(Path(tmp), args, 1.0)
-            order = list(FACTORS)
-            rng.shuffle(order)
-            for factor in order:
-                cur = run_sweep(Path(tmp), args, factor)
-                for key, m in cur.items():
-                    if key in base:
-                        trials.append({"round": rnd, "factor": factor, "key": key,
-                                       "base": base[key], "cur": m})
+        order = list(FACTORS)
+        rng.shuffle(order)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                base = run_sweep(Path(tmp), args, 1.0)
+                got = [(f, run_sweep(Path(tmp), args, f)) for f in order]
+        except (RunFailed, subprocess.TimeoutExpired) as exc:
+            print(f"round {rnd + 1}: a run failed, round dropped: {exc}", file=sys.stderr)
+            continue
+        for factor, cur in got:
+            for key, m in cur.items():
+                if key in base:
+                    trials.append({"round": rnd, "factor": factor, "key": key,
+                                   "base": base[key], "cur": m})
         print(f"round {rnd + 1}/{args.rounds} done ({time.monotonic() - t0:.0f} s)",
               file=sys.stderr)
     table: dict[tuple[float, float], dict[Outcome, int]] = defaultdict(lambda: defaultdict(int))
