@@ -13,7 +13,7 @@ from pytest_hpccomm.fabrics import (FabricProbe, FabricSelection, FabricUnavaila
                                     register_fabric, select_fabric)
 from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
 from pytest_hpccomm.measure.record import RunResult
-from pytest_hpccomm.stacks import BUILTIN_STACKS
+from pytest_hpccomm.stacks.builtin import BUILTIN_STACKS
 from pytest_hpccomm.stacks.registry import StackProbe
 
 

@@ -1,16 +1,5 @@
-"""Stacks under test: one folder each (peer program + orchestrator-side driver)."""
+"""Stacks under test: one folder each (peer program + orchestrator-side driver).
 
-from pytest_hpccomm.stacks.mpi.probe import MpiProbe
-from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
-
-BUILTIN_STACKS: tuple[StackProbe, ...] = (
-    MpiProbe(),
-    ImportProbe("grpc", ("grpc",), ("grpcio", "grpcio-tools", "protobuf"), (),
-                "pip install 'pytest-hpccomm[grpc]'"),
-    ImportProbe("tf", ("tensorflow",), ("tensorflow", "tensorflow-cpu"), (),
-                "pip install 'pytest-hpccomm[tf]'"),
-    ImportProbe("horovod", ("horovod",), ("horovod", "torch"), (),
-                "pip install 'pytest-hpccomm[horovod]'"),
-    ImportProbe("verbs", ("pyverbs",), ("pyverbs",), (),
-                "apt-get install python3-pyverbs (rdma-core)"),
-)
+Imports nothing: peers run as `python -m pytest_hpccomm.stacks.<stack>.peer` and must not pull
+orchestrator code in through this package (DESIGN rule 1). The built-in list is in builtin.py.
+"""

@@ -5,11 +5,15 @@ Tests ask for `mpi_name` (parametrized over --hpc-mpi), `mpi_runtime` and `mpi_s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
+from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
+                                                   register_settings)
+from pytest_hpccomm.stacks.mpi.conformance_peer import PLANTS
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, SweepSettings, run_sweep
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve
 
@@ -22,6 +26,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              f"mpirun (default {DEFAULT_MPIS})")
     parser.getgroup("hpccomm").addoption("--hpc-mpi", default=None, dest="hpc_mpi", help=help_)
     parser.addini("hpc_mpi", help_, default=DEFAULT_MPIS)
+    parser.getgroup("hpccomm").addoption(
+        "--hpc-mpi-plant", choices=PLANTS, default=None, dest="hpc_mpi_plant",
+        help="TEST ONLY: plant a known bug in the MPI conformance peer (validates the suite: "
+             "the conformance tests must fail)")
 
 
 def mpi_names(config: pytest.Config) -> list[str]:
@@ -32,8 +40,15 @@ def mpi_names(config: pytest.Config) -> list[str]:
     return names
 
 
+JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's conformance job
+
+
+@pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     mpi_names(config)  # a bad value is a usage error before any test runs
+    from pytest_hpccomm.plugin import hpc_session_of
+
+    register_settings(hpc_session_of(config).cfg.profile)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -86,3 +101,33 @@ def mpi_runtime(mpi_name: str) -> MpiRuntime:
 def mpi_sweeps(hpc_session: Any) -> MpiSweeps:
     cfg = hpc_session.cfg
     return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown)
+
+
+@pytest.fixture(scope="session")
+def mpi_conformance_plant(pytestconfig: pytest.Config) -> str | None:
+    """The planted bug to pass to the peer (None: none). Overridable by a fixture."""
+    plant: str | None = pytestconfig.getoption("hpc_mpi_plant", None)
+    return plant
+
+
+@pytest.fixture(scope="session")
+def mpi_conformance_peer(mpi_runtime: MpiRuntime, hpc_placement: str,
+                         mpi_conformance_plant: str | None, hpc_session: Any,
+                         request: pytest.FixtureRequest) -> Iterator[ConformancePeer]:
+    """The session's conformance peer for (mpi_name, hpc_placement); reaped at session end,
+    also when a test or the start fails."""
+    if hpc_placement not in (LOOPBACK, NETNS):
+        pytest.skip(f"conformance peer runs on {LOOPBACK} or {NETNS}; placement "
+                    f"{hpc_placement!r} needs a TCP control channel (not implemented)")
+    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == NETNS else None
+    profile = hpc_session.cfg.profile
+    peer = ConformancePeer(mpi_runtime, hpc_placement, cluster, plant=mpi_conformance_plant,
+                           job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]))
+    try:
+        try:
+            _ = peer.info  # starts it
+        except ConformanceError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        yield peer
+    finally:
+        peer.close()

@@ -1,0 +1,388 @@
+"""Orchestrator side of MPI conformance: one long-lived peer job per (MPI, placement), driven
+case by case over the control channel, plus Hypothesis settings and the ULFM job.
+
+Flow of one case: a property test draws a case (a JSON object), ConformancePeer.run() sends it
+to rank 0 of the peer job (conformance_peer.py), which broadcasts it; every rank runs it and
+reports what it saw; rank 0 gathers and replies; the test judges the reports against NumPy.
+
+Ranks: `loopback` runs LOOPBACK_RANKS = 3 ranks on this host (TCP over lo), because several
+properties only bite with more than two ranks: ANY_SOURCE with two senders, the association
+order of a non-commutative reduction, a Split into groups of different sizes. `netns` runs one
+rank per virtual host of the session's cluster (--hpc-vhosts, default 2; use 3 or more for the
+same strength there); the properties adapt to the size the peer reports in its hello.
+
+Reproducing a failure: Hypothesis prints the shrunk case ("Draw 1 (case): {...}") and, with
+print_blob, an `@reproduce_failure(...)` line to paste above the test. The quick profile is
+derandomized (the merge gate sees the same examples each run; rerunning reproduces), the full
+profile explores and keeps failures in .hypothesis/. Every assertion message also carries the
+case as JSON and a command that replays it with mpirun alone (conformance_peer --case).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.cluster.hosts import Host
+from pytest_hpccomm.cluster.jobs import RunningJob, run_job, start_job
+from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
+from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
+from pytest_hpccomm.cluster.launchers.netns import INIT_FLAKE, NetnsLauncher
+from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.peer.channel import (AuthenticationError, Channel, ChannelClosed,
+                                         ControlServer, MessageError, RemoteError)
+from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.stacks.mpi.conformance_peer import PLANT_VAR, PLANTS, ULFM_MARK
+from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]  # so the MPI env's Python finds the peer
+PEER_MODULE = "pytest_hpccomm.stacks.mpi.conformance_peer"
+LOOPBACK_RANKS = 3
+START_ATTEMPTS = 3  # MPICH's MPI_Init flake (OFI ep_enable) is retried, nothing else
+MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
+# Ranks yield the CPU while they wait: 3 spinning ranks + pytest on 2 cores made a trivial
+# case take 100-200 ms (Open MPI) / 15-30 ms (MPICH), with yielding 3-6 ms. Conformance only:
+# the benchmarks keep spinning, it is what they measure.
+YIELD_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1", "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+             "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+
+# -- Hypothesis ------------------------------------------------------------------------------
+
+SETTINGS_PROFILE = "hpccomm-mpi-conformance"
+EXAMPLES = {"quick": 30, "full": 200}
+
+
+def register_settings(profile: str) -> settings:
+    """Register (or re-register) the suite's Hypothesis profile for the --hpc-profile.
+
+    quick: derandomized (same examples every run: a merge gate must not flap on a newly drawn
+    example; rerunning reproduces a failure), no database. full: random, with the database.
+    Both: no deadline (a case is a network round trip), print_blob for @reproduce_failure,
+    and one bug per test (the shrunk one)."""
+    quick = profile != "full"
+    s = settings(max_examples=EXAMPLES["quick" if quick else "full"], deadline=None,
+                 derandomize=quick, print_blob=True, report_multiple_bugs=False,
+                 suppress_health_check=[HealthCheck.too_slow])  # derandomize: database=None
+    settings.register_profile(SETTINGS_PROFILE, s)
+    return s
+
+
+register_settings("quick")  # a default, so the suites import even without the conftest
+
+
+def conformance_settings(share: float = 1.0) -> settings:
+    """The profile's settings; share < 1 for a test parametrized over many items (each gets
+    that share of the profile's examples, at least 3)."""
+    base = settings.get_profile(SETTINGS_PROFILE)
+    if share == 1.0:
+        return base
+    return settings(base, max_examples=max(3, round(base.max_examples * share)))
+
+
+# -- launching -------------------------------------------------------------------------------
+
+class ConformanceError(Exception):
+    """The peer could not be started, or keeps dying (one line; a test failure)."""
+
+
+class PeerLost(BaseException):
+    """The peer hung or died during a case. A BaseException on purpose: Hypothesis must not
+    catch it and shrink, since every shrink step would cost a timeout and a restart."""
+
+
+def _base_env(extra: Mapping[str, str]) -> dict[str, str]:
+    return {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+
+def build_launch(runtime: MpiRuntime, placement: str, argv: Sequence[str],
+                 env: Mapping[str, str], cluster: VirtualCluster | None = None,
+                 mpirun_args: Sequence[str] = ()) -> tuple[Launch, dict[str, Any]]:
+    """(command, start_job keyword arguments) for the peer program argv on the placement.
+    mpirun_args go right after mpirun (e.g. `--with-ft ulfm`)."""
+    if placement == NETNS:
+        if cluster is None:
+            raise ConformanceError("netns placement needs the session's virtual cluster")
+        netns = NetnsLauncher(cluster, runtime.mpirun, runtime.flavor)
+        launch = netns.command(LaunchSpec(argv, netns.hosts(), env=_base_env(env)))
+        hooks: dict[str, Any] = {"netns_pids_hook": netns.pids_hook,
+                                 "on_start": cluster.register_pid}
+    elif placement == LOOPBACK:
+        # TCP over loopback, as the OSU sweeps: the network stack, not shared memory
+        full = _base_env({"OMPI_MCA_btl_tcp_if_include": "lo", "FI_TCP_IFACE": "lo", **env})
+        spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=LOOPBACK_RANKS, env=full,
+                          tcp_only=True, bind_none=True)
+        launch, hooks = MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec), {}
+    else:
+        raise ConformanceError(f"placement {placement!r}: the conformance peer runs on "
+                               f"{LOOPBACK} or {NETNS} (real hosts need a TCP control channel)")
+    if mpirun_args:
+        at = launch.argv.index(str(runtime.mpirun)) + 1
+        launch = Launch(launch.argv[:at] + list(mpirun_args) + launch.argv[at:], launch.env)
+    return launch, hooks
+
+
+@dataclass(frozen=True)
+class PeerInfo:
+    """The peer's hello: what runs the cases."""
+
+    ranks: int
+    hosts: list[str]
+    library: str
+    mpi4py: str
+    constants: dict[str, int]
+    plant: str | None
+
+    @classmethod
+    def from_hello(cls, msg: Mapping[str, Any]) -> PeerInfo:
+        return cls(int(msg["ranks"]), list(msg["hosts"]), str(msg["library"]),
+                   str(msg["mpi4py"]), dict(msg["constants"]), msg.get("plant"))
+
+
+class ConformancePeer:
+    """The session's peer job for one (MPI, placement). `with` starts and always reaps it."""
+
+    def __init__(self, runtime: MpiRuntime, placement: str, cluster: VirtualCluster | None = None,
+                 *, plant: str | None = None, job_timeout: float = 1800.0,
+                 case_timeout: float = 30.0, start_timeout: float = 60.0) -> None:
+        if plant is not None and plant not in PLANTS:
+            raise ValueError(f"unknown plant {plant!r} (known: {', '.join(PLANTS)})")
+        self.runtime, self.placement, self.cluster, self.plant = runtime, placement, cluster, plant
+        self.job_timeout, self.case_timeout, self.start_timeout = \
+            job_timeout, case_timeout, start_timeout
+        self.starts = 0
+        self.cases = 0
+        self._server: ControlServer | None = None
+        self._job: RunningJob | None = None
+        self._channel: Channel | None = None
+        self._info: PeerInfo | None = None
+
+    @property
+    def info(self) -> PeerInfo:
+        if self._info is None:
+            self._start()
+        assert self._info is not None
+        return self._info
+
+    @property
+    def ranks(self) -> int:
+        return self.info.ranks
+
+    def __enter__(self) -> ConformancePeer:
+        self._start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- start -----------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.starts >= MAX_STARTS:
+            raise ConformanceError(f"{self.describe()}: peer lost {self.starts} times; "
+                                   "not restarting it again")
+        self.starts += 1
+        self._server = self._server or ControlServer()
+        env = {**YIELD_ENV, **self._server.env()}  # address and key: environment, never argv
+        if self.plant:
+            env[PLANT_VAR] = self.plant
+        launch, hooks = build_launch(self.runtime, self.placement,
+                                     [str(self.runtime.python), "-m", PEER_MODULE], env,
+                                     self.cluster)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            job = start_job(launch.argv, launch.env, timeout=self.job_timeout,
+                            label=f"conformance peer ({self.describe()})", **hooks)
+            try:
+                self._channel, self._info = self._await_hello(job)
+                self._job = job
+                return
+            except ConformanceError as exc:
+                result = job.stop(grace=0.5)
+                if attempt < START_ATTEMPTS and INIT_FLAKE in result.stderr:
+                    continue  # MPICH's MPI_Init flake: retry the start, as NetnsLauncher.run
+                raise ConformanceError(f"{exc}: {result.describe()}") from None
+        raise AssertionError("unreachable")
+
+    def _await_hello(self, job: RunningJob) -> tuple[Channel, PeerInfo]:
+        assert self._server is not None
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ConformanceError(f"peer did not dial home within {self.start_timeout:.0f}s")
+            if job.poll() is not None or INIT_FLAKE in job.peek_output()[1]:
+                raise ConformanceError("peer job ended before dialing home")
+            try:
+                channel = self._server.accept(min(0.5, left))
+                break
+            except (TimeoutError, AuthenticationError, ChannelClosed, OSError):
+                continue
+        try:
+            hello = channel.recv(max(1.0, deadline - time.monotonic()))
+        except (TimeoutError, ChannelClosed, MessageError) as exc:
+            channel.close()
+            raise ConformanceError(f"no hello from the peer: {exc}") from None
+        if hello.get("op") != "hello":
+            channel.close()
+            raise ConformanceError(f"peer said {hello.get('op')!r} instead of hello")
+        return channel, PeerInfo.from_hello(hello)
+
+    # -- cases -----------------------------------------------------------------------------
+    def run(self, case: Mapping[str, Any], timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every rank's report of the case, in rank order. PeerLost if the peer hangs or dies
+        (it is then reaped and restarted for the next case)."""
+        if self._channel is None:
+            self._start()
+        assert self._channel is not None
+        self.cases += 1
+        limit = timeout or self.case_timeout
+        try:
+            reply = self._channel.request({"op": "case", "case": dict(case)}, limit)
+        except (TimeoutError, ChannelClosed, MessageError) as exc:
+            why = f"no reply within {limit:.0f}s" if isinstance(exc, TimeoutError) else str(exc)
+            tail = self._drop()
+            raise PeerLost(f"{self.describe()}: peer lost during case {json.dumps(case)}: "
+                           f"{why}; {tail}\n{self.replay_hint(case)}") from None
+        except RemoteError as exc:
+            raise ConformanceError(f"{self.describe()}: {exc}") from None
+        ranks: list[dict[str, Any]] = reply["ranks"]
+        errors = [f"rank {r}: {rep['error']}" for r, rep in enumerate(ranks) if "error" in rep]
+        if errors:
+            raise AssertionError(f"case raised on {'; '.join(errors)}\n"
+                                 f"{self.replay_hint(case)}")
+        return ranks
+
+    def replay_hint(self, case: Mapping[str, Any]) -> str:
+        """The case as JSON, and a command that runs it with mpirun alone (prints every
+        rank's report; the plant, if any, is part of the command)."""
+        env = f"PYTHONPATH={PROJECT_ROOT} " + (f"{PLANT_VAR}={self.plant} " if self.plant else "")
+        n = self._info.ranks if self._info else "N"
+        flags = ""
+        if self.runtime.flavor.vendor == "openmpi":  # more ranks than cores; root needs consent
+            flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
+        return (f"case: {json.dumps(case)}\nreplay without pytest: {env}{self.runtime.mpirun} "
+                f"{flags}-n {n} {self.runtime.python} -m {PEER_MODULE} "
+                f"--case {shlex.quote(json.dumps(case))}")
+
+    def describe(self) -> str:
+        return f"{self.runtime.name} {self.placement}" + (f" plant={self.plant}" if self.plant
+                                                         else "")
+
+    # -- stop ------------------------------------------------------------------------------
+    def _drop(self) -> str:
+        """End the current job (whatever state it is in); returns its last words."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._job is None:
+            return "no job"
+        result = self._job.stop(grace=1.0)
+        self._job = None
+        return result.describe()
+
+    def close(self) -> None:
+        """Ask the peer to finish, then reap it (SIGTERM/SIGKILL if it does not)."""
+        try:
+            if self._channel is not None and self._job is not None:
+                try:
+                    self._channel.request({"op": "shutdown"}, timeout=5.0)
+                    self._job.wait(timeout=10.0)
+                except (TimeoutError, ChannelClosed, MessageError, RemoteError):
+                    pass
+            self._drop()
+        finally:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+
+
+# -- ULFM ------------------------------------------------------------------------------------
+
+def ulfm_unavailable_reason(runtime: MpiRuntime) -> str | None:
+    """Why this MPI cannot report a failed process (MPI_ERR_PROC_FAILED), or None."""
+    flavor = runtime.flavor
+    if flavor.vendor != "openmpi":
+        return (f"{flavor}: no ULFM run-time (ULFM is Open MPI >= 5 built --with-ft ulfm); its "
+                "process manager ends the whole job when a rank dies, so no survivor can "
+                "observe MPI_ERR_PROC_FAILED")
+    if flavor.major < 5:
+        return f"{flavor}: ULFM needs Open MPI >= 5 (mpirun --with-ft ulfm)"
+    ompi_info = runtime.mpirun.parent / "ompi_info"
+    if not ompi_info.is_file():
+        return f"{flavor}: no ompi_info next to {runtime.mpirun} to check for ULFM"
+    res = run_job([str(ompi_info), "--parsable"], _root_env(), timeout=30.0)
+    if not res.ok:
+        return f"{flavor}: ompi_info failed: {res.describe()}"
+    if "ft_mpi_support:yes" in res.stdout:
+        return None
+    return f"{flavor} built without ULFM (ompi_info --parsable has no ft_mpi_support:yes)"
+
+
+def _root_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("HOME", "/tmp")
+    return env
+
+
+@dataclass(frozen=True)
+class UlfmOutcome:
+    survivors: list[dict[str, Any]]  # one report per surviving rank
+    ranks: int
+    elapsed: float
+    job: str  # the job's one-line description
+
+
+def run_ulfm(runtime: MpiRuntime, placement: str, cluster: VirtualCluster | None = None,
+             timeout: float = 60.0) -> UlfmOutcome:
+    """A short-lived job of its own (it kills a rank): see conformance_peer.ulfm(). Ends the
+    job once every survivor has reported: the run-time's teardown after a failure sometimes
+    hangs (~1 in 10 here, after correct reports), and that is not what this checks."""
+    launch, hooks = build_launch(runtime, placement,
+                                 [str(runtime.python), "-m", PEER_MODULE, "--ulfm"], {},
+                                 cluster, mpirun_args=("--with-ft", "ulfm"))
+    ranks = LOOPBACK_RANKS if placement == LOOPBACK else len(cluster.hosts) if cluster else 0
+    job = start_job(launch.argv, launch.env, timeout=timeout,
+                    label=f"ULFM job ({runtime.name} {placement})", **hooks)
+    deadline = time.monotonic() + timeout
+    try:
+        while (job.poll() is None and time.monotonic() < deadline
+               and job.peek_output()[0].count(ULFM_MARK) < ranks - 1):
+            time.sleep(0.05)
+        hung = job.poll() is None and job.peek_output()[0].count(ULFM_MARK) < ranks - 1
+    finally:
+        res = job.stop(grace=1.0)  # reaps; a no-op if it ended by itself
+    survivors = [json.loads(line.split(ULFM_MARK, 1)[1]) for line in res.stdout.splitlines()
+                 if ULFM_MARK in line]
+    if hung:
+        raise ConformanceError(f"ULFM job hung for {timeout:.0f}s with {len(survivors)} of "
+                               f"{ranks - 1} survivors reported: {res.describe()}")
+    return UlfmOutcome(survivors, ranks, res.elapsed, res.describe())
+
+
+__all__ = ["ConformanceError", "ConformancePeer", "PeerInfo", "PeerLost", "SETTINGS_PROFILE",
+           "UlfmOutcome", "build_launch", "conformance_settings", "register_settings",
+           "run_ulfm", "ulfm_unavailable_reason"]
+
+
+# -- shared by the property tests ------------------------------------------------------------
+
+INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+FLOAT_DTYPES = ("float32", "float64")
+COMPLEX_DTYPES = ("complex64", "complex128")
+P2P_DTYPES = INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES + ("bool",)
+# message sizes around the usual eager/rendezvous switch points, where protocol bugs live
+SIZE_EDGES = (1024, 4096, 8192, 12288, 16384, 65536, 131072, 262144, 1 << 20, 4 << 20)
+MAX_BYTES = {"quick": 1 << 20, "full": 8 << 20}
+
+
+def byte_sizes(max_bytes: int) -> st.SearchStrategy[int]:
+    """Message sizes in bytes: small (incl. 0), protocol edges +-1, anything up to max_bytes.
+    Shrinks towards 0."""
+    edges = sorted({e + d for e in SIZE_EDGES for d in (-1, 0, 1) if 0 <= e + d <= max_bytes})
+    return st.one_of(st.integers(0, 64), st.sampled_from(edges), st.integers(0, max_bytes))

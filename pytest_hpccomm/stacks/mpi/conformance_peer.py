@@ -1,0 +1,576 @@
+"""MPI conformance peer: a long-lived job that runs one small case per request.
+
+    mpirun -n 3 python -m pytest_hpccomm.stacks.mpi.conformance_peer            # serve pytest
+    mpirun -n 3 python -m pytest_hpccomm.stacks.mpi.conformance_peer --case '{"kind": ...}'
+    mpirun --with-ft ulfm -n 3 python -m pytest_hpccomm.stacks.mpi.conformance_peer --ulfm
+
+Serving: rank 0 dials home over the control channel (PeerClient.from_env: address and key come
+by environment) and says hello; then for every request it broadcasts the case (JSON bytes, not
+pickles) to all ranks, every rank runs it on a fresh Dup of COMM_WORLD (so a case's stray
+messages cannot match the next case's receives) and reports what IT saw; rank 0 gathers the
+reports and replies. The peer only observes; judging against a NumPy reference is pytest's job.
+`--case` runs one case alone and prints the reports (replay of a failure without pytest).
+
+Imports neither pytest nor orchestrator modules (DESIGN rule 1); mpi4py is imported late so the
+orchestrator can import pattern() and the constants below without an MPI library.
+
+Test-only plant: HPCCOMM_MPI_PLANT=corrupt-reduce flips one bit of the last element of every
+predefined-op Reduce/Allreduce result longer than PLANT_THRESHOLD elements (the suite's own
+validation: the reduction property must catch and shrink it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+PLANT_VAR = "HPCCOMM_MPI_PLANT"
+PLANTS = ("corrupt-reduce",)
+PLANT_THRESHOLD = 8  # corrupt-reduce hits results of more than this many elements
+ULFM_MARK = "@@HPCCOMM-ULFM@@"
+CASE_MARK = "@@HPCCOMM-CASE@@"
+IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a lost message
+
+# numpy dtype name -> what the property tests may use; pair types for MAXLOC/MINLOC
+PAIR_TYPES: dict[str, tuple[str, str]] = {  # name -> (value dtype, MPI pair type attribute)
+    "float_int": ("f4", "FLOAT_INT"), "double_int": ("f8", "DOUBLE_INT"),
+    "long_int": ("i8", "LONG_INT"), "2int": ("i4", "INT_INT"), "short_int": ("i2", "SHORT_INT"),
+}
+MATMUL = "MATMUL"  # the non-commutative user-defined op: 2x2 int64 matrix product
+
+
+def np_dtype(name: str) -> np.dtype[Any]:
+    if name in PAIR_TYPES:
+        # aligned: the C layout of MPI's pair structs (struct {double; int;} is 16 bytes)
+        return np.dtype([("v", PAIR_TYPES[name][0]), ("i", "i4")], align=True)
+    return np.dtype(name)
+
+
+def pattern(dtype: str, count: int, seed: int) -> np.ndarray:
+    """Deterministic, seed-dependent contents with no NaN (so equal data compares equal);
+    both sides compute it, so only a digest travels back."""
+    dt = np.dtype(dtype)
+    i = np.arange(count, dtype=np.uint64)
+    raw = i * np.uint64(0x9E3779B97F4A7C15) + np.uint64((seed * 40503 + 12345) % (1 << 63))
+    raw ^= raw >> np.uint64(29)
+    if dt.kind in "iu":
+        return raw.astype(dt)
+    if dt.kind == "b":
+        return (raw & np.uint64(1)).astype(dt)
+    if dt.kind == "f":
+        return ((raw % np.uint64(1 << 20)).astype(np.float64) / 16 - 32768).astype(dt)
+    if dt.kind == "c":
+        re = (raw % np.uint64(1 << 16)).astype(np.float64)
+        im = ((raw >> np.uint64(32)) % np.uint64(1 << 16)).astype(np.float64)
+        return (re + 1j * im).astype(dt)
+    raise ValueError(f"no pattern for dtype {dtype}")
+
+
+def digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:24]
+
+
+def to_json(a: np.ndarray) -> list[Any]:
+    """Values as JSON: complex as [re, im], pairs as [value, index]."""
+    if a.dtype.kind == "c":
+        return [[float(x.real), float(x.imag)] for x in a]
+    if a.dtype.names:
+        return [[v.item(), int(i)] for v, i in zip(a["v"], a["i"])]
+    out: list[Any] = a.tolist()
+    return out
+
+
+def from_json(values: list[Any], dtype: str) -> np.ndarray:
+    dt = np_dtype(dtype)
+    if dt.kind == "c":
+        return np.array([complex(re, im) for re, im in values], dtype=dt)
+    if dt.names:
+        return np.array([tuple(p) for p in values], dtype=dt)
+    return np.array(values, dtype=dt)
+
+
+class Peer:
+    """Runs cases on every rank; the methods return this rank's report (JSON-able)."""
+
+    def __init__(self, MPI: Any, plant: str | None) -> None:
+        self.MPI = MPI
+        self.plant = plant
+        self.world = MPI.COMM_WORLD.Dup()
+        self.world.Set_errhandler(MPI.ERRORS_RETURN)
+        self.rank, self.size = self.world.Get_rank(), self.world.Get_size()
+        self.matrix = MPI.INT64_T.Create_contiguous(4).Commit()
+        self.matmul = MPI.Op.Create(_matmul, commute=False)
+
+    def mpi_type(self, dtype: str) -> Any:
+        """The predefined MPI datatype of a dtype name (pairs: MPI's pair types)."""
+        if dtype in PAIR_TYPES:
+            return getattr(self.MPI, PAIR_TYPES[dtype][1])
+        return self.MPI.Datatype.fromcode(np_dtype(dtype).char)
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def bcast_json(self, obj: Any) -> Any:
+        """Rank 0's obj to every rank, as JSON bytes. Idle ranks poll a non-blocking broadcast
+        with short sleeps instead of spinning in MPI: 3 ranks share 2 cores with pytest."""
+        MPI, comm = self.MPI, self.world
+        data = json.dumps(obj).encode() if self.rank == 0 else b""
+        n = np.array([len(data)], np.int64)
+        req, delay = comm.Ibcast(n, root=0), 50e-6
+        while not req.Test():
+            time.sleep(delay)
+            delay = min(delay * 2, 2e-3)
+        buf = bytearray(data) if self.rank == 0 else bytearray(int(n[0]))
+        comm.Bcast([buf, MPI.BYTE], root=0)
+        return json.loads(buf)
+
+    def gather_json(self, obj: Any) -> list[Any] | None:
+        MPI, comm = self.MPI, self.world
+        data = json.dumps(obj).encode()
+        lens = np.zeros(self.size, np.int64)
+        comm.Gather(np.array([len(data)], np.int64), lens, root=0)
+        if self.rank != 0:
+            comm.Gatherv([data, MPI.BYTE], None, root=0)
+            return None
+        out = bytearray(int(lens.sum()))
+        displs = np.concatenate([[0], np.cumsum(lens)[:-1]]).tolist()
+        comm.Gatherv([data, MPI.BYTE], [out, lens.tolist(), displs, MPI.BYTE], root=0)
+        return [json.loads(out[d:d + n]) for d, n in zip(displs, lens.tolist())]
+
+    def run(self, case: dict[str, Any]) -> dict[str, Any]:
+        """This rank's report of one case; an exception becomes {"error": ...} (the other
+        ranks may then block: the orchestrator's timeout ends such a job)."""
+        handler: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = \
+            getattr(self, f"case_{case.get('kind')}", None)
+        if handler is None:
+            return {"error": f"unknown case kind {case.get('kind')!r}"}
+        comm = self.world.Dup()
+        try:
+            return handler(comm, case)
+        except self.MPI.Exception as e:
+            return {"error": f"MPI error class {e.Get_error_class()}: {e.Get_error_string()}"}
+        except Exception as e:
+            return {"error": f"{type(e).__name__}: {e}"}
+        finally:
+            comm.Free()
+
+    def hello(self) -> dict[str, Any]:
+        MPI = self.MPI
+        import mpi4py
+
+        hosts = self.gather_json(MPI.Get_processor_name())  # rank 0 is the one who says it
+        return {
+            "op": "hello", "ranks": self.size, "hosts": hosts, "pid": os.getpid(),
+            "library": MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0],
+            "mpi_version": "%d.%d" % MPI.Get_version(), "mpi4py": str(mpi4py.__version__),
+            "numpy": np.__version__, "plant": self.plant,
+            "constants": {k: int(getattr(MPI, k)) for k in (
+                "PROC_NULL", "ANY_SOURCE", "ANY_TAG", "ROOT", "UNDEFINED", "ERR_RANK",
+                "ERR_TAG", "ERR_PROC_FAILED")} | {"TAG_UB": int(self.world.Get_attr(MPI.TAG_UB))},
+        }
+
+    # -- receive helpers ---------------------------------------------------------------------
+    def _report(self, buf: np.ndarray, status: Any) -> dict[str, Any]:
+        """What a receive saw: Status count/source/tag and a digest of the data it counted."""
+        n = status.Get_count(self.MPI.Datatype.fromcode(buf.dtype.char))
+        return {"count": n, "source": status.Get_source(), "tag": status.Get_tag(),
+                "sha": digest(buf[:max(n, 0)])}
+
+    # -- cases -------------------------------------------------------------------------------
+    def case_p2p(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """src sends pattern(seed) to dst (and, for sendrecv, dst sends pattern(seed+1) back);
+        the receive buffer has `slack` spare elements that must stay untouched."""
+        MPI, rank = self.MPI, self.rank
+        src, dst, tag, count, slack = c["src"], c["dst"], c["tag"], c["count"], c["slack"]
+        send, recv_mode = c["send"], c["recv"]
+        got: list[dict[str, Any]] = []
+        sentinel = pattern(c["dtype"], count + slack, c["seed"] + 7919)
+
+        def note(buf: np.ndarray, st: Any, frm: int) -> None:
+            rep = self._report(buf, st)
+            rep["from"] = frm
+            rep["guard"] = bool(np.array_equal(buf[count:], sentinel[count:]))
+            got.append(rep)
+
+        if send == "sendrecv":
+            if rank in (src, dst):
+                other = dst if rank == src else src
+                seed = c["seed"] if rank == src else c["seed"] + 1
+                buf, st = sentinel.copy(), MPI.Status()
+                comm.Sendrecv(pattern(c["dtype"], count, seed), dest=other, sendtag=tag,
+                              recvbuf=buf, source=other, recvtag=tag, status=st)
+                note(buf, st, other)
+            return {"got": got}
+        reqs = []
+        if rank == src:
+            data = pattern(c["dtype"], count, c["seed"])
+            if send == "isend":
+                reqs.append(comm.Isend(data, dest=dst, tag=tag))
+            elif rank != dst:  # blocking self-sends are unsafe by the standard: never drawn
+                (comm.Ssend if send == "ssend" else comm.Send)(data, dest=dst, tag=tag)
+        if rank == dst:
+            buf, st = sentinel.copy(), MPI.Status()
+            if recv_mode == "irecv":
+                req = comm.Irecv(buf, source=src, tag=tag)
+                req.Wait(st)
+            else:
+                comm.Recv(buf, source=src, tag=tag, status=st)
+            note(buf, st, src)
+        MPI.Request.Waitall(reqs)
+        return {"got": got}
+
+    def case_order(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """src sends len(counts) messages with one tag; dst receives them (by source+tag,
+        ANY_SOURCE, ANY_TAG, or pre-posted Irecvs) and reports what arrived in which order.
+        Other ranks send `noise` messages with another tag, received afterwards."""
+        MPI, rank = self.MPI, self.rank
+        src, dst, tag, counts, dtype = c["src"], c["dst"], c["tag"], c["counts"], c["dtype"]
+        noise_tag = tag + 1
+        reqs = []
+        if rank == src:
+            msgs = [pattern(dtype, n, c["seed"] + i) for i, n in enumerate(counts)]
+            if c["send"] == "isend":
+                reqs += [comm.Isend(m, dest=dst, tag=tag) for m in msgs]
+            else:
+                for m in msgs:
+                    comm.Send(m, dest=dst, tag=tag)
+        elif c["noise"] and rank != dst:
+            reqs.append(comm.Isend(pattern(dtype, 3, rank), dest=dst, tag=noise_tag))
+        got: list[dict[str, Any]] = []
+        if rank == dst:
+            cap = max(counts, default=0)
+            bufs = [np.zeros(cap, np_dtype(dtype)) for _ in counts]
+            sts = [MPI.Status() for _ in counts]
+            how = c["recv"]
+            if how == "irecv":
+                MPI.Request.Waitall([comm.Irecv(b, source=src, tag=tag) for b in bufs], sts)
+            else:
+                source = MPI.ANY_SOURCE if how == "any_source" else src
+                rtag = MPI.ANY_TAG if how == "any_tag" else tag
+                for b, st in zip(bufs, sts):
+                    comm.Recv(b, source=source, tag=rtag, status=st)
+            got = [self._report(b, st) for b, st in zip(bufs, sts)]
+            if c["noise"]:
+                for r in range(self.size):
+                    if r not in (src, dst):
+                        comm.Recv(np.zeros(3, np_dtype(dtype)), source=r, tag=noise_tag)
+        MPI.Request.Waitall(reqs)
+        return {"got": got}
+
+    def case_wildcard(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Every entry of `sends` ({rank, tag, count, seed}) is a message to dst; dst takes them
+        all with ANY_SOURCE/ANY_TAG via Recv, Probe+Recv, Iprobe+Recv or Mprobe+Mrecv."""
+        MPI, rank, dtype, dst = self.MPI, self.rank, c["dtype"], c["dst"]
+        dt = np_dtype(dtype)
+        mt = self.mpi_type(dtype)
+        reqs = [comm.Isend(pattern(dtype, s["count"], s["seed"]), dest=dst, tag=s["tag"])
+                for s in c["sends"] if s["rank"] == rank]
+        got: list[dict[str, Any]] = []
+        if rank == dst:
+            cap = max((s["count"] for s in c["sends"]), default=0)
+            for _ in c["sends"]:
+                st, st2 = MPI.Status(), MPI.Status()
+                how = c["how"]
+                if how == "recv":
+                    buf = np.zeros(cap, dt)
+                    comm.Recv(buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=st)
+                    got.append(self._report(buf, st))
+                    continue
+                if how == "iprobe":
+                    deadline = time.monotonic() + IPROBE_LIMIT
+                    while not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st):
+                        if time.monotonic() > deadline:
+                            return {"got": got, "error": "Iprobe found no message in "
+                                    f"{IPROBE_LIMIT:.0f}s"}
+                        time.sleep(50e-6)
+                    msg = None
+                elif how == "mprobe":
+                    msg = comm.Mprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st)
+                else:
+                    comm.Probe(MPI.ANY_SOURCE, MPI.ANY_TAG, st)
+                    msg = None
+                buf = np.zeros(st.Get_count(mt), dt)  # sized by what the probe said
+                if msg is not None:
+                    msg.Recv(buf, st2)
+                else:
+                    comm.Recv(buf, source=st.Get_source(), tag=st.Get_tag(), status=st2)
+                rep = self._report(buf, st2)
+                rep["probed"] = [st.Get_source(), st.Get_tag(), st.Get_count(mt)]
+                got.append(rep)
+        MPI.Request.Waitall(reqs)
+        return {"got": got}
+
+    def case_reduce(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Reduce/Allreduce (optionally MPI.IN_PLACE) of inputs[rank] with op over dtype."""
+        MPI, rank = self.MPI, self.rank
+        op_name, variant, root = c["op"], c["variant"], c["root"]
+        if op_name == MATMUL:
+            mine = np.array(c["inputs"][rank], np.int64)
+            spec: Callable[[np.ndarray], list[Any]] = lambda a: [a, len(a) // 4, self.matrix]
+            op = self.matmul
+        else:
+            mine = from_json(c["inputs"][rank], c["dtype"])
+            mt = self.mpi_type(c["dtype"])
+            spec = lambda a: [a, len(a), mt]  # noqa: E731
+            op = getattr(MPI, op_name)
+        out = np.zeros_like(mine)
+        inplace = variant.endswith("_inplace")
+        if variant.startswith("allreduce"):
+            if inplace:
+                out[...] = mine
+                comm.Allreduce(MPI.IN_PLACE, spec(out), op=op)
+            else:
+                comm.Allreduce(spec(mine), spec(out), op=op)
+            has = True
+        else:
+            has = rank == root
+            if inplace and has:
+                out[...] = mine
+                comm.Reduce(MPI.IN_PLACE, spec(out), op=op, root=root)
+            else:
+                comm.Reduce(spec(mine), spec(out) if has else None, op=op, root=root)
+        if not has:
+            return {}
+        n = len(out) // 4 if op_name == MATMUL else len(out)
+        if self.plant == "corrupt-reduce" and op_name != MATMUL and n > PLANT_THRESHOLD:
+            out.view(np.uint8)[(n - 1) * out.dtype.itemsize] ^= 1
+        return {"result": out.tolist() if op_name == MATMUL else to_json(out)}
+
+    def case_datatype(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """A derived datatype (vector or subarray) on one side, contiguous on the other:
+        `typed` says which side (send: gather the selection; recv: scatter into it)."""
+        MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
+        base = self.mpi_type(dtype)
+        if c["layout"] == "vector":
+            v = c["vector"]
+            derived = base.Create_vector(v["count"], v["blocklength"], v["stride"])
+            extent = (v["count"] - 1) * v["stride"] + v["blocklength"] if v["count"] else 0
+            picked = v["count"] * v["blocklength"]
+        else:
+            s = c["subarray"]
+            order = MPI.ORDER_C if s["order"] == "C" else MPI.ORDER_FORTRAN
+            derived = base.Create_subarray(s["sizes"], s["subsizes"], s["starts"], order=order)
+            extent = int(np.prod(s["sizes"]))
+            picked = int(np.prod(s["subsizes"]))
+        derived.Commit()
+        try:
+            reqs, out = [], {}
+            if rank == src:
+                if c["typed"] == "send":
+                    reqs.append(comm.Isend([pattern(dtype, extent, c["seed"]), 1, derived],
+                                           dest=dst, tag=5))
+                else:
+                    reqs.append(comm.Isend(pattern(dtype, picked, c["seed"]), dest=dst, tag=5))
+            if rank == dst:
+                st = MPI.Status()
+                if c["typed"] == "send":
+                    buf = np.zeros(picked, np_dtype(dtype))
+                    comm.Recv(buf, source=src, tag=5, status=st)
+                else:  # the gaps keep the sentinel, so a write outside the selection shows
+                    buf = pattern(dtype, extent, c["seed"] + 1)
+                    comm.Recv([buf, 1, derived], source=src, tag=5, status=st)
+                out = {"sha": digest(buf), "count": st.Get_count(base)}
+            MPI.Request.Waitall(reqs)
+            return out
+        finally:
+            derived.Free()
+
+    def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
+        place and who else is in its communicator (Allgather of world ranks), plus a sum over
+        it (traffic stays inside the new communicator)."""
+        MPI, rank = self.MPI, self.rank
+        color = c["colors"][rank]
+        new = comm.Split(MPI.UNDEFINED if color is None else color, c["keys"][rank])
+        if new == MPI.COMM_NULL:
+            return {"null": True}
+        try:
+            members = np.zeros(new.Get_size(), np.int32)
+            new.Allgather(np.array([rank], np.int32), members)
+            total = np.zeros(1, np.int64)
+            new.Allreduce(np.array([rank + 1], np.int64), total, op=MPI.SUM)
+            return {"size": new.Get_size(), "rank": new.Get_rank(), "members": members.tolist(),
+                    "sum": int(total[0])}
+        finally:
+            new.Free()
+
+    def case_dup(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """src sends one message on `comm` and one on its Dup (same tag, order `send_order`);
+        dst receives in `recv_order`, with ANY_SOURCE/ANY_TAG if `wild`: each receive must
+        get its own communicator's message."""
+        MPI, rank, src, dst, tag, dtype = self.MPI, self.rank, c["src"], c["dst"], c["tag"], \
+            c["dtype"]
+        dup = comm.Dup()
+        try:
+            comms = {"base": comm, "dup": dup}
+            seeds = {"base": c["seed"], "dup": c["seed"] + 1}
+            reqs = []
+            if rank == src:
+                reqs = [comms[w].Isend(pattern(dtype, c["count"], seeds[w]), dest=dst, tag=tag)
+                        for w in c["send_order"]]
+            out: dict[str, Any] = {"size": dup.Get_size(), "rank": dup.Get_rank(),
+                                   "congruent": MPI.Comm.Compare(comm, dup) == MPI.CONGRUENT}
+            if rank == dst:
+                got = {}
+                for w in c["recv_order"]:
+                    buf, st = np.zeros(c["count"], np_dtype(dtype)), MPI.Status()
+                    source, rtag = (MPI.ANY_SOURCE, MPI.ANY_TAG) if c["wild"] else (src, tag)
+                    comms[w].Recv(buf, source=source, tag=rtag, status=st)
+                    got[w] = self._report(buf, st)
+                out["got"] = got
+            MPI.Request.Waitall(reqs)
+            return out
+        finally:
+            dup.Free()
+
+    def case_error(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Every rank makes one erroneous call (invalid rank or tag) under ERRORS_RETURN and
+        reports the error class; then a ring exchange shows the communicator still works."""
+        MPI, rank, n = self.MPI, self.rank, self.size
+        comm.Set_errhandler(MPI.ERRORS_RETURN)
+        peer, tag = (rank + 1) % n, 0
+        if c["what"] == "rank":
+            peer = c["value"]
+        else:
+            tag = c["value"]
+        buf = np.zeros(4, np.int32)
+        calls: dict[str, Callable[[], Any]] = {
+            "send": lambda: comm.Send(buf, dest=peer, tag=tag),
+            "isend": lambda: comm.Isend(buf, dest=peer, tag=tag),
+            "recv": lambda: comm.Recv(buf, source=peer, tag=tag),
+            "irecv": lambda: comm.Irecv(buf, source=peer, tag=tag),
+            "probe": lambda: comm.Probe(source=peer, tag=tag),
+            "iprobe": lambda: comm.Iprobe(source=peer, tag=tag),
+        }
+        out: dict[str, Any] = {"error_class": None}
+        try:
+            req = calls[c["call"]]()
+            if isinstance(req, MPI.Request):  # not an error: do not leave it dangling
+                req.Cancel()
+                req.Wait()
+        except MPI.Exception as e:
+            out |= {"error_class": e.Get_error_class(), "message": e.Get_error_string()}
+        ring = np.zeros(1, np.int64)
+        comm.Sendrecv(np.array([rank], np.int64), dest=(rank + 1) % n, sendtag=1,
+                      recvbuf=ring, source=(rank - 1) % n, recvtag=1)
+        out["ring_ok"] = int(ring[0]) == (rank - 1) % n
+        return out
+
+
+def _matmul(invec: Any, inoutvec: Any, datatype: Any) -> None:
+    """inoutvec = invec @ inoutvec, matrix by matrix: invec comes from the lower ranks, so the
+    reduction computes A0 @ A1 @ ... in rank order, as MPI requires for non-commutative ops."""
+    a = np.frombuffer(invec, np.int64).reshape(-1, 2, 2)
+    b = np.frombuffer(inoutvec, np.int64).reshape(-1, 2, 2)
+    b[...] = a @ b
+
+
+# -- modes ------------------------------------------------------------------------------------
+
+def serve(peer: Peer) -> int:
+    """Rank 0 holds the channel; every rank loops: case in (broadcast), report out (gather)."""
+    from pytest_hpccomm.peer.channel import ChannelClosed, MessageError, PeerClient
+
+    client = PeerClient.from_env() if peer.rank == 0 else None
+    hello = peer.hello()
+    if client is not None:
+        client.send(hello)
+    while True:
+        msg: dict[str, Any] = {"op": "shutdown"}
+        if client is not None:
+            try:
+                msg = client.recv(None)
+            except ChannelClosed:
+                msg = {"op": "shutdown"}
+            except MessageError as e:
+                print(f"conformance peer: {e}", file=sys.stderr)
+                continue
+        msg = peer.bcast_json(msg)
+        if msg.get("op") == "shutdown":
+            if client is not None and "id" in msg:
+                client.reply(msg, "bye")
+            break
+        if msg.get("op") != "case":
+            if client is not None:
+                client.reply(msg, error=f"unknown op {msg.get('op')!r}")
+            continue
+        t0 = time.perf_counter()
+        reports = peer.gather_json(peer.run(msg["case"]))
+        if client is not None:
+            client.reply(msg, {"ranks": reports, "elapsed": time.perf_counter() - t0})
+    if client is not None:
+        client.close()
+    return 0
+
+
+def run_one(peer: Peer, case_json: str) -> int:
+    case = peer.bcast_json(json.loads(case_json) if peer.rank == 0 else None)
+    reports = peer.gather_json(peer.run(case))
+    if peer.rank == 0:
+        print(f"{CASE_MARK} {json.dumps({'case': case, 'ranks': reports})}", flush=True)
+    return 0
+
+
+def ulfm(MPI: Any) -> int:
+    """The last rank SIGKILLs itself; every survivor receives from it under ERRORS_RETURN and
+    must get MPI_ERR_PROC_FAILED, then acknowledges, shrinks and checks the survivors' comm.
+    Each survivor prints its own line (rank 0 cannot gather across a dead process)."""
+    comm = MPI.COMM_WORLD.Dup()
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
+    rank, n = comm.Get_rank(), comm.Get_size()
+    victim = n - 1
+    comm.Barrier()
+    if rank == victim:
+        os.kill(os.getpid(), signal.SIGKILL)
+    out: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "victim": victim,
+                           "ERR_PROC_FAILED": int(MPI.ERR_PROC_FAILED)}
+    t0 = time.monotonic()
+    try:
+        comm.Recv(np.zeros(1, np.int32), source=victim, tag=3)
+        out["error_class"] = None
+    except MPI.Exception as e:
+        out |= {"error_class": e.Get_error_class(), "message": e.Get_error_string()}
+    out["detect_s"] = round(time.monotonic() - t0, 3)
+    try:
+        comm.Ack_failed()
+        shrunk = comm.Shrink()
+        out["shrunk_size"] = shrunk.Get_size()
+        total = np.zeros(1, np.int64)
+        shrunk.Allreduce(np.array([1], np.int64), total, op=MPI.SUM)
+        out["shrunk_sum"] = int(total[0])
+    except (MPI.Exception, NotImplementedError) as e:
+        out["shrink_error"] = str(e)
+    print(f"{ULFM_MARK} {json.dumps(out)}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.mpi.conformance_peer")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--case", help="run this one case (JSON) and print every rank's report")
+    g.add_argument("--ulfm", action="store_true", help="kill the last rank; survivors report")
+    args = p.parse_args(argv)
+    plant = os.environ.get(PLANT_VAR) or None
+    if plant is not None and plant not in PLANTS:
+        print(f"{PLANT_VAR}={plant!r}: known plants are {', '.join(PLANTS)}", file=sys.stderr)
+        return 2
+    from mpi4py import MPI  # late: the orchestrator imports this module without MPI
+
+    if args.ulfm:
+        return ulfm(MPI)
+    if MPI.COMM_WORLD.Get_size() < 2:
+        print("the conformance peer needs at least 2 ranks", file=sys.stderr)
+        return 2
+    peer = Peer(MPI, plant)
+    return run_one(peer, args.case) if args.case else serve(peer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

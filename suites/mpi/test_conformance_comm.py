@@ -1,0 +1,102 @@
+"""Communicators: Split by (color, key) and Dup, checked by their sizes and ranks and by
+traffic that must stay inside them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.placement import LOOPBACK
+from pytest_hpccomm.stacks.mpi.conformance import (LOOPBACK_RANKS, ConformancePeer,
+                                                   conformance_settings)
+from pytest_hpccomm.stacks.mpi.conformance_peer import digest, pattern
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
+              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+
+
+@st.composite
+def split_cases(draw: Any, n: int) -> dict[str, Any]:
+    color = st.one_of(st.integers(0, 3), st.none())  # None: MPI.UNDEFINED
+    return {"kind": "split", "colors": draw(st.lists(color, min_size=n, max_size=n)),
+            "keys": draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n))}
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_comm_split(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
+    """Split(color, key): each color gets a communicator of its ranks ordered by (key, old
+    rank); UNDEFINED gets COMM_NULL; an Allgather/Allreduce in it sees only its members."""
+    peer = mpi_conformance_peer
+    case = data.draw(split_cases(peer.ranks), label="case")
+    reports = peer.run(case)
+    hint = peer.replay_hint(case)
+    colors, keys = case["colors"], case["keys"]
+    for rank, rep in enumerate(reports):
+        if colors[rank] is None:
+            assert rep == {"null": True}, f"rank {rank}: UNDEFINED color must give " \
+                                          f"COMM_NULL, got {rep}\n{hint}"
+            continue
+        members = sorted((r for r in range(peer.ranks) if colors[r] == colors[rank]),
+                         key=lambda r: (keys[r], r))
+        want = {"size": len(members), "rank": members.index(rank), "members": members,
+                "sum": sum(m + 1 for m in members)}
+        assert rep == want, f"rank {rank} (color {colors[rank]}, key {keys[rank]}): got " \
+                            f"{rep}, expected {want}\n{hint}"
+
+
+@st.composite
+def dup_cases(draw: Any, n: int) -> dict[str, Any]:
+    order = st.permutations(["base", "dup"])
+    return {"kind": "dup", "src": draw(st.integers(0, n - 1)), "dst": draw(st.integers(0, n - 1)),
+            "tag": draw(st.integers(0, 100)),
+            "dtype": draw(st.sampled_from(["uint8", "int32", "float64"])),
+            "count": draw(st.one_of(st.integers(0, 16), st.integers(0, 40000))),
+            "send_order": draw(order), "recv_order": draw(order), "wild": draw(st.booleans()),
+            "seed": draw(st.integers(0, 1000))}
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_comm_dup_isolation(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
+    """Dup gives a congruent communicator (same size, same ranks) whose traffic never matches
+    a receive on the original, even with the same source and tag or with wildcards."""
+    peer = mpi_conformance_peer
+    case = data.draw(dup_cases(peer.ranks), label="case")
+    reports = peer.run(case)
+    hint = peer.replay_hint(case)
+    for rank, rep in enumerate(reports):
+        assert (rep["size"], rep["rank"], rep["congruent"]) == (peer.ranks, rank, True), \
+            f"rank {rank}: Dup has size {rep['size']}, rank {rep['rank']}, congruent " \
+            f"{rep['congruent']}\n{hint}"
+    got = reports[case["dst"]]["got"]
+    for which, seed in (("base", case["seed"]), ("dup", case["seed"] + 1)):
+        g = got[which]
+        want = (case["src"], case["tag"], case["count"],
+                digest(pattern(case["dtype"], case["count"], seed)))
+        assert (g["source"], g["tag"], g["count"], g["sha"]) == want, \
+            f"the receive on {which} did not get the message sent on {which}\n{hint}"
+
+
+def test_peer_world_matches_placement(mpi_conformance_peer: ConformancePeer,
+                                      hpc_placement: str) -> None:
+    """Not a property, the premise of all of them: the peer's COMM_WORLD is what the placement
+    promises and, on the virtual cluster, its bytes cross the veth fabric (namespaces share
+    /dev/shm: a silent shared-memory path would test the wrong transport)."""
+    peer = mpi_conformance_peer
+    info = peer.info
+    if hpc_placement == LOOPBACK:
+        assert (info.ranks, len(set(info.hosts))) == (LOOPBACK_RANKS, 1), info
+        return
+    cluster = peer.cluster
+    assert cluster is not None
+    assert info.hosts == [h.name for h in cluster.hosts], "not one rank per virtual host"
+    size = 1 << 20
+    before = cluster.counters(info.hosts[0])
+    peer.run({"kind": "p2p", "dtype": "uint8", "count": size, "send": "send", "recv": "recv",
+              "src": 0, "dst": 1, "tag": 0, "slack": 0, "seed": 0})
+    sent = cluster.counters(info.hosts[0])[1] - before[1]
+    assert sent >= size, f"rank 0's fab0 sent {sent} bytes for a {size}-byte message"

@@ -1,0 +1,95 @@
+"""Derived datatypes: a vector or subarray type on one side of a message, contiguous data on
+the other, must select exactly what NumPy slicing selects (and write nothing outside it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
+from pytest_hpccomm.stacks.mpi.conformance_peer import digest, pattern
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
+              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+
+DTYPES = ["int32", "uint8", "int16", "float64", "complex128"]
+
+
+def common(draw: Any, n: int) -> dict[str, Any]:
+    return {"kind": "datatype", "dtype": draw(st.sampled_from(DTYPES)),
+            "typed": draw(st.sampled_from(["send", "recv"])),
+            "src": draw(st.integers(0, n - 1)), "dst": draw(st.integers(0, n - 1)),
+            "seed": draw(st.integers(0, 1000))}
+
+
+@st.composite
+def vector_cases(draw: Any, n: int) -> dict[str, Any]:
+    blocklength = draw(st.integers(1, 6))
+    vector = {"count": draw(st.integers(0, 40)), "blocklength": blocklength,
+              "stride": blocklength + draw(st.integers(0, 6))}  # no overlap: receivable
+    return common(draw, n) | {"layout": "vector", "vector": vector}
+
+
+@st.composite
+def subarray_cases(draw: Any, n: int) -> dict[str, Any]:
+    sizes = draw(st.lists(st.integers(1, 7), min_size=1, max_size=3))
+    subsizes = [draw(st.integers(1, s)) for s in sizes]
+    starts = [draw(st.integers(0, s - ss)) for s, ss in zip(sizes, subsizes)]
+    sub = {"sizes": sizes, "subsizes": subsizes, "starts": starts,
+           "order": draw(st.sampled_from(["C", "F"]))}
+    return common(draw, n) | {"layout": "subarray", "subarray": sub}
+
+
+def check(peer: ConformancePeer, case: dict[str, Any], picked: np.ndarray,
+          view: np.ndarray, flat: np.ndarray) -> None:
+    """picked: NumPy's selection of the typed buffer `flat`, in the type's order; view: that
+    selection as a view of flat (typed receives: the sent data is written through it)."""
+    rep = peer.run(case)[case["dst"]]
+    hint = peer.replay_hint(case)
+    assert rep["count"] == picked.size, f"Get_count() = {rep['count']}, the type selects " \
+                                        f"{picked.size} elements\n{hint}"
+    if case["typed"] == "send":
+        want = digest(picked)
+        what = "the contiguous receive does not hold the slice NumPy selects"
+    else:
+        view[...] = pattern(case["dtype"], picked.size, case["seed"]).reshape(
+            view.shape, order=case.get("subarray", {}).get("order", "C"))
+        want = digest(flat)
+        what = "the typed receive did not scatter into exactly NumPy's slice"
+    assert rep["sha"] == want, f"{what}\n{hint}"
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_vector_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
+    """Create_vector(count, blocklength, stride) sends/receives a[i*stride : i*stride+bl]."""
+    peer = mpi_conformance_peer
+    case = data.draw(vector_cases(peer.ranks), label="case")
+    v, dtype = case["vector"], case["dtype"]
+    count, bl, stride = v["count"], v["blocklength"], v["stride"]
+    extent = (count - 1) * stride + bl if count else 0
+    seed = case["seed"] if case["typed"] == "send" else case["seed"] + 1  # sender / sentinel
+    # NumPy's idea of the vector type: rows of `stride` elements, the first bl of each
+    padded = np.concatenate([pattern(dtype, extent, seed),
+                             np.zeros(count * stride - extent, np.dtype(dtype))])
+    view = padded.reshape(count, stride)[:, :bl]
+    check(peer, case, view.ravel(), view, padded[:extent])
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_subarray_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
+    """Create_subarray(sizes, subsizes, starts, order C/Fortran) sends/receives
+    a[starts:starts+subsizes] of the array laid out in that order."""
+    peer = mpi_conformance_peer
+    case = data.draw(subarray_cases(peer.ranks), label="case")
+    s, dtype = case["subarray"], case["dtype"]
+    seed = case["seed"] if case["typed"] == "send" else case["seed"] + 1
+    flat = pattern(dtype, int(np.prod(s["sizes"])), seed)
+    full = flat.reshape(s["sizes"], order=s["order"])  # a view: writes reach flat
+    view = full[tuple(slice(a, a + b) for a, b in zip(s["starts"], s["subsizes"]))]
+    check(peer, case, view.ravel(order=s["order"]), view, flat)

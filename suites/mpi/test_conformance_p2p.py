@@ -1,0 +1,194 @@
+"""Point-to-point semantics: data integrity, non-overtaking order, wildcard receives and probes,
+and errors under MPI.ERRORS_RETURN. Each property drives the session's conformance peer.
+
+A failure prints the shrunk case ("Draw 1 (case): ..."), an @reproduce_failure line, and a
+command replaying the case with mpirun alone (see stacks/mpi/conformance.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.config import HpcConfig
+from pytest_hpccomm.stacks.mpi.conformance import (MAX_BYTES, P2P_DTYPES, ConformancePeer,
+                                                   byte_sizes, conformance_settings)
+from pytest_hpccomm.stacks.mpi.conformance_peer import digest, pattern
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
+              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+
+INT32_MAX = 2**31 - 1
+
+
+def sha(dtype: str, count: int, seed: int) -> str:
+    return digest(pattern(dtype, count, seed))
+
+
+def tags(peer: ConformancePeer) -> st.SearchStrategy[int]:
+    return st.one_of(st.integers(0, 100), st.integers(0, peer.info.constants["TAG_UB"]))
+
+
+def other_rank(draw: Any, n: int, rank: int) -> int:
+    return (rank + draw(st.integers(1, n - 1))) % n
+
+
+@st.composite
+def p2p_cases(draw: Any, peer: ConformancePeer, max_bytes: int) -> dict[str, Any]:
+    n = peer.ranks
+    dtype = draw(st.sampled_from(P2P_DTYPES))
+    send = draw(st.sampled_from(["send", "isend", "ssend", "sendrecv"]))
+    src = draw(st.integers(0, n - 1))
+    # a blocking send to oneself may deadlock by the standard: only Isend/Sendrecv may
+    dst = draw(st.integers(0, n - 1)) if send in ("isend", "sendrecv") else other_rank(draw, n, src)
+    return {"kind": "p2p", "dtype": dtype,
+            "count": draw(byte_sizes(max_bytes)) // np.dtype(dtype).itemsize,
+            "send": send, "recv": draw(st.sampled_from(["recv", "irecv"])), "src": src,
+            "dst": dst, "tag": draw(tags(peer)), "slack": draw(st.integers(0, 3)),
+            "seed": draw(st.integers(0, 1000))}
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_p2p_integrity(mpi_conformance_peer: ConformancePeer, hpc_config: HpcConfig,
+                       data: st.DataObject) -> None:
+    """Send/Isend/Ssend/Sendrecv -> Recv/Irecv deliver exactly the bytes sent, for any size
+    (0 too), dtype and tag; Status reports count/source/tag; the buffer past count is intact."""
+    peer = mpi_conformance_peer
+    case = data.draw(p2p_cases(peer, MAX_BYTES.get(hpc_config.profile, MAX_BYTES["quick"])),
+                     label="case")
+    reports = peer.run(case)
+    src, dst, count, dtype = case["src"], case["dst"], case["count"], case["dtype"]
+    want: dict[int, list[tuple[int, str]]] = {dst: [(src, sha(dtype, count, case["seed"]))]}
+    if case["send"] == "sendrecv" and src != dst:
+        want[src] = [(dst, sha(dtype, count, case["seed"] + 1))]
+    hint = peer.replay_hint(case)
+    for rank, rep in enumerate(reports):
+        got, exp = rep["got"], want.get(rank, [])
+        assert len(got) == len(exp), f"rank {rank} received {len(got)} messages, not " \
+                                     f"{len(exp)}\n{hint}"
+        for g, (frm, digest_) in zip(got, exp):
+            seen = (g["source"], g["tag"], g["count"])
+            assert seen == (frm, case["tag"], count), f"rank {rank}: Status (source, tag, " \
+                f"count) = {seen}, sent {(frm, case['tag'], count)}\n{hint}"
+            assert g["sha"] == digest_, f"rank {rank}: data differs from what rank {frm} " \
+                                        f"sent\n{hint}"
+            assert g["guard"], f"rank {rank}: receive wrote past the message's {count} " \
+                               f"elements\n{hint}"
+
+
+@st.composite
+def order_cases(draw: Any, peer: ConformancePeer) -> dict[str, Any]:
+    n = peer.ranks
+    dtype = draw(st.sampled_from(["uint8", "int32", "float64"]))
+    item = np.dtype(dtype).itemsize
+    # mixed sizes: a small message must not overtake a large (rendezvous) one sent before it
+    counts = draw(st.lists(byte_sizes(256 << 10).map(lambda b: b // item), min_size=2,
+                           max_size=12))
+    src = draw(st.integers(0, n - 1))
+    return {"kind": "order", "dtype": dtype, "counts": counts, "src": src,
+            "dst": other_rank(draw, n, src), "tag": draw(st.integers(0, 1000)),
+            "send": draw(st.sampled_from(["isend", "send"])),
+            "recv": draw(st.sampled_from(["recv", "irecv", "any_source", "any_tag"])),
+            "noise": draw(st.booleans()), "seed": draw(st.integers(0, 1000))}
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_non_overtaking(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
+    """Messages with the same (source, tag, comm) are received in the order they were sent,
+    whatever their sizes, by blocking, pre-posted or wildcard receives, with other traffic."""
+    peer = mpi_conformance_peer
+    case = data.draw(order_cases(peer), label="case")
+    got = peer.run(case)[case["dst"]]["got"]
+    hint = peer.replay_hint(case)
+    assert len(got) == len(case["counts"]), hint
+    for i, (g, count) in enumerate(zip(got, case["counts"])):
+        assert (g["source"], g["tag"]) == (case["src"], case["tag"]), f"receive {i}\n{hint}"
+        assert (g["count"], g["sha"]) == (count, sha(case["dtype"], count, case["seed"] + i)), \
+            f"receive {i} got a {g['count']}-element message that is not message {i} " \
+            f"(overtaken or corrupted)\n{hint}"
+
+
+@st.composite
+def wildcard_cases(draw: Any, peer: ConformancePeer) -> dict[str, Any]:
+    n = peer.ranks
+    sends = draw(st.lists(st.fixed_dictionaries({
+        "rank": st.integers(0, n - 1), "tag": tags(peer),
+        "count": st.one_of(st.integers(0, 16), st.integers(0, 20000))}), min_size=1, max_size=8))
+    for i, s in enumerate(sends):
+        s["seed"] = i
+    return {"kind": "wildcard", "dtype": draw(st.sampled_from(["int16", "float32", "uint64"])),
+            "dst": draw(st.integers(0, n - 1)), "sends": sends,
+            "how": draw(st.sampled_from(["recv", "probe", "iprobe", "mprobe"]))}
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_wildcard_receive_and_probe(mpi_conformance_peer: ConformancePeer,
+                                    data: st.DataObject) -> None:
+    """ANY_SOURCE/ANY_TAG receives (plain, after Probe, Iprobe or Mprobe) get every message
+    once, with the right Status (Get_source/Get_tag/Get_count), each source's in send order."""
+    peer = mpi_conformance_peer
+    case = data.draw(wildcard_cases(peer), label="case")
+    got = peer.run(case)[case["dst"]]["got"]
+    hint = peer.replay_hint(case)
+    pending: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for s in case["sends"]:
+        pending[s["rank"]].append(s)
+    assert len(got) == len(case["sends"]), hint
+    for i, g in enumerate(got):
+        assert pending[g["source"]], f"receive {i}: Get_source()={g['source']}, which had " \
+                                     f"nothing (more) to send\n{hint}"
+        s = pending[g["source"]].pop(0)  # the earliest unreceived from that source
+        seen = (g["tag"], g["count"], g["sha"])
+        assert seen == (s["tag"], s["count"], sha(case["dtype"], s["count"], s["seed"])), \
+            f"receive {i} from rank {g['source']}: (tag, count) = {seen[:2]}, expected its " \
+            f"next message {(s['tag'], s['count'])} (or its data differs)\n{hint}"
+        if "probed" in g:
+            assert g["probed"] == [g["source"], g["tag"], g["count"]], \
+                f"receive {i}: the probe's Status {g['probed']} is not the message received\n{hint}"
+
+
+def invalid_ranks(peer: ConformancePeer) -> st.SearchStrategy[int]:
+    c = peer.info.constants
+    special = {c["PROC_NULL"], c["ANY_SOURCE"], c["ROOT"]}  # valid (or intercomm) values
+    return st.one_of(st.integers(peer.ranks, INT32_MAX),
+                     st.integers(-INT32_MAX - 1, -1)).filter(lambda v: v not in special)
+
+
+def invalid_tags(peer: ConformancePeer) -> st.SearchStrategy[int]:
+    c = peer.info.constants
+    neg = st.integers(-INT32_MAX - 1, -1).filter(lambda v: v != c["ANY_TAG"])
+    if c["TAG_UB"] < INT32_MAX:
+        return st.one_of(neg, st.integers(c["TAG_UB"] + 1, INT32_MAX))
+    return neg
+
+
+CALLS = ["send", "isend", "recv", "irecv", "probe", "iprobe"]
+
+
+@pytest.mark.parametrize("what,error", [("rank", "ERR_RANK"), ("tag", "ERR_TAG")])
+@settings(conformance_settings())
+@given(data=st.data())
+def test_errors_return(mpi_conformance_peer: ConformancePeer, what: str, error: str,
+                       data: st.DataObject) -> None:
+    """Under MPI.ERRORS_RETURN an invalid rank raises MPI.Exception of class ERR_RANK and an
+    invalid tag ERR_TAG, in every call that takes one, and the communicator keeps working."""
+    peer = mpi_conformance_peer
+    values = invalid_ranks(peer) if what == "rank" else invalid_tags(peer)
+    case = {"kind": "error", "what": what, "call": data.draw(st.sampled_from(CALLS), label="call"),
+            "value": data.draw(values, label="value")}
+    data.draw(st.just(case), label="case")  # shown whole in the falsifying example
+    want = peer.info.constants[error]
+    hint = peer.replay_hint(case)
+    for rank, rep in enumerate(peer.run(case)):
+        assert rep["error_class"] == want, f"rank {rank}: {case['call']} with {what} " \
+            f"{case['value']} gave error class {rep['error_class']} ({rep.get('message')}), " \
+            f"not MPI.{error} ({want})\n{hint}"
+        assert rep["ring_ok"], f"rank {rank}: communicator broken after the error\n{hint}"

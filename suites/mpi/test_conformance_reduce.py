@@ -1,0 +1,187 @@
+"""Reductions against a NumPy reference: every predefined op over the dtypes it applies to,
+Reduce and Allreduce, with and without MPI.IN_PLACE, and a non-commutative user-defined op
+(2x2 matrix product) whose result depends on rank order.
+
+Values are drawn so the exact answer is defined by the standard: integers never overflow in
+SUM/PROD (MPI does not define it; Open MPI's AVX ops saturate, ompi#8045), floats are small
+dyadic numbers whose sums and products are exact in any association order (MPI may reduce in
+any order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.stacks.mpi.conformance import (COMPLEX_DTYPES, FLOAT_DTYPES, INT_DTYPES,
+                                                   ConformancePeer, conformance_settings)
+from pytest_hpccomm.stacks.mpi.conformance_peer import MATMUL, PAIR_TYPES, from_json, np_dtype
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
+              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+
+NUMERIC = INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
+OPS: dict[str, tuple[str, ...]] = {  # op -> dtypes it applies to (MPI 4.1, 6.9.2); first = simplest
+    "SUM": NUMERIC, "PROD": NUMERIC,
+    "MIN": INT_DTYPES + FLOAT_DTYPES, "MAX": INT_DTYPES + FLOAT_DTYPES,
+    "LAND": INT_DTYPES + ("bool",), "LOR": INT_DTYPES + ("bool",),
+    "LXOR": INT_DTYPES + ("bool",),
+    "BAND": INT_DTYPES, "BOR": INT_DTYPES, "BXOR": INT_DTYPES,
+    "MAXLOC": tuple(PAIR_TYPES), "MINLOC": tuple(PAIR_TYPES),
+}
+VARIANTS = ["allreduce", "reduce", "allreduce_inplace", "reduce_inplace"]
+MAX_COUNT = 64
+
+
+def iroot(x: int, n: int) -> int:
+    """Largest r with r**n <= x."""
+    r = int(round(x ** (1.0 / n)))
+    while r**n > x:
+        r -= 1
+    while (r + 1) ** n <= x:
+        r += 1
+    return r
+
+
+def values(op: str, dtype: str, n: int) -> st.SearchStrategy[Any]:
+    """One element of one rank's input, as JSON (complex [re, im], pairs [value, index])."""
+    if dtype in PAIR_TYPES:
+        v = st.integers(-3, 3)  # few distinct values: ties, where the lowest index must win
+        return st.tuples(v.map(float) if np_dtype(dtype)["v"].kind == "f" else v,
+                         st.integers(0, 10)).map(list)
+    if dtype == "bool":
+        return st.booleans()
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        if op in ("LAND", "LOR", "LXOR"):  # any non-zero is true, not only 1
+            return st.integers(max(-2, int(info.min)), 3)
+        if op in ("SUM", "PROD"):
+            # no overflow: MPI leaves it undefined, and Open MPI's AVX ops saturate unsigned
+            # sums (found by this property: uint8 0+89+167 -> 255; ompi#8045, "wontfix")
+            top = int(info.max) // n if op == "SUM" else iroot(int(info.max), n)
+            return st.integers(-top if dt.kind == "i" else 0, top)
+        return st.integers(int(info.min), int(info.max))
+    mantissa = 24 if dt in (np.float32, np.complex64) else 53
+    if op == "SUM":
+        part = st.integers(-(1 << 16), 1 << 16).map(lambda k: k / 4)
+    elif op == "PROD":
+        top = iroot(1 << mantissa, n) if dt.kind == "f" else max(1, iroot(1 << 20, n) // 2)
+        part = st.integers(-min(top, 10**4), min(top, 10**4)).map(float)
+    else:
+        part = st.floats(allow_nan=False, allow_infinity=False,
+                         width=32 if dt == np.float32 else 64)
+    return st.tuples(part, part).map(list) if dt.kind == "c" else part
+
+
+PAIRS = [(op, dtype) for op, dtypes in OPS.items() for dtype in dtypes]
+
+
+@st.composite
+def reduce_cases(draw: Any, n: int, op: str | None = None, dtype: str | None = None) -> \
+        dict[str, Any]:
+    op = op or draw(st.sampled_from(list(OPS)))
+    dtype = dtype or draw(st.sampled_from(OPS[op]))
+    variant = draw(st.sampled_from(VARIANTS))
+    root = draw(st.integers(0, n - 1))
+    count = draw(st.integers(0, MAX_COUNT))
+    elem = values(op, dtype, n)
+    inputs = [draw(st.lists(elem, min_size=count, max_size=count)) for _ in range(n)]
+    return {"kind": "reduce", "op": op, "dtype": dtype, "variant": variant, "root": root,
+            "count": count, "inputs": inputs}
+
+
+UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
+          "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor,
+          "LAND": np.logical_and, "LOR": np.logical_or, "LXOR": np.logical_xor}
+
+
+def reference(op: str, dtype: str, inputs: list[np.ndarray]) -> np.ndarray:
+    if op in ("MAXLOC", "MINLOC"):
+        vals = np.stack([a["v"] for a in inputs])
+        idx = np.stack([a["i"] for a in inputs])
+        best = vals.max(axis=0) if op == "MAXLOC" else vals.min(axis=0)
+        out = np.zeros_like(inputs[0])
+        out["v"] = best
+        out["i"] = np.where(vals == best, idx, np.iinfo(np.int32).max).min(axis=0)  # ties: lowest
+        return out
+    fold = UFUNCS[op]
+    logical = op in ("LAND", "LOR", "LXOR")
+    acc = inputs[0] != 0 if logical else inputs[0].copy()
+    for a in inputs[1:]:
+        acc = fold(acc, a != 0 if logical else a)
+    return np.asarray(acc).astype(np_dtype(dtype))
+
+
+def holders(case: dict[str, Any], n: int) -> list[int]:
+    return list(range(n)) if case["variant"].startswith("allreduce") else [case["root"]]
+
+
+def check_reduce(peer: ConformancePeer, case: dict[str, Any]) -> None:
+    reports = peer.run(case)
+    want = reference(case["op"], case["dtype"], [from_json(x, case["dtype"])
+                                                 for x in case["inputs"]])
+    hint = peer.replay_hint(case)
+    for rank in holders(case, peer.ranks):
+        got = from_json(reports[rank]["result"], case["dtype"])
+        bad = [i for i in range(len(want)) if got[i] != want[i]]
+        assert not bad, f"rank {rank}: {case['variant']} {case['op']} over {case['dtype']} " \
+            f"x{case['count']}: element {bad[0]} is {got[bad[0]]!r}, NumPy says " \
+            f"{want[bad[0]]!r} ({len(bad)} wrong)\n{hint}"
+
+
+@pytest.mark.parametrize("op,dtype", PAIRS, ids=[f"{o}-{d}" for o, d in PAIRS])
+@settings(conformance_settings(share=0.2))
+@given(data=st.data())
+def test_reduce_predefined_ops(mpi_conformance_peer: ConformancePeer, op: str, dtype: str,
+                               data: st.DataObject) -> None:
+    """Reduce/Allreduce (and their IN_PLACE forms) of every predefined op over every dtype it
+    applies to equal NumPy's fold of the ranks' inputs (MAXLOC/MINLOC: lowest index on ties).
+    One item per (op, dtype), so every pair runs every time; Hypothesis draws the rest."""
+    peer = mpi_conformance_peer
+    check_reduce(peer, data.draw(reduce_cases(peer.ranks, op, dtype), label="case"))
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_reduce_any_predefined_op(mpi_conformance_peer: ConformancePeer,
+                                  data: st.DataObject) -> None:
+    """The same property with the op and dtype drawn too: a failure shrinks to the simplest
+    op and dtype that show it (SUM over int8 comes first), and to the shortest vector."""
+    peer = mpi_conformance_peer
+    check_reduce(peer, data.draw(reduce_cases(peer.ranks), label="case"))
+
+
+@st.composite
+def matmul_cases(draw: Any, n: int) -> dict[str, Any]:
+    count = draw(st.integers(0, 6))  # 2x2 matrices per rank
+    entry = st.integers(-3, 3)
+    inputs = [draw(st.lists(entry, min_size=4 * count, max_size=4 * count)) for _ in range(n)]
+    return {"kind": "reduce", "op": MATMUL, "dtype": "int64",
+            "variant": draw(st.sampled_from(VARIANTS)), "root": draw(st.integers(0, n - 1)),
+            "count": count, "inputs": inputs}
+
+
+@settings(conformance_settings())
+@given(data=st.data())
+def test_reduce_noncommutative_user_op(mpi_conformance_peer: ConformancePeer,
+                                       data: st.DataObject) -> None:
+    """A user op created with commute=False (2x2 matrix product) reduces in rank order:
+    the result is A0 @ A1 @ ... @ A(n-1), never a reordering."""
+    peer = mpi_conformance_peer
+    case = data.draw(matmul_cases(peer.ranks), label="case")
+    reports = peer.run(case)
+    mats = [np.array(x, np.int64).reshape(-1, 2, 2) for x in case["inputs"]]
+    want = mats[0]
+    for m in mats[1:]:
+        want = want @ m
+    hint = peer.replay_hint(case)
+    for rank in holders(case, peer.ranks):
+        got = np.array(reports[rank]["result"], np.int64).reshape(-1, 2, 2)
+        assert np.array_equal(got, want), f"rank {rank}: {case['variant']} of the " \
+            f"non-commutative op gave {got.tolist()}, rank-order product is {want.tolist()}" \
+            f"\n{hint}"

@@ -1,0 +1,75 @@
+"""The conformance peer and its driver: replay of one case without pytest, a hung case ends
+in PeerLost (not a hang of the session) and the peer restarts, everything is reaped, and the
+peer program imports nothing of pytest or the orchestrator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from pytest_hpccomm.cluster import proctree
+from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job
+from pytest_hpccomm.cluster.mpi import mpirun_path
+from pytest_hpccomm.placement import LOOPBACK
+from pytest_hpccomm.stacks.mpi.conformance import (PEER_MODULE, ConformancePeer, PeerLost,
+                                                   build_launch)
+from pytest_hpccomm.stacks.mpi.conformance_peer import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
+from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+
+pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
+                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+
+REDUCE = {"kind": "reduce", "op": "SUM", "dtype": "int8", "variant": "allreduce", "root": 0,
+          "count": PLANT_THRESHOLD + 1, "inputs": [[0] * (PLANT_THRESHOLD + 1)] * 3}
+
+
+@pytest.fixture(scope="module")
+def openmpi() -> MpiRuntime:
+    return resolve("openmpi")
+
+
+@pytest.mark.parametrize("plant,last", [(None, 0), ("corrupt-reduce", 1)])
+def test_case_mode_replays_one_case(openmpi: MpiRuntime, plant: str | None, last: int) -> None:
+    launch, _ = build_launch(openmpi, LOOPBACK, [str(openmpi.python), "-m", PEER_MODULE,
+                                                 "--case", json.dumps(REDUCE)],
+                             {PLANT_VAR: plant} if plant else {})
+    res = run_job(launch.argv, launch.env, timeout=60)
+    assert res.ok, res.describe()
+    doc = json.loads(res.stdout.split(CASE_MARK, 1)[1])
+    assert doc["case"] == REDUCE
+    assert [r["result"][-1] for r in doc["ranks"]] == [last] * 3
+
+
+def test_hung_case_is_peer_lost_then_restarts_and_all_is_reaped(openmpi: MpiRuntime) -> None:
+    # a blocking receive that nothing matches (a self-message the peer never sends)
+    hang = {"kind": "p2p", "dtype": "uint8", "count": 1, "send": "send", "recv": "recv",
+            "src": 1, "dst": 1, "tag": 0, "slack": 0, "seed": 0}
+    with ConformancePeer(openmpi, LOOPBACK, case_timeout=3.0) as peer:
+        assert peer.ranks == 3 and peer.info.plant is None
+        job = peer._job
+        assert job is not None
+        lost = r"(?s)peer lost during case .*no reply within 3s.*replay without pytest"
+        with pytest.raises(PeerLost, match=lost):
+            peer.run(hang)
+        assert not proctree.with_env(TAG_VAR, job.tag), "the hung job was not reaped"
+        ok = peer.run({"kind": "split", "colors": [0, 0, 1], "keys": [0, 0, 0]})
+        assert [r["size"] for r in ok] == [2, 2, 1] and peer.starts == 2
+        job = peer._job
+        assert job is not None
+    assert not proctree.with_env(TAG_VAR, job.tag), "the peer outlived close()"
+
+
+def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> None:
+    """Beyond what its package's __init__ modules import, the peer adds only itself and the
+    (stdlib-only) control channel."""
+    code = ("import sys; import pytest_hpccomm.stacks.mpi; before = set(sys.modules); "
+            f"import {PEER_MODULE}; "
+            "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+            "('pytest', '_pytest', 'hypothesis', 'pytest_hpccomm', 'mpi4py')))")
+    env = {"PYTHONPATH": str(build_launch.__globals__["PROJECT_ROOT"]), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([str(openmpi.python), "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert json.loads(out.replace("'", '"')) == [PEER_MODULE]
