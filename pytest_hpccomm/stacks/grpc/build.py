@@ -1,0 +1,332 @@
+"""Build the native peer (and the hello-world reference pair) once, into a cache outside the
+repository: ~/.cache/pytest-hpccomm/grpc/<key>, key = hash of the sources, the build recipe and
+the toolchain (compiler, protoc, gRPC flags, --hpc-grpc-prefix). A build is published by an
+atomic rename of a finished directory, under a file lock, so concurrent sessions build once.
+
+No toolchain or headers -> NativeUnavailable (a skip reason naming what is missing and the
+package to install). A toolchain that fails to compile our sources -> NativeBuildError (a
+failure: it may be exactly the incompatibility a user wants to know about).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, run_job, start_job
+
+NATIVE_DIR = Path(__file__).with_name("native")
+SOURCES = ("tensor.proto", "hello.proto", "peer.cc", "hello.cc", "bench.h", "frame.h")
+RECIPE = 1  # bump when the compile or link commands below change
+CACHE_VAR = "HPCCOMM_GRPC_CACHE"
+UNITS = {  # object -> (source, is generated)
+    "peer.o": ("peer.cc", False), "tensor.pb.o": ("tensor.pb.cc", True),
+    "tensor.grpc.pb.o": ("tensor.grpc.pb.cc", True), "hello.o": ("hello.cc", False),
+    "hello.pb.o": ("hello.pb.cc", True), "hello.grpc.pb.o": ("hello.grpc.pb.cc", True),
+}
+BINARIES = {"hpcc_grpc_peer": ("peer.o", "tensor.pb.o", "tensor.grpc.pb.o"),
+            "hpcc_grpc_hello": ("hello.o", "hello.pb.o", "hello.grpc.pb.o")}
+_PROBE_TIMEOUT = 30.0
+
+
+class NativeUnavailable(Exception):
+    """No compiler, gRPC headers or code generator here: one line, a skip reason."""
+
+
+class NativeBuildError(Exception):
+    """The toolchain is present but building our sources failed."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cxx: str
+    protoc: str
+    plugin: str  # grpc_cpp_plugin
+    cflags: tuple[str, ...]
+    libs: tuple[str, ...]
+    prefix: str | None
+    versions: tuple[str, ...]  # first lines of `cxx --version`, `protoc --version`
+
+
+@dataclass(frozen=True)
+class NativeBuild:
+    directory: Path
+    key: str
+    grpc_version: str
+    seconds: float  # build time; 0 when found in the cache
+    cached: bool
+
+    @property
+    def peer(self) -> Path:
+        return self.directory / "hpcc_grpc_peer"
+
+    @property
+    def hello(self) -> Path:
+        return self.directory / "hpcc_grpc_hello"
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get(CACHE_VAR):
+        return Path(env[CACHE_VAR])
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "/tmp", ".cache")
+    return Path(base) / "pytest-hpccomm" / "grpc"
+
+
+def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> JobResult:
+    """Compiler and friends: a job (hard timeout, the whole process tree reaped)."""
+    return run_job(argv, dict(env) if env is not None else None, timeout=timeout,
+                   label=Path(argv[0]).name)
+
+
+def _probe(*argvs: Sequence[str], env: Mapping[str, str] | None = None) -> list[JobResult]:
+    """Quick queries (pkg-config, --version) that start no children, run side by side: plain
+    subprocesses with a timeout, since a job's reaper costs ~0.5 s and pkg-config ~1 s (it
+    reads abseil's many .pc files), and these run on every session."""
+    t0 = time.monotonic()
+    procs: list[subprocess.Popen[str] | OSError] = []
+    for argv in argvs:
+        try:
+            procs.append(subprocess.Popen(list(argv), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                          text=True, env=env, start_new_session=True))
+        except OSError as e:
+            procs.append(e)
+    out = []
+    for argv, proc in zip(argvs, procs):
+        if isinstance(proc, OSError):
+            out.append(JobResult(tuple(argv), 127, "", str(proc), 0.0, False))
+            continue
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.1, t0 + _PROBE_TIMEOUT -
+                                                          time.monotonic()))
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            timed_out = True
+        out.append(JobResult(tuple(argv), proc.returncode, stdout, stderr,
+                             time.monotonic() - t0, timed_out))
+    return out
+
+
+def _first_line(argv: Sequence[str]) -> str:
+    res = _probe(argv)[0]
+    return (res.stdout or res.stderr).strip().splitlines()[0] if res.ok else ""
+
+
+def _pc_dirs(prefix: Path) -> list[Path]:
+    return [d for d in (prefix / "lib" / "pkgconfig", prefix / "lib64" / "pkgconfig",
+                        prefix / "lib" / "x86_64-linux-gnu" / "pkgconfig",
+                        prefix / "share" / "pkgconfig") if d.is_dir()]
+
+
+def find_toolchain(prefix: Path | None = None) -> Toolchain:
+    """What builds the native peer here; NativeUnavailable says precisely what is missing."""
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") \
+        or shutil.which("clang++")
+    if not cxx:
+        raise NativeUnavailable("native gRPC peer: no C++ compiler on PATH (apt-get install g++)")
+    bins = [prefix / "bin"] if prefix is not None else []
+    if prefix is not None and not prefix.is_dir():
+        raise NativeUnavailable(f"native gRPC peer: --hpc-grpc-prefix {prefix} is not a directory")
+
+    def tool(name: str, package: str) -> str:
+        for d in bins:
+            if (d / name).is_file():
+                return str(d / name)
+        found = shutil.which(name)
+        if not found:
+            where = f" in {prefix}/bin or" if prefix is not None else ""
+            raise NativeUnavailable(f"native gRPC peer: {name} not found{where} on PATH "
+                                    f"(apt-get install {package})")
+        return found
+
+    protoc = tool("protoc", "protobuf-compiler")
+    plugin = tool("grpc_cpp_plugin", "protobuf-compiler-grpc")
+    cflags, libs = _flags(prefix)
+    versions = (_first_line([cxx, "--version"]), _first_line([protoc, "--version"]))
+    return Toolchain(cxx, protoc, plugin, cflags, libs, str(prefix) if prefix else None, versions)
+
+
+def _flags(prefix: Path | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Compile and link flags: pkg-config (the prefix's .pc files first), else, for a prefix
+    without .pc files, its include/ and lib/ directly."""
+    pc_dirs = _pc_dirs(prefix) if prefix is not None else []
+    has_pc = any((d / "grpc++.pc").is_file() for d in pc_dirs)
+    rpath: tuple[str, ...] = ()
+    if prefix is not None:  # the prefix's shared libraries at run time, without LD_LIBRARY_PATH
+        rpath = tuple(f"-Wl,-rpath,{d}" for d in (prefix / "lib", prefix / "lib64") if d.is_dir())
+    if prefix is None or has_pc:
+        if not shutil.which("pkg-config"):
+            raise NativeUnavailable("native gRPC peer: pkg-config not found "
+                                    "(apt-get install pkg-config)")
+        env = dict(os.environ)
+        if pc_dirs:
+            env["PKG_CONFIG_PATH"] = os.pathsep.join(
+                [str(d) for d in pc_dirs] + [p for p in [env.get("PKG_CONFIG_PATH", "")] if p])
+        cf, lf = _probe(["pkg-config", "--cflags", "grpc++", "protobuf"],
+                        ["pkg-config", "--libs", "grpc++", "protobuf"], env=env)
+        if not (cf.ok and lf.ok):
+            raise NativeUnavailable(
+                "native gRPC peer: pkg-config finds no grpc++/protobuf "
+                f"({(cf.stderr or lf.stderr).strip()[:160]}) (apt-get install libgrpc++-dev "
+                "libprotobuf-dev, or --hpc-grpc-prefix DIR)")
+        return tuple(cf.stdout.split()), tuple(lf.stdout.split()) + rpath
+    include = prefix / "include"
+    if not (include / "grpcpp" / "grpcpp.h").is_file():
+        raise NativeUnavailable(f"native gRPC peer: {include}/grpcpp/grpcpp.h not found and no "
+                                f"grpc++.pc under {prefix}")
+    libdirs = tuple(f"-L{d}" for d in (prefix / "lib", prefix / "lib64") if d.is_dir())
+    libs = libdirs + ("-lgrpc++", "-lgrpc", "-lgpr", "-lprotobuf", "-lpthread") + rpath
+    return (f"-I{include}",), libs
+
+
+def source_digest() -> str:
+    h = hashlib.sha256()
+    for name in SOURCES:
+        h.update(name.encode() + b"\0" + (NATIVE_DIR / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_key(tc: Toolchain) -> str:
+    h = hashlib.sha256()
+    h.update(source_digest().encode())
+    h.update(json.dumps({"recipe": RECIPE, **asdict(tc)}, sort_keys=True).encode())
+    return h.hexdigest()[:20]
+
+
+@contextmanager
+def _locked(path: Path, timeout: float) -> Iterator[None]:
+    """An exclusive flock, waited for at most `timeout` (another session may be building)."""
+    deadline = time.monotonic() + timeout
+    with open(path, "a") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() > deadline:
+                    raise NativeBuildError(f"waited {timeout:.0f}s for {path}: another build "
+                                           "holds it") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _cached(directory: Path, key: str) -> NativeBuild | None:
+    try:
+        meta = json.loads((directory / "build.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("key") != key or not all((directory / b).is_file() for b in BINARIES):
+        return None
+    return NativeBuild(directory, key, str(meta.get("grpc_version", "")), 0.0, True)
+
+
+def ensure_built(prefix: Path | None = None, cache: Path | None = None,
+                 timeout: float = 900.0) -> NativeBuild:
+    """The built peer for this toolchain and these sources, building it if it is not cached."""
+    tc = find_toolchain(prefix)
+    key = cache_key(tc)
+    root = cache if cache is not None else cache_root()
+    final = root / key
+    found = _cached(final, key)
+    if found is not None:
+        return found
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / f".{key}.lock", timeout):
+        found = _cached(final, key)  # built by another session while we waited
+        if found is not None:
+            return found
+        tmp = root / f".{key}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        t0 = time.monotonic()
+        try:
+            version = _build(tc, tmp, time.monotonic() + timeout)
+            (tmp / "build.json").write_text(json.dumps(
+                {"key": key, "grpc_version": version, "toolchain": asdict(tc),
+                 "seconds": round(time.monotonic() - t0, 1), "built": time.time()}, indent=1))
+            shutil.rmtree(final, ignore_errors=True)  # an incomplete leftover, never a build
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return NativeBuild(final, key, version, time.monotonic() - t0, False)
+
+
+def _check(res: JobResult, what: str) -> None:
+    if not res.ok:
+        tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-15:])
+        how = "timed out" if res.timed_out else f"exit {res.returncode}"
+        raise NativeBuildError(f"native gRPC peer: {what} failed ({how}):\n{tail}")
+
+
+def _build(tc: Toolchain, out: Path, deadline: float) -> str:
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    for name in SOURCES:
+        shutil.copy2(NATIVE_DIR / name, out / name)  # the cache holds what it was built from
+    _check(_run([tc.protoc, f"-I{out}", f"--cpp_out={out}", f"--grpc_out={out}",
+                 f"--plugin=protoc-gen-grpc={tc.plugin}", str(out / "tensor.proto"),
+                 str(out / "hello.proto")], timeout=left()), "protoc")
+    base = [tc.cxx, "-O2", "-std=c++17", "-pthread", f"-I{out}", *tc.cflags]
+    pending = list(UNITS.items())
+    running: list[tuple[str, RunningJob]] = []
+    width = max(1, os.cpu_count() or 1)
+    try:
+        while pending or running:
+            while pending and len(running) < width:
+                obj, (src, _) = pending.pop(0)
+                running.append((obj, start_job(base + ["-c", str(out / src), "-o", str(out / obj)],
+                                               timeout=left(), label=f"c++ {src}")))
+            obj, job = running.pop(0)
+            _check(job.wait(), f"compiling {UNITS[obj][0]}")
+    finally:
+        for _, job in running:
+            job.stop()
+    for binary, objs in BINARIES.items():
+        _check(_run([tc.cxx, "-pthread", "-o", str(out / binary), *(str(out / o) for o in objs),
+                     *tc.libs], timeout=left()), f"linking {binary}")
+    res = _run([str(out / "hpcc_grpc_peer"), "version"], timeout=_PROBE_TIMEOUT)
+    _check(res, "running the built peer")
+    return res.stdout.strip()
+
+
+def main() -> int:
+    """`python -m pytest_hpccomm.stacks.grpc.build [PREFIX]`: build now (e.g. in CI bootstrap),
+    so the first session does not pay for it. No toolchain is not an error: it says why."""
+    import sys
+    prefix = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    try:
+        b = ensure_built(prefix)
+    except NativeUnavailable as e:
+        print(f"skipped: {e}")
+        return 0
+    except NativeBuildError as e:
+        print(e, file=sys.stderr)
+        return 1
+    how = "cached" if b.cached else f"built in {b.seconds:.0f}s"
+    print(f"native gRPC peer ({b.grpc_version}, {how}): {b.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,320 @@
+"""Orchestrator side of the gRPC stack: start servers, run benchmark clients, read results.
+
+Servers are long-lived jobs (one per peer kind, placement and index, for the session); they
+bind to 127.0.0.1 or to their virtual host's fabric address, port 0, and print a READY line
+with the ports they got. Clients are jobs that run a whole sweep (every benchmark x layout)
+and print one JSON document. Parameter-server runs start W worker jobs that begin their
+batches at a common wall-clock time, so batch b of every worker covers the same window.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
+from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.stacks.grpc import wire
+from pytest_hpccomm.stacks.grpc.build import NativeBuild
+from pytest_hpccomm.stacks.grpc.certs import TlsFiles
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+PEERS = ("python", "python-aio", "native")
+READY_TIMEOUT = 30.0
+
+
+class GrpcRunError(Exception):
+    """A server or client job failed: a test failure with the job's own words."""
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    batches: int
+    batch_seconds: float
+    warmup_seconds: float
+    lifetime: float  # session servers stop by themselves after this
+
+    @classmethod
+    def for_profile(cls, profile: str) -> BenchSettings:
+        if profile == "full":
+            return cls(batches=50, batch_seconds=0.1, warmup_seconds=1.0, lifetime=4 * 3600)
+        return cls(batches=10, batch_seconds=0.02, warmup_seconds=0.05, lifetime=3600)
+
+    @property
+    def planned_seconds(self) -> float:
+        """Of one (benchmark, layout) when a batch is not longer than planned."""
+        return self.warmup_seconds + self.batches * self.batch_seconds
+
+
+def peer_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH"))
+                                        if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def hostport(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def peer_command(kind: str, native: NativeBuild | None, role: str) -> list[str]:
+    if kind == "native":
+        if native is None:
+            raise GrpcRunError("native peer requested without a build")
+        return [str(native.peer), role]
+    if kind not in PEERS:
+        raise GrpcRunError(f"unknown gRPC peer kind {kind!r} (choose from {', '.join(PEERS)})")
+    return [sys.executable, "-m", "pytest_hpccomm.stacks.grpc.peer", role, "--kind",
+            "sync" if kind == "python" else "aio"]
+
+
+# -- servers ------------------------------------------------------------------------------------
+
+@dataclass
+class ServerHandle:
+    kind: str
+    placement: str
+    address: str  # what it is bound to
+    host: str  # "local" or the virtual host's name
+    info: dict[str, Any]  # its READY document
+    job: RunningJob
+
+    @property
+    def target(self) -> str:
+        return hostport(self.address, int(self.info["port"]))
+
+    @property
+    def tls_target(self) -> str:
+        return hostport(self.address, int(self.info["tls_port"]))
+
+    @property
+    def max_message(self) -> int:
+        return int(self.info["max_message"])
+
+    def alive(self) -> bool:
+        return not self.job.done
+
+    def stop(self) -> JobResult:
+        return self.job.stop()
+
+
+def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBACK,
+                 cluster: VirtualCluster | None = None, host: int = 0, *,
+                 tls: TlsFiles | None = None, max_message: int = 16 << 20,
+                 lifetime: float = 3600.0, drop_last: bool = False) -> ServerHandle:
+    """Start a server and wait for its READY line; never binds all interfaces."""
+    if placement == NETNS:
+        if cluster is None:
+            raise GrpcRunError("netns placement needs a virtual cluster")
+        vhost = cluster.host(host)
+        address, host_name = vhost.address, vhost.name
+    else:
+        address, host_name = "127.0.0.1", "local"
+    argv = peer_command(kind, native, "server") + [
+        "--bind", hostport(address, 0), "--max-message", str(max_message),
+        "--lifetime", str(lifetime)]
+    if tls is not None:
+        argv += ["--tls-bind", hostport(address, 0), "--tls-cert", str(tls.cert),
+                 "--tls-key", str(tls.key)]
+    if drop_last:
+        argv.append("--drop-last-buffer")
+    timeout = lifetime + 60.0  # the job's hard cap, past the server's own
+    if placement == NETNS:
+        assert cluster is not None
+        job = cluster.start_job(host, argv, peer_env(), timeout=timeout)
+    else:
+        job = start_job(argv, peer_env(), timeout=timeout, label=f"grpc {kind} server")
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        info = wire.parse_ready(job.peek_output()[0])
+        if info is not None:
+            return ServerHandle(kind, placement, address, host_name, info, job)
+        if job.done:
+            raise GrpcRunError(f"gRPC {kind} server did not start: {job.wait().describe()}")
+        time.sleep(0.02)
+    res = job.stop()
+    raise GrpcRunError(f"gRPC {kind} server printed no READY line within {READY_TIMEOUT:.0f}s: "
+                       f"{res.describe()}")
+
+
+# -- clients ------------------------------------------------------------------------------------
+
+Layouts = Sequence[tuple[str, Sequence[int]]]
+
+
+def client_argv(kind: str, native: NativeBuild | None, targets: Sequence[str], mode: str,
+                benchmarks: Sequence[str], layouts: Layouts, s: BenchSettings,
+                slowdown: float = 1.0, start_file: str = "") -> list[str]:
+    argv = peer_command(kind, native, "client") + [
+        "--targets", ",".join(targets), "--mode", mode, "--benchmark", ",".join(benchmarks),
+        "--batches", str(s.batches), "--batch-seconds", repr(s.batch_seconds),
+        "--warmup-seconds", repr(s.warmup_seconds), "--slowdown", repr(slowdown)]
+    if start_file:
+        argv += ["--start-file", start_file]
+    for name, sizes in layouts:
+        argv += ["--layout", f"{name}={','.join(map(str, sizes))}"]
+    return argv
+
+
+def client_timeout(layouts: Layouts, benchmarks: Sequence[str], s: BenchSettings,
+                   targets: int) -> float:
+    """Generous but finite: start-up, the planned time x 4, and 5 MB/s for every byte a
+    slow peer might move (a batch holds at least one operation whatever its planned length)."""
+    planned = len(layouts) * len(benchmarks) * (s.planned_seconds + 0.1)
+    moved = sum(sum(sizes) for _, sizes in layouts) * len(benchmarks) * targets * 2 * \
+        (s.batches + 10)
+    return 60.0 + 4 * planned + moved / 5e6
+
+
+def start_client(argv: Sequence[str], placement: str, cluster: VirtualCluster | None, host: int,
+                 timeout: float) -> RunningJob:
+    if placement == NETNS:
+        if cluster is None:
+            raise GrpcRunError("netns placement needs a virtual cluster")
+        return cluster.start_job(host, argv, peer_env(), timeout=timeout)
+    return start_job(argv, peer_env(), timeout=timeout, label="grpc client")
+
+
+def finish_client(job: RunningJob, what: str) -> dict[str, Any]:
+    res = job.wait()
+    if not res.ok:
+        raise GrpcRunError(f"{what} failed: {res.describe()}")
+    try:
+        return wire.parse_result(res.stdout)
+    except ValueError as e:
+        raise GrpcRunError(f"{what}: unreadable output ({e}): {res.stdout[-300:]!r}") from None
+
+
+# -- sweeps -------------------------------------------------------------------------------------
+
+@dataclass
+class Sweep:
+    """Per (benchmark, layout name): samples (aggregated over workers), warm-up, errors."""
+
+    family: str  # "p2p" or "ps" (ps and mimic)
+    peer: str
+    mode: str
+    placement: str
+    results: dict[tuple[str, str], dict[str, Any]]
+    grpc_version: str
+    workers: int = 1
+    servers: int = 1
+    veth: dict[str, int] = field(default_factory=dict)  # client host's fab0 byte deltas
+
+    def get(self, benchmark: str, name: str) -> dict[str, Any]:
+        try:
+            return self.results[(benchmark, name)]
+        except KeyError:
+            raise GrpcRunError(f"no result for {benchmark} {name}") from None
+
+    @property
+    def runtime_fingerprint(self) -> dict[str, Any]:
+        return {"grpc_peer_version": self.grpc_version}
+
+
+def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Merge the workers' documents: per batch, rates add up ("sum") or times average."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for doc in docs:
+        for r in doc["results"]:
+            key = (r["benchmark"], r["name"])
+            if key not in out:
+                out[key] = {**r, "samples": list(r["samples"]), "per_worker": [r["samples"]],
+                            "errors": list(r["errors"])}
+                continue
+            m = out[key]
+            n = min(len(m["samples"]), len(r["samples"]))
+            m["samples"] = [a + b for a, b in zip(m["samples"][:n], r["samples"][:n])]
+            m["per_worker"].append(r["samples"])
+            m["errors"] += r["errors"]
+            m["warmup"] += r["warmup"]
+    if combine == "mean":
+        for m in out.values():
+            m["samples"] = [x / len(m["per_worker"]) for x in m["samples"]]
+    return out
+
+
+def _counters(cluster: VirtualCluster | None, host: int) -> tuple[int, int] | None:
+    return cluster.counters(host) if cluster is not None else None
+
+
+def run_p2p(kind: str, native: NativeBuild | None, server: ServerHandle, mode: str,
+            layouts: Layouts, s: BenchSettings, slowdown: float = 1.0,
+            cluster: VirtualCluster | None = None, client_host: int = 1) -> Sweep:
+    """Latency (echo) and bandwidth (acknowledged sends) over every layout, one client job."""
+    benchmarks = ("latency", "bandwidth")
+    argv = client_argv(kind, native, [server.target], mode, benchmarks, layouts, s, slowdown)
+    before = _counters(cluster, client_host)
+    job = start_client(argv, server.placement, cluster, client_host,
+                       client_timeout(layouts, benchmarks, s, 1))
+    doc = finish_client(job, f"gRPC {kind} {mode} p2p client")
+    sweep = Sweep("p2p", kind, mode, server.placement, _index([doc], "sum"),
+                  str(doc.get("grpc_version", "")))
+    after = _counters(cluster, client_host)
+    if before is not None and after is not None:
+        sweep.veth = {"rx": after[0] - before[0], "tx": after[1] - before[1]}
+    return sweep
+
+
+def _barrier(jobs: Sequence[RunningJob], segment: int, start_file: str, deadline: float,
+             kind: str) -> None:
+    """Wait until every worker has said READY for `segment`, then give them a common start."""
+    waiting = list(jobs)
+    while waiting:
+        waiting = [j for j in waiting
+                   if wire.count_ready(j.peek_output()[0]) <= segment]
+        for j in waiting:
+            if j.done:
+                raise GrpcRunError(f"gRPC {kind} worker ended before segment {segment}: "
+                                   f"{j.wait().describe()}")
+        if waiting and time.monotonic() > deadline:
+            raise GrpcRunError(f"{len(waiting)} gRPC {kind} workers not at segment {segment} "
+                               f"in time")
+        time.sleep(0.005)  # not faster: this process shares the cores with the measurement
+    path = f"{start_file}.{segment}"
+    with open(path + ".tmp", "w") as f:
+        f.write(repr(time.time() + 0.01))
+    os.rename(path + ".tmp", path)  # atomic: a worker never reads half a number
+
+
+def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle], mode: str,
+           layouts: Layouts, s: BenchSettings, workers: int, slowdown: float = 1.0,
+           cluster: VirtualCluster | None = None, worker_hosts: Sequence[int] = (1,)) -> Sweep:
+    """Parameter-server throughput and the mimic step: W worker jobs, each calling every server
+    in every step. Each (benchmark, layout) starts on all workers at once (a barrier through
+    files: workers say READY, the orchestrator writes the start time). Rates add up over
+    workers; mimic step times average."""
+    placement = servers[0].placement
+    targets = [srv.target for srv in servers]
+    benchmarks = ("ps", "mimic")
+    timeout = client_timeout(layouts, benchmarks, s, len(targets)) + READY_TIMEOUT
+    jobs: list[RunningJob] = []
+    with tempfile.TemporaryDirectory(prefix="hpccomm-grpc-") as tmp:
+        start_file = os.path.join(tmp, "start")
+        try:
+            for w in range(workers):
+                argv = client_argv(kind, native, targets, mode, benchmarks, layouts, s, slowdown,
+                                   start_file)
+                jobs.append(start_client(argv, placement, cluster,
+                                         worker_hosts[w % len(worker_hosts)], timeout))
+            deadline = time.monotonic() + timeout
+            for segment in range(len(benchmarks) * len(layouts)):
+                _barrier(jobs, segment, start_file, deadline, kind)
+            docs = [finish_client(job, f"gRPC {kind} {mode} worker {i}")
+                    for i, job in enumerate(jobs)]
+        finally:
+            for job in jobs:
+                job.stop()
+    ps = _index(docs, "sum")
+    mimic = _index(docs, "mean")
+    merged = {k: v for k, v in ps.items() if k[0] == "ps"}
+    merged.update({k: v for k, v in mimic.items() if k[0] == "mimic"})
+    return Sweep("ps", kind, mode, placement, merged, str(docs[0].get("grpc_version", "")),
+                 workers=workers, servers=len(servers))

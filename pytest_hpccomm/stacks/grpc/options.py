@@ -1,0 +1,134 @@
+"""Options of the gRPC stack (each also an ini key): parsed once, validated into GrpcOptions.
+A bad value is one line (pytest.UsageError, exit 4), as for the core options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_hpccomm.sizes import SizeSpecError, parse_size
+from pytest_hpccomm.stacks.grpc.driver import PEERS
+from pytest_hpccomm.stacks.grpc.payload import SCHEMES, PayloadError, PayloadSpec, layout
+from pytest_hpccomm.stacks.grpc.wire import MODES
+
+PLANTED_BUGS = ("drop-last-buffer",)
+# flag, help, default
+OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("--hpc-grpc-runtime", "label of the gRPC runtime under test (e.g. ar-grpc); results and "
+     "baselines are keyed by it", "grpc"),
+    ("--hpc-grpc-prefix", "gRPC installation to build the native peer against (pkg-config "
+     "files or include/ and lib/ under DIR); default: the system's (libgrpc++-dev)", ""),
+    ("--hpc-grpc-peers", f"peer kinds, comma-separated ({', '.join(PEERS)})", ",".join(PEERS)),
+    ("--hpc-grpc-modes", "payload modes: serialized (protobuf) and/or raw (no protobuf)",
+     ",".join(MODES)),
+    ("--hpc-grpc-buffers", "buffers per payload (iovec length)", "10"),
+    ("--hpc-grpc-small", "size of a small buffer (< 1 KiB)", "10"),
+    ("--hpc-grpc-medium", "size of a medium buffer (1 KiB to < 1 MiB)", "10K"),
+    ("--hpc-grpc-large", "size of a large buffer (1 MiB to 10 MiB)", "1M"),
+    ("--hpc-grpc-skew", "skew scheme weights in percent: large,medium,small", "60,30,10"),
+    ("--hpc-grpc-seed", "seed of the random and skew schemes", "0"),
+    ("--hpc-grpc-workers", "parameter-server benchmark: workers", "2"),
+    ("--hpc-grpc-ps", "parameter-server benchmark: servers", "2"),
+    ("--hpc-grpc-examples", "Hypothesis examples per property (default: 25 quick, 200 full)", ""),
+    ("--hpc-grpc-plant-bug", "TESTS OF THE SUITE ONLY: servers run with a known bug "
+     f"({', '.join(PLANTED_BUGS)})", ""),
+)
+
+
+@dataclass(frozen=True)
+class GrpcOptions:
+    runtime: str
+    prefix: Path | None
+    peers: tuple[str, ...]
+    modes: tuple[str, ...]
+    payload: PayloadSpec
+    workers: int
+    ps: int
+    examples: int
+    plant_bug: str
+
+    @property
+    def layouts(self) -> list[tuple[str, list[int]]]:
+        return [(s, layout(s, self.payload)) for s in SCHEMES]
+
+    @property
+    def max_message(self) -> int:
+        """Servers' receive limit: twice the largest payload, at least 16 MiB (the conformance
+        properties send > 4 MiB; the limit property sends one byte more than this)."""
+        largest = max(sum(sizes) for _, sizes in self.layouts)
+        return max(16 << 20, 2 * largest + (1 << 20))
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpccomm")
+    for flag, help_, default in OPTIONS:
+        dest = flag.lstrip("-").replace("-", "_")
+        group.addoption(flag, default=None, dest=dest, help=f"{help_} (default: {default!r})")
+        parser.addini(dest, help_, default=None)
+
+
+def _value(config: pytest.Config, flag: str, default: str) -> str:
+    dest = flag.lstrip("-").replace("-", "_")
+    value = config.getoption(dest)
+    if value is None:
+        value = config.getini(dest)
+    return default if value in (None, "") else str(value)
+
+
+def _list(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in items if x not in allowed]
+    if not items or bad:
+        raise pytest.UsageError(f"{flag}: {', '.join(bad) or 'empty list'}: choose from "
+                                f"{', '.join(allowed)}")
+    return items
+
+
+def _num(flag: str, text: str, cast: Callable[[str], Any], lo: float, hi: float) -> Any:
+    try:
+        value = cast(text)
+    except (ValueError, SizeSpecError):
+        raise pytest.UsageError(f"{flag}: expected a number, got {text!r}") from None
+    if not lo <= value <= hi:
+        raise pytest.UsageError(f"{flag}: must be {lo:g}..{hi:g}, got {text}")
+    return value
+
+
+def parse_options(config: pytest.Config) -> GrpcOptions:
+    v = {flag: _value(config, flag, default) for flag, _, default in OPTIONS}
+    try:
+        skew = tuple(float(x) for x in v["--hpc-grpc-skew"].split(","))
+    except ValueError:
+        raise pytest.UsageError(f"--hpc-grpc-skew: expected three numbers, got "
+                                f"{v['--hpc-grpc-skew']!r}") from None
+    try:
+        spec = PayloadSpec(
+            buffers=_num("--hpc-grpc-buffers", v["--hpc-grpc-buffers"], int, 1, 1000),
+            small=_num("--hpc-grpc-small", v["--hpc-grpc-small"], parse_size, 0, 1 << 40),
+            medium=_num("--hpc-grpc-medium", v["--hpc-grpc-medium"], parse_size, 0, 1 << 40),
+            large=_num("--hpc-grpc-large", v["--hpc-grpc-large"], parse_size, 0, 1 << 40),
+            skew=skew,  # type: ignore[arg-type]  # length checked by PayloadSpec
+            seed=_num("--hpc-grpc-seed", v["--hpc-grpc-seed"], int, 0, 2**63))
+    except PayloadError as e:
+        raise pytest.UsageError(f"--hpc-grpc payload: {e}") from None
+    bug = v["--hpc-grpc-plant-bug"]
+    if bug and bug not in PLANTED_BUGS:
+        raise pytest.UsageError(f"--hpc-grpc-plant-bug: {bug!r}: choose from "
+                                f"{', '.join(PLANTED_BUGS)}")
+    profile = _value(config, "--hpc-profile", "quick")
+    examples = v["--hpc-grpc-examples"] or ("200" if profile == "full" else "25")
+    runtime = v["--hpc-grpc-runtime"].strip()
+    if not runtime or not runtime.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise pytest.UsageError(f"--hpc-grpc-runtime: {runtime!r}: letters, digits, '-', '_', "
+                                "'.' only")
+    prefix = v["--hpc-grpc-prefix"]
+    return GrpcOptions(
+        runtime=runtime, prefix=Path(prefix).expanduser() if prefix else None,
+        peers=_list("--hpc-grpc-peers", v["--hpc-grpc-peers"], PEERS),
+        modes=_list("--hpc-grpc-modes", v["--hpc-grpc-modes"], MODES), payload=spec,
+        workers=_num("--hpc-grpc-workers", v["--hpc-grpc-workers"], int, 1, 64),
+        ps=_num("--hpc-grpc-ps", v["--hpc-grpc-ps"], int, 1, 64),
+        examples=_num("--hpc-grpc-examples", examples, int, 1, 100000), plant_bug=bug)

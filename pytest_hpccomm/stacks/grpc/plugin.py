@@ -1,0 +1,180 @@
+"""pytest plugin of the gRPC stack: its options and fixtures (load with
+`-p pytest_hpccomm.stacks.grpc.plugin` until it has its pytest11 entry point).
+
+Tests ask for `grpc_peer` and `grpc_mode` (parametrized over --hpc-grpc-peers/-modes),
+`grpc_server` (the session's loopback server of that peer kind, with a TLS port) and
+`grpc_lab` (servers anywhere, benchmark sweeps, all cached for the session).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
+                                              ensure_built)
+from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
+from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, ServerHandle, Sweep,
+                                               run_p2p, run_ps, start_server)
+from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+
+OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[OPTIONS_KEY] = parse_options(config)  # bad values: usage error before tests
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    opts = metafunc.config.stash[OPTIONS_KEY]
+    if "grpc_peer" in metafunc.fixturenames:
+        metafunc.parametrize("grpc_peer", opts.peers, scope="session")
+    if "grpc_mode" in metafunc.fixturenames:
+        metafunc.parametrize("grpc_mode", opts.modes, scope="session")
+
+
+Failure = GrpcRunError | NativeBuildError
+
+
+class GrpcLab:
+    """Session state: the native build, running servers, finished sweeps. Failures are cached
+    too, so every item that needs a broken piece reports the same error without retrying."""
+
+    def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path) -> None:
+        self.opts = opts
+        self.settings = BenchSettings.for_profile(profile)
+        self.slowdown = slowdown
+        self.tmp = tmp
+        self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
+        self._tls: TlsFiles | TlsUnavailable | None = None
+        self._servers: dict[tuple[str, str, int], ServerHandle | Failure] = {}
+        self._sweeps: dict[tuple[str, str, str, str], Sweep | Failure] = {}
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def native(self) -> NativeBuild:
+        """The built native peer; skips (no toolchain) or fails (build error)."""
+        if self._native is None:
+            try:
+                self._native = ensure_built(self.opts.prefix)
+            except (NativeUnavailable, NativeBuildError) as e:
+                self._native = e
+        if isinstance(self._native, NativeUnavailable):
+            pytest.skip(str(self._native))
+        if isinstance(self._native, NativeBuildError):
+            pytest.fail(str(self._native), pytrace=False)
+        return self._native
+
+    def build_for(self, peer: str) -> NativeBuild | None:
+        return self.native() if peer == "native" else None
+
+    def tls(self) -> TlsFiles:
+        if self._tls is None:
+            try:
+                self._tls = make_tls(self.tmp / "tls")
+            except TlsUnavailable as e:
+                self._tls = e
+        if isinstance(self._tls, TlsUnavailable):
+            pytest.skip(str(self._tls))
+        return self._tls
+
+    def server(self, peer: str, placement: str = LOOPBACK, index: int = 0,
+               cluster: Any = None) -> ServerHandle:
+        """A session server: loopback ones also listen with TLS (the conformance suite's)."""
+        key = (peer, placement, index)
+        got = self._servers.get(key)
+        if isinstance(got, ServerHandle) and not got.alive():
+            got = GrpcRunError(f"gRPC {peer} server died: {got.job.wait().describe()}")
+            self._servers[key] = got
+        if got is None:
+            build = self.build_for(peer)
+            tls = self.tls() if placement == LOOPBACK else None
+            host = index % max(1, self._hosts(cluster) // 2) if placement == NETNS else 0
+            try:
+                got = start_server(peer, build, placement, cluster, host, tls=tls,
+                                   max_message=self.opts.max_message,
+                                   lifetime=self.settings.lifetime,
+                                   drop_last=self.opts.plant_bug == "drop-last-buffer")
+            except GrpcRunError as e:
+                got = e
+            self._servers[key] = got
+        if isinstance(got, ServerHandle):
+            return got
+        raise got
+
+    @staticmethod
+    def _hosts(cluster: Any) -> int:
+        return len(cluster.hosts) if cluster is not None else 1
+
+    def _client_hosts(self, cluster: Any) -> list[int]:
+        """Clients on the second half of the virtual hosts, servers on the first: every RPC
+        crosses a veth."""
+        n = self._hosts(cluster)
+        return list(range(n // 2, n)) if n > 1 else [0]
+
+    # -- sweeps -----------------------------------------------------------------------------------
+    def sweep(self, family: str, peer: str, mode: str, placement: str,
+              cluster: Any = None) -> Sweep:
+        key = (family, peer, mode, placement)
+        if key not in self._sweeps:
+            try:
+                self._sweeps[key] = self._run(family, peer, mode, placement, cluster)
+            except (GrpcRunError, NativeBuildError) as e:
+                self._sweeps[key] = e
+        got = self._sweeps[key]
+        if isinstance(got, Sweep):
+            return got
+        raise got
+
+    def _run(self, family: str, peer: str, mode: str, placement: str, cluster: Any) -> Sweep:
+        build = self.build_for(peer)
+        hosts = self._client_hosts(cluster) if placement == NETNS else [0]
+        if family == "p2p":
+            srv = self.server(peer, placement, 0, cluster)
+            return run_p2p(peer, build, srv, mode, self.opts.layouts, self.settings,
+                           self.slowdown, cluster, hosts[0])
+        servers = [self.server(peer, placement, i, cluster) for i in range(self.opts.ps)]
+        return run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
+                      self.opts.workers, self.slowdown, cluster, hosts)
+
+    def close(self) -> None:
+        for got in self._servers.values():
+            if isinstance(got, ServerHandle):
+                got.stop()
+        self._servers.clear()
+
+
+@pytest.fixture(scope="session")
+def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
+    return pytestconfig.stash[OPTIONS_KEY]
+
+
+@pytest.fixture(scope="session")
+def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
+    lab = GrpcLab(grpc_options, hpc_config.profile, hpc_config.inject_slowdown,
+                  tmp_path_factory.mktemp("grpc"))
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+@pytest.fixture(scope="session")
+def grpc_server(grpc_peer: str, grpc_lab: GrpcLab) -> ServerHandle:
+    """The loopback server of this peer kind (plaintext and TLS ports), started once."""
+    try:
+        return grpc_lab.server(grpc_peer)
+    except GrpcRunError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def grpc_tls(grpc_lab: GrpcLab) -> TlsFiles:
+    return grpc_lab.tls()

@@ -1,0 +1,235 @@
+"""gRPC conformance: properties of the tensor-transfer service, checked with Hypothesis against
+one long-lived loopback server per peer kind (Python sync, Python asyncio, native C++); the
+Python client in this process drives them all, in both payload modes.
+
+Each property builds its @given function inside the test, so its example budget follows the
+profile (--hpc-grpc-examples) and it runs once per (peer, mode) item.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.stacks.grpc.driver import ServerHandle
+from pytest_hpccomm.stacks.grpc.options import GrpcOptions
+from pytest_hpccomm.stacks.grpc.properties import (MiB, Pattern, layouts, materialize, metadata,
+                                                   total)
+
+# without grpcio the module cannot import: skip it with the stack's own reason, never error
+grpc = pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc (install: "
+                                          "pip install 'pytest-hpccomm[grpc]')")
+from pytest_hpccomm.stacks.grpc.pyclient import TensorClient, request  # noqa: E402
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("grpc"),
+              pytest.mark.fabric("ethernet", "ipoib")]
+
+Codes = grpc.StatusCode
+
+
+def prop_settings(opts: GrpcOptions, examples: int | None = None) -> Callable[[Any], Any]:
+    kw: dict[str, Any] = {"max_examples": examples or opts.examples, "deadline": None,
+                          "suppress_health_check": [HealthCheck.too_slow,
+                                                    HealthCheck.data_too_large]}
+    if opts.plant_bug:  # a planted-bug run must not leave its failures in the example database
+        kw["database"] = None
+    return settings(**kw)
+
+
+@pytest.fixture
+def client(grpc_server: ServerHandle, grpc_mode: str) -> Any:
+    with TensorClient(grpc_server.target, grpc_mode) as c:
+        c.wait_ready(10)
+        yield c
+
+
+def check_round_trip(client: TensorClient, layout: list[Any]) -> None:
+    sent = materialize(layout)
+    got = client.echo(sent, timeout=60)
+    assert len(got) == len(sent), f"{len(sent)} buffers sent, {len(got)} came back"
+    for i, (a, b) in enumerate(zip(sent, got)):
+        assert a == b, f"buffer {i} of {len(a)} bytes came back as {len(b)} different bytes"
+
+
+def test_round_trip_is_byte_exact(client: TensorClient, grpc_options: GrpcOptions) -> None:
+    """Echo returns every buffer, in order, byte for byte: arbitrary layouts of 0 B to 6 MiB
+    buffers, totals up to half the server's limit (> 4 MiB, gRPC's default limit)."""
+    @prop_settings(grpc_options)
+    @given(layout=layouts(budget=grpc_options.max_message // 2))
+    def round_trip(layout: list[Any]) -> None:
+        check_round_trip(client, layout)
+
+    round_trip()
+
+
+# Edge layouts every run covers, outside the property: a failing explicit example would stop
+# Hypothesis before it generates and shrinks (the planted-bug test needs the shrunk example).
+EDGES: dict[str, list[Any]] = {
+    "empty": [],
+    "one-empty-buffer": [b""],
+    "5MiB-buffer": [Pattern(5 * MiB, seed=1)],
+    "5x1MiB": [Pattern(MiB, seed=s) for s in range(5)],
+    "1000-buffers": [bytes([i % 256]) for i in range(1000)],
+}
+
+
+@pytest.mark.parametrize("edge", sorted(EDGES))
+def test_round_trip_edges(client: TensorClient, edge: str) -> None:
+    check_round_trip(client, EDGES[edge])
+
+
+def test_stream_keeps_order(client: TensorClient, grpc_options: GrpcOptions) -> None:
+    """EchoStream answers message i with message i (seq and buffers), in order."""
+    @prop_settings(grpc_options)
+    @given(messages=st.lists(layouts(max_buffers=8, max_buffer=64 << 10, budget=256 << 10),
+                             min_size=1, max_size=20))
+    def stream(messages: list[list[Any]]) -> None:
+        sent = [materialize(m) for m in messages]
+        got = client.stream(sent, timeout=60)
+        assert [seq for seq, _ in got] == list(range(len(sent)))
+        assert [bufs for _, bufs in got] == sent
+
+    stream()
+
+
+def test_send_counts_every_byte(client: TensorClient, grpc_options: GrpcOptions) -> None:
+    @prop_settings(grpc_options)
+    @given(layout=layouts(max_buffer=MiB, budget=4 * MiB))
+    def send(layout: list[Any]) -> None:
+        assert client.send(materialize(layout), timeout=60) == total(layout)
+
+    send()
+
+
+def test_deadline_exceeded_within_bound(grpc_server: ServerHandle,
+                                        grpc_options: GrpcOptions) -> None:
+    """A call whose server is slower than its deadline fails with DEADLINE_EXCEEDED no sooner
+    than the deadline and not much later; the server sees the cancellation."""
+    slack = 0.5  # scheduling on a loaded 2-core machine
+
+    with TensorClient(grpc_server.target) as c:
+        c.wait_ready(10)
+        before = c.stats(timeout=10)["cancelled"]
+
+        @prop_settings(grpc_options, examples=min(grpc_options.examples, 8))
+        @given(deadline_ms=st.integers(20, 300))
+        def deadline(deadline_ms: int) -> None:
+            t0 = time.monotonic()
+            with pytest.raises(grpc.RpcError) as err:
+                c.delay(deadline_ms * 10 + 500, timeout=deadline_ms / 1000)
+            elapsed = time.monotonic() - t0
+            assert err.value.code() == Codes.DEADLINE_EXCEEDED
+            assert deadline_ms / 1000 - 0.005 <= elapsed <= deadline_ms / 1000 + slack
+
+        deadline()
+        assert _eventually(lambda: c.stats(timeout=10)["cancelled"] > before), \
+            "the server never saw a deadline pass"
+
+
+def test_cancellation(grpc_server: ServerHandle) -> None:
+    """A cancelled unary call and a cancelled stream end CANCELLED; the server notices."""
+    with TensorClient(grpc_server.target) as c:
+        c.wait_ready(10)
+        before = c.stats(timeout=10)["cancelled"]
+        fut = c.delay_future(10_000, timeout=30)
+        time.sleep(0.1)
+        assert fut.cancel()
+        assert fut.cancelled() and fut.code() == Codes.CANCELLED
+        assert _eventually(lambda: c.stats(timeout=10)["cancelled"] > before), \
+            "the server never saw the cancellation"
+
+        done = threading.Event()
+
+        def requests() -> Any:
+            for i in range(3):
+                yield request([b"x" * 10], c.mode, i)
+            done.wait(30)  # the request side stays open until the call is cancelled
+
+        call = c.m["EchoStream"](requests(), timeout=30)
+        next(call)
+        call.cancel()
+        done.set()
+        with pytest.raises(grpc.RpcError) as err:
+            for _ in call:
+                pass
+        assert err.value.code() == Codes.CANCELLED
+
+
+def test_message_over_limit_is_resource_exhausted(client: TensorClient,
+                                                  grpc_server: ServerHandle) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        client.echo([b"\0" * (grpc_server.max_message + 1)], timeout=60)
+    assert err.value.code() == Codes.RESOURCE_EXHAUSTED
+
+
+def test_metadata_round_trip(client: TensorClient, grpc_options: GrpcOptions) -> None:
+    """x-hpcc-* request metadata (text and -bin) comes back as trailing metadata, exactly."""
+    @prop_settings(grpc_options)
+    @given(md=metadata())
+    def round_trip(md: list[tuple[str, Any]]) -> None:
+        _, call = client.echo_call([b"m"], metadata=md, timeout=30)
+        back = sorted((k, v) for k, v in call.trailing_metadata() if k.startswith("x-hpcc-"))
+        assert back == sorted(md)
+
+    round_trip()
+
+
+def test_compression_gives_the_same_bytes(grpc_server: ServerHandle, grpc_mode: str,
+                                          grpc_options: GrpcOptions) -> None:
+    """gzip both ways (the client's channel and the server's response) changes no byte."""
+    with TensorClient(grpc_server.target, grpc_mode, compression=grpc.Compression.Gzip) as gz, \
+            TensorClient(grpc_server.target, grpc_mode) as plain:
+        @prop_settings(grpc_options, examples=min(grpc_options.examples, 15))
+        @given(layout=layouts(max_buffers=16, max_buffer=MiB, budget=2 * MiB))
+        def same(layout: list[Any]) -> None:
+            sent = materialize(layout)
+            zipped = gz.echo(sent, metadata=[("x-hpcc-compress", "gzip")], timeout=60)
+            assert zipped == plain.echo(sent, timeout=60) == sent
+
+        same()
+
+
+def test_tls(grpc_server: ServerHandle, grpc_mode: str, grpc_tls: Any) -> None:
+    """A client trusting our test CA talks to the TLS port; a plaintext client and a client
+    trusting another CA cannot."""
+    good = grpc.ssl_channel_credentials(root_certificates=grpc_tls.read("ca"))
+    with TensorClient(grpc_server.tls_target, grpc_mode, credentials=good) as c:
+        payload = [b"secret", Pattern(100_000, 7).materialize()]
+        assert c.echo(payload, timeout=30) == payload
+    with TensorClient(grpc_server.tls_target, grpc_mode) as plaintext:
+        with pytest.raises(grpc.RpcError) as err:
+            plaintext.echo([b"x"], timeout=5)
+        assert err.value.code() == Codes.UNAVAILABLE
+    other = grpc.ssl_channel_credentials(root_certificates=grpc_tls.read("other_ca"))
+    with TensorClient(grpc_server.tls_target, grpc_mode, credentials=other) as wrong:
+        with pytest.raises(grpc.RpcError) as err:
+            wrong.echo([b"x"], timeout=5)
+        assert err.value.code() == Codes.UNAVAILABLE
+
+
+def test_no_server_is_unavailable(grpc_mode: str) -> None:
+    """A port with no listener (bound here, never listening, so no one else can take it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with TensorClient(f"127.0.0.1:{port}", grpc_mode) as c:
+            t0 = time.monotonic()
+            with pytest.raises(grpc.RpcError) as err:
+                c.echo([b"x"], timeout=10)
+            assert err.value.code() == Codes.UNAVAILABLE
+            assert time.monotonic() - t0 < 5, "UNAVAILABLE should come fast, not at the deadline"
+
+
+def _eventually(cond: Callable[[], bool], timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False

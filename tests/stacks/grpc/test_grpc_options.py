@@ -1,0 +1,48 @@
+"""The gRPC stack's options: defaults, payload settings, one-line usage errors."""
+
+from __future__ import annotations
+
+import pytest
+
+PLUGIN = ("-p", "pytest_hpccomm.stacks.grpc.plugin")
+
+SHOW = """
+def test_show(grpc_options):
+    o = grpc_options
+    print("OPTS", o.runtime, o.peers, o.modes, o.payload.buffers, o.payload.large,
+          o.payload.skew, o.workers, o.ps, o.examples, o.max_message)
+"""
+
+
+def test_defaults_and_overrides(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_show=SHOW)
+    r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none")
+    r.stdout.fnmatch_lines(["*OPTS grpc ('python', 'python-aio', 'native') ('serialized', 'raw') "
+                            "10 1048576 (60.0, 30.0, 10.0) 2 2 25 22020096*"])
+    r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none", "--hpc-grpc-runtime=ar-grpc",
+                           "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw",
+                           "--hpc-grpc-buffers=4", "--hpc-grpc-large=2M",
+                           "--hpc-grpc-skew=1,1,2", "--hpc-profile=full")
+    r.stdout.fnmatch_lines(["*OPTS ar-grpc ('native',) ('raw',) 4 2097152 (1.0, 1.0, 2.0) 2 2 "
+                            "200 *"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hpc-grpc-peers=python,jython"], "--hpc-grpc-peers: jython: choose from python, "
+                                         "python-aio, native"),
+    (["--hpc-grpc-modes="], None),  # empty: the default applies
+    (["--hpc-grpc-small=2K"], "--hpc-grpc payload: small buffers must be 1..1023 bytes, not 2048"),
+    (["--hpc-grpc-buffers=many"], "--hpc-grpc-buffers: expected a number, got 'many'"),
+    (["--hpc-grpc-skew=1,2"], "skew needs three non-negative weights"),
+    (["--hpc-grpc-plant-bug=segv"], "--hpc-grpc-plant-bug: 'segv': choose from drop-last-buffer"),
+    (["--hpc-grpc-runtime=a b"], "--hpc-grpc-runtime: 'a b': letters, digits"),
+])
+def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                              message: str | None) -> None:
+    pytester.makepyfile(test_show=SHOW)
+    r = pytester.runpytest(*PLUGIN, "--hpc-history=none", *args)
+    if message is None:
+        assert r.ret == 0
+        return
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([f"*{message}*"])

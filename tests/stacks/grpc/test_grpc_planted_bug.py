@@ -1,0 +1,45 @@
+"""The conformance suite catches a planted bug: servers started with --drop-last-buffer lose
+the last buffer of every echo. The round-trip property must FAIL, and Hypothesis must shrink
+the layout to the minimal one that shows it, `[b'']` (one empty buffer); without the bug the
+same run passes. Runs the real suite file in a pytest subprocess."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.stacks.grpc.build import CACHE_VAR, NativeUnavailable, cache_root, ensure_built
+
+SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_conformance_grpc.py"
+CACHE = cache_root()  # read before pytester moves HOME
+
+pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
+
+
+@pytest.mark.parametrize("peer", ["python", "native"])
+def test_dropped_buffer_fails_and_shrinks(peer: str, pytester: pytest.Pytester,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_VAR, str(CACHE))
+    if peer == "native":
+        try:
+            ensure_built()
+        except NativeUnavailable as e:
+            pytest.skip(str(e))
+    pytester.copy_example(str(SUITE))
+    args = ["-p", "pytest_hpccomm.stacks.grpc.plugin", "-p", "no:cacheprovider",
+            "--import-mode=importlib", "--hpc-history=none", "--hpc-grpc-peers", peer,
+            "-k", "test_round_trip_is_byte_exact"]
+    bad = pytester.runpytest_subprocess(*args, "--hpc-grpc-plant-bug", "drop-last-buffer",
+                                        timeout=300)
+    bad.assert_outcomes(failed=2)  # serialized and raw
+    out = bad.stdout.str()
+    # Hypothesis' report ("Falsifying example" before 6.1xx, "Failing test case" since)
+    shrunk = re.findall(r"(?:Falsifying example|Failing test case): round_trip\(\n"
+                        r"(?:E\s+)?layout=(.*),$", out, re.M)
+    assert shrunk == ["[b'']", "[b'']"], out[-3000:]  # the minimal layout, in both modes
+    bad.stdout.fnmatch_lines(["*1 buffers sent, 0 came back*"])
+
+    good = pytester.runpytest_subprocess(*args, timeout=300)
+    good.assert_outcomes(passed=2)
