@@ -136,3 +136,11 @@ def test_hosts_resolve_from_hostfile_and_slurm(pytester: pytest.Pytester,
     monkeypatch.setenv("SLURM_TASKS_PER_NODE", "2(x3)")
     monkeypatch.setenv("WANT", "[('gpu01', 2), ('gpu02', 2), ('gpu07', 2)]")
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_disabling_the_plugin_leaves_a_plain_pytest(pytester: pytest.Pytester) -> None:
+    """`-p no:hpccomm` must also quiet the stack plugins, which lean on the core's options."""
+    pytester.makepyfile(SIMPLE)
+    result = pytester.runpytest_subprocess("-p", "no:hpccomm")
+    result.assert_outcomes(passed=1)
+    assert "hpccomm:" not in result.stdout.str()

@@ -29,10 +29,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("hpccomm"):
+        return  # `-p no:hpccomm`: the core plugin and its options are off
     config.stash[OPTIONS_KEY] = parse_options(config)  # bad values: usage error before tests
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if OPTIONS_KEY not in metafunc.config.stash:
+        return
     opts = metafunc.config.stash[OPTIONS_KEY]
     if "grpc_peer" in metafunc.fixturenames:
         metafunc.parametrize("grpc_peer", opts.peers, scope="session")

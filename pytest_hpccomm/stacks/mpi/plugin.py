@@ -46,6 +46,8 @@ JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's confo
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     mpi_names(config)  # a bad value is a usage error before any test runs
+    if not config.pluginmanager.has_plugin("hpccomm"):
+        return  # `-p no:hpccomm`: the core plugin and its session are off
     from pytest_hpccomm.plugin import hpc_session_of
 
     register_settings(hpc_session_of(config).cfg.profile)
