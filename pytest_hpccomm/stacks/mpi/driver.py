@@ -1,118 +1,289 @@
-"""Orchestrator side of the MPI stack: launch one peer job per sweep, parse what it reports.
+"""Orchestrator side of the MPI stack: launch peer jobs, parse them, turn points into records.
 
-A sweep (one benchmark over every message size) is one job, so job start-up (~1 s with Open
-MPI) is paid once; each (benchmark, size) is still its own test item with its own verdict.
+One job runs several benchmarks back to back (Open MPI takes ~1 s to start, 14 benchmarks x 2
+MPIs x 2 placements would spend a minute starting): `run_sweep(..., "osu_latency,osu_bw", ...)`.
+Each (benchmark, size) is still its own test item with its own verdict. The peer prints each
+benchmark's document when it finishes, so a job that crashes or times out later still hands
+over what it measured; only the benchmarks it did not finish fail.
+
+Records (see `measurements`): every item records its OSU metric (latency in us, bandwidth in
+MB/s). Two benchmarks also record a second view of the same batches, in the same item, because
+the field reads them that way: collectives their nccl-tests bus bandwidth (metric "busbw", GB/s,
+higher is better; algbw and the factor in `extra`), osu_mbw_mr its message rate (msg/s). Both
+are functions of the same per-batch samples, so their verdict always agrees with the primary
+one; they exist so reports plot busbw and message rate against size with a baseline band.
+The baseline key tells them apart by the parameter `metric`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import JobResult, run_job
-from pytest_hpccomm.cluster.launchers import LaunchSpec
+from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
 from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.stacks.mpi.peer import BEGIN, END
+from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.measure.record import Direction, Measurement, Param
+from pytest_hpccomm.stacks.mpi.peer import (BEGIN, BENCHMARKS, COLLECTIVES, END, GATHERS, PAIR,
+                                            SCATTERS)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # so the MPI env's Python finds the peer
+BANDWIDTH = ("osu_bw", "osu_bibw", "osu_mbw_mr")
 
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """Per profile: enough batches for the verdict's tests, short enough for CI."""
+    """Per profile. A batch moves at most `batch_bytes` (fewer iterations for large messages;
+    for windowed benchmarks: per slot of the window); a size gets `min_batches` batches, then
+    more until `budget` seconds or `batches`."""
 
     batches: int
-    iterations: int
-    warmup: int
+    min_batches: int
+    budget: float
+    iterations: int  # ping-pongs per batch
+    loops: int  # windows per batch (osu_bw, osu_bibw, osu_mbw_mr)
+    coll_iterations: int  # collective operations per batch
+    batch_bytes: int
+    warmup: int  # OSU's skip for small messages (a tenth above 8 KiB)
     window: int = 64
 
     @classmethod
     def for_profile(cls, profile: str) -> SweepSettings:
         if profile == "full":
-            return cls(batches=60, iterations=1000, warmup=200)
-        return cls(batches=30, iterations=200, warmup=100)
-
-
-@dataclass
-class Sweep:
-    """What one peer job reported: per-size samples, the MPI library, hosts, data errors."""
-
-    doc: dict[str, Any]
-    job: JobResult
-    by_size: dict[int, dict[str, Any]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.by_size = {int(p["size"]): p for p in self.doc["results"]}
-
-    def errors_for(self, size: int) -> list[str]:
-        return [e for e in self.doc.get("errors", []) if f" size={size} " in e + " "]
-
-    @property
-    def runtime_fingerprint(self) -> dict[str, Any]:
-        return {"mpi_library": self.doc.get("mpi_library"), "mpi4py": self.doc.get("mpi4py"),
-                "mpi_standard": self.doc.get("mpi_version"),
-                "hosts": ",".join(sorted(set(self.doc.get("hosts", []))))}
+            return cls(batches=100, min_batches=20, budget=2.0, iterations=1000, loops=20,
+                       coll_iterations=200, batch_bytes=16 << 20, warmup=200)
+        return cls(batches=30, min_batches=10, budget=0.1, iterations=200, loops=10,
+                   coll_iterations=50, batch_bytes=1 << 20, warmup=100)
 
 
 class SweepFailed(Exception):
     pass
 
 
-def parse_output(stdout: str) -> dict[str, Any]:
-    start, end = stdout.rfind(BEGIN), stdout.rfind(END)
-    if start < 0 or end < start:
-        raise SweepFailed("peer printed no result document")
-    doc: dict[str, Any] = json.loads(stdout[start + len(BEGIN):end])
-    return doc
+@dataclass
+class Sweep:
+    """What one peer job reported: one document per finished benchmark."""
+
+    docs: dict[str, dict[str, Any]]
+    job: JobResult
+    failure: str = ""  # why the job did not finish (benchmarks without a document fail)
+    by_size: dict[str, dict[int, dict[str, Any]]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_size = {b: {int(p["size"]): p for p in d["results"]} for b, d in self.docs.items()}
+
+    def doc(self, benchmark: str) -> dict[str, Any]:
+        if benchmark not in self.docs:
+            raise SweepFailed(f"{benchmark} did not finish: {self.failure or 'not run'}")
+        return self.docs[benchmark]
+
+    def point(self, benchmark: str, size: int) -> dict[str, Any]:
+        self.doc(benchmark)
+        if size not in self.by_size[benchmark]:
+            raise SweepFailed(f"{benchmark}: no result for size {size}")
+        return self.by_size[benchmark][size]
+
+    def errors_for(self, benchmark: str, size: int) -> list[str]:
+        return [e for e in self.doc(benchmark).get("errors", []) if f" size={size} " in e + " "]
+
+    @property
+    def runtime_fingerprint(self) -> dict[str, Any]:
+        doc = next(iter(self.docs.values()), {})
+        return {"mpi_library": doc.get("mpi_library"), "mpi4py": doc.get("mpi4py"),
+                "mpi_standard": doc.get("mpi_version"),
+                "hosts": ",".join(sorted(set(doc.get("hosts", []))))}
 
 
-def peer_argv(runtime: MpiRuntime, benchmark: str, sizes: Sequence[int], s: SweepSettings,
-              slowdown: float) -> list[str]:
-    return [str(runtime.python), "-m", "pytest_hpccomm.stacks.mpi.peer", "--benchmark", benchmark,
+def parse_output(stdout: str) -> dict[str, dict[str, Any]]:
+    """Every complete document between markers, by benchmark; a cut-off last one is ignored."""
+    docs: dict[str, dict[str, Any]] = {}
+    pos = 0
+    while (start := stdout.find(BEGIN, pos)) >= 0:
+        end = stdout.find(END, start)
+        if end < 0:
+            break
+        doc = json.loads(stdout[start + len(BEGIN):end])
+        docs[str(doc["benchmark"])] = doc
+        pos = end + len(END)
+    return docs
+
+
+def job_groups(benchmarks: Iterable[str], placement: str, vhosts: int) -> list[tuple[str, ...]]:
+    """Benchmarks that can share one job. Two-rank benchmarks need a job of exactly 2 ranks
+    (idle ranks would spin on the cores the pair needs); with 2 hosts everything fits one."""
+    chosen = [b for b in BENCHMARKS if b in set(benchmarks)]
+    pair = tuple(b for b in chosen if b in PAIR)
+    wide = tuple(b for b in chosen if b not in PAIR)
+    if placement == "netns" and vhosts > 2 and pair and wide:
+        return [pair, wide]
+    return [tuple(chosen)] if chosen else []
+
+
+def peer_argv(runtime: MpiRuntime, benchmarks: str, sizes: Sequence[int], s: SweepSettings,
+              slowdown: float, corrupt: bool = False) -> list[str]:
+    argv = [str(runtime.python), "-m", "pytest_hpccomm.stacks.mpi.peer", "--benchmark", benchmarks,
             "--sizes", ",".join(map(str, sizes)), "--batches", str(s.batches),
-            "--iterations", str(s.iterations), "--warmup", str(s.warmup),
-            "--window", str(s.window), "--slowdown", repr(slowdown)]
+            "--min-batches", str(s.min_batches), "--budget", repr(s.budget),
+            "--iterations", str(s.iterations), "--loops", str(s.loops),
+            "--coll-iterations", str(s.coll_iterations), "--batch-bytes", str(s.batch_bytes),
+            "--warmup", str(s.warmup), "--window", str(s.window), "--slowdown", repr(slowdown)]
+    return argv + (["--corrupt"] if corrupt else [])
 
 
-def timeout_for(sizes: Sequence[int], s: SweepSettings) -> float:
-    """Generous but finite: start-up, plus a budget per size that scales with the data moved."""
-    moved = sum(max(sz, 1) * s.batches * max(1, s.iterations // 10) * 4 for sz in sizes)
-    return 60.0 + len(sizes) * 2.0 + moved / 20e6
+def timeout_for(benchmarks: Sequence[str], sizes: Sequence[int], s: SweepSettings,
+                ranks: int = 2) -> float:
+    """Generous but finite: start-up, plus per (benchmark, size) the time box and the fewest
+    batches (with warm-up and validation) at 200 MB/s and 0.5 ms per iteration: 10-100x
+    slower than TCP over loopback or a veth here (quick profile, all 14: ~40 s, timeout ~13 min)."""
+    total = 60.0
+    for b in benchmarks:
+        for size in [0] if b == "osu_barrier" else sizes:
+            per_iter = max(size, 1) * (ranks if b in COLLECTIVES else 2)
+            cap = s.loops if b in BANDWIDTH else s.coll_iterations if b in COLLECTIVES \
+                else s.iterations
+            n = max(1, min(cap, s.batch_bytes // per_iter))
+            if b in BANDWIDTH:  # n windows of `window` messages, both ways for osu_bibw
+                n, per_iter = max(1, min(cap, s.batch_bytes // max(size, 1))), per_iter * s.window
+            batch = n * per_iter / 200e6 + n * 5e-4
+            total += 1.0 + s.budget + (s.min_batches + 3) * batch
+    return total
 
 
 def run_sweep(runtime: MpiRuntime, placement: str, benchmark: str, sizes: Sequence[int],
               settings: SweepSettings, slowdown: float = 1.0,
-              cluster: VirtualCluster | None = None) -> Sweep:
-    """placement: 'loopback' (2 ranks here, TCP over lo) or 'netns' (1 rank per virtual host)."""
-    argv = peer_argv(runtime, benchmark, sizes, settings, slowdown)
+              cluster: VirtualCluster | None = None, corrupt: bool = False) -> Sweep:
+    """Run the comma-separated `benchmark`s in one job. placement: 'loopback' (2 ranks, see
+    loopback_launch) or 'netns' (one rank per virtual host; 2 hosts if all are two-rank ones)."""
+    names = [b for b in benchmark.split(",") if b]
+    argv = peer_argv(runtime, ",".join(names), sizes, settings, slowdown, corrupt)
     env = {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    timeout = timeout_for(sizes, settings)
     if placement == "netns":
         if cluster is None:
             raise SweepFailed("netns placement needs a virtual cluster")
         netns = NetnsLauncher(cluster, runtime.mpirun, runtime.flavor)
-        spec = LaunchSpec(argv, netns.hosts()[:2], env=env)
+        hosts = netns.hosts()[:2] if all(b in PAIR for b in names) else netns.hosts()
+        env |= _oversubscribed(len(hosts))
+        spec = LaunchSpec(argv, hosts, env=env)
+        timeout = timeout_for(names, sizes, settings, len(hosts))
         return _finish(netns.run(spec, timeout=timeout))  # retries MPICH's MPI_Init flake
-    # TCP over loopback: the fabric under test is the network stack, not shared memory
-    # (pinned by variables: Open MPI refuses `oob_tcp_if_include lo`, its out-of-band
-    # channel needs a non-loopback interface even when every rank is local)
-    env |= {"OMPI_MCA_btl_tcp_if_include": "lo", "FI_TCP_IFACE": "lo"}
-    spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=2, env=env, tcp_only=True,
+    if placement != "loopback":  # never measure localhost under another placement's name
+        raise SweepFailed(f"placement {placement!r}: the MPI sweep runs on loopback or netns "
+                          "only (real hosts: not implemented yet)")
+    launch = loopback_launch(runtime, argv, env)
+    return _finish(run_job(launch.argv, launch.env, timeout=timeout_for(names, sizes, settings)))
+
+
+def loopback_launch(runtime: MpiRuntime, argv: Sequence[str],
+                    env: Mapping[str, str] | None = None) -> Launch:
+    """2 ranks here, TCP over loopback: the fabric under test is the network stack, not shared
+    memory (pinned by variables: Open MPI refuses `oob_tcp_if_include lo`, its out-of-band
+    channel needs a non-loopback interface even when every rank is local). Also what
+    benchmarks/mpi_fidelity.py runs OSU's C binaries with."""
+    rank_env = {**(env or {}), "OMPI_MCA_btl_tcp_if_include": "lo", "FI_TCP_IFACE": "lo"}
+    spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=2, env=rank_env, tcp_only=True,
                       bind_none=True)
-    launch = MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec)
-    return _finish(run_job(launch.argv, launch.env, timeout=timeout))
+    return MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec)
+
+
+def _oversubscribed(ranks: int) -> dict[str, str]:
+    """More ranks than cores: Open MPI's busy polling then starves the rank that has work
+    (3 ranks on 2 cores: an 8-byte allreduce sweep took 58 s instead of 0.3 s)."""
+    return {"OMPI_MCA_mpi_yield_when_idle": "1"} if ranks > (os.cpu_count() or 1) else {}
 
 
 def _finish(job: JobResult) -> Sweep:
-    if not job.ok:
-        raise SweepFailed(f"MPI job failed: {job.describe()}")
     try:
-        return Sweep(parse_output(job.stdout), job)
+        docs = parse_output(job.stdout)
     except (ValueError, KeyError) as exc:
         raise SweepFailed(f"unreadable peer output ({exc}): {job.stdout[-300:]!r}") from None
+    if job.ok:
+        return Sweep(docs, job)
+    if not docs:
+        raise SweepFailed(f"MPI job failed: {job.describe()}")
+    return Sweep(docs, job, failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}")
+
+
+# -- records -----------------------------------------------------------------------------------
+def collective_bytes(benchmark: str, size: int, ranks: int) -> int:
+    """nccl-tests' S for algbw = S / t: the whole gathered (scattered, exchanged) array when OSU's
+    size is one rank's block (allgather, alltoall, gather, scatter), else OSU's size."""
+    return size * ranks if benchmark in GATHERS + SCATTERS else size
+
+
+def busbw_factor(benchmark: str, ranks: int) -> float:
+    """nccl-tests' bus bandwidth factor. Gather and scatter are (n-1)/n as in nccl-tests'
+    src/gather.cu and src/scatter.cu; measure/metrics.py has no entry for them yet."""
+    name = benchmark.removeprefix("osu_")
+    if name in ("gather", "scatter"):
+        return (ranks - 1) / ranks
+    return metrics.busbw_factor(name, ranks)
+
+
+def busbw_samples(benchmark: str, size: int, ranks: int,
+                  latency_us: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(algbw, busbw) in GB/s per batch, from the batches' average latency in us."""
+    nbytes, factor = collective_bytes(benchmark, size, ranks), busbw_factor(benchmark, ranks)
+    algbw = [metrics.nccl_algbw_gb_s(nbytes, t / 1e6) for t in latency_us]
+    return algbw, [a * factor for a in algbw]
+
+
+PRIMARY = {  # benchmark -> (metric, unit, direction)
+    "osu_latency": ("latency", metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER),
+    "osu_multi_lat": ("latency", metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER),
+    **{b: ("bandwidth", metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER)
+       for b in BANDWIDTH},
+    **{b: ("latency", metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER) for b in COLLECTIVES},
+}
+
+
+def _median(xs: Sequence[float]) -> float:
+    ordered = sorted(xs)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def measurements(sweep: Sweep, benchmark: str, size: int,
+                 params: Mapping[str, Param]) -> list[Measurement]:
+    """The records of one test item: the OSU metric, then the second view if it has one
+    (busbw of a collective with data, message rate of osu_mbw_mr). `params` names the run
+    (mpi, placement); size and ranks (those taking part) are added here."""
+    doc, point = sweep.doc(benchmark), sweep.point(benchmark, size)
+    ranks = int(doc.get("participants", doc["ranks"]))
+    keyed: dict[str, Param] = {**params, "ranks": ranks}
+    if benchmark != "osu_barrier":
+        keyed["size"] = size
+    metric, unit, direction = PRIMARY[benchmark]
+    samples = [float(x) for x in point["samples"]]
+    extra: dict[str, Any] = {"iterations_per_sample": point["iterations"],
+                             "timer_us": doc.get("timer_us")}
+    if "max_samples" in point:
+        extra["max_rank_latency_us"] = _median(point["max_samples"])
+    out = [Measurement(stack="mpi", benchmark=benchmark, params=keyed, samples=tuple(samples),
+                       unit=unit, direction=direction, warmup_discarded=int(point["warmup"]),
+                       metric=metric, extra=extra)]
+    if benchmark in COLLECTIVES and benchmark != "osu_barrier" and size > 0:
+        algbw, busbw = busbw_samples(benchmark, size, ranks, samples)
+        out.append(Measurement(
+            stack="mpi", benchmark=benchmark, params={**keyed, "metric": "busbw"},
+            samples=tuple(busbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
+            direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
+            metric="busbw",
+            extra={"algbw_gb_s": _median(algbw), "busbw_factor": busbw_factor(benchmark, ranks),
+                   "bytes": collective_bytes(benchmark, size, ranks)}))
+    if benchmark == "osu_mbw_mr" and "rate_samples" in point:
+        out.append(Measurement(
+            stack="mpi", benchmark=benchmark, params={**keyed, "metric": "message_rate"},
+            samples=tuple(float(x) for x in point["rate_samples"]),
+            unit=metrics.UNIT_MESSAGE_RATE, direction=Direction.HIGHER_IS_BETTER,
+            warmup_discarded=int(point["warmup"]), metric="message_rate",
+            extra={"pairs": point.get("pairs"), "window": point.get("window")}))
+    return out

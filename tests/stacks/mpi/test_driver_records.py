@@ -1,0 +1,150 @@
+"""The MPI driver without MPI: peer output parsing, job grouping, timeouts, and the records
+(OSU metric, nccl-tests busbw, message rate) it makes of a sweep."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, _finish,
+                                              busbw_factor, collective_bytes, job_groups,
+                                              measurements, parse_output, peer_argv,
+                                              timeout_for)
+from pytest_hpccomm.stacks.mpi.peer import BEGIN, BENCHMARKS, END, parse_args
+
+
+def doc(benchmark: str, results: list[dict[str, Any]], ranks: int = 2,
+        errors: list[str] | None = None, participants: int | None = None) -> dict[str, Any]:
+    return {"benchmark": benchmark, "ranks": ranks, "participants": participants or ranks,
+            "hosts": ["h0", "h1"], "mpi_library": "Open MPI v5.0.11", "mpi_version": "3.1",
+            "mpi4py": "4.1.0", "timer_us": 0.06, "results": results, "errors": errors or []}
+
+
+def printed(*docs: dict[str, Any]) -> str:
+    return "".join(f"chatter\n{BEGIN}\n{json.dumps(d)}\n{END}\n" for d in docs)
+
+
+def job(stdout: str, rc: int = 0, timed_out: bool = False) -> JobResult:
+    return JobResult(("mpirun",), rc, stdout, "boom" if rc else "", 1.0, timed_out, "test job")
+
+
+def test_parse_output_reads_every_document_and_ignores_a_cut_off_one() -> None:
+    a, b = doc("osu_latency", []), doc("osu_bw", [])
+    out = printed(a, b) + f"{BEGIN}\n{{\"benchmark\": \"osu_bi"
+    assert list(parse_output(out)) == ["osu_latency", "osu_bw"]
+    assert parse_output("no markers at all") == {}
+
+
+def test_a_job_that_dies_keeps_the_benchmarks_it_finished() -> None:
+    sweep = _finish(job(printed(doc("osu_latency", [{"size": 8, "samples": [1.0]}])), rc=137))
+    assert sweep.point("osu_latency", 8)["samples"] == [1.0]
+    with pytest.raises(SweepFailed, match="osu_bw did not finish: MPI job failed after "
+                                          "osu_latency: test job exit 137"):
+        sweep.point("osu_bw", 8)
+    with pytest.raises(SweepFailed, match="MPI job failed: test job timed out"):
+        _finish(job("", rc=-9, timed_out=True))
+    with pytest.raises(SweepFailed, match="unreadable peer output"):
+        _finish(job(f"{BEGIN}\n{{not json\n{END}\n"))
+
+
+def test_errors_are_matched_to_their_size() -> None:
+    errors = ["osu_bw size=1 batch=0 rank=1: wrong data at byte 0 (got 3, want 2)",
+              "osu_bw size=1024 rank=1: 4 more wrong blocks"]
+    sweep = Sweep({"osu_bw": doc("osu_bw", [], errors=errors)}, job(""))
+    assert sweep.errors_for("osu_bw", 1) == errors[:1]
+    assert sweep.errors_for("osu_bw", 1024) == errors[1:]
+    assert sweep.errors_for("osu_bw", 10) == []
+
+
+def test_job_groups() -> None:
+    everything = set(BENCHMARKS)
+    assert job_groups(everything, "loopback", 2) == [BENCHMARKS]  # one job, OSU order
+    pair, wide = job_groups(everything, "netns", 4)
+    assert pair == ("osu_latency", "osu_bw", "osu_bibw") and "osu_mbw_mr" in wide
+    assert job_groups({"osu_latency"}, "netns", 4) == [("osu_latency",)]
+    assert job_groups(set(), "loopback", 2) == []
+
+
+def test_peer_argv_round_trips_through_the_peer_parser() -> None:
+    runtime: Any = type("R", (), {"python": "/env/bin/python"})()
+    s = SweepSettings.for_profile("quick")
+    argv = peer_argv(runtime, "osu_bw,osu_allreduce", [1, 4096], s, 1.5, corrupt=True)
+    args = parse_args(argv[3:])
+    assert args.benchmark == ["osu_bw", "osu_allreduce"] and args.sizes == [1, 4096]
+    assert (args.batches, args.min_batches, args.budget, args.batch_bytes) == (
+        s.batches, s.min_batches, s.budget, s.batch_bytes)
+    assert args.slowdown == 1.5 and args.corrupt
+
+
+def test_timeouts_are_generous_but_finite() -> None:
+    quick, full = SweepSettings.for_profile("quick"), SweepSettings.for_profile("full")
+    sizes = [1 << k for k in range(23)]  # 1 B .. 4 MiB
+    t = timeout_for(BENCHMARKS, sizes, quick)
+    assert 600 < t < 3600  # measured here: ~40 s for the whole quick sweep
+    assert timeout_for(["osu_latency"], [8], quick) < 70
+    big = timeout_for(BENCHMARKS, [1 << k for k in range(27)], full, ranks=4)
+    assert t < big < 48 * 3600
+
+
+def test_nccl_factors_and_sizes() -> None:
+    assert busbw_factor("osu_allreduce", 4) == 1.5  # 2(n-1)/n
+    assert busbw_factor("osu_allgather", 4) == busbw_factor("osu_gather", 4) == 0.75
+    assert busbw_factor("osu_bcast", 4) == busbw_factor("osu_reduce", 4) == 1.0
+    assert collective_bytes("osu_alltoall", 1024, 4) == 4096  # OSU's size is one block
+    assert collective_bytes("osu_reduce_scatter", 1024, 4) == 1024  # OSU's size is the vector
+
+
+def collective_sweep(ranks: int = 4) -> Sweep:
+    lat = [100.0, 200.0, 400.0]  # us per operation, average over ranks, per batch
+    results = [{"size": 1 << 20, "samples": lat, "max_samples": [110.0, 210.0, 420.0],
+                "iterations": 1, "warmup": 1},
+               {"size": 0, "samples": [5.0, 5.0, 5.0], "max_samples": [6.0, 6.0, 6.0],
+                "iterations": 50, "warmup": 50}]
+    return Sweep({"osu_allreduce": doc("osu_allreduce", results, ranks),
+                  "osu_allgather": doc("osu_allgather", results, ranks),
+                  "osu_barrier": doc("osu_barrier", results[1:], ranks)}, job(""))
+
+
+def test_busbw_numbers_for_a_sweep() -> None:
+    sweep = collective_sweep()
+    lat, bus = measurements(sweep, "osu_allreduce", 1 << 20, {"mpi": "openmpi",
+                                                              "placement": "netns"})
+    assert lat.metric == "latency" and lat.unit == "us"
+    assert lat.direction is Direction.LOWER_IS_BETTER
+    assert lat.samples == (100.0, 200.0, 400.0)
+    assert lat.params == {"mpi": "openmpi", "placement": "netns", "ranks": 4, "size": 1 << 20}
+    assert lat.extra["max_rank_latency_us"] == 210.0
+    # algbw = S / t = 1 MiB / 100 us = 10.48576 GB/s; allreduce busbw = algbw * 2(4-1)/4
+    assert bus.metric == "busbw" and bus.unit == "GB/s"
+    assert bus.direction is Direction.HIGHER_IS_BETTER
+    assert bus.samples == pytest.approx((15.72864, 7.86432, 3.93216))
+    assert bus.extra["algbw_gb_s"] == pytest.approx(5.24288)  # median batch
+    assert bus.params == {**lat.params, "metric": "busbw"}
+    assert bus.key != lat.key  # separate baselines
+
+    _, gbus = measurements(sweep, "osu_allgather", 1 << 20, {"mpi": "mpich"})
+    # S = 4 blocks of 1 MiB; factor (n-1)/n
+    assert gbus.samples[0] == pytest.approx(4 * 10.48576 * 0.75)
+
+
+def test_no_busbw_without_data_and_barrier_has_no_size() -> None:
+    sweep = collective_sweep()
+    assert [m.metric for m in measurements(sweep, "osu_allreduce", 0, {})] == ["latency"]
+    (barrier,) = measurements(sweep, "osu_barrier", 0, {"mpi": "openmpi"})
+    assert barrier.params == {"mpi": "openmpi", "ranks": 4}
+    with pytest.raises(SweepFailed, match="no result for size 8"):
+        measurements(sweep, "osu_allreduce", 8, {})
+
+
+def test_mbw_mr_records_bandwidth_and_message_rate() -> None:
+    point = {"size": 8, "samples": [4.0, 5.0], "rate_samples": [5e5, 6.25e5],
+             "iterations": 640, "warmup": 640, "window": 64, "pairs": 2}
+    sweep = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point], ranks=5, participants=4)}, job(""))
+    bw, rate = measurements(sweep, "osu_mbw_mr", 8, {})
+    assert (bw.metric, bw.unit, bw.params["ranks"]) == ("bandwidth", "MB/s", 4)
+    assert (rate.metric, rate.unit, rate.samples) == ("message_rate", "msg/s", (5e5, 6.25e5))
+    assert rate.params["metric"] == "message_rate"
