@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-PLUGIN = ("-p", "pytest_hpccomm.stacks.grpc.plugin")
+PLUGIN: tuple[str, ...] = ()  # the hpccomm_grpc entry point loads the plugin
 
 SHOW = """
 def test_show(grpc_options):

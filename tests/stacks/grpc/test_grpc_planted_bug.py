@@ -28,7 +28,7 @@ def test_dropped_buffer_fails_and_shrinks(peer: str, pytester: pytest.Pytester,
         except NativeUnavailable as e:
             pytest.skip(str(e))
     pytester.copy_example(str(SUITE))
-    args = ["-p", "pytest_hpccomm.stacks.grpc.plugin", "-p", "no:cacheprovider",
+    args = ["-p", "no:cacheprovider",
             "--import-mode=importlib", "--hpc-history=none", "--hpc-grpc-peers", peer,
             "-k", "test_round_trip_is_byte_exact"]
     bad = pytester.runpytest_subprocess(*args, "--hpc-grpc-plant-bug", "drop-last-buffer",
