@@ -52,3 +52,11 @@ class HpcSession:
         system = cfg.system or fp.default_system_name(fingerprint)
         fingerprint["system"] = system
         return cls(cfg, inventory, selection, stacks, fingerprint, system)
+
+    def refresh_fabric(self) -> FabricSelection | FabricUnavailable:
+        """Re-read the inventory and select again (a stack plugin provisioned a device)."""
+        self.inventory = read_inventory(self.cfg.sysfs_root)
+        self.selection = select_fabric(self.inventory, self.cfg.fabric, self.cfg.device,
+                                       self.cfg.netdev)
+        self.fingerprint.update(fp.fabric_fingerprint(self.selection))
+        return self.selection

@@ -52,7 +52,7 @@ class FabricProbe(Protocol):
 
 
 _REGISTRY: dict[str, FabricProbe] = {}
-_NOT_PROBES = {"sysfs", "record"}
+_NOT_PROBES = {"sysfs", "record", "provision"}
 _loaded = False
 
 

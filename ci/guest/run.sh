@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Boots the SoftRoCE / iWARP guest (ci/guest/build.sh) and runs the verbs suite inside it:
+#
+#   bash ci/guest/run.sh --fabric softroce [-- PYTEST ARGS]   # rxe, provisioned by the suite
+#   bash ci/guest/run.sh --fabric iwarp    [-- PYTEST ARGS]   # siw, provisioned by the suite
+#   bash ci/guest/run.sh --exec 'ibv_devices; rdma link'      # any command, for debugging
+#
+# Results (junit.xml, results.json, pytest.log, console.log, dmesg.txt) land in
+# --results DIR (default results/guest-<fabric>); the exit status is pytest's inside the guest,
+# 4 when the suite passed but left an rdma link behind, or 3 when the guest produced none (did
+# not boot, crashed, or hit the host-side timeout).
+#
+# The guest has no network device at all (-nodefaults, -nic none): the project comes in over a
+# read-only 9p share, the job and its results over a second, read-write one. The root image is
+# used with snapshot=on, so the cached image never changes. QEMU runs under `timeout`, which
+# kills it (and only it) if the guest outlives the job's own timeout plus a boot margin.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+PROJECT=$(cd "$HERE/../.." && pwd)
+fabric=""
+exec_cmd=""
+results=""
+image=""
+job_timeout=${HPCCOMM_GUEST_TIMEOUT:-600}
+accel=${HPCCOMM_GUEST_ACCEL:-tcg}
+mem=${HPCCOMM_GUEST_MEM:-2048}
+smp=${HPCCOMM_GUEST_SMP:-2}
+pytest_args=()
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --fabric) fabric=$2; shift 2 ;;
+        --exec) exec_cmd=$2; shift 2 ;;
+        --results) results=$2; shift 2 ;;
+        --image) image=$2; shift 2 ;;
+        --timeout) job_timeout=$2; shift 2 ;;
+        --accel) accel=$2; shift 2 ;;
+        --) shift; pytest_args=("$@"); break ;;
+        -h|--help) usage ;;
+        *) echo "run.sh: unknown argument $1" >&2; usage ;;
+    esac
+done
+case $fabric in softroce|iwarp|"") ;; *) echo "run.sh: --fabric softroce|iwarp" >&2; exit 2 ;; esac
+[ -n "$fabric$exec_cmd" ] || usage
+case $accel in tcg|kvm) ;; *) echo "run.sh: --accel tcg|kvm" >&2; exit 2 ;; esac
+command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86 is not installed" >&2; exit 2; }
+
+[ -n "$image" ] || image=$(bash "$HERE/build.sh")
+for f in vmlinux initrd.img rootfs.ext4 ready; do
+    [ -f "$image/$f" ] || { echo "run.sh: $image/$f missing (run ci/guest/build.sh)" >&2; exit 2; }
+done
+results=${results:-$PROJECT/results/guest-${fabric:-exec}}
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+
+JOB=$(mktemp -d "${TMPDIR:-/tmp}/hpccomm-guest.XXXXXX")
+trap 'rm -rf "$JOB"' EXIT
+install -m 755 "$HERE/guest-init.sh" "$JOB/guest-init.sh"
+echo "JOB_TIMEOUT=$job_timeout" >"$JOB/job.env"
+if [ -n "$exec_cmd" ]; then
+    printf '%s\n' "$exec_cmd" >"$JOB/job.sh"
+else
+    {
+        echo 'cd /project'
+        # the project is read-only here: no byte code, Hypothesis' database in /tmp, no
+        # pytest cache; the wheels of ci/guest/requirements.txt come first
+        echo 'export PYTHONPATH=/opt/hpccomm/site:/project PYTHONDONTWRITEBYTECODE=1'
+        echo 'export HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis PYTHONUNBUFFERED=1'
+        # load the plugins by -p unless an entry point does (the project's egg-info from an
+        # editable install on the host is on the path too; -p on top would register them twice)
+        echo 'plugins=$(python3 - <<"EOF"'
+        echo 'from importlib.metadata import entry_points'
+        echo 'have = {e.value for e in entry_points(group="pytest11")}'
+        echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin")'
+        echo 'print(" ".join(f"-p {m}" for m in want if m not in have))'
+        echo 'EOF'
+        echo ')'
+        printf 'python3 -m pytest $plugins'
+        printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
+        printf ' --hpc-results=/mnt/job/results.json --junitxml=/mnt/job/junit.xml'
+        printf ' -o junit_suite_name=verbs-%s suites/verbs' "$fabric"
+        [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
+        echo ' 2>&1 | tee /mnt/job/pytest.log'
+        echo 'rc=${PIPESTATUS[0]}'
+        # the suite removes the rxe0 / siw0 it created: a link left over is a failure too
+        echo 'left=$(rdma link show 2>/dev/null)'
+        echo 'if [ -n "$left" ]; then echo "rdma links left behind: $left"; [ "$rc" = 0 ] && rc=4; fi'
+        echo 'exit "$rc"'
+    } >"$JOB/job.sh"
+fi
+
+accel_opts=(-accel tcg,thread=multi -cpu max)
+[ "$accel" = kvm ] && accel_opts=(-accel kvm -cpu host)
+# boot and power-off take 10-40 s under TCG on a loaded 2-core machine
+host_timeout=$((job_timeout + 180))
+echo "run.sh: booting $image (${accel}, ${smp} vCPUs, ${mem} MiB), job timeout ${job_timeout} s" >&2
+t0=$SECONDS
+set +e
+timeout -k 10 "$host_timeout" qemu-system-x86_64 \
+    -nodefaults -no-user-config -display none -no-reboot -nic none \
+    "${accel_opts[@]}" -smp "$smp" -m "$mem" \
+    -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
+    -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=3 mitigations=off random.trust_cpu=on" \
+    -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on" \
+    -virtfs "local,path=$JOB,mount_tag=job,security_model=none,id=job" \
+    -virtfs "local,path=$PROJECT,mount_tag=project,security_model=none,readonly=on,id=project" \
+    -serial stdio -monitor none </dev/null
+qemu_rc=$?
+set -e
+elapsed=$((SECONDS - t0))
+
+for f in junit.xml results.json pytest.log console.log dmesg.txt; do
+    [ -f "$JOB/$f" ] && cp "$JOB/$f" "$results/"
+done
+if [ ! -f "$JOB/rc" ]; then
+    why="no exit status from the guest"
+    [ "$qemu_rc" = 124 ] && why="QEMU killed after ${host_timeout} s"
+    echo "run.sh: $why (qemu exit $qemu_rc, ${elapsed} s); see $results/console.log" >&2
+    exit 3
+fi
+rc=$(cat "$JOB/rc")
+echo "run.sh: guest job exit status $rc after ${elapsed} s (results in $results)" >&2
+exit "$rc"

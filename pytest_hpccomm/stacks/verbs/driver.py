@@ -1,0 +1,323 @@
+"""Orchestrator side of the verbs stack: two long-lived peers, and connections between them.
+
+The peers (peer.py) each own the selected device's resources; everything they do is asked
+over the control channel. A connection is two QPs, one per peer: on InfiniBand and RoCE the
+orchestrator relays each side's QPN, PSN, LID and GID to the other (perftest does the same
+over its TCP side channel); on iWARP the peers connect through rdma_cm. On one host both
+peers use the same device and the traffic loops back through it (a real HCA's loopback, or
+rxe's/siw's); the conformance tests run against this pair for the whole session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_hpccomm.cluster.jobs import RunningJob, start_job
+from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
+from pytest_hpccomm.stacks.verbs.peer import HELLO
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+PEER_MODULE = "pytest_hpccomm.stacks.verbs.peer"
+ALL_ACCESS = ("local_write", "remote_write", "remote_read", "remote_atomic")
+
+
+class PeerError(Exception):
+    """A peer could not start, died, or stopped answering: the pair must be restarted."""
+
+
+class VerbsCallError(Exception):
+    """A verbs call inside a peer failed (e.g. ibv_modify_qp was rejected); the peer is fine."""
+
+    def __init__(self, op: str, message: str) -> None:
+        super().__init__(f"{op}: {message}")
+        self.op, self.message = op, message
+
+
+class WorkRequestFailed(AssertionError):
+    """A work request completed with an error status, or did not complete."""
+
+
+@dataclass
+class Peer:
+    name: str
+    job: RunningJob
+    channel: Channel
+    info: dict[str, Any]
+    broken: bool = False
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def _where(self) -> str:
+        out, err = self.job.peek_output()
+        tail = (err.strip() or out.strip()).splitlines()[-1:] or ["(no output)"]
+        state = "running" if self.job.poll() is None else f"exited {self.job.poll()}"
+        return f"{self.name} ({state}): {tail[0][:300]}"
+
+    def start(self, op: str, **args: Any) -> str:
+        """Send a request without waiting; finish(rid) collects the reply."""
+        rid = f"{self.name}-{next(self._ids)}"
+        try:
+            self.channel.send({"op": op, **args, "id": rid})
+        except ChannelError as exc:
+            self.broken = True
+            raise PeerError(f"{op}: {exc}; {self._where()}") from None
+        return rid
+
+    def wait_for(self, rid: str, timeout: float, event: str | None = None) -> Any:
+        """The reply to rid (or, with event, that event for rid); RemoteError -> VerbsCallError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError(f"no {'event ' + event if event else 'reply'} within "
+                                       f"{timeout:g}s")
+                msg = self.channel.recv(left)
+            except (TimeoutError, ChannelError) as exc:
+                self.broken = True
+                raise PeerError(f"{rid}: {exc}; {self._where()}") from None
+            if msg.get("id") != rid:
+                continue  # a late reply to an abandoned request
+            if event is not None and msg.get("event") == event:
+                return msg
+            if "ok" in msg:
+                if not msg["ok"]:
+                    raise VerbsCallError(rid, str(msg.get("error")))
+                return msg.get("result")
+
+    def call(self, op: str, timeout: float = 60.0, **args: Any) -> Any:
+        rid = self.start(op, **args)
+        try:
+            return self.wait_for(rid, timeout)
+        except VerbsCallError as exc:
+            raise VerbsCallError(op, exc.message) from None
+
+    def stop(self) -> None:
+        if not self.broken and self.job.poll() is None:
+            try:
+                self.channel.request({"op": "shutdown"}, timeout=10)
+            except (ChannelError, TimeoutError, RemoteError, OSError):
+                pass
+        self.channel.close()
+        self.job.wait(timeout=10)
+        self.job.stop()
+
+
+def together(calls: list[tuple[Peer, str, dict[str, Any]]], timeout: float = 60.0) -> list[Any]:
+    """One request to each peer at once, then every reply: a round trip instead of several."""
+    rids = [(peer, op, peer.start(op, **args)) for peer, op, args in calls]
+    out = []
+    for peer, op, rid in rids:
+        try:
+            out.append(peer.wait_for(rid, timeout))
+        except VerbsCallError as exc:
+            raise VerbsCallError(op, exc.message) from None
+    return out
+
+
+@dataclass(frozen=True)
+class PeerOptions:
+    device: str
+    port: int
+    gid_index: int | None
+    address: str | None
+    plant: str | None = None
+    start_timeout: float = 120.0  # Python + pyverbs start in ~15 s under TCG emulation
+    job_timeout: float = 4 * 3600.0  # a session's peers: a hard cap, reaped at session end
+
+    @classmethod
+    def from_selection(cls, sel: FabricSelection, plant: str | None = None) -> PeerOptions:
+        if sel.device is None or sel.port is None:
+            raise PeerError(f"fabric {sel.kind} selected no RDMA device: {sel.description}")
+        return cls(sel.device, sel.port, sel.gid_index, sel.address, plant)
+
+    def argv(self) -> list[str]:
+        argv = [sys.executable, "-m", PEER_MODULE, "--device", self.device,
+                "--port", str(self.port)]
+        if self.gid_index is not None:
+            argv += ["--gid-index", str(self.gid_index)]
+        if self.address:
+            argv += ["--address", self.address]
+        if self.plant:
+            argv += ["--plant", self.plant]
+        return argv
+
+
+def start_peers(opts: PeerOptions, n: int = 2) -> list[Peer]:
+    """n peers on this host, each dialled home and introduced (device info in .info)."""
+    server = ControlServer()
+    path = os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, **server.env(), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), path) if p)}
+    jobs = [start_job(opts.argv(), env, timeout=opts.job_timeout, label=f"verbs peer {i}")
+            for i in range(n)]
+    peers: list[Peer] = []
+    try:
+        try:
+            channels = server.accept_peers(n, timeout=opts.start_timeout)
+        except TimeoutError as exc:
+            raise PeerError(f"verbs peers did not dial home: {exc}; "
+                            + "; ".join(_last_words(j) for j in jobs)) from None
+        by_pid = {j.pid: j for j in jobs}
+        for ch in channels:
+            hello = ch.recv(opts.start_timeout)
+            if hello.get("op") != HELLO:
+                raise PeerError(f"verbs peer said {hello!r} instead of hello")
+            if "error" in hello:
+                raise PeerError(f"verbs peer cannot open {opts.device}: {hello['error']}")
+            job = _job_of(by_pid, int(hello["pid"]))
+            peers.append(Peer(f"peer{len(peers)}", job, ch, hello["info"]))
+        return peers
+    except BaseException:
+        for job in jobs:
+            job.stop()
+        raise
+    finally:
+        server.close()  # connected channels live on; no one else may dial in
+
+
+def _job_of(jobs: dict[int, RunningJob], pid: int) -> RunningJob:
+    """The job whose process tree holds pid (the reaper shim sits between)."""
+    for job in jobs.values():
+        if job.pid == pid or any(p.pid == pid for p in job.processes()):
+            return job
+    raise PeerError(f"a verbs peer with pid {pid} is not one of ours")
+
+
+def _last_words(job: RunningJob) -> str:
+    out, err = job.peek_output()
+    lines = (err.strip() or out.strip()).splitlines()
+    return f"{job.label}: {lines[-1][:300] if lines else 'no output'}"
+
+
+# ---------------------------------------------------------------------------------------------
+# connections
+
+
+@dataclass(frozen=True)
+class Side:
+    peer: Peer
+    ep: int
+    address: dict[str, Any]  # qpn, psn, lid, gid, ...
+
+
+@dataclass
+class Connection:
+    qp_type: str
+    a: Side  # the requester in the tests: posts the operations
+    b: Side  # the responder
+
+    def close(self) -> None:
+        live = [(s.peer, "destroy_qp", {"ep": s.ep}) for s in (self.a, self.b)
+                if not s.peer.broken]
+        try:
+            together(live)
+        except (VerbsCallError, PeerError):
+            pass
+
+    def state(self, side: Side) -> str:
+        return str(side.peer.call("query_qp", ep=side.ep)["state"])
+
+
+class VerbsPair:
+    """Two peers on the selected device, and the connections tests ask for."""
+
+    _ports = itertools.count(20000 + os.getpid() % 10000)
+
+    def __init__(self, a: Peer, b: Peer, selection: FabricSelection,
+                 opts: PeerOptions | None = None) -> None:
+        self.a, self.b, self.selection, self.opts = a, b, selection, opts
+        self.info = a.info
+        self.iwarp = bool(a.info.get("iwarp"))
+        self.restarts = 0
+
+    def restart(self) -> None:
+        """New peers, after one got stuck (e.g. a benchmark's server side waiting for a
+        client that failed): every QP and MR of the old ones is gone with them."""
+        if self.opts is None:
+            raise PeerError("cannot restart peers started without PeerOptions")
+        for peer in (self.a, self.b):
+            peer.broken = True  # no polite shutdown: a stuck peer would not read it
+            peer.stop()
+        self.a, self.b = start_peers(self.opts, 2)
+        self.restarts += 1
+
+    @property
+    def emulated(self) -> bool:
+        return self.selection.driver in ("rxe", "siw")
+
+    def create_qp(self, peer: Peer, qp_type: str = "RC", **caps: Any) -> Side:
+        got = peer.call("create_qp", qp_type=qp_type, **caps)
+        return Side(peer, int(got["ep"]), got)
+
+    def connect(self, qp_type: str = "RC", access: tuple[str, ...] = ALL_ACCESS,
+                **caps: Any) -> Connection:
+        """A connected pair of QPs in RTS: a on peer a, b on peer b."""
+        if qp_type == "UD" and self.iwarp:
+            raise VerbsCallError("create_qp", "iWARP has no UD transport")
+        args = {"qp_type": qp_type, **caps}
+        got = together([(self.a, "create_qp", args), (self.b, "create_qp", args)])
+        a, b = (Side(p, int(g["ep"]), g) for p, g in zip((self.a, self.b), got))
+        conn = Connection(qp_type, a, b)
+        try:
+            if self.iwarp:
+                self._cm_connect(a, b)
+            else:
+                together([(a.peer, "connect", {"ep": a.ep, "remote": b.address,
+                                               "access": list(access)}),
+                          (b.peer, "connect", {"ep": b.ep, "remote": a.address,
+                                               "access": list(access)})])
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _cm_connect(self, a: Side, b: Side) -> None:
+        """rdma_cm: b listens, a connects, b accepts, both see ESTABLISHED."""
+        address, port = self.selection.address, next(self._ports)
+        b.peer.call("cm_listen", ep=b.ep, address=address, port=port)
+        a.peer.call("cm_connect", ep=a.ep, address=address, port=port)
+        b.peer.call("cm_accept", ep=b.ep)
+        a.peer.call("cm_established", ep=a.ep)
+        b.peer.call("cm_established", ep=b.ep)
+
+    def reg_mr(self, peer: Peer, length: int,
+               access: tuple[str, ...] = ALL_ACCESS) -> dict[str, Any]:
+        rights = list(dict.fromkeys(["local_write", *access]))
+        return dict(peer.call("reg_mr", length=length, access=rights))
+
+    def execute(self, side: Side, wrs: list[dict[str, Any]], *, timeout: float = 30.0,
+                expect: int | None = None) -> list[dict[str, Any]]:
+        """Post wrs on side's send queue, wait for `expect` completions (default: one per
+        signalled WR) and return them in the order the CQ gave them."""
+        n = sum(1 for w in wrs if w.get("signaled", True)) if expect is None else expect
+        return list(side.peer.call("execute", ep=side.ep, wrs=wrs, count=n, wait=timeout,
+                                   timeout=timeout + 30))
+
+    def close(self) -> None:
+        for peer in (self.a, self.b):
+            peer.stop()
+
+
+def expect_success(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: str) -> None:
+    """Every WR completed successfully, or a failure that says which one and how."""
+    signalled = [w for w in wrs if w.get("signaled", True)]
+    if len(wcs) < len(signalled):
+        missing = sorted({int(w.get("wr_id", 0)) for w in signalled} -
+                         {int(c["wr_id"]) for c in wcs})
+        raise WorkRequestFailed(f"{what}: {len(wcs)} of {len(signalled)} work requests "
+                                f"completed (no completion for wr_id {missing})")
+    bad = [c for c in wcs if c["status"] != 0]
+    if bad:
+        c = bad[0]
+        wr = next((w for w in wrs if w.get("wr_id") == c["wr_id"]), {})
+        raise WorkRequestFailed(
+            f"{what}: {wr.get('opcode', c['opcode'])} wr_id={c['wr_id']} completed with status "
+            f"{c['status']} ({c['status_text']}), vendor error {c['vendor_err']:#x}"
+            + (f"; {len(bad) - 1} more failed" if len(bad) > 1 else ""))

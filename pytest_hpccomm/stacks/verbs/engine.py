@@ -1,0 +1,528 @@
+"""Peer side of the verbs stack: pyverbs resources behind small JSON-able operations.
+
+Imported only by the peer program (peer.py), never by pytest (DESIGN rule 1). Every public
+`op_*` method takes and returns plain JSON values; resources (MRs, QPs) are named by small
+integer ids that the orchestrator passes back. Buffers are never shipped whole: the
+orchestrator asks for a deterministic fill (seed) and compares SHA-256 digests, so a 4 MiB
+integrity check costs two short messages.
+
+Connection: RC and UD QPs on InfiniBand and RoCE are connected by hand (the orchestrator relays
+QPN, PSN, LID and GID between the peers, as perftest does over its TCP side channel); iWARP
+QPs only reach RTS through the connection manager, so on an RNIC the engine takes its context
+and PD from librdmacm (one per device, shared by every CM id of the process) and connects
+"external" QPs with rdma_cm (as rdma-core's tests do with with_ext_qp).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyverbs.enums as e
+from pyverbs.addr import AH, AHAttr, GID, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context, get_device_list
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+ACCESS = {
+    "local_write": e.IBV_ACCESS_LOCAL_WRITE,
+    "remote_write": e.IBV_ACCESS_REMOTE_WRITE,
+    "remote_read": e.IBV_ACCESS_REMOTE_READ,
+    "remote_atomic": e.IBV_ACCESS_REMOTE_ATOMIC,
+}
+QP_TYPES = {"RC": e.IBV_QPT_RC, "UD": e.IBV_QPT_UD}
+STATES = {"RESET": e.IBV_QPS_RESET, "INIT": e.IBV_QPS_INIT, "RTR": e.IBV_QPS_RTR,
+          "RTS": e.IBV_QPS_RTS, "SQD": e.IBV_QPS_SQD, "SQE": e.IBV_QPS_SQE,
+          "ERR": e.IBV_QPS_ERR}
+STATE_NAMES = {v: k for k, v in STATES.items()}
+OPCODES = {
+    "SEND": e.IBV_WR_SEND,
+    "SEND_WITH_IMM": e.IBV_WR_SEND_WITH_IMM,
+    "RDMA_WRITE": e.IBV_WR_RDMA_WRITE,
+    "RDMA_WRITE_WITH_IMM": e.IBV_WR_RDMA_WRITE_WITH_IMM,
+    "RDMA_READ": e.IBV_WR_RDMA_READ,
+    "ATOMIC_CMP_AND_SWP": e.IBV_WR_ATOMIC_CMP_AND_SWP,
+    "ATOMIC_FETCH_AND_ADD": e.IBV_WR_ATOMIC_FETCH_AND_ADD,
+}
+WC_OPCODES = {e.IBV_WC_SEND: "SEND", e.IBV_WC_RDMA_WRITE: "RDMA_WRITE",
+              e.IBV_WC_RDMA_READ: "RDMA_READ", e.IBV_WC_COMP_SWAP: "ATOMIC_CMP_AND_SWP",
+              e.IBV_WC_FETCH_ADD: "ATOMIC_FETCH_AND_ADD", e.IBV_WC_RECV: "RECV",
+              e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM"}
+# libibverbs' ibv_wc_status_str(), so failures read as every verbs tool prints them
+WC_STATUS = ("success", "local length error", "local QP operation error",
+             "local EE context operation error", "local protection error",
+             "Work Request Flushed Error", "memory management operation error",
+             "bad response error", "local access error", "remote invalid request error",
+             "remote access error", "remote operation error",
+             "transport retry counter exceeded", "RNR retry counter exceeded",
+             "local RDD violation error", "remote invalid RD request", "aborted error",
+             "invalid EE context number", "invalid EE context state", "fatal error",
+             "response timeout error", "general error", "TM error",
+             "TM rendezvous request error")
+MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+GRH_BYTES = 40  # a UD receive buffer starts with the Global Routing Header
+QKEY = 0x11111111
+PLANTS = ("mr-no-remote-write",)
+
+
+class VerbsError(Exception):
+    """A verbs call failed; the message names the call and the errno."""
+
+
+def status_text(status: int) -> str:
+    return WC_STATUS[status] if 0 <= status < len(WC_STATUS) else f"status {status}"
+
+
+def pattern(length: int, seed: int) -> bytes:
+    """Deterministic bytes, distinct per seed, so a stale or shifted buffer cannot match."""
+    return random.Random(seed).randbytes(length)
+
+
+def _errno(exc: Exception) -> int | None:
+    return getattr(exc, "error_code", None) if isinstance(exc, PyverbsRDMAError) else None
+
+
+@dataclass
+class Endpoint:
+    qp: QP
+    scq: CQ
+    rcq: CQ
+    qp_type: str
+    psn: int
+    max_send_wr: int
+    max_recv_wr: int
+    ah: AH | None = None
+    remote_qpn: int = 0
+    cm: Any = None  # CMID of an rdma_cm connection (iWARP)
+    listen: Any = None  # listening CMID while accepting
+    channel: Any = None  # CMEventChannel
+
+
+class Engine:
+    def __init__(self, device: str, port: int = 1, gid_index: int | None = None,
+                 address: str | None = None, plant: str | None = None) -> None:
+        if plant is not None and plant not in PLANTS:
+            raise ValueError(f"unknown planted bug {plant!r}: expected one of {PLANTS}")
+        self.device, self.port, self.plant = device, port, plant
+        self.node_type = self._node_type(device)
+        self.iwarp = self.node_type == e.IBV_NODE_RNIC
+        self.address = address
+        self._cm_anchor: Any = None
+        if self.iwarp:
+            self.ctx, self.pd = self._cm_context(address)
+        else:
+            self.ctx = Context(name=device)
+            self.pd = PD(self.ctx)
+        self.dev_attr = self.ctx.query_device()
+        self.port_attr = self.ctx.query_port(port)
+        self.gid_index = 0 if gid_index is None else gid_index
+        self.gid = self.ctx.query_gid(port, self.gid_index).gid
+        self.mrs: dict[int, MR] = {}
+        self.eps: dict[int, Endpoint] = {}
+        self._ids = itertools.count(1)
+        self._psn = random.Random(port * 7919 + id(self))
+
+    @staticmethod
+    def _node_type(device: str) -> int:
+        for dev in get_device_list():
+            if dev.name.decode() == device:
+                return int(dev.node_type)
+        names = ", ".join(d.name.decode() for d in get_device_list()) or "none"
+        raise VerbsError(f"no RDMA device {device!r} (devices: {names})")
+
+    def _cm_context(self, address: str | None) -> tuple[Any, Any]:
+        """librdmacm's verbs context and PD for the device that owns `address`."""
+        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
+        import pyverbs.cm_enums as ce
+
+        if not address:
+            raise VerbsError(f"{self.device} is an iWARP device: rdma_cm needs an IP address")
+        channel = CMEventChannel()
+        anchor = CMID(creator=channel, port_space=ce.RDMA_PS_TCP)
+        anchor.bind_addr(AddrInfo(src=address, port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE))
+        if anchor.dev_name != self.device:
+            raise VerbsError(f"{address} belongs to {anchor.dev_name}, not {self.device}")
+        self._cm_anchor = (channel, anchor)
+        return anchor.context, anchor.pd
+
+    # -- description --------------------------------------------------------------------------
+    def op_info(self, msg: dict[str, Any]) -> dict[str, Any]:
+        a, p = self.dev_attr, self.port_attr
+        return {
+            "device": self.device, "port": self.port, "gid_index": self.gid_index,
+            "gid": self.gid, "lid": p.lid, "link_layer": int(p.link_layer),
+            "iwarp": self.iwarp, "node_type": self.node_type,
+            "active_mtu": MTU_BYTES.get(int(p.active_mtu)),
+            "max_mtu": MTU_BYTES.get(int(p.max_mtu)),
+            "fw_ver": a.fw_version, "max_qp_wr": a.max_qp_wr, "max_sge": a.max_sge,
+            "max_mr_size": a.max_mr_size, "max_qp_rd_atom": a.max_qp_rd_atom,
+            "max_qp_init_rd_atom": a.max_qp_init_rd_atom, "atomic_cap": int(a.atomic_caps),
+            "plant": self.plant,
+        }
+
+    # -- memory ---------------------------------------------------------------------------------
+    def op_reg_mr(self, msg: dict[str, Any]) -> dict[str, Any]:
+        length = int(msg["length"])
+        names = list(msg.get("access", ["local_write"]))
+        if self.plant == "mr-no-remote-write" and "remote_write" in names:
+            names.remove("remote_write")  # the planted bug: asked for, silently not granted
+        access = 0
+        for name in names:
+            access |= ACCESS[name]
+        try:
+            mr = MR(self.pd, max(length, 1), access)
+        except PyverbsError as exc:
+            raise VerbsError(f"ibv_reg_mr(length={length}, access={'|'.join(names)}): "
+                             f"{exc}") from None
+        mid = next(self._ids)
+        self.mrs[mid] = mr
+        mr.write(b"\0" * mr.length, mr.length, 0)
+        return {"mr": mid, "addr": mr.buf, "rkey": mr.rkey, "lkey": mr.lkey, "length": length}
+
+    def op_dereg_mr(self, msg: dict[str, Any]) -> None:
+        self.mrs.pop(int(msg["mr"])).close()
+
+    def _region(self, msg: dict[str, Any]) -> tuple[MR, int, int]:
+        mr = self.mrs[int(msg["mr"])]
+        offset, length = int(msg.get("offset", 0)), int(msg["length"])
+        if offset < 0 or length < 0 or offset + length > mr.length:
+            raise VerbsError(f"region [{offset}, {offset + length}) outside MR of {mr.length} B")
+        return mr, offset, length
+
+    def op_fill(self, msg: dict[str, Any]) -> str:
+        """Write pattern(seed) (or one repeated byte) and return its digest."""
+        mr, offset, length = self._region(msg)
+        data = bytes([msg["byte"]]) * length if "byte" in msg else pattern(length, msg["seed"])
+        if length:
+            mr.write(data, length, offset)
+        return hashlib.sha256(data).hexdigest()
+
+    def op_digest(self, msg: dict[str, Any]) -> str:
+        mr, offset, length = self._region(msg)
+        return hashlib.sha256(mr.read(length, offset) if length else b"").hexdigest()
+
+    def op_read(self, msg: dict[str, Any]) -> str:
+        mr, offset, length = self._region(msg)
+        return mr.read(length, offset).hex()
+
+    def op_write(self, msg: dict[str, Any]) -> None:
+        data = bytes.fromhex(msg["hex"])
+        mr, offset, _ = self._region({**msg, "length": len(data)})
+        mr.write(data, len(data), offset)
+
+    # -- queue pairs ----------------------------------------------------------------------------
+    def op_create_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
+        qp_type = msg.get("qp_type", "RC")
+        send_wr = min(int(msg.get("max_send_wr", 128)), self.dev_attr.max_qp_wr)
+        recv_wr = min(int(msg.get("max_recv_wr", 128)), self.dev_attr.max_qp_wr)
+        sge = min(int(msg.get("max_sge", 1)), self.dev_attr.max_sge)
+        scq = CQ(self.ctx, send_wr + 1)
+        rcq = CQ(self.ctx, recv_wr + 1)
+        cap = QPCap(max_send_wr=send_wr, max_recv_wr=recv_wr, max_send_sge=sge,
+                    max_recv_sge=sge, max_inline_data=int(msg.get("max_inline", 0)))
+        init = QPInitAttr(qp_type=QP_TYPES[qp_type], scq=scq, rcq=rcq, cap=cap, sq_sig_all=0)
+        try:
+            qp = QP(self.pd, init)
+        except PyverbsError as exc:
+            raise VerbsError(f"ibv_create_qp({qp_type}): {exc}") from None
+        ep = Endpoint(qp, scq, rcq, qp_type, self._psn.randrange(1 << 24), send_wr, recv_wr)
+        eid = next(self._ids)
+        self.eps[eid] = ep
+        return {"ep": eid, **self._address(ep)}
+
+    def _address(self, ep: Endpoint) -> dict[str, Any]:
+        return {"qpn": ep.qp.qp_num, "psn": ep.psn, "lid": self.port_attr.lid, "gid": self.gid,
+                "qkey": QKEY, "mtu": int(self.port_attr.active_mtu)}
+
+    def op_destroy_qp(self, msg: dict[str, Any]) -> None:
+        ep = self.eps.pop(int(msg["ep"]))
+        for obj in (ep.cm, ep.listen):
+            if obj is not None:
+                try:
+                    obj.close()
+                except PyverbsError:
+                    pass
+        ep.qp.close()
+        ep.scq.close()
+        ep.rcq.close()
+
+    def op_query_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
+        ep = self.eps[int(msg["ep"])]
+        attr, _ = ep.qp.query(e.IBV_QP_STATE)
+        return {"state": STATE_NAMES.get(attr.qp_state, str(attr.qp_state))}
+
+    def _attrs(self, ep: Endpoint, state: str, remote: dict[str, Any] | None,
+               access: list[str]) -> tuple[QPAttr, dict[str, int]]:
+        """The attributes a transition to `state` needs, as ibv_modify_qp(3) lists them."""
+        attr = QPAttr(qp_state=STATES[state])
+        fields: dict[str, int] = {"STATE": e.IBV_QP_STATE}
+        if state == "INIT":
+            attr.pkey_index, attr.port_num = 0, self.port
+            fields |= {"PKEY_INDEX": e.IBV_QP_PKEY_INDEX, "PORT": e.IBV_QP_PORT}
+            if ep.qp_type == "UD":
+                attr.qkey = QKEY
+                fields["QKEY"] = e.IBV_QP_QKEY
+            else:
+                flags = 0
+                for name in access:
+                    flags |= ACCESS[name]
+                attr.qp_access_flags = flags
+                fields["ACCESS_FLAGS"] = e.IBV_QP_ACCESS_FLAGS
+        elif state == "RTR" and ep.qp_type == "RC":
+            remote = remote or {}
+            attr.path_mtu = min(int(remote.get("mtu", 3)), int(self.port_attr.active_mtu))
+            attr.dest_qp_num = int(remote.get("qpn", 0))
+            attr.rq_psn = int(remote.get("psn", 0))
+            attr.max_dest_rd_atomic = min(16, max(1, self.dev_attr.max_qp_rd_atom))
+            attr.min_rnr_timer = 1  # 0.01 ms: the peers post receives a moment late
+            attr.ah_attr = self._ah_attr(remote)
+            fields |= {"AV": e.IBV_QP_AV, "PATH_MTU": e.IBV_QP_PATH_MTU,
+                       "DEST_QPN": e.IBV_QP_DEST_QPN, "RQ_PSN": e.IBV_QP_RQ_PSN,
+                       "MAX_DEST_RD_ATOMIC": e.IBV_QP_MAX_DEST_RD_ATOMIC,
+                       "MIN_RNR_TIMER": e.IBV_QP_MIN_RNR_TIMER}
+        elif state == "RTS":
+            attr.sq_psn = ep.psn
+            fields["SQ_PSN"] = e.IBV_QP_SQ_PSN
+            if ep.qp_type == "RC":
+                attr.timeout, attr.retry_cnt, attr.rnr_retry = 14, 7, 7  # rnr_retry 7: forever
+                attr.max_rd_atomic = min(16, max(1, self.dev_attr.max_qp_init_rd_atom))
+                fields |= {"TIMEOUT": e.IBV_QP_TIMEOUT, "RETRY_CNT": e.IBV_QP_RETRY_CNT,
+                           "RNR_RETRY": e.IBV_QP_RNR_RETRY,
+                           "MAX_QP_RD_ATOMIC": e.IBV_QP_MAX_QP_RD_ATOMIC}
+        return attr, fields
+
+    def _ah_attr(self, remote: dict[str, Any]) -> AHAttr:
+        gr = GlobalRoute(dgid=GID(remote.get("gid", self.gid)), sgid_index=self.gid_index,
+                         hop_limit=64)
+        # RoCE and iWARP route by GID; InfiniBand by LID (a GRH only across subnets)
+        is_global = int(self.port_attr.link_layer) == e.IBV_LINK_LAYER_ETHERNET
+        return AHAttr(port_num=self.port, is_global=int(is_global), gr=gr,
+                      dlid=int(remote.get("lid", 0)), sl=0)
+
+    def op_modify_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One raw transition (the state-machine tests): attributes as `_attrs` builds them,
+        minus the fields named in `omit`. A rejection raises VerbsError with the errno."""
+        ep = self.eps[int(msg["ep"])]
+        state = msg["state"]
+        attr, fields = self._attrs(ep, state, msg.get("remote"),
+                                   msg.get("access", ["local_write"]))
+        mask = 0
+        for name, bit in fields.items():
+            if name not in msg.get("omit", []):
+                mask |= bit
+        try:
+            ep.qp.modify(attr, mask)
+        except PyverbsError as exc:
+            raise VerbsError(f"ibv_modify_qp(->{state}): errno {_errno(exc)}: {exc}") from None
+        return self.op_query_qp(msg)
+
+    def op_connect(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """RESET -> INIT -> RTR -> RTS with the remote's address (UD: no remote needed)."""
+        ep = self.eps[int(msg["ep"])]
+        access = msg.get("access", ["local_write", "remote_write", "remote_read",
+                                    "remote_atomic"])
+        for state in ("INIT", "RTR", "RTS"):
+            attr, fields = self._attrs(ep, state, msg.get("remote"), access)
+            mask = 0
+            for bit in fields.values():
+                mask |= bit
+            try:
+                ep.qp.modify(attr, mask)
+            except PyverbsError as exc:
+                raise VerbsError(f"ibv_modify_qp(->{state}): {exc}") from None
+        if ep.qp_type == "UD" and msg.get("remote"):
+            self._set_ud_remote(ep, msg["remote"])
+        return self.op_query_qp(msg)
+
+    def op_ud_remote(self, msg: dict[str, Any]) -> None:
+        self._set_ud_remote(self.eps[int(msg["ep"])], msg["remote"])
+
+    def _set_ud_remote(self, ep: Endpoint, remote: dict[str, Any]) -> None:
+        ep.ah = AH(self.pd, attr=self._ah_attr(remote))
+        ep.remote_qpn = int(remote["qpn"])
+
+    # -- rdma_cm (iWARP) ------------------------------------------------------------------------
+    def _cm_wait(self, ep: Endpoint, wanted: int) -> Any:
+        """The channel's next event, which must be `wanted`. rdma_get_cm_event blocks (pyverbs
+        exposes no fd to poll, and holds the GIL while waiting): a lost event is bounded by the
+        orchestrator's request timeout and this peer job's hard timeout."""
+        from pyverbs.cmid import CMEvent
+
+        event = CMEvent(ep.channel)
+        got = event.event_type
+        if got != wanted:
+            text = event.event_str()
+            event.ack_cm_event()
+            raise VerbsError(f"rdma_cm: expected event {wanted}, got {got} ({text})")
+        return event
+
+    def op_cm_listen(self, msg: dict[str, Any]) -> None:
+        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
+        import pyverbs.cm_enums as ce
+
+        ep = self.eps[int(msg["ep"])]
+        ep.channel = CMEventChannel()
+        ep.listen = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
+        ep.listen.bind_addr(AddrInfo(src=msg["address"], src_service=str(msg["port"]),
+                                     port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE))
+        ep.listen.listen()
+
+    def _to_init_for_cm(self, ep: Endpoint, cm: Any) -> None:
+        attr, mask = cm.init_qp_attr(e.IBV_QPS_INIT)
+        ep.qp.modify(attr, mask)
+
+    def _conn_param(self, ep: Endpoint) -> Any:
+        from pyverbs.cmid import ConnParam
+
+        depth = min(16, max(1, self.dev_attr.max_qp_rd_atom))
+        return ConnParam(resources=depth, depth=depth, qp_num=ep.qp.qp_num)
+
+    def op_cm_accept(self, msg: dict[str, Any]) -> None:
+        from pyverbs.cmid import CMID
+        import pyverbs.cm_enums as ce
+
+        ep = self.eps[int(msg["ep"])]
+        event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST)
+        ep.cm = CMID(creator=event, listen_id=ep.listen)
+        event.ack_cm_event()
+        self._to_init_for_cm(ep, ep.cm)
+        ep.cm.accept(self._conn_param(ep))
+
+    def op_cm_connect(self, msg: dict[str, Any]) -> None:
+        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
+        import pyverbs.cm_enums as ce
+
+        ep = self.eps[int(msg["ep"])]
+        timeout = float(msg.get("limit", 30))
+        ep.channel = CMEventChannel()
+        ep.cm = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
+        ai = AddrInfo(src=self.address, dst=msg["address"], dst_service=str(msg["port"]),
+                      port_space=ce.RDMA_PS_TCP)
+        ep.cm.resolve_addr(ai, int(timeout * 1000))
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ADDR_RESOLVED).ack_cm_event()
+        ep.cm.resolve_route(int(timeout * 1000))
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ROUTE_RESOLVED).ack_cm_event()
+        self._to_init_for_cm(ep, ep.cm)
+        ep.cm.connect(self._conn_param(ep))
+
+    def op_cm_established(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import pyverbs.cm_enums as ce
+
+        ep = self.eps[int(msg["ep"])]
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED).ack_cm_event()
+        return self.op_query_qp(msg)
+
+    # -- work requests --------------------------------------------------------------------------
+    def _sge(self, wr: dict[str, Any]) -> SGE:
+        mr, offset, length = self._region(wr)
+        return SGE(mr.buf + offset, length, int(wr.get("lkey", mr.lkey)))
+
+    def op_post_recv(self, msg: dict[str, Any]) -> None:
+        ep = self.eps[int(msg["ep"])]
+        for i in range(int(msg.get("count", 1))):
+            wr = RecvWR(wr_id=int(msg.get("wr_id", 0)) + i, num_sge=1, sg=[self._sge(msg)])
+            try:
+                ep.qp.post_recv(wr)
+            except PyverbsError as exc:
+                raise VerbsError(f"ibv_post_recv: {exc}") from None
+
+    def _send_wr(self, ep: Endpoint, w: dict[str, Any]) -> SendWR:
+        opcode = w.get("opcode", "SEND")
+        flags = e.IBV_SEND_SIGNALED if w.get("signaled", True) else 0
+        if w.get("inline"):
+            flags |= e.IBV_SEND_INLINE
+        wr = SendWR(wr_id=int(w.get("wr_id", 0)), opcode=OPCODES[opcode], num_sge=1,
+                    sg=[self._sge(w)], send_flags=flags, imm_data=int(w.get("imm", 0)))
+        if opcode.startswith("RDMA"):
+            wr.set_wr_rdma(int(w["rkey"]), int(w["remote_addr"]))
+        elif opcode.startswith("ATOMIC"):
+            wr.set_wr_atomic(int(w["rkey"]), int(w["remote_addr"]), int(w.get("compare_add", 0)),
+                             int(w.get("swap", 0)))
+        if ep.qp_type == "UD":
+            if ep.ah is None:
+                raise VerbsError("UD send without a remote address (ud_remote first)")
+            wr.set_wr_ud(ep.ah, ep.remote_qpn, QKEY)
+        return wr
+
+    def op_post_send(self, msg: dict[str, Any]) -> None:
+        """Post each WR in order; a rejected post raises with its index and errno."""
+        ep = self.eps[int(msg["ep"])]
+        for i, w in enumerate(msg["wrs"]):
+            wr = self._send_wr(ep, w)
+            try:
+                ep.qp.post_send(wr)
+            except PyverbsError as exc:
+                raise VerbsError(f"ibv_post_send (WR {i}, {w.get('opcode', 'SEND')}, wr_id "
+                                 f"{w.get('wr_id', 0)}): errno {_errno(exc)}: {exc}") from None
+
+    def op_execute(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        """post_send, then poll the send CQ: one round trip for the orchestrator."""
+        self.op_post_send(msg)
+        return self.op_poll({**msg, "cq": "send"})
+
+    def op_digests(self, msg: dict[str, Any]) -> list[str]:
+        """Digests of several regions of one MR: [[offset, length], ...]."""
+        return [self.op_digest({"mr": msg["mr"], "offset": o, "length": n})
+                for o, n in msg["regions"]]
+
+    def op_poll(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        """Up to `count` completions from the send or recv CQ within `wait` seconds."""
+        ep = self.eps[int(msg["ep"])]
+        cq = ep.rcq if msg.get("cq") == "recv" else ep.scq
+        return [wc_json(wc) for wc in poll(cq, int(msg.get("count", 1)),
+                                           float(msg.get("wait", 10)))]
+
+    # -- benchmarks (see bench.py) --------------------------------------------------------------
+    def op_bench(self, msg: dict[str, Any],
+                 notify: Callable[[], None] = lambda: None) -> dict[str, Any]:
+        """One benchmark at one size; notify() once receives are posted (the driver starts
+        the other side only then)."""
+        from pytest_hpccomm.stacks.verbs.bench import BenchError, run_bench
+
+        ep = self.eps[int(msg["ep"])]
+        try:
+            return run_bench(self, ep, msg, notify)
+        except BenchError as exc:
+            raise VerbsError(str(exc)) from None
+
+    def close(self) -> None:
+        for eid in list(self.eps):
+            try:
+                self.op_destroy_qp({"ep": eid})
+            except PyverbsError:
+                pass
+        for mr in self.mrs.values():
+            mr.close()
+        self.mrs.clear()
+        if self._cm_anchor is not None:
+            self._cm_anchor[1].close()
+        else:
+            self.pd.close()
+            self.ctx.close()
+
+
+def poll(cq: CQ, count: int, timeout: float) -> list[Any]:
+    """Busy-poll (as perftest does) until `count` completions or the timeout."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        n, wcs = cq.poll(min(16, count - len(got)))
+        if n:
+            got.extend(wcs[:n])
+        elif time.monotonic() > deadline:
+            break
+    return got
+
+
+def wc_json(wc: Any) -> dict[str, Any]:
+    return {"wr_id": wc.wr_id, "status": wc.status, "status_text": status_text(wc.status),
+            "opcode": WC_OPCODES.get(wc.opcode, str(wc.opcode)), "byte_len": wc.byte_len,
+            "vendor_err": wc.vendor_err, "src_qp": wc.src_qp, "imm": wc.imm_data}

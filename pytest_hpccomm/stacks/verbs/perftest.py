@@ -1,0 +1,111 @@
+"""perftest's own programs (ib_send_lat, ib_write_bw, ...) as a cross-check of the suite.
+
+Server and client run on this host against the selected device, as `ib_write_bw -d DEV` and
+`ib_write_bw -d DEV ADDRESS` would by hand; both are jobs with hard timeouts (cluster/jobs.py).
+Their report line is parsed into perftest's own column names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from pytest_hpccomm.cluster.jobs import JobResult, run_job, start_job
+from pytest_hpccomm.fabrics import FabricSelection
+
+LAT_COLUMNS = ("bytes", "iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev",
+               "t_p99", "t_p999")
+BW_COLUMNS = ("bytes", "iterations", "bw_peak_mb_s", "bw_average_mb_s", "msg_rate_mpps")
+LISTENING = "Waiting for client"
+_ports = itertools.count(19000 + os.getpid() % 1000)
+
+
+class PerftestFailed(AssertionError):
+    pass
+
+
+@dataclass(frozen=True)
+class PerftestRun:
+    program: str
+    report: dict[str, float]
+    client: JobResult
+    server: JobResult
+
+
+def missing(program: str) -> str | None:
+    return None if shutil.which(program) else f"{program} not found (install perftest)"
+
+
+def parse_report(program: str, stdout: str) -> dict[str, float]:
+    """The last result row: ints for bytes and iterations, floats (inf allowed) after."""
+    columns = LAT_COLUMNS if program.endswith("_lat") else BW_COLUMNS
+    for line in reversed(stdout.splitlines()):
+        parts = line.split()
+        if len(parts) < len(columns) or not (parts[0].isdigit() and parts[1].isdigit()):
+            continue
+        try:
+            values = [float(p) for p in parts[:len(columns)]]
+        except ValueError:
+            continue
+        return dict(zip(columns, values))
+    raise PerftestFailed(f"{program} printed no result row:\n{stdout[-1500:]}")
+
+
+def command(program: str, sel: FabricSelection, size: int, iterations: int,
+            port: int) -> list[str]:
+    argv = [program, "-d", str(sel.device), "-i", str(sel.port or 1), "-p", str(port),
+            "-n", str(iterations), "-F"]  # -F: no failure on CPU frequency warnings (VMs)
+    if "atomic" not in program:
+        argv += ["-s", str(size)]
+    if sel.kind == "iwarp":
+        argv.append("-R")  # iWARP connects through rdma_cm only
+    elif sel.link_layer == "Ethernet" and sel.gid_index is not None:
+        argv += ["-x", str(sel.gid_index)]
+    return argv
+
+
+def listening(port: int) -> bool:
+    """A TCP socket in LISTEN on port: perftest's exchange socket, or (iWARP, -R) the kernel
+    socket siw listens on for rdma_cm. perftest's own "Waiting for client" line sits in its
+    stdout buffer when that is a file, so it cannot be waited for."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A" and fields[1].endswith(f":{port:04X}"):
+                return True
+    return False
+
+
+def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
+             timeout: float = 120.0) -> PerftestRun:
+    """Server first; once it listens, the client against the device's address."""
+    port = next(_ports)
+    argv = command(program, sel, size, iterations, port)
+    server = start_job(argv, timeout=timeout + 30, label=f"{program} server")
+    try:
+        deadline = time.monotonic() + timeout
+        while not listening(port) and LISTENING not in server.peek_output()[0]:
+            if server.poll() is not None or time.monotonic() > deadline:
+                res = server.stop()
+                raise PerftestFailed(f"{program} server did not listen: {res.describe()}")
+            time.sleep(0.2)
+        client = run_job([*argv, sel.address or "127.0.0.1"], timeout=timeout,
+                         label=f"{program} client")
+        srv = server.wait(timeout=30)
+    finally:
+        server.stop()
+    for who, job in (("client", client), ("server", srv)):
+        if not job.ok:
+            raise PerftestFailed(f"{program} {who}: {job.describe()}\n{job.stdout[-1500:]}")
+    report = parse_report(program, client.stdout)
+    if not all(math.isfinite(v) or math.isinf(v) for v in report.values()):
+        raise PerftestFailed(f"{program}: unreadable numbers {report}")
+    return PerftestRun(program, report, client, srv)

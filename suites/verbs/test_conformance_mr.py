@@ -1,0 +1,122 @@
+"""Memory-region access flags are enforced by the responder (ibv_reg_mr(3), IB spec 10.6.3).
+
+An RDMA WRITE into an MR registered without REMOTE_WRITE (READ without REMOTE_READ, atomic
+without REMOTE_ATOMIC, a wrong rkey, a range past the MR's end) must fail with a remote access
+error and leave the target's bytes untouched. The positive control — the same WRITE into an MR
+that was granted REMOTE_WRITE lands intact — is what catches an MR registered with too few
+rights (--hpc-verbs-plant=mr-no-remote-write plants exactly that).
+
+iWARP acknowledges an RDMA WRITE when TCP has taken it, not when the peer placed it: there the
+violation surfaces as the responder terminating the connection (the QP leaves RTS and the next
+operation fails) rather than as the WRITE's own completion status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.stacks.verbs.driver import (ALL_ACCESS, VerbsCallError, VerbsPair,
+                                                expect_success)
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
+
+REMOTE_ACCESS_ERROR = 10  # IBV_WC_REM_ACCESS_ERR
+LENGTH = 4096
+# A known deviation, kept visible as a strict xfail: it turns into a failure once fixed.
+SIW_NO_REMOTE_READ_CHECK = (
+    "siw does not enforce REMOTE_READ: it sends READ responses from memory it checks with no "
+    "permissions (Linux 6.1 drivers/infiniband/sw/siw/siw_qp_tx.c, siw_qp_sq_proc_tx: "
+    "siw_check_sgl_tx(qp->pd, wqe, 0), 'w/o checking access')")
+
+
+def without(flag: str) -> tuple[str, ...]:
+    return tuple(a for a in ALL_ACCESS if a != flag)
+
+
+def op(opcode: str, link: Any, *, offset: int = 0, length: int = LENGTH,
+       rkey: int | None = None, **extra: Any) -> dict[str, Any]:
+    return {"opcode": opcode, "mr": link.mr_a["mr"], "offset": 0, "length": length,
+            "remote_addr": link.mr_b["addr"] + offset,
+            "rkey": link.mr_b["rkey"] if rkey is None else rkey, "wr_id": 1, **extra}
+
+
+def violation(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
+    """Run a WR that breaks the responder's rules; return how the violation surfaced."""
+    try:
+        wcs = pair.execute(link.a, [wr], timeout=20)
+    except VerbsCallError as exc:
+        return f"rejected at post: {exc}"
+    assert wcs, f"{wr['opcode']} into a forbidden region never completed"
+    if wcs[0]["status"] == REMOTE_ACCESS_ERROR:
+        return "remote access error"
+    if pair.iwarp:
+        # the WRITE left through TCP; the responder's TERMINATE tears the connection down
+        probe = op("RDMA_READ", link, length=8) | {"wr_id": 2}
+        try:
+            after = pair.execute(link.a, [probe], timeout=5)
+        except VerbsCallError as exc:
+            return f"connection terminated: {exc}"
+        if not after or after[0]["status"] != 0 or link.conn.state(link.a) != "RTS":
+            return "connection terminated"
+    pytest.fail(f"{wr['opcode']} violating the responder's MR completed with "
+                f"{wcs[0]['status_text']} and the connection carried on", pytrace=False)
+
+
+def target_digest(link: Any) -> str:
+    return str(link.b.peer.call("digest", mr=link.mr_b["mr"], offset=0, length=LENGTH))
+
+
+def test_rdma_write_into_mr_with_remote_write_lands(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
+    link = fresh_rc()
+    want = link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=7)
+    wr = op("RDMA_WRITE", link)
+    expect_success(verbs_pair.execute(link.a, [wr]), [wr],
+                   "RDMA_WRITE into an MR registered with REMOTE_WRITE")
+    assert target_digest(link) == want, "the RDMA WRITE completed but its bytes did not land"
+
+
+def test_rdma_write_without_remote_write_is_rejected(verbs_pair: VerbsPair,
+                                                     fresh_rc: Any) -> None:
+    link = fresh_rc(b_access=without("remote_write"))
+    link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=8)
+    before = target_digest(link)
+    how = violation(verbs_pair, link, op("RDMA_WRITE", link))
+    assert target_digest(link) == before, f"forbidden write changed the target ({how})"
+
+
+def test_rdma_read_without_remote_read_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any,
+                                                   request: pytest.FixtureRequest) -> None:
+    if verbs_pair.selection.driver == "siw":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=SIW_NO_REMOTE_READ_CHECK))
+    link = fresh_rc(b_access=without("remote_read"))
+    secret = link.b.peer.call("fill", mr=link.mr_b["mr"], offset=0, length=LENGTH, seed=9)
+    violation(verbs_pair, link, op("RDMA_READ", link))
+    got = link.a.peer.call("digest", mr=link.mr_a["mr"], offset=0, length=LENGTH)
+    assert got != secret, "a forbidden RDMA READ returned the target's bytes"
+
+
+def test_atomic_without_remote_atomic_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
+    if not verbs_pair.info.get("atomic_cap"):
+        pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
+    link = fresh_rc(b_access=without("remote_atomic"))
+    before = target_digest(link)
+    violation(verbs_pair, link, op("ATOMIC_FETCH_AND_ADD", link, length=8, compare_add=1))
+    assert target_digest(link) == before, "a forbidden atomic changed the target"
+
+
+def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
+    link = fresh_rc()
+    link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=10)
+    before = target_digest(link)
+    violation(verbs_pair, link, op("RDMA_WRITE", link, rkey=link.mr_b["rkey"] ^ 0x5a5a00))
+    assert target_digest(link) == before
+
+
+def test_write_past_the_end_of_the_mr_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
+    link = fresh_rc(length=LENGTH)
+    link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=11)
+    before = target_digest(link)
+    violation(verbs_pair, link, op("RDMA_WRITE", link, offset=LENGTH - 64, length=128))
+    assert target_digest(link) == before

@@ -1,0 +1,116 @@
+"""The verbs suite inside the SoftRoCE / iWARP guest (ci/guest): rxe and siw under QEMU.
+
+Builds (or reuses) the cached guest, boots it once per case, and reads the guest's JUnit XML:
+- softroce / iwarp: `pytest --hpc-fabric=<kind> suites/verbs` must pass; the suite provisions
+  rxe0 / siw0 itself; perftest's programs run next to it as a cross-check
+- planted: the peers register MRs without REMOTE_WRITE (--hpc-verbs-plant); the conformance
+  suite must catch it: the RDMA WRITE tests fail with a remote access error
+
+Skips with the reason when the host cannot build or boot the guest (not root, no QEMU, no
+debootstrap or kernel headers: `ci/guest/build.sh --check` says which).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.cluster.jobs import JobResult, run_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
+
+ROOT = Path(__file__).resolve().parents[3]
+BUILD, RUN = ROOT / "ci" / "guest" / "build.sh", ROOT / "ci" / "guest" / "run.sh"
+BUILD_TIMEOUT = 1800.0
+JOB_TIMEOUT = 900  # inside the guest; run.sh adds its boot margin, we add ours
+# (pytest-timeout: 300 s per test inside the guest, so one hang cannot eat the whole budget)
+PLANTED_TESTS = "remote_write_lands or payload_integrity"
+
+
+@pytest.fixture(scope="module")
+def guest_image() -> str:
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86 is not installed (apt-get install qemu-system-x86)")
+    check = run_job(["bash", str(BUILD), "--check"], timeout=60, label="build.sh --check")
+    if not check.ok:
+        pytest.skip((check.stderr.strip() or check.stdout.strip()).splitlines()[-1])
+    build = run_job(["bash", str(BUILD)], timeout=BUILD_TIMEOUT, label="ci/guest/build.sh")
+    assert build.ok, f"guest build failed: {build.describe()}\n{build.stderr[-3000:]}"
+    return build.stdout.strip().splitlines()[-1]
+
+
+def boot(image: str, results: Path, fabric: str, *pytest_args: str) -> JobResult:
+    argv = ["bash", str(RUN), "--image", image, "--fabric", fabric, "--results", str(results),
+            "--timeout", str(JOB_TIMEOUT), "--", "--timeout=300", *pytest_args]
+    return run_job(argv, timeout=JOB_TIMEOUT + 300, label=f"guest {fabric}",
+                   env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get(
+                       "HPCCOMM_GUEST_ACCEL", "tcg")})
+
+
+def junit(results: Path) -> dict[str, Any]:
+    path = results / "junit.xml"
+    assert path.is_file(), f"the guest wrote no JUnit XML; console:\n{_tail(results)}"
+    cases = ET.parse(path).getroot().iter("testcase")
+    out: dict[str, Any] = {"passed": [], "failed": {}, "skipped": {}}
+    for case in cases:
+        name = f"{case.get('classname')}::{case.get('name')}"
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        skipped = case.find("skipped")
+        if bad is not None:
+            out["failed"][name] = f"{bad.get('message', '')} {bad.text or ''}"
+        elif skipped is not None:
+            out["skipped"][name] = skipped.get("message", "")
+        else:
+            out["passed"].append(name)
+    return out
+
+
+def _tail(results: Path) -> str:
+    for name in ("pytest.log", "console.log"):
+        path = results / name
+        if path.is_file():
+            return path.read_text(errors="replace")[-4000:]
+    return "(no log)"
+
+
+# conformance tests that must pass: iWARP has no UD, siw no atomics, and its QPs reach RTS only
+# through rdma_cm (the manual state-machine walk is skipped there)
+@pytest.mark.parametrize("fabric,device,at_least", [("softroce", "rxe", 35),
+                                                     ("iwarp", "siw", 12)])
+def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabric: str,
+                                         device: str, at_least: int,
+                                         record_property: Any) -> None:
+    job = boot(guest_image, tmp_path, fabric)
+    got = junit(tmp_path)
+    conformance = [n for n in got["passed"] if ".test_conformance_" in n]
+    crosscheck = [n for n in got["passed"] if "test_perftest_crosscheck" in n]
+    record_property("guest_seconds", round(job.elapsed, 1))
+    record_property("guest_passed", len(got["passed"]))
+    record_property("guest_conformance_passed", len(conformance))
+    record_property("guest_skipped", len(got["skipped"]))
+    assert not got["failed"], f"{fabric} in the guest: {len(got['failed'])} failed: " \
+        + "; ".join(f"{k}: {v[:300]}" for k, v in list(got["failed"].items())[:5])
+    assert job.ok, f"guest run failed: {job.describe()}\n{_tail(tmp_path)}"
+    assert len(conformance) >= at_least, f"only {len(conformance)} conformance tests passed"
+    assert crosscheck, "no perftest program ran next to the suite"
+    log = (tmp_path / "pytest.log").read_text(errors="replace")
+    assert f"{device}0" in log, f"the suite did not run on a provisioned {device}0"
+
+
+def test_planted_mr_without_remote_write_is_caught(guest_image: str, tmp_path: Path) -> None:
+    job = boot(guest_image, tmp_path, "softroce", "--hpc-verbs-plant=mr-no-remote-write",
+               "-m", "conformance", "-k", PLANTED_TESTS)
+    got = junit(tmp_path)
+    assert job.returncode == 1, f"the planted bug went unnoticed: {job.describe()}"
+    caught = {k: v for k, v in got["failed"].items() if "remote access error" in v}
+    assert any("test_rdma_write_into_mr_with_remote_write_lands" in k for k in caught), \
+        f"the MR-rights test did not catch the planted bug: {sorted(got['failed'])}"
+    assert any("RDMA_WRITE" in k for k in caught), \
+        f"the RDMA_WRITE integrity property did not catch it: {sorted(got['failed'])}"
