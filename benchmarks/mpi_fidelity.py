@@ -145,22 +145,25 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, runtime, _ in tools:
         print(f"\n### {runtime.flavor} ({name}): {args.rounds} interleaved rounds\n")
-        print("Values: median over rounds. Ratios: median over rounds of suite / OSU C.\n")
-        print("| benchmark | size | OSU C | suite (median) | ratio | suite (mean) | ratio "
-              "| target |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("Values: median over rounds. Ratios: median (and interquartile range) over rounds "
+              "of suite / OSU C.\n")
+        print("| benchmark | size | OSU C | suite (median) | ratio | ratio IQR | suite (mean) "
+              "| ratio | target |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for bench, unit, sizes in (("osu_latency", "us", lat), ("osu_bw", "MB/s", bw)):
             for size in sizes:
                 c = got[(name, "osu", bench)][size]
                 med = got[(name, "suite", bench)][size]
                 mean = got[(name, "suite", f"{bench}:mean")][size]
-                ratio = statistics.median(m / o for m, o in zip(med, c))
+                ratios = [m / o for m, o in zip(med, c)]
+                ratio = statistics.median(ratios)
+                q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratio] * 3
                 ratio_mean = statistics.median(m / o for m, o in zip(mean, c))
                 target = (f"<= {TARGETS['latency'][size]}" if bench == "osu_latency"
                           and size in TARGETS["latency"] else ">= 0.95"
                           if bench == "osu_bw" and size >= 64 << 10 else "")
                 print(f"| {bench} | {format_size(size)} | {statistics.median(c):.2f} {unit} | "
-                      f"{statistics.median(med):.2f} {unit} | {ratio:.3f} | "
+                      f"{statistics.median(med):.2f} {unit} | {ratio:.3f} | {q1:.2f}-{q3:.2f} | "
                       f"{statistics.median(mean):.2f} {unit} | {ratio_mean:.3f} | {target} |")
     return 0
 

@@ -10,9 +10,10 @@ Records (see `measurements`): every item records its OSU metric (latency in us, 
 MB/s). Two benchmarks also record a second view of the same batches, in the same item, because
 the field reads them that way: collectives their nccl-tests bus bandwidth (metric "busbw", GB/s,
 higher is better; algbw and the factor in `extra`), osu_mbw_mr its message rate (msg/s). Both
-are functions of the same per-batch samples, so their verdict always agrees with the primary
-one; they exist so reports plot busbw and message rate against size with a baseline band.
-The baseline key tells them apart by the parameter `metric`.
+are per-batch functions of the same samples, so their verdict agrees with the primary one (a
+regression fails the item once, naming both); they exist so reports plot busbw and message
+rate against size with a baseline band. The baseline key tells them apart by the parameter
+`metric`. Gather and scatter use nccl-tests' factor (n-1)/n, which measure/metrics.py lacks.
 """
 
 from __future__ import annotations
