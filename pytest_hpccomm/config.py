@@ -15,6 +15,7 @@ import pytest
 
 from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm, parse_host_list,
                                           parse_hostfile)
+from pytest_hpccomm.baselines.history import default_history_path
 from pytest_hpccomm.sizes import SizeSpecError, parse_size_spec
 
 FABRIC_CHOICES = ("auto", "ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
@@ -200,7 +201,3 @@ def _check_ranges(values: dict[str, Any]) -> None:
     if not 2 <= values["vhosts"] <= 16:
         raise pytest.UsageError(f"--hpc-vhosts: must be 2..16, got {values['vhosts']}")
 
-
-def default_history_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "pytest-hpccomm" / "history.sqlite"

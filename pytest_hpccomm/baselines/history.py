@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,6 +25,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from pytest_hpccomm.cache import cache_dir
 from pytest_hpccomm.measure.record import RunResult, param_key
 
 SCHEMA_VERSION = 1
@@ -65,8 +65,7 @@ CREATE INDEX IF NOT EXISTS results_series
 
 
 def default_history_path() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "pytest-hpccomm" / "history.sqlite"
+    return cache_dir("history.sqlite")
 
 
 class SeriesPoint(NamedTuple):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
+from pytest_hpccomm.cache import cache_dir
 from pytest_hpccomm.cluster.jobs import run_job
 
 Vendor = Literal["openmpi", "mpich"]
@@ -80,11 +81,7 @@ def detect_mpi(mpirun_path: str | os.PathLike[str], timeout: float = 30.0) -> Mp
 # -- per-MPI environments ---------------------------------------------------------------------
 
 def mpi_cache(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get(CACHE_VAR):
-        return Path(env[CACHE_VAR])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "/tmp", ".cache")
-    return Path(base) / "pytest-hpccomm" / "mpi"
+    return cache_dir("mpi", env, CACHE_VAR)
 
 
 def mpi_prefix(name: str, env: Mapping[str, str] | None = None) -> Path:

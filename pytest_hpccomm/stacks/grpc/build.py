@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from pytest_hpccomm.cache import cache_dir
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, run_job, start_job
 
 NATIVE_DIR = Path(__file__).with_name("native")
@@ -77,11 +78,7 @@ class NativeBuild:
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get(CACHE_VAR):
-        return Path(env[CACHE_VAR])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "/tmp", ".cache")
-    return Path(base) / "pytest-hpccomm" / "grpc"
+    return cache_dir("grpc", env, CACHE_VAR)
 
 
 def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> JobResult:
