@@ -8,6 +8,7 @@ set of runs answers "which tolerance reaches >= 95 % detection of a 5 % slowdown
 false alarms on this machine".
 
     .venv/bin/python benchmarks/canary.py --rounds 20 [--sizes 8,64,1K,8K,64K] [--mpi openmpi]
+        [--factors 1.05,1.10] [--repeats 3] [--dump trials.json]
 """
 
 from __future__ import annotations
@@ -21,15 +22,18 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from pytest_hpccomm.baselines.store import entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, judge
+from pytest_hpccomm.measure.record import Measurement
 from pytest_hpccomm.report.results_json import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "suites" / "mpi" / "test_perf_osu.py"
-FACTORS = (1.0, 1.05, 1.10)
-TOLERANCES = (0.01, 0.02, 0.03, 0.05, 0.10)
+TOLERANCES = (0.01, 0.02, 0.03, 0.05, 0.10, 0.15, 0.20)
 
 
 class RunFailed(Exception):
@@ -43,7 +47,7 @@ def run_sweep(out: Path, args: argparse.Namespace, slowdown: float) -> dict[str,
            "-k", "osu_latency", f"--hpc-mpi={args.mpi}", "--hpc-launcher=local",
            f"--hpc-sizes={args.sizes}", "--hpc-history=none", f"--hpc-baselines={out}/bl",
            f"--hpc-results={out}/r.json", f"--hpc-inject-slowdown={slowdown}",
-           "--hpc-system=canary", "--import-mode=importlib"]
+           "--hpc-system=canary", f"--hpc-repeats={args.repeats}", "--import-mode=importlib"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
                           check=False)
     if not (out / "r.json").exists():
@@ -52,19 +56,12 @@ def run_sweep(out: Path, args: argparse.Namespace, slowdown: float) -> dict[str,
     return {r.measurement.key: r.measurement for r in results}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--sizes", default="8,64,1K,8K,64K")
-    ap.add_argument("--mpi", default="openmpi")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--dump", type=Path, help="write every trial's samples here (JSON)")
-    args = ap.parse_args()
+def collect(args: argparse.Namespace, factors: tuple[float, ...]) -> list[dict[str, Any]]:
     rng = random.Random(args.seed)
-    trials: list[dict[str, object]] = []
+    trials: list[dict[str, Any]] = []
     t0 = time.monotonic()
     for rnd in range(args.rounds):
-        order = list(FACTORS)
+        order = list(factors)
         rng.shuffle(order)
         try:
             with tempfile.TemporaryDirectory() as tmp:
@@ -80,27 +77,62 @@ def main() -> int:
                                    "base": base[key], "cur": m})
         print(f"round {rnd + 1}/{args.rounds} done ({time.monotonic() - t0:.0f} s)",
               file=sys.stderr)
+    return trials
+
+
+def tabulate(trials: list[dict[str, Any]], factors: tuple[float, ...]) -> None:
     table: dict[tuple[float, float], dict[Outcome, int]] = defaultdict(lambda: defaultdict(int))
     for t in trials:
-        entry = entry_from_measurement(t["base"], {}, "")  # type: ignore[arg-type]
+        entry = entry_from_measurement(t["base"], {}, "")
         for tol in TOLERANCES:
-            v = judge(t["cur"], entry, tolerance=tol)  # type: ignore[arg-type]
-            table[(tol, t["factor"])][v.outcome] += 1  # type: ignore[index]
-    n = len(trials) // len(FACTORS)
-    print(f"\n{args.rounds} rounds x {len(args.sizes.split(','))} sizes = {n} trials per "
-          f"condition ({args.mpi}, osu_latency, TCP over loopback, "
-          f"{time.monotonic() - t0:.0f} s)\n")
-    print("| tolerance | false alarms (no change) | inconclusive (no change) "
-          "| 5 % caught | 10 % caught |")
-    print("|---|---|---|---|---|")
+            v = judge(t["cur"], entry, tolerance=tol)
+            table[(tol, t["factor"])][v.outcome] += 1
+    n = sum(1 for t in trials if t["factor"] == 1.0)
+    print(f"\n{n} trials per condition (osu_latency, TCP over loopback)\n")
+    print("| tolerance | false alarms (no change) | inconclusive (no change) | "
+          + " | ".join(f"{f - 1:.0%} caught" for f in factors[1:]) + " |")
+    print("|---" * (2 + len(factors)) + "|")
     for tol in TOLERANCES:
         def pct(f: float, o: Outcome) -> str:
             c = table[(tol, f)]
             return f"{100 * c[o] / max(1, sum(c.values())):.1f} %"
-        print(f"| {tol:.0%} | {pct(1.0, Outcome.REGRESSION)} | {pct(1.0, Outcome.INCONCLUSIVE)} "
-              f"| {pct(1.05, Outcome.REGRESSION)} | {pct(1.10, Outcome.REGRESSION)} |")
+        print(f"| {tol:.0%} | {pct(1.0, Outcome.REGRESSION)} | {pct(1.0, Outcome.INCONCLUSIVE)} | "
+              + " | ".join(pct(f, Outcome.REGRESSION) for f in factors[1:]) + " |")
+    # what no within-run statistic sees: how far apart two runs of unchanged code land
+    ratios = np.array([np.median(t["cur"].samples) / np.median(t["base"].samples)
+                       for t in trials if t["factor"] == 1.0])
+    if ratios.size:
+        lo, mid, hi = np.percentile(ratios, [5, 50, 95])
+        print(f"\nno-change run/run median ratio: median {mid:.3f}, p5-p95 {lo:.3f}-{hi:.3f}, "
+              f"sd(log) {np.std(np.log(ratios)):.3f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--sizes", default="8,64,1K,8K,64K")
+    ap.add_argument("--mpi", default="openmpi")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3, help="--hpc-repeats of every run")
+    ap.add_argument("--factors", default="1.05,1.10",
+                    help="canary slowdowns besides the no-change run (comma-separated)")
+    ap.add_argument("--dump", type=Path, help="write every trial's samples here (JSON)")
+    ap.add_argument("--from-dump", type=Path, help="tabulate a --dump file instead of running")
+    args = ap.parse_args()
+    if args.from_dump:
+        trials = [{**t, "base": Measurement.from_json(t["base"]),
+                   "cur": Measurement.from_json(t["cur"])}
+                  for t in json.loads(args.from_dump.read_text())]
+        tabulate(trials, tuple(sorted({float(t["factor"]) for t in trials})))
+        return 0
+    factors = (1.0, *(float(f) for f in args.factors.split(",")))
+    t0 = time.monotonic()
+    trials = collect(args, factors)
+    print(f"{args.rounds} rounds, {args.mpi}, sizes {args.sizes}, {args.repeats} jobs per run, "
+          f"{time.monotonic() - t0:.0f} s")
+    tabulate(trials, factors)
     if args.dump:
-        args.dump.write_text(json.dumps([{**t, "base": t["base"].to_json(),  # type: ignore
+        args.dump.write_text(json.dumps([{**t, "base": t["base"].to_json(),
                                           "cur": t["cur"].to_json()} for t in trials]))
     return 0
 

@@ -6,15 +6,31 @@ cd "$(dirname "$0")/.."
 VENV="${HPCCOMM_VENV:-.venv}"
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # the suites: network namespaces, nft, the native gRPC peer; openssh for the MPI real-host
+  # placement test (sshd runs only inside the virtual cluster's namespaces); then what
+  # ci/guest/build.sh needs to build the SoftRoCE/iWARP guest: QEMU, debootstrap and the
+  # headers of the kernel the guest boots (siw.ko is built against them)
+  pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
+        libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
+        qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc)
+  [ -n "$(apt-cache policy linux-image-amd64 2>/dev/null)" ] || timeout 600 apt-get update -qq
+  kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+         awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  [ -z "$kpkg" ] || pkgs+=("linux-headers-${kpkg#linux-image-}")
   missing=()
-  for pkg in iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev \
-             libprotobuf-dev protobuf-compiler protobuf-compiler-grpc; do
+  for pkg in "${pkgs[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "bootstrap: apt-get install ${missing[*]}"
     timeout 600 apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq "${missing[@]}" >/dev/null
+    # never start daemons from maintainer scripts (openssh-server would listen on port 22)
+    rcd=/usr/sbin/policy-rc.d; own_rcd=0
+    if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd"; chmod +x "$rcd"; own_rcd=1; fi
+    trap '[ "$own_rcd" = 1 ] && rm -f "$rcd"' EXIT
+    DEBIAN_FRONTEND=noninteractive timeout 1500 apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+    [ "$own_rcd" = 1 ] && rm -f "$rcd"; trap - EXIT
   fi
 fi
 

@@ -20,6 +20,7 @@ from pytest_hpccomm.sizes import SizeSpecError, parse_size_spec
 
 FABRIC_CHOICES = ("auto", "ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
 LAUNCHER_CHOICES = ("auto", "local", "netns", "mpirun", "srun")
+BIND_CHOICES = ("auto", "none")
 PROFILE_CHOICES = ("quick", "full")
 UPDATE_CHOICES = ("none", "new", "all")
 
@@ -46,6 +47,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--hpc-hostfile", "Open MPI or MPICH hostfile", kind="path"),
     OptionSpec("--hpc-launcher", "how peers are started: auto, local, netns (virtual cluster of "
                "network namespaces), mpirun, srun", "auto", choices=LAUNCHER_CHOICES),
+    OptionSpec("--hpc-rsh-agent", "remote shell mpirun uses to reach --hpc-hosts (default ssh), "
+               "e.g. a wrapper running `ssh -F my_config`"),
+    OptionSpec("--hpc-bind", "binding of ranks on --hpc-hosts: auto (the MPI's default) or none "
+               "(hosts that share cores, e.g. containers on one machine); loopback and the "
+               "virtual cluster never bind", "auto", choices=BIND_CHOICES),
     OptionSpec("--hpc-vhosts", "number of hosts of the virtual cluster (--hpc-launcher=netns)", 2,
                kind="int"),
     OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB, short runs) or full (1 B-64 MiB)", "quick",
@@ -61,6 +67,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                0.05, kind="float"),
     OptionSpec("--hpc-strict", "inconclusive (too noisy) verdicts fail the test", False,
                kind="bool"),
+    OptionSpec("--hpc-repeats", "independent jobs per benchmark sweep, their batches pooled, so "
+               "the verdict sees run-to-run variance (default 3)", 3, kind="int"),
     OptionSpec("--hpc-inject-slowdown", "canary: peers stretch every timed operation by this "
                "factor (>= 1.0) to prove the gate catches a regression of that size", 1.0,
                kind="float"),
@@ -83,6 +91,8 @@ class HpcConfig:
     hosts: str | None = None
     hostfile: Path | None = None
     launcher: str = "auto"
+    rsh_agent: str | None = None
+    bind: str = "auto"
     vhosts: int = 2
     profile: str = "quick"
     sizes: tuple[int, ...] | None = None
@@ -92,6 +102,7 @@ class HpcConfig:
     tolerance: float = 0.05
     strict: bool = False
     inject_slowdown: float = 1.0
+    repeats: int = 3
     results: Path | None = None
     report: Path | None = None
     markdown: Path | None = None
@@ -200,4 +211,6 @@ def _check_ranges(values: dict[str, Any]) -> None:
             f"--hpc-inject-slowdown: must be >= 1.0, got {values['inject_slowdown']}")
     if not 2 <= values["vhosts"] <= 16:
         raise pytest.UsageError(f"--hpc-vhosts: must be 2..16, got {values['vhosts']}")
+    if not 1 <= values["repeats"] <= 20:
+        raise pytest.UsageError(f"--hpc-repeats: must be 1..20, got {values['repeats']}")
 

@@ -78,6 +78,9 @@ class RunningJob:
         self._out: IO[bytes] = tempfile.TemporaryFile()
         self._err: IO[bytes] = tempfile.TemporaryFile()
         full_env = dict(os.environ if env is None else env)
+        # last, also when a job starts jobs (its own tag is inherited): with an inherited tag
+        # left in its place, MPICH 5.0.2's ssh-launched jobs hung in MPI_Init, reproducibly
+        full_env.pop(TAG_VAR, None)
         full_env[TAG_VAR] = self.tag
         rfd, wfd = os.pipe()
         self._status_r = rfd

@@ -26,14 +26,12 @@ import pytest
 
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.record import Measurement
-from pytest_hpccomm.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, job_groups, measurements
 from pytest_hpccomm.stacks.mpi.peer import COLLECTIVES, MULTI_PAIR, PAIR
-from pytest_hpccomm.stacks.mpi.plugin import MpiSweeps
+from pytest_hpccomm.stacks.mpi.plugin import MpiSweeps, sweep_target
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 
-pytestmark = [pytest.mark.perf, pytest.mark.stack("mpi"),
-              pytest.mark.fabric("ethernet", "ipoib")]
+pytestmark = [pytest.mark.perf, pytest.mark.stack("mpi")]  # every fabric: see transport.py
 
 P2P = PAIR + MULTI_PAIR
 SIZED_COLLECTIVES = tuple(c for c in COLLECTIVES if c != "osu_barrier")
@@ -61,14 +59,12 @@ def osu_selected(request: pytest.FixtureRequest) -> Selected:
 
 def sweep_for(benchmark: str, placement: str, runtime: MpiRuntime, sweeps: MpiSweeps,
               selected: Selected, cfg: HpcConfig, request: pytest.FixtureRequest) -> Sweep:
-    if placement not in (LOOPBACK, NETNS):
-        pytest.skip(f"MPI sweeps on placement {placement!r} are not implemented yet (they run "
-                    f"on {LOOPBACK} and {NETNS})")
+    target = sweep_target(placement, runtime, request.getfixturevalue("hpc_session"), request)
     wanted = selected.get((runtime.name, placement), set()) | {benchmark}
-    group = next(g for g in job_groups(wanted, placement, cfg.vhosts) if benchmark in g)
-    cluster = request.getfixturevalue("hpc_virtual_cluster") if placement == NETNS else None
+    hosts = len(target.hosts) if target.hosts else cfg.vhosts
+    group = next(g for g in job_groups(wanted, placement, hosts) if benchmark in g)
     try:
-        return sweeps.get(runtime, placement, ",".join(group), cluster)
+        return sweeps.get(runtime, target, ",".join(group))
     except SweepFailed as exc:
         pytest.fail(str(exc), pytrace=False)
 

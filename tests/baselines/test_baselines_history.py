@@ -200,3 +200,23 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "osu_latency" in proc.stdout
+
+
+RECORDED = Path(__file__).parent / "data" / "recorded_osu_latency_medians.json"
+
+
+@pytest.mark.parametrize("size", ["8", "1024", "65536"])
+def test_recorded_series_step_is_flagged_and_flat_is_not(size: str, tmp_path: Path) -> None:
+    """Run medians recorded from real MPI runs on this machine (see the file's "about"): the
+    10 % canary slowdown from run 15 on is flagged there, through the store and the detector,
+    and the 30 no-change runs (per-run noise ~3.5 %, with 5.8 us outliers at 4.9 us) are not."""
+    import json
+
+    series = json.loads(RECORDED.read_text())["series"][size]
+    store = HistoryStore(tmp_path / "history.sqlite")
+    record_series(store, series["step"])
+    pts = store.series("sysA", "ib", "mpi", "osu_latency", param_key({"size": 8}))
+    cps = change_points([p.median for p in pts])
+    assert [cp.index for cp in cps] == [15]
+    assert cps[0].rel_change == pytest.approx(0.10, abs=0.03)
+    assert change_points(series["flat"]) == []

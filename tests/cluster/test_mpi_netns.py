@@ -15,8 +15,8 @@ from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import start_job
 from pytest_hpccomm.cluster.launchers import LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
-from pytest_hpccomm.cluster.launchers.netns import INIT_FLAKE, NetnsLauncher
+from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE, MpirunLauncher
+from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 
 pytestmark = pytest.mark.needs_root

@@ -47,6 +47,8 @@ def test_nccl_algbw_in_decimal_gigabytes() -> None:
         ("allgather", 4, 3 / 4),
         ("reduce_scatter", 4, 3 / 4),
         ("alltoall", 16, 15 / 16),
+        ("gather", 4, 3 / 4),
+        ("scatter", 2, 1 / 2),
         ("broadcast", 8, 1.0),
         ("bcast", 8, 1.0),
         ("reduce", 8, 1.0),

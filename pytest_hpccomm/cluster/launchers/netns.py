@@ -6,29 +6,20 @@ which stands in for ssh and enters the host's namespace under its own hostname. 
 always pinned to TCP over fab0: namespaces share /dev/shm, and MPICH's default UCX netmod
 silently moves every byte through it (measured: ~20 KB on the veth for 50 MB sent).
 
-MPICH 5.0.2's libfabric TCP endpoint setup fails in MPI_Init in ~2-5 % of launches here
-("OFI call ep_enable failed (default nic=tcp: Bad file descriptor)": it sometimes picks a
-provider entry without a source address and calls listen(-1)); UCX's TCP transport fails at a
-similar rate ("Destination is unreachable"), Open MPI never (0 of 60). mpiexec then often
-hangs instead of exiting. run() recognises that signature in stderr, ends the attempt at once
-and retries; any other failure is returned as it is.
+run() retries MPICH's MPI_Init flake (see mpirun.run_retrying_init_flake).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import JobResult, start_job
+from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
+from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
 from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
-
-
-INIT_FLAKE = "Fatal error in internal_Init_thread"  # MPICH's MPI_Init abort, see above
 
 
 class NetnsLauncher:
@@ -62,19 +53,7 @@ class NetnsLauncher:
     def run(self, spec: LaunchSpec, *, timeout: float, grace: float = 2.0,
             attempts: int = 3) -> JobResult:
         """Run spec to completion across the cluster; retries only MPICH's MPI_Init flake."""
-        launch = self.command(spec)
-        label = f"{self.flavor} job on {','.join(h.name for h in spec.hosts)}"
-        for attempt in range(1, attempts + 1):
-            job = start_job(launch.argv, launch.env, timeout=timeout, grace=grace,
-                            netns_pids_hook=self.pids_hook, on_start=self.cluster.register_pid,
-                            label=label)
-            deadline = time.monotonic() + timeout
-            while job.poll() is None and time.monotonic() < deadline:
-                if INIT_FLAKE in job.peek_output()[1]:
-                    job.stop(grace=0.5)
-                    break
-                time.sleep(0.05)
-            result = job.wait()
-            if attempt == attempts or INIT_FLAKE not in result.stderr:
-                return result
-        raise AssertionError("unreachable")
+        return run_retrying_init_flake(
+            self.command(spec), timeout=timeout, grace=grace, attempts=attempts,
+            netns_pids_hook=self.pids_hook, on_start=self.cluster.register_pid,
+            label=f"{self.flavor} job on {','.join(h.name for h in spec.hosts)}")

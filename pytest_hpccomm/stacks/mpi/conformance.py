@@ -34,8 +34,8 @@ from hypothesis import strategies as st
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import RunningJob, run_job, start_job
 from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
-from pytest_hpccomm.cluster.launchers.netns import INIT_FLAKE, NetnsLauncher
+from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE, MpirunLauncher
+from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (AuthenticationError, Channel, ChannelClosed,
                                          ControlServer, MessageError, RemoteError)

@@ -13,7 +13,7 @@ higher is better; algbw and the factor in `extra`), osu_mbw_mr its message rate 
 are per-batch functions of the same samples, so their verdict agrees with the primary one (a
 regression fails the item once, naming both); they exist so reports plot busbw and message
 rate against size with a baseline band. The baseline key tells them apart by the parameter
-`metric`. Gather and scatter use nccl-tests' factor (n-1)/n, which measure/metrics.py lacks.
+`metric`.
 """
 
 from __future__ import annotations
@@ -28,14 +28,16 @@ from typing import Any, Sequence
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
+from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
+from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.record import Direction, Measurement, Param
 from pytest_hpccomm.stacks.mpi.peer import (BEGIN, BENCHMARKS, COLLECTIVES, END, GATHERS, PAIR,
                                             SCATTERS)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
+from pytest_hpccomm.stacks.mpi.transport import Transport
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # so the MPI env's Python finds the peer
 BANDWIDTH = ("osu_bw", "osu_bibw", "osu_mbw_mr")
@@ -77,6 +79,7 @@ class Sweep:
     docs: dict[str, dict[str, Any]]
     job: JobResult
     failure: str = ""  # why the job did not finish (benchmarks without a document fail)
+    transport: str = ""  # SweepTarget.transport_summary, into the fingerprint
     by_size: dict[str, dict[int, dict[str, Any]]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -101,7 +104,8 @@ class Sweep:
         doc = next(iter(self.docs.values()), {})
         return {"mpi_library": doc.get("mpi_library"), "mpi4py": doc.get("mpi4py"),
                 "mpi_standard": doc.get("mpi_version"),
-                "hosts": ",".join(sorted(set(doc.get("hosts", []))))}
+                "hosts": ",".join(sorted(set(doc.get("hosts", [])))),
+                "mpi_transport": self.transport}
 
 
 def parse_output(stdout: str) -> dict[str, dict[str, Any]]:
@@ -118,13 +122,14 @@ def parse_output(stdout: str) -> dict[str, dict[str, Any]]:
     return docs
 
 
-def job_groups(benchmarks: Iterable[str], placement: str, vhosts: int) -> list[tuple[str, ...]]:
+def job_groups(benchmarks: Iterable[str], placement: str, hosts: int) -> list[tuple[str, ...]]:
     """Benchmarks that can share one job. Two-rank benchmarks need a job of exactly 2 ranks
-    (idle ranks would spin on the cores the pair needs); with 2 hosts everything fits one."""
+    (idle ranks would spin on the cores the pair needs, and a collective over more hosts than
+    the pair's is another job); with 2 hosts everything fits one."""
     chosen = [b for b in BENCHMARKS if b in set(benchmarks)]
     pair = tuple(b for b in chosen if b in PAIR)
     wide = tuple(b for b in chosen if b not in PAIR)
-    if placement == "netns" and vhosts > 2 and pair and wide:
+    if placement in ("netns", "hosts") and hosts > 2 and pair and wide:
         return [pair, wide]
     return [tuple(chosen)] if chosen else []
 
@@ -159,36 +164,94 @@ def timeout_for(benchmarks: Sequence[str], sizes: Sequence[int], s: SweepSetting
     return total
 
 
-def run_sweep(runtime: MpiRuntime, placement: str, benchmark: str, sizes: Sequence[int],
-              settings: SweepSettings, slowdown: float = 1.0,
-              cluster: VirtualCluster | None = None, corrupt: bool = False) -> Sweep:
-    """Run the comma-separated `benchmark`s in one job. placement: 'loopback' (2 ranks, see
-    loopback_launch) or 'netns' (one rank per virtual host; 2 hosts if all are two-rank ones)."""
+@dataclass(frozen=True)
+class SweepTarget:
+    """Where a sweep runs and over what. placement: 'loopback' (2 ranks here), 'netns' (one rank
+    per virtual host; 2 hosts if all benchmarks are two-rank ones) or 'hosts' (one rank per
+    host of `hosts`, started by `launcher` = mpirun over `rsh_agent` (default ssh) or srun).
+    transport: how MPI is pinned to the session's fabric (None: TCP over lo / the veths)."""
+
+    placement: str
+    cluster: VirtualCluster | None = None
+    hosts: tuple[Host, ...] = ()
+    transport: Transport | None = None
+    launcher: str = "mpirun"
+    rsh_agent: str | None = None
+    bind_none: bool = False  # hosts placement: hosts that share cores (see --hpc-bind)
+
+    @property
+    def transport_summary(self) -> str:
+        if self.transport is not None:
+            return self.transport.summary
+        return {"loopback": "tcp over lo", "netns": "tcp over the virtual cluster's veths"}.get(
+            self.placement, "")
+
+
+def run_sweep(runtime: MpiRuntime, target: SweepTarget | str, benchmark: str,
+              sizes: Sequence[int], settings: SweepSettings, slowdown: float = 1.0,
+              corrupt: bool = False) -> Sweep:
+    """Run the comma-separated `benchmark`s in one job at `target` (a bare placement name is
+    SweepTarget(name))."""
+    target = SweepTarget(target) if isinstance(target, str) else target
     names = [b for b in benchmark.split(",") if b]
     argv = peer_argv(runtime, ",".join(names), sizes, settings, slowdown, corrupt)
     env = {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    if placement == "netns":
-        if cluster is None:
+    pair_only = all(b in PAIR for b in names)
+    if target.placement == "netns":
+        if target.cluster is None:
             raise SweepFailed("netns placement needs a virtual cluster")
-        netns = NetnsLauncher(cluster, runtime.mpirun, runtime.flavor)
-        hosts = netns.hosts()[:2] if all(b in PAIR for b in names) else netns.hosts()
+        netns = NetnsLauncher(target.cluster, runtime.mpirun, runtime.flavor)
+        hosts = netns.hosts()[:2] if pair_only else netns.hosts()
         env |= _oversubscribed(len(hosts))
         spec = LaunchSpec(argv, hosts, env=env)
         timeout = timeout_for(names, sizes, settings, len(hosts))
-        return _finish(netns.run(spec, timeout=timeout))  # retries MPICH's MPI_Init flake
-    if placement != "loopback":  # never measure localhost under another placement's name
-        raise SweepFailed(f"placement {placement!r}: the MPI sweep runs on loopback or netns "
-                          "only (real hosts: not implemented yet)")
-    launch = loopback_launch(runtime, argv, env)
-    return _finish(run_job(launch.argv, launch.env, timeout=timeout_for(names, sizes, settings)))
+        job = netns.run(spec, timeout=timeout)  # retries MPICH's MPI_Init flake
+    elif target.placement == "hosts":
+        hosts = list(target.hosts[:2] if pair_only else target.hosts)
+        if len(hosts) < 2:
+            raise SweepFailed(f"hosts placement needs at least 2 hosts, got "
+                              f"{','.join(h.name for h in hosts) or 'none'}")
+        launch = hosts_launch(runtime, argv, env, hosts, target)
+        job = run_retrying_init_flake(launch, timeout=timeout_for(names, sizes, settings,
+                                                                  len(hosts)))
+    elif target.placement == "loopback":
+        launch = loopback_launch(runtime, argv, env, target.transport)
+        job = run_job(launch.argv, launch.env, timeout=timeout_for(names, sizes, settings))
+    else:  # never measure localhost under another placement's name
+        raise SweepFailed(f"placement {target.placement!r}: the MPI sweep runs on loopback, "
+                          "netns or hosts")
+    return _finish(job, target.transport_summary)
+
+
+def hosts_launch(runtime: MpiRuntime, argv: Sequence[str], env: Mapping[str, str],
+                 hosts: Sequence[Host], target: SweepTarget) -> Launch:
+    """One rank per host, transport pinned to the fabric (see transport.py). Open MPI gets
+    --prefix so its daemons are found on hosts whose login shell lacks the MPI on PATH."""
+    t = target.transport
+    if t is None:
+        raise SweepFailed("hosts placement needs the fabric's transport")
+    spec = LaunchSpec(argv, hosts, env={**env, **t.env}, interface=t.interface,
+                      tcp_only=t.tcp_only, bind_none=target.bind_none)
+    if target.launcher == "srun":
+        return SrunLauncher().command(spec)
+    launcher = MpirunLauncher(runtime.mpirun, runtime.flavor, rsh_agent=target.rsh_agent,
+                              prefix=True)
+    return launcher.command(spec)
 
 
 def loopback_launch(runtime: MpiRuntime, argv: Sequence[str],
-                    env: Mapping[str, str] | None = None) -> Launch:
-    """2 ranks here, TCP over loopback: the fabric under test is the network stack, not shared
-    memory (pinned by variables: Open MPI refuses `oob_tcp_if_include lo`, its out-of-band
-    channel needs a non-loopback interface even when every rank is local). Also what
-    benchmarks/mpi_fidelity.py runs OSU's C binaries with."""
+                    env: Mapping[str, str] | None = None,
+                    transport: Transport | None = None) -> Launch:
+    """2 ranks here. On a TCP fabric (or none given): TCP over loopback, the fabric under test is
+    the network stack, not shared memory (pinned by variables: Open MPI refuses
+    `oob_tcp_if_include lo`, its out-of-band channel needs a non-loopback interface even when
+    every rank is local). On an RDMA fabric: both ranks through the HCA (the transport's
+    variables; no shared memory). Also what benchmarks/mpi_fidelity.py runs OSU's C binaries
+    with."""
+    if transport is not None and not transport.tcp_only:
+        spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=2,
+                          env={**(env or {}), **transport.env}, bind_none=True)
+        return MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec)
     rank_env = {**(env or {}), "OMPI_MCA_btl_tcp_if_include": "lo", "FI_TCP_IFACE": "lo"}
     spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=2, env=rank_env, tcp_only=True,
                       bind_none=True)
@@ -201,16 +264,50 @@ def _oversubscribed(ranks: int) -> dict[str, str]:
     return {"OMPI_MCA_mpi_yield_when_idle": "1"} if ranks > (os.cpu_count() or 1) else {}
 
 
-def _finish(job: JobResult) -> Sweep:
+def _finish(job: JobResult, transport: str = "") -> Sweep:
     try:
         docs = parse_output(job.stdout)
     except (ValueError, KeyError) as exc:
         raise SweepFailed(f"unreadable peer output ({exc}): {job.stdout[-300:]!r}") from None
     if job.ok:
-        return Sweep(docs, job)
+        return Sweep(docs, job, transport=transport)
     if not docs:
         raise SweepFailed(f"MPI job failed: {job.describe()}")
-    return Sweep(docs, job, failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}")
+    return Sweep(docs, job, failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}",
+                 transport=transport)
+
+
+def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
+    """One Sweep from independent jobs of the same benchmarks: per point, the batches of every
+    job in job order (samples, max_samples, rate_samples), warm-up summed, errors of all jobs,
+    each job's median kept as `job_medians`. Why pool: two jobs of unchanged code land up to
+    ~10 % apart here (process placement, memory layout), a shift no batch of one job can show;
+    with the batches of 3 jobs on each side the verdict's interval carries that spread
+    (benchmarks/canary.py, README). A benchmark missing from any job is missing here."""
+    if len(sweeps) == 1:
+        return sweeps[0]
+    first = sweeps[0]
+    docs: dict[str, dict[str, Any]] = {}
+    for bench, doc in first.docs.items():
+        if not all(bench in s.docs for s in sweeps):
+            continue
+        merged = dict(doc, errors=[e for s in sweeps for e in s.docs[bench].get("errors", [])],
+                      jobs=len(sweeps))
+        results = []
+        for point in doc["results"]:
+            size = int(point["size"])
+            parts = [s.by_size[bench][size] for s in sweeps if size in s.by_size[bench]]
+            if len(parts) < len(sweeps):
+                continue
+            out = dict(point, warmup=sum(int(p["warmup"]) for p in parts),
+                       job_medians=[_median([float(x) for x in p["samples"]]) for p in parts])
+            for series in ("samples", "max_samples", "rate_samples"):
+                if series in point:
+                    out[series] = [x for p in parts for x in p.get(series, [])]
+            results.append(out)
+        docs[bench] = dict(merged, results=results)
+    failure = next((s.failure for s in sweeps if s.failure), "")
+    return Sweep(docs, sweeps[-1].job, failure=failure, transport=first.transport)
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -221,12 +318,8 @@ def collective_bytes(benchmark: str, size: int, ranks: int) -> int:
 
 
 def busbw_factor(benchmark: str, ranks: int) -> float:
-    """nccl-tests' bus bandwidth factor. Gather and scatter are (n-1)/n as in nccl-tests'
-    src/gather.cu and src/scatter.cu; measure/metrics.py has no entry for them yet."""
-    name = benchmark.removeprefix("osu_")
-    if name in ("gather", "scatter"):
-        return (ranks - 1) / ranks
-    return metrics.busbw_factor(name, ranks)
+    """nccl-tests' bus bandwidth factor of an OSU collective (osu_allreduce -> allreduce)."""
+    return metrics.busbw_factor(benchmark.removeprefix("osu_"), ranks)
 
 
 def busbw_samples(benchmark: str, size: int, ranks: int,
@@ -268,6 +361,8 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
                              "timer_us": doc.get("timer_us")}
     if "max_samples" in point:
         extra["max_rank_latency_us"] = _median(point["max_samples"])
+    if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
+        extra["job_medians"] = point["job_medians"]
     out = [Measurement(stack="mpi", benchmark=benchmark, params=keyed, samples=tuple(samples),
                        unit=unit, direction=direction, warmup_discarded=int(point["warmup"]),
                        metric=metric, extra=extra)]

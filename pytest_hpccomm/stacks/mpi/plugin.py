@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.fabrics import FabricUnavailable
+from pytest_hpccomm.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
                                                    register_settings)
 from pytest_hpccomm.stacks.mpi.conformance_peer import PLANTS
-from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, SweepSettings, run_sweep
+from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
+                                              merge_sweeps, run_sweep)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve
+from pytest_hpccomm.stacks.mpi.transport import NoTransport, transport_for
 
 DEFAULT_MPIS = "openmpi,mpich"
 
@@ -62,25 +65,52 @@ class MpiSweeps:
     """Session cache: one job per (MPI, placement, benchmark); failures are cached too, so
     every size item of a failed sweep reports the same error without relaunching."""
 
-    def __init__(self, profile: str, sizes: Sequence[int], slowdown: float) -> None:
+    def __init__(self, profile: str, sizes: Sequence[int], slowdown: float,
+                 repeats: int = 1) -> None:
         self.settings = SweepSettings.for_profile(profile)
         self.sizes = list(sizes)
         self.slowdown = slowdown
+        self.repeats = repeats  # independent jobs per sweep, pooled (driver.merge_sweeps)
         self._done: dict[tuple[str, str, str], Sweep | SweepFailed] = {}
 
-    def get(self, runtime: MpiRuntime, placement: str, benchmark: str,
-            cluster: Any = None) -> Sweep:
-        key = (runtime.name, placement, benchmark)
+    def get(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
+        key = (runtime.name, target.placement, benchmark)
         if key not in self._done:
             try:
-                self._done[key] = run_sweep(runtime, placement, benchmark, self.sizes,
-                                            self.settings, self.slowdown, cluster)
+                self._done[key] = merge_sweeps([
+                    run_sweep(runtime, target, benchmark, self.sizes, self.settings,
+                              self.slowdown) for _ in range(self.repeats)])
             except SweepFailed as exc:
                 self._done[key] = exc
         got = self._done[key]
         if isinstance(got, SweepFailed):
             raise got
         return got
+
+
+def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: Any,
+                 request: pytest.FixtureRequest) -> SweepTarget:
+    """Where and over what this session's sweeps run; skips (one line) when the placement
+    cannot carry the session's fabric."""
+    cfg, fabric = hpc_session.cfg, hpc_session.selection
+    if isinstance(fabric, FabricUnavailable):
+        pytest.skip(fabric.reason)
+    try:
+        transport = transport_for(fabric, runtime.flavor.vendor)
+    except NoTransport as exc:
+        pytest.skip(str(exc))
+    if placement == NETNS:
+        if fabric.kind != "ethernet":
+            pytest.skip(f"the virtual cluster's links are veths (Ethernet); fabric "
+                        f"{fabric.kind} runs on {LOOPBACK} and on real hosts (--hpc-hosts)")
+        return SweepTarget(NETNS, cluster=request.getfixturevalue("hpc_virtual_cluster"))
+    if placement == HOSTS:
+        launcher = "srun" if cfg.launcher == "srun" else "mpirun"
+        return SweepTarget(HOSTS, hosts=tuple(cfg.host_list), transport=transport,
+                           launcher=launcher, rsh_agent=cfg.rsh_agent,
+                           bind_none=cfg.bind == "none")
+    # loopback: TCP over lo on TCP fabrics, through the HCA on RDMA ones
+    return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
 
 
 _RUNTIMES: dict[str, MpiRuntime | MpiUnavailable] = {}
@@ -102,7 +132,7 @@ def mpi_runtime(mpi_name: str) -> MpiRuntime:
 @pytest.fixture(scope="session")
 def mpi_sweeps(hpc_session: Any) -> MpiSweeps:
     cfg = hpc_session.cfg
-    return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown)
+    return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown, cfg.repeats)
 
 
 @pytest.fixture(scope="session")

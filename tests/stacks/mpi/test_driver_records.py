@@ -12,8 +12,8 @@ from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.measure.record import Direction
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, _finish,
                                               busbw_factor, collective_bytes, job_groups,
-                                              measurements, parse_output, peer_argv,
-                                              timeout_for)
+                                              measurements, merge_sweeps, parse_output,
+                                              peer_argv, timeout_for)
 from pytest_hpccomm.stacks.mpi.peer import BEGIN, BENCHMARKS, END, parse_args
 
 
@@ -148,3 +148,28 @@ def test_mbw_mr_records_bandwidth_and_message_rate() -> None:
     assert (bw.metric, bw.unit, bw.params["ranks"]) == ("bandwidth", "MB/s", 4)
     assert (rate.metric, rate.unit, rate.samples) == ("message_rate", "msg/s", (5e5, 6.25e5))
     assert rate.params["metric"] == "message_rate"
+
+
+def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
+    def point(size: int, samples: list[float], rate: list[float] | None = None) -> dict[str, Any]:
+        p: dict[str, Any] = {"size": size, "samples": samples, "warmup": 1, "iterations": 10}
+        return p | ({"rate_samples": rate} if rate else {})
+
+    a = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [1.0, 3.0], [5.0]), point(64, [2.0])],
+                                 errors=["e1"]),
+               "osu_bw": doc("osu_bw", [point(8, [9.0])])}, job(""), transport="tcp over lo")
+    b = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [10.0, 30.0], [6.0])])}, job(""),
+              failure="MPI job failed after osu_mbw_mr: test job exit 1")
+    merged = merge_sweeps([a, b])
+    p8 = merged.point("osu_mbw_mr", 8)
+    assert p8["samples"] == [1.0, 3.0, 10.0, 30.0] and p8["rate_samples"] == [5.0, 6.0]
+    assert p8["warmup"] == 2 and p8["job_medians"] == [2.0, 20.0]
+    assert merged.doc("osu_mbw_mr")["errors"] == ["e1"] and merged.doc("osu_mbw_mr")["jobs"] == 2
+    with pytest.raises(SweepFailed, match="no result for size 64"):  # not in every job
+        merged.point("osu_mbw_mr", 64)
+    with pytest.raises(SweepFailed, match="osu_bw did not finish: MPI job failed after"):
+        merged.doc("osu_bw")
+    assert merged.transport == "tcp over lo"
+    (m, *_) = measurements(merged, "osu_mbw_mr", 8, {"mpi": "openmpi"})
+    assert m.samples == (1.0, 3.0, 10.0, 30.0) and m.extra["job_medians"] == [2.0, 20.0]
+    assert merge_sweeps([a]) is a
