@@ -28,6 +28,9 @@ def usage_error_line(result: pytest.RunResult) -> str:
     (["--hpc-tolerance=1.5"], "--hpc-tolerance: must be in [0, 1)"),
     (["--hpc-inject-slowdown=0.5"], "--hpc-inject-slowdown: must be >= 1.0"),
     (["--hpc-update-baselines=some"], "--hpc-update-baselines: invalid value 'some'"),
+    (["--hpc-repeats=0"], "--hpc-repeats: must be 1..20, got 0"),
+    (["--hpc-repeats=two"], "--hpc-repeats: expected"),
+    (["--hpc-bind=socket"], "--hpc-bind: invalid value 'socket'"),
     (["--hpc-sysfs-root=/nonexistent"], "--hpc-sysfs-root:"),
 ])
 def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
