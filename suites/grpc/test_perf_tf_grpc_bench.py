@@ -66,6 +66,8 @@ def test_tf_grpc_bench(bench: str, scheme: str, grpc_peer: str, grpc_mode: str,
         "placement": hpc_placement}
     extra: dict[str, Any] = {"layout": ",".join(map(str, layout)),
                              "iterations_per_sample": point["iterations"]}
+    if "job_medians" in point:  # runs pooled by --hpc-repeats
+        extra["job_medians"] = point["job_medians"]
     if family == "ps":
         params |= {"workers": sweep.workers, "servers": sweep.servers}
         if name == "ps":

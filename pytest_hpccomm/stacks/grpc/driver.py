@@ -9,7 +9,9 @@ batches at a common wall-clock time, so batch b of every worker covers the same 
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -239,6 +241,31 @@ def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str]
         for m in out.values():
             m["samples"] = [x / len(m["per_worker"]) for x in m["samples"]]
     return out
+
+
+def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
+    """One Sweep from independent client runs (--hpc-repeats) against the same servers: per
+    (benchmark, layout) the batches of every run in run order, warm-up summed, all errors,
+    each run's median kept as `job_medians`; veth deltas add up. Pooling puts the spread
+    between runs into the samples the verdict is built from (see the MPI driver)."""
+    if len(sweeps) == 1:
+        return sweeps[0]
+    first = sweeps[0]
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, r in first.results.items():
+        parts = [sw.results[key] for sw in sweeps if key in sw.results]
+        if len(parts) < len(sweeps):
+            continue
+        results[key] = {**r, "samples": [x for p in parts for x in p["samples"]],
+                        "per_worker": [w for p in parts for w in p.get("per_worker", [])],
+                        "errors": [e for p in parts for e in p["errors"]],
+                        "warmup": sum(int(p["warmup"]) for p in parts),
+                        **({"iterations": [i for p in parts for i in p["iterations"]]}
+                           if isinstance(r.get("iterations"), list) else {}),
+                        "job_medians": [statistics.median(p["samples"]) for p in parts
+                                        if p["samples"]]}
+    veth = {k: sum(sw.veth.get(k, 0) for sw in sweeps) for k in first.veth}
+    return dataclasses.replace(first, results=results, veth=veth)
 
 
 def _counters(cluster: VirtualCluster | None, host: int) -> tuple[int, int] | None:

@@ -18,7 +18,7 @@ from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, Nat
                                               ensure_built)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
 from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, ServerHandle, Sweep,
-                                               run_p2p, run_ps, start_server)
+                                               merge_sweeps, run_p2p, run_ps, start_server)
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
@@ -51,10 +51,12 @@ class GrpcLab:
     """Session state: the native build, running servers, finished sweeps. Failures are cached
     too, so every item that needs a broken piece reports the same error without retrying."""
 
-    def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path) -> None:
+    def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path,
+                 repeats: int = 1) -> None:
         self.opts = opts
         self.settings = BenchSettings.for_profile(profile)
         self.slowdown = slowdown
+        self.repeats = repeats  # client runs per sweep, pooled (driver.merge_sweeps)
         self.tmp = tmp
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
@@ -128,7 +130,9 @@ class GrpcLab:
         key = (family, peer, mode, placement)
         if key not in self._sweeps:
             try:
-                self._sweeps[key] = self._run(family, peer, mode, placement, cluster)
+                self._sweeps[key] = merge_sweeps([
+                    self._run(family, peer, mode, placement, cluster)
+                    for _ in range(self.repeats)])
             except (GrpcRunError, NativeBuildError) as e:
                 self._sweeps[key] = e
         got = self._sweeps[key]
@@ -163,7 +167,7 @@ def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
 def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
     lab = GrpcLab(grpc_options, hpc_config.profile, hpc_config.inject_slowdown,
-                  tmp_path_factory.mktemp("grpc"))
+                  tmp_path_factory.mktemp("grpc"), hpc_config.repeats)
     try:
         yield lab
     finally:
