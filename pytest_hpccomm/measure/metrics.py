@@ -120,7 +120,8 @@ def busbw_factor(collective: str, nranks: int) -> float:
     """The nccl-tests bus-bandwidth factor for `collective` over `nranks` ranks.
 
     doc/PERFORMANCE.md: AllReduce 2*(n-1)/n; ReduceScatter, AllGather, AlltoAll (n-1)/n;
-    Broadcast, Reduce 1; Gather and Scatter (n-1)/n as their sources compute it. Unknown collectives raise ValueError rather than guess a factor.
+    Broadcast, Reduce 1; Gather and Scatter (n-1)/n as their sources compute it. Unknown
+    collectives raise ValueError rather than guess a factor.
     """
     kind = _BUSBW_KIND.get(_normalize_collective(collective))
     if kind is None:

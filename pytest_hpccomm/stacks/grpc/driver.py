@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +20,7 @@ from typing import Any, Sequence
 
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
@@ -246,24 +246,16 @@ def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str]
 def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
     """One Sweep from independent client runs (--hpc-repeats) against the same servers: per
     (benchmark, layout) the batches of every run in run order, warm-up summed, all errors,
-    each run's median kept as `job_medians`; veth deltas add up. Pooling puts the spread
-    between runs into the samples the verdict is built from (see the MPI driver)."""
+    each run's median kept as `job_medians` (measure/pooling.py); veth deltas add up."""
     if len(sweeps) == 1:
         return sweeps[0]
     first = sweeps[0]
     results: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, r in first.results.items():
+    for key in first.results:
         parts = [sw.results[key] for sw in sweeps if key in sw.results]
         if len(parts) < len(sweeps):
             continue
-        results[key] = {**r, "samples": [x for p in parts for x in p["samples"]],
-                        "per_worker": [w for p in parts for w in p.get("per_worker", [])],
-                        "errors": [e for p in parts for e in p["errors"]],
-                        "warmup": sum(int(p["warmup"]) for p in parts),
-                        **({"iterations": [i for p in parts for i in p["iterations"]]}
-                           if isinstance(r.get("iterations"), list) else {}),
-                        "job_medians": [statistics.median(p["samples"]) for p in parts
-                                        if p["samples"]]}
+        results[key] = pool_point(parts, ("samples", "per_worker", "errors", "iterations"))
     veth = {k: sum(sw.veth.get(k, 0) for sw in sweeps) for k in first.veth}
     return dataclasses.replace(first, results=results, veth=veth)
 

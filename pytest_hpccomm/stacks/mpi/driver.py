@@ -33,6 +33,7 @@ from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.measure.record import Direction, Measurement, Param
 from pytest_hpccomm.stacks.mpi.peer import (BEGIN, BENCHMARKS, COLLECTIVES, END, GATHERS, PAIR,
                                             SCATTERS)
@@ -280,10 +281,8 @@ def _finish(job: JobResult, transport: str = "") -> Sweep:
 def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
     """One Sweep from independent jobs of the same benchmarks: per point, the batches of every
     job in job order (samples, max_samples, rate_samples), warm-up summed, errors of all jobs,
-    each job's median kept as `job_medians`. Why pool: two jobs of unchanged code land up to
-    ~10 % apart here (process placement, memory layout), a shift no batch of one job can show;
-    with the batches of 3 jobs on each side the verdict's interval carries that spread
-    (benchmarks/canary.py, README). A benchmark missing from any job is missing here."""
+    each job's median kept as `job_medians` (measure/pooling.py says why). A benchmark or size
+    missing from any job is missing here."""
     if len(sweeps) == 1:
         return sweeps[0]
     first = sweeps[0]
@@ -297,14 +296,8 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
         for point in doc["results"]:
             size = int(point["size"])
             parts = [s.by_size[bench][size] for s in sweeps if size in s.by_size[bench]]
-            if len(parts) < len(sweeps):
-                continue
-            out = dict(point, warmup=sum(int(p["warmup"]) for p in parts),
-                       job_medians=[_median([float(x) for x in p["samples"]]) for p in parts])
-            for series in ("samples", "max_samples", "rate_samples"):
-                if series in point:
-                    out[series] = [x for p in parts for x in p.get(series, [])]
-            results.append(out)
+            if len(parts) == len(sweeps):
+                results.append(pool_point(parts, ("samples", "max_samples", "rate_samples")))
         docs[bench] = dict(merged, results=results)
     failure = next((s.failure for s in sweeps if s.failure), "")
     return Sweep(docs, sweeps[-1].job, failure=failure, transport=first.transport)
