@@ -13,7 +13,14 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
         libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
         qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc)
-  [ -n "$(apt-cache policy linux-image-amd64 2>/dev/null)" ] || timeout 600 apt-get update -qq
+  # Update apt's lists first, and once: the guest build (ci/guest/build.sh) picks the kernel
+  # from these lists, so the headers named below must come from the same lists. Lists younger
+  # than 12 h are kept, so a warm re-run stays fast and the day's kernel is still seen.
+  lists=/var/lib/apt/lists
+  if [ -z "$(find "$lists" -maxdepth 1 -name '*_Packages*' -mmin -720 2>/dev/null | head -1)" ]; then
+    echo "bootstrap: apt-get update"
+    timeout 600 apt-get update -qq
+  fi
   kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
          awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
   [ -z "$kpkg" ] || pkgs+=("linux-headers-${kpkg#linux-image-}")
@@ -23,7 +30,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "bootstrap: apt-get install ${missing[*]}"
-    timeout 600 apt-get update -qq
     # never start daemons from maintainer scripts (openssh-server would listen on port 22)
     rcd=/usr/sbin/policy-rc.d; own_rcd=0
     if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd"; chmod +x "$rcd"; own_rcd=1; fi

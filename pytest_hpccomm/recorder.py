@@ -15,8 +15,8 @@ from typing import Any
 
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
-                                            fingerprint_diff)
-from pytest_hpccomm.baselines.verdict import Outcome, judge
+                                            fingerprint_diff, shared_cores)
+from pytest_hpccomm.baselines.verdict import Outcome, judge, temper_for_shared_cores
 from pytest_hpccomm.measure.record import Measurement, RunResult
 from pytest_hpccomm.session import HpcSession
 
@@ -47,7 +47,9 @@ class Recorder:
         """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts)."""
         finger = fp.merge([self.hpc.fingerprint, dict(runtime_fingerprint or {})])
         base = self.baseline(m)
-        verdict = judge(m, base, tolerance=self.hpc.cfg.tolerance)
+        verdict = temper_for_shared_cores(judge(m, base, tolerance=self.hpc.cfg.tolerance),
+                                          shared_cores(m.extra),
+                                          "" if base is None else shared_cores(base.summary))
         if base is not None:
             diff = fingerprint_diff(base.fingerprint, finger)
             if diff:
@@ -66,6 +68,9 @@ class Recorder:
         mode = self.hpc.cfg.update_baselines
         chosen: dict[str, list[RunResult]] = defaultdict(list)
         for r in self.hpc.results:
+            # "new" never makes a run on shared cores the reference; "all" takes it, marked
+            if mode == "new" and shared_cores(r.measurement.extra):
+                continue
             if r.verdict.outcome in WRITTEN[mode]:
                 chosen[r.measurement.stack].append(r)
         written: dict[Path, int] = {}

@@ -13,14 +13,18 @@
 #
 # The cache key hashes this directory's inputs and the kernel package's version, so an edit
 # here or a new Debian kernel builds a new image; the previous one is then removed.
-# Needs root, Debian 12, network to Debian's mirror and PyPI, and the packages in
+# Needs root, Debian 12, network to the Debian archive apt uses and to PyPI, and the packages in
 # HOST_PACKAGES below (the CI recipe installs them: see ci/guest/README.md).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE_ROOT=${HPCCOMM_GUEST_CACHE:-$HOME/.cache/pytest-hpccomm/guest}
-MIRROR=${HPCCOMM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
+# The Debian archive debootstrap fetches from: HPCCOMM_DEBIAN_MIRROR, else the one this machine's
+# apt already uses for $SUITE (its sources, so a local mirror or an apt proxy keeps working).
+MIRROR=${HPCCOMM_DEBIAN_MIRROR:-$(apt-get indextargets --format '$(REPO_URI)' \
+    "Release: $SUITE" "Identifier: Packages" 2>/dev/null | head -1)}
+MIRROR=${MIRROR%/}
 HOST_PACKAGES="debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc"
 GUEST_PY=3.11   # Debian 12's python3: the wheels below are chosen for it
 
@@ -45,6 +49,7 @@ done
 KPKG=${HPCCOMM_GUEST_KERNEL_PKG:-$(apt-cache depends linux-image-amd64 2>/dev/null |
     awk '/Depends: linux-image-[0-9]/ {print $2; exit}')}
 [ -n "$KPKG" ] || missing+=("linux-image-amd64 in apt's lists (run apt-get update)")
+[ -n "$MIRROR" ] || missing+=("a $SUITE archive in apt's sources (or set HPCCOMM_DEBIAN_MIRROR)")
 KREL=${KPKG#linux-image-}
 KVER=$(apt-cache policy "$KPKG" 2>/dev/null | awk '/Candidate:/ {print $2; exit}')
 HEADERS=/usr/src/linux-headers-$KREL
@@ -57,7 +62,7 @@ fi
 [ "$check_only" = 1 ] && { echo "guest build possible: kernel $KPKG $KVER"; exit 0; }
 
 KEY=$( { cat "$HERE/build.sh" "$HERE/packages.txt" "$HERE/requirements.txt" \
-             "$HERE/initramfs-init"; echo "$KPKG $KVER $SUITE $MIRROR"; } |
+             "$HERE/initramfs-init"; echo "$KPKG $KVER $SUITE"; } |
        sha256sum | cut -c1-16)
 OUT=$CACHE_ROOT/$KEY
 if [ -f "$OUT/ready" ]; then
@@ -97,7 +102,10 @@ step_done() { STEP[$1]=$((SECONDS - $2)); log "$1 done in ${STEP[$1]} s"; }
 # ---- 1. root filesystem -----------------------------------------------------------------------
 t=$SECONDS
 pkgs=$(grep -v '^\s*#' "$HERE/packages.txt" | awk 'NF {print $1}' | paste -sd, -)
-log "debootstrap $SUITE minbase + $pkgs"
+log "debootstrap $SUITE minbase from $MIRROR + $pkgs"
+# apt's proxy setting, for debootstrap (which reads only the environment)
+eval "$(apt-config shell APT_PROXY Acquire::http::Proxy)"
+[ -z "${APT_PROXY:-}" ] || [ -n "${http_proxy:-}" ] || export http_proxy=$APT_PROXY
 timeout 1500 debootstrap --variant=minbase --include="$pkgs" --cache-dir="$CACHE_ROOT/debs" \
     "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
     { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }

@@ -157,9 +157,19 @@ def entry_from_measurement(
         tolerance=m.tolerance,
         timestamp=timestamp,
         fingerprint=dict(fingerprint),
-        summary=summarize(m.samples).to_json(),
+        summary={**summarize(m.samples).to_json(),
+                 **({"cores_shared": why} if (why := shared_cores(m.extra)) else {})},
         metric=m.metric,
     )
+
+
+def shared_cores(extra: Mapping[str, Any]) -> str:
+    """The contention guard's reason recorded with a measurement (its `extra`) or a baseline
+    entry (its `summary`): "" when the job had the cores to itself or nobody measured."""
+    if "cores_shared" in extra:
+        return str(extra["cores_shared"])
+    cpu = extra.get("cpu")
+    return str(cpu.get("disturbed", "")) if isinstance(cpu, Mapping) else ""
 
 
 class BaselineStore(Protocol):

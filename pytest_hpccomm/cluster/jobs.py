@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterable, Mapping, Sequence
 
 from pytest_hpccomm.cluster import proctree
+from pytest_hpccomm.cluster.cpu_share import CpuMeter, CpuShare
 
 TAG_VAR = "HPCCOMM_JOB_TAG"
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
@@ -40,6 +41,7 @@ class JobResult:
     elapsed: float  # seconds, start to reaped
     timed_out: bool
     label: str = ""  # what the job is, for messages (argv[0] is often just `ip`)
+    cpu: CpuShare | None = None  # who used the cores while it ran (cpu_share.py)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +86,7 @@ class RunningJob:
         full_env[TAG_VAR] = self.tag
         rfd, wfd = os.pipe()
         self._status_r = rfd
+        self._meter = CpuMeter()
         self._t0 = time.monotonic()
         self._deadline = None if timeout is None else self._t0 + timeout
         # The shim's own deadline is a backstop for a hung orchestrator; the nominal timeout is
@@ -187,6 +190,7 @@ class RunningJob:
         if self._result is not None:
             return self._result
         shim_rc = self._shim.wait()
+        cpu = self._meter.stop()  # after the reap: the job's CPU time is now our children's
         # Belt and braces: anything tagged that escaped the shim (it was SIGKILLed) dies here.
         left = self.processes()
         if left:
@@ -201,6 +205,7 @@ class RunningJob:
             elapsed=time.monotonic() - self._t0,
             timed_out=self._timed_out,
             label=self.label,
+            cpu=cpu,
         )
         return self._result
 

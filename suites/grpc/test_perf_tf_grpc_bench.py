@@ -68,6 +68,8 @@ def test_tf_grpc_bench(bench: str, scheme: str, grpc_peer: str, grpc_mode: str,
                              "iterations_per_sample": point["iterations"]}
     if "job_medians" in point:  # runs pooled by --hpc-repeats
         extra["job_medians"] = point["job_medians"]
+    if (cpu := sweep.contention()) is not None:  # shared cores temper the verdict
+        extra["cpu"] = cpu
     if family == "ps":
         params |= {"workers": sweep.workers, "servers": sweep.servers}
         if name == "ps":

@@ -2,9 +2,13 @@
 
 Run 1 writes the baseline, run 2 passes against it, run 3 with the canary
 (--hpc-inject-slowdown 1.5: the peers stretch every timed batch by 1.5x) fails with a readable
-message and exit status 1. The gate is judged on a steady machine: when another job shares the
-cores, latency turns bimodal and the gate rightly answers INCONCLUSIVE; the test then retakes
-the baseline (3 tries) and skips, saying so, if the machine never settles.
+message and exit status 1.
+
+A clean re-run must never be called a regression. When another process shares the cores, the
+contention guard (cluster/cpu_share.py) re-runs the disturbed job, and if the cores never came
+free, turns the verdict INCONCLUSIVE with the measured reason; the test then retakes the
+baseline. Any outcome other than PASS on a re-run needs such a reason; a noisy machine is a
+retry and finally a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pytest
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
+ATTEMPTS = 4
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.py"
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
@@ -31,28 +36,57 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
     args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k",
             "osu_latency", "--hpc-baselines=bl", "--hpc-system=gate", "--hpc-history=none",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
-    for _attempt in range(3):
+    seen: list[dict[str, str]] = []
+    for _attempt in range(ATTEMPTS):
         # a steady pair: a fresh baseline and a clean re-run that the gate calls PASS
         first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
         first.assert_outcomes(passed=2)
-        second = pytester.runpytest_subprocess(*args, timeout=300)
+        second = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
         assert second.ret == 0, second.stdout.str()  # a clean re-run never fails the gate
         steady = verdicts(second)
         if set(steady.values()) == {"PASS"}:
             break
+        seen.append(steady)
+        # INCONCLUSIVE (shared cores measured, or a CI too wide) asks for another pair; a
+        # clean re-run called an improvement is as false an alarm as a regression
+        judged = outcomes(pytester.path / "rerun.json")
+        assert set(judged.values()) <= {"pass", "inconclusive"}, f"clean re-run: {judged}"
     else:
-        pytest.skip(f"machine too noisy to judge the canary: 3 clean re-runs gave {steady} "
-                    "(another job is sharing the cores)")
+        pytest.fail(f"no quiet pair of runs in {ATTEMPTS} tries: re-runs judged {seen}")
     stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
     assert len(stored["entries"]) == 2
     assert all(e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
                for e in stored["entries"].values())
 
-    canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5", timeout=300)
+    for _attempt in range(ATTEMPTS):
+        canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5",
+                                               "--hpc-results=canary.json", timeout=300)
+        if set(verdicts(canary).values()) == {"REGRESSION"}:
+            break
+        # only the guard may keep the canary from being caught: shared cores, measured
+        judged = reasons(pytester.path / "canary.json")
+        assert all(v == "regression" or "shared" in v for v in judged.values()), \
+            f"the 1.5x canary was not caught: {judged}\n{canary.stdout.str()}"
+    else:
+        pytest.fail(f"no quiet canary run in {ATTEMPTS} tries: {verdicts(canary)}")
     assert canary.ret == 1
-    assert set(verdicts(canary).values()) == {"REGRESSION"}, canary.stdout.str()
     canary.stdout.fnmatch_lines(["*regression: osu_latency * median * us vs baseline * us "
                                  "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*"])
+
+
+def outcomes(results_json: Path) -> dict[str, str]:
+    """size -> outcome, from --hpc-results."""
+    doc = json.loads(results_json.read_text())
+    return {str(r["measurement"]["params"]["size"]): r["verdict"]["outcome"]
+            for r in doc["results"]}
+
+
+def reasons(results_json: Path) -> dict[str, str]:
+    """size -> the outcome, or the reason where there is one (INCONCLUSIVE)."""
+    doc = json.loads(results_json.read_text())
+    return {str(r["measurement"]["params"]["size"]):
+            r["verdict"]["reason"] if r["verdict"]["outcome"] == "inconclusive"
+            else r["verdict"]["outcome"] for r in doc["results"]}
 
 
 def verdicts(result: pytest.RunResult) -> dict[str, str]:

@@ -19,9 +19,11 @@ def test_fake_latency(hpc_record):
     noise = float(os.environ.get("FAKE_NOISE", "0.01"))
     rng = np.random.default_rng(int(os.environ.get("FAKE_SEED", "1")))
     samples = 10.0 * shift * rng.lognormal(0.0, noise, 40)
+    shared = os.environ.get("FAKE_SHARED", "")  # the contention guard's reason, if any
+    extra = {"cpu": {"foreign_cores": [0.7], "disturbed": shared, "reruns": 2}} if shared else {}
     hpc_record(Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8},
                            samples=tuple(samples), unit="us",
-                           direction=Direction.LOWER_IS_BETTER, metric="latency"))
+                           direction=Direction.LOWER_IS_BETTER, metric="latency", extra=extra))
 """
 
 
@@ -32,7 +34,8 @@ def bench(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(p: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, shift: float = 1.0,
-        noise: float = 0.01, seed: int = 1) -> pytest.RunResult:
+        noise: float = 0.01, seed: int = 1, shared: str = "") -> pytest.RunResult:
+    monkeypatch.setenv("FAKE_SHARED", shared)
     monkeypatch.setenv("FAKE_SHIFT", str(shift))
     monkeypatch.setenv("FAKE_NOISE", str(noise))
     monkeypatch.setenv("FAKE_SEED", str(seed))
@@ -127,3 +130,37 @@ def test_canary_cannot_update_baselines(bench: pytest.Pytester,
     result = bench.runpytest_subprocess("--hpc-inject-slowdown=1.5", "--hpc-update-baselines")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "canary run" in result.stderr.str()
+
+
+SHARED = "cores shared: other processes used 0.70 of 2 cores over 1.2 s (quiet: <= 0.10)"
+
+
+def test_shared_cores_turn_a_regression_inconclusive_with_the_measured_reason(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    loaded = run(bench, monkeypatch, "--hpc-results=r.json", shift=1.3, seed=3, shared=SHARED)
+    loaded.assert_outcomes(passed=1)  # not a regression: a neighbour took the cores
+    verdict = json.loads((bench.path / "r.json").read_text())["results"][0]["verdict"]
+    assert verdict["outcome"] == "inconclusive" and verdict["reason"] == SHARED
+    assert "; regression not judged: cores shared: other processes used 0.70" in \
+        verdict["message"]
+    strict = run(bench, monkeypatch, "--hpc-strict", shift=1.3, seed=3, shared=SHARED)
+    strict.assert_outcomes(failed=1)  # --hpc-strict fails every INCONCLUSIVE, this one too
+    # the same slowdown on quiet cores is still caught
+    run(bench, monkeypatch, shift=1.3, seed=3).assert_outcomes(failed=1)
+
+
+def test_a_run_on_shared_cores_never_becomes_the_reference_under_new(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch, "--hpc-update-baselines", shared=SHARED).assert_outcomes(passed=1)
+    assert not baseline_file(bench).exists()
+    # "all" writes it, marked; a later verdict against it says the baseline was disturbed
+    run(bench, monkeypatch, "--hpc-update-baselines=all", shift=1.3,
+        shared=SHARED).assert_outcomes(passed=1)
+    entry = next(iter(json.loads(baseline_file(bench).read_text())["entries"].values()))
+    assert entry["summary"]["cores_shared"] == SHARED
+    quiet = run(bench, monkeypatch, "--hpc-results=r.json", seed=4)
+    quiet.assert_outcomes(passed=1)  # 1.3x faster than that baseline: no improvement claimed
+    verdict = json.loads((bench.path / "r.json").read_text())["results"][0]["verdict"]
+    assert verdict["outcome"] == "inconclusive"
+    assert verdict["reason"].startswith("baseline measured on shared cores: other processes")

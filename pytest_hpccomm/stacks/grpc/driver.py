@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.pooling import pool_point
@@ -189,9 +190,12 @@ def finish_client(job: RunningJob, what: str) -> dict[str, Any]:
     if not res.ok:
         raise GrpcRunError(f"{what} failed: {res.describe()}")
     try:
-        return wire.parse_result(res.stdout)
+        doc = wire.parse_result(res.stdout)
     except ValueError as e:
         raise GrpcRunError(f"{what}: unreadable output ({e}): {res.stdout[-300:]!r}") from None
+    if res.cpu is not None:  # the contention guard's reading of this client run
+        doc["cpu"], doc["disturbed"] = res.cpu.to_json(), res.cpu.disturbed
+    return doc
 
 
 # -- sweeps -------------------------------------------------------------------------------------
@@ -209,6 +213,13 @@ class Sweep:
     workers: int = 1
     servers: int = 1
     veth: dict[str, int] = field(default_factory=dict)  # client host's fab0 byte deltas
+    cpu: list[dict[str, float]] = field(default_factory=list)  # per client job (cpu_share.py)
+    disturbed: str = ""  # why a client run's timings are not its own ("": cores were ours)
+    reruns: int = 0  # client runs repeated because another process shared the cores
+
+    def contention(self) -> dict[str, Any] | None:
+        """extra["cpu"] of this sweep's records (None when no job was measured)."""
+        return cpu_share.evidence(self.cpu, self.disturbed, self.reruns) if self.cpu else None
 
     def get(self, benchmark: str, name: str) -> dict[str, Any]:
         try:
@@ -257,7 +268,10 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
             continue
         results[key] = pool_point(parts, ("samples", "per_worker", "errors", "iterations"))
     veth = {k: sum(sw.veth.get(k, 0) for sw in sweeps) for k in first.veth}
-    return dataclasses.replace(first, results=results, veth=veth)
+    return dataclasses.replace(first, results=results, veth=veth,
+                               cpu=[c for sw in sweeps for c in sw.cpu],
+                               disturbed=next((sw.disturbed for sw in sweeps if sw.disturbed), ""),
+                               reruns=sum(sw.reruns for sw in sweeps))
 
 
 def _counters(cluster: VirtualCluster | None, host: int) -> tuple[int, int] | None:
@@ -275,7 +289,7 @@ def run_p2p(kind: str, native: NativeBuild | None, server: ServerHandle, mode: s
                        client_timeout(layouts, benchmarks, s, 1))
     doc = finish_client(job, f"gRPC {kind} {mode} p2p client")
     sweep = Sweep("p2p", kind, mode, server.placement, _index([doc], "sum"),
-                  str(doc.get("grpc_version", "")))
+                  str(doc.get("grpc_version", "")), **_contention([doc]))
     after = _counters(cluster, client_host)
     if before is not None and after is not None:
         sweep.veth = {"rx": after[0] - before[0], "tx": after[1] - before[1]}
@@ -336,4 +350,10 @@ def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle
     merged = {k: v for k, v in ps.items() if k[0] == "ps"}
     merged.update({k: v for k, v in mimic.items() if k[0] == "mimic"})
     return Sweep("ps", kind, mode, placement, merged, str(docs[0].get("grpc_version", "")),
-                 workers=workers, servers=len(servers))
+                 workers=workers, servers=len(servers), **_contention(docs))
+
+
+def _contention(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Sweep fields from the client jobs' contention readings (finish_client)."""
+    return {"cpu": [d["cpu"] for d in docs if "cpu" in d],
+            "disturbed": next((d["disturbed"] for d in docs if d.get("disturbed")), "")}

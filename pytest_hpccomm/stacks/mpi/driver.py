@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
@@ -81,6 +82,9 @@ class Sweep:
     job: JobResult
     failure: str = ""  # why the job did not finish (benchmarks without a document fail)
     transport: str = ""  # SweepTarget.transport_summary, into the fingerprint
+    cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
+    disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
+    reruns: int = 0  # jobs run again because another process shared the cores
     by_size: dict[str, dict[int, dict[str, Any]]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -270,12 +274,13 @@ def _finish(job: JobResult, transport: str = "") -> Sweep:
         docs = parse_output(job.stdout)
     except (ValueError, KeyError) as exc:
         raise SweepFailed(f"unreadable peer output ({exc}): {job.stdout[-300:]!r}") from None
+    cpu = {"cpu": (job.cpu.to_json(),), "disturbed": job.cpu.disturbed} if job.cpu else {}
     if job.ok:
-        return Sweep(docs, job, transport=transport)
+        return Sweep(docs, job, transport=transport, **cpu)  # type: ignore[arg-type]
     if not docs:
         raise SweepFailed(f"MPI job failed: {job.describe()}")
     return Sweep(docs, job, failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}",
-                 transport=transport)
+                 transport=transport, **cpu)  # type: ignore[arg-type]
 
 
 def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
@@ -300,7 +305,10 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
                 results.append(pool_point(parts, ("samples", "max_samples", "rate_samples")))
         docs[bench] = dict(merged, results=results)
     failure = next((s.failure for s in sweeps if s.failure), "")
-    return Sweep(docs, sweeps[-1].job, failure=failure, transport=first.transport)
+    return Sweep(docs, sweeps[-1].job, failure=failure, transport=first.transport,
+                 cpu=tuple(c for s in sweeps for c in s.cpu),
+                 disturbed=next((s.disturbed for s in sweeps if s.disturbed), ""),
+                 reruns=sum(s.reruns for s in sweeps))
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -356,6 +364,8 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
         extra["max_rank_latency_us"] = _median(point["max_samples"])
     if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
         extra["job_medians"] = point["job_medians"]
+    if sweep.cpu:  # the contention guard's evidence; a non-empty "disturbed" tempers the verdict
+        extra["cpu"] = cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)
     out = [Measurement(stack="mpi", benchmark=benchmark, params=keyed, samples=tuple(samples),
                        unit=unit, direction=direction, warmup_discarded=int(point["warmup"]),
                        metric=metric, extra=extra)]

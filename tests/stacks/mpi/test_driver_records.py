@@ -173,3 +173,32 @@ def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
     (m, *_) = measurements(merged, "osu_mbw_mr", 8, {"mpi": "openmpi"})
     assert m.samples == (1.0, 3.0, 10.0, 30.0) and m.extra["job_medians"] == [2.0, 20.0]
     assert merge_sweeps([a]) is a
+
+
+def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_free(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The contention guard in the sweep cache (orchestrator logic: the jobs are stand-ins)."""
+    from types import SimpleNamespace
+
+    from pytest_hpccomm.stacks.mpi import plugin
+    from pytest_hpccomm.stacks.mpi.driver import SweepTarget
+
+    def sweep(median: float, foreign: float) -> Sweep:
+        out = printed(doc("osu_latency", [{"size": 8, "samples": [median] * 5, "warmup": 1,
+                                           "iterations": 100}]))
+        why = f"cores shared: {foreign}" if foreign > 0.1 else ""
+        return Sweep(parse_output(out), job(out), cpu=({"foreign_cores": foreign},),
+                     disturbed=why)
+
+    # job 1: disturbed, then quiet on its first re-run; job 2: disturbed three times in a row
+    planned = iter([sweep(9.0, 0.8), sweep(4.0, 0.0), sweep(8.0, 0.7), sweep(8.5, 0.9),
+                    sweep(7.0, 0.6)])
+    monkeypatch.setattr(plugin, "run_sweep", lambda *a, **k: next(planned))
+    cache = plugin.MpiSweeps("quick", [8], 1.0, repeats=2, reruns=2)
+    got = cache.get(SimpleNamespace(name="openmpi"), SweepTarget("loopback"),  # type: ignore
+                    "osu_latency")
+    assert next(planned, None) is None  # 1 + 1 re-run, then 1 + 2 re-runs
+    assert got.point("osu_latency", 8)["samples"] == [4.0] * 5 + [7.0] * 5
+    assert got.disturbed == "cores shared: 0.6" and got.reruns == 3
+    cpu = measurements(got, "osu_latency", 8, {"mpi": "openmpi"})[0].extra["cpu"]
+    assert cpu == {"foreign_cores": [0.0, 0.6], "disturbed": "cores shared: 0.6", "reruns": 3}

@@ -1,0 +1,130 @@
+"""Who used the cores while a job ran: this process tree, or someone else.
+
+A benchmark's samples cannot tell a slower stack from a neighbour that took the cores (another
+pytest, a browser, a build on a shared CI runner); the machine's own accounting can. Over a
+job's lifetime:
+
+    busy    = the whole machine's CPU time in processes (/proc/stat: user, nice, system,
+              steal; guest time is already inside user/nice)
+    own     = this process (all threads), its reaped children, and every live descendant
+              (utime + stime + cutime + cstime from /proc/PID/stat), so a job's ranks, their
+              daemons and session-long peers count as ours, also after a reaper collected them
+    foreign = busy - own, in cores (divided by the wall time)
+
+Steal (a hypervisor giving our vCPU to another guest) lands in foreign: it is someone else's
+use of our cores too. irq and softirq time are left out on both sides: with IRQ time accounting
+no process is charged for them, and most of it is the job's own traffic (TCP over loopback).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_hpccomm.cluster import proctree
+
+# Other processes may use this much on average while a job measures (cluster daemons, a shell);
+# more, and the job's timings are not its own: MPI ranks that busy-poll lose whole time slices.
+QUIET_CORES = 0.1
+QUIET_FRACTION = 0.02  # of the machine, on wide nodes
+_TICK = float(os.sysconf("SC_CLK_TCK"))
+_BUSY_FIELDS = (0, 1, 2, 7)  # user nice system steal (not idle, iowait, irq, softirq)
+_STEAL = 7
+
+
+def _machine() -> tuple[float, float]:
+    """(busy, steal) seconds of all CPUs since boot."""
+    with open("/proc/stat", "rb") as f:
+        first = f.readline().split()  # "cpu  user nice system idle iowait irq softirq steal ..."
+    ticks = [int(x) for x in first[1:]]
+    busy = sum(ticks[i] for i in _BUSY_FIELDS if i < len(ticks))
+    steal = ticks[_STEAL] if len(ticks) > _STEAL else 0
+    return busy / _TICK, steal / _TICK
+
+
+def _proc_cpu(pid: int) -> float:
+    """utime + stime + cutime + cstime of pid in seconds (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return 0.0
+    rest = data[data.rindex(b")") + 2 :].split()
+    return sum(int(rest[i]) for i in (11, 12, 13, 14)) / _TICK
+
+
+def _own() -> float:
+    """CPU seconds of this process tree: self, reaped children, live descendants."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return total + sum(_proc_cpu(p.pid) for p in proctree.descendants([os.getpid()]))
+
+
+@dataclass(frozen=True)
+class CpuShare:
+    """Average use of the machine's cores over `wall` seconds."""
+
+    wall: float
+    cpus: int
+    busy_cores: float
+    own_cores: float
+    steal_cores: float
+
+    @property
+    def foreign_cores(self) -> float:
+        """Cores used by anyone but this process tree (never below 0: accounting granularity)."""
+        return max(0.0, self.busy_cores - self.own_cores)
+
+    @property
+    def quiet_limit(self) -> float:
+        return max(QUIET_CORES, QUIET_FRACTION * self.cpus)
+
+    @property
+    def disturbed(self) -> str:
+        """Why this job's timings are suspect ("" when the cores were ours)."""
+        if self.foreign_cores <= self.quiet_limit:
+            return ""
+        return f"cores shared: {self.describe()} (quiet: <= {self.quiet_limit:.2f})"
+
+    def describe(self) -> str:
+        steal = f", {self.steal_cores:.2f} stolen by the hypervisor" if self.steal_cores >= 0.01 \
+            else ""
+        return (f"other processes used {self.foreign_cores:.2f} of {self.cpus} cores "
+                f"over {self.wall:.1f} s{steal}")
+
+    def to_json(self) -> dict[str, float]:
+        return {"wall_s": round(self.wall, 3), "cpus": self.cpus,
+                "busy_cores": round(self.busy_cores, 3), "own_cores": round(self.own_cores, 3),
+                "foreign_cores": round(self.foreign_cores, 3),
+                "steal_cores": round(self.steal_cores, 3)}
+
+
+class CpuMeter:
+    """Snapshot at construction; stop() returns the share since then."""
+
+    def __init__(self) -> None:
+        self._t0 = time.monotonic()
+        self._busy0, self._steal0 = _machine()
+        self._own0 = _own()
+
+    def stop(self) -> CpuShare:
+        wall = max(time.monotonic() - self._t0, 1e-6)
+        busy, steal = _machine()
+        own = _own()
+        return CpuShare(wall=wall, cpus=os.cpu_count() or 1,
+                        busy_cores=(busy - self._busy0) / wall,
+                        own_cores=max(0.0, own - self._own0) / wall,
+                        steal_cores=(steal - self._steal0) / wall)
+
+
+def evidence(shares: Sequence[Mapping[str, float]], disturbed: str,
+             reruns: int) -> dict[str, Any]:
+    """What a measurement's `extra["cpu"]` records of its jobs (baselines/store.shared_cores
+    reads the `disturbed` reason back)."""
+    return {"foreign_cores": [s["foreign_cores"] for s in shares], "disturbed": disturbed,
+            "reruns": reruns}

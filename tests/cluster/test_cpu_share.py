@@ -1,0 +1,64 @@
+"""The contention guard's meter on real processes: a neighbour's busy loop counts as foreign,
+the job's own work (and its children's) does not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_hpccomm.cluster.cpu_share import CpuShare, evidence
+from pytest_hpccomm.cluster.jobs import run_job
+
+BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {s}: pass"
+
+
+@pytest.fixture
+def neighbour() -> object:
+    """A busy loop that is NOT our descendant (its parent shell exits, so it is reparented),
+    as another user's process on a shared runner is; ended by PID afterwards."""
+    out = subprocess.run(
+        ["sh", "-c", f"timeout 60 {sys.executable} -c 'while 1: pass' >/dev/null 2>&1 & "
+                     "echo $!"], capture_output=True, text=True, timeout=10, check=True)
+    pid = int(out.stdout.split()[0])
+    time.sleep(0.3)
+    yield pid
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_neighbours_busy_loop_marks_the_job_disturbed(neighbour: int) -> None:
+    res = run_job([sys.executable, "-c", BUSY.format(s=1.5)], timeout=30, label="busy job")
+    assert res.ok and res.cpu is not None
+    # the neighbour had at least a third of the 2+ cores' time (3 runnable loops on 2 cores)
+    assert res.cpu.foreign_cores >= 0.3, res.cpu
+    assert res.cpu.disturbed.startswith("cores shared: other processes used ")
+
+
+def test_the_jobs_own_work_and_its_childrens_count_as_own() -> None:
+    # a shell that starts a busy child (reaped by the shell, the shell by the shim); the child
+    # prints the CPU time it really got, whatever else the machine was doing meanwhile
+    busy = BUSY.format(s=1.5) + "\nprint(time.process_time())"
+    res = run_job(["sh", "-c", f"{sys.executable} -c '{busy}'; true"], timeout=30,
+                  label="busy child")
+    assert res.ok and res.cpu is not None
+    child_cpu = float(res.stdout.split()[-1])
+    assert res.cpu.own_cores * res.cpu.wall >= 0.9 * child_cpu, (res.cpu, child_cpu)
+
+
+def test_disturbed_needs_more_than_the_quiet_share() -> None:
+    quiet = CpuShare(wall=2.0, cpus=2, busy_cores=1.05, own_cores=1.0, steal_cores=0.0)
+    assert quiet.disturbed == ""
+    loud = CpuShare(wall=2.0, cpus=2, busy_cores=1.6, own_cores=1.0, steal_cores=0.2)
+    assert loud.disturbed == ("cores shared: other processes used 0.60 of 2 cores over 2.0 s, "
+                              "0.20 stolen by the hypervisor (quiet: <= 0.10)")
+    wide = CpuShare(wall=2.0, cpus=128, busy_cores=3.0, own_cores=1.0, steal_cores=0.0)
+    assert wide.quiet_limit == pytest.approx(2.56) and wide.disturbed == ""
+    assert evidence([quiet.to_json(), loud.to_json()], loud.disturbed, 1) == {
+        "foreign_cores": [0.05, 0.6], "disturbed": loud.disturbed, "reruns": 1}
