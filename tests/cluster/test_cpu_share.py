@@ -21,9 +21,10 @@ BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {s}: pas
 def neighbour() -> object:
     """A busy loop that is NOT our descendant (its parent shell exits, so it is reparented),
     as another user's process on a shared runner is; ended by PID afterwards."""
+    loop = BUSY.format(s=60)  # bounded by itself: $! is the loop's own PID, no wrapper's
     out = subprocess.run(
-        ["sh", "-c", f"timeout 60 {sys.executable} -c 'while 1: pass' >/dev/null 2>&1 & "
-                     "echo $!"], capture_output=True, text=True, timeout=10, check=True)
+        ["sh", "-c", f"{sys.executable} -c '{loop}' >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, timeout=10, check=True)
     pid = int(out.stdout.split()[0])
     time.sleep(0.3)
     yield pid
