@@ -9,7 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hpccomm.fabrics import FabricProbe
-    from pytest_hpccomm.measure.record import RunResult
+    from pytest_hpccomm.baselines.result import RunResult
     from pytest_hpccomm.stacks.registry import StackProbe
 
 hookspec = pluggy.HookspecMarker("pytest")

@@ -16,7 +16,8 @@ from pytest_hpccomm import hookspecs
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
-from pytest_hpccomm.measure.record import Measurement, RunResult
+from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.placement import placements
 from pytest_hpccomm.recorder import Recorder
 from pytest_hpccomm.session import HpcSession

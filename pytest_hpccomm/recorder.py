@@ -17,7 +17,8 @@ from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
                                             fingerprint_diff, shared_cores)
 from pytest_hpccomm.baselines.verdict import Outcome, judge, temper_for_shared_cores
-from pytest_hpccomm.measure.record import Measurement, RunResult
+from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.session import HpcSession
 
 # Which outcomes each update mode writes: "new" = new and passing results (a regression or a

@@ -12,7 +12,7 @@ from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.fabrics import (FabricProbe, FabricSelection, FabricUnavailable,
                                     register_fabric, select_fabric)
 from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
-from pytest_hpccomm.measure.record import RunResult
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.stacks.builtin import BUILTIN_STACKS
 from pytest_hpccomm.stacks.registry import StackProbe
 

@@ -26,7 +26,8 @@ from typing import Iterable, NamedTuple, Sequence
 import numpy as np
 
 from pytest_hpccomm.cache import cache_dir
-from pytest_hpccomm.measure.record import RunResult, param_key
+from pytest_hpccomm.measure.record import param_key
+from pytest_hpccomm.baselines.result import RunResult
 
 SCHEMA_VERSION = 1
 OTAVA_HINT = "change points need Apache Otava: pip install --no-deps apache-otava"

@@ -56,9 +56,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
-if TYPE_CHECKING:  # record.py imports this module: runtime imports would be circular
+from pytest_hpccomm.measure.record import Direction, Measurement
+
+if TYPE_CHECKING:  # only for annotations
     from pytest_hpccomm.baselines.store import BaselineEntry
-    from pytest_hpccomm.measure.record import Measurement
 
 MIN_SAMPLES = 5  # below 5 vs 5 a one-sided Mann-Whitney U cannot reach p < 0.01 at all
 DEFAULT_TOLERANCE = 0.05
@@ -183,8 +184,6 @@ def judge(
     `confidence_level` defaults to 1 - 2 * alpha (98 % for alpha 0.01). The same inputs and
     seed give the same verdict.
     """
-    from pytest_hpccomm.measure.record import Direction  # deferred: circular import
-
     tol = current.tolerance
     if tol is None and baseline is not None and baseline.tolerance is not None:
         tol = baseline.tolerance

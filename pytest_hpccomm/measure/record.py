@@ -11,8 +11,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from pytest_hpccomm.baselines.verdict import Verdict
-
 
 class Direction(str, enum.Enum):
     LOWER_IS_BETTER = "lower"  # latency, time per step
@@ -75,16 +73,3 @@ class Measurement:
             tolerance=data.get("tolerance"),
             extra=dict(data.get("extra", {})),
         )
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One judged measurement of this session: what reports and the history store consume."""
-
-    nodeid: str
-    system: str
-    fabric: str
-    measurement: Measurement
-    verdict: Verdict
-    fingerprint: Mapping[str, Any]
-

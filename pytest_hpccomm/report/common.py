@@ -13,7 +13,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import Measurement, Param, RunResult
+from pytest_hpccomm.measure.record import Measurement, Param
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.units import fmt_size
 
 SIZE_PARAM = "size"

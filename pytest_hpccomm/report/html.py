@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import RunResult
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import (OUTCOME_ORDER, atomic_write, families, fmt_params,
                                           iso_time, jsonable, outcome_counts,
                                           session_fingerprint, short_message, sorted_results,

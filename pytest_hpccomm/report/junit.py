@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_hpccomm.measure.record import RunResult
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import metric_of
 
 PROPERTY_NAMES = ("metric", "unit", "median", "baseline_median", "ratio", "ci", "p_value",

@@ -10,7 +10,7 @@ import json
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import RunResult
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, iso_time, jsonable,
                                           metric_of, outcome_counts, session_fingerprint,
                                           short_message, sorted_results)

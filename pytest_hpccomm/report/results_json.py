@@ -32,7 +32,8 @@ from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm import __version__
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
-from pytest_hpccomm.measure.record import Measurement, RunResult
+from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import (atomic_write, iso_time, jsonable, metric_of,
                                           outcome_counts, session_fingerprint, sorted_results,
                                           summary_stats)

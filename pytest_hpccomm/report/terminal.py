@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pytest_hpccomm.measure.record import RunResult
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import counts_line, families, fmt_params
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 

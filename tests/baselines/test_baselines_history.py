@@ -17,7 +17,8 @@ from pytest_hpccomm.baselines.history import (
     default_history_path,
 )
 from pytest_hpccomm.baselines.verdict import judge
-from pytest_hpccomm.measure.record import Direction, Measurement, RunResult, param_key
+from pytest_hpccomm.measure.record import Direction, Measurement, param_key
+from pytest_hpccomm.baselines.result import RunResult
 
 T0 = datetime(2024, 6, 1, 2, 0, tzinfo=timezone.utc)
 FP = {"device": "mlx5_0", "stacks": {"mpi": {"version": "5.0.3"}}}

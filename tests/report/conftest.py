@@ -8,7 +8,8 @@ from typing import Any, Callable
 import pytest
 
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
-from pytest_hpccomm.measure.record import Direction, Measurement, RunResult
+from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.demo import demo_results, demo_session
 
 FP = {"system": "testsys", "host": "h0", "kernel": "6.1.0"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Mapping
 
-from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec, base_env, interface_env
+from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
 

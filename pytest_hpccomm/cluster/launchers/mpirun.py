@@ -20,7 +20,7 @@ import time
 from typing import Callable, Mapping
 
 from pytest_hpccomm.cluster.jobs import JobResult, PidsHook, start_job
-from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec, base_env, interface_env
+from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 from pytest_hpccomm.cluster.mpi import ROOT_ENV, MpiFlavor, detect_mpi
 
 TCP_ONLY_MPICH_ENV = {

@@ -1,0 +1,26 @@
+"""A judged result: one measurement of this session with its verdict and where it ran.
+
+What reports and the history store consume. It lives with the verdicts, not with the
+measurement record: measure/ knows nothing of judging (an import never goes up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pytest_hpccomm.baselines.verdict import Verdict
+from pytest_hpccomm.measure.record import Measurement
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One judged measurement of this session: what reports and the history store consume."""
+
+    nodeid: str
+    system: str
+    fabric: str
+    measurement: Measurement
+    verdict: Verdict
+    fingerprint: Mapping[str, Any]
+
