@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pytest_hpccomm.placement import LOOPBACK
 from pytest_hpccomm.stacks.mpi.conformance import (LOOPBACK_RANKS, ConformancePeer,
                                                    conformance_settings)
-from pytest_hpccomm.stacks.mpi.conformance_peer import digest, pattern
+from pytest_hpccomm.stacks.mpi.payload import digest, pattern
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
               pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.stacks.mpi.conformance import (COMPLEX_DTYPES, FLOAT_DTYPES, INT_DTYPES,
                                                    ConformancePeer, conformance_settings)
-from pytest_hpccomm.stacks.mpi.conformance_peer import MATMUL, PAIR_TYPES, from_json, np_dtype
+from pytest_hpccomm.stacks.mpi.payload import MATMUL, PAIR_TYPES, from_json, np_dtype
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
               pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]

@@ -21,7 +21,7 @@ from pytest_hpccomm.baselines.store import (
     JsonBaselineStore,
     fingerprint_diff,
 )
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.record import Direction
 
 
 from tests.baselines._builders import FINGERPRINT, make_measurement

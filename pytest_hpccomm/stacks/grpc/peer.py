@@ -12,10 +12,11 @@ lines. Imports neither pytest nor the orchestrator (DESIGN rule 1).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import asdict
+
+from pytest_hpccomm.peer import framing
 
 
 def parse_layout(spec: str) -> tuple[str, list[int]]:
@@ -79,7 +80,7 @@ def server(args: argparse.Namespace) -> int:
 def client(args: argparse.Namespace) -> int:
     import grpc
 
-    from pytest_hpccomm.stacks.grpc import pyclient, wire
+    from pytest_hpccomm.stacks.grpc import pyclient
 
     settings = pyclient.Settings(args.batches, args.batch_seconds, args.warmup_seconds,
                                  args.slowdown, args.start_file)
@@ -92,7 +93,7 @@ def client(args: argparse.Namespace) -> int:
            "benchmark": args.benchmark, "mode": args.mode, "grpc_version": grpc.__version__,
            "targets": len(targets), "slowdown": args.slowdown,
            "results": [asdict(r) for r in results]}
-    sys.stdout.write(f"\n{wire.BEGIN}\n{json.dumps(doc)}\n{wire.END}\n")
+    sys.stdout.write(framing.frame(doc))
     sys.stdout.flush()
     return 0
 

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import grpc
 
+from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.stacks.grpc import messages as pb
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.payload import buffers_for
@@ -154,14 +155,6 @@ class Result:
     iterations: list[int] = field(default_factory=list)
     warmup: int = 0
     errors: list[str] = field(default_factory=list)
-
-
-def stretch(t0: float, factor: float) -> None:
-    """Canary (--hpc-inject-slowdown): spin until the timed region took `factor` times longer."""
-    if factor > 1.0:
-        target = t0 + (time.perf_counter() - t0) * factor
-        while time.perf_counter() < target:
-            pass
 
 
 def await_start(start_file: str, segment: int, timeout: float = 60.0) -> float:

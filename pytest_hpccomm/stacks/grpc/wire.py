@@ -11,12 +11,13 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from pytest_hpccomm.peer import framing
+
 PACKAGE = "hpccomm.grpcbench"
 SERVICE = f"{PACKAGE}.TensorTransfer"
 RAW_SERVICE = f"{PACKAGE}.RawTensorTransfer"
 MODES = ("serialized", "raw")
 
-BEGIN, END = "@@HPCCOMM-RESULT-BEGIN@@", "@@HPCCOMM-RESULT-END@@"  # as the MPI peer and bench.h
 READY = "HPCCOMM-GRPC-READY"
 
 
@@ -110,8 +111,4 @@ def count_ready(output: str) -> int:
 
 def parse_result(stdout: str) -> dict[str, Any]:
     """The client's result document (the last one between the markers)."""
-    start, end = stdout.rfind(BEGIN), stdout.rfind(END)
-    if start < 0 or end < start:
-        raise ValueError("peer printed no result document")
-    doc: dict[str, Any] = json.loads(stdout[start + len(BEGIN):end])
-    return doc
+    return framing.parse_last(stdout)

@@ -40,7 +40,7 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (AuthenticationError, Channel, ChannelClosed,
                                          ControlServer, MessageError, RemoteError)
 from pytest_hpccomm.placement import LOOPBACK, NETNS
-from pytest_hpccomm.stacks.mpi.conformance_peer import PLANT_VAR, PLANTS, ULFM_MARK
+from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # so the MPI env's Python finds the peer

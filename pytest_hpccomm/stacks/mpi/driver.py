@@ -18,7 +18,6 @@ rate against size with a baseline band. The baseline key tells them apart by the
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,8 +35,8 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.measure.record import Direction, Measurement, Param
-from pytest_hpccomm.stacks.mpi.peer import (BEGIN, BENCHMARKS, COLLECTIVES, END, GATHERS, PAIR,
-                                            SCATTERS)
+from pytest_hpccomm.peer import framing
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import Transport
 
@@ -115,16 +114,7 @@ class Sweep:
 
 def parse_output(stdout: str) -> dict[str, dict[str, Any]]:
     """Every complete document between markers, by benchmark; a cut-off last one is ignored."""
-    docs: dict[str, dict[str, Any]] = {}
-    pos = 0
-    while (start := stdout.find(BEGIN, pos)) >= 0:
-        end = stdout.find(END, start)
-        if end < 0:
-            break
-        doc = json.loads(stdout[start + len(BEGIN):end])
-        docs[str(doc["benchmark"])] = doc
-        pos = end + len(END)
-    return docs
+    return {str(doc["benchmark"]): doc for doc in framing.parse_all(stdout)}
 
 
 def job_groups(benchmarks: Iterable[str], placement: str, hosts: int) -> list[tuple[str, ...]]:

@@ -30,7 +30,6 @@ with Send/Recv, 4.9 us persistent, OSU's C binary 4.7 us).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -39,30 +38,16 @@ from typing import Any
 
 import numpy as np
 
-BEGIN, END = "@@HPCCOMM-RESULT-BEGIN@@", "@@HPCCOMM-RESULT-END@@"
+from pytest_hpccomm.peer.canary import stretch
+from pytest_hpccomm.peer.framing import frame
+from pytest_hpccomm.stacks.mpi.wire import (BENCHMARKS, GATHERS, MULTI_PAIR, PAIR,
+                                            SCATTERS, UNSIZED)
+
 LARGE = 8192  # OSU: above this size, fewer warm-up iterations (skip_large)
 TAG, ACK = 1, 2
 MAX_ERRORS = 3  # wrong blocks described per (benchmark, size, rank)
 
-PAIR = ("osu_latency", "osu_bw", "osu_bibw")  # exactly ranks 0 and 1 take part
-MULTI_PAIR = ("osu_multi_lat", "osu_mbw_mr")  # pairs = ranks // 2
-COLLECTIVES = ("osu_allreduce", "osu_reduce", "osu_bcast", "osu_allgather", "osu_alltoall",
-               "osu_reduce_scatter", "osu_gather", "osu_scatter", "osu_barrier")
-BENCHMARKS = PAIR + MULTI_PAIR + COLLECTIVES
-UNSIZED = ("osu_barrier",)  # reported once, as size 0
-# OSU's size is one rank's block: these receive (send) one block per rank
-GATHERS = ("osu_allgather", "osu_alltoall", "osu_gather")
-SCATTERS = ("osu_alltoall", "osu_scatter")
-
 Loop = Callable[[int, float], float]  # (iterations, stretch factor) -> local value
-
-
-def stretch(t0: float, factor: float, clock: Callable[[], float]) -> None:
-    """Canary: spin until the timed region has taken `factor` times what it took."""
-    if factor > 1.0:
-        target = t0 + (clock() - t0) * factor
-        while clock() < target:
-            pass
 
 
 def seed(batch: int, rank: int = 0, block: int = 0) -> int:
@@ -488,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "participants": participants(benchmark, comm.Get_size()),
                    "seconds": round(time.monotonic() - started, 3), "results": results,
                    "errors": [e for errs in errors or [] for e in errs], "time": time.time()}
-            sys.stdout.write(f"\n{BEGIN}\n{json.dumps(doc)}\n{END}\n")
+            sys.stdout.write(frame(doc))
             sys.stdout.flush()
     return 0
 

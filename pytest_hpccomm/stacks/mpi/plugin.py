@@ -14,7 +14,7 @@ from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
                                                    register_settings)
-from pytest_hpccomm.stacks.mpi.conformance_peer import PLANTS
+from pytest_hpccomm.stacks.mpi.wire import PLANTS
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
                                               merge_sweeps, run_sweep)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve

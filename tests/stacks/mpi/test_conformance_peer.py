@@ -15,7 +15,7 @@ from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.placement import LOOPBACK
 from pytest_hpccomm.stacks.mpi.conformance import (PEER_MODULE, ConformancePeer, PeerLost,
                                                    build_launch)
-from pytest_hpccomm.stacks.mpi.conformance_peer import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
+from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
@@ -63,8 +63,8 @@ def test_hung_case_is_peer_lost_then_restarts_and_all_is_reaped(openmpi: MpiRunt
 
 
 def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> None:
-    """Beyond what its package's __init__ modules import, the peer adds only itself and the
-    (stdlib-only) control channel."""
+    """Beyond what its package's __init__ modules import, the peer adds only itself, the
+    stack's schema (wire) and case data (payload); the control channel comes later, at run."""
     code = ("import sys; import pytest_hpccomm.stacks.mpi; before = set(sys.modules); "
             f"import {PEER_MODULE}; "
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
@@ -72,4 +72,5 @@ def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> No
     env = {"PYTHONPATH": str(build_launch.__globals__["PROJECT_ROOT"]), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([str(openmpi.python), "-c", code], env=env, capture_output=True,
                          text=True, timeout=60, check=True).stdout
-    assert json.loads(out.replace("'", '"')) == [PEER_MODULE]
+    assert json.loads(out.replace("'", '"')) == sorted(
+        [PEER_MODULE, "pytest_hpccomm.stacks.mpi.payload", "pytest_hpccomm.stacks.mpi.wire"])

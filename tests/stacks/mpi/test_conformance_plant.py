@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-from pytest_hpccomm.stacks.mpi.conformance_peer import PLANT_THRESHOLD
+from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITES = Path(__file__).resolve().parents[3] / "suites" / "mpi"

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, measurements, run_sweep
-from pytest_hpccomm.stacks.mpi.peer import BENCHMARKS, UNSIZED
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, UNSIZED
 from pytest_hpccomm.stacks.mpi.runtime import resolve
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME

@@ -14,7 +14,9 @@ from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings,
                                               busbw_factor, collective_bytes, job_groups,
                                               measurements, merge_sweeps, parse_output,
                                               peer_argv, timeout_for)
-from pytest_hpccomm.stacks.mpi.peer import BEGIN, BENCHMARKS, END, parse_args
+from pytest_hpccomm.peer.framing import BEGIN, END
+from pytest_hpccomm.stacks.mpi.peer import parse_args
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS
 
 
 def doc(benchmark: str, results: list[dict[str, Any]], ranks: int = 2,

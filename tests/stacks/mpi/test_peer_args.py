@@ -114,17 +114,3 @@ def test_error_lines_are_capped_per_size() -> None:
     for batch in range(10):
         b.expect(buf, seed(batch) ^ 1, f"osu_latency size=8 batch={batch}")
     assert len(b.errors) == peer.MAX_ERRORS and b.wrong == 10
-
-
-def test_stretch_spins_the_factor() -> None:
-    now = [0.0]
-
-    def clock() -> float:
-        now[0] += 1.0
-        return now[0]
-
-    peer.stretch(0.0, 1.5, clock)  # first reading 1.0: target 1.5, one more reading passes it
-    assert now[0] == 2.0
-    now[0] = 10.0
-    peer.stretch(10.0, 1.0, clock)  # no canary: no clock reading at all
-    assert now[0] == 10.0

@@ -1,0 +1,19 @@
+"""The canary's slowdown (--hpc-inject-slowdown F), applied inside a peer's timed region.
+
+Standard library only. A peer calls stretch() at the end of each timed batch: it spins until
+the batch has taken F times as long as it did, so the stack's real work is measured and then
+made slower by a known factor, and the verdict engine's power can be checked against it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def stretch(t0: float, factor: float, clock: Callable[[], float] = time.perf_counter) -> None:
+    """Spin until the region started at `t0` (on `clock`) has taken `factor` times as long."""
+    if factor > 1.0:
+        target = t0 + (clock() - t0) * factor
+        while clock() < target:
+            pass

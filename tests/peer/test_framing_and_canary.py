@@ -1,0 +1,41 @@
+"""The peer-side helpers every stack shares: result framing and the canary's stretch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.peer import framing
+from pytest_hpccomm.peer.canary import stretch
+
+NATIVE = Path(__file__).resolve().parents[2] / "pytest_hpccomm/stacks/grpc/native/bench.h"
+
+
+def test_documents_survive_chatter_and_a_cut_off_last_one() -> None:
+    out = "MPI warning\n" + framing.frame({"a": 1}) + "log line\n" + framing.frame({"b": [2]})
+    cut = out + f"{framing.BEGIN}\n{{\"c\": 3"
+    assert framing.parse_all(cut) == [{"a": 1}, {"b": [2]}]
+    assert framing.parse_last(out) == {"b": [2]}
+    assert framing.parse_last(cut) == {"b": [2]}  # the cut-off one is not the last document
+    with pytest.raises(ValueError, match="no result document"):
+        framing.parse_last("nothing framed here")
+
+
+def test_the_native_peer_prints_the_same_markers() -> None:
+    text = NATIVE.read_text()
+    assert f'"{framing.BEGIN}"' in text and f'"{framing.END}"' in text
+
+
+def test_stretch_spins_the_factor() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    stretch(0.0, 1.5, clock)  # first reading 1.0: target 1.5, one more reading passes it
+    assert now[0] == 2.0
+    now[0] = 10.0
+    stretch(10.0, 1.0, clock)  # no canary: no clock reading at all
+    assert now[0] == 10.0
