@@ -23,7 +23,7 @@ import resource
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from pytest_hpccomm.cluster import proctree
 
@@ -128,3 +128,32 @@ def evidence(shares: Sequence[Mapping[str, float]], disturbed: str,
     reads the `disturbed` reason back)."""
     return {"foreign_cores": [s["foreign_cores"] for s in shares], "disturbed": disturbed,
             "reruns": reruns}
+
+
+T = TypeVar("T")
+
+
+class QuietRetry:
+    """Runs a job again while another process shared the cores, as long as that looks
+    transient: up to `reruns` extra tries per job, and none at all once `streak` tries in a
+    row were disturbed (a runner that is loaded for good would only triple the suite's time;
+    each later job still gets one try, and the first quiet one re-arms the retries)."""
+
+    def __init__(self, reruns: int = 2, streak: int = 3) -> None:
+        self.reruns, self.streak = reruns, streak
+        self._disturbed_in_a_row = 0
+        self.extra_runs = 0  # what the guard cost this session, in jobs
+
+    def run(self, job: Callable[[], T], disturbed: Callable[[T], str]) -> tuple[T, int]:
+        """(the last try's result, how many extra tries it took)."""
+        attempt = 0
+        while True:
+            got = job()
+            if not disturbed(got):
+                self._disturbed_in_a_row = 0
+                return got, attempt
+            self._disturbed_in_a_row += 1
+            if attempt >= self.reruns or self._disturbed_in_a_row >= self.streak:
+                return got, attempt
+            attempt += 1
+            self.extra_runs += 1

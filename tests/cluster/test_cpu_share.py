@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pytest_hpccomm.cluster.cpu_share import CpuShare, evidence
+from pytest_hpccomm.cluster.cpu_share import CpuShare, QuietRetry, evidence
 from pytest_hpccomm.cluster.jobs import run_job
 
 BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {s}: pass"
@@ -63,3 +63,13 @@ def test_disturbed_needs_more_than_the_quiet_share() -> None:
     assert wide.quiet_limit == pytest.approx(2.56) and wide.disturbed == ""
     assert evidence([quiet.to_json(), loud.to_json()], loud.disturbed, 1) == {
         "foreign_cores": [0.05, 0.6], "disturbed": loud.disturbed, "reruns": 1}
+
+
+def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet() -> None:
+    retry = QuietRetry(reruns=2, streak=3)
+    loads = iter(["busy", "", "busy", "busy", "busy", "busy", "", "busy", ""])
+    runs = [retry.run(lambda: next(loads), lambda why: why) for _ in range(5)]
+    # job 1: one re-run got quiet cores; job 2: 2 re-runs, all loaded (streak 3 reached);
+    # job 3: loaded, no re-run while the streak lasts; job 4: quiet; job 5: re-run again
+    assert runs == [("", 1), ("busy", 2), ("busy", 0), ("", 0), ("", 1)]
+    assert retry.extra_runs == 4

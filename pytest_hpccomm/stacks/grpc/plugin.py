@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
                                               ensure_built)
@@ -22,7 +23,6 @@ from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, Serv
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
-RERUNS = 2  # extra tries of a client run that another process disturbed (cpu_share.py)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,6 +58,7 @@ class GrpcLab:
         self.settings = BenchSettings.for_profile(profile)
         self.slowdown = slowdown
         self.repeats = repeats  # client runs per sweep, pooled (driver.merge_sweeps)
+        self.retry = QuietRetry()  # the contention guard's re-runs of disturbed client runs
         self.tmp = tmp
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
@@ -121,13 +122,11 @@ class GrpcLab:
 
     def _quiet_run(self, family: str, peer: str, mode: str, placement: str,
                    cluster: Any) -> Sweep:
-        """One client run; again (up to RERUNS times) while another process shared the cores;
-        a run that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
-        for attempt in range(1 + RERUNS):
-            sweep = self._run(family, peer, mode, placement, cluster)
-            sweep.reruns = attempt
-            if not sweep.disturbed:
-                break
+        """One client run, again while another process shared the cores (QuietRetry); a run
+        that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
+        sweep, reruns = self.retry.run(
+            lambda: self._run(family, peer, mode, placement, cluster), lambda s: s.disturbed)
+        sweep.reruns = reruns
         return sweep
 
     def _client_hosts(self, cluster: Any) -> list[int]:

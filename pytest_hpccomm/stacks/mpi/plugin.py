@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
@@ -71,7 +72,7 @@ class MpiSweeps:
         self.sizes = list(sizes)
         self.slowdown = slowdown
         self.repeats = repeats  # independent jobs per sweep, pooled (driver.merge_sweeps)
-        self.reruns = reruns  # extra tries of a job another process disturbed
+        self.retry = QuietRetry(reruns)  # the contention guard's re-runs of disturbed jobs
         self._done: dict[tuple[str, str, str], Sweep | SweepFailed] = {}
 
     def get(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
@@ -88,15 +89,14 @@ class MpiSweeps:
         return got
 
     def _quiet_job(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
-        """One job; run again (up to `reruns` times) while another process shared the cores.
+        """One job, run again while another process shared the cores (cpu_share.QuietRetry).
         A job that never got them to itself is kept, marked: its verdict turns INCONCLUSIVE
         instead of calling a neighbour's load a regression."""
-        for attempt in range(1 + self.reruns):
-            sweep = run_sweep(runtime, target, benchmark, self.sizes, self.settings,
-                              self.slowdown)
-            sweep.reruns = attempt
-            if not sweep.disturbed:
-                break
+        sweep, reruns = self.retry.run(
+            lambda: run_sweep(runtime, target, benchmark, self.sizes, self.settings,
+                              self.slowdown),
+            lambda s: s.disturbed)
+        sweep.reruns = reruns
         return sweep
 
 
