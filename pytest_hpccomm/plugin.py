@@ -1,7 +1,8 @@
 """pytest entry point (pytest11: hpccomm). Thin: options, markers, fixtures, summary.
 
-The work lives in config (options), session (discovery and fingerprint), skips (skip
-semantics), judge (verdicts against baselines) and report/ (outputs).
+The work lives in config (options), session (discovery and fingerprint; stack plugins reach
+it through session.hpc_session_of), skips (skip semantics), recorder (verdicts against
+baselines) and report/ (outputs).
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from pytest_hpccomm.measure.record import Measurement
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.placement import placements
 from pytest_hpccomm.recorder import Recorder
-from pytest_hpccomm.session import HpcSession
+from pytest_hpccomm.session import SESSION_KEY, HpcSession, hpc_session_of
 from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
 
-SESSION_KEY = pytest.StashKey[HpcSession]()
 RECORDER_KEY = pytest.StashKey[Recorder]()
 STARTED_KEY = pytest.StashKey[float]()
 
@@ -47,10 +47,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = hpc
     config.stash[RECORDER_KEY] = Recorder(hpc)
     config.stash[STARTED_KEY] = time.time()
-
-
-def hpc_session_of(config: pytest.Config) -> HpcSession:
-    return config.stash[SESSION_KEY]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

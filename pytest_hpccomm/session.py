@@ -13,7 +13,6 @@ from pytest_hpccomm.fabrics import (FabricProbe, FabricSelection, FabricUnavaila
                                     register_fabric, select_fabric)
 from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.stacks.builtin import BUILTIN_STACKS
 from pytest_hpccomm.stacks.registry import StackProbe
 
 
@@ -42,7 +41,7 @@ class HpcSession:
         except ValueError as exc:
             raise pytest.UsageError(f"--hpc-sysfs-root: {exc}") from None
         selection = select_fabric(inventory, cfg.fabric, cfg.device, cfg.netdev)
-        stacks = {s.name: s for s in BUILTIN_STACKS}
+        stacks: dict[str, StackProbe] = {}  # each stack's plugin contributes its own probe
         for group in config.hook.pytest_hpccomm_stack_probes(config=config):
             stacks.update({s.name: s for s in group})
         versions = [s.versions() for s in stacks.values()]
@@ -60,3 +59,12 @@ class HpcSession:
                                        self.cfg.netdev)
         self.fingerprint.update(fp.fabric_fingerprint(self.selection))
         return self.selection
+
+
+SESSION_KEY = pytest.StashKey[HpcSession]()
+
+
+def hpc_session_of(config: pytest.Config) -> HpcSession:
+    """This pytest session's HpcSession (opened by the core plugin's pytest_configure): how
+    stack plugins reach the selected fabric, the options and the recorder's results."""
+    return config.stash[SESSION_KEY]

@@ -13,7 +13,7 @@ from pytest_hpccomm.session import HpcSession
 MARKERS = (
     "conformance: correctness test of a stack's semantics (property-based where possible)",
     "perf: performance benchmark judged against the stored baseline",
-    "stack(name): exercises the named stack (mpi, grpc, tf, horovod, verbs); skipped when it "
+    "stack(name): exercises the named stack (as its plugin registers it); skipped when it "
     "is not installed here",
     "fabric(*kinds): runs only on these fabric kinds (ib, roce, softroce, iwarp, ipoib, "
     "ethernet); skipped with what was found otherwise",

@@ -21,12 +21,19 @@ from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
 from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, ServerHandle, Sweep,
                                                merge_sweeps, run_p2p, run_ps, start_server)
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
+def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    return [ImportProbe("grpc", ("grpc",), ("grpcio", "grpcio-tools", "protobuf"), (),
+                        "pip install 'pytest-hpccomm[grpc]'")]
 
 
 def pytest_configure(config: pytest.Config) -> None:

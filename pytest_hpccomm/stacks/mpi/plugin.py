@@ -13,12 +13,15 @@ import pytest
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
                                                    register_settings)
 from pytest_hpccomm.stacks.mpi.wire import PLANTS
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
                                               merge_sweeps, run_sweep)
+from pytest_hpccomm.stacks.mpi.probe import MpiProbe
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve
+from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.mpi.transport import NoTransport, transport_for
 
 DEFAULT_MPIS = "openmpi,mpich"
@@ -52,9 +55,12 @@ def pytest_configure(config: pytest.Config) -> None:
     mpi_names(config)  # a bad value is a usage error before any test runs
     if not config.pluginmanager.has_plugin("hpccomm"):
         return  # `-p no:hpccomm`: the core plugin and its session are off
-    from pytest_hpccomm.plugin import hpc_session_of
-
     register_settings(hpc_session_of(config).cfg.profile)
+
+
+@pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
+def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    return [MpiProbe()]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -100,7 +106,7 @@ class MpiSweeps:
         return sweep
 
 
-def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: Any,
+def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
                  request: pytest.FixtureRequest) -> SweepTarget:
     """Where and over what this session's sweeps run; skips (one line) when the placement
     cannot carry the session's fabric."""
@@ -142,7 +148,7 @@ def mpi_runtime(mpi_name: str) -> MpiRuntime:
 
 
 @pytest.fixture(scope="session")
-def mpi_sweeps(hpc_session: Any) -> MpiSweeps:
+def mpi_sweeps(hpc_session: HpcSession) -> MpiSweeps:
     cfg = hpc_session.cfg
     return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown, cfg.repeats)
 
@@ -156,7 +162,7 @@ def mpi_conformance_plant(pytestconfig: pytest.Config) -> str | None:
 
 @pytest.fixture(scope="session")
 def mpi_conformance_peer(mpi_runtime: MpiRuntime, hpc_placement: str,
-                         mpi_conformance_plant: str | None, hpc_session: Any,
+                         mpi_conformance_plant: str | None, hpc_session: HpcSession,
                          request: pytest.FixtureRequest) -> Iterator[ConformancePeer]:
     """The session's conformance peer for (mpi_name, hpc_placement); reaped at session end,
     also when a test or the start fails."""

@@ -24,6 +24,7 @@ import pytest
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, select_fabric
 from pytest_hpccomm.fabrics import provision as prov
 from pytest_hpccomm.fabrics.sysfs import read_inventory
+from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 RDMA_KINDS = ("ib", "roce", "softroce", "iwarp")
 SOFTWARE_DRIVERS = ("rxe", "siw")
@@ -33,6 +34,12 @@ PLANT_HELP = ("test-only: start the verbs peers with a planted bug, to prove the
 
 PROVISIONED_KEY = pytest.StashKey[list[prov.Provisioned]]()
 EMULATED_KEY = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
+def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    return [ImportProbe("verbs", ("pyverbs",), ("pyverbs",), (),
+                        "apt-get install python3-pyverbs (rdma-core)")]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
