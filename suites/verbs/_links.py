@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from pytest_hpccomm.stacks.verbs.driver import ALL_ACCESS, Connection, VerbsPair
+from pytest_hpccomm.stacks.verbs.driver import (ALL_ACCESS, Connection, LinkDown, VerbsPair,
+                                                WorkRequestFailed)
 
 MR_BYTES = (4 << 20) + 8192  # several MiB payloads plus offsets and guard bytes
 
-# Hypothesis against a long-lived peer: every example is a few round trips, so no deadline;
-# the emulated guest (TCG) gets fewer examples than hardware. HPCCOMM_VERBS_EXAMPLES overrides.
+# Hypothesis against a long-lived peer: every example is a few round trips, so no deadline
+# (the verbs plugin's per-item deadline bounds the whole item, shrinking included); the
+# emulated guest (TCG) gets fewer examples than hardware. HPCCOMM_VERBS_EXAMPLES overrides.
 settings.register_profile(
     "verbs", deadline=None, derandomize=False,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -35,6 +39,9 @@ class Link:
     conn: Connection
     mr_a: dict[str, Any]
     mr_b: dict[str, Any]
+    b_access: tuple[str, ...] = ALL_ACCESS
+    length: int = MR_BYTES
+    suspect: bool = False  # an example failed in a way that may have left the QPs in ERR
 
     @property
     def a(self) -> Any:
@@ -45,21 +52,49 @@ class Link:
         return self.conn.b
 
     def healthy(self) -> bool:
-        if self.a.peer.broken or self.b.peer.broken:
+        if self.suspect or self.a.peer.broken or self.b.peer.broken:
             return False
         if self.pair.iwarp:
             # siw reports no QP state (siw_query_qp sets none): ask the link itself
             wr = {"opcode": "RDMA_READ", "mr": self.mr_a["mr"], "offset": 0, "length": 8,
                   "remote_addr": self.mr_b["addr"], "rkey": self.mr_b["rkey"], "wr_id": 0}
-            wcs = self.pair.execute(self.a, [wr], timeout=10)
-            return bool(wcs) and wcs[0]["status"] == 0
+            try:
+                wcs = self.pair.execute(self.a, [wr])
+            except LinkDown:
+                return False
+            return wcs[0]["status"] == 0
         return self.conn.state(self.a) == "RTS" and self.conn.state(self.b) == "RTS"
+
+    @contextmanager
+    def example(self) -> Iterator[None]:
+        """One Hypothesis example on this link. After an example that may have broken it (an
+        error completion moves both RC QPs to ERR; siw TERMINATEs the connection) the next
+        one gets a new link: shrinking then replays each candidate on a working link instead
+        of feeding a dead one back, and stays meaningful. A wrong answer on a working link
+        (bytes, order) keeps it. A dead link raises LinkDown, which ends the item anyway."""
+        if self.suspect:
+            self.renew()
+        try:
+            yield
+        except BaseException as exc:
+            if isinstance(exc, WorkRequestFailed) or not isinstance(exc, AssertionError):
+                self.suspect = True
+            raise
+
+    def renew(self) -> None:
+        """A new connection and MRs in place of these (tests hold this Link, not its parts)."""
+        self.close()
+        fresh = make_link(self.pair, self.b_access, self.length)
+        self.conn, self.mr_a, self.mr_b, self.suspect = fresh.conn, fresh.mr_a, fresh.mr_b, False
 
     def close(self) -> None:
         self.conn.close()
         for peer, mr in ((self.a.peer, self.mr_a), (self.b.peer, self.mr_b)):
             if not peer.broken:
-                peer.call("dereg_mr", mr=mr["mr"])
+                try:
+                    peer.call("dereg_mr", mr=mr["mr"])
+                except LinkDown:  # the peer died meanwhile: its MRs went with it
+                    pass
 
 
 def make_link(pair: VerbsPair, b_access: tuple[str, ...] = ALL_ACCESS,
@@ -67,6 +102,6 @@ def make_link(pair: VerbsPair, b_access: tuple[str, ...] = ALL_ACCESS,
     conn = pair.connect("RC", max_send_wr=64, max_recv_wr=64)
     mr_a = pair.reg_mr(pair.a, length)
     mr_b = pair.reg_mr(pair.b, length, b_access)
-    return Link(pair, conn, mr_a, mr_b)
+    return Link(pair, conn, mr_a, mr_b, b_access, length)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import Side, VerbsCallError, VerbsPair
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
@@ -117,17 +118,12 @@ def test_any_state_goes_to_err_and_reset(qps: Any, manual_only: None) -> None:
     assert modify(a, "INIT") == "INIT", "a QP reset from ERR must be usable again"
 
 
-SIW_NO_QP_STATE = ("siw's ibv_query_qp reports no state: siw_query_qp() (Linux 6.1 "
-                   "drivers/infiniband/sw/siw/siw_verbs.c) never sets qp_attr->qp_state, so "
-                   "every QP reads as RESET (0)")
-
-
-def test_cm_connection_reaches_rts(verbs_pair: VerbsPair, request: pytest.FixtureRequest) -> None:
+def test_cm_connection_reaches_rts(verbs_pair: VerbsPair) -> None:
     """Whatever the transport, a connection the suite makes ends with both QPs in RTS."""
-    if verbs_pair.selection.driver == "siw":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=SIW_NO_QP_STATE))
     conn = verbs_pair.connect("RC")
     try:
-        assert (conn.state(conn.a), conn.state(conn.b)) == ("RTS", "RTS")
+        with known_defects(verbs_pair.selection.driver, "siw-no-qp-state"):
+            states = conn.state(conn.a), conn.state(conn.b)
+            assert states == ("RTS", "RTS"), f"connected QPs report {', '.join(states)}"
     finally:
         conn.close()

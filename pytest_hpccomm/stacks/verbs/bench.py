@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyverbs.enums as e
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES, QKEY, status_text
+
 if TYPE_CHECKING:
     from pytest_hpccomm.stacks.verbs.engine import Endpoint, Engine
 
@@ -40,7 +42,6 @@ class BenchError(Exception):
 
 class Loop:
     def __init__(self, engine: Engine, ep: Endpoint, msg: dict[str, Any]) -> None:
-        from pytest_hpccomm.stacks.verbs.engine import GRH_BYTES
 
         self.engine, self.ep = engine, ep
         self.bench: str = msg["benchmark"]
@@ -77,7 +78,6 @@ class Loop:
             # exercises the whole operation on every iteration like perftest's -A CMP_AND_SWAP
             wr.set_wr_atomic(int(self.remote["rkey"]), int(self.remote["addr"]), 0, 0)
         if self.ep.qp_type == "UD":
-            from pytest_hpccomm.stacks.verbs.engine import QKEY
 
             if self.ep.ah is None:
                 raise BenchError("UD benchmark without the remote's address handle")
@@ -89,7 +89,6 @@ class Loop:
 
     def wait(self, cq: Any, count: int, what: str) -> None:
         """Spin until `count` successful completions; a failed one or the deadline raises."""
-        from pytest_hpccomm.stacks.verbs.engine import status_text
 
         got = 0
         while got < count:

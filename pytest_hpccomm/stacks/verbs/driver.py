@@ -21,14 +21,58 @@ from typing import Any
 from pytest_hpccomm.cluster.jobs import RunningJob, start_job
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
-from pytest_hpccomm.stacks.verbs.peer import HELLO
+from pytest_hpccomm.stacks.verbs.kernel_log import KernelLog
+from pytest_hpccomm.stacks.verbs.wire import HELLO
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 PEER_MODULE = "pytest_hpccomm.stacks.verbs.peer"
 ALL_ACCESS = ("local_write", "remote_write", "remote_read", "remote_atomic")
 
+# How long a completion may take: a fixed allowance plus the payload at a floor throughput.
+# rxe and siw in the TCG-emulated CI guest complete a 4 MiB WRITE, READ or SEND in 0.05-0.3 s
+# on a loaded host; 5 s + 1 s per MiB is a wide margin, yet seconds: a dead link fails its
+# item quickly instead of every wait running out a minute.
+COMPLETION_BASE = 5.0  # seconds
+COMPLETION_FLOOR = 1 << 20  # bytes per second
+CALL_MARGIN = 20.0  # a peer answers a wait this long after it ran out, or it is stuck
+CM_LIMIT = 30.0  # seconds for one rdma_cm event (address, route, request, established)
 
-class PeerError(Exception):
+
+def completion_wait(nbytes: int) -> float:
+    """Seconds to wait for the completions of work requests moving `nbytes` in all."""
+    return COMPLETION_BASE + max(0, nbytes) / COMPLETION_FLOOR
+
+
+class LinkDown(BaseException):
+    """The link cannot carry the item on: completions missed their deadline (the QP is in
+    error, the connection was TERMINATEd) or a peer stopped answering.
+
+    A BaseException on purpose. Hypothesis counts every Exception (and pytest's Failed) as a
+    failing example and goes on shrinking; on a dead link every further example would only
+    wait out its deadline and fail the same way, and say nothing about the example. Outside
+    Exception, it ends the property at once with the reason (Hypothesis 6.x:
+    failure_exceptions_to_catch() is Exception, SystemExit, GeneratorExit and Failed)."""
+
+    def __init__(self, message: str, *, qp_state: str | None = None,
+                 cm_events: tuple[str, ...] = (), kernel: tuple[str, ...] = (),
+                 completions: tuple[dict[str, Any], ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.qp_state, self.cm_events, self.kernel = qp_state, cm_events, kernel
+        self.completions = completions
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.qp_state is not None:
+            parts.append(f"QP state as the device reports it: {self.qp_state}")
+        if self.cm_events:
+            parts.append(f"rdma_cm events: {', '.join(self.cm_events)}")
+        if self.kernel:
+            parts.append("kernel log since the item began: " + " | ".join(self.kernel))
+        return "; ".join(parts)
+
+
+class PeerError(LinkDown):
     """A peer could not start, died, or stopped answering: the pair must be restarted."""
 
 
@@ -41,7 +85,12 @@ class VerbsCallError(Exception):
 
 
 class WorkRequestFailed(AssertionError):
-    """A work request completed with an error status, or did not complete."""
+    """A work request completed with an error status, or did not complete. `kernel`: what the
+    RDMA drivers logged meanwhile, when the check was given a kernel log (VerbsPair's)."""
+
+    def __init__(self, message: str, kernel: tuple[str, ...] = ()) -> None:
+        super().__init__(message + (f"; kernel log: {' | '.join(kernel)}" if kernel else ""))
+        self.kernel = kernel
 
 
 @dataclass
@@ -61,6 +110,9 @@ class Peer:
 
     def start(self, op: str, **args: Any) -> str:
         """Send a request without waiting; finish(rid) collects the reply."""
+        if self.broken:  # it may still be busy with an abandoned request: never wait on it
+            raise PeerError(f"{op}: {self.name} stopped answering earlier; the pair is "
+                            "restarted before the next item")
         rid = f"{self.name}-{next(self._ids)}"
         try:
             self.channel.send({"op": op, **args, "id": rid})
@@ -229,6 +281,7 @@ class VerbsPair:
     """Two peers on the selected device, and the connections tests ask for."""
 
     _ports = itertools.count(20000 + os.getpid() % 10000)
+    call_margin = CALL_MARGIN
 
     def __init__(self, a: Peer, b: Peer, selection: FabricSelection,
                  opts: PeerOptions | None = None) -> None:
@@ -236,6 +289,12 @@ class VerbsPair:
         self.info = a.info
         self.iwarp = bool(a.info.get("iwarp"))
         self.restarts = 0
+        self.kernel_log = KernelLog()
+        self.kernel_log.mark()
+
+    @property
+    def broken(self) -> bool:
+        return self.a.broken or self.b.broken
 
     def restart(self) -> None:
         """New peers, after one got stuck (e.g. a benchmark's server side waiting for a
@@ -279,30 +338,85 @@ class VerbsPair:
         return conn
 
     def _cm_connect(self, a: Side, b: Side) -> None:
-        """rdma_cm: b listens, a connects, b accepts, both see ESTABLISHED."""
+        """rdma_cm: b listens, a connects, b accepts, both see ESTABLISHED; each wait for an
+        event is bounded in the peer (CM_LIMIT), each call here a little longer."""
         address, port = self.selection.address, next(self._ports)
+        limit, call = CM_LIMIT, CM_LIMIT + self.call_margin
         b.peer.call("cm_listen", ep=b.ep, address=address, port=port)
-        a.peer.call("cm_connect", ep=a.ep, address=address, port=port)
-        b.peer.call("cm_accept", ep=b.ep)
-        a.peer.call("cm_established", ep=a.ep)
-        b.peer.call("cm_established", ep=b.ep)
+        a.peer.call("cm_connect", ep=a.ep, address=address, port=port, limit=limit,
+                    timeout=call)
+        b.peer.call("cm_accept", ep=b.ep, limit=limit, timeout=call)
+        a.peer.call("cm_established", ep=a.ep, limit=limit, timeout=call)
+        b.peer.call("cm_established", ep=b.ep, limit=limit, timeout=call)
 
     def reg_mr(self, peer: Peer, length: int,
                access: tuple[str, ...] = ALL_ACCESS) -> dict[str, Any]:
         rights = list(dict.fromkeys(["local_write", *access]))
         return dict(peer.call("reg_mr", length=length, access=rights))
 
-    def execute(self, side: Side, wrs: list[dict[str, Any]], *, timeout: float = 30.0,
-                expect: int | None = None) -> list[dict[str, Any]]:
+    def execute(self, side: Side, wrs: list[dict[str, Any]], *, timeout: float | None = None,
+                expect: int | None = None, allow_missing: bool = False) -> list[dict[str, Any]]:
         """Post wrs on side's send queue, wait for `expect` completions (default: one per
-        signalled WR) and return them in the order the CQ gave them."""
+        signalled WR) and return them in the order the CQ gave them. The wait: `timeout`, or
+        completion_wait() of the bytes the WRs move. Completions still missing then raise
+        LinkDown, unless allow_missing (a test that expects the link to die)."""
         n = sum(1 for w in wrs if w.get("signaled", True)) if expect is None else expect
-        return list(side.peer.call("execute", ep=side.ep, wrs=wrs, count=n, wait=timeout,
-                                   timeout=timeout + 30))
+        wait = completion_wait(sum(int(w.get("length", 0)) for w in wrs)) \
+            if timeout is None else timeout
+        wcs = list(side.peer.call("execute", ep=side.ep, wrs=wrs, count=n, wait=wait,
+                                  timeout=wait + self.call_margin))
+        if len(wcs) < n and not allow_missing:
+            raise self.link_down(side, _missing(wcs, wrs, n, wait, "send"), wcs)
+        return wcs
+
+    def poll(self, side: Side, cq: str = "recv", count: int = 1, nbytes: int = 0, *,
+             timeout: float | None = None, allow_missing: bool = False) -> list[dict[str, Any]]:
+        """`count` completions of side's `cq` ("send" or "recv"), with execute()'s deadline
+        (completion_wait(nbytes) unless `timeout`) and its LinkDown when they miss it."""
+        wait = completion_wait(nbytes) if timeout is None else timeout
+        wcs = list(side.peer.call("poll", ep=side.ep, cq=cq, count=count, wait=wait,
+                                  timeout=wait + self.call_margin))
+        if len(wcs) < count and not allow_missing:
+            raise self.link_down(side, _missing(wcs, [], count, wait, cq), wcs)
+        return wcs
+
+    def expect_success(self, wcs: list[dict[str, Any]], wrs: list[dict[str, Any]],
+                       what: str) -> None:
+        """expect_success(), its failure quoting the kernel log (a siw TERMINATE's reason)."""
+        try:
+            expect_success(wcs, wrs, what)
+        except WorkRequestFailed as exc:
+            raise WorkRequestFailed(str(exc), tuple(self.kernel_log.since())) from None
+
+    def link_down(self, side: Side, what: str,
+                  wcs: list[dict[str, Any]] | None = None) -> LinkDown:
+        """A LinkDown with the evidence: what the QP and rdma_cm say, and the kernel log."""
+        got = side.peer.call("diagnose", ep=side.ep)
+        return LinkDown(f"{self.selection.device}: {what}", qp_state=str(got["qp_state"]),
+                        cm_events=tuple(got["cm_events"]),
+                        kernel=tuple(self.kernel_log.since()), completions=tuple(wcs or ()))
 
     def close(self) -> None:
         for peer in (self.a, self.b):
             peer.stop()
+        self.kernel_log.close()
+
+
+def _missing(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], n: int, wait: float,
+             cq: str) -> str:
+    """'3 of 5 send completions within 5.0 s (none for RDMA_READ#103, SEND#104); completed:
+    SEND#100 success, ...'."""
+    text = f"{len(wcs)} of {n} {cq} completions within {wait:.1f} s"
+    ids = sorted({int(w.get("wr_id", 0)) for w in wrs if w.get("signaled", True)} -
+                 {int(c["wr_id"]) for c in wcs})
+    if ids:
+        ops = {int(w.get("wr_id", 0)): w.get("opcode", "SEND") for w in wrs}
+        text += " (none for " + ", ".join(f"{ops[i]}#{i}" for i in ids[:8]) \
+            + (f" and {len(ids) - 8} more" if len(ids) > 8 else "") + ")"
+    if wcs:
+        shown = ", ".join(f"{c['opcode']}#{c['wr_id']} {c['status_text']}" for c in wcs[:8])
+        text += f"; completed: {shown}" + (", ..." if len(wcs) > 8 else "")
+    return text
 
 
 def expect_success(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: str) -> None:
@@ -321,3 +435,23 @@ def expect_success(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: s
             f"{what}: {wr.get('opcode', c['opcode'])} wr_id={c['wr_id']} completed with status "
             f"{c['status']} ({c['status_text']}), vendor error {c['vendor_err']:#x}"
             + (f"; {len(bad) - 1} more failed" if len(bad) > 1 else ""))
+
+
+class CompletionOrderError(AssertionError):
+    """Send-queue completions left posting order; carries both orders for the defect
+    catalogue (defects.py), which tells a known overtaking pattern from any other."""
+
+    def __init__(self, posted: list[tuple[str, int]], completed: list[tuple[str, int]]) -> None:
+        super().__init__("send-queue completions out of posting order: "
+                         + ", ".join(f"{op}#{i}" for op, i in completed)
+                         + " (posted: " + ", ".join(f"{op}#{i}" for op, i in posted) + ")")
+        self.posted, self.completed = posted, completed
+
+
+def expect_posting_order(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]]) -> None:
+    """RC completions of one send queue arrive in posting order (IB spec 10.8.3)."""
+    posted = [(str(w.get("opcode", "SEND")), int(w.get("wr_id", 0))) for w in wrs
+              if w.get("signaled", True)]
+    completed = [(str(c["opcode"]), int(c["wr_id"])) for c in wcs]
+    if completed != posted:
+        raise CompletionOrderError(posted, completed)

@@ -15,11 +15,15 @@ and PD from librdmacm (one per device, shared by every CM id of the process) and
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
+import os
 import random
+import select
+import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyverbs.enums as e
@@ -31,6 +35,8 @@ from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+
+from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
 
 ACCESS = {
     "local_write": e.IBV_ACCESS_LOCAL_WRITE,
@@ -56,29 +62,13 @@ WC_OPCODES = {e.IBV_WC_SEND: "SEND", e.IBV_WC_RDMA_WRITE: "RDMA_WRITE",
               e.IBV_WC_RDMA_READ: "RDMA_READ", e.IBV_WC_COMP_SWAP: "ATOMIC_CMP_AND_SWP",
               e.IBV_WC_FETCH_ADD: "ATOMIC_FETCH_AND_ADD", e.IBV_WC_RECV: "RECV",
               e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM"}
-# libibverbs' ibv_wc_status_str(), so failures read as every verbs tool prints them
-WC_STATUS = ("success", "local length error", "local QP operation error",
-             "local EE context operation error", "local protection error",
-             "Work Request Flushed Error", "memory management operation error",
-             "bad response error", "local access error", "remote invalid request error",
-             "remote access error", "remote operation error",
-             "transport retry counter exceeded", "RNR retry counter exceeded",
-             "local RDD violation error", "remote invalid RD request", "aborted error",
-             "invalid EE context number", "invalid EE context state", "fatal error",
-             "response timeout error", "general error", "TM error",
-             "TM rendezvous request error")
 MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
-GRH_BYTES = 40  # a UD receive buffer starts with the Global Routing Header
-QKEY = 0x11111111
 PLANTS = ("mr-no-remote-write",)
 
 
 class VerbsError(Exception):
     """A verbs call failed; the message names the call and the errno."""
 
-
-def status_text(status: int) -> str:
-    return WC_STATUS[status] if 0 <= status < len(WC_STATUS) else f"status {status}"
 
 
 def pattern(length: int, seed: int) -> bytes:
@@ -104,6 +94,8 @@ class Endpoint:
     cm: Any = None  # CMID of an rdma_cm connection (iWARP)
     listen: Any = None  # listening CMID while accepting
     channel: Any = None  # CMEventChannel
+    channel_fd: int | None = None  # its descriptor, non-blocking (None: not found)
+    cm_events: list[str] = field(default_factory=list)  # seen after ESTABLISHED
 
 
 class Engine:
@@ -350,26 +342,54 @@ class Engine:
         ep.remote_qpn = int(remote["qpn"])
 
     # -- rdma_cm (iWARP) ------------------------------------------------------------------------
-    def _cm_wait(self, ep: Endpoint, wanted: int) -> Any:
-        """The channel's next event, which must be `wanted`. rdma_get_cm_event blocks (pyverbs
-        exposes no fd to poll, and holds the GIL while waiting): a lost event is bounded by the
-        orchestrator's request timeout and this peer job's hard timeout."""
+    def _cm_next(self, ep: Endpoint, timeout: float) -> Any:
+        """The channel's next event within `timeout` seconds, or None. The channel's fd is
+        non-blocking (see open_cm_channel): poll(2) waits, with the GIL released."""
         from pyverbs.cmid import CMEvent
 
-        event = CMEvent(ep.channel)
+        if ep.channel_fd is None:  # fd not found: the old blocking read, bounded by the
+            return CMEvent(ep.channel)  # orchestrator's request timeout and a peer restart
+        deadline = time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(ep.channel_fd, select.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                return None
+            try:
+                return CMEvent(ep.channel)
+            except PyverbsRDMAError as exc:
+                if _errno(exc) not in (errno.EAGAIN, errno.EINTR):
+                    raise
+
+    def _cm_wait(self, ep: Endpoint, wanted: int, timeout: float) -> Any:
+        """The channel's next event, which must be `wanted`, within `timeout` seconds."""
+        event = self._cm_next(ep, timeout)
+        if event is None:
+            raise VerbsError(f"rdma_cm: no {cm_event_name(wanted)} within {timeout:g} s")
         got = event.event_type
         if got != wanted:
             text = event.event_str()
             event.ack_cm_event()
-            raise VerbsError(f"rdma_cm: expected event {wanted}, got {got} ({text})")
+            raise VerbsError(f"rdma_cm: expected {cm_event_name(wanted)}, got {text}")
         return event
+
+    def _cm_drain(self, ep: Endpoint) -> list[str]:
+        """Events that arrived since ESTABLISHED (DISCONNECTED: the other side terminated the
+        connection), recorded in ep.cm_events; never blocks."""
+        if ep.channel is None or ep.channel_fd is None:
+            return ep.cm_events
+        while (event := self._cm_next(ep, 0)) is not None:
+            ep.cm_events.append(event.event_str())
+            event.ack_cm_event()
+        return ep.cm_events
 
     def op_cm_listen(self, msg: dict[str, Any]) -> None:
         from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
         import pyverbs.cm_enums as ce
 
         ep = self.eps[int(msg["ep"])]
-        ep.channel = CMEventChannel()
+        ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
         ep.listen = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
         ep.listen.bind_addr(AddrInfo(src=msg["address"], src_service=str(msg["port"]),
                                      port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE))
@@ -390,7 +410,8 @@ class Engine:
         import pyverbs.cm_enums as ce
 
         ep = self.eps[int(msg["ep"])]
-        event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST)
+        event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST,
+                              float(msg.get("limit", 30)))
         ep.cm = CMID(creator=event, listen_id=ep.listen)
         event.ack_cm_event()
         self._to_init_for_cm(ep, ep.cm)
@@ -402,14 +423,14 @@ class Engine:
 
         ep = self.eps[int(msg["ep"])]
         timeout = float(msg.get("limit", 30))
-        ep.channel = CMEventChannel()
+        ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
         ep.cm = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
         ai = AddrInfo(src=self.address, dst=msg["address"], dst_service=str(msg["port"]),
                       port_space=ce.RDMA_PS_TCP)
         ep.cm.resolve_addr(ai, int(timeout * 1000))
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ADDR_RESOLVED).ack_cm_event()
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ADDR_RESOLVED, timeout).ack_cm_event()
         ep.cm.resolve_route(int(timeout * 1000))
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ROUTE_RESOLVED).ack_cm_event()
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ROUTE_RESOLVED, timeout).ack_cm_event()
         self._to_init_for_cm(ep, ep.cm)
         ep.cm.connect(self._conn_param(ep))
 
@@ -417,7 +438,8 @@ class Engine:
         import pyverbs.cm_enums as ce
 
         ep = self.eps[int(msg["ep"])]
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED).ack_cm_event()
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED, float(msg.get("limit", 30)))\
+            .ack_cm_event()
         return self.op_query_qp(msg)
 
     # -- work requests --------------------------------------------------------------------------
@@ -474,11 +496,27 @@ class Engine:
                 for o, n in msg["regions"]]
 
     def op_poll(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
-        """Up to `count` completions from the send or recv CQ within `wait` seconds."""
+        """Up to `count` completions from the send or recv CQ within `wait` seconds; on an
+        rdma_cm connection the wait ends early once rdma_cm reports it gone (the other side
+        closed it: siw's TERMINATE leaves rdma_cm silent, there only the deadline ends it)."""
         ep = self.eps[int(msg["ep"])]
         cq = ep.rcq if msg.get("cq") == "recv" else ep.scq
+        gone: Callable[[], bool] | None = None
+        if ep.cm is not None and ep.channel_fd is not None:
+            gone = lambda: bool(self._cm_drain(ep))  # noqa: E731
         return [wc_json(wc) for wc in poll(cq, int(msg.get("count", 1)),
-                                           float(msg.get("wait", 10)))]
+                                           float(msg.get("wait", 10)), gone)]
+
+    def op_diagnose(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """What a silent QP can tell: its state as the device reports it, and the rdma_cm
+        events since it was established (a DISCONNECTED means the connection is gone)."""
+        ep = self.eps[int(msg["ep"])]
+        events = list(self._cm_drain(ep))
+        try:
+            state = self.op_query_qp(msg)["state"]
+        except PyverbsError as exc:
+            state = f"unknown (ibv_query_qp: {exc})"
+        return {"qp_state": state, "cm_events": events}
 
     # -- benchmarks (see bench.py) --------------------------------------------------------------
     def op_bench(self, msg: dict[str, Any],
@@ -509,17 +547,69 @@ class Engine:
             self.ctx.close()
 
 
-def poll(cq: CQ, count: int, timeout: float) -> list[Any]:
-    """Busy-poll (as perftest does) until `count` completions or the timeout."""
+GONE_CHECK = 0.2  # seconds between looks at the connection while a CQ stays empty
+FLUSH_GRACE = 0.5  # once the connection is gone, flushed completions may still come
+
+
+def poll(cq: CQ, count: int, timeout: float,
+         gone: Callable[[], bool] | None = None) -> list[Any]:
+    """Busy-poll (as perftest does) until `count` completions or the timeout; gone() says
+    the connection was torn down, which shortens the wait to a grace for flushes."""
     got: list[Any] = []
-    deadline = time.monotonic() + timeout
+    now = time.monotonic()
+    deadline, check = now + timeout, now + GONE_CHECK
     while len(got) < count:
         n, wcs = cq.poll(min(16, count - len(got)))
         if n:
             got.extend(wcs[:n])
-        elif time.monotonic() > deadline:
+            continue
+        now = time.monotonic()
+        if now > deadline:
             break
+        if gone is not None and now > check:
+            check = now + GONE_CHECK
+            if gone():
+                deadline, gone = min(deadline, now + FLUSH_GRACE), None
     return got
+
+
+def open_cm_channel(make: Callable[[], Any]) -> tuple[Any, int | None]:
+    """A new CMEventChannel and its descriptor, made non-blocking so that waiting for an event
+    can have a deadline: pyverbs exposes no fd and calls rdma_get_cm_event without releasing
+    the GIL, so a lost event used to block the peer for good. The descriptor is the character
+    device (/dev/infiniband/rdma_cm) the constructor opened: the peer is single-threaded."""
+    before = _open_files()
+    channel = make()
+    # by (fd, target): listing /proc/self/fd briefly holds an fd of its own, which the
+    # channel's may reuse
+    after = _open_files()
+    new = [fd for fd, target in after.items() if before.get(fd) != target]
+    for fd in sorted(new, key=lambda fd: not after[fd].endswith("rdma_cm")):
+        try:
+            if stat.S_ISCHR(os.fstat(fd).st_mode):
+                os.set_blocking(fd, False)
+                return channel, fd
+        except OSError:
+            continue
+    return channel, None
+
+
+def _open_files() -> dict[int, str]:
+    """This process's descriptors and what they point at."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def cm_event_name(event: int) -> str:
+    import pyverbs.cm_enums as ce
+
+    names = {getattr(ce, n): n for n in dir(ce) if n.startswith("RDMA_CM_EVENT_")}
+    return names.get(event, f"rdma_cm event {event}")
 
 
 def wc_json(wc: Any) -> dict[str, Any]:

@@ -21,8 +21,8 @@ import socket
 import sys
 from typing import Any
 
-HELLO = "hello"
-READY = "ready"  # event a benchmark's first side sends once its receives are posted
+from pytest_hpccomm.stacks.verbs.wire import HELLO, READY
+
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

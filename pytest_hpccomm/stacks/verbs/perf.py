@@ -14,7 +14,7 @@ from typing import Any
 from pytest_hpccomm.measure.record import Direction
 from pytest_hpccomm.stacks.verbs.driver import (Connection, PeerError, VerbsCallError, VerbsPair,
                                                 together)
-from pytest_hpccomm.stacks.verbs.peer import READY
+from pytest_hpccomm.stacks.verbs.wire import READY
 from pytest_hpccomm.stacks.verbs.stats import (LatencyStats, bandwidth_mb_s, deltas,
                                                latency_stats, message_rate_mpps)
 

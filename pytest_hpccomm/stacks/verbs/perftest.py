@@ -106,6 +106,9 @@ def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
         if not job.ok:
             raise PerftestFailed(f"{program} {who}: {job.describe()}\n{job.stdout[-1500:]}")
     report = parse_report(program, client.stdout)
-    if not all(math.isfinite(v) or math.isinf(v) for v in report.values()):
+    # NaN is unreadable, except perftest's own arithmetic on inf latencies (its cycle counter
+    # under emulation): then its t_stdev prints as nan
+    if any(math.isnan(v) for v in report.values()) and \
+            not any(math.isinf(v) for v in report.values()):
         raise PerftestFailed(f"{program}: unreadable numbers {report}")
     return PerftestRun(program, report, client, srv)

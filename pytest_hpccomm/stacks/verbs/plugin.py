@@ -7,6 +7,11 @@ Tests marked `stack("verbs")` ask for:
   verbs_bench     perftest's benchmark set over the pair, cached per session
   verbs_emulated  True on rxe/siw: benchmarks run as a functional pass without verdicts
 
+Every verbs item runs under a deadline of its own (--hpc-verbs-deadline, watchdog.py) that
+raises past Hypothesis, below pytest-timeout's (the outer belt); an item that left a peer
+broken (stopped answering, or interrupted mid-request) gets the pair restarted before the
+next item, and the kernel log is marked at each item's start for dead-link reports.
+
 Skips: the core skips by the stack marker alone and only at collection, before any link could
 be provisioned. For verbs items this plugin decides first (tryfirst) and names everything that
 is missing in one reason: the stack (pyverbs) and the fabric (what was found instead, and why no
@@ -15,6 +20,7 @@ link can be created) — a provisionable fabric is not a reason to skip.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,8 +38,16 @@ PLANT_HELP = ("test-only: start the verbs peers with a planted bug, to prove the
               "suite catches it (mr-no-remote-write: MRs are registered without REMOTE_WRITE "
               "even when it is asked for)")
 
+DEADLINE = 240.0  # seconds per verbs item; the slowest in the TCG-emulated guest take ~10 s
+DEADLINE_SHARE = 0.8  # of pytest-timeout's timeout, so the watchdog fires first
+DEADLINE_HELP = (f"seconds a verbs item may run (default {DEADLINE:g}, at most "
+                 f"{DEADLINE_SHARE:g} x pytest-timeout's --timeout; 0: no deadline): past it "
+                 "the item fails even inside a Hypothesis property, which swallows "
+                 "pytest-timeout's failure")
+
 PROVISIONED_KEY = pytest.StashKey[list[prov.Provisioned]]()
 EMULATED_KEY = pytest.StashKey[list[str]]()
+PAIR_KEY = pytest.StashKey[Any]()  # the session's VerbsPair, once started
 
 
 @pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
@@ -46,6 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
     group.addoption("--hpc-verbs-plant", default=None, dest="hpc_verbs_plant",
                     choices=("mr-no-remote-write",), help=PLANT_HELP)
+    group.addoption("--hpc-verbs-deadline", default=None, type=float,
+                    dest="hpc_verbs_deadline", metavar="SECONDS", help=DEADLINE_HELP)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -61,6 +77,66 @@ def _hpc(config: pytest.Config) -> Any:
 
 def _is_verbs(item: pytest.Item) -> bool:
     return any(m.args[:1] == ("verbs",) for m in item.iter_markers("stack"))
+
+
+def item_deadline(item: pytest.Item) -> float:
+    """--hpc-verbs-deadline (default DEADLINE), kept below pytest-timeout's timeout."""
+    asked = item.config.getoption("hpc_verbs_deadline", None)
+    seconds = DEADLINE if asked is None else float(asked)
+    outer = _pytest_timeout(item)
+    if outer and seconds > 0:
+        seconds = min(seconds, DEADLINE_SHARE * outer)
+    return seconds
+
+
+def _pytest_timeout(item: pytest.Item) -> float | None:
+    """The item's pytest-timeout timeout: its marker, else --timeout, else the ini key."""
+    marker = item.get_closest_marker("timeout")
+    values: list[Any] = []
+    if marker is not None:
+        values += [marker.kwargs.get("timeout"), *marker.args[:1]]
+    values.append(item.config.getoption("timeout", None))
+    try:
+        values.append(item.config.getini("timeout"))
+    except ValueError:  # pytest-timeout not installed: no such ini key
+        pass
+    for value in values:
+        try:
+            if value not in (None, "") and float(value) > 0:
+                return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the item's fixtures: restart a pair an earlier item left broken; mark the
+    kernel log, so a dead link reports only what this item's traffic provoked."""
+    if not _is_verbs(item):
+        return
+    pair = item.config.stash.get(PAIR_KEY, None)
+    if pair is None:
+        return
+    if pair.broken:
+        pair.restart()
+    pair.kernel_log.mark()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    if not _is_verbs(item):
+        return (yield)
+    from pytest_hpccomm.stacks.verbs import watchdog
+
+    with watchdog.deadline(item_deadline(item), item.nodeid) as armed:
+        try:
+            return (yield)
+        finally:
+            pair = item.config.stash.get(PAIR_KEY, None)
+            if armed is not None and armed.fired and pair is not None:
+                # interrupted mid-request: a peer may still be busy, or its channel mid-frame
+                pair.a.broken = pair.b.broken = True
 
 
 def fabric_reason(hpc: Any) -> str | None:
@@ -103,12 +179,15 @@ def refresh_selection(hpc: Any) -> FabricSelection | FabricUnavailable:
     refresh = getattr(hpc, "refresh_fabric", None)
     if callable(refresh):
         got: FabricSelection | FabricUnavailable = refresh()
+        if isinstance(got, FabricSelection):  # the provisioned link exists now
+            hpc.fingerprint.pop("fabric_available", None)
         return got
     from pytest_hpccomm import fingerprint as fp
 
     cfg = hpc.cfg
     hpc.inventory = read_inventory(cfg.sysfs_root)
     hpc.selection = select_fabric(hpc.inventory, cfg.fabric, cfg.device, cfg.netdev)
+    hpc.fingerprint.pop("fabric_available", None)
     hpc.fingerprint.update(fp.fabric_fingerprint(hpc.selection))
     return hpc.selection  # type: ignore[no-any-return]
 
@@ -164,18 +243,26 @@ def verbs_emulated(verbs_fabric: FabricSelection) -> bool:
 
 
 @pytest.fixture(scope="session")
-def verbs_pair(verbs_fabric: FabricSelection, pytestconfig: pytest.Config) -> Iterator[Any]:
+def verbs_pair(verbs_fabric: FabricSelection, pytestconfig: pytest.Config,
+               record_testsuite_property: Any) -> Iterator[Any]:
     from pytest_hpccomm.stacks.verbs.driver import PeerError, PeerOptions, VerbsPair, start_peers
 
+    # which kernel and driver the suite ran on, in the JUnit XML next to the verdicts (known
+    # defects are keyed by what a failure shows, and their explanations cite kernel sources)
+    record_testsuite_property("verbs_kernel", platform.release())
+    record_testsuite_property("verbs_device", str(verbs_fabric.device))
+    record_testsuite_property("verbs_driver", str(verbs_fabric.driver))
     opts = PeerOptions.from_selection(verbs_fabric, pytestconfig.getoption("hpc_verbs_plant"))
     try:
         a, b = start_peers(opts, 2)
     except PeerError as exc:
         pytest.fail(f"verbs peers on {verbs_fabric.description}: {exc}", pytrace=False)
     pair = VerbsPair(a, b, verbs_fabric, opts)
+    pytestconfig.stash[PAIR_KEY] = pair
     try:
         yield pair
     finally:
+        del pytestconfig.stash[PAIR_KEY]
         pair.close()
 
 
