@@ -6,7 +6,6 @@ Tests ask for `mpi_name` (parametrized over --hpc-mpi), `mpi_runtime` and `mpi_s
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pytest
 

@@ -1,0 +1,75 @@
+"""The package's shape, checked from its imports: no cycles, and peer programs that stay on
+their side of the control channel (DESIGN rule 1).
+
+A peer program is a module named `peer` or `*_peer` in a stack's folder: it runs on the hosts
+(often under mpirun, in another Python environment) and may import only the shared peer-side
+helpers (pytest_hpccomm.peer), its own stack's peer-side modules and third-party libraries; never
+pytest, Hypothesis, the core (plugin, session, cluster, measure, baselines, report, ...) or its
+stack's plugin or driver. The orchestrator, in turn, never imports a peer program: names both
+sides share live in the stack's standard-library-only wire module.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.architecture.imports import PACKAGE, ROOT, closure, cycles, graph
+
+GRAPH = graph()
+PEERS = sorted(m for m in GRAPH if m.startswith(f"{PACKAGE}.stacks.")
+               and m.count(".") == 3 and m.rsplit(".", 1)[1].endswith("peer"))
+TEST_TOOLS = ("pytest", "_pytest", "hypothesis", "pluggy")
+ORCHESTRATOR_IN_A_STACK = ("plugin", "driver")
+
+
+def stack_of(module: str) -> str:
+    return ".".join(module.split(".")[:3])  # pytest_hpccomm.stacks.<stack>
+
+
+def test_there_are_peer_programs_to_check() -> None:
+    assert f"{PACKAGE}.stacks.mpi.peer" in PEERS and len(PEERS) >= 3, PEERS
+
+
+def test_no_import_cycles() -> None:
+    found = cycles(GRAPH)
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_a_peer_program_imports_no_orchestrator_code(peer: str) -> None:
+    stack = stack_of(peer)
+    allowed = {PACKAGE, f"{PACKAGE}.stacks"}
+    bad = []
+    for m in sorted(closure(peer, GRAPH)):
+        if m in TEST_TOOLS:
+            bad.append(m)
+        elif m.startswith(PACKAGE) and m not in allowed and not m.startswith(
+                (f"{PACKAGE}.peer", stack)):
+            bad.append(m)
+        elif m.startswith(stack + ".") and m.rsplit(".", 1)[1] in ORCHESTRATOR_IN_A_STACK:
+            bad.append(m)
+    assert not bad, f"{peer} imports (maybe through others) orchestrator code: {bad}"
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_a_peer_program_loads_without_pytest_in_a_fresh_interpreter(peer: str) -> None:
+    """What really happens at import (the static walk above also sees lazy imports)."""
+    code = (f"import sys, importlib; importlib.import_module({peer!r}); "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {TEST_TOOLS!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT.parent)
+    if out.returncode != 0 and "ModuleNotFoundError" in out.stderr:
+        missing = out.stderr.strip().splitlines()[-1]
+        if f"'{PACKAGE}" not in missing:  # a stack's runtime (pyverbs, grpc) not installed here
+            pytest.skip(f"{peer}: {missing}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"{peer} pulled in {out.stdout.strip()}"
+
+
+def test_the_orchestrator_imports_no_peer_program() -> None:
+    bad = {m: sorted(GRAPH[m] & set(PEERS)) for m in GRAPH if m not in PEERS}
+    bad = {m: peers for m, peers in bad.items() if peers}
+    assert not bad, f"orchestrator modules import peer programs (use the wire module): {bad}"
