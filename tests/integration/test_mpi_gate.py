@@ -40,23 +40,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
     args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k",
             "osu_latency", "--hpc-baselines=bl", "--hpc-system=gate", "--hpc-history=none",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
-    seen: list[dict[str, str]] = []
-    for _attempt in tries():
-        # a steady pair: a fresh baseline and a clean re-run that the gate calls PASS
-        first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
-        first.assert_outcomes(passed=2)
-        second = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
-        assert second.ret == 0, second.stdout.str()  # a clean re-run never fails the gate
-        steady = verdicts(second)
-        if set(steady.values()) == {"PASS"}:
-            break
-        seen.append(steady)
-        # INCONCLUSIVE (shared cores measured, or a CI too wide) asks for another pair; a
-        # clean re-run called an improvement is as false an alarm as a regression
-        judged = outcomes(pytester.path / "rerun.json")
-        assert set(judged.values()) <= {"pass", "inconclusive"}, f"clean re-run: {judged}"
-    else:
-        pytest.fail(f"no quiet pair of runs in {len(seen)} tries: re-runs judged {seen}")
+    steady_pair(pytester, args)
     stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
     assert len(stored["entries"]) == 2
     assert all(e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
@@ -71,11 +55,40 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
         judged = reasons(pytester.path / "canary.json")
         assert all(v == "regression" or "shared" in v for v in judged.values()), \
             f"the 1.5x canary was not caught: {judged}\n{canary.stdout.str()}"
+        if any(v.startswith("baseline measured on shared cores") for v in judged.values()):
+            steady_pair(pytester, args)  # a reference from a loaded machine: take a new one
     else:
         pytest.fail(f"no quiet canary run in {PATIENCE:g} s: {verdicts(canary)}")
     assert canary.ret == 1
     canary.stdout.fnmatch_lines(["*regression: osu_latency * median * us vs baseline * us "
                                  "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*"])
+
+
+def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
+    """A fresh baseline taken on quiet cores and a clean re-run that the gate calls PASS."""
+    seen: list[object] = []
+    baseline = pytester.path / "bl/gate/ethernet/mpi.json"
+    for _attempt in tries():
+        baseline.unlink(missing_ok=True)  # a new reference, not a verdict against the last one
+        first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
+        first.assert_outcomes(passed=2)
+        stored = json.loads(baseline.read_text())
+        shared = [e["summary"]["cores_shared"] for e in stored["entries"].values()
+                  if "cores_shared" in e["summary"]]
+        if shared:  # the guard saw a neighbour while the baseline was taken
+            seen.append(shared[0])
+            continue
+        second = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
+        assert second.ret == 0, second.stdout.str()  # a clean re-run never fails the gate
+        steady = verdicts(second)
+        if set(steady.values()) == {"PASS"}:
+            return
+        seen.append(steady)
+        # INCONCLUSIVE (shared cores measured, or a CI too wide) asks for another pair; a
+        # clean re-run called an improvement is as false an alarm as a regression
+        judged = outcomes(pytester.path / "rerun.json")
+        assert set(judged.values()) <= {"pass", "inconclusive"}, f"clean re-run: {judged}"
+    pytest.fail(f"no quiet pair of runs in {len(seen)} tries: {seen}")
 
 
 def tries() -> Iterator[int]:
