@@ -46,23 +46,13 @@ def _machine() -> tuple[float, float]:
     return busy / _TICK, steal / _TICK
 
 
-def _proc_cpu(pid: int) -> float:
-    """utime + stime + cutime + cstime of pid in seconds (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return 0.0
-    rest = data[data.rindex(b")") + 2 :].split()
-    return sum(int(rest[i]) for i in (11, 12, 13, 14)) / _TICK
-
-
 def _own() -> float:
     """CPU seconds of this process tree: self, reaped children, live descendants."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    return total + sum(_proc_cpu(p.pid) for p in proctree.descendants([os.getpid()]))
+    live = sum(proctree.cpu_ticks(p.pid) for p in proctree.descendants([os.getpid()]))
+    return total + live / _TICK
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,27 @@ class Proc:
     start: int  # clock ticks since boot (/proc/PID/stat field 22): tells a reused PID apart
 
 
-def _stat(pid: int) -> tuple[int, int, str] | None:
-    """(ppid, start, state) of pid, or None if it is gone."""
+def _fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat from field 3 (state) on, or None if pid is gone."""
     try:
         with open(f"{PROC}/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
     # comm may hold spaces and parentheses: the fields start after the LAST ')'
-    rest = data[data.rindex(b")") + 2 :].split()
-    return int(rest[1]), int(rest[19]), rest[0].decode()
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(ppid, start, state) of pid, or None if it is gone."""
+    rest = _fields(pid)
+    return None if rest is None else (int(rest[1]), int(rest[19]), rest[0].decode())
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime + cutime + cstime of pid in clock ticks (0 if it is gone)."""
+    rest = _fields(pid)
+    return 0 if rest is None else sum(int(rest[i]) for i in (11, 12, 13, 14))
 
 
 def _pids() -> list[int]:
