@@ -28,7 +28,7 @@ import numpy as np
 
 from pytest_hpccomm.baselines.store import entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, judge
-from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.report.results_json import load_results
 
 ROOT = Path(__file__).resolve().parents[1]

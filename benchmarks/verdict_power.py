@@ -33,7 +33,7 @@ from scipy.stats import mannwhitneyu
 
 from pytest_hpccomm.baselines.store import entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict, judge
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 
 @dataclass(frozen=True)

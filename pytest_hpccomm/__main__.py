@@ -22,7 +22,7 @@ from pytest_hpccomm.baselines.history import (
     change_points,
     default_history_path,
 )
-from pytest_hpccomm.measure.record import param_key
+from pytest_hpccomm.measure.measurement import param_key
 
 
 def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:

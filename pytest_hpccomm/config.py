@@ -16,7 +16,7 @@ import pytest
 from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm, parse_host_list,
                                           parse_hostfile)
 from pytest_hpccomm.baselines.history import default_history_path
-from pytest_hpccomm.sizes import SizeSpecError, parse_size_spec
+from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size_spec
 
 FABRIC_CHOICES = ("auto", "ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
 LAUNCHER_CHOICES = ("auto", "local", "netns", "mpirun", "srun")

@@ -1,7 +1,7 @@
 """pytest entry point (pytest11: hpccomm). Thin: options, markers, fixtures, summary.
 
 The work lives in config (options), session (discovery and fingerprint; stack plugins reach
-it through session.hpc_session_of), skips (skip semantics), recorder (verdicts against
+it through session.hpc_session_of), skips (skip semantics), baselines.judging (verdicts against
 baselines) and report/ (outputs).
 """
 
@@ -17,14 +17,14 @@ from pytest_hpccomm import hookspecs
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
-from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.placement import placements
-from pytest_hpccomm.recorder import Recorder
+from pytest_hpccomm.cluster.placement import placements
+from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.session import SESSION_KEY, HpcSession, hpc_session_of
 from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
 
-RECORDER_KEY = pytest.StashKey[Recorder]()
+JUDGE_KEY = pytest.StashKey[BaselineJudge]()
 STARTED_KEY = pytest.StashKey[float]()
 
 
@@ -45,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "with --hpc-update-baselines")
     hpc = HpcSession.open(config, cfg)
     config.stash[SESSION_KEY] = hpc
-    config.stash[RECORDER_KEY] = Recorder(hpc)
+    config.stash[JUDGE_KEY] = BaselineJudge(hpc)
     config.stash[STARTED_KEY] = time.time()
 
 
@@ -70,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """`hpc_size` sweeps the profile's message sizes; `hpc_placement` where peers run."""
-    from pytest_hpccomm.sizes import format_size
+    from pytest_hpccomm.measure.sizes import format_size
 
     hpc = hpc_session_of(metafunc.config)
     if "hpc_size" in metafunc.fixturenames:
@@ -140,11 +140,11 @@ def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
     from pytest_hpccomm.baselines.store import BaselineFileError
     from pytest_hpccomm.report.junit import junit_properties
 
-    recorder = request.config.stash[RECORDER_KEY]
+    judge = request.config.stash[JUDGE_KEY]
 
     def record(m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
         try:
-            result = recorder.record(request.node.nodeid, m, runtime_fingerprint)
+            result = judge.judge(request.node.nodeid, m, runtime_fingerprint)
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         for name, value in junit_properties(result):
@@ -160,12 +160,12 @@ def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from pytest_hpccomm.reporting import finish
+    from pytest_hpccomm.report.session_end import write_session_outputs
 
     config = session.config
     if SESSION_KEY not in config.stash:
         return
-    lines = finish(config, hpc_session_of(config), config.stash[RECORDER_KEY],
+    lines = write_session_outputs(config, hpc_session_of(config), config.stash[JUDGE_KEY],
                    config.stash[STARTED_KEY])
     config.stash[SUMMARY_KEY] = lines
 

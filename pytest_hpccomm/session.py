@@ -66,5 +66,5 @@ SESSION_KEY = pytest.StashKey[HpcSession]()
 
 def hpc_session_of(config: pytest.Config) -> HpcSession:
     """This pytest session's HpcSession (opened by the core plugin's pytest_configure): how
-    stack plugins reach the selected fabric, the options and the recorder's results."""
+    stack plugins reach the selected fabric, the options and the judged results."""
     return config.stash[SESSION_KEY]

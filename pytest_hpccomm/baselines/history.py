@@ -26,7 +26,7 @@ from typing import Iterable, NamedTuple, Sequence
 import numpy as np
 
 from pytest_hpccomm.cache import cache_dir
-from pytest_hpccomm.measure.record import param_key
+from pytest_hpccomm.measure.measurement import param_key
 from pytest_hpccomm.baselines.result import RunResult
 
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pytest_hpccomm.baselines.verdict import Verdict
-from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.measure.measurement import Measurement
 
 
 @dataclass(frozen=True)

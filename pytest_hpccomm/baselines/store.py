@@ -17,20 +17,17 @@ empty: that would turn every test into NEW and the next update would erase the b
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from pytest_hpccomm.measure.record import Direction, Measurement, Param
+from pytest_hpccomm.files import atomic_write, file_lock, remove_stale_temps
+from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.stats import summarize
 
 SCHEMA = "pytest-hpccomm/baseline"
@@ -234,8 +231,8 @@ class JsonBaselineStore:
                 raise ValueError(f"measurement {m.key!r} is for stack {m.stack!r}, not {stack!r}")
             new[m.key] = entry_from_measurement(m, fingerprint, stamp, self.max_samples)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path):
-            _remove_stale_temps(path)  # we hold the lock: any temp file is a dead writer's
+        with file_lock(path.with_name(f".{path.name}.lock")):  # hidden: baselines live in git
+            remove_stale_temps(path)  # we hold the lock: any temp file is a dead writer's
             entries = self._read(path, system, fabric, stack)
             entries.update(new)
             doc = {
@@ -247,7 +244,7 @@ class JsonBaselineStore:
                 "entries": {k: e.to_json() for k, e in entries.items()},
             }
             text = json.dumps(doc, sort_keys=True, indent=2, allow_nan=False) + "\n"
-            _atomic_write(path, text)
+            atomic_write(path, text, mode=0o644)  # shared, reviewed files
         return entries
 
     def _read(self, path: Path, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]:
@@ -284,47 +281,6 @@ class JsonBaselineStore:
             except ValueError as exc:
                 raise BaselineFileError(path, str(exc)) from None
         return entries
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    lock_path = path.with_name(f".{path.name}.lock")  # hidden: baselines live in git
-    with open(lock_path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released by close, or by the kernel on death
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _temp_prefix(path: Path) -> str:
-    return f".{path.name}."
-
-
-def _remove_stale_temps(path: Path) -> None:
-    for stale in path.parent.glob(_temp_prefix(path) + "*.tmp"):
-        with contextlib.suppress(FileNotFoundError):
-            stale.unlink()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; baselines are shared, reviewed files
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
 
 
 # Fingerprint fields whose change makes an old baseline incomparable. A flattened dotted key

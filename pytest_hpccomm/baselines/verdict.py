@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 if TYPE_CHECKING:  # only for annotations
     from pytest_hpccomm.baselines.store import BaselineEntry

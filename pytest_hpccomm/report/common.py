@@ -5,15 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import tempfile
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import Measurement, Param
+from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.units import fmt_size
 
@@ -160,29 +158,3 @@ def iso_time(value: Any) -> str | None:
     if isinstance(value, (int, float)):
         return dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc).isoformat()
     return str(value)
-
-
-def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Write via a temp file in the same directory + os.replace: a reader (CI artifact upload,
-    a dashboard polling the file) never sees half a report, even if pytest is killed mid-write."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp makes 0600 files; reports are shared artifacts, so honour the umask instead.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return target

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.stats import mannwhitneyu
 
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.baselines.result import RunResult
 
 SIZES = [1 << i for i in range(23)]  # OSU's default sweep: 1 B .. 4 MiB

@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.report.common import (OUTCOME_ORDER, atomic_write, families, fmt_params,
+from pytest_hpccomm.files import atomic_write
+from pytest_hpccomm.report.common import (OUTCOME_ORDER, families, fmt_params,
                                           iso_time, jsonable, outcome_counts,
                                           session_fingerprint, short_message, sorted_results,
                                           summary_stats)

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import SIZE_PARAM, fmt_params, metric_of, summary_stats
 from pytest_hpccomm.report.units import (fmt_size, is_time_unit, pretty_unit, time_display_unit,

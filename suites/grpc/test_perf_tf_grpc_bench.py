@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.measure.record import Direction, Measurement
-from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.grpc.driver import GrpcRunError
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES

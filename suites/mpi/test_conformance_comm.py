@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm.placement import LOOPBACK
+from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.stacks.mpi.conformance import (LOOPBACK_RANKS, ConformancePeer,
                                                    conformance_settings)
 from pytest_hpccomm.stacks.mpi.payload import digest, pattern

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, run_ulfm,
                                                    ulfm_unavailable_reason)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime

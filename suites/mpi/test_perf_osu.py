@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.config import HpcConfig
-from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, job_groups, measurements
 from pytest_hpccomm.stacks.mpi.wire import COLLECTIVES, MULTI_PAIR, PAIR
 from pytest_hpccomm.stacks.mpi.plugin import MpiSweeps, sweep_target

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.stacks.verbs.driver import PeerError, VerbsCallError
 from pytest_hpccomm.stacks.verbs.perf import BENCHMARKS, Benchmark, BenchPoint, BenchRunner
 from pytest_hpccomm.stacks.verbs.plugin import note_emulated

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 FINGERPRINT: dict[str, Any] = {
     "device": "mlx5_0",

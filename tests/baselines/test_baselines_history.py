@@ -17,7 +17,7 @@ from pytest_hpccomm.baselines.history import (
     default_history_path,
 )
 from pytest_hpccomm.baselines.verdict import judge
-from pytest_hpccomm.measure.record import Direction, Measurement, param_key
+from pytest_hpccomm.measure.measurement import Direction, Measurement, param_key
 from pytest_hpccomm.baselines.result import RunResult
 
 T0 = datetime(2024, 6, 1, 2, 0, tzinfo=timezone.utc)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.baselines import store as store_mod
+from pytest_hpccomm import files as files_mod
 from pytest_hpccomm.baselines.store import (
     MAX_STORED_SAMPLES,
     SCHEMA,
@@ -21,7 +21,7 @@ from pytest_hpccomm.baselines.store import (
     JsonBaselineStore,
     fingerprint_diff,
 )
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 
 
 from tests.baselines._builders import FINGERPRINT, make_measurement
@@ -195,7 +195,7 @@ def _writer_killed_before_replace(root: str, ready: Any) -> None:
         ready.set()
         signal.pause()  # wait to be killed mid-update
 
-    store_mod.os.fsync = hang  # type: ignore[assignment]  # only in this child process
+    files_mod.os.fsync = hang  # type: ignore[assignment]  # only in this child process
     JsonBaselineStore(Path(root)).update(
         SYS, FAB, STACK, [make_measurement([9.0] * 5, size=4096)], FINGERPRINT
     )

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, block_length, blocks, classify, judge
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 
 from tests.baselines._builders import FINGERPRINT, make_measurement
 

@@ -12,7 +12,7 @@ import pytest
 BENCH = """
 import os
 import numpy as np
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 def test_fake_latency(hpc_record):
     shift = float(os.environ.get("FAKE_SHIFT", "1.0"))

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
-from pytest_hpccomm.measure.record import Direction, Measurement
+from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.demo import demo_results, demo_session
 

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pytest
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.report.common import families
 from pytest_hpccomm.report.html import render_html, write_html_report
 from pytest_hpccomm.report.plots import bar_png, is_sweep, sweep_png

@@ -30,7 +30,7 @@ def test_missing_numbers_are_empty_and_prefix_applies(result) -> None:
 def test_junitxml_carries_the_properties(pytester) -> None:
     pytester.makepyfile("""
         from pytest_hpccomm.baselines.verdict import Outcome, Verdict
-        from pytest_hpccomm.measure.record import Direction, Measurement
+        from pytest_hpccomm.measure.measurement import Direction, Measurement
         from pytest_hpccomm.baselines.result import RunResult
         from pytest_hpccomm.report.junit import junit_properties
 

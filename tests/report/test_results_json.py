@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.report import results_json
 from pytest_hpccomm.report.results_json import (benchmark_storage_path, load_results,
                                                 write_pytest_benchmark_json, write_results)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.report.terminal import summary_table
 
 

@@ -10,8 +10,6 @@ failure: it may be exactly the incompatibility a user wants to know about).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from pytest_hpccomm.cache import cache_dir
+from pytest_hpccomm.files import LockTimeout, file_lock
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, run_job, start_job
 
 NATIVE_DIR = Path(__file__).with_name("native")
@@ -204,28 +203,6 @@ def cache_key(tc: Toolchain) -> str:
     return h.hexdigest()[:20]
 
 
-@contextmanager
-def _locked(path: Path, timeout: float) -> Iterator[None]:
-    """An exclusive flock, waited for at most `timeout` (another session may be building)."""
-    deadline = time.monotonic() + timeout
-    with open(path, "a") as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() > deadline:
-                    raise NativeBuildError(f"waited {timeout:.0f}s for {path}: another build "
-                                           "holds it") from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def _cached(directory: Path, key: str) -> NativeBuild | None:
     try:
         meta = json.loads((directory / "build.json").read_text())
@@ -247,7 +224,7 @@ def ensure_built(prefix: Path | None = None, cache: Path | None = None,
     if found is not None:
         return found
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f".{key}.lock", timeout):
+    with _build_lock(root / f".{key}.lock", timeout):
         found = _cached(final, key)  # built by another session while we waited
         if found is not None:
             return found
@@ -327,3 +304,13 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+@contextmanager
+def _build_lock(path: Path, timeout: float) -> Iterator[None]:
+    """Another session may be building the same key: wait for it at most `timeout`."""
+    try:
+        with file_lock(path, timeout):
+            yield
+    except LockTimeout as exc:
+        raise NativeBuildError(f"{exc} (a native build)") from None

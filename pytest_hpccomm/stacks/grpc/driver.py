@@ -22,7 +22,7 @@ from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.pooling import pool_point
-from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_hpccomm.sizes import SizeSpecError, parse_size
+from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size
 from pytest_hpccomm.stacks.grpc.driver import PEERS
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES, PayloadError, PayloadSpec, layout
 from pytest_hpccomm.stacks.grpc.wire import MODES

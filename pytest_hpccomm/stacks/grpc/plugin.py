@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
-from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
                                               ensure_built)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls

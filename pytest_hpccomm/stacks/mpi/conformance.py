@@ -39,7 +39,7 @@ from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (AuthenticationError, Channel, ChannelClosed,
                                          ControlServer, MessageError, RemoteError)
-from pytest_hpccomm.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 

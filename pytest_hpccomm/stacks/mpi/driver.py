@@ -34,7 +34,7 @@ from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.pooling import pool_point
-from pytest_hpccomm.measure.record import Direction, Measurement, Param
+from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.peer import framing
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime

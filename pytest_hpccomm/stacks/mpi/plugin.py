@@ -11,7 +11,7 @@ import pytest
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.fabrics import FabricUnavailable
-from pytest_hpccomm.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
                                                    register_settings)

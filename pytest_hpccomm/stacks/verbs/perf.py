@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.stacks.verbs.driver import (Connection, PeerError, VerbsCallError, VerbsPair,
                                                 together)
 from pytest_hpccomm.stacks.verbs.wire import READY

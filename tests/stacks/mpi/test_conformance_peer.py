@@ -12,7 +12,7 @@ import pytest
 from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job
 from pytest_hpccomm.cluster.mpi import mpirun_path
-from pytest_hpccomm.placement import LOOPBACK
+from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.stacks.mpi.conformance import (PEER_MODULE, ConformancePeer, PeerLost,
                                                    build_launch)
 from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.jobs import JobResult
-from pytest_hpccomm.measure.record import Direction
+from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, _finish,
                                               busbw_factor, collective_bytes, job_groups,
                                               measurements, merge_sweeps, parse_output,

@@ -12,12 +12,12 @@ import pytest
 from tests.fabrics._fabric_trees import FIXTURES, TREES
 
 from pytest_hpccomm.fabrics import FabricSelection, select_fabric
-from pytest_hpccomm.fabrics.record import main, record
+from pytest_hpccomm.fabrics.snapshot import main, snapshot
 from pytest_hpccomm.fabrics.sysfs import read_inventory
 
 
-def test_record_live_sysfs_round_trips(tmp_path: Path) -> None:
-    out = record(tmp_path / "live")
+def test_snapshot_live_sysfs_round_trips(tmp_path: Path) -> None:
+    out = snapshot(tmp_path / "live")
     assert (out / "sys" / "class" / "net" / "lo").is_symlink()
     assert read_inventory(out / "sys") == read_inventory()
     if shutil.which("ip"):
@@ -32,23 +32,23 @@ def test_record_live_sysfs_round_trips(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("tree", TREES)
-def test_record_of_a_recorded_tree_round_trips(tmp_path: Path, tree: str) -> None:
-    out = record(tmp_path / tree, FIXTURES / tree / "sys")
+def test_snapshot_of_a_recorded_tree_round_trips(tmp_path: Path, tree: str) -> None:
+    out = snapshot(tmp_path / tree, FIXTURES / tree / "sys")
     assert read_inventory(out / "sys") == read_inventory(FIXTURES / tree / "sys")
     assert (out / "ip-addr.json").read_bytes() == (FIXTURES / tree / "ip-addr.json").read_bytes()
 
 
-def test_record_refuses_a_non_empty_destination(tmp_path: Path) -> None:
+def test_snapshot_refuses_a_non_empty_destination(tmp_path: Path) -> None:
     (tmp_path / "x").write_text("keep me")
     with pytest.raises(ValueError, match="not empty"):
-        record(tmp_path)
+        snapshot(tmp_path)
 
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "bad"), "--sysfs-root", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_hpccomm.fabrics.record", str(tmp_path / "t"),
+        [sys.executable, "-m", "pytest_hpccomm.fabrics.snapshot", str(tmp_path / "t"),
          "--sysfs-root", str(FIXTURES / "softroce-rxe" / "sys")],
         capture_output=True, text=True, timeout=60, check=False,
     )

@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from pytest_hpccomm.sizes import SizeSpecError, format_size, parse_size, parse_size_spec
+from pytest_hpccomm.measure.sizes import SizeSpecError, format_size, parse_size, parse_size_spec
 
 
 def test_osu_range_is_powers_of_two() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.recorder import Recorder
+from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.session import HpcSession
 
 
@@ -27,14 +27,14 @@ def benchmark_json_path(results: Path) -> Path:
     return results.with_name(results.stem + ".pytest-benchmark.json")
 
 
-def finish(config: pytest.Config, hpc: HpcSession, recorder: Recorder,
+def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: BaselineJudge,
            started: float) -> list[str]:
     """Write every requested output; returns lines for the terminal summary."""
     lines: list[str] = []
     info = session_info(hpc, started)
     results = list(hpc.results)
     if hpc.cfg.update_baselines != "none":
-        for path, count in recorder.update_baselines().items():
+        for path, count in judge.update_baselines().items():
             lines.append(f"baselines: wrote {count} entries to {path}")
     if hpc.cfg.results is not None:
         from pytest_hpccomm.report.results_json import write_pytest_benchmark_json, write_results

@@ -1,6 +1,6 @@
 """Record the sysfs subset that fabric discovery reads into a new fixture tree.
 
-    python -m pytest_hpccomm.fabrics.record DEST [--sysfs-root /sys]
+    python -m pytest_hpccomm.fabrics.snapshot DEST [--sysfs-root /sys]
 
 DEST/sys/... mirrors the kernel's layout (class entries stay relative symlinks into devices/),
 DEST/ip-addr.json holds `ip -j addr show`, DEST/ibv_devinfo.txt the output of `ibv_devinfo`
@@ -35,7 +35,7 @@ PCI_ATTRS = ("vendor", "device", "modalias")
 NET_ATTRS = ("type", "operstate", "mtu", "speed", "address", "flags", "dev_port", "mode")
 
 
-class _Recorder:
+class _Snapshot:
     def __init__(self, root: Path, dest: Path) -> None:
         self.root = root
         self.root_real = root.resolve()
@@ -84,7 +84,7 @@ class _Recorder:
         for name in names:
             self.copy_file(directory / name)
 
-    def record_netdev(self, name: str) -> None:
+    def copy_netdev(self, name: str) -> None:
         real = self.copy_link(self.root / "class" / "net" / name)
         if real is None or not real.is_dir():
             return
@@ -93,7 +93,7 @@ class _Recorder:
         if device is not None:
             self.copy_link(device / "driver")
 
-    def record_ibdev(self, name: str) -> None:
+    def copy_ibdev(self, name: str) -> None:
         real = self.copy_link(self.root / "class" / "infiniband" / name)
         if real is None or not real.is_dir():
             return
@@ -119,7 +119,7 @@ class _Recorder:
                 self.copy_file(pdir / "gid_attrs" / "ndevs" / idx)
 
 
-def record(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
+def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
     """Write a fixture tree for `sysfs_root` into `dest` (which must be new or empty)."""
     root = Path(sysfs_root)
     if not root.is_dir():
@@ -127,15 +127,15 @@ def record(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
     if dest.exists() and any(dest.iterdir()):
         raise ValueError(f"destination {dest} is not empty")
     dest.mkdir(parents=True, exist_ok=True)
-    rec = _Recorder(root, dest)
+    rec = _Snapshot(root, dest)
     rec.out.mkdir()
     ibdevs = _listdir(root / "class" / "infiniband")
     if (root / "class" / "infiniband").is_dir():
         (rec.out / "class" / "infiniband").mkdir(parents=True, exist_ok=True)
     for name in ibdevs:
-        rec.record_ibdev(name)
+        rec.copy_ibdev(name)
     for name in _listdir(root / "class" / "net"):
-        rec.record_netdev(name)
+        rec.copy_netdev(name)
     live = _is_live(root)
     for fname, argv in ((IP_ADDR_FILE, ["ip", "-j", "addr", "show"]),
                         (IBV_DEVINFO_FILE, ["ibv_devinfo"])):
@@ -151,7 +151,7 @@ def record(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_hpccomm.fabrics.record",
+        prog="python -m pytest_hpccomm.fabrics.snapshot",
         description="Record this host's RDMA/network sysfs subset as a fixture tree. "
         "The result holds MAC, GUID and IP addresses: review before sharing.",
     )
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sysfs-root", type=Path, default=LIVE_SYSFS)
     args = parser.parse_args(argv)
     try:
-        out = record(args.dest, args.sysfs_root)
+        out = snapshot(args.dest, args.sysfs_root)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -16,8 +16,9 @@ from typing import Any
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
                                             fingerprint_diff, shared_cores)
-from pytest_hpccomm.baselines.verdict import Outcome, judge, temper_for_shared_cores
-from pytest_hpccomm.measure.record import Measurement
+from pytest_hpccomm.baselines.verdict import Outcome, temper_for_shared_cores
+from pytest_hpccomm.baselines.verdict import judge as verdict_of
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.session import HpcSession
 
@@ -30,7 +31,7 @@ WRITTEN = {
 }
 
 
-class Recorder:
+class BaselineJudge:
     def __init__(self, hpc: HpcSession, store: BaselineStore | None = None) -> None:
         self.hpc = hpc
         self.store = store or JsonBaselineStore(Path(hpc.cfg.baselines))
@@ -43,12 +44,12 @@ class Recorder:
                                                     m.stack)
         return self._loaded[m.stack].get(m.key)
 
-    def record(self, nodeid: str, m: Measurement,
+    def judge(self, nodeid: str, m: Measurement,
                runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
         """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts)."""
         finger = fp.merge([self.hpc.fingerprint, dict(runtime_fingerprint or {})])
         base = self.baseline(m)
-        verdict = temper_for_shared_cores(judge(m, base, tolerance=self.hpc.cfg.tolerance),
+        verdict = temper_for_shared_cores(verdict_of(m, base, tolerance=self.hpc.cfg.tolerance),
                                           shared_cores(m.extra),
                                           "" if base is None else shared_cores(base.summary))
         if base is not None:
