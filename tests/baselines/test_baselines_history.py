@@ -16,9 +16,10 @@ from pytest_hpccomm.baselines.history import (
     change_points,
     default_history_path,
 )
-from pytest_hpccomm.baselines.verdict import judge
-from pytest_hpccomm.measure.measurement import Direction, Measurement, param_key
+from pytest_hpccomm.measure.measurement import param_key
 from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.verdict import Outcome
+from tests.builders import make_result
 
 T0 = datetime(2024, 6, 1, 2, 0, tzinfo=timezone.utc)
 FP = {"device": "mlx5_0", "stacks": {"mpi": {"version": "5.0.3"}}}
@@ -27,23 +28,10 @@ FP = {"device": "mlx5_0", "stacks": {"mpi": {"version": "5.0.3"}}}
 def result(
     median: float, *, benchmark: str = "osu_latency", size: int = 8, system: str = "sysA"
 ) -> RunResult:
-    m = Measurement(
-        stack="mpi",
-        benchmark=benchmark,
-        params={"size": size},
-        samples=(median * 0.99, median, median * 1.01),
-        unit="us",
-        direction=Direction.LOWER_IS_BETTER,
-        metric="latency",
-    )
-    return RunResult(
-        nodeid=f"suites/mpi/test_perf.py::test_{benchmark}[{size}]",
-        system=system,
-        fabric="ib",
-        measurement=m,
-        verdict=judge(m, None),
-        fingerprint=FP,
-    )
+    return make_result(benchmark=benchmark, params={"size": size},
+                       samples=(median * 0.99, median, median * 1.01), outcome=Outcome.NEW,
+                       baseline=None, nodeid=f"suites/mpi/test_perf.py::test_{benchmark}[{size}]",
+                       system=system, fabric="ib", fingerprint=FP)
 
 
 def step_medians(n_before: int = 15, n_after: int = 15, seed: int = 0) -> list[float]:

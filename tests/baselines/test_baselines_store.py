@@ -24,7 +24,7 @@ from pytest_hpccomm.baselines.store import (
 from pytest_hpccomm.measure.measurement import Direction
 
 
-from tests.baselines._builders import FINGERPRINT, make_measurement
+from tests.builders import FINGERPRINT, make_measurement
 
 
 SYS, FAB, STACK = "epyc-64c-abc123", "ib", "mpi"

@@ -13,7 +13,7 @@ from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, block_length, blocks, classify, judge
 from pytest_hpccomm.measure.measurement import Direction
 
-from tests.baselines._builders import FINGERPRINT, make_measurement
+from tests.builders import FINGERPRINT, make_measurement
 
 
 LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER

@@ -1,0 +1,68 @@
+"""Measurements and judged results the plugin's own tests build (one place, so a field added
+to Measurement or RunResult is added here once).  Verdicts in make_result are constructed
+directly: report and history tests only present what the verdict engine decided."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.verdict import Outcome, Verdict
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+
+FINGERPRINT: dict[str, Any] = {
+    "device": "mlx5_0",
+    "firmware": "20.31.1014",
+    "link_rate_gbps": 100,
+    "mtu": 4096,
+    "kernel": "6.1.0-18-amd64",
+    "cpu_model": "AMD EPYC 7763",
+    "hostname": "node01",
+    "stacks": {"mpi": {"vendor": "Open MPI", "version": "5.0.3"}},
+}
+
+REPORT_FINGERPRINT: dict[str, Any] = {"system": "testsys", "host": "h0", "kernel": "6.1.0"}
+
+
+def make_measurement(
+    samples: tuple[float, ...] | list[float],
+    *,
+    benchmark: str = "osu_latency",
+    size: int = 8,
+    stack: str = "mpi",
+    unit: str = "us",
+    direction: Direction = Direction.LOWER_IS_BETTER,
+    tolerance: float | None = None,
+) -> Measurement:
+    return Measurement(
+        stack=stack,
+        benchmark=benchmark,
+        params={"size": size, "ranks": 2},
+        samples=tuple(float(x) for x in samples),
+        unit=unit,
+        direction=direction,
+        metric="latency" if direction is Direction.LOWER_IS_BETTER else "bandwidth",
+        tolerance=tolerance,
+    )
+
+
+def make_result(stack: str = "mpi", benchmark: str = "osu_latency", params: Any = None,
+                samples: tuple[float, ...] = (1.0, 1.1, 0.9, 1.05, 0.95),
+                unit: str = "us", direction: Direction = Direction.LOWER_IS_BETTER,
+                outcome: Outcome = Outcome.PASS, baseline: float | None = 1.0,
+                metric: str = "latency", message: str = "", nodeid: str | None = None,
+                fingerprint: Any = None, tolerance: float = 0.05, system: str = "testsys",
+                fabric: str = "ethernet") -> RunResult:
+    params = {"size": 8, "ranks": 2} if params is None else params
+    current = sorted(samples)[len(samples) // 2] if samples else float("nan")
+    ratio = None if baseline is None else current / baseline
+    m = Measurement(stack=stack, benchmark=benchmark, params=params, samples=samples, unit=unit,
+                    direction=direction, warmup_discarded=2, metric=metric)
+    v = Verdict(outcome=outcome, current_median=current, baseline_median=baseline, ratio=ratio,
+                ci_low=None if ratio is None else ratio * 0.97,
+                ci_high=None if ratio is None else ratio * 1.03,
+                p_value=None if baseline is None else 0.004, tolerance=tolerance,
+                message=message or f"{outcome.value}: median {current:g} {unit}")
+    return RunResult(nodeid=nodeid or f"suites/{stack}/test_perf.py::test_{benchmark}",
+                     system=system, fabric=fabric, measurement=m, verdict=v,
+                     fingerprint=REPORT_FINGERPRINT if fingerprint is None else fingerprint)
