@@ -80,8 +80,5 @@ class BaselineJudge:
             finger = fp.merge(dict(r.fingerprint) for r in results)
             self.store.update(self.hpc.system, self.hpc.fabric_kind, stack,
                               [r.measurement for r in results], finger)
-            path = getattr(self.store, "path", None)
-            key = path(self.hpc.system, self.hpc.fabric_kind, stack) if callable(path) \
-                else Path(stack)
-            written[key] = len(results)
+            written[self.store.path(self.hpc.system, self.hpc.fabric_kind, stack)] = len(results)
         return written

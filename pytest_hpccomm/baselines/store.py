@@ -170,6 +170,10 @@ def shared_cores(extra: Mapping[str, Any]) -> str:
 
 
 class BaselineStore(Protocol):
+    def path(self, system: str, fabric: str, stack: str) -> Path:
+        """Where one stack's baselines live (named in the session summary)."""
+        ...
+
     def load(self, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]: ...
 
     def update(

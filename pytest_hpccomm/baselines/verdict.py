@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import enum
 import math
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
@@ -57,6 +56,7 @@ import numpy.typing as npt
 from scipy import stats as sps
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.measure.stats import percentile_bootstrap
 
 if TYPE_CHECKING:  # only for annotations
     from pytest_hpccomm.baselines.store import BaselineEntry
@@ -154,19 +154,9 @@ def _ratio_ci(
         xb = xb.reshape(*xb.shape[:-2], -1)
         return np.median(xc, axis=-1) / np.median(xb, axis=-1)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
-        res = sps.bootstrap(
-            (np.arange(len(cur_blocks), dtype=float), np.arange(len(base_blocks), dtype=float)),
-            ratio,
-            paired=False,
-            vectorized=True,
-            confidence_level=confidence_level,
-            n_resamples=n_resamples,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    indices = (np.arange(len(cur_blocks), dtype=float), np.arange(len(base_blocks), dtype=float))
+    return percentile_bootstrap(indices, ratio, confidence_level, n_resamples, seed,
+                                paired=False, vectorized=True)
 
 
 def judge(

@@ -77,16 +77,19 @@ def median_ci(
     if np.all(x == x[0]):
         # Every resample has the same median: the interval is exact and bootstrap would warn.
         return float(x[0]), float(x[0])
+    return percentile_bootstrap((x,), np.median, confidence_level, n_resamples, seed)
+
+
+def percentile_bootstrap(data: tuple[npt.NDArray[np.float64], ...], statistic: Any,
+                         confidence_level: float, n_resamples: int, seed: int,
+                         **options: Any) -> tuple[float, float]:
+    """scipy's percentile bootstrap interval of `statistic`, seeded: the same inputs give the
+    same interval.  Degenerate resamples (all ties) are expected with coarse timers: no warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sps.DegenerateDataWarning)
-        res = sps.bootstrap(
-            (x,),
-            np.median,
-            confidence_level=confidence_level,
-            n_resamples=n_resamples,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
+        res = sps.bootstrap(data, statistic, confidence_level=confidence_level,
+                            n_resamples=n_resamples, method="percentile",
+                            rng=np.random.default_rng(seed), **options)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
