@@ -86,7 +86,7 @@ def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
         seen.append(steady)
         # INCONCLUSIVE (shared cores measured, or a CI too wide) asks for another pair; a
         # clean re-run called an improvement is as false an alarm as a regression
-        judged = outcomes(pytester.path / "rerun.json")
+        judged = reasons(pytester.path / "rerun.json", outcome_only=True)
         assert set(judged.values()) <= {"pass", "inconclusive"}, f"clean re-run: {judged}"
     pytest.fail(f"no quiet pair of runs in {len(seen)} tries: {seen}")
 
@@ -99,18 +99,11 @@ def tries() -> Iterator[int]:
         n += 1
 
 
-def outcomes(results_json: Path) -> dict[str, str]:
-    """size -> outcome, from --hpc-results."""
-    doc = json.loads(results_json.read_text())
-    return {str(r["measurement"]["params"]["size"]): r["verdict"]["outcome"]
-            for r in doc["results"]}
-
-
-def reasons(results_json: Path) -> dict[str, str]:
-    """size -> the outcome, or the reason where there is one (INCONCLUSIVE)."""
+def reasons(results_json: Path, outcome_only: bool = False) -> dict[str, str]:
+    """size -> the outcome from --hpc-results, or the reason where there is one (INCONCLUSIVE)."""
     doc = json.loads(results_json.read_text())
     return {str(r["measurement"]["params"]["size"]):
-            r["verdict"]["reason"] if r["verdict"]["outcome"] == "inconclusive"
+            r["verdict"]["reason"] if r["verdict"]["outcome"] == "inconclusive" and not outcome_only
             else r["verdict"]["outcome"] for r in doc["results"]}
 
 
