@@ -19,6 +19,13 @@ RAW_SERVICE = f"{PACKAGE}.RawTensorTransfer"
 MODES = ("serialized", "raw")
 
 READY = "HPCCOMM-GRPC-READY"
+RAW_METHODS = ("Echo", "Send", "Pull", "EchoStream")  # RawTensorTransfer's methods
+META_PREFIX = "x-hpcc-"  # request metadata a server returns as trailing metadata
+COMPRESS = f"{META_PREFIX}compress"  # value "gzip": the server compresses its response
+MAX_MESSAGE = 16 << 20  # a server's default receive limit (--max-message)
+
+# The C++ peer compiles these (and the result markers, the pool size) from a header that
+# build.py generates from this module: see build.constants_header().
 
 
 def method(name: str, mode: str = "serialized") -> str:
@@ -31,6 +38,7 @@ def method(name: str, mode: str = "serialized") -> str:
 WANT = 1  # flags bit 0: the lengths are sizes wanted from the server, no data follows
 _FIXED = struct.Struct("<IIQ")  # count, flags, seq
 _ACK = struct.Struct("<QQQ")  # bytes, buffers, seq
+HEADER_SIZE, ACK_SIZE = _FIXED.size, _ACK.size
 
 Buffer = bytes | bytearray | memoryview
 

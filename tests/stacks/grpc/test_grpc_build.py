@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc import build
+from pytest_hpccomm.stacks.grpc import build, wire
 from pytest_hpccomm.stacks.grpc.build import (NativeBuildError, NativeUnavailable, Toolchain,
                                               cache_key, ensure_built, find_toolchain)
 
@@ -64,6 +64,16 @@ def test_cache_key_follows_sources_recipe_and_toolchain(sources: Path,
     monkeypatch.setattr(build, "RECIPE", build.RECIPE - 1)
     (sources / "peer.cc").write_text((sources / "peer.cc").read_text() + "\n// edited\n")
     assert cache_key(FAKE) != key
+    edited = cache_key(FAKE)
+    (sources / "startup.cc").write_text((sources / "startup.cc").read_text() + "\n// edited\n")
+    assert cache_key(FAKE) != edited
+
+
+def test_cache_key_follows_the_generated_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """wire.h is generated from wire.py: changing a shared constant rebuilds the peer."""
+    key = cache_key(FAKE)
+    monkeypatch.setattr(wire, "READY", "HPCCOMM-GRPC-READY2")
+    assert cache_key(FAKE) != key
 
 
 def test_only_a_finished_build_counts(tmp_path: Path) -> None:
@@ -89,6 +99,7 @@ def test_second_build_comes_from_the_cache() -> None:
     assert second.peer.is_file() and second.hello.is_file()
     meta = json.loads((second.directory / "build.json").read_text())
     assert meta["key"] == second.key and second.directory.name == second.key
+    assert (second.directory / build.GENERATED).read_text() == build.constants_header()
     repo = Path(__file__).resolve().parents[3]
     assert repo not in second.directory.parents  # the cache lives outside the repository
 

@@ -95,3 +95,9 @@ def test_descriptor_matches_protoc(tmp_path: Path) -> None:
     fds = descriptor_pb2.FileDescriptorSet.FromString(_protoc_descriptor(tmp_path))
     (compiled,) = fds.file
     assert _shape(compiled) == _shape(pb.file_descriptor())
+
+
+def test_raw_methods_mirror_the_serialized_ones() -> None:
+    """RawTensorTransfer (no protobuf, so no descriptor) offers TensorTransfer's data methods."""
+    (service,) = pb.file_descriptor().service
+    assert set(wire.RAW_METHODS) <= {m.name for m in service.method}

@@ -5,14 +5,14 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "bench.h"
 #include "hello.grpc.pb.h"
+#include "startup.h"
 
 namespace {
 
@@ -28,7 +28,7 @@ int serve(const bench::Args& a) {
   Greeter service;
   grpc::ServerBuilder b;
   int port = 0;
-  b.AddListeningPort(a.get("bind", "127.0.0.1:0"), grpc::InsecureServerCredentials(), &port);
+  startup::listen(&b, a.get("bind", startup::kDefaultBind), &port);
   b.RegisterService(&service);
   auto server = b.BuildAndStart();
   if (!server || port == 0) return 2;
@@ -36,15 +36,13 @@ int serve(const bench::Args& a) {
   ready << "{\"port\":" << port << ",\"peer\":\"hello\",\"grpc_version\":"
         << bench::quote(grpc::Version()) << ",\"pid\":" << getpid() << "}";
   bench::ready_line(ready.str());
-  std::this_thread::sleep_for(
-      std::chrono::duration<double>(std::atof(a.get("lifetime", "600").c_str())));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  startup::serve_for(server.get(), std::atof(a.get("lifetime", "600").c_str()));
   return 0;
 }
 
 int client(const bench::Args& a) {
-  auto channel = grpc::CreateChannel(a.get("target"), grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
+  auto channel = startup::channel_to(a.get("target"), false);  // gRPC's defaults, as the example
+  if (!startup::connected(channel)) {
     std::fprintf(stderr, "hpcc_grpc_hello: cannot connect to %s\n", a.get("target").c_str());
     return 3;
   }
