@@ -324,6 +324,16 @@ def _build(tc: Toolchain, out: Path, deadline: float) -> str:
     return res.stdout.strip()
 
 
+@contextmanager
+def _build_lock(path: Path, timeout: float) -> Iterator[None]:
+    """Another session may be building the same key: wait for it at most `timeout`."""
+    try:
+        with file_lock(path, timeout):
+            yield
+    except LockTimeout as exc:
+        raise NativeBuildError(f"{exc} (a native build)") from None
+
+
 def main() -> int:
     """`python -m pytest_hpccomm.stacks.grpc.build [PREFIX]`: build now (e.g. in CI bootstrap),
     so the first session does not pay for it. No toolchain is not an error: it says why."""
@@ -345,12 +355,3 @@ def main() -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 
-
-@contextmanager
-def _build_lock(path: Path, timeout: float) -> Iterator[None]:
-    """Another session may be building the same key: wait for it at most `timeout`."""
-    try:
-        with file_lock(path, timeout):
-            yield
-    except LockTimeout as exc:
-        raise NativeBuildError(f"{exc} (a native build)") from None
