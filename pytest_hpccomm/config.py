@@ -18,7 +18,6 @@ from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm,
 from pytest_hpccomm.baselines.history import default_history_path
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size_spec
 
-FABRIC_CHOICES = ("auto", "ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
 LAUNCHER_CHOICES = ("auto", "local", "netns", "mpirun", "srun")
 BIND_CHOICES = ("auto", "none")
 PROFILE_CHOICES = ("quick", "full")
@@ -39,8 +38,9 @@ class OptionSpec:
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
+    # checked by HpcSession.open against the registered kinds: plugins add kinds by a hook
     OptionSpec("--hpc-fabric", "fabric to test on: auto (best present), ib, roce, softroce, "
-               "iwarp, ipoib, ethernet", "auto", choices=FABRIC_CHOICES),
+               "iwarp, ipoib, ethernet, or a kind a plugin registers", "auto"),
     OptionSpec("--hpc-device", "RDMA device to use (e.g. mlx5_0); default: chosen from the fabric"),
     OptionSpec("--hpc-netdev", "network interface to use (e.g. ib0, eth0); default: from the fabric"),
     OptionSpec("--hpc-hosts", "comma-separated hosts, optionally host:slots (a,b:2,c)"),

@@ -9,8 +9,8 @@ import pytest
 
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.config import HpcConfig
-from pytest_hpccomm.fabrics import (FabricProbe, FabricSelection, FabricUnavailable,
-                                    register_fabric, select_fabric)
+from pytest_hpccomm.fabrics import (AUTO, FabricProbe, FabricSelection, FabricUnavailable,
+                                    fabric_kinds, register_fabric, select_fabric)
 from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.stacks.registry import StackProbe
@@ -35,7 +35,14 @@ class HpcSession:
         probes: list[FabricProbe] = [p for group in config.hook.pytest_hpccomm_fabric_probes(
             config=config) for p in group]
         for probe in probes:
-            register_fabric(probe)
+            try:
+                register_fabric(probe)
+            except ValueError as exc:  # two plugins claim one kind
+                raise pytest.UsageError(f"pytest_hpccomm_fabric_probes: {exc}") from None
+        kinds = fabric_kinds()  # only now: a kind added by the hook is a valid choice
+        if cfg.fabric != AUTO and cfg.fabric not in kinds:
+            raise pytest.UsageError(f"--hpc-fabric: invalid value {cfg.fabric!r} (choose from "
+                                    f"{AUTO}, {', '.join(kinds)})")
         try:
             inventory = read_inventory(cfg.sysfs_root)
         except ValueError as exc:

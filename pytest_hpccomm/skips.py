@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from pytest_hpccomm.fabrics import FABRIC_KINDS, FabricUnavailable
+from pytest_hpccomm.fabrics import FabricUnavailable, fabric_kinds
 from pytest_hpccomm.session import HpcSession
 
 MARKERS = (
@@ -30,10 +30,10 @@ def check_marker_args(nodeid: str, markers: Iterable[pytest.Mark], session: HpcS
                 raise pytest.UsageError(f"{nodeid}: @pytest.mark.stack{mark.args!r}: expected one "
                                          f"of {', '.join(sorted(session.stacks))}")
         elif mark.name == "fabric":
-            bad = [k for k in mark.args if k not in FABRIC_KINDS]
-            if not mark.args or bad:
+            kinds = fabric_kinds()  # built-in and registered through the fabric hook
+            if not mark.args or any(k not in kinds for k in mark.args):
                 raise pytest.UsageError(f"{nodeid}: @pytest.mark.fabric{mark.args!r}: kinds are "
-                                         f"{', '.join(FABRIC_KINDS)}")
+                                         f"{', '.join(kinds)}")
 
 
 def skip_reason(markers: Iterable[pytest.Mark], session: HpcSession) -> str | None:

@@ -2,7 +2,8 @@
 
 Each fabric kind is one module in this package exposing `PROBE`, an object that follows
 `FabricProbe`.  Modules are found by listing the package, so adding a fabric edits nothing
-else; plugins may also call `register_fabric` with their own probe.
+else; plugins add theirs through the `pytest_hpccomm_fabric_probes` hook (the session registers
+them before it checks --hpc-fabric and the `fabric(...)` markers against `fabric_kinds()`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Protocol, runtime_checkable
 
 from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
 
-FABRIC_KINDS = ("ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")
 AUTO = "auto"
 
 
@@ -52,7 +52,7 @@ class FabricProbe(Protocol):
 
 
 _REGISTRY: dict[str, FabricProbe] = {}
-_NOT_PROBES = {"sysfs", "record", "provision"}
+_NOT_PROBES = {"sysfs", "snapshot", "provision"}  # modules without a PROBE
 _loaded = False
 
 
@@ -87,6 +87,12 @@ def probes() -> list[FabricProbe]:
     """Registered probes, most preferred first."""
     _load_builtin()
     return sorted(_REGISTRY.values(), key=lambda p: (p.auto_rank, p.kind))
+
+
+def fabric_kinds() -> tuple[str, ...]:
+    """Every kind --hpc-fabric and the `fabric` marker accept (besides auto): the built-in
+    probes' and those registered so far, most preferred first."""
+    return tuple(p.kind for p in probes())
 
 
 def get_probe(kind: str) -> FabricProbe:
@@ -165,12 +171,12 @@ def describe_inventory(inv: Inventory) -> str:
 
 __all__ = [
     "AUTO",
-    "FABRIC_KINDS",
     "FabricProbe",
     "FabricSelection",
     "FabricUnavailable",
     "describe_inventory",
     "device_kind",
+    "fabric_kinds",
     "get_probe",
     "netdev_kind",
     "probes",
