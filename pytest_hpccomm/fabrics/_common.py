@@ -84,6 +84,40 @@ def no_active_port(
     return FabricUnavailable(kind, f"{head}: found {describe_inventory(inv)}")
 
 
+def active_ports(
+    kind: str, inv: Inventory, refs: list[PortRef], netdev: str | None, label: str
+) -> list[PortRef] | FabricUnavailable:
+    """The skeleton of every RDMA probe: the candidate ports, narrowed to --hpc-netdev, of
+    which the ACTIVE ones; or why none is left (named netdev absent, ports not ACTIVE)."""
+    filtered = filter_netdev(kind, inv, refs, netdev, label)
+    if isinstance(filtered, FabricUnavailable):
+        return filtered
+    active = [(d, p) for d, p in filtered if p.is_active]
+    return active or no_active_port(kind, inv, filtered, label)
+
+
+def port_selection(
+    kind: str, dev: RdmaDevice, port: Port, *, gid: Gid | None, netdev: str | None,
+    address: str | None, link_layer: str | None, description: str
+) -> FabricSelection:
+    """A selected RDMA port; the fields every port-based kind reads the same way."""
+    return FabricSelection(
+        kind=kind,
+        device=dev.name,
+        port=port.num,
+        gid_index=gid.index if gid else None,
+        gid=gid.gid if gid else None,
+        netdev=netdev,
+        address=address,
+        rate_gbps=port.rate_gbps,
+        mtu=port.active_mtu,
+        firmware=dev.fw_ver,
+        driver=dev.driver,
+        link_layer=link_layer,
+        description=description,
+    )
+
+
 # RoCE GID preference: v2 with an IPv4-mapped address is what rdma_cm and most MPI / UCX
 # defaults pick; routable IPv6 next; link-local and v1 only as a fallback, said aloud.
 _ROCE_RANKS: tuple[tuple[Callable[[Gid], bool], str], ...] = (
@@ -114,12 +148,9 @@ def select_roce_like(
 ) -> FabricSelection | FabricUnavailable:
     """Shared by roce (hardware) and softroce (rxe): an ACTIVE Ethernet port and its GID."""
     refs: list[PortRef] = [(d, p) for d in devs for p in d.ports if p.link_layer == "Ethernet"]
-    filtered = filter_netdev(kind, inv, refs, netdev, label)
-    if isinstance(filtered, FabricUnavailable):
-        return filtered
-    active = [(d, p) for d, p in filtered if p.is_active]
-    if not active:
-        return no_active_port(kind, inv, filtered, label)
+    active = active_ports(kind, inv, refs, netdev, label)
+    if isinstance(active, FabricUnavailable):
+        return active
     for dev, port in active:
         choice = choose_roce_gid(port, netdev)
         if choice is None:
@@ -133,22 +164,9 @@ def select_roce_like(
             parts.append(port.rate_text)
         if note:
             parts.append(f"fallback: {note}")
-        desc = f"{dev.name} port {port.num} ({', '.join(parts)})"
-        return FabricSelection(
-            kind=kind,
-            device=dev.name,
-            port=port.num,
-            gid_index=gid.index,
-            gid=gid.gid,
-            netdev=on,
-            address=gid.short,
-            rate_gbps=port.rate_gbps,
-            mtu=port.active_mtu,
-            firmware=dev.fw_ver,
-            driver=dev.driver,
-            link_layer=port.link_layer,
-            description=desc,
-        )
+        return port_selection(kind, dev, port, gid=gid, netdev=on, address=gid.short,
+                              link_layer=port.link_layer,
+                              description=f"{dev.name} port {port.num} ({', '.join(parts)})")
     names = "; ".join(
         f"{d.name} port {p.num}" + (f" on {p.netdev}" if p.netdev else "") for d, p in active
     )

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
-from pytest_hpccomm.fabrics._common import (
-    best_address,
-    filter_netdev,
-    no_active_port,
-    pick_devices,
-)
+from pytest_hpccomm.fabrics._common import (active_ports, best_address, pick_devices,
+                                            port_selection)
 from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
 
 LABEL = "InfiniBand"
@@ -29,32 +27,19 @@ class IbProbe:
         if isinstance(devs, FabricUnavailable):
             return devs
         refs = [(d, p) for d in devs for p in d.ports if p.link_layer == LABEL]
-        filtered = filter_netdev(self.kind, inv, refs, netdev, LABEL)
-        if isinstance(filtered, FabricUnavailable):
-            return filtered
-        active = [(d, p) for d, p in filtered if p.is_active]
-        if not active:
-            return no_active_port(self.kind, inv, filtered, LABEL)
+        active = active_ports(self.kind, inv, refs, netdev, LABEL)
+        if isinstance(active, FabricUnavailable):
+            return active
         dev, port = active[0]
-        # GID index 0 is the port GID (subnet prefix + port GUID): what IB verbs tests use.
-        gid0 = port.gid(0)
         lid = f"LID {port.lid:#x}" if port.lid is not None else "LID unknown"
         rate = port.rate_text or "rate unknown"
-        return FabricSelection(
-            kind=self.kind,
-            device=dev.name,
-            port=port.num,
-            gid_index=0,
-            gid=gid0.gid if gid0 else None,
-            netdev=port.netdev,
+        selection = port_selection(
+            self.kind, dev, port, gid=port.gid(0), netdev=port.netdev,
             address=best_address(inv.netdev(port.netdev)) if port.netdev else None,
-            rate_gbps=port.rate_gbps,
-            mtu=port.active_mtu,
-            firmware=dev.fw_ver,
-            driver=dev.driver,
-            link_layer=LABEL,
-            description=f"{dev.name} port {port.num} ({LABEL}, {rate}, {lid})",
-        )
+            link_layer=LABEL, description=f"{dev.name} port {port.num} ({LABEL}, {rate}, {lid})")
+        # GID index 0 is the port GID (subnet prefix + port GUID): what IB verbs tests use,
+        # named even when sysfs lists no GID table
+        return dataclasses.replace(selection, gid_index=0)
 
 
 PROBE = IbProbe()

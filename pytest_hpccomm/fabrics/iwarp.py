@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
-from pytest_hpccomm.fabrics._common import (
-    best_address,
-    filter_netdev,
-    no_active_port,
-    pick_devices,
-)
+from pytest_hpccomm.fabrics._common import (active_ports, best_address, pick_devices,
+                                            port_selection)
 from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
 
 LABEL = "iWARP"
@@ -32,37 +28,21 @@ class IwarpProbe:
             return FabricUnavailable(
                 self.kind, f"no iWARP (RNIC) device: found {describe_inventory(inv)}"
             )
-        refs = [(d, p) for d in devs for p in d.ports]
-        filtered = filter_netdev(self.kind, inv, refs, netdev, LABEL)
-        if isinstance(filtered, FabricUnavailable):
-            return filtered
-        active = [(d, p) for d, p in filtered if p.is_active]
-        if not active:
-            return no_active_port(self.kind, inv, filtered, LABEL)
+        active = active_ports(self.kind, inv, [(d, p) for d in devs for p in d.ports], netdev,
+                              LABEL)
+        if isinstance(active, FabricUnavailable):
+            return active
         # iWARP connects through rdma_cm to an IP address; prefer ports whose netdev has one.
         active.sort(key=lambda ref: best_address(inv.netdev(ref[1].netdev or "")) is None)
         dev, port = active[0]
         address = best_address(inv.netdev(port.netdev)) if port.netdev else None
-        gid0 = port.gid(0)
         via = f"{dev.driver} over {port.netdev}" if port.netdev else dev.driver
         parts = [f"{LABEL} via {via}", address or "no IP address"]
         if port.rate_text:
             parts.append(port.rate_text)
-        return FabricSelection(
-            kind=self.kind,
-            device=dev.name,
-            port=port.num,
-            gid_index=0 if gid0 else None,
-            gid=gid0.gid if gid0 else None,
-            netdev=port.netdev,
-            address=address,
-            rate_gbps=port.rate_gbps,
-            mtu=port.active_mtu,
-            firmware=dev.fw_ver,
-            driver=dev.driver,
-            link_layer=port.link_layer,
-            description=f"{dev.name} port {port.num} ({', '.join(parts)})",
-        )
+        return port_selection(self.kind, dev, port, gid=port.gid(0), netdev=port.netdev,
+                              address=address, link_layer=port.link_layer,
+                              description=f"{dev.name} port {port.num} ({', '.join(parts)})")
 
 
 PROBE = IwarpProbe()
