@@ -60,7 +60,10 @@ class HpcSession:
         return cls(cfg, inventory, selection, stacks, fingerprint, system)
 
     def refresh_fabric(self) -> FabricSelection | FabricUnavailable:
-        """Re-read the inventory and select again (a stack plugin provisioned a device)."""
+        """Re-read the inventory and select again (a stack plugin provisioned a device); the
+        fabric's fingerprint keys are replaced, not merged (no stale fabric_available)."""
+        for key in fp.fabric_fingerprint(self.selection):
+            self.fingerprint.pop(key, None)
         self.inventory = read_inventory(self.cfg.sysfs_root)
         self.selection = select_fabric(self.inventory, self.cfg.fabric, self.cfg.device,
                                        self.cfg.netdev)
