@@ -50,8 +50,26 @@ class JobResult:
     def describe(self) -> str:
         """One line for an assertion message or a skip reason."""
         how = "timed out" if self.timed_out else f"exit {self.returncode}"
-        tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
-        return f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {tail[0][:300]}"
+        why = last_words(self.stderr) or last_words(self.stdout)
+        return f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {why}"
+
+
+def _is_rule(line: str) -> bool:
+    return bool(line) and not line.strip(" -=*")
+
+
+def last_words(text: str, limit: int = 300) -> str:
+    """What a failed program said last, on one line: its last line, or the last help block
+    Open MPI / PRRTE frame between rules of dashes (whose last line is only the rule)."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    while lines and _is_rule(lines[-1]):
+        end = len(lines) - 1
+        start = max((i for i in range(end) if _is_rule(lines[i])), default=-1)
+        block = [line for line in lines[start + 1:end] if line]
+        if block:
+            return " ".join(block)[:limit]
+        lines = lines[:max(start, 0)]
+    return lines[-1][:limit] if lines else ""
 
 
 class RunningJob:

@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.cluster.clusterkit import our_zombies, tagged_processes
 
 from pytest_hpccomm.cluster import proctree
-from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job, start_job
+from pytest_hpccomm.cluster.jobs import TAG_VAR, last_words, run_job, start_job
 
 
 def gone(pid: int) -> bool:
@@ -102,3 +104,23 @@ def test_tag_is_in_the_job_environment() -> None:
     r = run_job(["sh", "-c", f'echo "${TAG_VAR}"'], timeout=5)
     owner, _, rand = r.stdout.strip().partition(".")
     assert owner == str(os.getpid()) and len(rand) == 16
+
+
+PRRTE_HELP = """--------------------------------------------------------------------------
+prterun was unable to find the specified executable file, and therefore did
+not launch the job.
+
+   Executable: nope
+--------------------------------------------------------------------------
+"""
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("warming up\nfatal: no route\n", "fatal: no route"),
+    (PRRTE_HELP, "prterun was unable to find the specified executable file, and therefore did "
+                 "not launch the job. Executable: nope"),
+    ("----\n----\n", ""),
+    ("", ""),
+])
+def test_last_words_reads_inside_open_mpis_help_block(text: str, said: str) -> None:
+    assert last_words(text) == said
