@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -110,6 +110,22 @@ class CpuMeter:
                         busy_cores=(busy - self._busy0) / wall,
                         own_cores=max(0.0, own - self._own0) / wall,
                         steal_cores=(steal - self._steal0) / wall)
+
+
+@dataclass(frozen=True)
+class JobsCpu:
+    """The readings of the jobs behind one measurement, as a Sweep keeps them: each job's
+    share (CpuShare.to_json) and why the first disturbed job's timings are not its own."""
+
+    shares: tuple[dict[str, float], ...] = ()
+    disturbed: str = ""
+
+
+def of_jobs(shares: Iterable[CpuShare | None]) -> JobsCpu:
+    """JobsCpu of jobs in order; a job without a reading (None) is left out."""
+    got = [s for s in shares if s is not None]
+    return JobsCpu(tuple(s.to_json() for s in got),
+                   next((s.disturbed for s in got if s.disturbed), ""))
 
 
 def evidence(shares: Sequence[Mapping[str, float]], disturbed: str,

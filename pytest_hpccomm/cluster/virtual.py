@@ -13,7 +13,8 @@ with one shared hostname Open MPI takes all ranks for one node and Barrier hangs
 Everything created is first written to a manifest (STATE_DIR/PREFIX.json), then created;
 teardown deletes exactly what the manifest lists and kills by PID every process in our
 namespaces. It runs on leaving the `with` block, on SIGINT/SIGTERM (handlers chained to the
-previous ones), at exit, and cleanup_leftovers() applies it to manifests of dead sessions.
+previous ones), at exit, and cleanup_leftovers() applies it to manifests of dead sessions
+(netns_teardown.py).
 """
 
 from __future__ import annotations
@@ -25,32 +26,31 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
+# re-exported: the plugin and tests know them as the virtual cluster's
+from pytest_hpccomm.cluster.netns_teardown import NETNS_ETC as NETNS_ETC
+from pytest_hpccomm.cluster.netns_teardown import ClusterError as ClusterError
+from pytest_hpccomm.cluster.netns_teardown import cleanup_leftovers as cleanup_leftovers
+from pytest_hpccomm.cluster.netns_teardown import default_state_dir as default_state_dir
+from pytest_hpccomm.cluster.netns_teardown import pids_in_netns as pids_in_netns
+from pytest_hpccomm.cluster.netns_teardown import run_command, teardown_manifest, write_manifest
 
 IFACE = "fab0"
 BRIDGE = "br0"
-NETNS_RUN = Path("/run/netns")
-NETNS_ETC = Path("/etc/netns")
 MANIFEST_VERSION = 1
-_CMD_TIMEOUT = 30.0
 
 
 class ClusterUnavailable(RuntimeError):
     """The virtual cluster cannot be built here (not root, no iproute2...): a skip reason."""
-
-
-class ClusterError(RuntimeError):
-    """A command that manages the virtual cluster failed."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,6 @@ def session_prefix() -> str:
     return f"hpcc{os.getpid():x}-{secrets.token_hex(2)}"
 
 
-def default_state_dir() -> Path:
-    if os.geteuid() == 0:
-        return Path("/run/pytest-hpccomm")
-    return Path(f"/tmp/pytest-hpccomm-{os.getuid()}")
-
-
 def unavailable_reason() -> str | None:
     """Why a virtual cluster cannot be built here, or None if it can (cheap: no side effects)."""
     if sys.platform != "linux":
@@ -86,42 +80,6 @@ def unavailable_reason() -> str | None:
         if shutil.which(tool) is None:
             return f"virtual cluster needs `{tool}` (apt-get install iproute2 util-linux)"
     return None
-
-
-def _run(argv: Sequence[str], *, input: str | None = None, check: bool = True) -> str:
-    """One short management command (ip/tc/nft) with a timeout; raises ClusterError."""
-    try:
-        res = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                             timeout=_CMD_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"{' '.join(argv)}: no answer in {_CMD_TIMEOUT:.0f}s") from None
-    if check and res.returncode != 0:
-        raise ClusterError(f"{' '.join(argv)}: {res.stderr.strip() or res.returncode}")
-    return res.stdout
-
-
-def _netns_inode(ns: str) -> int | None:
-    try:
-        return (NETNS_RUN / ns).stat().st_ino
-    except OSError:
-        return None
-
-
-def pids_in_netns(namespaces: Iterable[str]) -> list[int]:
-    """PIDs living in the named namespaces (what `ip netns pids` prints, without a process
-    per namespace: /proc/PID/ns/net names the namespace's inode)."""
-    inodes = {i for i in (_netns_inode(ns) for ns in namespaces) if i is not None}
-    if not inodes:
-        return []
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}/ns/net").st_ino in inodes:
-                    out.append(int(name))
-            except OSError:
-                pass
-    return out
 
 
 # -- the agent that stands in for ssh ---------------------------------------------------------
@@ -148,84 +106,6 @@ ns, name = HOSTS[host]
 os.execv(IP, [IP, "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
               'hostname "$0" && exec sh -c "$1"', name, " ".join(args[i + 1:])])
 '''
-
-
-# -- manifest and teardown --------------------------------------------------------------------
-
-def _write_manifest(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def _teardown(m: Mapping[str, Any], grace: float = 1.0) -> list[str]:
-    """Undo what manifest m lists, in order: processes, links, bridge, namespaces, files.
-    Every step tolerates things already gone; returns the problems met (empty if clean)."""
-    problems: list[str] = []
-    namespaces: list[str] = list(m.get("netns", []))
-    # 1. processes: those registered (job shims, which reap their own) and all in our netns
-    procs = {proctree.Proc(pid, start) for pid, start in m.get("pids", [])}
-    procs = {p for p in procs if proctree.alive(p)}
-    for pid in pids_in_netns(namespaces):
-        p = proctree.proc_of(pid)
-        if p is not None:
-            procs.add(p)
-    if procs:
-        left = proctree.terminate(procs, grace=grace)
-        if left:
-            problems.append(f"processes would not die: {sorted(p.pid for p in left)}")
-    existing = set(_run(["ip", "netns", "list"], check=False).split())
-    # 2. links (deleting one veth end deletes its peer), then the bridge
-    for ns, link in m.get("links", []):
-        if ns in existing:
-            _run(["ip", "-n", ns, "link", "del", link], check=False)
-    bridge: list[str] = m.get("bridge") or []
-    if bridge and bridge[0] in existing:
-        _run(["ip", "-n", bridge[0], "link", "del", bridge[1]], check=False)
-    # 3. namespaces
-    for ns in namespaces:
-        if ns in existing or (NETNS_RUN / ns).exists():
-            try:
-                _run(["ip", "netns", "del", ns])
-            except ClusterError as e:
-                problems.append(str(e))
-    # 4. files: /etc/netns/NS (our hosts table), the agent dir; the manifest last
-    for ns in namespaces:
-        d = NETNS_ETC / ns
-        if d.is_dir():
-            shutil.rmtree(d, ignore_errors=True)
-    if m.get("created_netns_etc"):
-        try:
-            NETNS_ETC.rmdir()  # only if empty: another cluster may be using it
-        except OSError:
-            pass
-    work = m.get("workdir")
-    if work:
-        shutil.rmtree(work, ignore_errors=True)
-    return problems
-
-
-def _owner_alive(m: Mapping[str, Any]) -> bool:
-    owner: list[int] = m.get("owner") or []
-    return bool(owner) and proctree.alive(proctree.Proc(int(owner[0]), int(owner[1])))
-
-
-def cleanup_leftovers(state_dir: str | os.PathLike[str] | None = None) -> list[str]:
-    """Tear down clusters whose owning process is gone (a killed earlier run), from their
-    manifests in state_dir; touches nothing a manifest does not list. Returns their prefixes."""
-    d = Path(state_dir) if state_dir is not None else default_state_dir()
-    cleaned = []
-    for path in sorted(d.glob("*.json")) if d.is_dir() else []:
-        try:
-            m = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if m.get("kind") != "pytest-hpccomm-virtual-cluster" or _owner_alive(m):
-            continue
-        _teardown(m)
-        path.unlink(missing_ok=True)
-        cleaned.append(str(m.get("prefix")))
-    return cleaned
 
 
 # -- the cluster ------------------------------------------------------------------------------
@@ -304,7 +184,7 @@ class VirtualCluster:
             "workdir": str(self.workdir),
             "pids": [],
         }
-        _write_manifest(self.manifest_path, self._manifest)  # intent first, then create
+        write_manifest(self.manifest_path, self._manifest)  # intent first, then create
         try:
             self._build()
         except ClusterError as e:
@@ -328,15 +208,15 @@ class VirtualCluster:
         lines = [f"netns add {ns}" for ns in self._manifest["netns"]]
         lines += [f"link add {IFACE} netns {h.netns} mtu {self.mtu} type veth "
                   f"peer name {h.port} netns {self.switch_netns} mtu {self.mtu}" for h in self.hosts]
-        _run([ip, "-batch", "-"], input="\n".join(lines) + "\n")
+        run_command([ip, "-batch", "-"], input="\n".join(lines) + "\n")
         sw = [f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up", "link set lo up"]
         sw += [f"link set {h.port} master {BRIDGE} up" for h in self.hosts]
-        _run([ip, "-n", self.switch_netns, "-batch", "-"], input="\n".join(sw) + "\n")
+        run_command([ip, "-n", self.switch_netns, "-batch", "-"], input="\n".join(sw) + "\n")
         table = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
         for h in self.hosts:
             cmds = [f"addr add {h.address}/{self.subnet.prefixlen} dev {IFACE}",
                     f"link set {IFACE} up", "link set lo up"]
-            _run([ip, "-n", h.netns, "-batch", "-"], input="\n".join(cmds) + "\n")
+            run_command([ip, "-n", h.netns, "-batch", "-"], input="\n".join(cmds) + "\n")
             etc = NETNS_ETC / h.netns
             etc.mkdir(parents=True, exist_ok=True)
             (etc / "hosts").write_text(table)
@@ -354,7 +234,7 @@ class VirtualCluster:
         self._torn = True
         self._restore_handlers()
         atexit.unregister(self.teardown)
-        problems = _teardown(self._manifest)
+        problems = teardown_manifest(self._manifest)
         if problems:  # keep the manifest: cleanup_leftovers() retries later
             print(f"pytest-hpccomm: teardown of {self.prefix}: {'; '.join(problems)}",
                   file=sys.stderr)
@@ -414,7 +294,7 @@ class VirtualCluster:
         p = proctree.proc_of(pid)
         if p is not None and self._manifest:
             self._manifest["pids"].append([p.pid, p.start])
-            _write_manifest(self.manifest_path, self._manifest)
+            write_manifest(self.manifest_path, self._manifest)
 
     def start_job(self, host: int | str | VirtualHost, argv: Sequence[str],
                   env: Mapping[str, str] | None = None, *, timeout: float | None = None,
@@ -441,12 +321,12 @@ class VirtualCluster:
         h = self.host(host)
         for ns, dev in self._both_ends(h):
             if rate_bit_s is None:
-                _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
+                run_command(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
                 continue
             # burst: 1 ms of traffic (kernel timers are fine-grained), at least a 64 KB GSO
             # packet, so one burst never stalls a segment; limit queues ~20 ms
             burst = max(int(rate_bit_s / 8 * 0.001), 65536 + 1514)
-            _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
+            run_command(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
                   "rate", f"{int(rate_bit_s)}bit", "burst", str(burst), "latency", "20ms"])
 
     def loss(self, host: int | str | VirtualHost, percent: float) -> None:
@@ -458,7 +338,7 @@ class VirtualCluster:
         if shutil.which("nft") is None:
             raise ClusterUnavailable("packet loss needs nftables (apt-get install nftables)")
         ns_nft = [self._ip, "netns", "exec", h.netns, "nft"]
-        _run(ns_nft + ["delete", "table", "inet", "hpccomm_loss"], check=False)
+        run_command(ns_nft + ["delete", "table", "inet", "hpccomm_loss"], check=False)
         if percent == 0:
             return
         if percent >= 100:
@@ -471,20 +351,20 @@ class VirtualCluster:
             f" chain out {{ type filter hook output priority 0; oifname \"{IFACE}\" {verdict}; }}\n"
             "}\n"
         )
-        _run(ns_nft + ["-f", "-"], input=rules)
+        run_command(ns_nft + ["-f", "-"], input=rules)
 
     def cut(self, host: int | str | VirtualHost) -> None:
         """Unplug the host: its fab0 goes down (and the peer's carrier with it)."""
-        _run([self._ip, "-n", self.host(host).netns, "link", "set", IFACE, "down"])
+        run_command([self._ip, "-n", self.host(host).netns, "link", "set", IFACE, "down"])
 
     def restore(self, host: int | str | VirtualHost) -> None:
         h = self.host(host)
-        _run([self._ip, "-n", h.netns, "link", "set", IFACE, "up"])
+        run_command([self._ip, "-n", h.netns, "link", "set", IFACE, "up"])
 
     def counters(self, host: int | str | VirtualHost) -> tuple[int, int]:
         """(rx_bytes, tx_bytes) of the host's fab0 since creation."""
         h = self.host(host)
-        out = _run([self._ip, "-n", h.netns, "-s", "-j", "link", "show", "dev", IFACE])
+        out = run_command([self._ip, "-n", h.netns, "-s", "-j", "link", "show", "dev", IFACE])
         stats = json.loads(out)[0]["stats64"]
         return int(stats["rx"]["bytes"]), int(stats["tx"]["bytes"])
 

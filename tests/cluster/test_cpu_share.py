@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pytest_hpccomm.cluster.cpu_share import CpuShare, QuietRetry, evidence
+from pytest_hpccomm.cluster.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
 from pytest_hpccomm.cluster.jobs import run_job
 
 BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {s}: pass"
@@ -73,3 +73,12 @@ def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet(
     # job 3: loaded, no re-run while the streak lasts; job 4: quiet; job 5: re-run again
     assert runs == [("", 1), ("busy", 2), ("busy", 0), ("", 0), ("", 1)]
     assert retry.extra_runs == 4
+
+
+def test_of_jobs_keeps_each_jobs_share_and_the_first_disturbed_reason() -> None:
+    quiet = CpuShare(wall=1.0, cpus=2, busy_cores=1.0, own_cores=1.0, steal_cores=0.0)
+    shared = CpuShare(wall=1.0, cpus=2, busy_cores=2.0, own_cores=1.0, steal_cores=0.0)
+    got = of_jobs([quiet, None, shared])
+    assert got.shares == (quiet.to_json(), shared.to_json())
+    assert got.disturbed == shared.disturbed and got.disturbed.startswith("cores shared")
+    assert of_jobs([None]) == JobsCpu() and of_jobs([quiet]).disturbed == ""

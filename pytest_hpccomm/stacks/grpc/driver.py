@@ -15,11 +15,13 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_hpccomm.cluster import cpu_share
-from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
+from pytest_hpccomm.cluster.cpu_share import CpuShare
+from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
+from pytest_hpccomm.cluster.peer_env import peer_env as cluster_peer_env
+from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, process_launch
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
@@ -27,7 +29,6 @@ from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 PEERS = ("python", "python-aio", "native")
 READY_TIMEOUT = 30.0
 
@@ -56,11 +57,8 @@ class BenchSettings:
 
 
 def peer_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH"))
-                                        if p)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    """A peer's whole environment: this one's, with the project on PYTHONPATH."""
+    return cluster_peer_env(inherit=True)
 
 
 def hostport(address: str, port: int) -> str:
@@ -110,7 +108,7 @@ class ServerHandle:
 
 def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBACK,
                  cluster: VirtualCluster | None = None, host: int = 0, *,
-                 tls: TlsFiles | None = None, max_message: int = 16 << 20,
+                 tls: TlsFiles | None = None, max_message: int = wire.MAX_MESSAGE,
                  lifetime: float = 3600.0, drop_last: bool = False) -> ServerHandle:
     """Start a server and wait for its READY line; never binds all interfaces."""
     if placement == NETNS:
@@ -129,11 +127,7 @@ def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBAC
     if drop_last:
         argv.append("--drop-last-buffer")
     timeout = lifetime + 60.0  # the job's hard cap, past the server's own
-    if placement == NETNS:
-        assert cluster is not None
-        job = cluster.start_job(host, argv, peer_env(), timeout=timeout)
-    else:
-        job = start_job(argv, peer_env(), timeout=timeout, label=f"grpc {kind} server")
+    job = _placed(placement, argv, cluster, host, f"grpc {kind} server").start(timeout)
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         info = wire.parse_ready(job.peek_output()[0])
@@ -176,16 +170,22 @@ def client_timeout(layouts: Layouts, benchmarks: Sequence[str], s: BenchSettings
     return 60.0 + 4 * planned + moved / 5e6
 
 
+def _placed(placement: str, argv: Sequence[str], cluster: VirtualCluster | None, host: int,
+            label: str) -> PlacedLaunch:
+    try:
+        return process_launch(placement, argv, peer_env(), cluster=cluster, host=host,
+                              label=label)
+    except PlacementError as exc:
+        raise GrpcRunError(str(exc)) from None
+
+
 def start_client(argv: Sequence[str], placement: str, cluster: VirtualCluster | None, host: int,
                  timeout: float) -> RunningJob:
-    if placement == NETNS:
-        if cluster is None:
-            raise GrpcRunError("netns placement needs a virtual cluster")
-        return cluster.start_job(host, argv, peer_env(), timeout=timeout)
-    return start_job(argv, peer_env(), timeout=timeout, label="grpc client")
+    return _placed(placement, argv, cluster, host, "grpc client").start(timeout)
 
 
-def finish_client(job: RunningJob, what: str) -> dict[str, Any]:
+def finish_client(job: RunningJob, what: str) -> tuple[dict[str, Any], CpuShare | None]:
+    """The client's document, and the contention guard's reading of its run."""
     res = job.wait()
     if not res.ok:
         raise GrpcRunError(f"{what} failed: {res.describe()}")
@@ -193,9 +193,7 @@ def finish_client(job: RunningJob, what: str) -> dict[str, Any]:
         doc = wire.parse_result(res.stdout)
     except ValueError as e:
         raise GrpcRunError(f"{what}: unreadable output ({e}): {res.stdout[-300:]!r}") from None
-    if res.cpu is not None:  # the contention guard's reading of this client run
-        doc["cpu"], doc["disturbed"] = res.cpu.to_json(), res.cpu.disturbed
-    return doc
+    return doc, res.cpu
 
 
 # -- sweeps -------------------------------------------------------------------------------------
@@ -287,9 +285,11 @@ def run_p2p(kind: str, native: NativeBuild | None, server: ServerHandle, mode: s
     before = _counters(cluster, client_host)
     job = start_client(argv, server.placement, cluster, client_host,
                        client_timeout(layouts, benchmarks, s, 1))
-    doc = finish_client(job, f"gRPC {kind} {mode} p2p client")
+    doc, share = finish_client(job, f"gRPC {kind} {mode} p2p client")
+    cpu = cpu_share.of_jobs([share])
     sweep = Sweep("p2p", kind, mode, server.placement, _index([doc], "sum"),
-                  str(doc.get("grpc_version", "")), **_contention([doc]))
+                  str(doc.get("grpc_version", "")), cpu=list(cpu.shares),
+                  disturbed=cpu.disturbed)
     after = _counters(cluster, client_host)
     if before is not None and after is not None:
         sweep.veth = {"rx": after[0] - before[0], "tx": after[1] - before[1]}
@@ -340,20 +340,17 @@ def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle
             deadline = time.monotonic() + timeout
             for segment in range(len(benchmarks) * len(layouts)):
                 _barrier(jobs, segment, start_file, deadline, kind)
-            docs = [finish_client(job, f"gRPC {kind} {mode} worker {i}")
-                    for i, job in enumerate(jobs)]
+            finished = [finish_client(job, f"gRPC {kind} {mode} worker {i}")
+                        for i, job in enumerate(jobs)]
         finally:
             for job in jobs:
                 job.stop()
+    docs = [doc for doc, _ in finished]
+    cpu = cpu_share.of_jobs(share for _, share in finished)
     ps = _index(docs, "sum")
     mimic = _index(docs, "mean")
     merged = {k: v for k, v in ps.items() if k[0] == "ps"}
     merged.update({k: v for k, v in mimic.items() if k[0] == "mimic"})
     return Sweep("ps", kind, mode, placement, merged, str(docs[0].get("grpc_version", "")),
-                 workers=workers, servers=len(servers), **_contention(docs))
-
-
-def _contention(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Sweep fields from the client jobs' contention readings (finish_client)."""
-    return {"cpu": [d["cpu"] for d in docs if "cpu" in d],
-            "disturbed": next((d["disturbed"] for d in docs if d.get("disturbed")), "")}
+                 workers=workers, servers=len(servers), cpu=list(cpu.shares),
+                 disturbed=cpu.disturbed)

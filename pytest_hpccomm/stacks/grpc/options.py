@@ -12,7 +12,7 @@ import pytest
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size
 from pytest_hpccomm.stacks.grpc.driver import PEERS
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES, PayloadError, PayloadSpec, layout
-from pytest_hpccomm.stacks.grpc.wire import MODES
+from pytest_hpccomm.stacks.grpc.wire import MAX_MESSAGE, MODES
 
 PLANTED_BUGS = ("drop-last-buffer",)
 # flag, help, default
@@ -59,7 +59,7 @@ class GrpcOptions:
         """Servers' receive limit: twice the largest payload, at least 16 MiB (the conformance
         properties send > 4 MiB; the limit property sends one byte more than this)."""
         largest = max(sum(sizes) for _, sizes in self.layouts)
-        return max(16 << 20, 2 * largest + (1 << 20))
+        return max(MAX_MESSAGE, 2 * largest + (1 << 20))
 
 
 def add_options(parser: pytest.Parser) -> None:

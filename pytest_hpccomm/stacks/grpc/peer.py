@@ -17,6 +17,7 @@ import sys
 from dataclasses import asdict
 
 from pytest_hpccomm.peer import framing
+from pytest_hpccomm.stacks.grpc.wire import MAX_MESSAGE
 
 
 def parse_layout(spec: str) -> tuple[str, list[int]]:
@@ -33,7 +34,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     srv.add_argument("--tls-bind")
     srv.add_argument("--tls-cert")
     srv.add_argument("--tls-key")
-    srv.add_argument("--max-message", type=int, default=16 << 20)
+    srv.add_argument("--max-message", type=int, default=MAX_MESSAGE)
     srv.add_argument("--lifetime", type=float, default=3600.0,
                      help="seconds before the server stops by itself")
     srv.add_argument("--drop-last-buffer", action="store_true",

@@ -13,6 +13,8 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
+from pytest_hpccomm.stacks.grpc.wire import META_PREFIX
+
 MiB = 1 << 20
 
 
@@ -81,7 +83,7 @@ _TEXT = st.from_regex(r"[!-~]([ -~]{0,30}[!-~])?", fullmatch=True)
 
 
 def metadata() -> st.SearchStrategy[list[tuple[str, str | bytes]]]:
-    text = st.tuples(_KEY.map(lambda k: f"x-hpcc-{k}"), _TEXT)
-    binary = st.tuples(_KEY.map(lambda k: f"x-hpcc-{k}-bin"), st.binary(max_size=64))
+    text = st.tuples(_KEY.map(lambda k: f"{META_PREFIX}{k}"), _TEXT)
+    binary = st.tuples(_KEY.map(lambda k: f"{META_PREFIX}{k}-bin"), st.binary(max_size=64))
     pairs = st.lists(st.one_of(text, binary), max_size=6, unique_by=lambda kv: kv[0])
     return pairs  # type: ignore[return-value]

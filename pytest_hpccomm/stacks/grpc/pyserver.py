@@ -19,8 +19,6 @@ from pytest_hpccomm.stacks.grpc import messages as pb
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffer_at
 
-META_PREFIX = "x-hpcc-"
-
 
 class Abort(Exception):
     """Ends the RPC with a status: the wrappers turn it into ctx.abort (a coroutine in aio)."""
@@ -51,8 +49,8 @@ class Service:
     def reflect(self, ctx: Any) -> None:
         """x-hpcc-* metadata comes back as trailing metadata; x-hpcc-compress: gzip asks for a
         compressed response."""
-        echo = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith(META_PREFIX)]
-        if ("x-hpcc-compress", "gzip") in echo:
+        echo = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith(wire.META_PREFIX)]
+        if (wire.COMPRESS, "gzip") in echo:
             ctx.set_compression(grpc.Compression.Gzip)
         if echo:
             ctx.set_trailing_metadata(tuple(echo))

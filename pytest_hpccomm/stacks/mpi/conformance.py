@@ -25,17 +25,16 @@ import os
 import shlex
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import RunningJob, run_job, start_job
-from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE, MpirunLauncher
-from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
+from pytest_hpccomm.cluster.jobs import RunningJob, run_job
+from pytest_hpccomm.cluster.launchers import Launch
+from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
+from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
+from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (AuthenticationError, Channel, ChannelClosed,
                                          ControlServer, MessageError, RemoteError)
@@ -43,7 +42,6 @@ from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]  # so the MPI env's Python finds the peer
 PEER_MODULE = "pytest_hpccomm.stacks.mpi.conformance_peer"
 LOOPBACK_RANKS = 3
 START_ATTEMPTS = 3  # MPICH's MPI_Init flake (OFI ep_enable) is retried, nothing else
@@ -98,35 +96,30 @@ class PeerLost(BaseException):
     catch it and shrink, since every shrink step would cost a timeout and a restart."""
 
 
-def _base_env(extra: Mapping[str, str]) -> dict[str, str]:
-    return {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1", **extra}
-
-
 def build_launch(runtime: MpiRuntime, placement: str, argv: Sequence[str],
                  env: Mapping[str, str], cluster: VirtualCluster | None = None,
                  mpirun_args: Sequence[str] = ()) -> tuple[Launch, dict[str, Any]]:
     """(command, start_job keyword arguments) for the peer program argv on the placement.
     mpirun_args go right after mpirun (e.g. `--with-ft ulfm`)."""
-    if placement == NETNS:
-        if cluster is None:
-            raise ConformanceError("netns placement needs the session's virtual cluster")
-        netns = NetnsLauncher(cluster, runtime.mpirun, runtime.flavor)
-        launch = netns.command(LaunchSpec(argv, netns.hosts(), env=_base_env(env)))
-        hooks: dict[str, Any] = {"netns_pids_hook": netns.pids_hook,
-                                 "on_start": cluster.register_pid}
-    elif placement == LOOPBACK:
-        # TCP over loopback, as the OSU sweeps: the network stack, not shared memory
-        full = _base_env({"OMPI_MCA_btl_tcp_if_include": "lo", "FI_TCP_IFACE": "lo", **env})
-        spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=LOOPBACK_RANKS, env=full,
-                          tcp_only=True, bind_none=True)
-        launch, hooks = MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec), {}
-    else:
+    placed = _placed(runtime, placement, argv, env, cluster, mpirun_args)
+    return placed.launch, placed.hooks()
+
+
+def _placed(runtime: MpiRuntime, placement: str, argv: Sequence[str], env: Mapping[str, str],
+            cluster: VirtualCluster | None, mpirun_args: Sequence[str] = ()) -> PlacedLaunch:
+    """loopback: LOOPBACK_RANKS ranks, TCP over lo as the OSU sweeps (the network stack, not
+    shared memory); netns: one rank per virtual host."""
+    if placement not in (LOOPBACK, NETNS):
         raise ConformanceError(f"placement {placement!r}: the conformance peer runs on "
                                f"{LOOPBACK} or {NETNS} (real hosts need a TCP control channel)")
-    if mpirun_args:
-        at = launch.argv.index(str(runtime.mpirun)) + 1
-        launch = Launch(launch.argv[:at] + list(mpirun_args) + launch.argv[at:], launch.env)
-    return launch, hooks
+    if placement == NETNS and cluster is None:
+        raise ConformanceError("netns placement needs the session's virtual cluster")
+    try:
+        return mpi_launch(placement, argv, peer_env(env), runtime.mpirun, runtime.flavor,
+                          cluster=cluster, loopback_ranks=LOOPBACK_RANKS,
+                          mpirun_args=mpirun_args)
+    except PlacementError as exc:
+        raise ConformanceError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -192,12 +185,10 @@ class ConformancePeer:
         env = {**YIELD_ENV, **self._server.env()}  # address and key: environment, never argv
         if self.plant:
             env[PLANT_VAR] = self.plant
-        launch, hooks = build_launch(self.runtime, self.placement,
-                                     [str(self.runtime.python), "-m", PEER_MODULE], env,
-                                     self.cluster)
+        placed = _placed(self.runtime, self.placement,
+                         [str(self.runtime.python), "-m", PEER_MODULE], env, self.cluster)
         for attempt in range(1, START_ATTEMPTS + 1):
-            job = start_job(launch.argv, launch.env, timeout=self.job_timeout,
-                            label=f"conformance peer ({self.describe()})", **hooks)
+            job = placed.start(self.job_timeout, label=f"conformance peer ({self.describe()})")
             try:
                 self._channel, self._info = self._await_hello(job)
                 self._job = job
@@ -343,12 +334,10 @@ def run_ulfm(runtime: MpiRuntime, placement: str, cluster: VirtualCluster | None
     """A short-lived job of its own (it kills a rank): see conformance_peer.ulfm(). Ends the
     job once every survivor has reported: the run-time's teardown after a failure sometimes
     hangs (~1 in 10 here, after correct reports), and that is not what this checks."""
-    launch, hooks = build_launch(runtime, placement,
-                                 [str(runtime.python), "-m", PEER_MODULE, "--ulfm"], {},
-                                 cluster, mpirun_args=("--with-ft", "ulfm"))
-    ranks = LOOPBACK_RANKS if placement == LOOPBACK else len(cluster.hosts) if cluster else 0
-    job = start_job(launch.argv, launch.env, timeout=timeout,
-                    label=f"ULFM job ({runtime.name} {placement})", **hooks)
+    placed = _placed(runtime, placement, [str(runtime.python), "-m", PEER_MODULE, "--ulfm"], {},
+                     cluster, mpirun_args=("--with-ft", "ulfm"))
+    ranks = placed.ranks
+    job = placed.start(timeout, label=f"ULFM job ({runtime.name} {placement})")
     deadline = time.monotonic() + timeout
     try:
         while (job.poll() is None and time.monotonic() < deadline

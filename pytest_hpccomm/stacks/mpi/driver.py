@@ -18,19 +18,20 @@ rate against size with a baseline band. The baseline key tells them apart by the
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
-from pytest_hpccomm.cluster.launchers import Launch, LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
-from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
-from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
+from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.cluster.launchers import Launch
+from pytest_hpccomm.cluster.peer_env import peer_env
+from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.pooling import pool_point
@@ -40,7 +41,6 @@ from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAI
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import Transport
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]  # so the MPI env's Python finds the peer
 BANDWIDTH = ("osu_bw", "osu_bibw", "osu_mbw_mr")
 
 
@@ -189,68 +189,69 @@ def run_sweep(runtime: MpiRuntime, target: SweepTarget | str, benchmark: str,
     SweepTarget(name))."""
     target = SweepTarget(target) if isinstance(target, str) else target
     names = [b for b in benchmark.split(",") if b]
+    if target.placement not in (LOOPBACK, NETNS, HOSTS):  # never measure localhost under
+        raise SweepFailed(f"placement {target.placement!r}: the MPI sweep runs on "
+                          "loopback, netns or hosts")  # another placement's name
     argv = peer_argv(runtime, ",".join(names), sizes, settings, slowdown, corrupt)
-    env = {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    pair_only = all(b in PAIR for b in names)
-    if target.placement == "netns":
+    hosts = _hosts(target, pair_only=all(b in PAIR for b in names))
+    env = peer_env(_oversubscribed(len(hosts)) if hosts and target.placement == NETNS else None)
+    placed = _placed(runtime, target, argv, env, hosts)
+    timeout = timeout_for(names, sizes, settings, placed.ranks)
+    if target.placement == LOOPBACK:  # the MPI_Init flake was met between namespaces and
+        job = placed.run(timeout)  # over ssh (launchers/mpirun.py); loopback runs plainly
+    else:
+        job = placed.run_retrying_init_flake(timeout)
+    return _finish(job, target.transport_summary)
+
+
+def _hosts(target: SweepTarget, pair_only: bool) -> list[Host] | None:
+    """The hosts of a netns or hosts job (None: loopback); two-rank benchmarks take the first
+    two (job_groups)."""
+    if target.placement == NETNS:
         if target.cluster is None:
             raise SweepFailed("netns placement needs a virtual cluster")
-        netns = NetnsLauncher(target.cluster, runtime.mpirun, runtime.flavor)
-        hosts = netns.hosts()[:2] if pair_only else netns.hosts()
-        env |= _oversubscribed(len(hosts))
-        spec = LaunchSpec(argv, hosts, env=env)
-        timeout = timeout_for(names, sizes, settings, len(hosts))
-        job = netns.run(spec, timeout=timeout)  # retries MPICH's MPI_Init flake
-    elif target.placement == "hosts":
-        hosts = list(target.hosts[:2] if pair_only else target.hosts)
-        if len(hosts) < 2:
-            raise SweepFailed(f"hosts placement needs at least 2 hosts, got "
-                              f"{','.join(h.name for h in hosts) or 'none'}")
-        launch = hosts_launch(runtime, argv, env, hosts, target)
-        job = run_retrying_init_flake(launch, timeout=timeout_for(names, sizes, settings,
-                                                                  len(hosts)))
-    elif target.placement == "loopback":
-        launch = loopback_launch(runtime, argv, env, target.transport)
-        job = run_job(launch.argv, launch.env, timeout=timeout_for(names, sizes, settings))
-    else:  # never measure localhost under another placement's name
-        raise SweepFailed(f"placement {target.placement!r}: the MPI sweep runs on loopback, "
-                          "netns or hosts")
-    return _finish(job, target.transport_summary)
+        hosts = [Host(h.name) for h in target.cluster.hosts]
+    elif target.placement == HOSTS:
+        hosts = list(target.hosts)
+    else:
+        return None
+    hosts = hosts[:2] if pair_only else hosts
+    if target.placement == HOSTS and len(hosts) < 2:
+        raise SweepFailed(f"hosts placement needs at least 2 hosts, got "
+                          f"{','.join(h.name for h in hosts) or 'none'}")
+    return hosts
+
+
+def _placed(runtime: MpiRuntime, target: SweepTarget, argv: Sequence[str],
+            env: Mapping[str, str], hosts: Sequence[Host] | None) -> PlacedLaunch:
+    """The job at the target (cluster/placed_launch.mpi_launch): on loopback 2 ranks; the
+    transport pins MPI to the session's fabric (see transport.py)."""
+    try:
+        return mpi_launch(target.placement, argv, env, runtime.mpirun, runtime.flavor,
+                          hosts=hosts, cluster=target.cluster, pins=target.transport,
+                          launcher=target.launcher, rsh_agent=target.rsh_agent,
+                          bind_none=target.bind_none)
+    except PlacementError as exc:
+        raise SweepFailed(str(exc)) from None
 
 
 def hosts_launch(runtime: MpiRuntime, argv: Sequence[str], env: Mapping[str, str],
                  hosts: Sequence[Host], target: SweepTarget) -> Launch:
-    """One rank per host, transport pinned to the fabric (see transport.py). Open MPI gets
-    --prefix so its daemons are found on hosts whose login shell lacks the MPI on PATH."""
-    t = target.transport
-    if t is None:
-        raise SweepFailed("hosts placement needs the fabric's transport")
-    spec = LaunchSpec(argv, hosts, env={**env, **t.env}, interface=t.interface,
-                      tcp_only=t.tcp_only, bind_none=target.bind_none)
-    if target.launcher == "srun":
-        return SrunLauncher().command(spec)
-    launcher = MpirunLauncher(runtime.mpirun, runtime.flavor, rsh_agent=target.rsh_agent,
-                              prefix=True)
-    return launcher.command(spec)
+    """One rank per host, transport pinned to the fabric (see transport.py): the command
+    run_sweep runs for the hosts placement."""
+    return _placed(runtime, dataclasses.replace(target, placement=HOSTS), argv, env,
+                   hosts).launch
 
 
 def loopback_launch(runtime: MpiRuntime, argv: Sequence[str],
                     env: Mapping[str, str] | None = None,
                     transport: Transport | None = None) -> Launch:
-    """2 ranks here. On a TCP fabric (or none given): TCP over loopback, the fabric under test is
-    the network stack, not shared memory (pinned by variables: Open MPI refuses
-    `oob_tcp_if_include lo`, its out-of-band channel needs a non-loopback interface even when
-    every rank is local). On an RDMA fabric: both ranks through the HCA (the transport's
-    variables; no shared memory). Also what benchmarks/mpi_fidelity.py runs OSU's C binaries
-    with."""
-    if transport is not None and not transport.tcp_only:
-        spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=2,
-                          env={**(env or {}), **transport.env}, bind_none=True)
-        return MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec)
-    rank_env = {**(env or {}), "OMPI_MCA_btl_tcp_if_include": "lo", "FI_TCP_IFACE": "lo"}
-    spec = LaunchSpec(argv, [Host("localhost")], ranks_per_host=2, env=rank_env, tcp_only=True,
-                      bind_none=True)
-    return MpirunLauncher(runtime.mpirun, runtime.flavor).command(spec)
+    """2 ranks here: TCP over loopback on a TCP fabric (or none given), the fabric under test
+    is the network stack, not shared memory; on an RDMA fabric both ranks go through the HCA
+    (the transport's variables; no shared memory). Also what benchmarks/mpi_fidelity.py runs
+    OSU's C binaries with."""
+    return _placed(runtime, SweepTarget(LOOPBACK, transport=transport), argv, env or {},
+                   None).launch
 
 
 def _oversubscribed(ranks: int) -> dict[str, str]:
@@ -264,13 +265,13 @@ def _finish(job: JobResult, transport: str = "") -> Sweep:
         docs = parse_output(job.stdout)
     except (ValueError, KeyError) as exc:
         raise SweepFailed(f"unreadable peer output ({exc}): {job.stdout[-300:]!r}") from None
-    cpu = {"cpu": (job.cpu.to_json(),), "disturbed": job.cpu.disturbed} if job.cpu else {}
+    cpu = cpu_share.of_jobs([job.cpu])
     if job.ok:
-        return Sweep(docs, job, transport=transport, **cpu)  # type: ignore[arg-type]
+        return Sweep(docs, job, transport=transport, cpu=cpu.shares, disturbed=cpu.disturbed)
     if not docs:
         raise SweepFailed(f"MPI job failed: {job.describe()}")
     return Sweep(docs, job, failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}",
-                 transport=transport, **cpu)  # type: ignore[arg-type]
+                 transport=transport, cpu=cpu.shares, disturbed=cpu.disturbed)
 
 
 def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
@@ -330,12 +331,6 @@ PRIMARY = {  # benchmark -> (metric, unit, direction)
 }
 
 
-def _median(xs: Sequence[float]) -> float:
-    ordered = sorted(xs)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def measurements(sweep: Sweep, benchmark: str, size: int,
                  params: Mapping[str, Param]) -> list[Measurement]:
     """The records of one test item: the OSU metric, then the second view if it has one
@@ -351,7 +346,7 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
     extra: dict[str, Any] = {"iterations_per_sample": point["iterations"],
                              "timer_us": doc.get("timer_us")}
     if "max_samples" in point:
-        extra["max_rank_latency_us"] = _median(point["max_samples"])
+        extra["max_rank_latency_us"] = statistics.median(point["max_samples"])
     if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
         extra["job_medians"] = point["job_medians"]
     if sweep.cpu:  # the contention guard's evidence; a non-empty "disturbed" tempers the verdict
@@ -366,7 +361,8 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
             samples=tuple(busbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
             direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
             metric="busbw",
-            extra={"algbw_gb_s": _median(algbw), "busbw_factor": busbw_factor(benchmark, ranks),
+            extra={"algbw_gb_s": statistics.median(algbw),
+                   "busbw_factor": busbw_factor(benchmark, ranks),
                    "bytes": collective_bytes(benchmark, size, ranks)}))
     if benchmark == "osu_mbw_mr" and "rate_samples" in point:
         out.append(Measurement(

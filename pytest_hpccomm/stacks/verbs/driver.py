@@ -15,16 +15,21 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_hpccomm.cluster.jobs import RunningJob, start_job
+from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
+# the checks live in completions.py; re-exported here, where the suites import them from
+from pytest_hpccomm.stacks.verbs.completions import CompletionOrderError as CompletionOrderError
+from pytest_hpccomm.stacks.verbs.completions import WorkRequestFailed as WorkRequestFailed
+from pytest_hpccomm.stacks.verbs.completions import describe_missing
+from pytest_hpccomm.stacks.verbs.completions import expect_posting_order as expect_posting_order
+from pytest_hpccomm.stacks.verbs.completions import expect_success as expect_success
 from pytest_hpccomm.stacks.verbs.kernel_log import KernelLog
 from pytest_hpccomm.stacks.verbs.wire import HELLO
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 PEER_MODULE = "pytest_hpccomm.stacks.verbs.peer"
 ALL_ACCESS = ("local_write", "remote_write", "remote_read", "remote_atomic")
 
@@ -82,15 +87,6 @@ class VerbsCallError(Exception):
     def __init__(self, op: str, message: str) -> None:
         super().__init__(f"{op}: {message}")
         self.op, self.message = op, message
-
-
-class WorkRequestFailed(AssertionError):
-    """A work request completed with an error status, or did not complete. `kernel`: what the
-    RDMA drivers logged meanwhile, when the check was given a kernel log (VerbsPair's)."""
-
-    def __init__(self, message: str, kernel: tuple[str, ...] = ()) -> None:
-        super().__init__(message + (f"; kernel log: {' | '.join(kernel)}" if kernel else ""))
-        self.kernel = kernel
 
 
 @dataclass
@@ -204,9 +200,7 @@ class PeerOptions:
 def start_peers(opts: PeerOptions, n: int = 2) -> list[Peer]:
     """n peers on this host, each dialled home and introduced (device info in .info)."""
     server = ControlServer()
-    path = os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, **server.env(), "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), path) if p)}
+    env = peer_env(server.env(), inherit=True)  # address and key: environment, never argv
     jobs = [start_job(opts.argv(), env, timeout=opts.job_timeout, label=f"verbs peer {i}")
             for i in range(n)]
     peers: list[Peer] = []
@@ -366,7 +360,7 @@ class VerbsPair:
         wcs = list(side.peer.call("execute", ep=side.ep, wrs=wrs, count=n, wait=wait,
                                   timeout=wait + self.call_margin))
         if len(wcs) < n and not allow_missing:
-            raise self.link_down(side, _missing(wcs, wrs, n, wait, "send"), wcs)
+            raise self.link_down(side, describe_missing(wcs, wrs, n, wait, "send"), wcs)
         return wcs
 
     def poll(self, side: Side, cq: str = "recv", count: int = 1, nbytes: int = 0, *,
@@ -377,7 +371,7 @@ class VerbsPair:
         wcs = list(side.peer.call("poll", ep=side.ep, cq=cq, count=count, wait=wait,
                                   timeout=wait + self.call_margin))
         if len(wcs) < count and not allow_missing:
-            raise self.link_down(side, _missing(wcs, [], count, wait, cq), wcs)
+            raise self.link_down(side, describe_missing(wcs, [], count, wait, cq), wcs)
         return wcs
 
     def expect_success(self, wcs: list[dict[str, Any]], wrs: list[dict[str, Any]],
@@ -400,58 +394,3 @@ class VerbsPair:
         for peer in (self.a, self.b):
             peer.stop()
         self.kernel_log.close()
-
-
-def _missing(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], n: int, wait: float,
-             cq: str) -> str:
-    """'3 of 5 send completions within 5.0 s (none for RDMA_READ#103, SEND#104); completed:
-    SEND#100 success, ...'."""
-    text = f"{len(wcs)} of {n} {cq} completions within {wait:.1f} s"
-    ids = sorted({int(w.get("wr_id", 0)) for w in wrs if w.get("signaled", True)} -
-                 {int(c["wr_id"]) for c in wcs})
-    if ids:
-        ops = {int(w.get("wr_id", 0)): w.get("opcode", "SEND") for w in wrs}
-        text += " (none for " + ", ".join(f"{ops[i]}#{i}" for i in ids[:8]) \
-            + (f" and {len(ids) - 8} more" if len(ids) > 8 else "") + ")"
-    if wcs:
-        shown = ", ".join(f"{c['opcode']}#{c['wr_id']} {c['status_text']}" for c in wcs[:8])
-        text += f"; completed: {shown}" + (", ..." if len(wcs) > 8 else "")
-    return text
-
-
-def expect_success(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: str) -> None:
-    """Every WR completed successfully, or a failure that says which one and how."""
-    signalled = [w for w in wrs if w.get("signaled", True)]
-    if len(wcs) < len(signalled):
-        missing = sorted({int(w.get("wr_id", 0)) for w in signalled} -
-                         {int(c["wr_id"]) for c in wcs})
-        raise WorkRequestFailed(f"{what}: {len(wcs)} of {len(signalled)} work requests "
-                                f"completed (no completion for wr_id {missing})")
-    bad = [c for c in wcs if c["status"] != 0]
-    if bad:
-        c = bad[0]
-        wr = next((w for w in wrs if w.get("wr_id") == c["wr_id"]), {})
-        raise WorkRequestFailed(
-            f"{what}: {wr.get('opcode', c['opcode'])} wr_id={c['wr_id']} completed with status "
-            f"{c['status']} ({c['status_text']}), vendor error {c['vendor_err']:#x}"
-            + (f"; {len(bad) - 1} more failed" if len(bad) > 1 else ""))
-
-
-class CompletionOrderError(AssertionError):
-    """Send-queue completions left posting order; carries both orders for the defect
-    catalogue (defects.py), which tells a known overtaking pattern from any other."""
-
-    def __init__(self, posted: list[tuple[str, int]], completed: list[tuple[str, int]]) -> None:
-        super().__init__("send-queue completions out of posting order: "
-                         + ", ".join(f"{op}#{i}" for op, i in completed)
-                         + " (posted: " + ", ".join(f"{op}#{i}" for op, i in posted) + ")")
-        self.posted, self.completed = posted, completed
-
-
-def expect_posting_order(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]]) -> None:
-    """RC completions of one send queue arrive in posting order (IB spec 10.8.3)."""
-    posted = [(str(w.get("opcode", "SEND")), int(w.get("wr_id", 0))) for w in wrs
-              if w.get("signaled", True)]
-    completed = [(str(c["opcode"]), int(c["wr_id"])) for c in wcs]
-    if completed != posted:
-        raise CompletionOrderError(posted, completed)

@@ -7,12 +7,14 @@ fabric); that those reach a real MPI over a real link is test_hosts_placement.py
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.mpi import MpiFlavor
+from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.fabrics import FabricSelection, select_fabric
 from pytest_hpccomm.stacks.mpi.driver import SweepTarget, hosts_launch, loopback_launch
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
@@ -110,3 +112,16 @@ def test_loopback_on_an_rdma_fabric_goes_through_the_hca() -> None:
     tcp = loopback_launch(OMPI5, ["peer"], {})
     assert tcp.env["OMPI_MCA_btl_tcp_if_include"] == "lo"
     assert tcp.argv[tcp.argv.index("btl") + 1] == "tcp,self"
+
+
+def test_hosts_launch_keeps_the_peer_variables_before_the_transports(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order the environment reaches mpirun (and ssh) in: the peer's own variables, then
+    the transport's, then the launcher's pins."""
+    t = transport_for(selection("ib-edr-mlx5", "ib"), "mpich")
+    for name in [*peer_env(), *t.env]:
+        monkeypatch.delenv(name, raising=False)
+    env = hosts_launch(MPICH, ["peer"], peer_env(), list(HOSTS),
+                       SweepTarget("hosts", hosts=HOSTS, transport=t)).env
+    new = [k for k in env if k not in os.environ and k != "PATH"]
+    assert new == [*peer_env(), *t.env]
