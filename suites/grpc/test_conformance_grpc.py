@@ -2,8 +2,9 @@
 one long-lived loopback server per peer kind (Python sync, Python asyncio, native C++); the
 Python client in this process drives them all, in both payload modes.
 
-Each property builds its @given function inside the test, so its example budget follows the
-profile (--hpc-grpc-examples) and it runs once per (peer, mode) item.
+Each property builds its @given function inside the test under `grpc_settings()`, so its
+example budget follows the profile (--hpc-grpc-examples) and it runs once per (peer, mode)
+item. Servers, clients and certificates are the gRPC plugin's fixtures (stacks/grpc/plugin.py).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, eventually
 from pytest_hpccomm.stacks.grpc.driver import ServerHandle
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.properties import (MiB, Pattern, layouts, materialize, metadata,
@@ -33,22 +35,6 @@ pytestmark = [pytest.mark.conformance, pytest.mark.stack("grpc"),
 Codes = grpc.StatusCode
 
 
-def prop_settings(opts: GrpcOptions, examples: int | None = None) -> Callable[[Any], Any]:
-    kw: dict[str, Any] = {"max_examples": examples or opts.examples, "deadline": None,
-                          "suppress_health_check": [HealthCheck.too_slow,
-                                                    HealthCheck.data_too_large]}
-    if opts.plant_bug:  # a planted-bug run must not leave its failures in the example database
-        kw["database"] = None
-    return settings(**kw)
-
-
-@pytest.fixture
-def client(grpc_server: ServerHandle, grpc_mode: str) -> Any:
-    with TensorClient(grpc_server.target, grpc_mode) as c:
-        c.wait_ready(10)
-        yield c
-
-
 def check_round_trip(client: TensorClient, layout: list[Any]) -> None:
     sent = materialize(layout)
     got = client.echo(sent, timeout=60)
@@ -57,13 +43,14 @@ def check_round_trip(client: TensorClient, layout: list[Any]) -> None:
         assert a == b, f"buffer {i} of {len(a)} bytes came back as {len(b)} different bytes"
 
 
-def test_round_trip_is_byte_exact(client: TensorClient, grpc_options: GrpcOptions) -> None:
+def test_round_trip_is_byte_exact(grpc_client: TensorClient, grpc_options: GrpcOptions,
+                                  grpc_settings: SettingsFactory) -> None:
     """Echo returns every buffer, in order, byte for byte: arbitrary layouts of 0 B to 6 MiB
     buffers, totals up to half the server's limit (> 4 MiB, gRPC's default limit)."""
-    @prop_settings(grpc_options)
+    @grpc_settings()
     @given(layout=layouts(budget=grpc_options.max_message // 2))
     def round_trip(layout: list[Any]) -> None:
-        check_round_trip(client, layout)
+        check_round_trip(grpc_client, layout)
 
     round_trip()
 
@@ -80,35 +67,36 @@ EDGES: dict[str, list[Any]] = {
 
 
 @pytest.mark.parametrize("edge", sorted(EDGES))
-def test_round_trip_edges(client: TensorClient, edge: str) -> None:
-    check_round_trip(client, EDGES[edge])
+def test_round_trip_edges(grpc_client: TensorClient, edge: str) -> None:
+    check_round_trip(grpc_client, EDGES[edge])
 
 
-def test_stream_keeps_order(client: TensorClient, grpc_options: GrpcOptions) -> None:
+def test_stream_keeps_order(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """EchoStream answers message i with message i (seq and buffers), in order."""
-    @prop_settings(grpc_options)
+    @grpc_settings()
     @given(messages=st.lists(layouts(max_buffers=8, max_buffer=64 << 10, budget=256 << 10),
                              min_size=1, max_size=20))
     def stream(messages: list[list[Any]]) -> None:
         sent = [materialize(m) for m in messages]
-        got = client.stream(sent, timeout=60)
+        got = grpc_client.stream(sent, timeout=60)
         assert [seq for seq, _ in got] == list(range(len(sent)))
         assert [bufs for _, bufs in got] == sent
 
     stream()
 
 
-def test_send_counts_every_byte(client: TensorClient, grpc_options: GrpcOptions) -> None:
-    @prop_settings(grpc_options)
+def test_send_counts_every_byte(grpc_client: TensorClient,
+                                grpc_settings: SettingsFactory) -> None:
+    @grpc_settings()
     @given(layout=layouts(max_buffer=MiB, budget=4 * MiB))
     def send(layout: list[Any]) -> None:
-        assert client.send(materialize(layout), timeout=60) == total(layout)
+        assert grpc_client.send(materialize(layout), timeout=60) == total(layout)
 
     send()
 
 
 def test_deadline_exceeded_within_bound(grpc_server: ServerHandle,
-                                        grpc_options: GrpcOptions) -> None:
+                                        grpc_settings: SettingsFactory) -> None:
     """A call whose server is slower than its deadline fails with DEADLINE_EXCEEDED no sooner
     than the deadline and not much later; the server sees the cancellation."""
     slack = 0.5  # scheduling on a loaded 2-core machine
@@ -117,7 +105,7 @@ def test_deadline_exceeded_within_bound(grpc_server: ServerHandle,
         c.wait_ready(10)
         before = c.stats(timeout=10)["cancelled"]
 
-        @prop_settings(grpc_options, examples=min(grpc_options.examples, 8))
+        @grpc_settings(8)
         @given(deadline_ms=st.integers(20, 300))
         def deadline(deadline_ms: int) -> None:
             t0 = time.monotonic()
@@ -128,7 +116,7 @@ def test_deadline_exceeded_within_bound(grpc_server: ServerHandle,
             assert deadline_ms / 1000 - 0.005 <= elapsed <= deadline_ms / 1000 + slack
 
         deadline()
-        assert _eventually(lambda: c.stats(timeout=10)["cancelled"] > before), \
+        assert eventually(lambda: c.stats(timeout=10)["cancelled"] > before), \
             "the server never saw a deadline pass"
 
 
@@ -141,7 +129,7 @@ def test_cancellation(grpc_server: ServerHandle) -> None:
         time.sleep(0.1)
         assert fut.cancel()
         assert fut.cancelled() and fut.code() == Codes.CANCELLED
-        assert _eventually(lambda: c.stats(timeout=10)["cancelled"] > before), \
+        assert eventually(lambda: c.stats(timeout=10)["cancelled"] > before), \
             "the server never saw the cancellation"
 
         done = threading.Event()
@@ -161,19 +149,19 @@ def test_cancellation(grpc_server: ServerHandle) -> None:
         assert err.value.code() == Codes.CANCELLED
 
 
-def test_message_over_limit_is_resource_exhausted(client: TensorClient,
+def test_message_over_limit_is_resource_exhausted(grpc_client: TensorClient,
                                                   grpc_server: ServerHandle) -> None:
     with pytest.raises(grpc.RpcError) as err:
-        client.echo([b"\0" * (grpc_server.max_message + 1)], timeout=60)
+        grpc_client.echo([b"\0" * (grpc_server.max_message + 1)], timeout=60)
     assert err.value.code() == Codes.RESOURCE_EXHAUSTED
 
 
-def test_metadata_round_trip(client: TensorClient, grpc_options: GrpcOptions) -> None:
+def test_metadata_round_trip(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """x-hpcc-* request metadata (text and -bin) comes back as trailing metadata, exactly."""
-    @prop_settings(grpc_options)
+    @grpc_settings()
     @given(md=metadata())
     def round_trip(md: list[tuple[str, Any]]) -> None:
-        _, call = client.echo_call([b"m"], metadata=md, timeout=30)
+        _, call = grpc_client.echo_call([b"m"], metadata=md, timeout=30)
         back = sorted((k, v) for k, v in call.trailing_metadata() if k.startswith("x-hpcc-"))
         assert back == sorted(md)
 
@@ -181,11 +169,11 @@ def test_metadata_round_trip(client: TensorClient, grpc_options: GrpcOptions) ->
 
 
 def test_compression_gives_the_same_bytes(grpc_server: ServerHandle, grpc_mode: str,
-                                          grpc_options: GrpcOptions) -> None:
+                                          grpc_settings: SettingsFactory) -> None:
     """gzip both ways (the client's channel and the server's response) changes no byte."""
     with TensorClient(grpc_server.target, grpc_mode, compression=grpc.Compression.Gzip) as gz, \
             TensorClient(grpc_server.target, grpc_mode) as plain:
-        @prop_settings(grpc_options, examples=min(grpc_options.examples, 15))
+        @grpc_settings(15)
         @given(layout=layouts(max_buffers=16, max_buffer=MiB, budget=2 * MiB))
         def same(layout: list[Any]) -> None:
             sent = materialize(layout)
@@ -225,11 +213,3 @@ def test_no_server_is_unavailable(grpc_mode: str) -> None:
             assert err.value.code() == Codes.UNAVAILABLE
             assert time.monotonic() - t0 < 5, "UNAVAILABLE should come fast, not at the deadline"
 
-
-def _eventually(cond: Callable[[], bool], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False

@@ -7,8 +7,9 @@
 - atomics: FETCH_AND_ADD and CMP_AND_SWP return the target's previous 64-bit value and leave
   (old + add) mod 2^64, or swap-if-equal, in the target
 
-Every example runs on the shared link (`rc`) inside `rc.example()`, which re-makes it after an
-example that may have broken it, so Hypothesis never shrinks on a dead link; completions that
+Every example runs on the shared link (`verbs_rc`, stacks/verbs/links.py) inside
+`rc.example()`, which re-makes it after an example that may have broken it, so Hypothesis never
+shrinks on a dead link; completions that
 miss their deadline raise LinkDown, which ends the item with the evidence (driver.py). Known
 driver defects are matched by their observed symptom (stacks/verbs/defects.py).
 """
@@ -23,8 +24,7 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import VerbsPair, expect_posting_order
-
-from suites.verbs._links import MR_BYTES, Link, examples
+from pytest_hpccomm.stacks.verbs.links import MR_BYTES, Link
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -37,10 +37,6 @@ EDGES = [0, 1, 7, 8, 63, 64, 255, 256, 1023, 1024, 1025, 2047, 2048, 4095, 4096,
 sizes = st.one_of(st.sampled_from(EDGES), st.integers(0, 1 << 16), st.integers(0, MAX_PAYLOAD))
 offsets = st.integers(0, 4096 - 1)
 U64 = st.integers(0, (1 << 64) - 1)
-
-
-def _profile(pair_emulated: bool) -> Any:
-    return settings(settings.get_profile("verbs"), max_examples=examples(pair_emulated))
 
 
 def _side(link: Link, side: str) -> tuple[Any, dict[str, Any]]:
@@ -73,11 +69,12 @@ def check(link: Link, side: str, offset: int, size: int, want: str, guards: list
 
 
 @pytest.mark.parametrize("opcode", ["SEND", "RDMA_WRITE", "RDMA_READ"])
-def test_payload_integrity(opcode: str, rc: Link, verbs_pair: VerbsPair,
-                           verbs_emulated: bool) -> None:
+def test_payload_integrity(opcode: str, verbs_rc: Link, verbs_pair: VerbsPair,
+                           verbs_settings: settings) -> None:
     assert MR_BYTES >= 4096 + MAX_PAYLOAD + GUARD
+    rc = verbs_rc
 
-    @_profile(verbs_emulated)
+    @verbs_settings
     @given(size=sizes, src_off=offsets, dst_off=offsets, seed=st.integers(0, 2**32))
     @example(size=0, src_off=0, dst_off=0, seed=1)
     @example(size=MAX_PAYLOAD, src_off=4095, dst_off=1, seed=2)
@@ -118,9 +115,11 @@ READ_DEFECTS = ("siw-read-completion-order", "siw-rresp-terminate")
 
 
 @pytest.mark.parametrize("mix", sorted(MIXES))
-def test_completions_arrive_in_posting_order(mix: str, rc: Link, verbs_pair: VerbsPair,
-                                             verbs_emulated: bool) -> None:
-    @_profile(verbs_emulated)
+def test_completions_arrive_in_posting_order(mix: str, verbs_rc: Link, verbs_pair: VerbsPair,
+                                             verbs_settings: settings) -> None:
+    rc = verbs_rc
+
+    @verbs_settings
     @given(ops=st.lists(st.tuples(st.sampled_from(MIXES[mix]), st.integers(0, 8192)),
                         min_size=1, max_size=24))
     def prop(ops: list[tuple[str, int]]) -> None:
@@ -146,12 +145,6 @@ def test_completions_arrive_in_posting_order(mix: str, rc: Link, verbs_pair: Ver
         prop()
 
 
-@pytest.fixture
-def atomics(verbs_pair: VerbsPair) -> None:
-    if not verbs_pair.info.get("atomic_cap"):
-        pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
-
-
 def _u64_bytes(value: int, order: str) -> str:
     return value.to_bytes(8, order).hex()  # type: ignore[arg-type]
 
@@ -160,23 +153,12 @@ def _u64(hexed: str, order: str) -> int:
     return int.from_bytes(bytes.fromhex(hexed), order)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def atomic_order(rc: Link, verbs_pair: VerbsPair, atomics: None,
-                 record_property: Any) -> str:
-    """The byte order the device does arithmetic in (rxe: the host's; some HCAs: big)."""
-    rc.b.peer.call("write", mr=rc.mr_b["mr"], offset=0, hex=_u64_bytes(1, "little"))
-    wr = {"opcode": "ATOMIC_FETCH_AND_ADD", "mr": rc.mr_a["mr"], "offset": 0, "length": 8,
-          "remote_addr": rc.mr_b["addr"], "rkey": rc.mr_b["rkey"], "compare_add": 1}
-    verbs_pair.expect_success(verbs_pair.execute(rc.a, [wr]), [wr], "FETCH_AND_ADD probe")
-    after = rc.b.peer.call("read", mr=rc.mr_b["mr"], offset=0, length=8)
-    order = "little" if _u64(after, "little") == 2 else "big"
-    record_property("atomic_byte_order", order)
-    return order
+def test_fetch_and_add_returns_old_value(verbs_rc: Link, verbs_pair: VerbsPair,
+                                         verbs_settings: settings,
+                                         verbs_atomic_order: str) -> None:
+    rc, atomic_order = verbs_rc, verbs_atomic_order
 
-
-def test_fetch_and_add_returns_old_value(rc: Link, verbs_pair: VerbsPair, verbs_emulated: bool,
-                                         atomic_order: str) -> None:
-    @_profile(verbs_emulated)
+    @verbs_settings
     @given(old=U64, add=U64, slot=st.integers(0, 63))
     @example(old=(1 << 64) - 1, add=1, slot=0)
     def prop(old: int, add: int, slot: int) -> None:
@@ -198,9 +180,12 @@ def test_fetch_and_add_returns_old_value(rc: Link, verbs_pair: VerbsPair, verbs_
     prop()
 
 
-def test_compare_and_swap_returns_old_value(rc: Link, verbs_pair: VerbsPair,
-                                            verbs_emulated: bool, atomic_order: str) -> None:
-    @_profile(verbs_emulated)
+def test_compare_and_swap_returns_old_value(verbs_rc: Link, verbs_pair: VerbsPair,
+                                            verbs_settings: settings,
+                                            verbs_atomic_order: str) -> None:
+    rc, atomic_order = verbs_rc, verbs_atomic_order
+
+    @verbs_settings
     @given(old=U64, compare=U64, swap=U64, equal=st.booleans(), slot=st.integers(0, 63))
     def prop(old: int, compare: int, swap: int, equal: bool, slot: int) -> None:
         with rc.example():

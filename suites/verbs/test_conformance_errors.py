@@ -17,6 +17,7 @@ import pytest
 from pytest_hpccomm.stacks.verbs.driver import (LinkDown, VerbsCallError, VerbsPair,
                                                 WorkRequestFailed, completion_wait,
                                                 expect_success)
+from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -33,9 +34,9 @@ RECEIVE_TOO_SMALL = (LOCAL_LENGTH_ERROR, LOCAL_QP_OPERATION_ERROR)
 SENDER_OF_TOO_LARGE = (REMOTE_INVALID_REQUEST, REMOTE_OPERATION_ERROR)
 
 
-def test_bad_lkey_fails_with_a_local_error(verbs_pair: VerbsPair, fresh_rc: Any,
+def test_bad_lkey_fails_with_a_local_error(verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink,
                                            record_property: Any) -> None:
-    link = fresh_rc()
+    link = verbs_fresh_rc()
     wr = {"opcode": "RDMA_WRITE", "mr": link.mr_a["mr"], "offset": 0, "length": 256,
           "lkey": link.mr_a["lkey"] ^ 0x7f7f00, "remote_addr": link.mr_b["addr"],
           "rkey": link.mr_b["rkey"], "wr_id": 42}
@@ -54,8 +55,8 @@ def test_bad_lkey_fails_with_a_local_error(verbs_pair: VerbsPair, fresh_rc: Any,
 
 
 def test_send_larger_than_the_receive_buffer_fails_on_both_sides(
-        verbs_pair: VerbsPair, fresh_rc: Any, record_property: Any) -> None:
-    link = fresh_rc()
+        verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any) -> None:
+    link = verbs_fresh_rc()
     link.b.peer.call("post_recv", ep=link.b.ep, mr=link.mr_b["mr"], offset=0, length=64,
                      wr_id=7)
     wr = {"opcode": "SEND", "mr": link.mr_a["mr"], "offset": 0, "length": 4096, "wr_id": 8}
@@ -91,11 +92,11 @@ def test_post_to_a_qp_that_is_not_ready_is_refused(verbs_pair: VerbsPair) -> Non
 
 
 def test_work_on_a_broken_connection_fails_within_its_deadline(
-        verbs_pair: VerbsPair, fresh_rc: Any, record_property: Any) -> None:
+        verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any) -> None:
     """The responder rejects an RDMA WRITE (RC: both QPs go to ERR; iWARP: the responder
     TERMINATEs the connection); the READ posted next must fail within its deadline, not wait
     out a minute (issue 11: on siw it never completes, so only the deadline ends it)."""
-    link = fresh_rc(b_access=("local_write", "remote_read", "remote_atomic"))
+    link = verbs_fresh_rc(b_access=("local_write", "remote_read", "remote_atomic"))
     wr = {"opcode": "RDMA_WRITE", "mr": link.mr_a["mr"], "offset": 0, "length": 4096,
           "remote_addr": link.mr_b["addr"], "rkey": link.mr_b["rkey"], "wr_id": 1}
     after = {**wr, "opcode": "RDMA_READ", "length": 8, "wr_id": 2}

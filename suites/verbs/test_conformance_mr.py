@@ -19,6 +19,7 @@ import pytest
 
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import ALL_ACCESS, VerbsCallError, VerbsPair
+from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -62,8 +63,9 @@ def target_digest(link: Any) -> str:
     return str(link.b.peer.call("digest", mr=link.mr_b["mr"], offset=0, length=LENGTH))
 
 
-def test_rdma_write_into_mr_with_remote_write_lands(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
-    link = fresh_rc()
+def test_rdma_write_into_mr_with_remote_write_lands(verbs_pair: VerbsPair,
+                                                    verbs_fresh_rc: FreshLink) -> None:
+    link = verbs_fresh_rc()
     want = link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=7)
     wr = op("RDMA_WRITE", link)
     verbs_pair.expect_success(verbs_pair.execute(link.a, [wr]), [wr],
@@ -72,16 +74,17 @@ def test_rdma_write_into_mr_with_remote_write_lands(verbs_pair: VerbsPair, fresh
 
 
 def test_rdma_write_without_remote_write_is_rejected(verbs_pair: VerbsPair,
-                                                     fresh_rc: Any) -> None:
-    link = fresh_rc(b_access=without("remote_write"))
+                                                     verbs_fresh_rc: FreshLink) -> None:
+    link = verbs_fresh_rc(b_access=without("remote_write"))
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=8)
     before = target_digest(link)
     how = violation(verbs_pair, link, op("RDMA_WRITE", link))
     assert target_digest(link) == before, f"forbidden write changed the target ({how})"
 
 
-def test_rdma_read_without_remote_read_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
-    link = fresh_rc(b_access=without("remote_read"))
+def test_rdma_read_without_remote_read_is_rejected(verbs_pair: VerbsPair,
+                                                   verbs_fresh_rc: FreshLink) -> None:
+    link = verbs_fresh_rc(b_access=without("remote_read"))
     secret = link.b.peer.call("fill", mr=link.mr_b["mr"], offset=0, length=LENGTH, seed=9)
     with known_defects(verbs_pair.selection.driver, "siw-no-remote-read-check"):
         violation(verbs_pair, link, op("RDMA_READ", link))
@@ -89,25 +92,28 @@ def test_rdma_read_without_remote_read_is_rejected(verbs_pair: VerbsPair, fresh_
         assert got != secret, "a forbidden RDMA READ returned the target's bytes"
 
 
-def test_atomic_without_remote_atomic_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
+def test_atomic_without_remote_atomic_is_rejected(verbs_pair: VerbsPair,
+                                                  verbs_fresh_rc: FreshLink) -> None:
     if not verbs_pair.info.get("atomic_cap"):
         pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
-    link = fresh_rc(b_access=without("remote_atomic"))
+    link = verbs_fresh_rc(b_access=without("remote_atomic"))
     before = target_digest(link)
     violation(verbs_pair, link, op("ATOMIC_FETCH_AND_ADD", link, length=8, compare_add=1))
     assert target_digest(link) == before, "a forbidden atomic changed the target"
 
 
-def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
-    link = fresh_rc()
+def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair,
+                                verbs_fresh_rc: FreshLink) -> None:
+    link = verbs_fresh_rc()
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=10)
     before = target_digest(link)
     violation(verbs_pair, link, op("RDMA_WRITE", link, rkey=link.mr_b["rkey"] ^ 0x5a5a00))
     assert target_digest(link) == before
 
 
-def test_write_past_the_end_of_the_mr_is_rejected(verbs_pair: VerbsPair, fresh_rc: Any) -> None:
-    link = fresh_rc(length=LENGTH)
+def test_write_past_the_end_of_the_mr_is_rejected(verbs_pair: VerbsPair,
+                                                  verbs_fresh_rc: FreshLink) -> None:
+    link = verbs_fresh_rc(length=LENGTH)
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=11)
     before = target_digest(link)
     violation(verbs_pair, link, op("RDMA_WRITE", link, offset=LENGTH - 64, length=128))

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import Side, VerbsCallError, VerbsPair
+from pytest_hpccomm.stacks.verbs.fixtures import NewQp
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -30,20 +31,6 @@ def manual_only(verbs_pair: VerbsPair) -> None:
     if verbs_pair.iwarp:
         pytest.skip("iWARP QPs reach RTR and RTS only through the connection manager "
                     "(test_cm_connection_reaches_rts covers them)")
-
-
-@pytest.fixture
-def qps(verbs_pair: VerbsPair) -> Any:
-    made: list[Side] = []
-
-    def make(qp_type: str = "RC") -> Side:
-        side = verbs_pair.create_qp(verbs_pair.a if len(made) % 2 == 0 else verbs_pair.b, qp_type)
-        made.append(side)
-        return side
-
-    yield make
-    for side in made:
-        side.peer.call("destroy_qp", ep=side.ep)
 
 
 def state(side: Side) -> str:
@@ -64,8 +51,8 @@ def rejected(side: Side, to: str, **kw: Any) -> str:
     return info.value.message
 
 
-def test_new_qp_is_in_reset(qps: Any, verbs_pair: VerbsPair) -> None:
-    got = state(qps("RC"))
+def test_new_qp_is_in_reset(verbs_qps: NewQp, verbs_pair: VerbsPair) -> None:
+    got = state(verbs_qps("RC"))
     if verbs_pair.iwarp:
         # iWARP's verbs have one Idle state for IB's RESET and INIT (siw reports INIT)
         assert got in ("RESET", "INIT"), got
@@ -73,23 +60,25 @@ def test_new_qp_is_in_reset(qps: Any, verbs_pair: VerbsPair) -> None:
         assert got == "RESET"
 
 
-def test_rc_walks_reset_init_rtr_rts(qps: Any, manual_only: None) -> None:
-    a, b = qps("RC"), qps("RC")
+def test_rc_walks_reset_init_rtr_rts(verbs_qps: NewQp, manual_only: None) -> None:
+    a, b = verbs_qps("RC"), verbs_qps("RC")
     assert modify(a, "INIT") == "INIT"
     assert modify(a, "RTR", remote=b.address) == "RTR"
     assert modify(a, "RTS") == "RTS"
 
 
-def test_ud_walks_reset_init_rtr_rts(verbs_pair: VerbsPair, qps: Any, manual_only: None) -> None:
-    a = qps("UD")
+def test_ud_walks_reset_init_rtr_rts(verbs_pair: VerbsPair, verbs_qps: NewQp,
+                                     manual_only: None) -> None:
+    a = verbs_qps("UD")
     for to in ("INIT", "RTR", "RTS"):
         assert modify(a, to) == to
 
 
 @pytest.mark.parametrize("start,to", [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS")],
                          ids=["RESET-RTR", "RESET-RTS", "INIT-RTS"])
-def test_skipping_a_state_is_rejected(qps: Any, manual_only: None, start: str, to: str) -> None:
-    a, b = qps("RC"), qps("RC")
+def test_skipping_a_state_is_rejected(verbs_qps: NewQp, manual_only: None, start: str,
+                                      to: str) -> None:
+    a, b = verbs_qps("RC"), verbs_qps("RC")
     if start == "INIT":
         modify(a, "INIT")
     rejected(a, to, remote=b.address)
@@ -99,8 +88,8 @@ def test_skipping_a_state_is_rejected(qps: Any, manual_only: None, start: str, t
 @pytest.mark.parametrize("to,missing", [(to, m) for to, ms in RC_REQUIRED.items() for m in ms],
                          ids=[f"{to}-no-{m}" for to, ms in RC_REQUIRED.items() for m in ms])
 def test_transition_without_a_required_attribute_is_rejected(
-        qps: Any, manual_only: None, to: str, missing: str) -> None:
-    a, b = qps("RC"), qps("RC")
+        verbs_qps: NewQp, manual_only: None, to: str, missing: str) -> None:
+    a, b = verbs_qps("RC"), verbs_qps("RC")
     walk = ["INIT", "RTR", "RTS"]
     for step in walk[:walk.index(to)]:
         modify(a, step, remote=b.address)
@@ -109,8 +98,8 @@ def test_transition_without_a_required_attribute_is_rejected(
     assert state(a) == before
 
 
-def test_any_state_goes_to_err_and_reset(qps: Any, manual_only: None) -> None:
-    a, b = qps("RC"), qps("RC")
+def test_any_state_goes_to_err_and_reset(verbs_qps: NewQp, manual_only: None) -> None:
+    a, b = verbs_qps("RC"), verbs_qps("RC")
     for step in ("INIT", "RTR", "RTS"):
         modify(a, step, remote=b.address)
     assert modify(a, "ERR") == "ERR"

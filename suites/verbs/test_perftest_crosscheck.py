@@ -8,12 +8,10 @@ may print inf latencies (its cycle counter is virtual): only success is asserted
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
-from pytest_hpccomm.fabrics import FabricSelection
-from pytest_hpccomm.stacks.verbs.perftest import PerftestFailed, missing, run_pair
+from pytest_hpccomm.stacks.verbs.fixtures import PerftestProgram
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -23,21 +21,10 @@ PROGRAMS = [("ib_send_lat", 64), ("ib_write_lat", 64), ("ib_read_lat", 64),
 
 
 @pytest.mark.parametrize("program,size", PROGRAMS, ids=[p for p, _ in PROGRAMS])
-def test_perftest_program_succeeds(program: str, size: int, verbs_fabric: FabricSelection,
-                                   verbs_pair: Any, verbs_emulated: bool,
-                                   record_property: Any) -> None:
-    why = missing(program)
-    if why:
-        pytest.skip(why)
-    if "atomic" in program and not verbs_pair.info.get("atomic_cap"):
-        pytest.skip(f"{verbs_fabric.device} has no atomics (atomic_cap = NONE)")
-    iterations = 200 if verbs_emulated else (1000 if program.endswith("_lat") else 5000)
-    try:
-        run = run_pair(program, verbs_fabric, size, iterations)
-    except PerftestFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
-    for name, value in run.report.items():
-        record_property(f"perftest_{name}", value)
+def test_perftest_program_succeeds(program: str, size: int,
+                                   verbs_perftest_program: PerftestProgram,
+                                   verbs_emulated: bool) -> None:
+    run = verbs_perftest_program(program, size)
     if not verbs_emulated:
         bad = {k: v for k, v in run.report.items() if not math.isfinite(v)}
         assert not bad, f"{program} reported non-finite numbers on hardware: {bad}"

@@ -1,15 +1,21 @@
-"""pytest plugin of the gRPC stack: its options and fixtures (load with
-`-p pytest_hpccomm.stacks.grpc.plugin` until it has its pytest11 entry point).
+"""pytest plugin of the gRPC stack (pytest11: hpccomm_grpc): its options and fixtures.
 
-Tests ask for `grpc_peer` and `grpc_mode` (parametrized over --hpc-grpc-peers/-modes),
-`grpc_server` (the session's loopback server of that peer kind, with a TLS port) and
-`grpc_lab` (servers anywhere, benchmark sweeps, all cached for the session).
+Tests ask for
+  grpc_peer, grpc_mode  parametrized over --hpc-grpc-peers / --hpc-grpc-modes (session scope)
+  grpc_server           the session's loopback server of that peer kind (plaintext and TLS)
+  grpc_client           a client of grpc_server in grpc_mode, ready, closed after the test
+  grpc_settings         settings(cap=None): Hypothesis settings of a property built in a test
+  grpc_tls              the test CA and certificates (grpc_server's TLS port trusts "ca")
+  grpc_bench            run(benchmark, scheme): one TF-gRPC-Bench point, measured and judged
+  grpc_lab              the session's GrpcLab: native build, servers anywhere, sweeps, all cached
+  grpc_options          the parsed options (GrpcOptions)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -18,9 +24,11 @@ from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
                                               ensure_built)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
+from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_settings
 from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, ServerHandle, Sweep,
                                                merge_sweeps, run_p2p, run_ps, start_server)
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
@@ -169,6 +177,15 @@ class GrpcLab:
         return run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
                       self.opts.workers, self.slowdown, cluster, hosts)
 
+    def p2p_across(self, peer: str, mode: str, cluster: Any) -> tuple[Sweep, ServerHandle]:
+        """The p2p sweep across the virtual cluster and the server it ran against; fails the
+        item on a run error."""
+        try:
+            return (self.sweep("p2p", peer, mode, NETNS, cluster),
+                    self.server(peer, NETNS, 0, cluster))
+        except GrpcRunError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
     def close(self) -> None:
         for got in self._servers.values():
             if isinstance(got, ServerHandle):
@@ -204,3 +221,51 @@ def grpc_server(grpc_peer: str, grpc_lab: GrpcLab) -> ServerHandle:
 @pytest.fixture(scope="session")
 def grpc_tls(grpc_lab: GrpcLab) -> TlsFiles:
     return grpc_lab.tls()
+
+
+@pytest.fixture
+def grpc_client(grpc_server: ServerHandle, grpc_mode: str) -> Iterator[Any]:
+    """A TensorClient of grpc_server in grpc_mode, ready (grpcio is imported only here: the
+    plugin loads without it)."""
+    from pytest_hpccomm.stacks.grpc.pyclient import TensorClient
+
+    with TensorClient(grpc_server.target, grpc_mode) as c:
+        c.wait_ready(10)
+        yield c
+
+
+@pytest.fixture(scope="session")
+def grpc_settings(grpc_options: GrpcOptions) -> SettingsFactory:
+    """settings(cap=None) for a property built inside a test, so its example budget follows
+    the profile (--hpc-grpc-examples), at most `cap`."""
+    return lambda cap=None: property_settings(grpc_options, cap)
+
+
+BenchRun = Callable[[str, str], None]
+
+
+@pytest.fixture
+def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: GrpcLab,
+               grpc_options: GrpcOptions, hpc_record: Any,
+               request: pytest.FixtureRequest) -> BenchRun:
+    """run(benchmark, scheme): the point of this item's (peer, mode, placement) sweep; its
+    echoes and acknowledgements checked, then recorded and judged (tfbench.measurement)."""
+    if hpc_placement not in (LOOPBACK, NETNS):
+        pytest.skip(f"gRPC peers run on loopback and the virtual cluster; placement "
+                    f"{hpc_placement!r} (real hosts) is not implemented for this stack yet")
+
+    def run(bench: str, scheme: str) -> None:
+        family, name = BENCHMARKS[bench][:2]
+        cluster = request.getfixturevalue("hpc_virtual_cluster") \
+            if hpc_placement == NETNS else None
+        try:
+            sweep = grpc_lab.sweep(family, grpc_peer, grpc_mode, hpc_placement, cluster)
+            point = sweep.get(name, scheme)
+        except GrpcRunError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        assert not point["errors"], f"{bench} {scheme}: {point['errors'][:3]}"
+        hpc_record(measurement(bench, scheme, sweep, point, grpc_options.runtime, grpc_peer,
+                               grpc_mode, hpc_placement),
+                   {"grpc_runtime": grpc_options.runtime, **sweep.runtime_fingerprint})
+
+    return run

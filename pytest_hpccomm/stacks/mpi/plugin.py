@@ -1,11 +1,20 @@
-"""pytest plugin of the MPI stack (pytest11: hpccomm_mpi): its option and fixtures.
+"""pytest plugin of the MPI stack (pytest11: hpccomm_mpi): its options and fixtures.
 
-Tests ask for `mpi_name` (parametrized over --hpc-mpi), `mpi_runtime` and `mpi_sweeps`.
+Tests ask for
+  mpi_name               parametrized over --hpc-mpi (session scope)
+  mpi_runtime            that MPI, resolved once (skips when it is not installed)
+  mpi_osu                run(benchmark, size): one OSU point, from the session's sweep of this
+                         (MPI, placement), validated and judged (test_perf_osu.py)
+  mpi_conformance_peer   the long-lived peer the conformance properties drive
+  mpi_ulfm               run(): the ULFM job of its own (it kills a rank) on this placement
+Underneath: `mpi_sweeps` (the session's sweep cache, MpiSweeps) and `mpi_osu_selected` (the
+benchmarks this session's items ask for, so one job runs just those).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -13,11 +22,13 @@ from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
+from pytest_hpccomm.stacks.mpi import osu
 from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
-                                                   register_settings)
+                                                   UlfmOutcome, register_settings, run_ulfm,
+                                                   ulfm_unavailable_reason)
 from pytest_hpccomm.stacks.mpi.wire import PLANTS
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
-                                              merge_sweeps, run_sweep)
+                                              job_groups, merge_sweeps, run_sweep)
 from pytest_hpccomm.stacks.mpi.probe import MpiProbe
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve
 from pytest_hpccomm.stacks.registry import StackProbe
@@ -153,6 +164,37 @@ def mpi_sweeps(hpc_session: HpcSession) -> MpiSweeps:
 
 
 @pytest.fixture(scope="session")
+def mpi_osu_selected(request: pytest.FixtureRequest) -> osu.Selected:
+    return osu.selected(request.session.items)
+
+
+OsuRun = Callable[[str, int], None]
+
+
+@pytest.fixture
+def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_sweeps: MpiSweeps,
+            mpi_osu_selected: osu.Selected, hpc_session: HpcSession, hpc_record: Any,
+            request: pytest.FixtureRequest) -> OsuRun:
+    """run(benchmark, size): the point of this item's (MPI, placement) sweep, judged. The
+    sweep's job runs every selected benchmark it can share a job with (driver.job_groups)."""
+    def run(benchmark: str, size: int) -> None:
+        if size == 0 and benchmark in osu.BANDWIDTH:
+            pytest.skip("bandwidth of 0-byte messages is undefined (OSU starts at 1 B)")
+        target = sweep_target(hpc_placement, mpi_runtime, hpc_session, request)
+        wanted = mpi_osu_selected.get((mpi_runtime.name, hpc_placement), set()) | {benchmark}
+        hosts = len(target.hosts) if target.hosts else hpc_session.cfg.vhosts
+        group = next(g for g in job_groups(wanted, hpc_placement, hosts) if benchmark in g)
+        try:
+            sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group))
+        except SweepFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+        osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
+                  hpc_record)
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def mpi_conformance_plant(pytestconfig: pytest.Config) -> str | None:
     """The planted bug to pass to the peer (None: none). Overridable by a fixture."""
     plant: str | None = pytestconfig.getoption("hpc_mpi_plant", None)
@@ -180,3 +222,27 @@ def mpi_conformance_peer(mpi_runtime: MpiRuntime, hpc_placement: str,
         yield peer
     finally:
         peer.close()
+
+
+UlfmRun = Callable[[], UlfmOutcome]
+
+
+@pytest.fixture
+def mpi_ulfm(mpi_runtime: MpiRuntime, hpc_placement: str,
+             request: pytest.FixtureRequest) -> UlfmRun:
+    """run(): the ULFM job, a short-lived one of its own (it kills a rank, which would end the
+    session's conformance peer); skips where the MPI or the placement cannot run it."""
+    reason = ulfm_unavailable_reason(mpi_runtime)
+    if reason:
+        pytest.skip(reason)
+    if hpc_placement not in (LOOPBACK, NETNS):
+        pytest.skip(f"placement {hpc_placement!r}: the ULFM job runs on {LOOPBACK} or {NETNS}")
+    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == NETNS else None
+
+    def run() -> UlfmOutcome:
+        try:
+            return run_ulfm(mpi_runtime, hpc_placement, cluster)
+        except ConformanceError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    return run

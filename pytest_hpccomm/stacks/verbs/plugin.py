@@ -1,11 +1,22 @@
 """pytest plugin of the verbs stack (pytest11: hpccomm_verbs): provisioning, peers, skips.
 
 Tests marked `stack("verbs")` ask for:
-  verbs_fabric    the selected RDMA port; on softroce/iwarp a missing rxe/siw link is created
-                  first (fabrics/provision.py) and removed at session end
-  verbs_pair      two long-lived peers on that device (the conformance tests' counterpart)
-  verbs_bench     perftest's benchmark set over the pair, cached per session
-  verbs_emulated  True on rxe/siw: benchmarks run as a functional pass without verdicts
+  verbs_fabric     the selected RDMA port; on softroce/iwarp a missing rxe/siw link is created
+                   first (fabrics/provision.py) and removed at session end
+  verbs_pair       two long-lived peers on that device (the conformance tests' counterpart)
+  verbs_emulated   True on rxe/siw: benchmarks run as a functional pass without verdicts
+  verbs_bench      perftest's benchmark set over the pair (perf.BenchRunner), per session
+and, from fixtures.py (this plugin's pytest_plugins), what the suites ask for:
+  verbs_rc         the session's long-lived RC link with an MR on each side (links.py),
+                   re-made when a failed test left it broken; for tests that expect success
+  verbs_fresh_rc   make(b_access=..., length=...) -> a new link the test may break (an RC error
+                   moves both QPs to ERR), closed after the test
+  verbs_qps        make(qp_type) -> a new QP, on alternate peers, destroyed after the test
+  verbs_settings   the Hypothesis settings of a property on the pair (examples: links.py)
+  verbs_atomic_order  the byte order the device's atomics compute in (skips without atomics)
+  verbs_perftest   run(benchmark, size): one perftest point over the pair, judged (or, on an
+                   emulated device, put into the JUnit properties with verdict disabled)
+  verbs_perftest_program  run(program, size): perftest's own program on the same device
 
 Every verbs item runs under a deadline of its own (--hpc-verbs-deadline, watchdog.py) that
 raises past Hypothesis, below pytest-timeout's (the outer belt); an item that left a peer
@@ -23,14 +34,18 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, select_fabric
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics import provision as prov
-from pytest_hpccomm.fabrics.sysfs import read_inventory
+from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
+
+if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
+    from pytest_hpccomm.stacks.verbs.driver import VerbsPair
+    from pytest_hpccomm.stacks.verbs.perf import BenchRunner
 
 RDMA_KINDS = ("ib", "roce", "softroce", "iwarp")
 SOFTWARE_DRIVERS = ("rxe", "siw")
@@ -44,6 +59,8 @@ DEADLINE_HELP = (f"seconds a verbs item may run (default {DEADLINE:g}, at most "
                  f"{DEADLINE_SHARE:g} x pytest-timeout's --timeout; 0: no deadline): past it "
                  "the item fails even inside a Hypothesis property, which swallows "
                  "pytest-timeout's failure")
+
+pytest_plugins = ["pytest_hpccomm.stacks.verbs.fixtures"]
 
 PROVISIONED_KEY = pytest.StashKey[list[prov.Provisioned]]()
 EMULATED_KEY = pytest.StashKey[list[str]]()
@@ -67,12 +84,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[PROVISIONED_KEY] = []
     config.stash[EMULATED_KEY] = []
-
-
-def _hpc(config: pytest.Config) -> Any:
-    from pytest_hpccomm.plugin import hpc_session_of
-
-    return hpc_session_of(config)
 
 
 def _is_verbs(item: pytest.Item) -> bool:
@@ -139,7 +150,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
                 pair.a.broken = pair.b.broken = True
 
 
-def fabric_reason(hpc: Any) -> str | None:
+def fabric_reason(hpc: HpcSession) -> str | None:
     """Why the session's fabric cannot carry verbs tests (None: it can, or can be created)."""
     sel, cfg = hpc.selection, hpc.cfg
     if isinstance(sel, FabricSelection):
@@ -158,7 +169,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     verbs = [item for item in items if _is_verbs(item)]
     if not verbs:
         return
-    hpc = _hpc(config)
+    hpc = hpc_session_of(config)
     reasons = []
     probe = hpc.stacks.get("verbs")
     stack = probe.unavailable_reason() if probe is not None else "stack 'verbs' not registered"
@@ -173,29 +184,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
 
 
-def refresh_selection(hpc: Any) -> FabricSelection | FabricUnavailable:
-    """Re-read the inventory after provisioning and select again. The core discovers fabrics
-    once at configure time; HpcSession.refresh_fabric() does this once it exists."""
-    refresh = getattr(hpc, "refresh_fabric", None)
-    if callable(refresh):
-        got: FabricSelection | FabricUnavailable = refresh()
-        if isinstance(got, FabricSelection):  # the provisioned link exists now
-            hpc.fingerprint.pop("fabric_available", None)
-        return got
-    from pytest_hpccomm import fingerprint as fp
-
-    cfg = hpc.cfg
-    hpc.inventory = read_inventory(cfg.sysfs_root)
-    hpc.selection = select_fabric(hpc.inventory, cfg.fabric, cfg.device, cfg.netdev)
-    hpc.fingerprint.pop("fabric_available", None)
-    hpc.fingerprint.update(fp.fabric_fingerprint(hpc.selection))
-    return hpc.selection  # type: ignore[no-any-return]
-
-
 @pytest.fixture(scope="session")
 def verbs_fabric(pytestconfig: pytest.Config) -> Iterator[FabricSelection]:
     """The RDMA port under test; on softroce/iwarp, a link is created when none exists."""
-    hpc = _hpc(pytestconfig)
+    hpc = hpc_session_of(pytestconfig)
     made: prov.Provisioned | None = None
     sel = hpc.selection
     if isinstance(sel, FabricUnavailable) and sel.kind in prov.LINK_TYPES:
@@ -205,7 +197,7 @@ def verbs_fabric(pytestconfig: pytest.Config) -> Iterator[FabricSelection]:
         except prov.ProvisionError as exc:
             pytest.skip(f"{sel.reason}; cannot create one: {exc}")
         pytestconfig.stash[PROVISIONED_KEY].append(made)
-        sel = refresh_selection(hpc)
+        sel = hpc.refresh_fabric()  # the core discovered fabrics before the link existed
     if isinstance(sel, FabricUnavailable):
         pytest.skip(sel.reason)
     if sel.kind not in RDMA_KINDS:
@@ -244,7 +236,7 @@ def verbs_emulated(verbs_fabric: FabricSelection) -> bool:
 
 @pytest.fixture(scope="session")
 def verbs_pair(verbs_fabric: FabricSelection, pytestconfig: pytest.Config,
-               record_testsuite_property: Any) -> Iterator[Any]:
+               record_testsuite_property: Any) -> Iterator[VerbsPair]:
     from pytest_hpccomm.stacks.verbs.driver import PeerError, PeerOptions, VerbsPair, start_peers
 
     # which kernel and driver the suite ran on, in the JUnit XML next to the verdicts (known
@@ -267,11 +259,11 @@ def verbs_pair(verbs_fabric: FabricSelection, pytestconfig: pytest.Config,
 
 
 @pytest.fixture(scope="session")
-def verbs_bench(verbs_pair: Any, verbs_emulated: bool,
-                pytestconfig: pytest.Config) -> Iterator[Any]:
+def verbs_bench(verbs_pair: VerbsPair, verbs_emulated: bool,
+                pytestconfig: pytest.Config) -> Iterator[BenchRunner]:
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner, BenchSettings
 
-    cfg = _hpc(pytestconfig).cfg
+    cfg = hpc_session_of(pytestconfig).cfg
     settings = BenchSettings.for_profile(cfg.profile, verbs_emulated)
     runner = BenchRunner(verbs_pair, settings, max(cfg.message_sizes))
     yield runner
@@ -284,7 +276,7 @@ def note_emulated(config: pytest.Config, nodeid: str) -> None:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     ran = config.stash[EMULATED_KEY] if EMULATED_KEY in config.stash else []
     if ran:
-        sel = _hpc(config).selection
+        sel = hpc_session_of(config).selection
         where = sel.description if isinstance(sel, FabricSelection) else sel.kind
         terminalreporter.write_sep("=", "hpccomm verbs")
         terminalreporter.write_line(

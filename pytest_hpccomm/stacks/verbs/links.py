@@ -1,4 +1,5 @@
-"""Helpers of the verbs conformance tests: connected links and Hypothesis settings."""
+"""Connected links and Hypothesis settings of the verbs conformance tests (behind the verbs
+plugin's `verbs_rc`, `verbs_fresh_rc` and `verbs_settings` fixtures)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ MR_BYTES = (4 << 20) + 8192  # several MiB payloads plus offsets and guard bytes
 # Hypothesis against a long-lived peer: every example is a few round trips, so no deadline
 # (the verbs plugin's per-item deadline bounds the whole item, shrinking included); the
 # emulated guest (TCG) gets fewer examples than hardware. HPCCOMM_VERBS_EXAMPLES overrides.
+PROFILE = "verbs"
 settings.register_profile(
-    "verbs", deadline=None, derandomize=False,
+    PROFILE, deadline=None, derandomize=False,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                            HealthCheck.data_too_large])
 
@@ -29,6 +31,10 @@ def examples(emulated: bool, hardware: int = 100, emulation: int = 20) -> int:
     if override:
         return int(override)
     return emulation if emulated else hardware
+
+
+def property_settings(emulated: bool) -> settings:
+    return settings(settings.get_profile(PROFILE), max_examples=examples(emulated))
 
 
 @dataclass

@@ -1,0 +1,49 @@
+"""TF-gRPC-Bench's benchmarks as judged items: what each is called, which sweep produces it and
+what one (benchmark, payload scheme) point records (behind the `grpc_bench` fixture)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.stacks.grpc.driver import Sweep
+
+# benchmark -> (sweep family, peer-side name, metric, unit, direction)
+BENCHMARKS = {
+    "tf_grpc_p2p_latency": ("p2p", "latency", "latency", "us", Direction.LOWER_IS_BETTER),
+    "tf_grpc_p2p_bandwidth": ("p2p", "bandwidth", "bandwidth", "MB/s",
+                              Direction.HIGHER_IS_BETTER),
+    "tf_grpc_ps_throughput": ("ps", "ps", "rate", "rpc/s", Direction.HIGHER_IS_BETTER),
+    "tf_grpc_mimic_step": ("ps", "mimic", "step time", "ms", Direction.LOWER_IS_BETTER),
+}
+
+
+def measurement(bench: str, scheme: str, sweep: Sweep, point: dict[str, Any], runtime: str,
+                peer: str, mode: str, placement: str) -> Measurement:
+    """The record of one point; its params are the baseline's key (keep them stable)."""
+    family, name, metric, unit, direction = BENCHMARKS[bench]
+    layout = [int(n) for n in point["layout"]]
+    params: dict[str, str | int] = {
+        "scheme": scheme, "buffers": len(layout), "bytes": sum(layout),
+        "runtime": runtime, "peer": peer, "mode": mode, "placement": placement}
+    extra: dict[str, Any] = {"layout": ",".join(map(str, layout)),
+                             "iterations_per_sample": point["iterations"]}
+    if "job_medians" in point:  # runs pooled by --hpc-repeats
+        extra["job_medians"] = point["job_medians"]
+    if (cpu := sweep.contention()) is not None:  # shared cores temper the verdict
+        extra["cpu"] = cpu
+    if family == "ps":
+        params |= {"workers": sweep.workers, "servers": sweep.servers}
+        if name == "ps":
+            rates = sorted(point["samples"])
+            extra["MB/s"] = rates[len(rates) // 2] * sum(layout) / 1e6
+    return Measurement(
+        stack="grpc", benchmark=bench, params=params, samples=tuple(point["samples"]),
+        unit=unit, direction=direction, warmup_discarded=int(point["warmup"]), metric=metric,
+        extra=extra)
+
+
+def bytes_sent(sweep: Sweep, benchmark: str = "bandwidth") -> int:
+    """Payload bytes a p2p sweep's client sent for one peer-side benchmark, warm-up included."""
+    return sum(sum(r["layout"]) * (r["warmup"] + sum(r["iterations"]))
+               for (b, _), r in sweep.results.items() if b == benchmark)

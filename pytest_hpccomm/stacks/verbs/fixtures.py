@@ -1,0 +1,191 @@
+"""The verbs suites' fixtures (loaded by the verbs plugin's pytest_plugins): links, QPs and
+Hypothesis settings for the conformance tests, and one perftest point or program for the perf
+tests. The session-wide parts they stand on (fabric, provisioning, the pair of peers, the
+benchmark runner, deadlines) are plugin.py's."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.stacks.verbs.plugin import note_emulated
+
+if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
+    from hypothesis import settings
+
+    from pytest_hpccomm.stacks.verbs.driver import Side, VerbsPair
+    from pytest_hpccomm.stacks.verbs.links import Link
+    from pytest_hpccomm.stacks.verbs.perf import Benchmark, BenchRunner
+    from pytest_hpccomm.stacks.verbs.perftest import PerftestRun
+
+
+# -- conformance: links, QPs, Hypothesis --------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def _verbs_shared_rc() -> dict[int, Link]:
+    return {}  # id(pair) -> its long-lived link (one pair per session; keyed to be sure)
+
+
+@pytest.fixture
+def verbs_rc(verbs_pair: VerbsPair, _verbs_shared_rc: dict[int, Link]) -> Link:
+    """The session's long-lived RC link (re-made when a failed test left it in ERR)."""
+    from pytest_hpccomm.stacks.verbs.links import make_link
+
+    link = _verbs_shared_rc.get(id(verbs_pair))
+    if link is None or not link.healthy():
+        if link is not None:
+            link.close()
+        link = _verbs_shared_rc[id(verbs_pair)] = make_link(verbs_pair)
+    return link
+
+
+FreshLink = Callable[..., "Link"]
+
+
+@pytest.fixture
+def verbs_fresh_rc(verbs_pair: VerbsPair) -> Iterator[FreshLink]:
+    """make(b_access=..., length=1 << 16) -> a new Link that the test may break; closed
+    afterwards."""
+    from pytest_hpccomm.stacks.verbs.driver import ALL_ACCESS
+    from pytest_hpccomm.stacks.verbs.links import make_link
+
+    made: list[Link] = []
+
+    def make(b_access: tuple[str, ...] = ALL_ACCESS, length: int = 1 << 16) -> Link:
+        link = make_link(verbs_pair, b_access, length)
+        made.append(link)
+        return link
+
+    yield make
+    for link in made:
+        link.close()
+
+
+NewQp = Callable[[str], "Side"]
+
+
+@pytest.fixture
+def verbs_qps(verbs_pair: VerbsPair) -> Iterator[NewQp]:
+    """make(qp_type) -> a new QP, on peer a and b in turn; destroyed after the test."""
+    made: list[Side] = []
+
+    def make(qp_type: str = "RC") -> Side:
+        side = verbs_pair.create_qp(verbs_pair.a if len(made) % 2 == 0 else verbs_pair.b, qp_type)
+        made.append(side)
+        return side
+
+    yield make
+    for side in made:
+        side.peer.call("destroy_qp", ep=side.ep)
+
+
+@pytest.fixture
+def verbs_settings(verbs_emulated: bool) -> settings:
+    """Hypothesis settings of a property on the pair: no deadline (the item's is the bound),
+    fewer examples on an emulated device (links.examples)."""
+    from pytest_hpccomm.stacks.verbs.links import property_settings
+
+    return property_settings(verbs_emulated)
+
+
+@pytest.fixture
+def verbs_atomic_order(verbs_rc: Link, verbs_pair: VerbsPair, record_property: Any) -> str:
+    """The byte order the device does arithmetic in (rxe: the host's; some HCAs: big), found
+    by one FETCH_AND_ADD; skips a device without atomics."""
+    if not verbs_pair.info.get("atomic_cap"):
+        pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
+    rc = verbs_rc
+    rc.b.peer.call("write", mr=rc.mr_b["mr"], offset=0, hex=(1).to_bytes(8, "little").hex())
+    wr = {"opcode": "ATOMIC_FETCH_AND_ADD", "mr": rc.mr_a["mr"], "offset": 0, "length": 8,
+          "remote_addr": rc.mr_b["addr"], "rkey": rc.mr_b["rkey"], "compare_add": 1}
+    verbs_pair.expect_success(verbs_pair.execute(rc.a, [wr]), [wr], "FETCH_AND_ADD probe")
+    after = rc.b.peer.call("read", mr=rc.mr_b["mr"], offset=0, length=8)
+    order = "little" if int.from_bytes(bytes.fromhex(after), "little") == 2 else "big"
+    record_property("atomic_byte_order", order)
+    return order
+
+
+# -- perf: perftest's set over the pair, and perftest's own programs ----------------------------
+
+PerftestPoint = Callable[["Benchmark", int], None]
+
+
+@pytest.fixture
+def verbs_perftest(verbs_bench: BenchRunner, verbs_pair: VerbsPair, verbs_emulated: bool,
+                   hpc_record: Any, record_property: Any,
+                   request: pytest.FixtureRequest) -> PerftestPoint:
+    """run(benchmark, size): one point over the pair; skips what the device cannot run, fails
+    on an error or a non-positive sample; then judges it, or on an emulated device puts its
+    numbers into the JUnit properties with hpccomm_verdict = disabled."""
+    from pytest_hpccomm.stacks.verbs.driver import PeerError, VerbsCallError
+
+    info = verbs_pair.info
+
+    def run(bench: Benchmark, size: int) -> None:
+        why = bench.needs(info)
+        if why:
+            pytest.skip(why)
+        mtu = info.get("active_mtu") or 0
+        if bench.qp_type == "UD" and size > mtu:
+            pytest.skip(f"UD messages are limited to the path MTU ({mtu} B on {info['device']})")
+        try:
+            point = verbs_bench.run(bench, size)
+        except (VerbsCallError, PeerError) as exc:
+            pytest.fail(f"{bench.key} size={size}: {exc}", pytrace=False)
+        assert len(point.samples) == verbs_bench.settings.batches
+        bad = [s for s in point.samples if not (math.isfinite(s) and s > 0)]
+        assert not bad, f"{bench.key} size={size}: non-positive or infinite samples {bad}"
+        metric, unit, direction = bench.metric
+        extra = {"iterations_per_sample": point.iterations, **point.stats}
+        if verbs_emulated:
+            for name, value in sorted(extra.items()):
+                record_property(f"hpccomm_{name}", value)
+            record_property("hpccomm_samples", ",".join(f"{s:.6g}" for s in point.samples))
+            record_property("hpccomm_verdict",
+                            f"disabled: emulated device {info['device']} (software RDMA: "
+                            "timings say nothing about a fabric)")
+            note_emulated(request.config, request.node.nodeid)
+            return
+        params: dict[str, Any] = {"size": point.size, "connection": bench.qp_type}
+        if bench.atomic:
+            params["atomic"] = bench.atomic
+        hpc_record(Measurement(stack="verbs", benchmark=bench.name, params=params,
+                               samples=tuple(point.samples), unit=unit, direction=direction,
+                               warmup_discarded=point.warmup, metric=metric, extra=extra),
+                   {"verbs_device": info["device"], "verbs_fw": info.get("fw_ver")})
+
+    return run
+
+
+PerftestProgram = Callable[[str, int], "PerftestRun"]
+
+
+@pytest.fixture
+def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
+                           verbs_emulated: bool, record_property: Any) -> PerftestProgram:
+    """run(program, size): perftest's own program (server and client) on the suite's device,
+    its report in the JUnit properties; skips when perftest or the device's atomics are
+    missing, fails when the program does."""
+    from pytest_hpccomm.stacks.verbs.perftest import PerftestFailed, missing, run_pair
+
+    def run(program: str, size: int) -> PerftestRun:
+        why = missing(program)
+        if why:
+            pytest.skip(why)
+        if "atomic" in program and not verbs_pair.info.get("atomic_cap"):
+            pytest.skip(f"{verbs_fabric.device} has no atomics (atomic_cap = NONE)")
+        iterations = 200 if verbs_emulated else (1000 if program.endswith("_lat") else 5000)
+        try:
+            got = run_pair(program, verbs_fabric, size, iterations)
+        except PerftestFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+        for name, value in got.report.items():
+            record_property(f"perftest_{name}", value)
+        return got
+
+    return run
