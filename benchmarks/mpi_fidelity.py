@@ -53,7 +53,7 @@ def osu_table(stdout: str) -> dict[int, float]:
 
 def run_osu(runtime: MpiRuntime, binary: Path, lo: int, hi: int) -> dict[int, float]:
     launch = loopback_launch(runtime, [str(binary), "-m", f"{lo}:{hi}"])
-    job = run_job(launch.argv, launch.env, timeout=300)
+    job = run_job(launch.argv, launch.env, timeout=300, scratch=launch.scratch)
     if not job.ok:
         raise SystemExit(f"{binary.name}: {job.describe()}")
     return osu_table(job.stdout)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,9 +87,13 @@ class RunningJob:
         netns_pids_hook: PidsHook | None,
         on_start: Callable[[int], None] | None,
         label: str = "",
+        scratch: str | os.PathLike[str] | None = None,
     ) -> None:
         if not argv:
             raise ValueError("empty argv")
+        self._scratch = None if scratch is None else Path(scratch)
+        if self._scratch is not None:
+            self._scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.argv = tuple(str(a) for a in argv)
         self.label = label
         # owner PID first: tells whose job a stray process belongs to on a shared machine
@@ -121,6 +126,8 @@ class RunningJob:
             os.close(rfd)
             self._out.close()
             self._err.close()
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
             raise
         finally:
             os.close(wfd)
@@ -215,6 +222,8 @@ class RunningJob:
             proctree.terminate(left, grace=0.5)
         rc = _read_status(self._status_r)
         os.close(self._status_r)
+        if self._scratch is not None:  # nothing of the job is alive to use it any more
+            shutil.rmtree(self._scratch, ignore_errors=True)
         self._result = JobResult(
             argv=self.argv,
             returncode=shim_rc if rc is None else rc,
@@ -282,13 +291,16 @@ def start_job(
     netns_pids_hook: PidsHook | None = None,
     on_start: Callable[[int], None] | None = None,
     label: str = "",
+    scratch: str | os.PathLike[str] | None = None,
 ) -> RunningJob:
     """Start a long-lived job (e.g. a session's peers). timeout: hard cap, also enforced by the
     shim (a little later) if this process hangs. The job dies with the THREAD that started it
     (PR_SET_PDEATHSIG): start session jobs from the main thread. env replaces os.environ when
-    given. on_start(pid) is called with the shim's PID (e.g. VirtualCluster.register_pid)."""
+    given. on_start(pid) is called with the shim's PID (e.g. VirtualCluster.register_pid).
+    scratch: a directory made for the job (0700) and removed once it is reaped."""
     return RunningJob(argv, env=env, cwd=cwd, timeout=timeout, grace=grace,
-                      netns_pids_hook=netns_pids_hook, on_start=on_start, label=label)
+                      netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
+                      scratch=scratch)
 
 
 def run_job(
@@ -301,11 +313,13 @@ def run_job(
     netns_pids_hook: PidsHook | None = None,
     on_start: Callable[[int], None] | None = None,
     label: str = "",
+    scratch: str | os.PathLike[str] | None = None,
 ) -> JobResult:
     """Run argv to completion or until timeout; always reaped, never raises for the job's own
     failure (check .ok / .timed_out). Output is captured whole (temp files, no pipe stalls)."""
     job = start_job(argv, env, timeout=timeout, cwd=cwd, grace=grace,
-                    netns_pids_hook=netns_pids_hook, on_start=on_start, label=label)
+                    netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
+                    scratch=scratch)
     try:
         return job.wait()
     finally:

@@ -64,11 +64,11 @@ class PlacedLaunch:
 
     def start(self, timeout: float, label: str = "") -> RunningJob:
         return start_job(self.launch.argv, self.launch.env, timeout=timeout,
-                         label=label or self.label, **self.hooks())
+                         label=label or self.label, scratch=self.launch.scratch, **self.hooks())
 
     def run(self, timeout: float) -> JobResult:
         return run_job(self.launch.argv, self.launch.env, timeout=timeout, label=self.label,
-                       **self.hooks())
+                       scratch=self.launch.scratch, **self.hooks())
 
     def run_retrying_init_flake(self, timeout: float) -> JobResult:
         """run(), retrying only MPICH's MPI_Init flake (launchers/mpirun.py)."""
@@ -80,8 +80,8 @@ class PlacedLaunch:
         """The same command with `args` right after mpirun (e.g. `--with-ft ulfm`)."""
         argv = self.launch.argv
         at = argv.index(os.fspath(mpirun)) + 1
-        return dataclasses.replace(self, launch=Launch(argv[:at] + list(args) + argv[at:],
-                                                       self.launch.env))
+        return dataclasses.replace(self, launch=dataclasses.replace(
+            self.launch, argv=argv[:at] + list(args) + argv[at:]))
 
 
 def mpi_launch(placement: str, argv: Sequence[str], env: Mapping[str, str],
@@ -125,7 +125,8 @@ def _loopback(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.Path
     else:
         spec = LaunchSpec(argv, here, ranks_per_host=ranks, env={**env, **LOOPBACK_TCP_ENV},
                           tcp_only=True, bind_none=True)
-    return PlacedLaunch(MpirunLauncher(mpirun, flavor).command(spec), ranks, _label(flavor, here))
+    launcher = MpirunLauncher(mpirun, flavor, private_session=True)
+    return PlacedLaunch(launcher.command(spec), ranks, _label(flavor, here))
 
 
 def _netns(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLike[str],

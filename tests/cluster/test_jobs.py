@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,16 @@ not launch the job.
 ])
 def test_last_words_reads_inside_open_mpis_help_block(text: str, said: str) -> None:
     assert last_words(text) == said
+
+
+def test_scratch_is_made_for_the_job_and_removed_once_it_is_reaped(tmp_path: Path) -> None:
+    scratch = tmp_path / "session" / "dir"
+    code = "import os, sys; open(os.path.join(sys.argv[1], 'f'), 'w').write('x'); print('ok')"
+    r = run_job([sys.executable, "-c", code, str(scratch)], timeout=30, scratch=scratch)
+    assert r.ok and r.stdout.strip() == "ok"
+    assert not scratch.exists()
+    job = start_job([sys.executable, "-c", "import time; time.sleep(60)"], timeout=30,
+                    scratch=scratch)
+    assert scratch.is_dir() and (scratch.stat().st_mode & 0o777) == 0o700
+    job.stop(grace=0.2)  # killed: what it left there goes too
+    assert not scratch.exists()

@@ -181,6 +181,32 @@ def test_netns_launcher_pins_and_wraps() -> None:
         launcher.command(spec(hosts=[Host("h7")]))
 
 
+@pytest.mark.parametrize(("flavor", "args"), [
+    (OMPI5, ["--prtemca", "prte_tmpdir_base"]), (OMPI4, ["--mca", "orte_tmpdir_base"])])
+def test_open_mpi_on_this_machine_gets_a_session_directory_of_its_own(
+        flavor: MpiFlavor, args: list[str]) -> None:
+    first, second = (MpirunLauncher("mpirun", flavor, base=BASE, private_session=True)
+                     .command(spec(hosts=[Host("localhost")])) for _ in range(2))
+    assert first.scratch and second.scratch and first.scratch != second.scratch
+    at = first.argv.index(args[1])
+    assert first.argv[at - 1:at + 2] == [*args, first.scratch]
+    assert first.argv.index(args[1]) < first.argv.index("python3")  # an option, not the program's
+    assert not os.path.exists(first.scratch)  # made by the job that runs it, not by the launcher
+
+
+def test_no_private_session_for_real_hosts_nor_mpich() -> None:
+    remote = MpirunLauncher("mpirun", OMPI5, base=BASE).command(spec())
+    mpich = MpirunLauncher("mpirun", MPICH, base=BASE, private_session=True).command(spec())
+    assert remote.scratch is None and "prte_tmpdir_base" not in remote.argv
+    assert mpich.scratch is None
+
+
+def test_the_netns_launcher_keeps_its_jobs_session_directory() -> None:
+    vc = VirtualCluster(2, prefix="hpcctest", subnet="10.250.1.0/24")  # not started
+    launch = NetnsLauncher(vc, "/venv/bin/mpirun", OMPI5).command(spec(hosts=[Host("h0")]))
+    assert launch.scratch and launch.argv[launch.argv.index("prte_tmpdir_base") + 1] == launch.scratch
+
+
 def test_every_launcher_meets_the_protocol() -> None:
     assert isinstance(LocalLauncher(), Launcher)
     assert isinstance(SrunLauncher(), Launcher)

@@ -75,7 +75,7 @@ def run_with_fault(vc: VirtualCluster, env: MpiEnv, fault: str, timeout: float) 
     t0 = time.monotonic()
     job = start_job(launch.argv, launch.env, timeout=timeout, grace=1.0,
                     netns_pids_hook=launcher.pids_hook, on_start=vc.register_pid,
-                    label=f"{launcher.flavor} job with {fault} on h1")
+                    label=f"{launcher.flavor} job with {fault} on h1", scratch=launch.scratch)
     while job.peek_output()[0].count('{"rank"') < len(vc.hosts) and job.poll() is None:
         if time.monotonic() - t0 > timeout:
             break

@@ -6,6 +6,12 @@ Flavor differences that matter (each one found the hard way):
 - Ranks that share cores need `--bind-to none` (Hydra `-bind-to none`), else every virtual node
   binds its first rank to core 0 and latencies go to milliseconds.
 - As root Open MPI refuses to start without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
+- Open MPI keeps its session directory in /tmp/ompi.<mpirun PID> (4.1: ompi.<host>.<uid>),
+  and a killed job leaves it behind. Where PIDs wrap (pid_max 32768) a later mpirun gets the
+  same PID, and under the same hostname (every virtual cluster names its hosts h0, h1...) its
+  PMIx server finds the stale rendezvous files: "The PMIx server's listener thread failed to
+  start", exit 213 within 0.1 s. Jobs on this machine (private_session) therefore get a
+  session directory of their own, made and removed around the job (Launch.scratch).
 - TCP only: Open MPI `--mca pml ob1 --mca btl tcp,self`; MPICH 4/5 (ch4) has no such switch on
   the command line, so it is pinned by environment: MPIR_CVAR_NOLOCAL=1 (no shared memory even
   for ranks it thinks are local), MPIR_CVAR_CH4_NETMOD=ofi with FI_PROVIDER=tcp (libfabric's
@@ -16,6 +22,8 @@ Flavor differences that matter (each one found the hard way):
 from __future__ import annotations
 
 import os
+import secrets
+import tempfile
 import time
 from typing import Callable, Mapping
 
@@ -45,6 +53,7 @@ class MpirunLauncher:
         as_root: bool | None = None,
         base: Mapping[str, str] | None = None,
         prefix: bool = False,
+        private_session: bool = False,
     ) -> None:
         self.mpirun = os.fspath(mpirun)
         self._flavor = flavor
@@ -54,6 +63,9 @@ class MpirunLauncher:
         # Open MPI --prefix: remote daemons (prted/orted) and libraries are found under mpirun's
         # installation even when the remote login shell's PATH lacks it (real hosts over ssh)
         self.prefix = prefix
+        # a session directory per job (module docstring); only where every daemon shares this
+        # machine's /tmp: loopback and the virtual cluster
+        self.private_session = private_session
 
     @property
     def flavor(self) -> MpiFlavor:
@@ -64,10 +76,14 @@ class MpirunLauncher:
     def command(self, spec: LaunchSpec) -> Launch:
         rank_env = dict(spec.env)
         rank_env.update(interface_env(spec.interface))
+        scratch = None
         if self.flavor.vendor == "openmpi":
             if spec.tcp_only:
                 rank_env.update(TCP_ONLY_OMPI_ENV)
-            argv = self._openmpi(spec, sorted(rank_env))
+            if self.private_session:
+                scratch = os.path.join(tempfile.gettempdir(),
+                                       f"hpccomm-mpi-{os.getpid()}-{secrets.token_hex(4)}")
+            argv = self._openmpi(spec, sorted(rank_env), scratch)
             launcher_env = dict(ROOT_ENV) if self.as_root else {}
         else:
             if spec.tcp_only:
@@ -79,12 +95,12 @@ class MpirunLauncher:
         bindir = os.path.dirname(self.mpirun)
         if bindir:
             env["PATH"] = bindir + os.pathsep + env.get("PATH", os.defpath)
-        return Launch(argv + list(spec.argv), env)
+        return Launch(argv + list(spec.argv), env, scratch)
 
     def _hostlist(self, spec: LaunchSpec) -> str:
         return ",".join(f"{h.name}:{spec.ranks_per_host}" for h in spec.hosts)
 
-    def _openmpi(self, spec: LaunchSpec, forward: list[str]) -> list[str]:
+    def _openmpi(self, spec: LaunchSpec, forward: list[str], session: str | None) -> list[str]:
         v5 = self.flavor.major >= 5
         argv = [self.mpirun, "--host", self._hostlist(spec), "-np", str(spec.n_ranks),
                 "--map-by", f"ppr:{spec.ranks_per_host}:node"]
@@ -101,6 +117,9 @@ class MpirunLauncher:
             argv += ["--mca", "btl_tcp_if_include", spec.interface]
             # the daemons' out-of-band channel belongs to PRRTE in Open MPI 5
             argv += ["--prtemca" if v5 else "--mca", "oob_tcp_if_include", spec.interface]
+        if session:  # the runtime's session directories go under it (daemons too)
+            argv += (["--prtemca", "prte_tmpdir_base", session] if v5
+                     else ["--mca", "orte_tmpdir_base", session])
         for name in forward:
             argv += ["-x", name]
         return argv
@@ -136,7 +155,8 @@ def run_retrying_init_flake(launch: Launch, *, timeout: float, grace: float = 2.
     soon as that signature shows in stderr; any other failure is returned as it is."""
     for attempt in range(1, attempts + 1):
         job = start_job(launch.argv, launch.env, timeout=timeout, grace=grace,
-                        netns_pids_hook=netns_pids_hook, on_start=on_start, label=label)
+                        netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
+                        scratch=launch.scratch)
         deadline = time.monotonic() + timeout
         while job.poll() is None and time.monotonic() < deadline:
             if INIT_FLAKE in job.peek_output()[1]:

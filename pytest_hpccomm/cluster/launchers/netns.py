@@ -32,7 +32,8 @@ class NetnsLauncher:
         flavor: MpiFlavor | None = None,
     ) -> None:
         self.cluster = cluster
-        self.mpirun = MpirunLauncher(mpirun, flavor, rsh_agent=cluster.agent_path)
+        self.mpirun = MpirunLauncher(mpirun, flavor, rsh_agent=cluster.agent_path,
+                                     private_session=True)
         self.pids_hook = cluster.pids  # for run_job/start_job(netns_pids_hook=...)
 
     @property
@@ -48,7 +49,8 @@ class NetnsLauncher:
         # ranks of different virtual hosts share the real cores: never bind them
         pinned = dataclasses.replace(spec, interface=IFACE, tcp_only=True, bind_none=True)
         inner = self.mpirun.command(pinned)
-        return Launch(self.cluster.exec_argv(spec.hosts[0].name, inner.argv), inner.env)
+        return Launch(self.cluster.exec_argv(spec.hosts[0].name, inner.argv), inner.env,
+                      inner.scratch)
 
     def run(self, spec: LaunchSpec, *, timeout: float, grace: float = 2.0,
             attempts: int = 3) -> JobResult:

@@ -36,6 +36,9 @@ class LaunchSpec:
 class Launch:
     argv: list[str]  # what run_job / start_job runs
     env: dict[str, str]  # its whole environment
+    # a directory private to the job that the command names (the MPI runtime's session
+    # directory): run_job/start_job(scratch=...) create it and remove it once the job is reaped
+    scratch: str | None = None
 
 
 @runtime_checkable

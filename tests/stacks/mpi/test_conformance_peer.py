@@ -36,7 +36,7 @@ def test_case_mode_replays_one_case(openmpi: MpiRuntime, plant: str | None, last
     launch, _ = build_launch(openmpi, LOOPBACK, [str(openmpi.python), "-m", PEER_MODULE,
                                                  "--case", json.dumps(REDUCE)],
                              {PLANT_VAR: plant} if plant else {})
-    res = run_job(launch.argv, launch.env, timeout=60)
+    res = run_job(launch.argv, launch.env, timeout=60, scratch=launch.scratch)
     assert res.ok, res.describe()
     doc = json.loads(res.stdout.split(CASE_MARK, 1)[1])
     assert doc["case"] == REDUCE
