@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpccomm.cluster.jobs import run_job
-from pytest_hpccomm.fabrics.sysfs import ARPHRD_ETHER, LIVE_SYSFS, Inventory, NetDev, read_attr
+from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
+from pytest_hpccomm.fabrics.sysfs import ARPHRD_ETHER, Inventory, NetDev, read_attr
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from pytest_hpccomm.fabrics.sysfs import (
+from pytest_hpccomm.fabrics.not_in_sysfs import (
     IBV_DEVINFO_FILE,
     IP_ADDR_FILE,
     LIVE_SYSFS,
     _is_live,
-    _listdir,
     _run,
 )
+from pytest_hpccomm.fabrics.sysfs import _listdir
 
 # Only what discovery (sysfs.py) or rdma-core (libibverbs, libibumad) reads.
 IB_DEVICE_ATTRS = ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "board_id",

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.fabrics import sysfs
+from pytest_hpccomm.fabrics import not_in_sysfs
+from pytest_hpccomm.fabrics.not_in_sysfs import parse_ibv_devinfo
 from pytest_hpccomm.fabrics.sysfs import (
     Gid,
     Inventory,
-    parse_ibv_devinfo,
     parse_rate,
     read_inventory,
 )
@@ -248,8 +248,8 @@ def test_missing_ip_addr_json_means_no_addresses(tree_copy: Callable[[str], Path
 
 
 def test_live_root_without_ip_tool_has_no_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sysfs.shutil, "which", lambda name: None)
-    assert sysfs.read_addresses(Path("/sys")) == {}
+    monkeypatch.setattr(not_in_sysfs.shutil, "which", lambda name: None)
+    assert not_in_sysfs.read_addresses(Path("/sys")) == {}
 
 
 def test_parse_ibv_devinfo() -> None:
