@@ -1,0 +1,320 @@
+"""The MPI conformance peer's cases (conformance_peer.py runs them): one method per case
+kind, run on every rank on a fresh duplicate of the world communicator, returning what THIS
+rank saw. Judging against a NumPy reference is pytest's job (stacks/mpi/conformance.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from pytest_hpccomm.stacks.mpi.payload import (MATMUL, PAIR_TYPES, digest, from_json, np_dtype,
+                                               pattern, to_json)
+from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
+
+IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a lost message
+
+
+class Cases:
+    """The case list (a mixin of conformance_peer.Peer, which sets the state below)."""
+
+    MPI: Any
+    plant: str | None
+    rank: int
+    size: int
+    matrix: Any  # 2x2 int64 matrices, for the non-commutative reduction
+    matmul: Any  # their product as a user-defined MPI.Op
+
+    def mpi_type(self, dtype: str) -> Any:
+        """The predefined MPI datatype of a dtype name (pairs: MPI's pair types)."""
+        if dtype in PAIR_TYPES:
+            return getattr(self.MPI, PAIR_TYPES[dtype][1])
+        return self.MPI.Datatype.fromcode(np_dtype(dtype).char)
+
+    # -- receive helpers ---------------------------------------------------------------------
+    def _report(self, buf: np.ndarray, status: Any) -> dict[str, Any]:
+        """What a receive saw: Status count/source/tag and a digest of the data it counted."""
+        n = status.Get_count(self.MPI.Datatype.fromcode(buf.dtype.char))
+        return {"count": n, "source": status.Get_source(), "tag": status.Get_tag(),
+                "sha": digest(buf[:max(n, 0)])}
+
+    # -- cases -------------------------------------------------------------------------------
+    def case_p2p(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """src sends pattern(seed) to dst (and, for sendrecv, dst sends pattern(seed+1) back);
+        the receive buffer has `slack` spare elements that must stay untouched."""
+        MPI, rank = self.MPI, self.rank
+        src, dst, tag, count, slack = c["src"], c["dst"], c["tag"], c["count"], c["slack"]
+        send, recv_mode = c["send"], c["recv"]
+        got: list[dict[str, Any]] = []
+        sentinel = pattern(c["dtype"], count + slack, c["seed"] + 7919)
+
+        def note(buf: np.ndarray, st: Any, frm: int) -> None:
+            rep = self._report(buf, st)
+            rep["from"] = frm
+            rep["guard"] = bool(np.array_equal(buf[count:], sentinel[count:]))
+            got.append(rep)
+
+        if send == "sendrecv":
+            if rank in (src, dst):
+                other = dst if rank == src else src
+                seed = c["seed"] if rank == src else c["seed"] + 1
+                buf, st = sentinel.copy(), MPI.Status()
+                comm.Sendrecv(pattern(c["dtype"], count, seed), dest=other, sendtag=tag,
+                              recvbuf=buf, source=other, recvtag=tag, status=st)
+                note(buf, st, other)
+            return {"got": got}
+        reqs = []
+        if rank == src:
+            data = pattern(c["dtype"], count, c["seed"])
+            if send == "isend":
+                reqs.append(comm.Isend(data, dest=dst, tag=tag))
+            elif rank != dst:  # blocking self-sends are unsafe by the standard: never drawn
+                (comm.Ssend if send == "ssend" else comm.Send)(data, dest=dst, tag=tag)
+        if rank == dst:
+            buf, st = sentinel.copy(), MPI.Status()
+            if recv_mode == "irecv":
+                req = comm.Irecv(buf, source=src, tag=tag)
+                req.Wait(st)
+            else:
+                comm.Recv(buf, source=src, tag=tag, status=st)
+            note(buf, st, src)
+        MPI.Request.Waitall(reqs)
+        return {"got": got}
+
+    def case_order(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """src sends len(counts) messages with one tag; dst receives them (by source+tag,
+        ANY_SOURCE, ANY_TAG, or pre-posted Irecvs) and reports what arrived in which order.
+        Other ranks send `noise` messages with another tag, received afterwards."""
+        MPI, rank = self.MPI, self.rank
+        src, dst, tag, counts, dtype = c["src"], c["dst"], c["tag"], c["counts"], c["dtype"]
+        noise_tag = tag + 1
+        reqs = []
+        if rank == src:
+            msgs = [pattern(dtype, n, c["seed"] + i) for i, n in enumerate(counts)]
+            if c["send"] == "isend":
+                reqs += [comm.Isend(m, dest=dst, tag=tag) for m in msgs]
+            else:
+                for m in msgs:
+                    comm.Send(m, dest=dst, tag=tag)
+        elif c["noise"] and rank != dst:
+            reqs.append(comm.Isend(pattern(dtype, 3, rank), dest=dst, tag=noise_tag))
+        got: list[dict[str, Any]] = []
+        if rank == dst:
+            cap = max(counts, default=0)
+            bufs = [np.zeros(cap, np_dtype(dtype)) for _ in counts]
+            sts = [MPI.Status() for _ in counts]
+            how = c["recv"]
+            if how == "irecv":
+                MPI.Request.Waitall([comm.Irecv(b, source=src, tag=tag) for b in bufs], sts)
+            else:
+                source = MPI.ANY_SOURCE if how == "any_source" else src
+                rtag = MPI.ANY_TAG if how == "any_tag" else tag
+                for b, st in zip(bufs, sts):
+                    comm.Recv(b, source=source, tag=rtag, status=st)
+            got = [self._report(b, st) for b, st in zip(bufs, sts)]
+            if c["noise"]:
+                for r in range(self.size):
+                    if r not in (src, dst):
+                        comm.Recv(np.zeros(3, np_dtype(dtype)), source=r, tag=noise_tag)
+        MPI.Request.Waitall(reqs)
+        return {"got": got}
+
+    def case_wildcard(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Every entry of `sends` ({rank, tag, count, seed}) is a message to dst; dst takes them
+        all with ANY_SOURCE/ANY_TAG via Recv, Probe+Recv, Iprobe+Recv or Mprobe+Mrecv."""
+        MPI, rank, dtype, dst = self.MPI, self.rank, c["dtype"], c["dst"]
+        dt = np_dtype(dtype)
+        mt = self.mpi_type(dtype)
+        reqs = [comm.Isend(pattern(dtype, s["count"], s["seed"]), dest=dst, tag=s["tag"])
+                for s in c["sends"] if s["rank"] == rank]
+        got: list[dict[str, Any]] = []
+        if rank == dst:
+            cap = max((s["count"] for s in c["sends"]), default=0)
+            for _ in c["sends"]:
+                st, st2 = MPI.Status(), MPI.Status()
+                how = c["how"]
+                if how == "recv":
+                    buf = np.zeros(cap, dt)
+                    comm.Recv(buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=st)
+                    got.append(self._report(buf, st))
+                    continue
+                if how == "iprobe":
+                    deadline = time.monotonic() + IPROBE_LIMIT
+                    while not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st):
+                        if time.monotonic() > deadline:
+                            return {"got": got, "error": "Iprobe found no message in "
+                                    f"{IPROBE_LIMIT:.0f}s"}
+                        time.sleep(50e-6)
+                    msg = None
+                elif how == "mprobe":
+                    msg = comm.Mprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st)
+                else:
+                    comm.Probe(MPI.ANY_SOURCE, MPI.ANY_TAG, st)
+                    msg = None
+                buf = np.zeros(st.Get_count(mt), dt)  # sized by what the probe said
+                if msg is not None:
+                    msg.Recv(buf, st2)
+                else:
+                    comm.Recv(buf, source=st.Get_source(), tag=st.Get_tag(), status=st2)
+                rep = self._report(buf, st2)
+                rep["probed"] = [st.Get_source(), st.Get_tag(), st.Get_count(mt)]
+                got.append(rep)
+        MPI.Request.Waitall(reqs)
+        return {"got": got}
+
+    def case_reduce(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Reduce/Allreduce (optionally MPI.IN_PLACE) of inputs[rank] with op over dtype."""
+        MPI, rank = self.MPI, self.rank
+        op_name, variant, root = c["op"], c["variant"], c["root"]
+        if op_name == MATMUL:
+            mine = np.array(c["inputs"][rank], np.int64)
+            spec: Callable[[np.ndarray], list[Any]] = lambda a: [a, len(a) // 4, self.matrix]
+            op = self.matmul
+        else:
+            mine = from_json(c["inputs"][rank], c["dtype"])
+            mt = self.mpi_type(c["dtype"])
+            spec = lambda a: [a, len(a), mt]  # noqa: E731
+            op = getattr(MPI, op_name)
+        out = np.zeros_like(mine)
+        inplace = variant.endswith("_inplace")
+        if variant.startswith("allreduce"):
+            if inplace:
+                out[...] = mine
+                comm.Allreduce(MPI.IN_PLACE, spec(out), op=op)
+            else:
+                comm.Allreduce(spec(mine), spec(out), op=op)
+            has = True
+        else:
+            has = rank == root
+            if inplace and has:
+                out[...] = mine
+                comm.Reduce(MPI.IN_PLACE, spec(out), op=op, root=root)
+            else:
+                comm.Reduce(spec(mine), spec(out) if has else None, op=op, root=root)
+        if not has:
+            return {}
+        n = len(out) // 4 if op_name == MATMUL else len(out)
+        if self.plant == "corrupt-reduce" and op_name != MATMUL and n > PLANT_THRESHOLD:
+            out.view(np.uint8)[(n - 1) * out.dtype.itemsize] ^= 1
+        return {"result": out.tolist() if op_name == MATMUL else to_json(out)}
+
+    def case_datatype(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """A derived datatype (vector or subarray) on one side, contiguous on the other:
+        `typed` says which side (send: gather the selection; recv: scatter into it)."""
+        MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
+        base = self.mpi_type(dtype)
+        if c["layout"] == "vector":
+            v = c["vector"]
+            derived = base.Create_vector(v["count"], v["blocklength"], v["stride"])
+            extent = (v["count"] - 1) * v["stride"] + v["blocklength"] if v["count"] else 0
+            picked = v["count"] * v["blocklength"]
+        else:
+            s = c["subarray"]
+            order = MPI.ORDER_C if s["order"] == "C" else MPI.ORDER_FORTRAN
+            derived = base.Create_subarray(s["sizes"], s["subsizes"], s["starts"], order=order)
+            extent = int(np.prod(s["sizes"]))
+            picked = int(np.prod(s["subsizes"]))
+        derived.Commit()
+        try:
+            reqs, out = [], {}
+            if rank == src:
+                if c["typed"] == "send":
+                    reqs.append(comm.Isend([pattern(dtype, extent, c["seed"]), 1, derived],
+                                           dest=dst, tag=5))
+                else:
+                    reqs.append(comm.Isend(pattern(dtype, picked, c["seed"]), dest=dst, tag=5))
+            if rank == dst:
+                st = MPI.Status()
+                if c["typed"] == "send":
+                    buf = np.zeros(picked, np_dtype(dtype))
+                    comm.Recv(buf, source=src, tag=5, status=st)
+                else:  # the gaps keep the sentinel, so a write outside the selection shows
+                    buf = pattern(dtype, extent, c["seed"] + 1)
+                    comm.Recv([buf, 1, derived], source=src, tag=5, status=st)
+                out = {"sha": digest(buf), "count": st.Get_count(base)}
+            MPI.Request.Waitall(reqs)
+            return out
+        finally:
+            derived.Free()
+
+    def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
+        place and who else is in its communicator (Allgather of world ranks), plus a sum over
+        it (traffic stays inside the new communicator)."""
+        MPI, rank = self.MPI, self.rank
+        color = c["colors"][rank]
+        new = comm.Split(MPI.UNDEFINED if color is None else color, c["keys"][rank])
+        if new == MPI.COMM_NULL:
+            return {"null": True}
+        try:
+            members = np.zeros(new.Get_size(), np.int32)
+            new.Allgather(np.array([rank], np.int32), members)
+            total = np.zeros(1, np.int64)
+            new.Allreduce(np.array([rank + 1], np.int64), total, op=MPI.SUM)
+            return {"size": new.Get_size(), "rank": new.Get_rank(), "members": members.tolist(),
+                    "sum": int(total[0])}
+        finally:
+            new.Free()
+
+    def case_dup(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """src sends one message on `comm` and one on its Dup (same tag, order `send_order`);
+        dst receives in `recv_order`, with ANY_SOURCE/ANY_TAG if `wild`: each receive must
+        get its own communicator's message."""
+        MPI, rank, src, dst, tag, dtype = self.MPI, self.rank, c["src"], c["dst"], c["tag"], \
+            c["dtype"]
+        dup = comm.Dup()
+        try:
+            comms = {"base": comm, "dup": dup}
+            seeds = {"base": c["seed"], "dup": c["seed"] + 1}
+            reqs = []
+            if rank == src:
+                reqs = [comms[w].Isend(pattern(dtype, c["count"], seeds[w]), dest=dst, tag=tag)
+                        for w in c["send_order"]]
+            out: dict[str, Any] = {"size": dup.Get_size(), "rank": dup.Get_rank(),
+                                   "congruent": MPI.Comm.Compare(comm, dup) == MPI.CONGRUENT}
+            if rank == dst:
+                got = {}
+                for w in c["recv_order"]:
+                    buf, st = np.zeros(c["count"], np_dtype(dtype)), MPI.Status()
+                    source, rtag = (MPI.ANY_SOURCE, MPI.ANY_TAG) if c["wild"] else (src, tag)
+                    comms[w].Recv(buf, source=source, tag=rtag, status=st)
+                    got[w] = self._report(buf, st)
+                out["got"] = got
+            MPI.Request.Waitall(reqs)
+            return out
+        finally:
+            dup.Free()
+
+    def case_error(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Every rank makes one erroneous call (invalid rank or tag) under ERRORS_RETURN and
+        reports the error class; then a ring exchange shows the communicator still works."""
+        MPI, rank, n = self.MPI, self.rank, self.size
+        comm.Set_errhandler(MPI.ERRORS_RETURN)
+        peer, tag = (rank + 1) % n, 0
+        if c["what"] == "rank":
+            peer = c["value"]
+        else:
+            tag = c["value"]
+        buf = np.zeros(4, np.int32)
+        calls: dict[str, Callable[[], Any]] = {
+            "send": lambda: comm.Send(buf, dest=peer, tag=tag),
+            "isend": lambda: comm.Isend(buf, dest=peer, tag=tag),
+            "recv": lambda: comm.Recv(buf, source=peer, tag=tag),
+            "irecv": lambda: comm.Irecv(buf, source=peer, tag=tag),
+            "probe": lambda: comm.Probe(source=peer, tag=tag),
+            "iprobe": lambda: comm.Iprobe(source=peer, tag=tag),
+        }
+        out: dict[str, Any] = {"error_class": None}
+        try:
+            req = calls[c["call"]]()
+            if isinstance(req, MPI.Request):  # not an error: do not leave it dangling
+                req.Cancel()
+                req.Wait()
+        except MPI.Exception as e:
+            out |= {"error_class": e.Get_error_class(), "message": e.Get_error_string()}
+        ring = np.zeros(1, np.int64)
+        comm.Sendrecv(np.array([rank], np.int64), dest=(rank + 1) % n, sendtag=1,
+                      recvbuf=ring, source=(rank - 1) % n, recvtag=1)
+        out["ring_ok"] = int(ring[0]) == (rank - 1) % n
+        return out
