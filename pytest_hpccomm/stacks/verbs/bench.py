@@ -1,4 +1,4 @@
-"""Peer side: perftest's benchmark loops over one connected QP (imported by the engine only).
+"""Peer side: perftest's benchmark loops over one connected QP (run by the engine's op_bench).
 
 Each loop follows the perftest program of the same name (linux-rdma/perftest, src/*.c):
 
@@ -27,7 +27,8 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES, QKEY, status_text
 
 if TYPE_CHECKING:
-    from pytest_hpccomm.stacks.verbs.engine import Endpoint, Engine
+    from pytest_hpccomm.stacks.verbs.endpoint import Endpoint
+    from pytest_hpccomm.stacks.verbs.engine import Engine
 
 LATENCY = ("send_lat", "write_lat", "read_lat", "atomic_lat")
 BANDWIDTH = ("send_bw", "write_bw", "read_bw", "atomic_bw")

@@ -10,20 +10,15 @@ Connection: RC and UD QPs on InfiniBand and RoCE are connected by hand (the orch
 QPN, PSN, LID and GID between the peers, as perftest does over its TCP side channel); iWARP
 QPs only reach RTS through the connection manager, so on an RNIC the engine takes its context
 and PD from librdmacm (one per device, shared by every CM id of the process) and connects
-"external" QPs with rdma_cm (as rdma-core's tests do with with_ext_qp).
+"external" QPs with rdma_cm (as rdma-core's tests do with with_ext_qp): engine_cm.py.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import itertools
-import os
 import random
-import select
-import stat
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyverbs.enums as e
@@ -32,10 +27,12 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context, get_device_list
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
+from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, _errno, pattern
+from pytest_hpccomm.stacks.verbs.engine_cm import CmOps
 from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
 
 ACCESS = {
@@ -66,39 +63,9 @@ MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 PLANTS = ("mr-no-remote-write",)
 
 
-class VerbsError(Exception):
-    """A verbs call failed; the message names the call and the errno."""
+class Engine(CmOps):
+    """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps."""
 
-
-
-def pattern(length: int, seed: int) -> bytes:
-    """Deterministic bytes, distinct per seed, so a stale or shifted buffer cannot match."""
-    return random.Random(seed).randbytes(length)
-
-
-def _errno(exc: Exception) -> int | None:
-    return getattr(exc, "error_code", None) if isinstance(exc, PyverbsRDMAError) else None
-
-
-@dataclass
-class Endpoint:
-    qp: QP
-    scq: CQ
-    rcq: CQ
-    qp_type: str
-    psn: int
-    max_send_wr: int
-    max_recv_wr: int
-    ah: AH | None = None
-    remote_qpn: int = 0
-    cm: Any = None  # CMID of an rdma_cm connection (iWARP)
-    listen: Any = None  # listening CMID while accepting
-    channel: Any = None  # CMEventChannel
-    channel_fd: int | None = None  # its descriptor, non-blocking (None: not found)
-    cm_events: list[str] = field(default_factory=list)  # seen after ESTABLISHED
-
-
-class Engine:
     def __init__(self, device: str, port: int = 1, gid_index: int | None = None,
                  address: str | None = None, plant: str | None = None) -> None:
         if plant is not None and plant not in PLANTS:
@@ -129,21 +96,6 @@ class Engine:
                 return int(dev.node_type)
         names = ", ".join(d.name.decode() for d in get_device_list()) or "none"
         raise VerbsError(f"no RDMA device {device!r} (devices: {names})")
-
-    def _cm_context(self, address: str | None) -> tuple[Any, Any]:
-        """librdmacm's verbs context and PD for the device that owns `address`."""
-        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
-        import pyverbs.cm_enums as ce
-
-        if not address:
-            raise VerbsError(f"{self.device} is an iWARP device: rdma_cm needs an IP address")
-        channel = CMEventChannel()
-        anchor = CMID(creator=channel, port_space=ce.RDMA_PS_TCP)
-        anchor.bind_addr(AddrInfo(src=address, port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE))
-        if anchor.dev_name != self.device:
-            raise VerbsError(f"{address} belongs to {anchor.dev_name}, not {self.device}")
-        self._cm_anchor = (channel, anchor)
-        return anchor.context, anchor.pd
 
     # -- description --------------------------------------------------------------------------
     def op_info(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -341,107 +293,6 @@ class Engine:
         ep.ah = AH(self.pd, attr=self._ah_attr(remote))
         ep.remote_qpn = int(remote["qpn"])
 
-    # -- rdma_cm (iWARP) ------------------------------------------------------------------------
-    def _cm_next(self, ep: Endpoint, timeout: float) -> Any:
-        """The channel's next event within `timeout` seconds, or None. The channel's fd is
-        non-blocking (see open_cm_channel): poll(2) waits, with the GIL released."""
-        from pyverbs.cmid import CMEvent
-
-        if ep.channel_fd is None:  # fd not found: the old blocking read, bounded by the
-            return CMEvent(ep.channel)  # orchestrator's request timeout and a peer restart
-        deadline = time.monotonic() + timeout
-        poller = select.poll()
-        poller.register(ep.channel_fd, select.POLLIN)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not poller.poll(left * 1000):
-                return None
-            try:
-                return CMEvent(ep.channel)
-            except PyverbsRDMAError as exc:
-                if _errno(exc) not in (errno.EAGAIN, errno.EINTR):
-                    raise
-
-    def _cm_wait(self, ep: Endpoint, wanted: int, timeout: float) -> Any:
-        """The channel's next event, which must be `wanted`, within `timeout` seconds."""
-        event = self._cm_next(ep, timeout)
-        if event is None:
-            raise VerbsError(f"rdma_cm: no {cm_event_name(wanted)} within {timeout:g} s")
-        got = event.event_type
-        if got != wanted:
-            text = event.event_str()
-            event.ack_cm_event()
-            raise VerbsError(f"rdma_cm: expected {cm_event_name(wanted)}, got {text}")
-        return event
-
-    def _cm_drain(self, ep: Endpoint) -> list[str]:
-        """Events that arrived since ESTABLISHED (DISCONNECTED: the other side terminated the
-        connection), recorded in ep.cm_events; never blocks."""
-        if ep.channel is None or ep.channel_fd is None:
-            return ep.cm_events
-        while (event := self._cm_next(ep, 0)) is not None:
-            ep.cm_events.append(event.event_str())
-            event.ack_cm_event()
-        return ep.cm_events
-
-    def op_cm_listen(self, msg: dict[str, Any]) -> None:
-        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
-        import pyverbs.cm_enums as ce
-
-        ep = self.eps[int(msg["ep"])]
-        ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
-        ep.listen = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
-        ep.listen.bind_addr(AddrInfo(src=msg["address"], src_service=str(msg["port"]),
-                                     port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE))
-        ep.listen.listen()
-
-    def _to_init_for_cm(self, ep: Endpoint, cm: Any) -> None:
-        attr, mask = cm.init_qp_attr(e.IBV_QPS_INIT)
-        ep.qp.modify(attr, mask)
-
-    def _conn_param(self, ep: Endpoint) -> Any:
-        from pyverbs.cmid import ConnParam
-
-        depth = min(16, max(1, self.dev_attr.max_qp_rd_atom))
-        return ConnParam(resources=depth, depth=depth, qp_num=ep.qp.qp_num)
-
-    def op_cm_accept(self, msg: dict[str, Any]) -> None:
-        from pyverbs.cmid import CMID
-        import pyverbs.cm_enums as ce
-
-        ep = self.eps[int(msg["ep"])]
-        event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST,
-                              float(msg.get("limit", 30)))
-        ep.cm = CMID(creator=event, listen_id=ep.listen)
-        event.ack_cm_event()
-        self._to_init_for_cm(ep, ep.cm)
-        ep.cm.accept(self._conn_param(ep))
-
-    def op_cm_connect(self, msg: dict[str, Any]) -> None:
-        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
-        import pyverbs.cm_enums as ce
-
-        ep = self.eps[int(msg["ep"])]
-        timeout = float(msg.get("limit", 30))
-        ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
-        ep.cm = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
-        ai = AddrInfo(src=self.address, dst=msg["address"], dst_service=str(msg["port"]),
-                      port_space=ce.RDMA_PS_TCP)
-        ep.cm.resolve_addr(ai, int(timeout * 1000))
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ADDR_RESOLVED, timeout).ack_cm_event()
-        ep.cm.resolve_route(int(timeout * 1000))
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ROUTE_RESOLVED, timeout).ack_cm_event()
-        self._to_init_for_cm(ep, ep.cm)
-        ep.cm.connect(self._conn_param(ep))
-
-    def op_cm_established(self, msg: dict[str, Any]) -> dict[str, Any]:
-        import pyverbs.cm_enums as ce
-
-        ep = self.eps[int(msg["ep"])]
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED, float(msg.get("limit", 30)))\
-            .ack_cm_event()
-        return self.op_query_qp(msg)
-
     # -- work requests --------------------------------------------------------------------------
     def _sge(self, wr: dict[str, Any]) -> SGE:
         mr, offset, length = self._region(wr)
@@ -571,45 +422,6 @@ def poll(cq: CQ, count: int, timeout: float,
             if gone():
                 deadline, gone = min(deadline, now + FLUSH_GRACE), None
     return got
-
-
-def open_cm_channel(make: Callable[[], Any]) -> tuple[Any, int | None]:
-    """A new CMEventChannel and its descriptor, made non-blocking so that waiting for an event
-    can have a deadline: pyverbs exposes no fd and calls rdma_get_cm_event without releasing
-    the GIL, so a lost event used to block the peer for good. The descriptor is the character
-    device (/dev/infiniband/rdma_cm) the constructor opened: the peer is single-threaded."""
-    before = _open_files()
-    channel = make()
-    # by (fd, target): listing /proc/self/fd briefly holds an fd of its own, which the
-    # channel's may reuse
-    after = _open_files()
-    new = [fd for fd, target in after.items() if before.get(fd) != target]
-    for fd in sorted(new, key=lambda fd: not after[fd].endswith("rdma_cm")):
-        try:
-            if stat.S_ISCHR(os.fstat(fd).st_mode):
-                os.set_blocking(fd, False)
-                return channel, fd
-        except OSError:
-            continue
-    return channel, None
-
-
-def _open_files() -> dict[int, str]:
-    """This process's descriptors and what they point at."""
-    out = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def cm_event_name(event: int) -> str:
-    import pyverbs.cm_enums as ce
-
-    names = {getattr(ce, n): n for n in dir(ce) if n.startswith("RDMA_CM_EVENT_")}
-    return names.get(event, f"rdma_cm event {event}")
 
 
 def wc_json(wc: Any) -> dict[str, Any]:
