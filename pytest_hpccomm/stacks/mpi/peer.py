@@ -33,26 +33,20 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.peer.framing import frame
-from pytest_hpccomm.stacks.mpi.wire import (BENCHMARKS, GATHERS, MULTI_PAIR, PAIR,
-                                            SCATTERS, UNSIZED)
+from pytest_hpccomm.stacks.mpi.osu_ops import collective_op, seed
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, MULTI_PAIR, PAIR, UNSIZED
 
 LARGE = 8192  # OSU: above this size, fewer warm-up iterations (skip_large)
 TAG, ACK = 1, 2
 MAX_ERRORS = 3  # wrong blocks described per (benchmark, size, rank)
 
 Loop = Callable[[int, float], float]  # (iterations, stretch factor) -> local value
-
-
-def seed(batch: int, rank: int = 0, block: int = 0) -> int:
-    """Pattern offset for (batch, source rank, block): consecutive batches always differ."""
-    return (batch * 31 + rank * 7 + block * 3 + 1) & 0xFF
 
 
 class Bench:
@@ -259,7 +253,7 @@ class Bench:
 
     # -- collectives ---------------------------------------------------------------------
     def collective(self, benchmark: str, size: int) -> dict[str, Any]:
-        op, prepare, verify, per_op = self.collective_op(benchmark, size)
+        op, prepare, verify, per_op = collective_op(self, benchmark, size)
         n, warm = self.iterations(per_op, self.args.coll_iterations, size)
         clock, barrier = self.clock, self.comm.Barrier
         whole_batch = benchmark == "osu_barrier"
@@ -289,80 +283,6 @@ class Bench:
             out["samples"] = t.mean(axis=0).tolist()  # OSU's "Avg Latency" over the ranks
             out["max_samples"] = t.max(axis=0).tolist()
         return out
-
-    def collective_op(self, benchmark: str, size: int) -> tuple[
-            Callable[[], Any], Callable[[int], None], Callable[[int], None], int]:
-        """(the timed operation, prepare(batch), verify(batch), bytes per operation)."""
-        comm, SUM, me, n = self.comm, self.MPI.SUM, self.rank, self.size
-        s = self.buf("s", size * (n if benchmark in SCATTERS else 1))
-        r = self.buf("r", size * (n if benchmark in GATHERS else 1))
-        what = f"{benchmark} size={size}"
-
-        def block(buf: np.ndarray, q: int) -> np.ndarray:
-            return buf[q * size:(q + 1) * size]
-
-        def own(b: int) -> None:
-            self.fill(s, seed(b, me))
-
-        def addend(b: int) -> None:
-            self.fill(s, seed(b, me), self.modulo)
-
-        def nothing(b: int) -> None:
-            pass
-
-        def summed(got: np.ndarray, offset: int = 0, root: int | None = None) -> Callable[
-                [int], None]:
-            def verify(b: int) -> None:
-                if root is None or me == root:
-                    self.expect_sum(got, offset, [seed(b, q) for q in range(n)],
-                                    f"{what} batch={b}")
-            return verify
-
-        if benchmark == "osu_barrier":
-            return comm.Barrier, nothing, nothing, 0
-        if benchmark == "osu_allreduce":
-            return partial(comm.Allreduce, s, r, SUM), addend, summed(r), size
-        if benchmark == "osu_reduce":
-            return partial(comm.Reduce, s, r, SUM, 0), addend, summed(r, root=0), size
-        if benchmark == "osu_reduce_scatter":
-            # osu_reduce_scatter.c: `size` is the whole vector, rank i gets size/n (+1 for the
-            # first size % n ranks)
-            counts = [size // n + (1 if q < size % n else 0) for q in range(n)]
-            mine = self.buf("r", counts[me])
-            return (partial(comm.Reduce_scatter, s, mine, counts, SUM), addend,
-                    summed(mine, sum(counts[:me])), size)
-        if benchmark == "osu_bcast":
-            def root_fills(b: int) -> None:
-                if me == 0:
-                    self.fill(s, seed(b, 0))
-            return (partial(comm.Bcast, s, 0), root_fills,
-                    lambda b: self.expect(s, seed(b, 0), f"{what} batch={b}"), size)
-        if benchmark in ("osu_allgather", "osu_gather"):
-            everyone = benchmark == "osu_allgather"
-
-            def gathered(b: int) -> None:
-                if everyone or me == 0:
-                    for q in range(n):
-                        self.expect(block(r, q), seed(b, q), f"{what} batch={b} block={q}")
-            op = partial(comm.Allgather, s, r) if everyone else partial(comm.Gather, s, r, 0)
-            return op, own, gathered, size * n
-        if benchmark == "osu_alltoall":
-            def to_each(b: int) -> None:
-                for q in range(n):
-                    self.fill(block(s, q), seed(b, me, q))
-
-            def from_each(b: int) -> None:
-                for q in range(n):
-                    self.expect(block(r, q), seed(b, q, me), f"{what} batch={b} block={q}")
-            return partial(comm.Alltoall, s, r), to_each, from_each, size * n
-        if benchmark == "osu_scatter":
-            def deal(b: int) -> None:
-                if me == 0:
-                    for q in range(n):
-                        self.fill(block(s, q), seed(b, 0, q))
-            return (partial(comm.Scatter, s, r, 0), deal,
-                    lambda b: self.expect(r, seed(b, 0, me), f"{what} batch={b}"), size * n)
-        raise ValueError(f"not a collective: {benchmark}")
 
     def run(self, benchmark: str, size: int) -> dict[str, Any]:
         self.wrong = 0
