@@ -152,6 +152,22 @@ class Bench:
             return self.rank - half, False
         return None, False
 
+    def p2p_point(self, n: int, warm: int, loop: Loop | None, s: np.ndarray,
+                  r: np.ndarray | None, peer: int | None, reqs: list[Any],
+                  what: str) -> list[list[float]]:
+        """A point-to-point size on every rank: batches that send this rank's pattern and check
+        the partner's in `r` (None: this rank receives nothing to check); the persistent
+        requests freed; every rank's values gathered at rank 0."""
+        def verify(b: int) -> None:
+            if r is not None and peer is not None:
+                self.expect(r, seed(b, peer), f"{what} batch={b}")
+
+        values = self.run_point(n, warm, loop, lambda b: self.fill(s, seed(b, self.rank)),
+                                verify)
+        for q in reqs:
+            q.Free()
+        return self.gather(values)
+
     def pingpong(self, benchmark: str, size: int) -> dict[str, Any]:
         peer, first = self.partner(benchmark)
         s, r = self.buf("s", size), self.buf("r", size)
@@ -177,15 +193,8 @@ class Bench:
                 return clock() - t0
             loop = timed
 
-        def verify(b: int) -> None:
-            if peer is not None:
-                self.expect(r, seed(b, peer), f"{benchmark} size={size} batch={b}")
-
-        values = self.run_point(n, warm, loop, lambda b: self.fill(s, seed(b, self.rank)),
-                                verify)
-        for q in reqs:
-            q.Free()
-        per_rank = self.gather(values)
+        per_rank = self.p2p_point(n, warm, loop, s, r if peer is not None else None, peer,
+                                  reqs, f"{benchmark} size={size}")
         out: dict[str, Any] = {"iterations": n, "warmup": warm}
         if self.rank == 0:
             senders = per_rank[:1] if benchmark in PAIR else per_rank[:self.pairs]
@@ -231,15 +240,9 @@ class Bench:
                 return clock() - t0
             loop = timed
 
-        def verify(b: int) -> None:
-            if peer is not None and (both or not sender):
-                self.expect(r, seed(b, peer), f"{benchmark} size={size} batch={b}")
-
-        values = self.run_point(n, warm, loop, lambda b: self.fill(s, seed(b, self.rank)),
-                                verify)
-        for q in reqs:
-            q.Free()
-        per_rank = self.gather(values)
+        receives = peer is not None and (both or not sender)
+        per_rank = self.p2p_point(n, warm, loop, s, r if receives else None, peer, reqs,
+                                  f"{benchmark} size={size}")
         out: dict[str, Any] = {"iterations": n * w, "warmup": warm * w, "window": w}
         if self.rank == 0:
             pairs = 1 if benchmark in PAIR else self.pairs
