@@ -149,10 +149,30 @@ def test_cancellation(grpc_server: ServerHandle) -> None:
         assert err.value.code() == Codes.CANCELLED
 
 
-def test_message_over_limit_is_resource_exhausted(grpc_client: TensorClient,
-                                                  grpc_server: ServerHandle) -> None:
+def encoded_size(nbytes: int, mode: str) -> int:
+    """Bytes on the wire (before gRPC's 5-byte frame) of an echo request of one buffer."""
+    msg = request([b"\0" * nbytes], mode)
+    return len(msg) if isinstance(msg, (bytes, bytearray)) else len(msg.SerializeToString())
+
+
+def buffer_for_message_of(limit: int, mode: str) -> int:
+    """The buffer size whose request is exactly `limit` bytes (the encoding's overhead is
+    constant across sizes of the same varint length, so one correction step suffices)."""
+    n = limit - (encoded_size(limit, mode) - limit)
+    assert encoded_size(n, mode) == limit, "no buffer size gives a request of exactly the limit"
+    return n
+
+
+def test_message_limit_holds_at_the_boundary(grpc_client: TensorClient, grpc_mode: str,
+                                             grpc_server: ServerHandle) -> None:
+    """A request of exactly the server's receive limit is served, byte for byte; one byte more
+    is RESOURCE_EXHAUSTED (a server enforcing a smaller limit fails the first half, one
+    enforcing none the second)."""
+    at = buffer_for_message_of(grpc_server.max_message, grpc_mode)
+    sent = [bytes(range(256)) * (at // 256) + b"\x5a" * (at % 256)]
+    assert grpc_client.echo(sent, timeout=60) == sent, "a request of exactly the limit failed"
     with pytest.raises(grpc.RpcError) as err:
-        grpc_client.echo([b"\0" * (grpc_server.max_message + 1)], timeout=60)
+        grpc_client.echo([b"\0" * (at + 1)], timeout=60)
     assert err.value.code() == Codes.RESOURCE_EXHAUSTED
 
 
