@@ -30,10 +30,32 @@ def split_cases(draw: Any, n: int) -> dict[str, Any]:
 def test_comm_split(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
     """Split(color, key): each color gets a communicator of its ranks ordered by (key, old
     rank); UNDEFINED gets COMM_NULL; an Allgather/Allreduce in it sees only its members."""
-    peer = mpi_conformance_peer
-    case = data.draw(split_cases(peer.ranks), label="case")
+    check_split(mpi_conformance_peer, data.draw(split_cases(mpi_conformance_peer.ranks),
+                                                label="case"))
+
+
+def covering_splits(n: int) -> list[tuple[str, list[int | None], list[int]]]:
+    """Splits the quick profile must cover every run: keys that reverse and rotate the old
+    order (a Split that sorts by old rank only passes anything else), equal keys (ties go by
+    old rank), colors that interleave, UNDEFINED, one rank alone."""
+    return [
+        ("one-color-reversed", [0] * n, list(range(n, 0, -1))),
+        ("one-color-rotated", [0] * n, [(r + 1) % n for r in range(n)]),
+        ("equal-keys", [0] * n, [1] * n),
+        ("interleaved-negative-keys", [r % 2 for r in range(n)], [-r for r in range(n)]),
+        ("undefined-and-alone", [None] + [1] * (n - 2) + [2], [0] * n),
+    ]
+
+
+def test_comm_split_covering_set(mpi_conformance_peer: ConformancePeer) -> None:
+    for name, colors, keys in covering_splits(mpi_conformance_peer.ranks):
+        check_split(mpi_conformance_peer, {"kind": "split", "colors": colors, "keys": keys},
+                    name)
+
+
+def check_split(peer: ConformancePeer, case: dict[str, Any], name: str = "") -> None:
     reports = peer.run(case)
-    hint = peer.replay_hint(case)
+    hint = (f"covering case {name}\n" if name else "") + peer.replay_hint(case)
     colors, keys = case["colors"], case["keys"]
     for rank, rep in enumerate(reports):
         if colors[rank] is None:

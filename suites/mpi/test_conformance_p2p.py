@@ -134,8 +134,28 @@ def test_wildcard_receive_and_probe(mpi_conformance_peer: ConformancePeer,
                                     data: st.DataObject) -> None:
     """ANY_SOURCE/ANY_TAG receives (plain, after Probe, Iprobe or Mprobe) get every message
     once, with the right Status (Get_source/Get_tag/Get_count), each source's in send order."""
+    check_wildcard(mpi_conformance_peer, data.draw(wildcard_cases(mpi_conformance_peer),
+                                                   label="case"))
+
+
+# Boundaries the quick profile must cover every run, not by chance: every source at once into
+# one wildcard receiver, messages on both sides of the eager/rendezvous switch (64 KiB and
+# 128 KiB: Open MPI's TCP eager limit and MPICH's) and at 1 MiB, by each way of receiving.
+WILDCARD_BYTES = (0, 8, 65536 - 8, 65536, 65536 + 8, 131072 + 8, 1 << 20)
+
+
+@pytest.mark.parametrize("how", ["recv", "probe", "iprobe", "mprobe"])
+def test_wildcard_across_the_eager_limit(mpi_conformance_peer: ConformancePeer,
+                                         how: str) -> None:
     peer = mpi_conformance_peer
-    case = data.draw(wildcard_cases(peer), label="case")
+    n, dst = peer.ranks, peer.ranks - 1
+    sends = [{"rank": i % n, "tag": i % 3, "count": nbytes // 8, "seed": i}
+             for i, nbytes in enumerate(WILDCARD_BYTES * 2)]  # each size from two sources
+    check_wildcard(peer, {"kind": "wildcard", "dtype": "uint64", "dst": dst, "sends": sends,
+                          "how": how})
+
+
+def check_wildcard(peer: ConformancePeer, case: dict[str, Any]) -> None:
     got = peer.run(case)[case["dst"]]["got"]
     hint = peer.replay_hint(case)
     pending: dict[int, list[dict[str, Any]]] = defaultdict(list)
