@@ -4,8 +4,13 @@ Run 1 writes the baseline, run 2 passes against it, run 3 with the canary
 (--hpc-inject-slowdown 1.5: the peers stretch every timed batch by 1.5x) fails with a readable
 message and exit status 1.
 
-A clean re-run must never be called a regression. When another process shares the cores, the
-contention guard (cluster/cpu_share.py) re-runs the disturbed job, and if the cores never came
+A clean re-run must never be called a regression at the tolerance this test gates with, 10 %.
+The default 5 % is a statistical claim (false alarms and power, measured by benchmarks/canary.py
+and tabled in the README), not something one pair of runs can assert: CI once saw a clean
+1 KiB re-run (three jobs pooled per side) land 7.3 % above its baseline (ratio 1.073, 98 % CI
+1.060-1.086), a shift between sessions that the within-session CI does not cover (issue 15:
+jobs as the unit of resampling, paired A/B runs). A 1.5x canary is caught at either tolerance.
+When another process shares the cores, the contention guard (cluster/cpu_share.py) re-runs the disturbed job, and if the cores never came
 free, turns the verdict INCONCLUSIVE with the measured reason; the test then retakes the
 baseline. Any outcome other than PASS on a re-run needs such a reason; a noisy machine is a
 retry and finally a failure, never a skip.
@@ -39,6 +44,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
     pytester.copy_example(str(SUITE))
     args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k",
             "osu_latency", "--hpc-baselines=bl", "--hpc-system=gate", "--hpc-history=none",
+            "--hpc-tolerance=0.1",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
     steady_pair(pytester, args)
     stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
@@ -61,7 +67,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
         pytest.fail(f"no quiet canary run in {PATIENCE:g} s: {verdicts(canary)}")
     assert canary.ret == 1
     canary.stdout.fnmatch_lines(["*regression: osu_latency * median * us vs baseline * us "
-                                 "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*"])
+                                 "(ratio 1.*, 98% CI *, p=*, tolerance 10%)*"])
 
 
 def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
