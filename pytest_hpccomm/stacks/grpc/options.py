@@ -49,6 +49,7 @@ class GrpcOptions:
     ps: int
     examples: int
     plant_bug: str
+    quick: bool = True  # the quick profile draws the same examples every run (derandomized)
 
     @property
     def layouts(self) -> list[tuple[str, list[int]]]:
@@ -131,4 +132,5 @@ def parse_options(config: pytest.Config) -> GrpcOptions:
         modes=_list("--hpc-grpc-modes", v["--hpc-grpc-modes"], MODES), payload=spec,
         workers=_num("--hpc-grpc-workers", v["--hpc-grpc-workers"], int, 1, 64),
         ps=_num("--hpc-grpc-ps", v["--hpc-grpc-ps"], int, 1, 64),
-        examples=_num("--hpc-grpc-examples", examples, int, 1, 100000), plant_bug=bug)
+        examples=_num("--hpc-grpc-examples", examples, int, 1, 100000), plant_bug=bug,
+        quick=profile != "full")

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.stacks.verbs.plugin import note_emulated
 
 if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
@@ -85,12 +86,12 @@ def verbs_qps(verbs_pair: VerbsPair) -> Iterator[NewQp]:
 
 
 @pytest.fixture
-def verbs_settings(verbs_emulated: bool) -> settings:
+def verbs_settings(verbs_emulated: bool, pytestconfig: pytest.Config) -> settings:
     """Hypothesis settings of a property on the pair: no deadline (the item's is the bound),
-    fewer examples on an emulated device (links.examples)."""
+    fewer examples on an emulated device (links.examples), derandomized in the quick profile."""
     from pytest_hpccomm.stacks.verbs.links import property_settings
 
-    return property_settings(verbs_emulated)
+    return property_settings(verbs_emulated, hpc_session_of(pytestconfig).cfg.profile != "full")
 
 
 @pytest.fixture

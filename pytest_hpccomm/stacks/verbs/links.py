@@ -33,8 +33,11 @@ def examples(emulated: bool, hardware: int = 100, emulation: int = 20) -> int:
     return emulation if emulated else hardware
 
 
-def property_settings(emulated: bool) -> settings:
-    return settings(settings.get_profile(PROFILE), max_examples=examples(emulated))
+def property_settings(emulated: bool, quick: bool = True) -> settings:
+    """The quick profile draws the same examples every run (a catch is every run or never);
+    the full profile draws new ones."""
+    base = settings(settings.get_profile(PROFILE), max_examples=examples(emulated))
+    return settings(base, derandomize=True, database=None) if quick else base
 
 
 @dataclass
