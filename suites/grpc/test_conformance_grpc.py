@@ -18,9 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, eventually
+from pytest_hpccomm.stacks.grpc import wire
+from pytest_hpccomm.stacks.grpc.conformance import CountingProxy, SettingsFactory, eventually
 from pytest_hpccomm.stacks.grpc.driver import ServerHandle
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
+from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffers_for
 from pytest_hpccomm.stacks.grpc.properties import (MiB, Pattern, layouts, materialize, metadata,
                                                    total)
 
@@ -93,6 +95,71 @@ def test_send_counts_every_byte(grpc_client: TensorClient,
         assert grpc_client.send(materialize(layout), timeout=60) == total(layout)
 
     send()
+
+
+def test_pull_serves_the_wanted_tensors(grpc_client: TensorClient,
+                                        grpc_settings: SettingsFactory) -> None:
+    """Pull (the RecvTensor path the benchmarks time) answers a list of wanted sizes with
+    tensor i of the shared pool at each size: exact bytes, sizes and order; a size beyond the
+    pool is INVALID_ARGUMENT."""
+    @grpc_settings()
+    @given(sizes=st.lists(st.one_of(st.integers(0, 64), st.integers(0, MiB)), max_size=12)
+           .filter(lambda sz: sum(sz) <= 3 * MiB))
+    def pull(sizes: list[int]) -> None:
+        got = grpc_client.pull(sizes, timeout=60)
+        assert [len(b) for b in got] == sizes, "Pull returned tensors of other sizes"
+        assert got == buffers_for(sizes), "Pull returned other bytes than tensor i of the pool"
+
+    pull()
+    for sizes in ([0, 1, 4099], [MiB, 7, MiB + 1]):  # distinct sizes after an equal prefix
+        assert grpc_client.pull(sizes, timeout=60) == buffers_for(sizes)
+    with pytest.raises(grpc.RpcError) as err:
+        grpc_client.pull([8, POOL_SIZE + 1], timeout=60)
+    assert err.value.code() == Codes.INVALID_ARGUMENT
+
+
+def test_stats_count_each_call(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
+    """GetStats counts every call of either service and the payload bytes it received, per
+    call: one Echo/Send of n bytes is exactly one more RPC and n more bytes, one Pull one more
+    RPC (GetStats itself counts nothing). The server is this test's alone while it runs."""
+    @grpc_settings(12)
+    @given(layout=layouts(max_buffers=8, max_buffer=MiB, budget=2 * MiB),
+           rpc=st.sampled_from(["echo", "send", "pull"]))
+    def counted(layout: list[Any], rpc: str) -> None:
+        before = grpc_client.stats(timeout=10)
+        sent = materialize(layout)
+        if rpc == "pull":
+            grpc_client.pull([len(b) for b in sent], timeout=60)
+        else:
+            getattr(grpc_client, rpc)(sent, timeout=60)
+        after = grpc_client.stats(timeout=10)
+        moved = (after["rpcs"] - before["rpcs"], after["bytes"] - before["bytes"])
+        assert moved == (1, 0 if rpc == "pull" else total(layout)), \
+            f"one {rpc} of {total(layout)} bytes moved (rpcs, bytes) by {moved}"
+
+    counted()
+
+
+def test_malformed_frames_are_invalid_argument(grpc_server: ServerHandle,
+                                               grpc_settings: SettingsFactory) -> None:
+    """The raw service refuses a frame whose length table does not match its body (cut short,
+    or with bytes left over) with INVALID_ARGUMENT, on every method that takes a frame."""
+    with TensorClient(grpc_server.target, "raw") as c:
+        c.wait_ready(10)
+
+        @grpc_settings(20)
+        @given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6),
+               cut=st.integers(1, 10**6), extra=st.binary(min_size=1, max_size=8),
+               how=st.sampled_from(["short", "long"]), rpc=st.sampled_from(["Echo", "Send"]))
+        def refused(sizes: list[int], cut: int, extra: bytes, how: str, rpc: str) -> None:
+            frame = wire.encode_frame(buffers_for(sizes), seq=3)
+            bad = frame[:len(frame) - 1 - cut % len(frame)] if how == "short" else frame + extra
+            with pytest.raises(grpc.RpcError) as err:
+                c.m[rpc](bad, timeout=30)
+            assert err.value.code() == Codes.INVALID_ARGUMENT, \
+                f"{rpc} of a frame {how} by {len(frame) - len(bad)} bytes: {err.value.code()}"
+
+        refused()
 
 
 def test_deadline_exceeded_within_bound(grpc_server: ServerHandle,
@@ -201,6 +268,36 @@ def test_compression_gives_the_same_bytes(grpc_server: ServerHandle, grpc_mode: 
             assert zipped == plain.echo(sent, timeout=60) == sent
 
         same()
+
+
+def test_compression_takes_effect_on_the_wire(grpc_server: ServerHandle, grpc_mode: str) -> None:
+    """Compression requested is compression applied: 4 MiB of zeros cross the wire in far
+    fewer bytes when the channel compresses (request) and x-hpcc-compress asks for a gzip
+    response; the same call uncompressed carries them all. Counted by a relay in between."""
+    sent = [bytes(2 * MiB), bytes(2 * MiB)]
+    with CountingProxy(grpc_server.target) as relay:
+        with TensorClient(relay.target, grpc_mode) as plain:
+            plain.wait_ready(10)
+            base = relay.counts()
+            assert plain.echo(sent, timeout=60) == sent
+            up, down = (a - b for a, b in zip(relay.counts(), base))
+            assert up >= 4 * MiB and down >= 4 * MiB, \
+                f"uncompressed echo of 4 MiB moved {up} bytes up, {down} down"
+        with TensorClient(relay.target, grpc_mode, compression=grpc.Compression.Gzip) as gz:
+            gz.wait_ready(10)
+            base = relay.counts()
+            assert gz.echo(sent, metadata=[("x-hpcc-compress", "gzip")], timeout=60) == sent
+            up, down = (a - b for a, b in zip(relay.counts(), base))
+        assert up < MiB // 4, f"the compressed request still took {up} bytes on the wire"
+        if down >= MiB // 4 and grpc_server.kind == "python-aio":
+            # A defect of grpcio's asyncio server, reproduced without this project: a handler's
+            # context.set_compression(Gzip) leaves the response uncompressed (1 MiB of zeros:
+            # 1048846 bytes on the wire; the same server with compression=Gzip: 1313 bytes).
+            # Known, so an expected failure, and only where it is observed in this run.
+            pytest.xfail(f"grpcio {grpc.__version__} asyncio server ignores a handler's "
+                         f"set_compression(): response of 4 MiB zeros took {down} bytes")
+        assert down < MiB // 4, f"the response took {down} bytes on the wire: the server " \
+                                f"ignored x-hpcc-compress: gzip"
 
 
 def test_tls(grpc_server: ServerHandle, grpc_mode: str, grpc_tls: Any) -> None:
