@@ -62,6 +62,27 @@ def test_p2p_integrity(mpi_conformance_peer: ConformancePeer, hpc_config: HpcCon
     peer = mpi_conformance_peer
     case = data.draw(p2p_cases(peer, MAX_BYTES.get(hpc_config.profile, MAX_BYTES["quick"])),
                      label="case")
+    check_p2p(peer, case)
+
+
+# Boundaries the quick profile must cover every run, not by chance: 0 and 1 element, both sides
+# of the eager/rendezvous switch (64 KiB and 128 KiB: Open MPI's TCP eager limit and MPICH's)
+# and 1 MiB, by each way of sending and receiving.
+PROTOCOL_BYTES = (0, 8, 65536 - 8, 65536, 65536 + 8, 131072 + 8, 1 << 20)
+
+
+@pytest.mark.parametrize("recv", ["recv", "irecv"])
+@pytest.mark.parametrize("send", ["send", "isend", "ssend", "sendrecv"])
+def test_p2p_across_the_protocol_limits(mpi_conformance_peer: ConformancePeer, send: str,
+                                        recv: str) -> None:
+    peer = mpi_conformance_peer
+    for i, nbytes in enumerate(PROTOCOL_BYTES):
+        check_p2p(peer, {"kind": "p2p", "dtype": "uint64", "count": nbytes // 8, "send": send,
+                         "recv": recv, "src": i % 2, "dst": 1 - i % 2, "tag": 7 + i,
+                         "slack": 2, "seed": i})
+
+
+def check_p2p(peer: ConformancePeer, case: dict[str, Any]) -> None:
     reports = peer.run(case)
     src, dst, count, dtype = case["src"], case["dst"], case["count"], case["dtype"]
     want: dict[int, list[tuple[int, str]]] = {dst: [(src, sha(dtype, count, case["seed"]))]}
@@ -138,10 +159,8 @@ def test_wildcard_receive_and_probe(mpi_conformance_peer: ConformancePeer,
                                                    label="case"))
 
 
-# Boundaries the quick profile must cover every run, not by chance: every source at once into
-# one wildcard receiver, messages on both sides of the eager/rendezvous switch (64 KiB and
-# 128 KiB: Open MPI's TCP eager limit and MPICH's) and at 1 MiB, by each way of receiving.
-WILDCARD_BYTES = (0, 8, 65536 - 8, 65536, 65536 + 8, 131072 + 8, 1 << 20)
+# Every source at once into one wildcard receiver, at the protocol boundaries (PROTOCOL_BYTES),
+# by each way of receiving.
 
 
 @pytest.mark.parametrize("how", ["recv", "probe", "iprobe", "mprobe"])
@@ -150,7 +169,7 @@ def test_wildcard_across_the_eager_limit(mpi_conformance_peer: ConformancePeer,
     peer = mpi_conformance_peer
     n, dst = peer.ranks, peer.ranks - 1
     sends = [{"rank": i % n, "tag": i % 3, "count": nbytes // 8, "seed": i}
-             for i, nbytes in enumerate(WILDCARD_BYTES * 2)]  # each size from two sources
+             for i, nbytes in enumerate(PROTOCOL_BYTES * 2)]  # each size from two sources
     check_wildcard(peer, {"kind": "wildcard", "dtype": "uint64", "dst": dst, "sends": sends,
                           "how": how})
 

@@ -26,3 +26,8 @@ def test_ulfm_proc_failed(mpi_ulfm: UlfmRun) -> None:
                                              f"{s['detect_s']} s"
         assert (s.get("shrunk_size"), s.get("shrunk_sum")) == (out.ranks - 1, out.ranks - 1), \
             f"rank {s['rank']}: Shrink after Ack_failed: {s}"
+        # Shrink excludes the failed group: a group difference, which keeps the survivors'
+        # relative order (the victim is the last rank, so every survivor keeps its rank)
+        assert s.get("shrunk_order") == list(range(out.ranks - 1)), \
+            f"rank {s['rank']}: the shrunk communicator holds old ranks " \
+            f"{s.get('shrunk_order')} in its rank order, not {list(range(out.ranks - 1))}"

@@ -190,6 +190,7 @@ def ulfm(MPI: Any) -> int:
         total = np.zeros(1, np.int64)
         shrunk.Allreduce(np.array([1], np.int64), total, op=MPI.SUM)
         out["shrunk_sum"] = int(total[0])
+        out["shrunk_order"] = shrunk.allgather(rank)  # old ranks, by new rank
     except (MPI.Exception, NotImplementedError) as e:
         out["shrink_error"] = str(e)
     print(f"{ULFM_MARK} {json.dumps(out)}", flush=True)
