@@ -27,7 +27,8 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int]]] = {  # name, number, type,
               ("bytes", 2, _F.TYPE_UINT64, _F.LABEL_OPTIONAL),
               ("cancelled", 3, _F.TYPE_UINT64, _F.LABEL_OPTIONAL),
               ("peer", 4, _F.TYPE_STRING, _F.LABEL_OPTIONAL),
-              ("grpc_version", 5, _F.TYPE_STRING, _F.LABEL_OPTIONAL)],
+              ("grpc_version", 5, _F.TYPE_STRING, _F.LABEL_OPTIONAL),
+              ("cancelled_seqs", 6, _F.TYPE_UINT64, _F.LABEL_REPEATED)],
 }
 # name, request, response, client streaming, server streaming
 _METHODS = [("Echo", "Tensors", "Tensors", False, False),

@@ -111,16 +111,16 @@ class TensorClient:
         return [(seq_of(r, self.mode), buffers_of(r, self.mode))
                 for r in self.m["EchoStream"](reqs, **kw)]
 
-    def delay(self, ms: int, **kw: Any) -> Any:
-        return self.m["Delay"](pb.Tensors(delay_ms=ms), **kw)
+    def delay(self, ms: int, seq: int = 0, **kw: Any) -> Any:
+        return self.m["Delay"](pb.Tensors(delay_ms=ms, seq=seq), **kw)
 
-    def delay_future(self, ms: int, **kw: Any) -> Any:
-        return self.m["Delay"].future(pb.Tensors(delay_ms=ms), **kw)
+    def delay_future(self, ms: int, seq: int = 0, **kw: Any) -> Any:
+        return self.m["Delay"].future(pb.Tensors(delay_ms=ms, seq=seq), **kw)
 
     def stats(self, **kw: Any) -> dict[str, Any]:
         s = self.m["GetStats"](pb.StatsRequest(), **kw)
         return {"rpcs": s.rpcs, "bytes": s.bytes, "cancelled": s.cancelled, "peer": s.peer,
-                "grpc_version": s.grpc_version}
+                "grpc_version": s.grpc_version, "cancelled_seqs": list(s.cancelled_seqs)}
 
     def wait_ready(self, timeout: float) -> None:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent import futures
@@ -35,6 +36,9 @@ class Service:
         self.peer = peer
         self.drop_last = drop_last  # planted bug (tests only): echoes lose their last buffer
         self.rpcs = self.bytes = self.cancelled = 0
+        # which calls saw their cancellation, by seq: a test checks its own call, not a
+        # server-wide count that an earlier test's late cancellations also move
+        self.cancelled_seqs: deque[int] = deque(maxlen=wire.CANCELLED_SEQS)
         self._lock = threading.Lock()  # the sync server runs handlers on many threads
 
     def count(self, nbytes: int) -> None:
@@ -42,9 +46,10 @@ class Service:
             self.rpcs += 1
             self.bytes += nbytes
 
-    def cancelled_one(self) -> None:
+    def cancelled_one(self, seq: int) -> None:
         with self._lock:
             self.cancelled += 1
+            self.cancelled_seqs.append(seq)
 
     def reflect(self, ctx: Any) -> None:
         """x-hpcc-* metadata comes back as trailing metadata; x-hpcc-compress: gzip asks for a
@@ -78,15 +83,17 @@ class Service:
                           seq=req.seq)
 
     def stats(self, req: Any, ctx: Any) -> Any:
-        return pb.Stats(rpcs=self.rpcs, bytes=self.bytes, cancelled=self.cancelled,
-                        peer=self.peer, grpc_version=grpc.__version__)
+        with self._lock:
+            return pb.Stats(rpcs=self.rpcs, bytes=self.bytes, cancelled=self.cancelled,
+                            peer=self.peer, grpc_version=grpc.__version__,
+                            cancelled_seqs=list(self.cancelled_seqs))
 
     def delay(self, req: Any, ctx: Any) -> Any:
         self.count(0)
         until = time.monotonic() + req.delay_ms / 1000
         while time.monotonic() < until:
             if not ctx.is_active():  # deadline passed or the client cancelled
-                self.cancelled_one()
+                self.cancelled_one(req.seq)
                 return pb.Ack()
             time.sleep(0.002)
         return pb.Ack(seq=req.seq)
@@ -184,7 +191,7 @@ def _async_delay(svc: Service) -> Callable[[Any, Any], Any]:
         try:
             await asyncio.sleep(req.delay_ms / 1000)
         except asyncio.CancelledError:  # grpc.aio cancels the handler on deadline / cancel
-            svc.cancelled_one()
+            svc.cancelled_one(req.seq)
             raise
         return pb.Ack(seq=req.seq)
     return delay

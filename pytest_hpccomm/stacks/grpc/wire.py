@@ -23,6 +23,7 @@ RAW_METHODS = ("Echo", "Send", "Pull", "EchoStream")  # RawTensorTransfer's meth
 META_PREFIX = "x-hpcc-"  # request metadata a server returns as trailing metadata
 COMPRESS = f"{META_PREFIX}compress"  # value "gzip": the server compresses its response
 MAX_MESSAGE = 16 << 20  # a server's default receive limit (--max-message)
+CANCELLED_SEQS = 64  # GetStats names the seq of this many latest cancelled Delay calls
 
 # The C++ peer compiles these (and the result markers, the pool size) from a header that
 # build.py generates from this module: see build.constants_header().

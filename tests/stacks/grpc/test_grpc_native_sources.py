@@ -31,7 +31,8 @@ def test_generated_header_carries_the_python_values() -> None:
         "kRawEcho": wire.method("Echo", "raw"), "kRawSend": wire.method("Send", "raw"),
         "kRawPull": wire.method("Pull", "raw"), "kRawEchoStream": wire.method("EchoStream", "raw"),
         "kWant": wire.WANT, "kHeaderSize": wire.HEADER_SIZE, "kAckSize": wire.ACK_SIZE,
-        "kPool": payload.POOL_SIZE, "kMaxMessage": wire.MAX_MESSAGE}
+        "kPool": payload.POOL_SIZE, "kMaxMessage": wire.MAX_MESSAGE,
+        "kCancelledSeqs": wire.CANCELLED_SEQS}
 
 
 def test_frame_layout_is_what_frame_h_encodes() -> None:

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -32,6 +34,8 @@ namespace {
 
 struct Shared {
   std::atomic<uint64_t> rpcs{0}, bytes{0}, cancelled{0};
+  std::mutex mu;  // guards cancelled_seqs
+  std::deque<uint64_t> cancelled_seqs;  // the latest Delay calls that saw their cancellation
   bool drop_last = false;  // planted bug (tests only): the echo loses its last buffer
 };
 
@@ -99,6 +103,9 @@ class TensorService final : public pb::TensorTransfer::Service {
     while (bench::Clock::now() < until) {
       if (ctx->IsCancelled()) {  // deadline passed or the client cancelled
         s_->cancelled++;
+        std::lock_guard<std::mutex> lock(s_->mu);
+        s_->cancelled_seqs.push_back(req->seq());
+        if (s_->cancelled_seqs.size() > wire::kCancelledSeqs) s_->cancelled_seqs.pop_front();
         return Status(StatusCode::CANCELLED, "cancelled while delaying");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -111,6 +118,10 @@ class TensorService final : public pb::TensorTransfer::Service {
     st->set_rpcs(s_->rpcs);
     st->set_bytes(s_->bytes);
     st->set_cancelled(s_->cancelled);
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      for (uint64_t seq : s_->cancelled_seqs) st->add_cancelled_seqs(seq);
+    }
     st->set_peer("native");
     st->set_grpc_version(grpc::Version());
     return Status::OK;
