@@ -114,6 +114,9 @@ MIXES = {"send-write": ["SEND", "RDMA_WRITE"], "with-read": ["SEND", "RDMA_WRITE
 READ_DEFECTS = ("siw-read-completion-order", "siw-rresp-terminate")
 
 
+RECV_WR_ID = 500
+
+
 @pytest.mark.parametrize("mix", sorted(MIXES))
 def test_completions_arrive_in_posting_order(mix: str, verbs_rc: Link, verbs_pair: VerbsPair,
                                              verbs_settings: settings) -> None:
@@ -130,15 +133,21 @@ def test_completions_arrive_in_posting_order(mix: str, verbs_rc: Link, verbs_pai
         sends = [n for o, n in ops if o == "SEND"]
         if sends:
             rc.b.peer.call("post_recv", ep=rc.b.ep, mr=rc.mr_b["mr"], offset=0, length=8192,
-                           count=len(sends))
+                           count=len(sends), wr_id=RECV_WR_ID)
         wrs = [{"opcode": o, "mr": rc.mr_a["mr"], "offset": 0, "length": n, "wr_id": 100 + i,
                 "remote_addr": rc.mr_b["addr"], "rkey": rc.mr_b["rkey"]}
                for i, (o, n) in enumerate(ops)]
         wcs = verbs_pair.execute(rc.a, wrs)
         verbs_pair.expect_success(wcs, wrs, "mixed work requests")
+        received = []
         if sends:  # drain the receives before judging the order: none are left behind
-            verbs_pair.poll(rc.b, "recv", count=len(sends), nbytes=sum(sends))
+            received = verbs_pair.poll(rc.b, "recv", count=len(sends), nbytes=sum(sends))
         expect_posting_order(wcs, wrs)
+        # the receive queue is FIFO: the k-th SEND consumes the k-th receive posted
+        got = [(w["wr_id"], w["byte_len"]) for w in received]
+        want = [(RECV_WR_ID + k, n) for k, n in enumerate(sends)]
+        assert got == want, f"receive completions (wr_id, byte_len) {got}, expected the " \
+                            f"receives in posting order {want}"
 
     keys = READ_DEFECTS if mix == "with-read" else ()
     with known_defects(verbs_pair.selection.driver, *keys):
