@@ -4,16 +4,20 @@
 #   bash ci/guest/run.sh --fabric softroce [-- PYTEST ARGS]   # rxe, provisioned by the suite
 #   bash ci/guest/run.sh --fabric iwarp    [-- PYTEST ARGS]   # siw, provisioned by the suite
 #   bash ci/guest/run.sh --exec 'ibv_devices; rdma link'      # any command, for debugging
+#   bash ci/guest/run.sh --hosts 2 --fabric softroce          # two guests, h0 and h1: verbs
+#                                       # peer per guest, MPI over UCX between them (cluster.sh)
 #
 # Results (junit.xml, results.json, pytest.log, console.log, dmesg.txt) land in
-# --results DIR (default results/guest-<fabric>); the exit status is pytest's inside the guest,
-# 4 when the suite passed but left an rdma link behind, or 3 when the guest produced none (did
-# not boot, crashed, or hit the host-side timeout).
+# --results DIR (default results/guest-<fabric>[-2hosts]); the exit status is pytest's inside
+# the guest, 4 when the suite passed but left an rdma link behind, or 3 when the guest produced
+# none (did not boot, crashed, or hit the host-side timeout).
 #
-# The guest has no network device at all (-nodefaults, -nic none): the project comes in over a
-# read-only 9p share, the job and its results over a second, read-write one. The root image is
-# used with snapshot=on, so the cached image never changes. QEMU runs under `timeout`, which
-# kills it (and only it) if the guest outlives the job's own timeout plus a boot margin.
+# One guest has no network device at all (-nodefaults, -nic none): the project comes in over a
+# read-only 9p share, the job and its results over a second, read-write one. Two guests get
+# one virtio NIC each, joined by a QEMU `dgram` netdev over Unix sockets in a private directory
+# of this job (no port opened, nothing leaves this machine). The root image is used with
+# snapshot=on, so the cached image never changes. Each QEMU runs under `timeout`, which kills
+# it (and only it) if the guest outlives the job's own timeout plus a boot margin.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,10 +29,11 @@ image=""
 job_timeout=${HPCCOMM_GUEST_TIMEOUT:-600}
 accel=${HPCCOMM_GUEST_ACCEL:-tcg}
 mem=${HPCCOMM_GUEST_MEM:-2048}
-smp=${HPCCOMM_GUEST_SMP:-2}
+smp=${HPCCOMM_GUEST_SMP:-}
+hosts=1
 pytest_args=()
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
         --fabric) fabric=$2; shift 2 ;;
@@ -37,6 +42,7 @@ while [ $# -gt 0 ]; do
         --image) image=$2; shift 2 ;;
         --timeout) job_timeout=$2; shift 2 ;;
         --accel) accel=$2; shift 2 ;;
+        --hosts) hosts=$2; shift 2 ;;
         --) shift; pytest_args=("$@"); break ;;
         -h|--help) usage ;;
         *) echo "run.sh: unknown argument $1" >&2; usage ;;
@@ -45,20 +51,41 @@ done
 case $fabric in softroce|iwarp|"") ;; *) echo "run.sh: --fabric softroce|iwarp" >&2; exit 2 ;; esac
 [ -n "$fabric$exec_cmd" ] || usage
 case $accel in tcg|kvm) ;; *) echo "run.sh: --accel tcg|kvm" >&2; exit 2 ;; esac
+# a dgram netdev is a point-to-point wire: two guests (a third would need a switch)
+case $hosts in 1|2) ;; *) echo "run.sh: --hosts 1|2, got $hosts" >&2; exit 2 ;; esac
+# the host's 2 cores: one vCPU per guest when two guests share them
+[ -n "$smp" ] || smp=$((hosts == 1 ? 2 : 1))
 command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86 is not installed" >&2; exit 2; }
 
 [ -n "$image" ] || image=$(bash "$HERE/build.sh")
 for f in vmlinux initrd.img rootfs.ext4 ready; do
     [ -f "$image/$f" ] || { echo "run.sh: $image/$f missing (run ci/guest/build.sh)" >&2; exit 2; }
 done
-results=${results:-$PROJECT/results/guest-${fabric:-exec}}
+suffix=""; [ "$hosts" = 1 ] || suffix=-${hosts}hosts
+results=${results:-$PROJECT/results/guest-${fabric:-exec}$suffix}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
 JOB=$(mktemp -d "${TMPDIR:-/tmp}/hpccomm-guest.XXXXXX")
-trap 'rm -rf "$JOB"' EXIT
+NET=$(mktemp -d "${TMPDIR:-/tmp}/hpccomm-link.XXXXXX")  # the wire's sockets: not in the share
+qemu_pids=()
+cleanup() {
+    local pid
+    for pid in "${qemu_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${qemu_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$JOB" "$NET"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 install -m 755 "$HERE/guest-init.sh" "$JOB/guest-init.sh"
-echo "JOB_TIMEOUT=$job_timeout" >"$JOB/job.env"
+{ echo "JOB_TIMEOUT=$job_timeout"; echo "HOSTS=$hosts"; } >"$JOB/job.env"
+if [ "$hosts" -gt 1 ]; then
+    # keys of this run only: root's login key and the sshd host key every guest uses
+    command -v ssh-keygen >/dev/null || { echo "run.sh: ssh-keygen missing (openssh-client)" >&2; exit 2; }
+    mkdir -m 700 "$JOB/ssh"
+    ssh-keygen -q -t ed25519 -N '' -C hpccomm-guest -f "$JOB/ssh/id_ed25519"
+    ssh-keygen -q -t ed25519 -N '' -C hpccomm-guest-host -f "$JOB/ssh/host_ed25519"
+fi
 if [ -n "$exec_cmd" ]; then
     printf '%s\n' "$exec_cmd" >"$JOB/job.sh"
 else
@@ -66,10 +93,10 @@ else
         echo 'cd /project'
         # the project is read-only here: no byte code, Hypothesis' database in /tmp, no
         # pytest cache; the wheels of ci/guest/requirements.txt come first
-        # the wheels by a path naming site-packages: Hypothesis parses every module it deems
-        # local (not under */site-packages/*) for constants before the first example, which
-        # for numpy, scipy and pytest from /opt/hpccomm/site took 1.5-2.5 min under TCG
-        echo 'mkdir -p /tmp/py && ln -sfn /opt/hpccomm/site /tmp/py/site-packages'
+        # the wheels by a path naming site-packages (/tmp/py/site-packages, made by
+        # guest-init.sh): Hypothesis parses every module it deems local (not under
+        # */site-packages/*) for constants before the first example, which for numpy, scipy
+        # and pytest from /opt/hpccomm/site took 1.5-2.5 min under TCG
         echo 'export PYTHONPATH=/tmp/py/site-packages:/project PYTHONDONTWRITEBYTECODE=1'
         echo 'export HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis PYTHONUNBUFFERED=1'
         # load the plugins by -p unless an entry point does (the project's egg-info from an
@@ -77,19 +104,37 @@ else
         echo 'plugins=$(python3 - <<"EOF"'
         echo 'from importlib.metadata import entry_points'
         echo 'have = {e.value for e in entry_points(group="pytest11")}'
-        echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin")'
+        if [ "$hosts" -gt 1 ]; then
+            echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin",'
+            echo '        "pytest_hpccomm.stacks.mpi.plugin")'
+        else
+            echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin")'
+        fi
         echo 'print(" ".join(f"-p {m}" for m in want if m not in have))'
         echo 'EOF'
         echo ')'
         printf 'python3 -m pytest $plugins'
         printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
         printf ' --hpc-results=/mnt/job/results.json --junitxml=/mnt/job/junit.xml'
-        printf ' -o junit_suite_name=verbs-%s suites/verbs' "$fabric"
+        if [ "$hosts" -gt 1 ]; then
+            # one peer per guest; MPI = Debian's Open MPI (UCX, libfabric) reaching h1 over ssh
+            printf ' --hpc-hosts=%s --hpc-mpi=/usr/bin/mpirun' "$(seq -s, -f 'h%g' 0 $((hosts - 1)))"
+            printf ' -o junit_suite_name=cluster-%s' "$fabric"
+            # the verbs and MPI suites, unless the arguments name what to run
+            targets=(suites/verbs suites/mpi)
+            for a in "${pytest_args[@]}"; do
+                case $a in suites/*|tests/*) targets=() ;; esac
+            done
+            printf ' %s' "${targets[@]}"
+        else
+            printf ' -o junit_suite_name=verbs-%s suites/verbs' "$fabric"
+        fi
         [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
         echo ' 2>&1 | tee /mnt/job/pytest.log'
         echo 'rc=${PIPESTATUS[0]}'
         # the suite removes the rxe0 / siw0 it created: a link left over is a failure too
         echo 'left=$(rdma link show 2>/dev/null)'
+        [ "$hosts" -gt 1 ] && echo 'for h in $(seq 1 $((HOSTS - 1))); do left+=$(ssh "h$h" rdma link show 2>/dev/null); done'
         echo 'if [ -n "$left" ]; then echo "rdma links left behind: $left"; [ "$rc" = 0 ] && rc=4; fi'
         echo 'exit "$rc"'
     } >"$JOB/job.sh"
@@ -99,24 +144,48 @@ accel_opts=(-accel tcg,thread=multi -cpu max)
 [ "$accel" = kvm ] && accel_opts=(-accel kvm -cpu host)
 # boot and power-off take 10-40 s under TCG on a loaded 2-core machine
 host_timeout=$((job_timeout + 180))
-echo "run.sh: booting $image (${accel}, ${smp} vCPUs, ${mem} MiB), job timeout ${job_timeout} s" >&2
+boot_guest() {  # boot_guest INDEX: QEMU for guest hINDEX; guest 0 runs the job
+    local i=$1 net=(-nic none) serial=stdio
+    [ "$i" = 0 ] || serial=file:$JOB/serial-h$i.log  # guest 0's console is this script's output
+    if [ "$hosts" -gt 1 ]; then
+        local peer=$((1 - i))
+        net=(-netdev "dgram,id=n0,local.type=unix,local.path=$NET/h$i.sock,remote.type=unix,remote.path=$NET/h$peer.sock"
+             -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1)),romfile=")
+    fi
+    timeout -k 10 "$host_timeout" qemu-system-x86_64 \
+        -nodefaults -no-user-config -display none -no-reboot "${net[@]}" \
+        "${accel_opts[@]}" -smp "$smp" -m "$mem" \
+        -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
+        -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=3 mitigations=off random.trust_cpu=on hpccomm.host=$i" \
+        -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on" \
+        -virtfs "local,path=$JOB,mount_tag=job,security_model=none,id=job" \
+        -virtfs "local,path=$PROJECT,mount_tag=project,security_model=none,readonly=on,id=project" \
+        -serial "$serial" -monitor none </dev/null
+}
+echo "run.sh: booting $hosts x $image (${accel}, ${smp} vCPUs, ${mem} MiB each), job timeout ${job_timeout} s" >&2
 t0=$SECONDS
+for ((i = 1; i < hosts; i++)); do
+    boot_guest "$i" &
+    qemu_pids+=($!)
+done
 set +e
-timeout -k 10 "$host_timeout" qemu-system-x86_64 \
-    -nodefaults -no-user-config -display none -no-reboot -nic none \
-    "${accel_opts[@]}" -smp "$smp" -m "$mem" \
-    -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
-    -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=3 mitigations=off random.trust_cpu=on" \
-    -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on" \
-    -virtfs "local,path=$JOB,mount_tag=job,security_model=none,id=job" \
-    -virtfs "local,path=$PROJECT,mount_tag=project,security_model=none,readonly=on,id=project" \
-    -serial stdio -monitor none </dev/null
+boot_guest 0
 qemu_rc=$?
+# the other guests power off once guest 0's job has stored its status (guest-init.sh)
+for pid in "${qemu_pids[@]}"; do
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+done
+qemu_pids=()
 set -e
 elapsed=$((SECONDS - t0))
 
 for f in junit.xml results.json pytest.log console.log dmesg.txt; do
     [ -f "$JOB/$f" ] && cp "$JOB/$f" "$results/"
+done
+for f in "$JOB"/console-h*.log "$JOB"/dmesg-h*.txt "$JOB"/serial-h*.log; do  # other guests'
+    [ -f "$f" ] && cp "$f" "$results/"
 done
 if [ ! -f "$JOB/rc" ]; then
     why="no exit status from the guest"
