@@ -8,6 +8,8 @@ baselines) and report/ (outputs).
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
+from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -26,6 +28,7 @@ from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
 
 JUDGE_KEY = pytest.StashKey[BaselineJudge]()
 STARTED_KEY = pytest.StashKey[float]()
+LINKS_KEY = pytest.StashKey[list[Any]]()  # rxe/siw links this session created here
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -47,6 +50,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = hpc
     config.stash[JUDGE_KEY] = BaselineJudge(hpc)
     config.stash[STARTED_KEY] = time.time()
+    config.stash[LINKS_KEY] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Belt and braces: a session torn down without fixture teardown still removes the
+    rxe/siw link it created here."""
+    from pytest_hpccomm.fabrics import provision as prov
+
+    made_here: list[Any] = config.stash.get(LINKS_KEY, [])
+    for made in list(made_here):
+        try:
+            prov.unprovision(made)
+        except prov.ProvisionError:
+            pass
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -119,6 +136,28 @@ def hpc_fabric(hpc_session: HpcSession) -> FabricSelection:
     if isinstance(sel, FabricUnavailable):
         pytest.skip(sel.reason)
     return sel
+
+
+@pytest.fixture(scope="session")
+def hpc_rdma_fabric(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """The session's fabric here and on every host of --hpc-hosts (cluster/host_fabrics.py's
+    ClusterFabric): on softroce/iwarp an rxe/siw link is created where none exists and removed
+    at the end. Skips with the reason when the fabric cannot be had."""
+    from pytest_hpccomm.cluster.host_fabrics import FabricNotReady, provisioned
+
+    hpc = hpc_session_of(pytestconfig)
+    cfg = hpc.cfg
+    stack = ExitStack()  # entered here, left after the session: a failed removal is an error
+    try:
+        fabric = stack.enter_context(provisioned(
+            hpc.selection.kind, hpc.selection, hpc.inventory, hpc.refresh_fabric,
+            hosts=[h.name for h in cfg.host_list], rsh_agent=cfg.rsh_agent, device=cfg.device,
+            netdev=cfg.netdev, sysfs_root=Path(cfg.sysfs_root),
+            made_here=pytestconfig.stash[LINKS_KEY]))
+    except FabricNotReady as exc:
+        pytest.skip(str(exc))
+    with stack:
+        yield fabric
 
 
 @pytest.fixture(scope="session")

@@ -88,9 +88,12 @@ class RunningJob:
         on_start: Callable[[int], None] | None,
         label: str = "",
         scratch: str | os.PathLike[str] | None = None,
+        stdin: bytes | None = None,
     ) -> None:
         if not argv:
             raise ValueError("empty argv")
+        if stdin is not None and len(stdin) > 4096:
+            raise ValueError("stdin: at most 4096 bytes (written into the pipe before start)")
         self._scratch = None if scratch is None else Path(scratch)
         if self._scratch is not None:
             self._scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -115,11 +118,18 @@ class RunningJob:
         # The shim's own deadline is a backstop for a hung orchestrator; the nominal timeout is
         # enforced here, so timed_out is reported, not mistaken for the job's own failure.
         backstop = 0.0 if timeout is None else timeout + grace + 5.0
+        # stdin: a few bytes (a remote peer's environment) in a pipe that is closed after them
+        in_fd: int | None = None
+        if stdin is not None:
+            in_fd, in_w = os.pipe()
+            os.write(in_w, stdin)  # fits the pipe's buffer (<= 4 KiB): never blocks
+            os.close(in_w)
         try:
             self._shim = subprocess.Popen(
                 [sys.executable, "-E", "-s", "-S", _REAPER, str(wfd), str(os.getpid()),
                  str(grace), str(backstop), "--", *self.argv],
-                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err,
+                stdin=subprocess.DEVNULL if in_fd is None else in_fd,
+                stdout=self._out, stderr=self._err,
                 env=full_env, cwd=cwd, pass_fds=(wfd,), start_new_session=True,
             )
         except BaseException:
@@ -131,6 +141,8 @@ class RunningJob:
             raise
         finally:
             os.close(wfd)
+            if in_fd is not None:
+                os.close(in_fd)
         self.pid = self._shim.pid
         self._shim_proc = proctree.proc_of(self.pid)
         self._result: JobResult | None = None
@@ -292,15 +304,17 @@ def start_job(
     on_start: Callable[[int], None] | None = None,
     label: str = "",
     scratch: str | os.PathLike[str] | None = None,
+    stdin: bytes | None = None,
 ) -> RunningJob:
     """Start a long-lived job (e.g. a session's peers). timeout: hard cap, also enforced by the
     shim (a little later) if this process hangs. The job dies with the THREAD that started it
     (PR_SET_PDEATHSIG): start session jobs from the main thread. env replaces os.environ when
     given. on_start(pid) is called with the shim's PID (e.g. VirtualCluster.register_pid).
-    scratch: a directory made for the job (0700) and removed once it is reaped."""
+    scratch: a directory made for the job (0700) and removed once it is reaped. stdin: up to
+    4 KiB the job reads from its standard input, then end of file (default: /dev/null)."""
     return RunningJob(argv, env=env, cwd=cwd, timeout=timeout, grace=grace,
                       netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                      scratch=scratch)
+                      scratch=scratch, stdin=stdin)
 
 
 def run_job(
@@ -314,12 +328,13 @@ def run_job(
     on_start: Callable[[int], None] | None = None,
     label: str = "",
     scratch: str | os.PathLike[str] | None = None,
+    stdin: bytes | None = None,
 ) -> JobResult:
     """Run argv to completion or until timeout; always reaped, never raises for the job's own
     failure (check .ok / .timed_out). Output is captured whole (temp files, no pipe stalls)."""
     job = start_job(argv, env, timeout=timeout, cwd=cwd, grace=grace,
                     netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                    scratch=scratch)
+                    scratch=scratch, stdin=stdin)
     try:
         return job.wait()
     finally:

@@ -22,10 +22,17 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def peer_env(extra: Mapping[str, str] | None = None, *, inherit: bool = False) -> dict[str, str]:
-    """PYTHONPATH, PYTHONDONTWRITEBYTECODE, then `extra`; over os.environ when `inherit`."""
+def peer_env(extra: Mapping[str, str] | None = None, *, inherit: bool = False,
+             own_python: bool = False) -> dict[str, str]:
+    """PYTHONPATH, PYTHONDONTWRITEBYTECODE, then `extra`; over os.environ when `inherit`.
+    own_python: the peers run this very interpreter (a system mpirun with this Python's
+    mpi4py), so the PYTHONPATH it was given names its modules and is kept after the root."""
     if not inherit:
-        return {"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1", **(extra or {})}
+        path = [str(PROJECT_ROOT)]
+        if own_python and os.environ.get("PYTHONPATH"):
+            path.append(os.environ["PYTHONPATH"])
+        return {"PYTHONPATH": os.pathsep.join(path), "PYTHONDONTWRITEBYTECODE": "1",
+                **(extra or {})}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH"))
                                         if p)

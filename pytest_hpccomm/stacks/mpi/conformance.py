@@ -115,7 +115,8 @@ def _placed(runtime: MpiRuntime, placement: str, argv: Sequence[str], env: Mappi
     if placement == NETNS and cluster is None:
         raise ConformanceError("netns placement needs the session's virtual cluster")
     try:
-        return mpi_launch(placement, argv, peer_env(env), runtime.mpirun, runtime.flavor,
+        env = peer_env(env, own_python=runtime.name == "system")
+        return mpi_launch(placement, argv, env, runtime.mpirun, runtime.flavor,
                           cluster=cluster, loopback_ranks=LOOPBACK_RANKS,
                           mpirun_args=mpirun_args)
     except PlacementError as exc:

@@ -194,7 +194,8 @@ def run_sweep(runtime: MpiRuntime, target: SweepTarget | str, benchmark: str,
                           "loopback, netns or hosts")  # another placement's name
     argv = peer_argv(runtime, ",".join(names), sizes, settings, slowdown, corrupt)
     hosts = _hosts(target, pair_only=all(b in PAIR for b in names))
-    env = peer_env(_oversubscribed(len(hosts)) if hosts and target.placement == NETNS else None)
+    env = peer_env(_oversubscribed(len(hosts)) if hosts and target.placement == NETNS else None,
+                   own_python=runtime.name == "system")
     placed = _placed(runtime, target, argv, env, hosts)
     timeout = timeout_for(names, sizes, settings, placed.ranks)
     if target.placement == LOOPBACK:  # the MPI_Init flake was met between namespaces and

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
-from pytest_hpccomm.fabrics import FabricUnavailable
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.mpi import osu
@@ -32,7 +32,9 @@ from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings,
 from pytest_hpccomm.stacks.mpi.probe import MpiProbe
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve
 from pytest_hpccomm.stacks.registry import StackProbe
-from pytest_hpccomm.stacks.mpi.transport import NoTransport, transport_for
+from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
+from pytest_hpccomm.stacks.mpi.transport import (EMULATED_DRIVERS, OFI_VERBS_FABRICS, RDMA_KINDS,
+                                                 NoTransport, transport_for)
 
 DEFAULT_MPIS = "openmpi,mpich"
 
@@ -120,13 +122,20 @@ def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
                  request: pytest.FixtureRequest) -> SweepTarget:
     """Where and over what this session's sweeps run; skips (one line) when the placement
     cannot carry the session's fabric."""
-    cfg, fabric = hpc_session.cfg, hpc_session.selection
+    cfg = hpc_session.cfg
+    if cfg.fabric in RDMA_KINDS:  # the rxe/siw links, here and on every host, made if missing
+        request.getfixturevalue("hpc_rdma_fabric")
+    fabric = hpc_session.selection
     if isinstance(fabric, FabricUnavailable):
         pytest.skip(fabric.reason)
     try:
         transport = transport_for(fabric, runtime.flavor.vendor)
     except NoTransport as exc:
         pytest.skip(str(exc))
+    if fabric.kind in OFI_VERBS_FABRICS:
+        reason = verbs_provider_reason()
+        if reason:
+            pytest.skip(f"MPI on {fabric.kind} ({fabric.device}): {reason}")
     if placement == NETNS:
         if fabric.kind != "ethernet":
             pytest.skip(f"the virtual cluster's links are veths (Ethernet); fabric "
@@ -188,8 +197,10 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_sweeps: MpiSweeps,
             sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group))
         except SweepFailed as exc:
             pytest.fail(str(exc), pytrace=False)
+        fabric = hpc_session.selection
+        emulated = isinstance(fabric, FabricSelection) and fabric.driver in EMULATED_DRIVERS
         osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
-                  hpc_record)
+                  hpc_record, emulated)
 
     return run
 

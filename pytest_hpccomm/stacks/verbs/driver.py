@@ -5,7 +5,10 @@ over the control channel. A connection is two QPs, one per peer: on InfiniBand a
 orchestrator relays each side's QPN, PSN, LID and GID to the other (perftest does the same
 over its TCP side channel); on iWARP the peers connect through rdma_cm. On one host both
 peers use the same device and the traffic loops back through it (a real HCA's loopback, or
-rxe's/siw's); the conformance tests run against this pair for the whole session.
+rxe's/siw's); across hosts (PeerPlace, from --hpc-hosts) each peer runs on its own host with
+that host's device, started over the remote shell, and dials home over TCP, as perftest's
+server and client run on two nodes. The conformance tests run against this pair for the whole
+session.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from pytest_hpccomm.cluster.jobs import RunningJob, start_job
 from pytest_hpccomm.cluster.peer_env import peer_env
+from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
 # the checks live in completions.py; re-exported here, where the suites import them from
@@ -96,6 +100,8 @@ class Peer:
     channel: Channel
     info: dict[str, Any]
     broken: bool = False
+    host: str | None = None  # None: this machine, with the pair's other peer
+    address: str | None = None  # its device's IP address (rdma_cm listens there)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def _where(self) -> str:
@@ -197,26 +203,36 @@ class PeerOptions:
         return argv
 
 
-def start_peers(opts: PeerOptions, n: int = 2) -> list[Peer]:
-    """n peers on this host, each dialled home and introduced (device info in .info)."""
+@dataclass(frozen=True)
+class PeerPlace:
+    """Where one peer of a pair runs: a host of --hpc-hosts, with that host's device."""
+    host: str
+    local: bool  # this machine: started directly, not over the remote shell
+    opts: PeerOptions
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Peers across hosts: the places, the remote shell, and the address of this machine
+    the peers dial home to (its fabric address: the hosts reach it over that network)."""
+    places: tuple[PeerPlace, ...]
+    shell: RemoteShell
+    listen: str
+
+
+def start_peers(opts: PeerOptions, n: int = 2, placement: Placement | None = None) -> list[Peer]:
+    """n peers dialled home and introduced (device info in .info): all on this host, or one
+    per place of `placement`, in its order."""
+    if placement is not None:
+        return _start_placed(placement)
     server = ControlServer()
     env = peer_env(server.env(), inherit=True)  # address and key: environment, never argv
     jobs = [start_job(opts.argv(), env, timeout=opts.job_timeout, label=f"verbs peer {i}")
             for i in range(n)]
     peers: list[Peer] = []
     try:
-        try:
-            channels = server.accept_peers(n, timeout=opts.start_timeout)
-        except TimeoutError as exc:
-            raise PeerError(f"verbs peers did not dial home: {exc}; "
-                            + "; ".join(_last_words(j) for j in jobs)) from None
         by_pid = {j.pid: j for j in jobs}
-        for ch in channels:
-            hello = ch.recv(opts.start_timeout)
-            if hello.get("op") != HELLO:
-                raise PeerError(f"verbs peer said {hello!r} instead of hello")
-            if "error" in hello:
-                raise PeerError(f"verbs peer cannot open {opts.device}: {hello['error']}")
+        for ch, hello in _introductions(server, jobs, n, opts.start_timeout, opts.device):
             job = _job_of(by_pid, int(hello["pid"]))
             peers.append(Peer(f"peer{len(peers)}", job, ch, hello["info"]))
         return peers
@@ -226,6 +242,63 @@ def start_peers(opts: PeerOptions, n: int = 2) -> list[Peer]:
         raise
     finally:
         server.close()  # connected channels live on; no one else may dial in
+
+
+def _start_placed(placement: Placement) -> list[Peer]:
+    server = ControlServer((placement.listen, 0))
+    jobs: list[RunningJob] = []
+    try:
+        for i, place in enumerate(placement.places):
+            label = f"verbs peer {i} on {place.host}"
+            if place.local:
+                env = peer_env(server.env(), inherit=True)
+                jobs.append(start_job(place.opts.argv(), env, timeout=place.opts.job_timeout,
+                                      label=label))
+            else:
+                jobs.append(placement.shell.start(place.host, place.opts.argv(),
+                                                  peer_env(server.env()),
+                                                  timeout=place.opts.job_timeout, label=label))
+        wait = max(p.opts.start_timeout for p in placement.places)
+        met = _introductions(server, jobs, len(jobs), wait, placement.places[0].opts.device)
+        by_host = {_short(str(hello.get("host", ""))): (ch, hello) for ch, hello in met}
+        peers = []
+        for i, place in enumerate(placement.places):
+            got = by_host.get(_short(place.host))
+            if got is None:
+                raise PeerError(f"no verbs peer said hello from {place.host} (hosts that did: "
+                                f"{', '.join(sorted(by_host)) or 'none'})")
+            peers.append(Peer(f"peer{i}", jobs[i], got[0], got[1]["info"], host=place.host,
+                              address=place.opts.address))
+        return peers
+    except BaseException:
+        for job in jobs:
+            job.stop()
+        raise
+    finally:
+        server.close()
+
+
+def _short(host: str) -> str:
+    return host.split(".")[0]
+
+
+def _introductions(server: ControlServer, jobs: list[RunningJob], n: int, timeout: float,
+                   device: str) -> list[tuple[Channel, dict[str, Any]]]:
+    """Each peer's channel and hello, once n peers dialled in and opened their device."""
+    try:
+        channels = server.accept_peers(n, timeout=timeout)
+    except TimeoutError as exc:
+        raise PeerError(f"verbs peers did not dial home: {exc}; "
+                        + "; ".join(_last_words(j) for j in jobs)) from None
+    out = []
+    for ch in channels:
+        hello = ch.recv(timeout)
+        if hello.get("op") != HELLO:
+            raise PeerError(f"verbs peer said {hello!r} instead of hello")
+        if "error" in hello:
+            raise PeerError(f"verbs peer cannot open {device}: {hello['error']}")
+        out.append((ch, hello))
+    return out
 
 
 def _job_of(jobs: dict[int, RunningJob], pid: int) -> RunningJob:
@@ -278,8 +351,9 @@ class VerbsPair:
     call_margin = CALL_MARGIN
 
     def __init__(self, a: Peer, b: Peer, selection: FabricSelection,
-                 opts: PeerOptions | None = None) -> None:
+                 opts: PeerOptions | None = None, placement: Placement | None = None) -> None:
         self.a, self.b, self.selection, self.opts = a, b, selection, opts
+        self.placement = placement
         self.info = a.info
         self.iwarp = bool(a.info.get("iwarp"))
         self.restarts = 0
@@ -298,8 +372,15 @@ class VerbsPair:
         for peer in (self.a, self.b):
             peer.broken = True  # no polite shutdown: a stuck peer would not read it
             peer.stop()
-        self.a, self.b = start_peers(self.opts, 2)
+        self.a, self.b = start_peers(self.opts, 2, self.placement)
         self.restarts += 1
+
+    @property
+    def hosts(self) -> tuple[str, str] | None:
+        """The two hosts of a pair that spans hosts; None when both peers share a device."""
+        if self.placement is None:
+            return None
+        return (str(self.a.host), str(self.b.host))
 
     @property
     def emulated(self) -> bool:
@@ -334,7 +415,7 @@ class VerbsPair:
     def _cm_connect(self, a: Side, b: Side) -> None:
         """rdma_cm: b listens, a connects, b accepts, both see ESTABLISHED; each wait for an
         event is bounded in the peer (CM_LIMIT), each call here a little longer."""
-        address, port = self.selection.address, next(self._ports)
+        address, port = b.peer.address or self.selection.address, next(self._ports)
         limit, call = CM_LIMIT, CM_LIMIT + self.call_margin
         b.peer.call("cm_listen", ep=b.ep, address=address, port=port)
         a.peer.call("cm_connect", ep=a.ep, address=address, port=port, limit=limit,

@@ -44,3 +44,4 @@ class Endpoint:
     channel: Any = None  # CMEventChannel
     channel_fd: int | None = None  # its descriptor, non-blocking (None: not found)
     cm_events: list[str] = field(default_factory=list)  # seen after ESTABLISHED
+    retry_cnt: int = 7  # RC: transport retries before IBV_WC_RETRY_EXC_ERR (7 = 7, per IBTA)

@@ -177,7 +177,8 @@ class Engine(CmOps):
             qp = QP(self.pd, init)
         except PyverbsError as exc:
             raise VerbsError(f"ibv_create_qp({qp_type}): {exc}") from None
-        ep = Endpoint(qp, scq, rcq, qp_type, self._psn.randrange(1 << 24), send_wr, recv_wr)
+        ep = Endpoint(qp, scq, rcq, qp_type, self._psn.randrange(1 << 24), send_wr, recv_wr,
+                      retry_cnt=max(0, min(7, int(msg.get("retry_cnt", 7)))))
         eid = next(self._ids)
         self.eps[eid] = ep
         return {"ep": eid, **self._address(ep)}
@@ -236,7 +237,9 @@ class Engine(CmOps):
             attr.sq_psn = ep.psn
             fields["SQ_PSN"] = e.IBV_QP_SQ_PSN
             if ep.qp_type == "RC":
-                attr.timeout, attr.retry_cnt, attr.rnr_retry = 14, 7, 7  # rnr_retry 7: forever
+                # rnr_retry 7: forever (IBTA); retry_cnt 7 is 7 retries, but rxe retries
+                # forever at 7 (rxe_comp.c), so a fault test asks for fewer
+                attr.timeout, attr.retry_cnt, attr.rnr_retry = 14, ep.retry_cnt, 7
                 attr.max_rd_atomic = min(16, max(1, self.dev_attr.max_qp_init_rd_atom))
                 fields |= {"TIMEOUT": e.IBV_QP_TIMEOUT, "RETRY_CNT": e.IBV_QP_RETRY_CNT,
                            "RNR_RETRY": e.IBV_QP_RNR_RETRY,

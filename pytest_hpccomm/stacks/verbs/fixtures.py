@@ -50,15 +50,16 @@ FreshLink = Callable[..., "Link"]
 
 @pytest.fixture
 def verbs_fresh_rc(verbs_pair: VerbsPair) -> Iterator[FreshLink]:
-    """make(b_access=..., length=1 << 16) -> a new Link that the test may break; closed
-    afterwards."""
+    """make(b_access=..., length=1 << 16, retry_cnt=7) -> a new Link that the test may break;
+    closed afterwards."""
     from pytest_hpccomm.stacks.verbs.driver import ALL_ACCESS
     from pytest_hpccomm.stacks.verbs.links import make_link
 
     made: list[Link] = []
 
-    def make(b_access: tuple[str, ...] = ALL_ACCESS, length: int = 1 << 16) -> Link:
-        link = make_link(verbs_pair, b_access, length)
+    def make(b_access: tuple[str, ...] = ALL_ACCESS, length: int = 1 << 16,
+             retry_cnt: int = 7) -> Link:
+        link = make_link(verbs_pair, b_access, length, retry_cnt)
         made.append(link)
         return link
 

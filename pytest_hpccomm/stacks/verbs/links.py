@@ -107,8 +107,8 @@ class Link:
 
 
 def make_link(pair: VerbsPair, b_access: tuple[str, ...] = ALL_ACCESS,
-              length: int = MR_BYTES) -> Link:
-    conn = pair.connect("RC", max_send_wr=64, max_recv_wr=64)
+              length: int = MR_BYTES, retry_cnt: int = 7) -> Link:
+    conn = pair.connect("RC", max_send_wr=64, max_recv_wr=64, retry_cnt=retry_cnt)
     mr_a = pair.reg_mr(pair.a, length)
     mr_b = pair.reg_mr(pair.b, length, b_access)
     return Link(pair, conn, mr_a, mr_b, b_access, length)

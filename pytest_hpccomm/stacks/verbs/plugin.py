@@ -2,8 +2,9 @@
 
 Tests marked `stack("verbs")` ask for:
   verbs_fabric     the selected RDMA port; on softroce/iwarp a missing rxe/siw link is created
-                   first (fabrics/provision.py) and removed at session end
-  verbs_pair       two long-lived peers on that device (the conformance tests' counterpart)
+                   first (the core's hpc_rdma_fabric) and removed at session end
+  verbs_pair       two long-lived peers on that device (the conformance tests' counterpart);
+                   with two or more --hpc-hosts, one on each of the first two hosts
   verbs_emulated   True on rxe/siw: benchmarks run as a functional pass without verdicts
   verbs_bench      perftest's benchmark set over the pair (perf.BenchRunner), per session
 and, from fixtures.py (this plugin's pytest_plugins), what the suites ask for:
@@ -31,6 +32,7 @@ link can be created) — a provisionable fabric is not a reason to skip.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,13 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.fabrics import provision as prov
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
-    from pytest_hpccomm.stacks.verbs.driver import VerbsPair
+    from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
+    from pytest_hpccomm.stacks.verbs.driver import Placement, VerbsPair
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner
 
 RDMA_KINDS = ("ib", "roce", "softroce", "iwarp")
@@ -62,7 +65,6 @@ DEADLINE_HELP = (f"seconds a verbs item may run (default {DEADLINE:g}, at most "
 
 pytest_plugins = ["pytest_hpccomm.stacks.verbs.fixtures"]
 
-PROVISIONED_KEY = pytest.StashKey[list[prov.Provisioned]]()
 EMULATED_KEY = pytest.StashKey[list[str]]()
 PAIR_KEY = pytest.StashKey[Any]()  # the session's VerbsPair, once started
 
@@ -82,7 +84,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[PROVISIONED_KEY] = []
     config.stash[EMULATED_KEY] = []
 
 
@@ -185,47 +186,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def verbs_fabric(pytestconfig: pytest.Config) -> Iterator[FabricSelection]:
-    """The RDMA port under test; on softroce/iwarp, a link is created when none exists."""
-    hpc = hpc_session_of(pytestconfig)
-    made: prov.Provisioned | None = None
-    sel = hpc.selection
-    if isinstance(sel, FabricUnavailable) and sel.kind in prov.LINK_TYPES:
-        try:
-            made = prov.provision(sel.kind, hpc.inventory, hpc.cfg.netdev,
-                                  Path(hpc.cfg.sysfs_root))
-        except prov.ProvisionError as exc:
-            pytest.skip(f"{sel.reason}; cannot create one: {exc}")
-        pytestconfig.stash[PROVISIONED_KEY].append(made)
-        sel = hpc.refresh_fabric()  # the core discovered fabrics before the link existed
-    if isinstance(sel, FabricUnavailable):
-        pytest.skip(sel.reason)
+def verbs_fabric(hpc_rdma_fabric: ClusterFabric) -> FabricSelection:
+    """The RDMA port under test; on softroce/iwarp the core's hpc_rdma_fabric created the link
+    (here and on the other hosts of --hpc-hosts) when none existed."""
+    sel = hpc_rdma_fabric.local
     if sel.kind not in RDMA_KINDS:
         pytest.skip(f"verbs needs an RDMA fabric; this session runs on {sel.kind}")
-    try:
-        yield sel
-    finally:
-        if made is not None:
-            _unprovision(pytestconfig, made)
-
-
-def _unprovision(config: pytest.Config, made: prov.Provisioned) -> None:
-    stash = config.stash[PROVISIONED_KEY]
-    if made in stash:
-        stash.remove(made)
-        prov.unprovision(made)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Belt and braces: a session torn down without fixture teardown still removes its link."""
-    if PROVISIONED_KEY not in config.stash:
-        return
-    stash: list[prov.Provisioned] = config.stash[PROVISIONED_KEY]
-    for made in stash[:]:
-        try:
-            _unprovision(config, made)
-        except prov.ProvisionError:
-            pass
+    return sel
 
 
 @pytest.fixture(scope="session")
@@ -235,8 +202,8 @@ def verbs_emulated(verbs_fabric: FabricSelection) -> bool:
 
 
 @pytest.fixture(scope="session")
-def verbs_pair(verbs_fabric: FabricSelection, pytestconfig: pytest.Config,
-               record_testsuite_property: Any) -> Iterator[VerbsPair]:
+def verbs_pair(verbs_fabric: FabricSelection, hpc_rdma_fabric: ClusterFabric,
+               pytestconfig: pytest.Config, record_testsuite_property: Any) -> Iterator[VerbsPair]:
     from pytest_hpccomm.stacks.verbs.driver import PeerError, PeerOptions, VerbsPair, start_peers
 
     # which kernel and driver the suite ran on, in the JUnit XML next to the verdicts (known
@@ -244,18 +211,40 @@ def verbs_pair(verbs_fabric: FabricSelection, pytestconfig: pytest.Config,
     record_testsuite_property("verbs_kernel", platform.release())
     record_testsuite_property("verbs_device", str(verbs_fabric.device))
     record_testsuite_property("verbs_driver", str(verbs_fabric.driver))
-    opts = PeerOptions.from_selection(verbs_fabric, pytestconfig.getoption("hpc_verbs_plant"))
+    plant = pytestconfig.getoption("hpc_verbs_plant")
+    opts = PeerOptions.from_selection(verbs_fabric, plant)
+    placement = placement_of(hpc_rdma_fabric, plant)
+    # which path every verbs item of this session took: loopback QPs on one device, or a wire
+    record_testsuite_property("verbs_path", "loopback QPs on one device" if placement is None
+                              else "host to host: " + " -> ".join(p.host for p in
+                                                                  placement.places))
     try:
-        a, b = start_peers(opts, 2)
+        a, b = start_peers(opts, 2, placement)
     except PeerError as exc:
         pytest.fail(f"verbs peers on {verbs_fabric.description}: {exc}", pytrace=False)
-    pair = VerbsPair(a, b, verbs_fabric, opts)
+    pair = VerbsPair(a, b, verbs_fabric, opts, placement)
     pytestconfig.stash[PAIR_KEY] = pair
     try:
         yield pair
     finally:
         del pytestconfig.stash[PAIR_KEY]
         pair.close()
+
+
+def placement_of(fabric: ClusterFabric, plant: str | None) -> Placement | None:
+    """One peer on each of the first two hosts of --hpc-hosts; None for a single host."""
+    from pytest_hpccomm.stacks.verbs.driver import PeerOptions, PeerPlace, Placement
+
+    if not fabric.spans_hosts:
+        return None
+    places = tuple(PeerPlace(h.host, h.local, dataclasses.replace(
+        PeerOptions.from_selection(h.selection, plant), address=h.address))
+        for h in fabric.hosts[:2])
+    listen = fabric.local.address
+    if not listen:
+        pytest.fail(f"peers across hosts dial home to this host's fabric address; "
+                    f"{fabric.local.description} has none", pytrace=False)
+    return Placement(places, fabric.shell, listen)
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ def selection(tree: str, kind: str) -> FabricSelection:
       "UCX_IB_GID_INDEX": "3"}),
     ("softroce-rxe", "softroce", "mpich", "ucx on rxe0:1",
      {"MPIR_CVAR_CH4_NETMOD": "ucx", "MPIR_CVAR_NOLOCAL": "1", "UCX_NET_DEVICES": "rxe0:1",
-      "UCX_TLS": "rc,ud,self", "UCX_IB_GID_INDEX": "3"}),
+      "UCX_TLS": "rc,ud,self", "UCX_IB_GID_INDEX": "3", "UCX_UD_ETH_DGID_CHECK": "n"}),
     ("iwarp-siw", "iwarp", "openmpi", "ofi verbs;ofi_rxm on siw0:1",
      {"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "FI_PROVIDER": "verbs;ofi_rxm",
       "FI_VERBS_IFACE": "eth0"}),
@@ -61,6 +61,32 @@ def test_each_fabric_maps_to_its_transport(tree: str, kind: str, vendor: str, su
     assert (t.summary, dict(t.env)) == (summary, env)
     assert t.tcp_only == (kind in ("ethernet", "ipoib"))
     assert t.interface == (selection(tree, kind).netdev if t.tcp_only else None)
+
+
+def test_only_rxe_turns_off_the_ud_destination_check() -> None:
+    """UCX's UD drops every packet between two rxe hosts with the check on (found in the
+    two-guest cluster); a real RoCE HCA keeps it."""
+    assert "UCX_UD_ETH_DGID_CHECK" not in transport_for(selection("roce-v2-mlx5", "roce"),
+                                                        "openmpi").env
+
+
+def test_libfabric_without_verbs_is_named(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_hpccomm.stacks.mpi import libfabric
+
+    fi_info = tmp_path / "fi_info"
+    fi_info.write_text("#!/bin/sh\nprintf 'tcp:\\n    version: 117.0\\nofi_rxm:\\n'\n")
+    fi_info.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    libfabric.verbs_provider_reason.cache_clear()
+    try:
+        reason = libfabric.verbs_provider_reason()
+        assert reason is not None and "no verbs provider (fi_info -l: ofi_rxm, tcp)" in reason
+        fi_info.write_text("#!/bin/sh\nprintf 'verbs:\\n    version: 117.0\\n'\n")
+        libfabric.verbs_provider_reason.cache_clear()
+        assert libfabric.verbs_provider_reason() is None
+    finally:
+        libfabric.verbs_provider_reason.cache_clear()
 
 
 def test_ib_uses_no_gid_index() -> None:

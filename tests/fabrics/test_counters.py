@@ -1,0 +1,56 @@
+"""Traffic counters from recorded sysfs trees: rxe's hw_counters (packets), an IBTA HCA's
+port_xmit_data/port_rcv_data (4-byte words), siw's nothing, netdev statistics, TCP OutSegs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_hpccomm.fabrics.counters import (netdev_counters, port_counters, sent_and_received,
+                                             tcp_out_segments)
+
+
+def _port(root: Path, device: str, folder: str, values: dict[str, str]) -> None:
+    base = root / "class" / "infiniband" / device / "ports" / "1" / folder
+    base.mkdir(parents=True)
+    for name, value in values.items():
+        (base / name).write_text(value + "\n")
+
+
+def test_rxe_counts_packets_in_hw_counters(tmp_path: Path) -> None:
+    _port(tmp_path, "rxe0", "hw_counters", {"sent_pkts": "1024", "rcvd_pkts": "7",
+                                            "lifespan": "not-a-number"})
+    got = port_counters("rxe0", 1, tmp_path)
+    assert got == {"hw.sent_pkts": 1024, "hw.rcvd_pkts": 7}
+    assert sent_and_received(got) == (1024, 7)
+
+
+def test_ibta_counters_are_four_byte_words(tmp_path: Path) -> None:
+    _port(tmp_path, "mlx5_0", "counters", {"port_xmit_data": "262144", "port_rcv_data": "3"})
+    assert sent_and_received(port_counters("mlx5_0", 1, tmp_path)) == (1 << 20, 12)
+
+
+def test_siw_counts_nothing_on_its_port(tmp_path: Path) -> None:
+    (tmp_path / "class" / "infiniband" / "siw0" / "ports" / "1").mkdir(parents=True)
+    got = port_counters("siw0", 1, tmp_path)
+    assert got == {} and sent_and_received(got) is None
+
+
+def test_netdev_statistics(tmp_path: Path) -> None:
+    stats = tmp_path / "class" / "net" / "eth0" / "statistics"
+    stats.mkdir(parents=True)
+    (stats / "tx_bytes").write_text("5000\n")
+    (stats / "rx_bytes").write_text("6000\n")
+    assert netdev_counters("eth0", tmp_path) == {"tx_bytes": 5000, "rx_bytes": 6000}
+    assert netdev_counters("eth9", tmp_path) == {}
+
+
+def test_tcp_out_segments(tmp_path: Path) -> None:
+    snmp = tmp_path / "snmp"
+    snmp.write_text("Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+                    "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens "
+                    "AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs\n"
+                    "Tcp: 1 200 120000 -1 5 3 0 0 2 431 433 0\n")
+    assert tcp_out_segments(snmp) == 433
+    assert tcp_out_segments(tmp_path / "missing") is None
+    live = tcp_out_segments()
+    assert live is None or live >= 0
