@@ -152,7 +152,8 @@ boot_guest() {  # boot_guest INDEX: QEMU for guest hINDEX; guest 0 runs the job
         net=(-netdev "dgram,id=n0,local.type=unix,local.path=$NET/h$i.sock,remote.type=unix,remote.path=$NET/h$peer.sock"
              -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1)),romfile=")
     fi
-    timeout -k 10 "$host_timeout" qemu-system-x86_64 \
+    # exec: a background guest's $! is then this timeout itself, which passes a TERM to QEMU
+    exec timeout -k 10 "$host_timeout" qemu-system-x86_64 \
         -nodefaults -no-user-config -display none -no-reboot "${net[@]}" \
         "${accel_opts[@]}" -smp "$smp" -m "$mem" \
         -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
@@ -169,7 +170,7 @@ for ((i = 1; i < hosts; i++)); do
     qemu_pids+=($!)
 done
 set +e
-boot_guest 0
+(boot_guest 0)  # in a subshell: boot_guest execs
 qemu_rc=$?
 # the other guests power off once guest 0's job has stored its status (guest-init.sh)
 for pid in "${qemu_pids[@]}"; do

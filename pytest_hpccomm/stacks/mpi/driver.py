@@ -173,6 +173,7 @@ class SweepTarget:
     launcher: str = "mpirun"
     rsh_agent: str | None = None
     bind_none: bool = False  # hosts placement: hosts that share cores (see --hpc-bind)
+    timeout_scale: float = 1.0  # emulated devices (rxe, siw) move data 10-100x slower
 
     @property
     def transport_summary(self) -> str:
@@ -197,7 +198,7 @@ def run_sweep(runtime: MpiRuntime, target: SweepTarget | str, benchmark: str,
     env = peer_env(_oversubscribed(len(hosts)) if hosts and target.placement == NETNS else None,
                    own_python=runtime.name == "system")
     placed = _placed(runtime, target, argv, env, hosts)
-    timeout = timeout_for(names, sizes, settings, placed.ranks)
+    timeout = timeout_for(names, sizes, settings, placed.ranks) * target.timeout_scale
     if target.placement == LOOPBACK:  # the MPI_Init flake was met between namespaces and
         job = placed.run(timeout)  # over ssh (launchers/mpirun.py); loopback runs plainly
     else:

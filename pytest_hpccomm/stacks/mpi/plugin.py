@@ -37,6 +37,9 @@ from pytest_hpccomm.stacks.mpi.transport import (EMULATED_DRIVERS, OFI_VERBS_FAB
                                                  NoTransport, transport_for)
 
 DEFAULT_MPIS = "openmpi,mpich"
+# sweep timeouts are sized for real fabrics; rxe/siw between two TCG guests took 91 s and more
+# for osu_bw's 1 B-64 KiB points, which a hardware job finishes in seconds
+EMULATED_TIMEOUT_SCALE = 10.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -145,7 +148,9 @@ def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
         launcher = "srun" if cfg.launcher == "srun" else "mpirun"
         return SweepTarget(HOSTS, hosts=tuple(cfg.host_list), transport=transport,
                            launcher=launcher, rsh_agent=cfg.rsh_agent,
-                           bind_none=cfg.bind == "none")
+                           bind_none=cfg.bind == "none",
+                           timeout_scale=EMULATED_TIMEOUT_SCALE
+                           if fabric.driver in EMULATED_DRIVERS else 1.0)
     # loopback: TCP over lo on TCP fabrics, through the HCA on RDMA ones
     return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
 

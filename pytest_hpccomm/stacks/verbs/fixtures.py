@@ -5,6 +5,7 @@ benchmark runner, deadlines) are plugin.py's."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -173,7 +174,17 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
     """run(program, size): perftest's own program (server and client) on the suite's device,
     its report in the JUnit properties; skips when perftest or the device's atomics are
     missing, fails when the program does."""
-    from pytest_hpccomm.stacks.verbs.perftest import PerftestFailed, missing, run_pair
+    from pytest_hpccomm.stacks.verbs.perftest import (PerftestFailed, RemoteServer, missing,
+                                                      run_pair)
+
+    # across hosts, as the suite's own pair: client here, server on the pair's other host
+    remote = None
+    placement = verbs_pair.placement
+    if placement is not None and placement.places[0].local:
+        other = placement.places[1]
+        remote = RemoteServer(placement.shell, other.host, dataclasses.replace(
+            verbs_fabric, device=other.opts.device, port=other.opts.port,
+            gid_index=other.opts.gid_index, address=other.opts.address))
 
     def run(program: str, size: int) -> PerftestRun:
         why = missing(program)
@@ -183,11 +194,12 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
             pytest.skip(f"{verbs_fabric.device} has no atomics (atomic_cap = NONE)")
         iterations = 200 if verbs_emulated else (1000 if program.endswith("_lat") else 5000)
         try:
-            got = run_pair(program, verbs_fabric, size, iterations)
+            got = run_pair(program, verbs_fabric, size, iterations, remote=remote)
         except PerftestFailed as exc:
             pytest.fail(str(exc), pytrace=False)
         for name, value in got.report.items():
             record_property(f"perftest_{name}", value)
+        record_property("perftest_server", remote.host if remote else "this host (loopback)")
         return got
 
     return run

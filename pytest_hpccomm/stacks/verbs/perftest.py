@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from pytest_hpccomm.cluster.jobs import JobResult, run_job, start_job
+from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
 
 LAT_COLUMNS = ("bytes", "iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev",
@@ -84,21 +85,41 @@ def listening(port: int) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class RemoteServer:
+    """The server side on another host, as perftest runs across two nodes: started there over
+    the remote shell, with that host's device and GID; the client dials its address."""
+    shell: RemoteShell
+    host: str
+    selection: FabricSelection
+
+
 def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
-             timeout: float = 120.0) -> PerftestRun:
-    """Server first; once it listens, the client against the device's address."""
+             timeout: float = 120.0, remote: RemoteServer | None = None) -> PerftestRun:
+    """Server first (here, or on `remote`); once it listens, the client here against the
+    server's device address."""
     port = next(_ports)
     argv = command(program, sel, size, iterations, port)
-    server = start_job(argv, timeout=timeout + 30, label=f"{program} server")
+    if remote is None:
+        server = start_job(argv, timeout=timeout + 30, label=f"{program} server")
+        target = sel.address or "127.0.0.1"
+    else:
+        # line-buffered: its "Waiting for client" must come back through ssh before it exits
+        server = remote.shell.start(
+            remote.host, ["stdbuf", "-oL", *command(program, remote.selection, size,
+                                                    iterations, port)], {},
+            timeout=timeout + 30, label=f"{program} server on {remote.host}")
+        target = remote.selection.address or remote.host
     try:
         deadline = time.monotonic() + timeout
-        while not listening(port) and LISTENING not in server.peek_output()[0]:
+        # a remote server's socket is not ours to see: its banner (streamed back) tells
+        while not (remote is None and listening(port)) and \
+                LISTENING not in server.peek_output()[0]:
             if server.poll() is not None or time.monotonic() > deadline:
                 res = server.stop()
                 raise PerftestFailed(f"{program} server did not listen: {res.describe()}")
             time.sleep(0.2)
-        client = run_job([*argv, sel.address or "127.0.0.1"], timeout=timeout,
-                         label=f"{program} client")
+        client = run_job([*argv, target], timeout=timeout, label=f"{program} client")
         srv = server.wait(timeout=30)
     finally:
         server.stop()

@@ -7,6 +7,9 @@ Builds (or reuses) the cached guest, boots it once per case, and reads the guest
   and driver go into this test's properties
 - planted: the peers register MRs without REMOTE_WRITE (--hpc-verbs-plant); the conformance
   suite must catch it: the RDMA WRITE tests fail with a remote access error
+- cluster: two guests (run.sh --hosts 2) on SoftRoCE, the verbs suite with one peer per guest
+  and the MPI suite over Debian's Open MPI + UCX across them; both hosts' rxe counters must
+  show the payload crossed, and a cut RDMA path must fail a verbs QP and an MPI job in bounds
 
 Skips with the reason when the host cannot build or boot the guest (not root, no QEMU, no
 debootstrap or kernel headers: `ci/guest/build.sh --check` says which).
@@ -48,10 +51,14 @@ def guest_image() -> str:
     return build.stdout.strip().splitlines()[-1]
 
 
-def boot(image: str, results: Path, fabric: str, *pytest_args: str) -> JobResult:
+def boot(image: str, results: Path, fabric: str, *pytest_args: str, hosts: int = 1,
+         job_timeout: int = JOB_TIMEOUT) -> JobResult:
     argv = ["bash", str(RUN), "--image", image, "--fabric", fabric, "--results", str(results),
-            "--timeout", str(JOB_TIMEOUT), "--", "--timeout=300", *pytest_args]
-    return run_job(argv, timeout=JOB_TIMEOUT + 300, label=f"guest {fabric}",
+            "--timeout", str(job_timeout), "--hosts", str(hosts), "--", "--timeout=300",
+            *pytest_args]
+    # two guests: the second powers off up to a minute after the first
+    return run_job(argv, timeout=job_timeout + 300 + 60 * (hosts - 1),
+                   label=f"guest {fabric} x{hosts}",
                    env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get(
                        "HPCCOMM_GUEST_ACCEL", "tcg")})
 
@@ -137,3 +144,57 @@ def test_planted_mr_without_remote_write_is_caught(guest_image: str, tmp_path: P
         f"the MR-rights test did not catch the planted bug: {sorted(got['failed'])}"
     assert any("RDMA_WRITE" in k for k in caught), \
         f"the RDMA_WRITE integrity property did not catch it: {sorted(got['failed'])}"
+
+
+CLUSTER_TIMEOUT = 1500
+# What fits CI: the whole verbs suite host to host (perf points up to 64 KiB), the MPI items
+# that prove the transport and the fault, and osu_latency (1 B-64 KiB: ~160 s). The full run
+# (every OSU benchmark, up to 4 MiB) is `bash ci/guest/run.sh --hosts 2 --fabric softroce`;
+# osu_bw alone to 64 KiB took ~6 min between the two emulated guests.
+CLUSTER_SELECTION = ("suites/verbs", "suites/mpi/test_rdma_transport.py",
+                     "suites/mpi/test_perf_osu.py", "-k", "not test_perf_osu or osu_latency",
+                     "--hpc-sizes", "1:64K")
+# the items that only a two-host run has, and what each must leave in the JUnit properties
+CLUSTER_ITEMS = {
+    "test_host_to_host.test_payload_crosses_the_link[SEND]": "counters",
+    "test_host_to_host.test_payload_crosses_the_link[RDMA_WRITE]": "counters",
+    "test_host_to_host.test_payload_crosses_the_link[RDMA_READ]": "counters",
+    "test_host_to_host.test_cut_link_fails_the_qp_with_retry_exceeded": "fault_outcome",
+    "test_rdma_transport.test_mpi_payload_goes_through_the_rdma_device": "counters",
+    "test_rdma_transport.test_mpi_job_over_a_cut_link_ends_with_an_error": "fault_outcome",
+}
+
+
+def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(guest_image: str, tmp_path: Path,
+                                                          record_property: Any) -> None:
+    job = boot(guest_image, tmp_path, "softroce", *CLUSTER_SELECTION, hosts=2,
+               job_timeout=CLUSTER_TIMEOUT)
+    got = junit(tmp_path)
+    record_property("cluster_seconds", round(job.elapsed, 1))
+    record_property("cluster_passed", len(got["passed"]))
+    record_property("cluster_skipped", len(got["skipped"]))
+    assert not got["failed"], f"two-guest cluster: {len(got['failed'])} failed: " \
+        + "; ".join(f"{k}: {v[:300]}" for k, v in list(got["failed"].items())[:5])
+    assert job.ok, f"cluster run failed: {job.describe()}\n{_tail(tmp_path)}"
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = {p.get("name"): p.get("value") for p in root.iter("property")
+             if p.get("name", "").startswith("verbs_")}
+    assert suite.get("verbs_path") == "host to host: h0 -> h1", suite
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"
+        key = next((k for k in CLUSTER_ITEMS if name.startswith(k)), None)
+        if key is None:
+            continue
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        want = CLUSTER_ITEMS.pop(key)
+        assert props.get(want), f"{name} left no {want!r} property: {props}"
+        record_property(f"cluster {name}", props[want])
+    assert not CLUSTER_ITEMS, f"cluster items that did not run: {sorted(CLUSTER_ITEMS)}"
+    osu = [n for n in got["passed"] if "test_osu_p2p" in n and "osu_latency" in n]
+    assert osu, "no osu_latency point ran across the hosts"
+    perftest = [c for c in root.iter("testcase") if "crosscheck" in c.get("classname", "")
+                and c.find("failure") is None and c.find("skipped") is None]
+    servers = {p.get("value") for c in perftest for p in c.iter("property")
+               if p.get("name") == "perftest_server"}
+    assert servers == {"h1"}, f"perftest's own programs ran their server on {servers}"
+    assert (tmp_path / "console-h1.log").is_file(), "no console log from the second guest"
