@@ -70,6 +70,7 @@ def test_rdma_write_into_mr_with_remote_write_lands(verbs_pair: VerbsPair,
     wr = op("RDMA_WRITE", link)
     verbs_pair.expect_success(verbs_pair.execute(link.a, [wr]), [wr],
                               "RDMA_WRITE into an MR registered with REMOTE_WRITE")
+    link.placed()
     assert target_digest(link) == want, "the RDMA WRITE completed but its bytes did not land"
 
 

@@ -81,6 +81,8 @@ def test_payload_crosses_the_link(opcode: str, verbs_pair: VerbsPair, verbs_rc: 
     wr = {"opcode": opcode, "mr": rc.mr_a["mr"], "wr_id": 2, "offset": 0, "length": PAYLOAD,
           "remote_addr": rc.mr_b["addr"], "rkey": rc.mr_b["rkey"]}
     verbs_pair.expect_success(verbs_pair.execute(rc.a, [wr]), [wr], f"{opcode} {PAYLOAD} B")
+    if opcode == "RDMA_WRITE":
+        rc.placed()
     if opcode == "SEND":
         verbs_pair.expect_success(verbs_pair.poll(rc.b, "recv", count=1, nbytes=PAYLOAD),
                                   [{"wr_id": 1, "opcode": "RECV"}], "RECV")

@@ -90,6 +90,20 @@ class Link:
                 self.suspect = True
             raise
 
+    def placed(self) -> None:
+        """Return once a's RDMA WRITEs are in b's memory. On InfiniBand and RoCE a WRITE
+        completes after the responder acknowledged it; on iWARP its completion only frees the
+        source buffer (RDMAP, RFC 5040), the bytes may still be in flight: between two guests
+        b read stale bytes after 1-4 MiB WRITEs had completed. A READ on the same connection
+        is answered only after the earlier WRITEs are placed, so its completion is the fence."""
+        if not self.pair.iwarp:
+            return
+        wr = {"opcode": "RDMA_READ", "mr": self.mr_a["mr"], "offset": self.length - 8,
+              "length": 8, "remote_addr": self.mr_b["addr"], "rkey": self.mr_b["rkey"],
+              "wr_id": 0xfe}
+        self.pair.expect_success(self.pair.execute(self.a, [wr]), [wr],
+                                 "READ fencing the RDMA WRITEs before them")
+
     def renew(self) -> None:
         """A new connection and MRs in place of these (tests hold this Link, not its parts)."""
         self.close()
