@@ -9,6 +9,8 @@ false alarms on this machine".
 
     .venv/bin/python benchmarks/canary.py --rounds 20 [--sizes 8,64,1K,8K,64K] [--mpi openmpi]
         [--factors 1.05,1.10] [--repeats 3] [--dump trials.json]
+
+With --ab it measures the paired A/B gate instead (benchmarks/canary_ab.py).
 """
 
 from __future__ import annotations
@@ -108,6 +110,11 @@ def tabulate(trials: list[dict[str, Any]], factors: tuple[float, ...]) -> None:
 
 
 def main() -> int:
+    if "--ab" in sys.argv[1:]:  # the paired A/B gate: its own study (canary_ab.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from canary_ab import main as ab_main
+
+        return ab_main([a for a in sys.argv[1:] if a != "--ab"])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--sizes", default="8,64,1K,8K,64K")

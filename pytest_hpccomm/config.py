@@ -72,6 +72,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--hpc-inject-slowdown", "canary: peers stretch every timed operation by this "
                "factor (>= 1.0) to prove the gate catches a regression of that size", 1.0,
                kind="float"),
+    # paired A/B: checked by HpcSession.open against the stacks that can swap implementations
+    OptionSpec("--hpc-base", "paired A/B run, base side: STACK=IMPL, e.g. mpi=openmpi4 or "
+               "grpc=/opt/grpc-1.60 (repeat per stack); every point is judged candidate vs base "
+               "from this session's jobs, no stored baseline", kind="assign"),
+    OptionSpec("--hpc-candidate", "paired A/B run, candidate side: STACK=IMPL (see --hpc-base)",
+               kind="assign"),
+    OptionSpec("--hpc-ab-rounds", "rounds of a paired A/B run: one job of each side per round, "
+               "adjacent, in alternating order (A B, B A, ...; default 6)", 6, kind="int"),
     OptionSpec("--hpc-results", "write every measurement and verdict as JSON here", kind="path"),
     OptionSpec("--hpc-report", "write an HTML report with plots here", kind="path"),
     OptionSpec("--hpc-markdown", "write a markdown summary here (default: $GITHUB_STEP_SUMMARY "
@@ -108,6 +116,9 @@ class HpcConfig:
     markdown: Path | None = None
     history: Path | None = None
     sysfs_root: Path = Path("/sys")
+    base: dict[str, str] = field(default_factory=dict)  # stack -> implementation (A/B)
+    candidate: dict[str, str] = field(default_factory=dict)
+    ab_rounds: int = 6
     host_list: tuple[Host, ...] = ()  # resolved: --hpc-hosts, else hostfile, else SLURM
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -119,6 +130,12 @@ class HpcConfig:
         top = 4 << 20 if self.profile == "quick" else 64 << 20
         return tuple(parse_size_spec(f"1:{top}"))
 
+    def paired(self, stack: str) -> tuple[str, str] | None:
+        """(base, candidate) implementations when this is a paired A/B run of `stack`."""
+        if stack in self.candidate:
+            return self.base[stack], self.candidate[stack]
+        return None
+
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm", "HPC communication stacks (pytest-hpccomm)")
@@ -127,6 +144,10 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(spec.flag, action="store_true", default=None, dest=spec.dest,
                             help=spec.help)
             parser.addini(spec.dest, spec.help, type="bool", default=spec.default)
+        elif spec.kind == "assign":
+            group.addoption(spec.flag, action="append", default=None, dest=spec.dest,
+                            metavar="STACK=IMPL", help=spec.help)
+            parser.addini(spec.dest, spec.help, type="linelist", default=[])
         elif spec.kind == "update":
             group.addoption(spec.flag, nargs="?", const="new", default=None, dest=spec.dest,
                             metavar="new|all", help=spec.help)
@@ -140,7 +161,7 @@ def _raw_value(config: pytest.Config, spec: OptionSpec) -> Any:
     value = config.getoption(spec.dest)
     if value is None:
         value = config.getini(spec.dest)
-    if value is None or value == "":
+    if value is None or value == "" or value == []:
         return spec.default
     return value
 
@@ -182,6 +203,10 @@ def build_config(config: pytest.Config) -> HpcConfig:
     if history is None:
         values["history"] = default_history_path()
     values["update_baselines"] = values["update_baselines"] or "none"
+    values["base"], values["candidate"] = _paired_sides(values["base"], values["candidate"])
+    if values["candidate"] and values["update_baselines"] != "none":
+        raise pytest.UsageError("--hpc-base/--hpc-candidate judge two builds against each "
+                                "other: they cannot be combined with --hpc-update-baselines")
     values["host_list"] = resolve_hosts(values["hosts"], hostfile, os.environ)
     return HpcConfig(**values)
 
@@ -202,6 +227,34 @@ def resolve_hosts(hosts: str | None, hostfile: Path | None,
     return ()
 
 
+def _assignments(flag: str, items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        stack, sep, impl = str(item).partition("=")
+        stack, impl = stack.strip(), impl.strip()
+        if not sep or not stack or not impl:
+            raise pytest.UsageError(f"{flag}: expected STACK=IMPL (e.g. mpi=openmpi4), "
+                                    f"got {item!r}")
+        if stack in out:
+            raise pytest.UsageError(f"{flag}: stack {stack!r} given twice")
+        out[stack] = impl
+    return out
+
+
+def _paired_sides(base: list[str] | None,
+                  candidate: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """--hpc-base and --hpc-candidate must name the same stacks (one side alone compares
+    nothing)."""
+    b, c = _assignments("--hpc-base", base), _assignments("--hpc-candidate", candidate)
+    lone = sorted(set(b) ^ set(c))
+    if lone:
+        side = "--hpc-base" if lone[0] in b else "--hpc-candidate"
+        other = "--hpc-candidate" if side == "--hpc-base" else "--hpc-base"
+        raise pytest.UsageError(f"{side} names stack {lone[0]!r} but {other} does not: a paired "
+                                f"A/B run needs both sides")
+    return b, c
+
+
 def _check_ranges(values: dict[str, Any]) -> None:
     if not 0 <= values["tolerance"] < 1:
         raise pytest.UsageError(
@@ -211,6 +264,8 @@ def _check_ranges(values: dict[str, Any]) -> None:
             f"--hpc-inject-slowdown: must be >= 1.0, got {values['inject_slowdown']}")
     if not 2 <= values["vhosts"] <= 16:
         raise pytest.UsageError(f"--hpc-vhosts: must be 2..16, got {values['vhosts']}")
+    if not 3 <= values["ab_rounds"] <= 100:
+        raise pytest.UsageError(f"--hpc-ab-rounds: must be 3..100, got {values['ab_rounds']}")
     if not 1 <= values["repeats"] <= 20:
         raise pytest.UsageError(f"--hpc-repeats: must be 1..20, got {values['repeats']}")
 

@@ -28,6 +28,12 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
 
 
 @hookspec
+def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
+    """Stacks whose implementation a paired A/B run can swap (--hpc-base/--hpc-candidate)."""
+    raise NotImplementedError
+
+
+@hookspec
 def pytest_hpccomm_fingerprint(config: pytest.Config) -> dict[str, Any]:
     """Contribute fields to the environment fingerprint attached to every result."""
     raise NotImplementedError

@@ -171,9 +171,10 @@ Record = Callable[..., RunResult]
 @pytest.fixture
 def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
                record_property: Callable[[str, object], None]) -> Record:
-    """record(measurement, runtime_fingerprint=None) -> RunResult.
+    """record(measurement, runtime_fingerprint=None, base=None) -> RunResult.
 
-    Judges the measurement against its baseline, puts the numbers into JUnit properties and
+    Judges the measurement against its baseline (in a paired A/B run: against `base`, the
+    same point measured by the base build in this session), puts the numbers into JUnit properties and
     fails the test on a regression (or, with --hpc-strict, on an inconclusive verdict).
     """
     from pytest_hpccomm.baselines.store import BaselineFileError
@@ -181,9 +182,10 @@ def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
 
     judge = request.config.stash[JUDGE_KEY]
 
-    def record(m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+    def record(m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None,
+               base: Measurement | None = None) -> RunResult:
         try:
-            result = judge.judge(request.node.nodeid, m, runtime_fingerprint)
+            result = judge.judge(request.node.nodeid, m, runtime_fingerprint, base)
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         for name, value in junit_properties(result):

@@ -51,6 +51,8 @@ class HpcSession:
         stacks: dict[str, StackProbe] = {}  # each stack's plugin contributes its own probe
         for group in config.hook.pytest_hpccomm_stack_probes(config=config):
             stacks.update({s.name: s for s in group})
+        check_paired(cfg, [s for group in config.hook.pytest_hpccomm_paired_stacks(
+            config=config) for s in group])
         versions = [s.versions() for s in stacks.values()]
         contributed = config.hook.pytest_hpccomm_fingerprint(config=config)
         fingerprint = fp.merge([fp.host_fingerprint(), fp.fabric_fingerprint(selection),
@@ -69,6 +71,15 @@ class HpcSession:
                                        self.cfg.netdev)
         self.fingerprint.update(fp.fabric_fingerprint(self.selection))
         return self.selection
+
+
+def check_paired(cfg: HpcConfig, pairable: list[str]) -> None:
+    """A paired A/B run names only stacks that can swap their implementation."""
+    for stack in sorted(cfg.candidate):
+        if stack not in pairable:
+            known = ", ".join(sorted(pairable)) or "none installed"
+            raise pytest.UsageError(f"--hpc-candidate/--hpc-base: stack {stack!r} cannot run "
+                                    f"a paired A/B comparison (stacks that can: {known})")
 
 
 SESSION_KEY = pytest.StashKey[HpcSession]()

@@ -16,6 +16,7 @@ from typing import Any
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
                                             fingerprint_diff, shared_cores)
+from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome, temper_for_shared_cores
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure.measurement import Measurement
@@ -45,15 +46,21 @@ class BaselineJudge:
         return self._loaded[m.stack].get(m.key)
 
     def judge(self, nodeid: str, m: Measurement,
-               runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
-        """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts)."""
+               runtime_fingerprint: Mapping[str, Any] | None = None,
+               base: Measurement | None = None) -> RunResult:
+        """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts).
+        With `base` (a paired A/B run: the same point measured by the base build in this
+        session) `m` is the candidate and is judged against it, not against a stored baseline."""
         finger = fp.merge([self.hpc.fingerprint, dict(runtime_fingerprint or {})])
-        base = self.baseline(m)
-        verdict = temper_for_shared_cores(verdict_of(m, base, tolerance=self.hpc.cfg.tolerance),
-                                          shared_cores(m.extra),
-                                          "" if base is None else shared_cores(base.summary))
         if base is not None:
-            diff = fingerprint_diff(base.fingerprint, finger)
+            return self._judge_paired(nodeid, m, base, finger)
+        stored = self.baseline(m)
+        verdict = temper_for_shared_cores(verdict_of(m, stored,
+                                                     tolerance=self.hpc.cfg.tolerance),
+                                          shared_cores(m.extra),
+                                          "" if stored is None else shared_cores(stored.summary))
+        if stored is not None:
+            diff = fingerprint_diff(stored.fingerprint, finger)
             if diff:
                 shown = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in diff[:4])
                 more = f" (+{len(diff) - 4} more)" if len(diff) > 4 else ""
@@ -62,6 +69,25 @@ class BaselineJudge:
                                      f"{shown}{more}]")
         result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
                            measurement=m, verdict=verdict, fingerprint=finger)
+        self.hpc.results.append(result)
+        return result
+
+    def _judge_paired(self, nodeid: str, m: Measurement, base: Measurement,
+                      finger: dict[str, Any]) -> RunResult:
+        sides = self.hpc.cfg.paired(m.stack)
+        if sides is None:
+            raise ValueError(f"a base measurement for stack {m.stack!r}, which this session "
+                             "does not pair (--hpc-base/--hpc-candidate)")
+        verdict = temper_for_shared_cores(
+            judge_paired(m, base, self.hpc.cfg.tolerance, labels=(sides[1], sides[0])),
+            shared_cores(m.extra), shared_cores(base.extra))
+        extra = dict(m.extra, paired_base={"implementation": sides[0],
+                                           "samples": list(base.samples),
+                                           "job_medians": base.extra.get("job_medians")})
+        finger = dict(finger, paired_base=sides[0], paired_candidate=sides[1])
+        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
+                           measurement=dataclasses.replace(m, extra=extra), verdict=verdict,
+                           fingerprint=finger)
         self.hpc.results.append(result)
         return result
 

@@ -19,7 +19,10 @@ def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
     return {"system": hpc.system, "fabric": hpc.fabric_kind, "profile": hpc.cfg.profile,
             "started": started, "finished": time.time(), "fingerprint": hpc.fingerprint,
             "inject_slowdown": hpc.cfg.inject_slowdown, "tolerance": hpc.cfg.tolerance,
-            "launcher": hpc.cfg.launcher}
+            "launcher": hpc.cfg.launcher,
+            **({"paired": {stack: {"base": hpc.cfg.base[stack], "candidate": impl}
+                           for stack, impl in sorted(hpc.cfg.candidate.items())},
+                "ab_rounds": hpc.cfg.ab_rounds} if hpc.cfg.candidate else {})}
 
 
 def benchmark_json_path(results: Path) -> Path:
@@ -61,6 +64,8 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
     if hpc.cfg.history is not None and results:
         if hpc.cfg.inject_slowdown > 1.0:
             lines.append("history: not recorded (canary run with --hpc-inject-slowdown)")
+        elif hpc.cfg.candidate:  # two builds side by side, not this system's own series
+            lines.append("history: not recorded (paired A/B run with --hpc-candidate)")
         else:
             from pytest_hpccomm.baselines.history import HistoryStore
 

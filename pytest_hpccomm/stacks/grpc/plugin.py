@@ -13,6 +13,7 @@ Tests ask for
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,11 @@ from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, Serv
                                                merge_sweeps, run_p2p, run_ps, start_server)
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
 from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement
+from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
+SYSTEM = "system"  # --hpc-base grpc=system: the system's gRPC (libgrpc++-dev)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,10 +47,37 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
                         "pip install 'pytest-hpccomm[grpc]'")]
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
+    return ["grpc"]  # the native peer built against two gRPC installations (--hpc-base grpc=)
+
+
+@pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("hpccomm"):
         return  # `-p no:hpccomm`: the core plugin and its options are off
-    config.stash[OPTIONS_KEY] = parse_options(config)  # bad values: usage error before tests
+    opts = parse_options(config)  # bad values: usage error before tests
+    sides = hpc_session_of(config).cfg.paired("grpc")
+    if sides is not None:
+        opts = paired_options(opts, bool(config.getoption("hpc_grpc_prefix")))
+    config.stash[OPTIONS_KEY] = opts
+
+
+def prefix_of(impl: str) -> Path | None:
+    """A paired run's gRPC implementation: `system` (the system's gRPC) or an install prefix."""
+    return None if impl == SYSTEM else Path(impl).expanduser()
+
+
+def paired_options(opts: GrpcOptions, prefix_given: bool) -> GrpcOptions:
+    """A paired A/B run of gRPC swaps the native peer's gRPC: only that peer is measured (the
+    python peer runs this interpreter's grpcio on both sides)."""
+    if prefix_given:
+        raise pytest.UsageError("--hpc-grpc-prefix cannot be combined with a paired A/B run of "
+                                "grpc: --hpc-base/--hpc-candidate grpc=PREFIX|system name both")
+    if "native" not in opts.peers:
+        raise pytest.UsageError("a paired A/B run of grpc compares native peers: "
+                                "--hpc-grpc-peers must include native")
+    return dataclasses.replace(opts, peers=("native",))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -79,6 +109,7 @@ class GrpcLab:
         self._tls: TlsFiles | TlsUnavailable | None = None
         self._servers: dict[tuple[str, str, int], ServerHandle | Failure] = {}
         self._sweeps: dict[tuple[str, str, str, str], Sweep | Failure] = {}
+        self._paired: dict[tuple[str, str, str, str], tuple[Sweep, Sweep] | Failure] = {}
 
     # -- pieces ---------------------------------------------------------------------------------
     def native(self) -> NativeBuild:
@@ -166,6 +197,29 @@ class GrpcLab:
             return got
         raise got
 
+    def sweep_paired(self, base: GrpcLab, family: str, peer: str, mode: str, placement: str,
+                     cluster: Any, rounds: int) -> tuple[Sweep, Sweep]:
+        """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate: one
+        client run of each per round, adjacent, in alternating order, each side pooled in
+        round order (baselines/paired.py). Each lab runs its own servers and its own slowdown
+        (the canary stretches the candidate only)."""
+        key = (family, peer, mode, placement)
+        if key not in self._paired:
+            runs: dict[int, list[Sweep]] = {id(self): [], id(base): []}
+            try:
+                for i in range(rounds):
+                    for lab in (base, self) if i % 2 == 0 else (self, base):
+                        runs[id(lab)].append(lab._quiet_run(family, peer, mode, placement,
+                                                            cluster))
+                self._paired[key] = (merge_sweeps(runs[id(self)]),
+                                     merge_sweeps(runs[id(base)]))
+            except (GrpcRunError, NativeBuildError) as e:
+                self._paired[key] = e
+        got = self._paired[key]
+        if isinstance(got, tuple):
+            return got
+        raise got
+
     def _run(self, family: str, peer: str, mode: str, placement: str, cluster: Any) -> Sweep:
         build = self.build_for(peer)
         hosts = self._client_hosts(cluster) if placement == NETNS else [0]
@@ -201,8 +255,30 @@ def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
 @pytest.fixture(scope="session")
 def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
-    lab = GrpcLab(grpc_options, hpc_config.profile, hpc_config.inject_slowdown,
+    """The session's lab; in a paired A/B run of grpc, the candidate's."""
+    sides = hpc_config.paired("grpc")
+    opts = grpc_options if sides is None else dataclasses.replace(grpc_options,
+                                                                  prefix=prefix_of(sides[1]))
+    lab = GrpcLab(opts, hpc_config.profile, hpc_config.inject_slowdown,
                   tmp_path_factory.mktemp("grpc"), hpc_config.repeats)
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+@pytest.fixture(scope="session")
+def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: Any,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab | None]:
+    """The base side's lab of a paired A/B run of grpc (None: not a paired run): its own
+    native build and servers, never slowed by the canary."""
+    sides = hpc_config.paired("grpc")
+    if sides is None:
+        yield None
+        return
+    lab = GrpcLab(dataclasses.replace(grpc_options, prefix=prefix_of(sides[0])),
+                  hpc_config.profile, 1.0, tmp_path_factory.mktemp("grpc-base"),
+                  hpc_config.repeats)
     try:
         yield lab
     finally:
@@ -246,10 +322,11 @@ BenchRun = Callable[[str, str], None]
 
 @pytest.fixture
 def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: GrpcLab,
-               grpc_options: GrpcOptions, hpc_record: Any,
-               request: pytest.FixtureRequest) -> BenchRun:
+               grpc_base_lab: GrpcLab | None, grpc_options: GrpcOptions, hpc_record: Any,
+               hpc_config: Any, request: pytest.FixtureRequest) -> BenchRun:
     """run(benchmark, scheme): the point of this item's (peer, mode, placement) sweep; its
-    echoes and acknowledgements checked, then recorded and judged (tfbench.measurement)."""
+    echoes and acknowledgements checked, then recorded and judged (tfbench.measurement). In
+    a paired A/B run the candidate's point is judged against the base's of this session."""
     if hpc_placement not in (LOOPBACK, NETNS):
         pytest.skip(f"gRPC peers run on loopback and the virtual cluster; placement "
                     f"{hpc_placement!r} (real hosts) is not implemented for this stack yet")
@@ -258,14 +335,25 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: Grp
         family, name = BENCHMARKS[bench][:2]
         cluster = request.getfixturevalue("hpc_virtual_cluster") \
             if hpc_placement == NETNS else None
+        base: Any = None
         try:
-            sweep = grpc_lab.sweep(family, grpc_peer, grpc_mode, hpc_placement, cluster)
+            if grpc_base_lab is None:
+                sweep = grpc_lab.sweep(family, grpc_peer, grpc_mode, hpc_placement, cluster)
+            else:
+                sweep, base_sweep = grpc_lab.sweep_paired(
+                    grpc_base_lab, family, grpc_peer, grpc_mode, hpc_placement, cluster,
+                    hpc_config.ab_rounds)
+                base_point = base_sweep.get(name, scheme)
+                assert not base_point["errors"], \
+                    f"base: {bench} {scheme}: {base_point['errors'][:3]}"
+                base = measurement(bench, scheme, base_sweep, base_point, grpc_options.runtime,
+                                   grpc_peer, grpc_mode, hpc_placement)
             point = sweep.get(name, scheme)
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
         assert not point["errors"], f"{bench} {scheme}: {point['errors'][:3]}"
         hpc_record(measurement(bench, scheme, sweep, point, grpc_options.runtime, grpc_peer,
                                grpc_mode, hpc_placement),
-                   {"grpc_runtime": grpc_options.runtime, **sweep.runtime_fingerprint})
+                   {"grpc_runtime": grpc_options.runtime, **sweep.runtime_fingerprint}, base)
 
     return run

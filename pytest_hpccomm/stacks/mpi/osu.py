@@ -49,23 +49,31 @@ def selected(items: Iterable[pytest.Item]) -> Selected:
 
 
 def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
-          record: Callable[..., Any], emulated: bool = False) -> None:
+          record: Callable[..., Any], emulated: bool = False, base: Sweep | None = None) -> None:
     """Validation first (a wrong byte fails whatever the timing), then every record; a
     regression in one record fails the item only after all of them are recorded. On an
-    emulated device (rxe, siw) the sweep is a functional pass: validated, never judged."""
-    try:
-        errors = sweep.errors_for(benchmark, size)
-        ms: list[Measurement] = measurements(sweep, benchmark, size, params)
-    except SweepFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
-    if errors:
-        pytest.fail("data validation failed: " + "; ".join(errors[:3]), pytrace=False)
+    emulated device (rxe, siw) the sweep is a functional pass: validated, never judged.
+    With `base` (a paired A/B run) both sides are validated and each record of the candidate
+    is judged against the base's record of the same point."""
+    sides = [("", sweep)] if base is None else [("candidate: ", sweep), ("base: ", base)]
+    records: list[list[Measurement]] = []
+    for label, side in sides:
+        try:
+            errors = side.errors_for(benchmark, size)
+            records.append(measurements(side, benchmark, size, params))
+        except SweepFailed as exc:
+            pytest.fail(f"{label}{exc}", pytrace=False)
+        if errors:
+            pytest.fail(f"{label}data validation failed: " + "; ".join(errors[:3]),
+                        pytrace=False)
     if emulated:
         return
+    ms = records[0]
+    bases: list[Measurement | None] = list(records[1]) if base is not None else [None] * len(ms)
     failures = []
-    for m in ms:
+    for m, b in zip(ms, bases):
         try:
-            record(m, sweep.runtime_fingerprint)
+            record(m, sweep.runtime_fingerprint, b)
         except pytest.fail.Exception as exc:
             failures.append(str(exc))
     if failures:

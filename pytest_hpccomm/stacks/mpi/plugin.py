@@ -30,7 +30,8 @@ from pytest_hpccomm.stacks.mpi.wire import PLANTS
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
                                               job_groups, merge_sweeps, run_sweep)
 from pytest_hpccomm.stacks.mpi.probe import MpiProbe
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, MpiUnavailable, resolve
+from pytest_hpccomm.stacks.mpi.runtime import (MpiBroken, MpiRuntime, MpiUnavailable, resolve,
+                                               spec_error)
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
 from pytest_hpccomm.stacks.mpi.transport import (EMULATED_DRIVERS, OFI_VERBS_FABRICS, RDMA_KINDS,
@@ -55,11 +56,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def mpi_names(config: pytest.Config) -> list[str]:
+    """The MPIs the items run on; in a paired A/B run of mpi, the candidate alone (each item
+    then measures the base too and is judged against it)."""
+    if config.pluginmanager.has_plugin("hpccomm"):
+        sides = hpc_session_of(config).cfg.paired("mpi")
+        if sides is not None:
+            return [sides[1]]
     value = config.getoption("hpc_mpi") or config.getini("hpc_mpi") or DEFAULT_MPIS
     names = [n.strip() for n in str(value).split(",") if n.strip()]
     if not names:
         raise pytest.UsageError("--hpc-mpi: empty list")
+    for name in names:
+        error = spec_error(name)
+        if error:
+            raise pytest.UsageError(f"--hpc-mpi: {error}")
     return names
+
+
+def _check_paired(config: pytest.Config) -> None:
+    sides = hpc_session_of(config).cfg.paired("mpi")
+    if sides is None:
+        return
+    if config.getoption("hpc_mpi"):
+        raise pytest.UsageError("--hpc-mpi cannot be combined with a paired A/B run of mpi: "
+                                "--hpc-base/--hpc-candidate name the two MPIs")
+    for flag, spec in zip(("--hpc-base", "--hpc-candidate"), sides):
+        error = spec_error(spec)
+        if error:
+            raise pytest.UsageError(f"{flag}: mpi={error}")
 
 
 JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's conformance job
@@ -70,12 +94,18 @@ def pytest_configure(config: pytest.Config) -> None:
     mpi_names(config)  # a bad value is a usage error before any test runs
     if not config.pluginmanager.has_plugin("hpccomm"):
         return  # `-p no:hpccomm`: the core plugin and its session are off
+    _check_paired(config)
     register_settings(hpc_session_of(config).cfg.profile)
 
 
 @pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
     return [MpiProbe()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
+    return ["mpi"]  # two MPI environments or two system mpiruns (--hpc-base mpi=...)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -95,6 +125,7 @@ class MpiSweeps:
         self.repeats = repeats  # independent jobs per sweep, pooled (driver.merge_sweeps)
         self.retry = QuietRetry(reruns)  # the contention guard's re-runs of disturbed jobs
         self._done: dict[tuple[str, str, str], Sweep | SweepFailed] = {}
+        self._paired: dict[tuple[str, str, str], tuple[Sweep, Sweep] | SweepFailed] = {}
 
     def get(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
         key = (runtime.name, target.placement, benchmark)
@@ -109,13 +140,38 @@ class MpiSweeps:
             raise got
         return got
 
-    def _quiet_job(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
+    def get_paired(self, base: MpiRuntime, candidate: MpiRuntime, target: SweepTarget,
+                   benchmark: str, rounds: int) -> tuple[Sweep, Sweep]:
+        """(candidate, base) sweeps of a paired A/B run: `rounds` rounds of one job each,
+        adjacent, in alternating order (base first in even rounds), each side pooled in round
+        order so job i of one side pairs with job i of the other (baselines/paired.py). The
+        canary stretches the candidate only."""
+        key = (f"{base.mpirun}|{candidate.mpirun}", target.placement, benchmark)
+        if key not in self._paired:
+            try:
+                jobs: dict[str, list[Sweep]] = {"base": [], "candidate": []}
+                for i in range(rounds):
+                    order = ("base", "candidate") if i % 2 == 0 else ("candidate", "base")
+                    for side in order:
+                        runtime, slowdown = ((base, 1.0) if side == "base"
+                                             else (candidate, self.slowdown))
+                        jobs[side].append(self._quiet_job(runtime, target, benchmark, slowdown))
+                self._paired[key] = (merge_sweeps(jobs["candidate"]), merge_sweeps(jobs["base"]))
+            except SweepFailed as exc:
+                self._paired[key] = exc
+        got = self._paired[key]
+        if isinstance(got, SweepFailed):
+            raise got
+        return got
+
+    def _quiet_job(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str,
+                   slowdown: float | None = None) -> Sweep:
         """One job, run again while another process shared the cores (cpu_share.QuietRetry).
         A job that never got them to itself is kept, marked: its verdict turns INCONCLUSIVE
         instead of calling a neighbour's load a regression."""
         sweep, reruns = self.retry.run(
             lambda: run_sweep(runtime, target, benchmark, self.sizes, self.settings,
-                              self.slowdown),
+                              self.slowdown if slowdown is None else slowdown),
             lambda s: s.disturbed)
         sweep.reruns = reruns
         return sweep
@@ -155,20 +211,35 @@ def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
     return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
 
 
-_RUNTIMES: dict[str, MpiRuntime | MpiUnavailable] = {}
+_RUNTIMES: dict[str, MpiRuntime | MpiUnavailable | MpiBroken] = {}
+
+
+def runtime_of(spec: str) -> MpiRuntime:
+    """The MPI `spec` names, resolved once per process: skips when it is absent here, fails
+    when it is installed but broken."""
+    if spec not in _RUNTIMES:
+        try:
+            _RUNTIMES[spec] = resolve(spec)
+        except (MpiUnavailable, MpiBroken) as exc:
+            _RUNTIMES[spec] = exc
+    got = _RUNTIMES[spec]
+    if isinstance(got, MpiUnavailable):
+        pytest.skip(str(got))
+    if isinstance(got, MpiBroken):
+        pytest.fail(str(got), pytrace=False)
+    return got
 
 
 @pytest.fixture(scope="session")
 def mpi_runtime(mpi_name: str) -> MpiRuntime:
-    if mpi_name not in _RUNTIMES:
-        try:
-            _RUNTIMES[mpi_name] = resolve(mpi_name)
-        except MpiUnavailable as exc:
-            _RUNTIMES[mpi_name] = exc
-    got = _RUNTIMES[mpi_name]
-    if isinstance(got, MpiUnavailable):
-        pytest.skip(str(got))
-    return got
+    return runtime_of(mpi_name)
+
+
+@pytest.fixture(scope="session")
+def mpi_base_runtime(hpc_session: HpcSession) -> MpiRuntime | None:
+    """The base side's MPI of a paired A/B run of mpi (None: not a paired run)."""
+    sides = hpc_session.cfg.paired("mpi")
+    return None if sides is None else runtime_of(sides[0])
 
 
 @pytest.fixture(scope="session")
@@ -186,11 +257,13 @@ OsuRun = Callable[[str, int], None]
 
 
 @pytest.fixture
-def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_sweeps: MpiSweeps,
-            mpi_osu_selected: osu.Selected, hpc_session: HpcSession, hpc_record: Any,
-            request: pytest.FixtureRequest) -> OsuRun:
+def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRuntime | None,
+            mpi_sweeps: MpiSweeps, mpi_osu_selected: osu.Selected, hpc_session: HpcSession,
+            hpc_record: Any, request: pytest.FixtureRequest) -> OsuRun:
     """run(benchmark, size): the point of this item's (MPI, placement) sweep, judged. The
-    sweep's job runs every selected benchmark it can share a job with (driver.job_groups)."""
+    sweep's job runs every selected benchmark it can share a job with (driver.job_groups).
+    In a paired A/B run the sweep is the candidate's, judged against the base's jobs of the
+    same session."""
     def run(benchmark: str, size: int) -> None:
         if size == 0 and benchmark in osu.BANDWIDTH:
             pytest.skip("bandwidth of 0-byte messages is undefined (OSU starts at 1 B)")
@@ -198,14 +271,19 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_sweeps: MpiSweeps,
         wanted = mpi_osu_selected.get((mpi_runtime.name, hpc_placement), set()) | {benchmark}
         hosts = len(target.hosts) if target.hosts else hpc_session.cfg.vhosts
         group = next(g for g in job_groups(wanted, hpc_placement, hosts) if benchmark in g)
+        base: Sweep | None = None
         try:
-            sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group))
+            if mpi_base_runtime is None:
+                sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group))
+            else:
+                sweep, base = mpi_sweeps.get_paired(mpi_base_runtime, mpi_runtime, target,
+                                                    ",".join(group), hpc_session.cfg.ab_rounds)
         except SweepFailed as exc:
             pytest.fail(str(exc), pytrace=False)
         fabric = hpc_session.selection
         emulated = isinstance(fabric, FabricSelection) and fabric.driver in EMULATED_DRIVERS
         osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
-                  hpc_record, emulated)
+                  hpc_record, emulated, base)
 
     return run
 

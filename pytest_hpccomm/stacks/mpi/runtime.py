@@ -27,7 +27,27 @@ class MpiUnavailable(Exception):
     """One line saying why this MPI cannot run here; becomes a skip reason."""
 
 
+class MpiBroken(Exception):
+    """The MPI is there but does not work (`mpirun --version` fails or says nothing we know):
+    a failure of the install, never a skip."""
+
+
+LAUNCHER_NAMES = ("mpirun", "mpiexec", "srun")  # a bare command name must be one of these
+
+
+def spec_error(spec: str) -> str | None:
+    """Why `spec` cannot name an MPI at all (a typo, a usage error), else None. A known
+    environment name, a path, or a launcher's command name (mpirun, mpiexec.hydra, ...) are
+    valid even when absent here: absence is a skip, decided by resolve()."""
+    if spec in MPI_ENVS or os.sep in spec or spec.startswith(LAUNCHER_NAMES):
+        return None
+    return (f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}) nor a path "
+            f"or command name of an mpirun ({', '.join(LAUNCHER_NAMES)}...)")
+
+
 def resolve(spec: str) -> MpiRuntime:
+    """The runtime `spec` names; MpiUnavailable when it is absent here, MpiBroken when it is
+    present but its mpirun does not answer `--version` as an MPI."""
     if spec in MPI_ENVS:
         prefix = mpi_prefix(spec)
         mpirun, python = prefix / "bin" / "mpirun", prefix / "bin" / "python"
@@ -38,11 +58,10 @@ def resolve(spec: str) -> MpiRuntime:
     else:
         found = shutil.which(spec) if os.sep not in spec else spec
         if not found or not os.access(found, os.X_OK):
-            raise MpiUnavailable(f"--hpc-mpi {spec!r}: neither an MPI environment name "
-                                 f"({', '.join(MPI_ENVS)}) nor an executable mpirun")
+            raise MpiUnavailable(f"MPI {spec!r}: no such executable here")
         mpirun, python, name = Path(found), Path(sys.executable), "system"
     try:
         flavor = detect_mpi(mpirun)
     except MpiDetectError as exc:
-        raise MpiUnavailable(str(exc)) from None
+        raise MpiBroken(f"MPI {spec!r} is installed but broken: {exc}") from None
     return MpiRuntime(name, mpirun, python, flavor)

@@ -36,6 +36,10 @@ def test_defaults_and_overrides(pytester: pytest.Pytester) -> None:
     (["--hpc-grpc-skew=1,2"], "skew needs three non-negative weights"),
     (["--hpc-grpc-plant-bug=segv"], "--hpc-grpc-plant-bug: 'segv': choose from drop-last-buffer"),
     (["--hpc-grpc-runtime=a b"], "--hpc-grpc-runtime: 'a b': letters, digits"),
+    (["--hpc-base=grpc=system", "--hpc-candidate=grpc=/opt/g", "--hpc-grpc-prefix=/opt/g"],
+     "--hpc-grpc-prefix cannot be combined with a paired A/B run of grpc"),
+    (["--hpc-base=grpc=system", "--hpc-candidate=grpc=/opt/g", "--hpc-grpc-peers=python"],
+     "a paired A/B run of grpc compares native peers"),
 ])
 def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
                                               message: str | None) -> None:

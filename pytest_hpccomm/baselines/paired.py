@@ -1,0 +1,130 @@
+"""Paired A/B verdicts: a candidate build against a base build measured in the same session.
+
+Both sides run as independent jobs, interleaved in rounds (A B, B A, A B, ...: each round one
+job of each, adjacent in time, the order alternating so a linear drift cancels over two
+rounds). The unit of evidence is the job, not the batch: batches inside one job share its
+placement, memory layout and neighbours, and two jobs of unchanged code differ by several
+percent on a noisy node (measure/pooling.py), a spread no number of batches can show.
+
+The rule (judge_paired); d_i = log(median(candidate job i) / median(base job i)), per round i:
+- ratio = exp(mean d) (geometric mean of the rounds' ratios); its CI is the Student t
+  interval of mean d at level 1 - 2*alpha (98 %), the p-value the one-sided t test of mean d.
+  A percentile bootstrap over 6-10 rounds is too narrow (it ignores that the spread itself is
+  estimated from a handful of rounds); t is exact for normal d, and log ratios of job medians
+  are close to normal. One disturbed job widens the interval (INCONCLUSIVE), it does not fake
+  an effect.
+- REGRESSION: the candidate is significantly worse (p < alpha, CI excludes 1) AND the CI
+  reaches beyond the tolerance: a change of the tolerance's size is consistent with the data
+  and no change is not. (Stored-baseline mode asks the whole CI to clear the tolerance because
+  day-to-day drift is outside its samples; here drift is inside them, so a 5 % change needs to
+  be caught, not merely one far beyond 5 %.) IMPROVEMENT is the mirror image.
+- PASS: the whole CI inside the band [1-tol, 1+tol]: any change is smaller than the tolerance
+  (a significant 1 % change passes at 5 %).
+- INCONCLUSIVE otherwise: the data neither exclude a tolerance-sized change nor show one.
+Measured by benchmarks/canary.py --ab (README: false alarms and detection at 2, 5, 10 %).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, _fmt_num, _fmt_p,
+                                              _fmt_tol, describe)
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+
+MIN_ROUNDS = 3  # a t interval from 2 rounds (1 degree of freedom) spans orders of magnitude
+
+
+def job_medians(m: Measurement) -> list[float]:
+    """Each job's median batch, in job order (the driver pools jobs: measure/pooling.py)."""
+    medians = m.extra.get("job_medians")
+    return [float(x) for x in medians] if medians else [float(np.median(m.samples))]
+
+
+def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
+                 alpha: float = DEFAULT_ALPHA, labels: tuple[str, str] = ("candidate", "base"),
+                 ) -> Verdict:
+    """Candidate vs base of one benchmark point, rounds paired by job order (module docstring).
+    `labels` name the two sides in the message, e.g. ("openmpi", "openmpi4")."""
+    tol = candidate.tolerance if candidate.tolerance is not None else tolerance
+    if not 0 < tol < 1:
+        raise ValueError(f"tolerance must be in (0, 1), got {tol!r}")
+    cand_jobs, base_jobs = job_medians(candidate), job_medians(base)
+    rounds = min(len(cand_jobs), len(base_jobs))
+    cur_med = float(np.median(candidate.samples))
+    base_med = float(np.median(base.samples))
+    level = 1.0 - 2.0 * alpha
+    lower_better = candidate.direction == Direction.LOWER_IS_BETTER
+    head = (f"{describe(candidate.benchmark, candidate.params)}: {labels[0]} (candidate) "
+            f"median {_fmt_num(cur_med)} {candidate.unit} vs {labels[1]} (base) "
+            f"{_fmt_num(base_med)} {base.unit}")
+
+    def verdict(outcome: Outcome, reason: str, ratio: float | None = None,
+                ci: tuple[float, float] | None = None, p_worse: float | None = None,
+                p_better: float | None = None) -> Verdict:
+        detail = [f"{rounds} job pairs"]
+        if ratio is not None:
+            detail.append(f"paired ratio {ratio:.3f}")
+        if ci is not None:
+            detail.append(f"{level * 100:g}% CI {ci[0]:.3f}\N{EN DASH}{ci[1]:.3f}")
+        moved_better = ratio is not None and (ratio < 1 if lower_better else ratio > 1)
+        p = p_better if moved_better else p_worse
+        if p is not None:
+            detail.append(f"p={_fmt_p(p)}")
+        detail.append(f"tolerance {_fmt_tol(tol)}")
+        msg = f"{outcome.value}: {head} ({', '.join(detail)})"
+        if outcome is Outcome.INCONCLUSIVE:
+            msg += f"; {reason}"
+        return Verdict(outcome=outcome, current_median=cur_med, baseline_median=base_med,
+                       ratio=ratio, ci_low=None if ci is None else ci[0],
+                       ci_high=None if ci is None else ci[1], p_value=p_worse, tolerance=tol,
+                       message=msg, reason=reason, n_current=len(cand_jobs),
+                       n_baseline=len(base_jobs), p_better=p_better)
+
+    if base.unit != candidate.unit or base.direction != candidate.direction:
+        return verdict(Outcome.INCONCLUSIVE, f"base in {base.unit}, candidate in "
+                                             f"{candidate.unit}: not comparable")
+    if len(cand_jobs) != len(base_jobs):
+        return verdict(Outcome.INCONCLUSIVE, f"unpaired jobs ({len(cand_jobs)} candidate, "
+                                             f"{len(base_jobs)} base)")
+    if rounds < MIN_ROUNDS:
+        return verdict(Outcome.INCONCLUSIVE, f"too few job pairs ({rounds}; need {MIN_ROUNDS})")
+    if min(cand_jobs) <= 0 or min(base_jobs) <= 0:
+        return verdict(Outcome.INCONCLUSIVE, "non-positive job medians: ratio undefined")
+    d = np.log(np.asarray(cand_jobs)) - np.log(np.asarray(base_jobs))
+    ratio = math.exp(float(np.mean(d)))
+    if np.all(d == d[0]):  # identical ratios in every round: no spread to test against
+        ci, p_up, p_down = (ratio, ratio), float(d[0] <= 0), float(d[0] >= 0)
+    else:
+        res = sps.ttest_1samp(d, 0.0, alternative="two-sided")
+        low, high = res.confidence_interval(confidence_level=level)
+        ci = (math.exp(float(low)), math.exp(float(high)))
+        p_up = float(sps.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+        p_down = float(sps.ttest_1samp(d, 0.0, alternative="less").pvalue)
+    p_worse, p_better = (p_up, p_down) if lower_better else (p_down, p_up)
+    outcome, reason = classify_paired(ci, p_worse, p_better, lower_better, tol, alpha)
+    return verdict(outcome, reason, ratio, ci, p_worse, p_better)
+
+
+def classify_paired(ci: tuple[float, float], p_worse: float, p_better: float,
+                    lower_is_better: bool, tolerance: float,
+                    alpha: float) -> tuple[Outcome, str]:
+    """The A/B decision rule on precomputed statistics (pure); returns (outcome, reason)."""
+    lo, hi = ci
+    up, down = 1.0 + tolerance, 1.0 - tolerance
+    if lower_is_better:  # worse = the ratio moved up
+        worse_sig, better_sig = lo > 1.0, hi < 1.0
+        worse_reach, better_reach = hi > up, lo < down
+    else:
+        worse_sig, better_sig = hi < 1.0, lo > 1.0
+        worse_reach, better_reach = lo < down, hi > up
+    if worse_sig and p_worse < alpha and worse_reach:
+        return Outcome.REGRESSION, "candidate worse, a tolerance-sized change within the CI"
+    if better_sig and p_better < alpha and better_reach:
+        return Outcome.IMPROVEMENT, "candidate better, a tolerance-sized change within the CI"
+    if down <= lo and hi <= up:
+        return Outcome.PASS, "any change smaller than the tolerance"
+    return Outcome.INCONCLUSIVE, "the CI reaches beyond the tolerance without a significant change"

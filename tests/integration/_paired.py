@@ -1,0 +1,28 @@
+"""What the paired A/B end-to-end tests share: reading verdicts, the clean A vs A session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def outcomes(path: Path) -> dict[str, str]:
+    """Item parameters -> verdict outcome, from a results JSON."""
+    doc = json.loads(path.read_text())
+    return {r["nodeid"].split("[", 1)[1]: r["verdict"]["outcome"] for r in doc["results"]}
+
+
+def clean_session(pytester: pytest.Pytester, args: list[str], items: int,
+                  timeout: float) -> pytest.RunResult:
+    """A vs identical A must judge no change. The rule's false alarm is a 1 %-per-point event
+    (benchmarks/canary.py --ab): one is retried once, two in a row fail the test."""
+    for _attempt in range(2):
+        clean = pytester.runpytest_subprocess(*args, timeout=timeout)
+        got = outcomes(pytester.path / "r.json")
+        assert len(got) == items, clean.stdout.str()
+        if not {"regression", "improvement"} & set(got.values()):
+            assert clean.ret == 0
+            return clean
+    pytest.fail(f"A vs identical A judged a change twice in a row: {got}\n{clean.stdout.str()}")

@@ -1,0 +1,53 @@
+"""The paired A/B gate on a real benchmark: Open MPI against itself, TCP over loopback.
+
+One session measures base and candidate (both the `openmpi` environment here; a user names two
+builds), their jobs interleaved in rounds, and judges every point candidate vs base. The canary
+stretches the candidate only: a 1.5x canary must fail every point with a message naming both
+sides; the clean A vs A session must call no point a regression or an improvement. A false
+alarm of the rule is a 1 % event per point (benchmarks/canary.py --ab): one is retried once,
+two in a row fail the test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
+
+from tests.integration._paired import clean_session, outcomes
+
+MPI_CACHE = mpi_cache()  # read before pytester moves HOME
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.py"
+ARGS = ["--hpc-base=mpi=openmpi", "--hpc-candidate=mpi=openmpi", "--hpc-ab-rounds=4",
+        "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k", "osu_latency", "--hpc-history=none",
+        "--hpc-baselines=bl", "--hpc-results=r.json", "-p", "no:cacheprovider",
+        "--import-mode=importlib", "-rs"]
+
+pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
+                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+
+
+
+def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
+    pytester.copy_example(str(SUITE))
+
+    canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=300)
+    got = outcomes(pytester.path / "r.json")
+    assert len(got) == 2 and set(got.values()) == {"regression"}, canary.stdout.str()
+    assert canary.ret == 1
+    canary.stdout.fnmatch_lines([
+        "*regression: osu_latency * openmpi (candidate) median * us vs openmpi (base) * us "
+        "(4 job pairs, paired ratio 1.*, 98% CI *, p=*, tolerance 5%)*"])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    first = doc["results"][0]
+    assert len(first["measurement"]["extra"]["paired_base"]["job_medians"]) == 4
+    assert len(first["measurement"]["extra"]["job_medians"]) == 4
+    assert not (pytester.path / "bl").exists()  # a paired run reads and writes no baseline
+
+    clean = clean_session(pytester, ARGS, 2, 300)
