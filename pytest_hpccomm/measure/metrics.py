@@ -1,19 +1,16 @@
-"""The field's metric definitions, so our numbers read like OSU's and nccl-tests' (pure).
+"""The field's units and nccl-tests' bandwidth definitions, for the orchestrator (pure).
 
-Sources (each function cites the line it reproduces):
-- OSU Micro-Benchmarks, mpi/pt2pt/osu_latency.c, osu_bw.c, osu_bibw.c and osu_mbw_mr.c.
-  OSU prints MB/s with MB = 10^6 bytes (it divides by 1e6, not 2^20).
+- OSU Micro-Benchmarks print MB/s with MB = 10^6 bytes (they divide by 1e6, not 2^20). The
+  OSU formulas themselves (half round trip, window bandwidth, osu_mbw_mr over the senders'
+  mean time as OSU's calc_bw does) live in the MPI peer, which computes every sample
+  (stacks/mpi/peer.py, osu_ops.py); a peer imports nothing from here.
 - nccl-tests, doc/PERFORMANCE.md ("Performance reported by NCCL tests"): algbw = S / t in
-  GB/s (10^9 bytes/s) and busbw = algbw * a per-collective correction factor.
-
-Inputs are one timed batch (elapsed wall seconds for `iterations` repetitions); apply these
-per batch to get one sample per batch. They also work element-wise on numpy arrays.
+  GB/s (10^9 bytes/s) and busbw = algbw * a per-collective correction factor; the MPI driver
+  derives them from the OSU collectives' latencies.
 """
 
 from __future__ import annotations
 
-US_PER_S = 1e6
-MB = 1e6  # OSU's "MB" in MB/s
 GB = 1e9  # nccl-tests' "GB" in GB/s
 
 UNIT_LATENCY = "us"
@@ -26,58 +23,6 @@ def _check_positive(**values: float) -> None:
     for name, v in values.items():
         if not v > 0:
             raise ValueError(f"{name} must be > 0, got {v!r}")
-
-
-def osu_latency_us(elapsed_s: float, iterations: int) -> float:
-    """One-way latency in µs from a ping-pong loop: half the round trip.
-
-    osu_latency.c: ``latency = (t_end - t_start) * 1e6 / (2.0 * options.iterations)``
-    where each iteration is one MPI_Send + one MPI_Recv (a full round trip).
-    """
-    _check_positive(elapsed_s=elapsed_s, iterations=iterations)
-    return elapsed_s * US_PER_S / (2.0 * iterations)
-
-
-def osu_bandwidth_mb_s(size_bytes: int, window: int, iterations: int, elapsed_s: float) -> float:
-    """Uni-directional bandwidth in MB/s (10^6 bytes/s) of a window of non-blocking sends.
-
-    osu_bw.c: each iteration posts `window_size` MPI_Isend of `size` bytes, waits, and gets a
-    4-byte ack; ``tmp = size / 1e6 * options.iterations * window_size; bw = tmp / t``.
-    """
-    _check_positive(window=window, iterations=iterations, elapsed_s=elapsed_s)
-    if size_bytes < 0:
-        raise ValueError(f"size_bytes must be >= 0, got {size_bytes!r}")
-    return size_bytes / MB * iterations * window / elapsed_s
-
-
-def osu_bibw_mb_s(size_bytes: int, window: int, iterations: int, elapsed_s: float) -> float:
-    """Bi-directional bandwidth in MB/s: both peers send a window at once.
-
-    osu_bibw.c: ``tmp = size / 1e6 * options.iterations * window_size * 2; bw = tmp / t``.
-    """
-    return 2.0 * osu_bandwidth_mb_s(size_bytes, window, iterations, elapsed_s)
-
-
-def osu_multi_bandwidth_mb_s(
-    size_bytes: int, pairs: int, window: int, iterations: int, max_elapsed_s: float
-) -> float:
-    """Aggregate uni-directional bandwidth of `pairs` sender/receiver pairs in MB/s.
-
-    osu_mbw_mr.c calc_bw(): ``tmp = num_pairs * size / 1e6 * loop * window_size;
-    bw = tmp / maxtime`` where maxtime is the slowest sender's time (MPI_Reduce with MPI_MAX).
-    """
-    _check_positive(pairs=pairs)
-    return pairs * osu_bandwidth_mb_s(size_bytes, window, iterations, max_elapsed_s)
-
-
-def osu_message_rate(pairs: int, window: int, iterations: int, max_elapsed_s: float) -> float:
-    """Aggregate message rate in messages/s of `pairs` pairs sending windows of messages.
-
-    osu_mbw_mr.c: ``rate = 1e6 * bw / size`` with bw from calc_bw() above, which reduces to
-    ``num_pairs * loop * window_size / maxtime`` (independent of the message size).
-    """
-    _check_positive(pairs=pairs, window=window, iterations=iterations, max_elapsed_s=max_elapsed_s)
-    return pairs * iterations * window / max_elapsed_s
 
 
 def nccl_algbw_gb_s(size_bytes: int, time_s: float) -> float:
@@ -134,8 +79,3 @@ def busbw_factor(collective: str, nranks: int) -> float:
     if kind == _PART:
         return (nranks - 1) / nranks
     return 1.0
-
-
-def nccl_busbw_gb_s(algbw_gb_s: float, collective: str, nranks: int) -> float:
-    """Bus bandwidth in GB/s: ``busbw = algbw * factor`` (doc/PERFORMANCE.md)."""
-    return algbw_gb_s * busbw_factor(collective, nranks)

@@ -3,8 +3,9 @@
 One job runs several benchmarks back to back (Open MPI takes ~1 s to start, 14 benchmarks x 2
 MPIs x 2 placements would spend a minute starting): `run_sweep(..., "osu_latency,osu_bw", ...)`.
 Each (benchmark, size) is still its own test item with its own verdict. The peer prints each
-benchmark's document when it finishes, so a job that crashes or times out later still hands
-over what it measured; only the benchmarks it did not finish fail.
+benchmark's document when it finishes, so a job that crashes or times out later still says
+what it measured, but every item of a failed job fails with the job's reason: a crash in
+MPI_Finalize or a hung rank is a defect of the MPI however good the timings were.
 
 Records (see `measurements`): every item records its OSU metric (latency in us, bandwidth in
 MB/s). Two benchmarks also record a second view of the same batches, in the same item, because
@@ -79,7 +80,7 @@ class Sweep:
 
     docs: dict[str, dict[str, Any]]
     job: JobResult
-    failure: str = ""  # why the job did not finish (benchmarks without a document fail)
+    failure: str = ""  # why the job failed (every benchmark of it fails, see doc())
     transport: str = ""  # SweepTarget.transport_summary, into the fingerprint
     cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
     disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
@@ -90,8 +91,13 @@ class Sweep:
         self.by_size = {b: {int(p["size"]): p for p in d["results"]} for b, d in self.docs.items()}
 
     def doc(self, benchmark: str) -> dict[str, Any]:
+        """The benchmark's document; a job that exited non-zero or timed out fails every
+        benchmark, also those it printed before: an MPI that crashes in MPI_Finalize, or
+        leaves a rank hanging, is broken whatever its timings were."""
         if benchmark not in self.docs:
             raise SweepFailed(f"{benchmark} did not finish: {self.failure or 'not run'}")
+        if self.failure:
+            raise SweepFailed(f"{benchmark} printed its results, but {self.failure}")
         return self.docs[benchmark]
 
     def point(self, benchmark: str, size: int) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from typing import Any
 
@@ -41,12 +43,17 @@ def test_parse_output_reads_every_document_and_ignores_a_cut_off_one() -> None:
     assert parse_output("no markers at all") == {}
 
 
-def test_a_job_that_dies_keeps_the_benchmarks_it_finished() -> None:
-    sweep = _finish(job(printed(doc("osu_latency", [{"size": 8, "samples": [1.0]}])), rc=137))
-    assert sweep.point("osu_latency", 8)["samples"] == [1.0]
+def test_a_job_that_dies_fails_every_benchmark_also_those_it_printed() -> None:
+    finished = printed(doc("osu_latency", [{"size": 8, "samples": [1.0]}]))
+    assert _finish(job(finished)).point("osu_latency", 8)["samples"] == [1.0]
+    for failed in (job(finished, rc=137), job(finished, rc=-9, timed_out=True)):
+        sweep = _finish(failed)
+        with pytest.raises(SweepFailed, match="osu_latency printed its results, but MPI job "
+                                              "failed after osu_latency: test job "):
+            sweep.point("osu_latency", 8)
     with pytest.raises(SweepFailed, match="osu_bw did not finish: MPI job failed after "
                                           "osu_latency: test job exit 137"):
-        sweep.point("osu_bw", 8)
+        _finish(job(finished, rc=137)).point("osu_bw", 8)
     with pytest.raises(SweepFailed, match="MPI job failed: test job timed out"):
         _finish(job("", rc=-9, timed_out=True))
     with pytest.raises(SweepFailed, match="unreadable peer output"):
@@ -160,8 +167,10 @@ def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
     a = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [1.0, 3.0], [5.0]), point(64, [2.0])],
                                  errors=["e1"]),
                "osu_bw": doc("osu_bw", [point(8, [9.0])])}, job(""), transport="tcp over lo")
-    b = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [10.0, 30.0], [6.0])])}, job(""),
-              failure="MPI job failed after osu_mbw_mr: test job exit 1")
+    b = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [10.0, 30.0], [6.0])])}, job(""))
+    failed = dataclasses.replace(b, failure="MPI job failed after osu_mbw_mr: test job exit 1")
+    with pytest.raises(SweepFailed, match="osu_mbw_mr printed its results, but MPI job failed"):
+        merge_sweeps([a, failed]).point("osu_mbw_mr", 8)  # one failed job fails the point
     merged = merge_sweeps([a, b])
     p8 = merged.point("osu_mbw_mr", 8)
     assert p8["samples"] == [1.0, 3.0, 10.0, 30.0] and p8["rate_samples"] == [5.0, 6.0]
@@ -169,7 +178,7 @@ def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
     assert merged.doc("osu_mbw_mr")["errors"] == ["e1"] and merged.doc("osu_mbw_mr")["jobs"] == 2
     with pytest.raises(SweepFailed, match="no result for size 64"):  # not in every job
         merged.point("osu_mbw_mr", 64)
-    with pytest.raises(SweepFailed, match="osu_bw did not finish: MPI job failed after"):
+    with pytest.raises(SweepFailed, match="osu_bw did not finish: not run"):
         merged.doc("osu_bw")
     assert merged.transport == "tcp over lo"
     (m, *_) = measurements(merged, "osu_mbw_mr", 8, {"mpi": "openmpi"})
