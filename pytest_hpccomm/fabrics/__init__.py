@@ -125,9 +125,14 @@ def select_fabric(
 # one-line descriptions, shared by the probes' reasons
 
 
+OMNI_PATH = "Omni-Path (PSM2/OPA)"  # verbs work, but its fabric is OPA, not InfiniBand
+
+
 def device_kind(dev: RdmaDevice) -> str:
     """"InfiniBand", "RoCE", "iWARP" (or several joined by "/" for VPI adapters)."""
     kinds: list[str] = []
+    if dev.is_omni_path:
+        return OMNI_PATH
     for port in dev.ports:
         if dev.node_kind == "RNIC":
             kinds.append("iWARP")
@@ -166,7 +171,10 @@ def describe_inventory(inv: Inventory) -> str:
         if not nd.is_up:
             label += f", {nd.operstate}"
         parts.append(f"{nd.name} ({label})")
-    return ", ".join(parts) if parts else "no RDMA device and no network interface"
+    found = ", ".join(parts) if parts else "no RDMA device and no network interface"
+    if inv.unreadable:
+        found += f"; unreadable: {', '.join(inv.unreadable)}"
+    return found
 
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
+from pytest_hpccomm.fabrics import (FabricSelection, FabricUnavailable, describe_inventory,
+                                    netdev_kind)
 from pytest_hpccomm.fabrics._common import (
     best_address,
     named_netdev,
@@ -10,18 +11,21 @@ from pytest_hpccomm.fabrics._common import (
     speed_gbps,
     speed_text,
 )
-from pytest_hpccomm.fabrics.sysfs import ARPHRD_ETHER, ARPHRD_LOOPBACK, Inventory, NetDev
+from pytest_hpccomm.fabrics.sysfs import (ADDRESS_UNKNOWN, ARPHRD_ETHER, ARPHRD_LOOPBACK,
+                                          Inventory, NetDev)
 
 LABEL = "Ethernet"
 
 
-def _rank(nd: NetDev) -> tuple[int, float]:
-    """Lower is better: IPv4 first, then a routable IPv6, then loopback, then no address."""
+def _rank(nd: NetDev, addresses_known: bool = True) -> tuple[int, float]:
+    """Lower is better: IPv4 first, then a routable IPv6, then loopback, then no address.
+    With addresses unknown (a tree without ip-addr.json) an up Ethernet interface comes
+    before loopback: that it shows no address says nothing."""
     address = best_address(nd)
     speed = -(nd.speed_mbps or 0)  # faster first among equals
     if nd.type == ARPHRD_LOOPBACK:
         return 2, speed
-    if nd.ipv4:
+    if nd.ipv4 or not addresses_known:
         return 0, speed
     if address and not address.lower().startswith("fe80:"):
         return 1, speed
@@ -44,7 +48,7 @@ class EthernetProbe:
             )
             if isinstance(named, FabricUnavailable):
                 return named
-            return self._selection(named, chosen_by_user=True)
+            return self._selection(named, True, inv.addresses_known)
         candidates = [
             n
             for n in inv.netdevs
@@ -52,15 +56,23 @@ class EthernetProbe:
             and (n.type == ARPHRD_ETHER or (n.type == ARPHRD_LOOPBACK and allowed is None))
             and (allowed is None or n.name in allowed)
         ]
+        if not candidates and allowed is not None:
+            dev_netdevs = [inv.netdev(n) for n in sorted(allowed)]
+            shown = ", ".join(f"{n.name} ({netdev_kind(n.type)})" for n in dev_netdevs if n)
+            return FabricUnavailable(
+                self.kind, f"{device} has no Ethernet interface that is up: its netdevs are "
+                           f"{shown or 'none'}")
         if not candidates:
             return FabricUnavailable(
                 self.kind,
                 f"no Ethernet interface is up (nor loopback): found {describe_inventory(inv)}",
             )
-        best = min(candidates, key=_rank)  # min() is stable: ties keep sysfs order
-        return self._selection(best, chosen_by_user=False)
+        # min() is stable: ties keep sysfs order
+        best = min(candidates, key=lambda n: _rank(n, inv.addresses_known))
+        return self._selection(best, False, inv.addresses_known)
 
-    def _selection(self, nd: NetDev, chosen_by_user: bool) -> FabricSelection:
+    def _selection(self, nd: NetDev, chosen_by_user: bool,
+                   addresses_known: bool) -> FabricSelection:
         address = best_address(nd)
         loopback = nd.type == ARPHRD_LOOPBACK
         if loopback:
@@ -69,7 +81,7 @@ class EthernetProbe:
                 why += ": no Ethernet interface is up with an address"
             what = f"{nd.name} ({why}, {address}, MTU {nd.mtu})"
         else:
-            shown = address or "no IP address"
+            shown = address or ("no IP address" if addresses_known else ADDRESS_UNKNOWN)
             what = f"{nd.name} ({LABEL}, {shown}, MTU {nd.mtu}, {speed_text(nd)})"
         return FabricSelection(
             kind=self.kind,

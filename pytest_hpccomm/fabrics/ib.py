@@ -13,7 +13,9 @@ LABEL = "InfiniBand"
 
 
 def _has_ib_port(dev: RdmaDevice) -> bool:
-    return any(p.link_layer == LABEL for p in dev.ports)
+    """InfiniBand proper: not an RNIC, not Omni-Path (its ports also say InfiniBand)."""
+    return (dev.node_kind != "RNIC" and not dev.is_omni_path
+            and any(p.link_layer == LABEL for p in dev.ports))
 
 
 class IbProbe:
@@ -30,7 +32,8 @@ class IbProbe:
         active = active_ports(self.kind, inv, refs, netdev, LABEL)
         if isinstance(active, FabricUnavailable):
             return active
-        dev, port = active[0]
+        # the fastest ACTIVE port, not the first by name (mlx4 QDR before mlx5 EDR)
+        dev, port = max(active, key=lambda ref: ref[1].rate_gbps or 0.0)
         lid = f"LID {port.lid:#x}" if port.lid is not None else "LID unknown"
         rate = port.rate_text or "rate unknown"
         selection = port_selection(

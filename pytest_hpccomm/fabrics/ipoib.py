@@ -11,7 +11,7 @@ from pytest_hpccomm.fabrics._common import (
     speed_gbps,
     speed_text,
 )
-from pytest_hpccomm.fabrics.sysfs import ARPHRD_INFINIBAND, Inventory, NetDev
+from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, ARPHRD_INFINIBAND, Inventory, NetDev
 
 LABEL = "IPoIB"
 
@@ -35,7 +35,9 @@ class IpoibProbe:
             candidates = [n for n in inv.netdevs if n.type == ARPHRD_INFINIBAND]
         if allowed is not None:
             candidates = [n for n in candidates if n.name in allowed]
-        usable = [n for n in candidates if n.is_up and best_address(n)]
+        # a tree recorded without ip-addr.json: addresses unknown, not absent
+        usable = [n for n in candidates
+                  if n.is_up and (best_address(n) or not inv.addresses_known)]
         if not usable:
             return self._unavailable(inv, candidates)
         usable.sort(key=lambda n: not n.ipv4)  # IPv4 first, then as listed
@@ -64,13 +66,16 @@ class IpoibProbe:
             gid=None,
             netdev=nd.name,
             address=address,
-            rate_gbps=speed_gbps(nd),
+            # an IPoIB netdev's `speed` is often empty: the port's rate is the link's
+            rate_gbps=speed_gbps(nd) if nd.speed_mbps is not None else
+            (port.rate_gbps if port else None),
             mtu=nd.mtu,
             firmware=dev.fw_ver if dev else None,
             driver=dev.driver if dev else nd.driver,
             link_layer="InfiniBand",
             description=(
-                f"{nd.name} ({LABEL}{on}, {address}, MTU {nd.mtu}, {speed_text(nd)})"
+                f"{nd.name} ({LABEL}{on}, {address or ADDRESS_UNKNOWN}, MTU {nd.mtu}, "
+                f"{speed_text(nd) if nd.speed_mbps or not port else port.rate_text or speed_text(nd)})"
             ),
         )
 

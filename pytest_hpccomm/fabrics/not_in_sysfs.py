@@ -57,18 +57,19 @@ def _is_live(root: Path) -> bool:
         return False
 
 
-def read_addresses(sysfs_root: Path) -> dict[str, tuple[str, ...]]:
-    """Addresses per interface: recorded ip-addr.json beside the tree, or `ip -j addr show`."""
+def read_addresses(sysfs_root: Path) -> dict[str, tuple[str, ...]] | None:
+    """Addresses per interface: recorded ip-addr.json beside the tree, or `ip -j addr show`;
+    None when they cannot be known (a tree recorded without the file, no `ip` here)."""
     recorded = sysfs_root.parent / IP_ADDR_FILE
     if recorded.is_file():
         try:
             return _parse_ip_json(recorded.read_text(errors="replace"))
         except OSError:
-            return {}
+            return None
     if _is_live(sysfs_root):
         out = _run(["ip", "-j", "addr", "show"])
-        return _parse_ip_json(out) if out else {}
-    return {}
+        return _parse_ip_json(out) if out else None
+    return None
 
 
 _HCA_RE = re.compile(r"^hca_id:\s*(\S+)")

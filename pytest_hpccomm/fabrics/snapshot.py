@@ -11,7 +11,6 @@ addresses, GUIDs and IP addresses: review it before you contribute it.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import shutil
 import sys
@@ -24,7 +23,7 @@ from pytest_hpccomm.fabrics.not_in_sysfs import (
     _is_live,
     _run,
 )
-from pytest_hpccomm.fabrics.sysfs import _listdir
+from pytest_hpccomm.fabrics.sysfs import _listdir, is_empty_gid
 
 # Only what discovery (sysfs.py) or rdma-core (libibverbs, libibumad) reads.
 IB_DEVICE_ATTRS = ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "board_id",
@@ -40,6 +39,7 @@ class _Snapshot:
         self.root = root
         self.root_real = root.resolve()
         self.out = dest / "sys"
+        self.written = 0  # files and links recorded
 
     def _rel(self, path: Path) -> Path | None:
         """Path inside the tree of a real (resolved) sysfs path; None if it leaves the root."""
@@ -59,10 +59,16 @@ class _Snapshot:
         target = self.out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+        self.written += 1
 
     def copy_link(self, link: Path) -> Path | None:
-        """Recreate a symlink with its (relative) target; returns where it resolves to."""
+        """Recreate a symlink with its (relative) target; returns where it resolves to. A
+        plain directory where the kernel puts a symlink (trees copied without links, some
+        container sysfs views) is recorded as a directory: returns itself."""
         if not link.is_symlink():
+            if link.is_dir() and self._rel(link.resolve()) is not None:
+                self.written += 1  # its attributes follow; the entry itself is the directory
+                return link.resolve()
             return None
         rel = self._rel(link.parent.resolve() / link.name)
         if rel is None:
@@ -77,6 +83,7 @@ class _Snapshot:
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not dest.is_symlink():
             os.symlink(target, dest)
+            self.written += 1
         resolved = link.resolve()
         return resolved if self._rel(resolved) is not None else None
 
@@ -109,11 +116,11 @@ class _Snapshot:
             for idx in _listdir(pdir / "gids"):
                 gid = pdir / "gids" / idx
                 try:
-                    empty = int(ipaddress.IPv6Address(gid.read_text().strip())) == 0
-                except (OSError, ValueError):
+                    empty = is_empty_gid(gid.read_text())
+                except OSError:
                     empty = False
                 if empty:
-                    continue  # empty table entries: hundreds of zero GIDs say nothing
+                    continue  # empty table entries: hundreds of them say nothing
                 self.copy_file(gid)
                 self.copy_file(pdir / "gid_attrs" / "types" / idx)
                 self.copy_file(pdir / "gid_attrs" / "ndevs" / idx)
@@ -136,6 +143,10 @@ def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
         rec.copy_ibdev(name)
     for name in _listdir(root / "class" / "net"):
         rec.copy_netdev(name)
+    if rec.written == 0:
+        shutil.rmtree(dest)  # an empty recording is no fixture: say so, leave nothing behind
+        raise ValueError(f"nothing to record under {root}: no readable entry in "
+                         "class/infiniband or class/net")
     live = _is_live(root)
     for fname, argv in ((IP_ADDR_FILE, ["ip", "-j", "addr", "show"]),
                         (IBV_DEVINFO_FILE, ["ibv_devinfo"])):

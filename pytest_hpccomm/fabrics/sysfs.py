@@ -27,6 +27,13 @@ ARPHRD_LOOPBACK = 772
 IFF_UP = 0x1
 
 SOFTWARE_DRIVERS = ("rxe", "siw")
+ADDRESS_UNKNOWN = "addresses unknown: no ip-addr.json beside the tree"
+# Devices that are iWARP whatever else sysfs says (older kernels and some recorded trees have
+# no node_type; i40iw/cxgb ports may read link_layer "InfiniBand" there), by device name
+# prefix or driver: Intel X722 (i40iw), Chelsio T3-T6 (cxgb3/cxgb4), NetEffect (nes), siw.
+IWARP_NAMES = ("i40iw", "iwp", "cxgb3", "cxgb4", "iw_cxgb", "nes", "siw")
+# Omni-Path (hfi1): link_layer "InfiniBand" and verbs, but its own fabric (PSM2/OPA).
+OPA_NAMES = ("hfi1",)
 IB_MTUS = (4096, 2048, 1024, 512, 256)
 # Bytes an RDMA transport reserves below the netdev MTU when it derives the port's active
 # MTU: mlx5 & co use iboe_get_mtu() (include/rdma/ib_addr.h: GRH 40 + UDP 8 + BTH 12 + XRC 4
@@ -118,6 +125,10 @@ class RdmaDevice:
     def is_software(self) -> bool:
         return self.driver in SOFTWARE_DRIVERS
 
+    @property
+    def is_omni_path(self) -> bool:
+        return self.name.startswith(OPA_NAMES) or self.driver.startswith(OPA_NAMES)
+
     def port(self, num: int) -> Port | None:
         return next((p for p in self.ports if p.num == num), None)
 
@@ -153,6 +164,10 @@ class NetDev:
 class Inventory:
     rdma: tuple[RdmaDevice, ...]
     netdevs: tuple[NetDev, ...]
+    # False for a tree recorded without ip-addr.json (or no `ip` here): an interface without
+    # addresses then means "not known", not "has none"
+    addresses_known: bool = True
+    unreadable: tuple[str, ...] = ()  # class entries left out, with why ("lo: link to ...")
 
     def device(self, name: str) -> RdmaDevice | None:
         return next((d for d in self.rdma if d.name == name), None)
@@ -264,16 +279,27 @@ def _gid_type(text: str | None, link_layer: str) -> str | None:
     return None  # unknown type: the GID cannot be used safely
 
 
+_LINK_LOCAL_PREFIX = bytes.fromhex("fe80000000000000")
+
+
+def is_empty_gid(text: str | None) -> bool:
+    """An unused GID table entry (or unreadable text). Empty entries read as the zero GID, or,
+    on mlx4/mlx5 IB ports, as the default prefix fe80:: with a zero interface ID (a ConnectX-3
+    port lists 128 GIDs, 127 of them so); rdma-core treats a zero interface ID as empty.
+    Only with the link-local prefix: siw's GID is its MAC followed by zeros, a real one."""
+    try:
+        packed = ipaddress.IPv6Address((text or "").strip()).packed
+    except ValueError:
+        return True
+    return not any(packed) or (packed[:8] == _LINK_LOCAL_PREFIX and not any(packed[8:]))
+
+
 def _read_gids(portdir: Path, link_layer: str) -> tuple[Gid, ...]:
     gids: list[Gid] = []
     names = [n for n in _listdir(portdir / "gids") if n.isdigit()]
     for name in sorted(names, key=int):
         text = read_attr(portdir / "gids" / name)
-        try:
-            value = ipaddress.IPv6Address(text or "")
-        except ValueError:
-            continue
-        if int(value) == 0:  # empty table entries read as the zero GID
+        if is_empty_gid(text):
             continue
         gtype = _gid_type(read_attr(portdir / "gid_attrs" / "types" / name), link_layer)
         if gtype is None:
@@ -361,6 +387,9 @@ def _read_device(
     node_type = read_attr(devdir / "node_type") or "<unknown>"
     node_kind = node_type.partition(":")[2].strip()
     driver = _device_driver(devdir, name, node_kind)
+    iwarp_by_name = name.startswith(IWARP_NAMES) or driver.startswith(IWARP_NAMES)
+    if not node_kind and iwarp_by_name:
+        node_type, node_kind = "4: RNIC", "RNIC"  # classified by driver: sysfs did not say
     # Netdevs in the order rdma-core / ibdev2netdev-style tools find them: the PCI function's
     # net/ directory (hardware, IPoIB), rxe's `parent` attribute, then the ports' netdevs.
     fn_netdevs = _listdir(devdir / "device" / "net")
@@ -373,6 +402,8 @@ def _read_device(
         portdir = devdir / "ports" / pname
         num = int(pname)
         link_layer = read_attr(portdir / "link_layer") or "Unknown"
+        if node_kind == "RNIC":
+            link_layer = "Ethernet"  # iWARP runs over TCP/IP on Ethernet, whatever is written
         state = _strip_num(read_attr(portdir / "state"), "UNKNOWN")
         gids = _read_gids(portdir, link_layer)
         netdev = _port_netdev(
@@ -420,8 +451,10 @@ def _read_device(
 # entry point
 
 
-def _class_entries(root: Path, cls: str) -> dict[str, Path]:
-    """name -> real directory of each /sys/class/<cls>/<name>, kept inside the root."""
+def _class_entries(root: Path, cls: str,
+                   unreadable: list[str] | None = None) -> dict[str, Path]:
+    """name -> real directory of each /sys/class/<cls>/<name>, kept inside the root; entries
+    left out are said in `unreadable` (a dangling link in a partial recording, say)."""
     out: dict[str, Path] = {}
     base = root / "class" / cls
     real_root = root.resolve()
@@ -435,6 +468,8 @@ def _class_entries(root: Path, cls: str) -> dict[str, Path]:
             continue
         if real.is_dir():
             out[name] = real
+        elif unreadable is not None:
+            unreadable.append(f"{name} (class/{cls}/{name} leads to a missing directory)")
     return out
 
 
@@ -444,11 +479,13 @@ def read_inventory(sysfs_root: Path = LIVE_SYSFS) -> Inventory:
     if not root.is_dir():
         raise ValueError(f"sysfs root {root} does not exist or is not a directory")
     addresses = read_addresses(root)
-    netdev_dirs = _class_entries(root, "net")
-    netdevs = {name: read_netdev(d, name, addresses) for name, d in netdev_dirs.items()}
-    ib_dirs = _class_entries(root, "infiniband")
+    unreadable: list[str] = []
+    netdev_dirs = _class_entries(root, "net", unreadable)
+    netdevs = {name: read_netdev(d, name, addresses or {}) for name, d in netdev_dirs.items()}
+    ib_dirs = _class_entries(root, "infiniband", unreadable)
     devinfo = read_ibv_devinfo(root, bool(ib_dirs))
     rdma = tuple(
         _read_device(d, name, netdevs, netdev_dirs, devinfo) for name, d in ib_dirs.items()
     )
-    return Inventory(rdma=rdma, netdevs=tuple(netdevs.values()))
+    return Inventory(rdma=rdma, netdevs=tuple(netdevs.values()),
+                     addresses_known=addresses is not None, unreadable=tuple(unreadable))

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_hpccomm.fabrics import not_in_sysfs
 from pytest_hpccomm.fabrics.not_in_sysfs import parse_ibv_devinfo
+from pytest_hpccomm.fabrics import describe_inventory
 from pytest_hpccomm.fabrics.sysfs import (
     Gid,
     Inventory,
@@ -190,7 +191,7 @@ def test_missing_root_is_a_value_error(tmp_path: Path) -> None:
 
 
 def test_empty_root_is_an_empty_inventory(tmp_path: Path) -> None:
-    assert read_inventory(tmp_path) == Inventory(rdma=(), netdevs=())
+    assert read_inventory(tmp_path) == Inventory(rdma=(), netdevs=(), addresses_known=False)
 
 
 def test_garbled_files_are_unknown(tree_copy: Callable[[str], Path]) -> None:
@@ -238,18 +239,25 @@ def test_links_leaving_the_tree_are_ignored(tree_copy: Callable[[str], Path]) ->
     root = tree_copy("ethernet-plain")
     os.symlink("/sys/class/net/lo", root / "class/net/escape")
     os.symlink("../../devices/nowhere", root / "class/net/dangling")
-    assert [n.name for n in read_inventory(root).netdevs] == ["eth0", "lo"]
+    inv = read_inventory(root)
+    assert [n.name for n in inv.netdevs] == ["eth0", "lo"]
+    # the dangling one is said, not dropped silently; the escaping one is never followed
+    assert inv.unreadable == ("dangling (class/net/dangling leads to a missing directory)",)
+    assert "unreadable: dangling (class/net/dangling leads to a missing directory)" in \
+        describe_inventory(inv)
 
 
-def test_missing_ip_addr_json_means_no_addresses(tree_copy: Callable[[str], Path]) -> None:
+def test_missing_ip_addr_json_means_addresses_unknown(tree_copy: Callable[[str], Path]) -> None:
     root = tree_copy("ethernet-plain")
+    assert read_inventory(root).addresses_known
     (root.parent / "ip-addr.json").unlink()
-    assert all(n.addresses == () for n in read_inventory(root).netdevs)
+    inv = read_inventory(root)
+    assert all(n.addresses == () for n in inv.netdevs) and not inv.addresses_known
 
 
-def test_live_root_without_ip_tool_has_no_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_live_root_without_ip_tool_has_unknown_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(not_in_sysfs.shutil, "which", lambda name: None)
-    assert not_in_sysfs.read_addresses(Path("/sys")) == {}
+    assert not_in_sysfs.read_addresses(Path("/sys")) is None
 
 
 def test_parse_ibv_devinfo() -> None:
