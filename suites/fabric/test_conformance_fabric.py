@@ -32,9 +32,13 @@ def test_ib_port_is_active_and_addressed(hpc_session: HpcSession,
                                          hpc_fabric: FabricSelection) -> None:
     port = port_of(hpc_session, hpc_fabric)
     assert port.state == "ACTIVE" and port.phys_state == "LinkUp"
+    assert hpc_fabric.rate_gbps and hpc_fabric.rate_gbps > 0
+    if port.lid is None and port.sm_lid is None and not port.gids:
+        # the kernel always has these files for an IB port: only a partial recording lacks them
+        pytest.skip(f"{hpc_fabric.device} port {port.num}: the tree records no lid, sm_lid "
+                    "or gids (a partial recording): addressing cannot be checked")
     assert port.lid not in (None, 0, 0xFFFF), "an active IB port has a unicast LID from the SM"
     assert port.sm_lid not in (None, 0), "no subnet manager has swept this port"
-    assert hpc_fabric.rate_gbps and hpc_fabric.rate_gbps > 0
     gid0 = port.gid(0)
     assert gid0 is not None and gid0.type == "IB"
     assert gid0.is_link_local, "GID 0 carries the default subnet prefix fe80::/64"

@@ -69,6 +69,14 @@ AUTO: dict[str, dict[str, Any]] = {
         address="192.0.2.20", rate_gbps=1.0, mtu=1500, firmware=None, driver="e1000e",
         link_layer="Ethernet", description="eth0 (Ethernet, 192.0.2.20, MTU 1500, 1 Gb/s)",
     ),
+    # a public recording (fixtures/sysfs/procfs-opa-mlx4-mlx5/SOURCE.md): Omni-Path sorts
+    # first and is fastest, but it is not InfiniBand; of the IB ports the fastest is taken
+    "procfs-opa-mlx4-mlx5": dict(
+        kind="ib", device="mlx4_0", port=1, gid_index=0, gid=None, netdev=None, address=None,
+        rate_gbps=40.0, mtu=None, firmware="2.31.5050", driver="unknown",
+        link_layer="InfiniBand",
+        description="mlx4_0 port 1 (InfiniBand, 40 Gb/sec (4X QDR), LID unknown)",
+    ),
 }
 
 # tree -> the kinds that are present (everything else must be FabricUnavailable)
@@ -79,6 +87,7 @@ PRESENT = {
     "softroce-rxe": {"softroce", "ethernet"},
     "iwarp-siw": {"iwarp", "ethernet"},
     "ethernet-plain": {"ethernet"},
+    "procfs-opa-mlx4-mlx5": {"ib", "ethernet"},
 }
 
 DESCRIBED = {
@@ -88,6 +97,8 @@ DESCRIBED = {
     "softroce-rxe": "rxe0 (RoCE), eth0 (Ethernet)",
     "iwarp-siw": "siw0 (iWARP), eth0 (Ethernet)",
     "ethernet-plain": "eth0 (Ethernet)",
+    "procfs-opa-mlx4-mlx5": "hfi1_0 (Omni-Path (PSM2/OPA)), mlx4_0 (InfiniBand), "
+                            "mlx5_0 (InfiniBand), eth0 (Ethernet)",
 }
 
 

@@ -35,7 +35,11 @@ def test_snapshot_live_sysfs_round_trips(tmp_path: Path) -> None:
 def test_snapshot_of_a_recorded_tree_round_trips(tmp_path: Path, tree: str) -> None:
     out = snapshot(tmp_path / tree, FIXTURES / tree / "sys")
     assert read_inventory(out / "sys") == read_inventory(FIXTURES / tree / "sys")
-    assert (out / "ip-addr.json").read_bytes() == (FIXTURES / tree / "ip-addr.json").read_bytes()
+    recorded = FIXTURES / tree / "ip-addr.json"
+    if recorded.exists():
+        assert (out / "ip-addr.json").read_bytes() == recorded.read_bytes()
+    else:  # addresses unknown stay unknown: nothing is made up
+        assert not (out / "ip-addr.json").exists()
 
 
 def test_snapshot_refuses_a_non_empty_destination(tmp_path: Path) -> None:

@@ -54,7 +54,12 @@ def test_every_tree_is_read() -> None:
     for name in TREES:
         inv = inventory(name)
         assert isinstance(inv, Inventory)
+        if name in RECORDED_WITHOUT_LO:
+            continue
         assert inv.netdev("lo") is not None and inv.netdev("lo").is_up  # type: ignore[union-attr]
+
+
+RECORDED_WITHOUT_LO = {"procfs-opa-mlx4-mlx5"}  # a public recording of class/net/eth0 only
 
 
 def test_ib_edr_mlx5() -> None:

@@ -29,3 +29,15 @@ def test_fabric_suite_on_down_port_skips_with_reason(pytester: pytest.Pytester) 
                                 "--hpc-fabric=ib", "-rs", "--import-mode=importlib")
     result.assert_outcomes(passed=1, skipped=5)
     result.stdout.fnmatch_lines(["*mlx5_0 port 1 is DOWN (phys_state Polling)*"])
+
+
+def test_fabric_suite_on_a_public_partial_recording(pytester: pytest.Pytester) -> None:
+    """Prometheus procfs' fixture (no LIDs, GIDs, node_type or addresses): the IB checks skip
+    naming what the recording lacks; Omni-Path is never taken for InfiniBand."""
+    pytester.copy_example(str(SUITE))
+    root = ROOT / "fixtures/sysfs/procfs-opa-mlx4-mlx5/sys"
+    result = pytester.runpytest(f"--hpc-sysfs-root={root}", "--hpc-fabric=ib", "-rs",
+                                "--hpc-history=none", "--import-mode=importlib")
+    result.assert_outcomes(passed=1, skipped=5)
+    result.stdout.fnmatch_lines(["*hpccomm: fabric=ib -> ib: mlx4_0 port 1 (InfiniBand, 40 Gb/sec*",
+                                 "*mlx4_0 port 1: the tree records no lid, sm_lid or gids*"])
