@@ -79,7 +79,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--hpc-candidate", "paired A/B run, candidate side: STACK=IMPL (see --hpc-base)",
                kind="assign"),
     OptionSpec("--hpc-ab-rounds", "rounds of a paired A/B run: one job of each side per round, "
-               "adjacent, in alternating order (A B, B A, ...; default 6)", 6, kind="int"),
+               "adjacent, in alternating order (A B, B A, ...; default 20)", 20, kind="int"),
     OptionSpec("--hpc-results", "write every measurement and verdict as JSON here", kind="path"),
     OptionSpec("--hpc-report", "write an HTML report with plots here", kind="path"),
     OptionSpec("--hpc-markdown", "write a markdown summary here (default: $GITHUB_STEP_SUMMARY "
@@ -118,7 +118,7 @@ class HpcConfig:
     sysfs_root: Path = Path("/sys")
     base: dict[str, str] = field(default_factory=dict)  # stack -> implementation (A/B)
     candidate: dict[str, str] = field(default_factory=dict)
-    ab_rounds: int = 6
+    ab_rounds: int = 20
     host_list: tuple[Host, ...] = ()  # resolved: --hpc-hosts, else hostfile, else SLURM
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -14,6 +14,25 @@ def outcomes(path: Path) -> dict[str, str]:
     return {r["nodeid"].split("[", 1)[1]: r["verdict"]["outcome"] for r in doc["results"]}
 
 
+def canary_session(pytester: pytest.Pytester, args: list[str], items: int,
+                   timeout: float, tries: int = 3) -> pytest.RunResult:
+    """The candidate's canary must be caught at every point. Only the contention guard may
+    stop it (another process shared the cores, measured): then the session is run again, a
+    few times, and finally the test fails; never a skip."""
+    for _attempt in range(tries):
+        canary = pytester.runpytest_subprocess(*args, timeout=timeout)
+        doc = json.loads((pytester.path / "r.json").read_text())
+        judged = {r["nodeid"].split("[", 1)[1]: r["verdict"] for r in doc["results"]}
+        assert len(judged) == items, canary.stdout.str()
+        if all(v["outcome"] == "regression" for v in judged.values()):
+            assert canary.ret == 1
+            return canary
+        missed = {k: v["message"] for k, v in judged.items() if v["outcome"] != "regression"}
+        assert all("cores shared" in m for m in missed.values()), \
+            f"the canary was not caught: {missed}"
+    pytest.fail(f"no quiet canary session in {tries} tries: {missed}")
+
+
 def clean_session(pytester: pytest.Pytester, args: list[str], items: int,
                   timeout: float) -> pytest.RunResult:
     """A vs identical A must judge no change. The rule's false alarm is a 1 %-per-point event

