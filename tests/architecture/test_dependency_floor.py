@@ -1,11 +1,11 @@
-"""The numpy and scipy floors in pyproject.toml are real: the verdict engine runs on exactly
-those versions. (scipy 1.11-1.14 lacked stats.bootstrap(rng=): every verdict raised TypeError
-while pyproject promised >= 1.11.)
+"""The numpy and scipy floors in pyproject.toml are real: the stats and verdict unit tests pass
+on exactly those versions. (scipy 1.11-1.14 lacked stats.bootstrap(rng=): every verdict raised
+TypeError while pyproject promised >= 1.11.)
 
-The floor environment is a venv with exactly the floor wheels, cached under
-~/.cache/pytest-hpccomm/floor/<numpy>-<scipy>/ (built aside, then renamed into place, so a
-killed build never counts as one). PyPI being unreachable fails the test: CI's dependencies
-are part of what it checks.
+The floor environment is a venv with exactly the floor wheels (plus pytest and hypothesis to
+run the tests), cached under ~/.cache/pytest-hpccomm/floor/numpy<v>-scipy<v>/: built aside,
+then renamed into place, so a killed build never counts as one. PyPI being unreachable fails
+the test: CI's dependencies are part of what it checks.
 """
 
 from __future__ import annotations
@@ -21,33 +21,15 @@ from pytest_hpccomm.cache import cache_dir
 from pytest_hpccomm.cluster.jobs import run_job
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# what the verdict engine calls in scipy/numpy: a stored-baseline verdict (block bootstrap,
-# Mann-Whitney), a paired A/B verdict (t interval), a summary (bootstrap CI of the median)
-PROBE = """
-import numpy as np, scipy
-from pytest_hpccomm.baselines.paired import judge_paired
-from pytest_hpccomm.baselines.store import entry_from_measurement
-from pytest_hpccomm.baselines.verdict import Outcome, judge
-from pytest_hpccomm.measure.measurement import Direction, Measurement
-from pytest_hpccomm.measure.stats import summarize
-rng = np.random.default_rng(1)
-def m(samples, jobs=None):
-    return Measurement("mpi", "osu_latency", {"size": 8}, tuple(samples), "us",
-                       Direction.LOWER_IS_BETTER, extra={"job_medians": jobs} if jobs else {})
-base = m(rng.lognormal(np.log(3.0), 0.01, 40))
-slow = m(rng.lognormal(np.log(4.5), 0.01, 40))
-assert judge(slow, entry_from_measurement(base, {}, "t")).outcome is Outcome.REGRESSION
-assert judge(base, entry_from_measurement(base, {}, "t")).outcome is Outcome.PASS
-cand = m([1.0] * 6, [1.5, 1.52, 1.49, 1.51, 1.5, 1.48])
-assert judge_paired(cand, m([1.0] * 6, [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]), 0.05).outcome \\
-    is Outcome.REGRESSION
-assert summarize(base.samples).median_ci_low is not None
-print("FLOOR-OK", np.__version__, scipy.__version__)
-"""
+# the pure numerical tests: summaries (bootstrap CI of the median), stored-baseline verdicts
+# (block bootstrap, Mann-Whitney), paired verdicts (Student t), metric and size helpers
+UNIT_TESTS = ("tests/measure", "tests/baselines/test_baselines_verdict.py",
+              "tests/baselines/test_baselines_paired.py")
+TOOLS = ("pytest", "hypothesis")  # what runs them; any version
 
 
 def floors() -> dict[str, str]:
+    """{"numpy": v, "scipy": v} from the `>=` floors of pyproject's dependencies."""
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     out = {}
     for dep in deps:
@@ -59,33 +41,58 @@ def floors() -> dict[str, str]:
 
 
 def floor_python(versions: dict[str, str]) -> Path:
-    final = cache_dir("floor") / f"numpy{versions['numpy']}-scipy{versions['scipy']}"
-    python = final / "bin" / "python"
-    if python.exists():
-        return python
+    """The python of a venv with exactly `versions` (made once, then cached)."""
+    wanted = [*(f"{k}=={v}" for k, v in sorted(versions.items())), *TOOLS]
+    final = cache_dir("floor") / "-".join(f"{k}{v}" for k, v in sorted(versions.items()))
+    stamp = final / "requirements.txt"  # written last: a venv without it is incomplete
+    if stamp.is_file() and stamp.read_text().split() == wanted:
+        return final / "bin" / "python"
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         made = run_job([sys.executable, "-m", "venv", str(tmp)], timeout=120)
         assert made.ok, made.describe()
         got = run_job([str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                       "--only-binary=:all:", *(f"{k}=={v}" for k, v in versions.items())],
+                       "--disable-pip-version-check", "--only-binary=:all:", *wanted],
                       timeout=600)
-        assert got.ok, f"installing the floor versions: {got.describe()}"
-        # the venv is relocated by the rename: its scripts' shebangs break, python does not
-        shutil.rmtree(final, ignore_errors=True)
+        assert got.ok, f"installing {' '.join(wanted)}: {got.describe()}\n{got.stderr[-2000:]}"
+        (tmp / "requirements.txt").write_text("\n".join(wanted) + "\n")
+        # the rename breaks the venv's script shebangs, not `python -m`
+        if final.exists():
+            os.rename(final, old)  # an older recipe's venv
         os.rename(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return python
+        shutil.rmtree(old, ignore_errors=True)
+    return final / "bin" / "python"
 
 
-def test_verdicts_run_on_the_floor_versions() -> None:
+def run_unit_tests(python: Path, timeout: float = 300) -> tuple[bool, str]:
+    """(passed, output) of UNIT_TESTS under `python`, with this checkout on its path (the
+    rootdir's pyproject) and nothing of this interpreter's environment."""
+    res = run_job([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNIT_TESTS],
+                  {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")},
+                  timeout=timeout, cwd=ROOT)
+    return res.ok, f"{res.describe()}\n{res.stdout[-3000:]}\n{res.stderr[-1000:]}"
+
+
+def installed(python: Path) -> dict[str, str]:
+    res = run_job([str(python), "-c", "import numpy, scipy; "
+                   "print(numpy.__version__, scipy.__version__)"], {"PATH": "/usr/bin:/bin"},
+                  timeout=60)
+    assert res.ok, res.describe()
+    numpy, scipy = res.stdout.split()
+    return {"numpy": numpy, "scipy": scipy}
+
+
+def test_unit_tests_pass_on_the_floor_versions() -> None:
     versions = floors()
     python = floor_python(versions)
-    res = run_job([str(python), "-c", PROBE], {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                  timeout=300)
-    assert res.ok, f"the verdict engine fails on numpy {versions['numpy']}, scipy " \
-                   f"{versions['scipy']}: {res.describe()}\n{res.stderr[-2000:]}"
-    assert f"FLOOR-OK {versions['numpy']}" in res.stdout
-    assert res.stdout.split()[-1].startswith(versions["scipy"])
+    got = installed(python)
+    for name, floor in versions.items():  # "1.15" is 1.15.0
+        assert got[name].split(".")[:3] == (floor.split(".") + ["0", "0"])[:3], (name, got)
+    ok, output = run_unit_tests(python)
+    assert ok, f"the stats/verdict tests fail on numpy {got['numpy']}, scipy {got['scipy']} " \
+               f"(pyproject's floors):\n{output}"
+    assert re.search(r"\b\d{2,} passed\b", output), output  # they ran, not collected nothing
