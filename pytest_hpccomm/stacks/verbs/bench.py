@@ -14,6 +14,10 @@ Each loop follows the perftest program of the same name (linux-rdma/perftest, sr
 Latency loops return the time of every post (perftest's tposted[]); the orchestrator turns
 them into per-iteration deltas and perftest's statistics. Bandwidth loops return each batch's
 first-post-to-last-completion time (perftest: tcompleted[last] - tposted[0]).
+
+The canary (--hpc-inject-slowdown F, the request's `slowdown`) stretches the client's timed
+work inside these regions: each latency iteration, and each bandwidth batch, takes F times as
+long as the device took (warm-up is not stretched).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyverbs.enums as e
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES, QKEY, status_text
 
 if TYPE_CHECKING:
@@ -56,11 +61,21 @@ class Loop:
         self.mr = engine.mrs[int(msg["mr"])]
         self.remote = msg.get("remote") or {}
         self.atomic = msg.get("atomic", "FETCH_AND_ADD")
+        self.slowdown = float(msg.get("slowdown", 1.0))
+        if self.slowdown < 1.0:
+            raise BenchError(f"{self.bench}: slowdown {self.slowdown:g} < 1")
+        self.factor = 1.0  # the stretch of the batch being run: 1 in warm-up
         self.grh = GRH_BYTES if ep.qp_type == "UD" else 0
         need = 2 * self.size + self.grh + 8
         if self.mr.length < need:
             raise BenchError(f"{self.bench}: MR of {self.mr.length} B < {need} B needed")
         self.deadline = 0.0
+
+    def stretched(self, t0: int) -> None:
+        """The canary: the client spins until the region since `t0` took `factor` times as
+        long (the server is never stretched: it only answers the client)."""
+        if self.factor > 1.0 and self.role == "client":
+            stretch(t0, self.factor, now)
 
     # -- building blocks ----------------------------------------------------------------------
     def sge(self, offset: int, length: int) -> SGE:
@@ -120,11 +135,13 @@ class Loop:
         client = self.role == "client"
         for _ in range(n):
             if client:
-                times.append(now())
+                t0 = now()
+                times.append(t0)
                 qp.post_send(swr)
                 self.wait(rcq, 1, "pong")
                 qp.post_recv(rwr)
                 self.wait(scq, 1, "ping send")
+                self.stretched(t0)
             else:
                 self.wait(rcq, 1, "ping")
                 qp.post_recv(rwr)
@@ -143,12 +160,14 @@ class Loop:
             if not client:
                 self.spin_byte(last_in, value, f"write {i}")
             self.mr.write(bytes([value]), 1, last_out)
+            t0 = now()
             if client:
-                times.append(now())
+                times.append(t0)
             qp.post_send(wr)
             if client:
                 self.spin_byte(last_in, value, f"write-back {i}")
             self.wait(scq, 1, "write")
+            self.stretched(t0)
         times.append(now())
 
     def one_sided_lat(self, opcode: int, n: int, times: list[int]) -> None:
@@ -157,9 +176,11 @@ class Loop:
             else self.size
         wr = self.send_wr(opcode, length)
         for _ in range(n):
-            times.append(now())
+            t0 = now()
+            times.append(t0)
             qp.post_send(wr)
             self.wait(scq, 1, "operation")
+            self.stretched(t0)
         times.append(now())  # closes the last iteration: it has no successor post
 
     # -- bandwidth ------------------------------------------------------------------------------
@@ -178,6 +199,7 @@ class Loop:
             k = min(16, posted - done)
             self.wait(scq, k, f"operation {done}")
             done += k
+        self.stretched(t0)
         return now() - t0
 
     def send_bw(self, n: int) -> int:
@@ -225,6 +247,7 @@ class Loop:
         samples: list[Any] = []
         for batch in range(-1 if self.warmup else 0, self.batches):
             n = self.warmup if batch < 0 else self.iterations
+            self.factor = 1.0 if batch < 0 else self.slowdown
             if bench in LATENCY:
                 times: list[int] = []
                 if bench == "send_lat":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.stacks.verbs.driver import (Connection, PeerError, VerbsCallError, VerbsPair,
                                                 together)
@@ -86,17 +87,24 @@ class BenchSettings:
     batch_bytes: int
     depth: int = 64  # perftest's tx_depth is 128; 64 keeps the Python loop's CQ polls short
     limit: float = 120.0  # seconds for one (benchmark, size) on each side
+    slowdown: float = 1.0  # the canary's stretch of the client's timed work (bench.py)
 
     @classmethod
-    def for_profile(cls, profile: str, emulated: bool) -> BenchSettings:
+    def for_profile(cls, profile: str, emulated: bool, slowdown: float = 1.0) -> BenchSettings:
         if emulated:
             return cls(lat_iterations=16, bw_iterations=32, warmup=4, batches=3,
-                       batch_bytes=8 << 20, limit=120.0)
+                       batch_bytes=8 << 20, limit=120.0, slowdown=slowdown)
         if profile == "full":
             return cls(lat_iterations=1000, bw_iterations=1000, warmup=200, batches=30,
-                       batch_bytes=1 << 30)
+                       batch_bytes=1 << 30, slowdown=slowdown)
         return cls(lat_iterations=200, bw_iterations=256, warmup=50, batches=20,
-                   batch_bytes=256 << 20)
+                   batch_bytes=256 << 20, slowdown=slowdown)
+
+    @classmethod
+    def for_session(cls, cfg: HpcConfig, emulated: bool) -> BenchSettings:
+        """The session's profile; the canary (--hpc-inject-slowdown) reaches the peers' timed
+        regions, as in every stack."""
+        return cls.for_profile(cfg.profile, emulated, cfg.inject_slowdown)
 
     def iterations(self, bench: Benchmark, size: int) -> tuple[int, int]:
         """(iterations per batch, warm-up) at this size; at least 4: perftest's statistics
@@ -153,8 +161,9 @@ class BenchRunner:
         n, warmup = self.settings.iterations(bench, size)
         common = {"benchmark": bench.loop, "size": size, "iterations": n, "warmup": warmup,
                   "batches": self.settings.batches, "depth": self.settings.depth,
-                  "limit": self.settings.limit, "atomic": bench.atomic or "FETCH_AND_ADD"}
-        limit = self.settings.limit + 30
+                  "limit": self.settings.limit * self.settings.slowdown,
+                  "atomic": bench.atomic or "FETCH_AND_ADD", "slowdown": self.settings.slowdown}
+        limit = self.settings.limit * self.settings.slowdown + 30
         server = conn.b.peer
         try:
             rid = server.start("bench", ep=conn.b.ep, role="server", mr=mr_b["mr"],

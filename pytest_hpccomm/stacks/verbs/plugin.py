@@ -253,7 +253,7 @@ def verbs_bench(verbs_pair: VerbsPair, verbs_emulated: bool,
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner, BenchSettings
 
     cfg = hpc_session_of(pytestconfig).cfg
-    settings = BenchSettings.for_profile(cfg.profile, verbs_emulated)
+    settings = BenchSettings.for_session(cfg, verbs_emulated)
     runner = BenchRunner(verbs_pair, settings, max(cfg.message_sizes))
     yield runner
 

@@ -4,7 +4,8 @@ Builds (or reuses) the cached guest, boots it once per case, and reads the guest
 - softroce / iwarp: `pytest --hpc-fabric=<kind> suites/verbs` must pass; the suite provisions
   rxe0 / siw0 itself; perftest's programs run next to it as a cross-check; an xfail is allowed
   only as a known defect observed in that run (stacks/verbs/defects.py), and the guest's kernel
-  and driver go into this test's properties
+  and driver go into this test's properties; test_verbs_canary_stretch.py runs beside it
+  (under --hpc-inject-slowdown the verbs peers' timed work must take about F times as long)
 - planted: the peers register MRs without REMOTE_WRITE (--hpc-verbs-plant); the conformance
   suite must catch it: the RDMA WRITE tests fail with a remote access error
 - cluster: two guests (run.sh --hosts 2) on SoftRoCE, the verbs suite with one peer per guest
@@ -37,6 +38,7 @@ JOB_TIMEOUT = 900  # inside the guest; run.sh adds its boot margin, we add ours
 # (per verbs item inside the guest: the verbs plugin's deadline, 0.8 x pytest-timeout's 300 s,
 # which Hypothesis cannot swallow; pytest-timeout stays as the outer belt)
 PLANTED_TESTS = "remote_write_lands or payload_integrity"
+CANARY = "tests/stacks/verbs/test_verbs_canary_stretch.py"  # needs a verbs pair: guests only
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +110,9 @@ def _tail(results: Path) -> str:
 def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabric: str,
                                          device: str, at_least: int,
                                          record_property: Any) -> None:
-    job = boot(guest_image, tmp_path, fabric)
+    job = boot(guest_image, tmp_path, fabric, CANARY)
     got = junit(tmp_path)
+    canary = [n for n in got["passed"] if "test_canary_stretches" in n]
     conformance = [n for n in got["passed"] if ".test_conformance_" in n]
     crosscheck = [n for n in got["passed"] if "test_perftest_crosscheck" in n]
     env = fingerprint(tmp_path)
@@ -130,6 +133,7 @@ def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabri
     assert job.ok, f"guest run failed: {job.describe()}\n{_tail(tmp_path)}"
     assert len(conformance) >= at_least, f"only {len(conformance)} conformance tests passed"
     assert crosscheck, "no perftest program ran next to the suite"
+    assert len(canary) == 4, f"the canary's stretch of the verbs peers was not shown: {canary}"
     log = (tmp_path / "pytest.log").read_text(errors="replace")
     assert f"{device}0" in log, f"the suite did not run on a provisioned {device}0"
 

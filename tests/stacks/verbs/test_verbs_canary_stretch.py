@@ -1,0 +1,60 @@
+"""The canary reaches the verbs peers: under --hpc-inject-slowdown F their timed work takes
+about F times as long (issue 15), so on hardware a canary run fails the verbs items.
+
+Needs a verbs pair, so it runs where one can: inside the SoftRoCE and iWARP guests, which
+test_verbs_guest.py boots with this file added to the suite. On the host's Ethernet session
+it skips as every verbs item does ("verbs needs an RDMA fabric"). Emulated devices give no
+verdicts, but the stretch is the peers' own spin and shows in their raw times all the same.
+
+Measured in the TCG guest (medians of 10 batches each, interleaved): bandwidth batches stretch
+by F exactly (2.94-3.03 x at F = 3, 1.07-1.15 x at 1.1); latency iterations by F and a bit
+more (rxe 2.36-2.38 x at F = 2, 3.5-3.9 x at 3; siw 2.5-2.9 x at 2, 4.2-5.2 x at 3): the gap
+the spin leaves between operations lets the software device's kernel threads go idle, and
+waking them makes the next operation slower. So the check is "at least 0.85 F, at most 2 F":
+a canary that does not reach the peers measures 1.0 (0.99-1.67 x in the same guest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.stacks.verbs.driver import VerbsPair
+from pytest_hpccomm.stacks.verbs.perf import BY_KEY, BenchRunner, BenchSettings
+
+pytestmark = pytest.mark.stack("verbs")
+
+FACTOR = 3.0
+# one of each kind of timed region: a two-sided ping-pong, a write ping-pong, a one-sided
+# round trip (per iteration), and a stream (per batch)
+POINTS = [("ib_send_lat", 64), ("ib_write_lat", 64), ("ib_read_lat", 64),
+          ("ib_write_bw", 65536)]
+ROUNDS = 2  # plain, canary, canary, plain: a drift of the emulated machine hits both alike
+
+
+@pytest.mark.parametrize("key,size", POINTS, ids=[k for k, _ in POINTS])
+def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: VerbsPair,
+                                               verbs_emulated: bool,
+                                               record_property: Any) -> None:
+    bench = BY_KEY[key]
+    settings = dataclasses.replace(BenchSettings.for_profile("quick", verbs_emulated),
+                                   batches=5)
+    plain = BenchRunner(verbs_pair, settings, size)
+    canary = BenchRunner(verbs_pair, dataclasses.replace(settings, slowdown=FACTOR), size)
+    samples: dict[str, list[float]] = {"plain": [], "canary": []}
+    for r in range(ROUNDS):
+        order = ("plain", "canary") if r % 2 == 0 else ("canary", "plain")
+        for side in order:
+            runner = plain if side == "plain" else canary
+            samples[side] += runner.run(bench, size).samples
+    slow, fast = statistics.median(samples["canary"]), statistics.median(samples["plain"])
+    # latency grows by F; bandwidth shrinks by F
+    ratio = slow / fast if bench.latency else fast / slow
+    record_property("canary_stretch", round(ratio, 3))
+    assert 0.85 * FACTOR <= ratio <= 2 * FACTOR, (
+        f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: the timed work took "
+        f"{ratio:.2f} x as long (median {slow:.4g} vs {fast:.4g} {bench.metric[1]}); "
+        f"plain {samples['plain']}, canary {samples['canary']}")
