@@ -6,10 +6,16 @@ job's lifetime:
 
     busy    = the whole machine's CPU time in processes (/proc/stat: user, nice, system,
               steal; guest time is already inside user/nice)
-    own     = this process (all threads), its reaped children, and every live descendant
-              (utime + stime + cutime + cstime from /proc/PID/stat), so a job's ranks, their
-              daemons and session-long peers count as ours, also after a reaper collected them
+    own     = this process (all threads), its reaped children, and every descendant, live or
+              ended but not yet reaped (utime + stime + cutime + cstime from /proc/PID/stat),
+              so a job's ranks, their daemons, session-long peers and sibling jobs running
+              beside it count as ours, also after a reaper collected them
     foreign = busy - own, in cores (divided by the wall time)
+
+Beside that, each reading keeps what the kernel says about the machine as the job ends: the
+1-minute load average, the run queue (procs_running: runnable tasks, ours included) at start
+and end, and the CPU clock when it is visible (cpufreq, else /proc/cpuinfo's "cpu MHz"): the
+evidence a reader needs to judge a disturbed job, or a slow one that was not flagged.
 
 Steal (a hypervisor giving our vCPU to another guest) lands in foreign: it is someone else's
 use of our cores too. irq and softirq time are left out on both sides: with IRQ time accounting
@@ -18,6 +24,7 @@ no process is charged for them, and most of it is the job's own traffic (TCP ove
 
 from __future__ import annotations
 
+import glob
 import os
 import resource
 import time
@@ -46,12 +53,55 @@ def _machine() -> tuple[float, float]:
     return busy / _TICK, steal / _TICK
 
 
+def _procs_running() -> int | None:
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _load1() -> float | None:
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _mhz() -> float | None:
+    """Mean CPU clock in MHz: cpufreq's current frequency where the kernel exposes it (not in
+    most VMs), else /proc/cpuinfo's "cpu MHz" lines; None when neither is there."""
+    khz = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq"):
+        try:
+            with open(path) as f:
+                khz.append(int(f.read()))
+        except (OSError, ValueError):
+            continue
+    if khz:
+        return sum(khz) / len(khz) / 1000.0
+    try:
+        with open("/proc/cpuinfo") as f:
+            mhz = [float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(mhz) / len(mhz) if mhz else None
+
+
 def _own() -> float:
     """CPU seconds of this process tree: self, reaped children, live descendants."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    live = sum(proctree.cpu_ticks(p.pid) for p in proctree.descendants([os.getpid()]))
+    # zombies too: a sibling job that ended but is reaped after this one (parallel workers,
+    # finished in order) is no longer live and not yet our children's: its time would count
+    # as a neighbour's
+    live = sum(proctree.cpu_ticks(p.pid)
+               for p in proctree.descendants([os.getpid()], zombies=True))
     return total + live / _TICK
 
 
@@ -64,6 +114,9 @@ class CpuShare:
     busy_cores: float
     own_cores: float
     steal_cores: float
+    load1: float | None = None  # 1-minute load average as the job ended
+    run_queue: tuple[int | None, int | None] = (None, None)  # procs_running at start, end
+    mhz: float | None = None  # mean CPU clock as the job ended, where visible
 
     @property
     def foreign_cores(self) -> float:
@@ -84,14 +137,19 @@ class CpuShare:
     def describe(self) -> str:
         steal = f", {self.steal_cores:.2f} stolen by the hypervisor" if self.steal_cores >= 0.01 \
             else ""
+        load = f", load average {self.load1:.2f}" if self.load1 is not None else ""
+        queue = ("" if None in self.run_queue else
+                 f", {max(q for q in self.run_queue if q is not None)} runnable")
         return (f"other processes used {self.foreign_cores:.2f} of {self.cpus} cores "
-                f"over {self.wall:.1f} s{steal}")
+                f"over {self.wall:.1f} s{steal}{load}{queue}")
 
-    def to_json(self) -> dict[str, float]:
+    def to_json(self) -> dict[str, Any]:
         return {"wall_s": round(self.wall, 3), "cpus": self.cpus,
                 "busy_cores": round(self.busy_cores, 3), "own_cores": round(self.own_cores, 3),
                 "foreign_cores": round(self.foreign_cores, 3),
-                "steal_cores": round(self.steal_cores, 3)}
+                "steal_cores": round(self.steal_cores, 3), "load1": self.load1,
+                "run_queue": list(self.run_queue),
+                "mhz": None if self.mhz is None else round(self.mhz, 1)}
 
 
 class CpuMeter:
@@ -101,6 +159,7 @@ class CpuMeter:
         self._t0 = time.monotonic()
         self._busy0, self._steal0 = _machine()
         self._own0 = _own()
+        self._queue0 = _procs_running()
 
     def stop(self) -> CpuShare:
         wall = max(time.monotonic() - self._t0, 1e-6)
@@ -109,7 +168,9 @@ class CpuMeter:
         return CpuShare(wall=wall, cpus=os.cpu_count() or 1,
                         busy_cores=(busy - self._busy0) / wall,
                         own_cores=max(0.0, own - self._own0) / wall,
-                        steal_cores=(steal - self._steal0) / wall)
+                        steal_cores=(steal - self._steal0) / wall,
+                        load1=_load1(), run_queue=(self._queue0, _procs_running()),
+                        mhz=_mhz())
 
 
 @dataclass(frozen=True)
@@ -133,7 +194,9 @@ def evidence(shares: Sequence[Mapping[str, float]], disturbed: str,
     """What a measurement's `extra["cpu"]` records of its jobs (baselines/store.shared_cores
     reads the `disturbed` reason back)."""
     return {"foreign_cores": [s["foreign_cores"] for s in shares], "disturbed": disturbed,
-            "reruns": reruns}
+            "reruns": reruns, "load1": [s.get("load1") for s in shares],
+            "run_queue": [s.get("run_queue") for s in shares],
+            "mhz": [s.get("mhz") for s in shares]}
 
 
 T = TypeVar("T")

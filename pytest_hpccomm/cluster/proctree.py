@@ -60,12 +60,14 @@ def alive(p: Proc) -> bool:
     return st is not None and st[1] == p.start and st[2] not in ("Z", "X")
 
 
-def descendants(roots: Iterable[int]) -> set[Proc]:
-    """Every live process below the given PIDs (not the roots themselves)."""
+def descendants(roots: Iterable[int], zombies: bool = False) -> set[Proc]:
+    """Every live process below the given PIDs (not the roots themselves); with `zombies`,
+    also those that ended and wait to be reaped (they still hold their CPU times)."""
+    gone = ("X",) if zombies else ("Z", "X")
     children: dict[int, list[tuple[int, int]]] = {}
     for pid in _pids():
         st = _stat(pid)
-        if st is not None and st[2] not in ("Z", "X"):
+        if st is not None and st[2] not in gone:
             children.setdefault(st[0], []).append((pid, st[1]))
     out: set[Proc] = set()
     todo = list(roots)

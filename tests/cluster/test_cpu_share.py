@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.cluster.jobs import run_job, start_job
 
 BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {s}: pass"
 
@@ -40,6 +40,20 @@ def test_a_neighbours_busy_loop_marks_the_job_disturbed(neighbour: int) -> None:
     # the neighbour had at least a third of the 2+ cores' time (3 runnable loops on 2 cores)
     assert res.cpu.foreign_cores >= 0.3, res.cpu
     assert res.cpu.disturbed.startswith("cores shared: other processes used ")
+    # the machine's own account goes with it: load average and runnable tasks
+    assert "load average" in res.cpu.disturbed and "runnable" in res.cpu.disturbed
+
+
+def test_a_reading_keeps_load_run_queue_and_clock() -> None:
+    res = run_job([sys.executable, "-c", BUSY.format(s=0.3)], timeout=30, label="short job")
+    assert res.ok and res.cpu is not None
+    got = res.cpu.to_json()
+    assert isinstance(got["load1"], float) and got["load1"] >= 0
+    start, end = got["run_queue"]
+    assert start >= 1 and end >= 1  # this process was running when it read them
+    assert got["mhz"] is None or got["mhz"] > 0
+    ev = evidence([got], "", 0)
+    assert ev["load1"] == [got["load1"]] and ev["run_queue"] == [[start, end]]
 
 
 def test_the_jobs_own_work_and_its_childrens_count_as_own() -> None:
@@ -62,7 +76,8 @@ def test_disturbed_needs_more_than_the_quiet_share() -> None:
     wide = CpuShare(wall=2.0, cpus=128, busy_cores=3.0, own_cores=1.0, steal_cores=0.0)
     assert wide.quiet_limit == pytest.approx(2.56) and wide.disturbed == ""
     assert evidence([quiet.to_json(), loud.to_json()], loud.disturbed, 1) == {
-        "foreign_cores": [0.05, 0.6], "disturbed": loud.disturbed, "reruns": 1}
+        "foreign_cores": [0.05, 0.6], "disturbed": loud.disturbed, "reruns": 1,
+        "load1": [None, None], "run_queue": [[None, None], [None, None]], "mhz": [None, None]}
 
 
 def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet() -> None:
@@ -82,3 +97,16 @@ def test_of_jobs_keeps_each_jobs_share_and_the_first_disturbed_reason() -> None:
     assert got.shares == (quiet.to_json(), shared.to_json())
     assert got.disturbed == shared.disturbed and got.disturbed.startswith("cores shared")
     assert of_jobs([None]) == JobsCpu() and of_jobs([quiet]).disturbed == ""
+
+
+def test_a_sibling_job_that_ended_unreaped_is_not_a_neighbour() -> None:
+    # parallel workers of one measurement are finished (reaped) in order: when the first is
+    # read, the second has ended but is not reaped yet; its CPU time is ours all the same
+    # (it was counted as a neighbour's before: every gRPC ps/mimic point came out disturbed)
+    first = start_job([sys.executable, "-c", BUSY.format(s=0.5)], timeout=30, label="worker 0")
+    second = start_job([sys.executable, "-c", BUSY.format(s=0.5)], timeout=30, label="worker 1")
+    time.sleep(2.0)  # both end (0.5 s of work each on 2 cores); neither is reaped (no poll)
+    a, b = first.wait(), second.wait()
+    assert a.ok and b.ok and a.cpu is not None and b.cpu is not None
+    assert a.cpu.disturbed == "", a.cpu
+    assert b.cpu.disturbed == "", b.cpu
