@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import CACHE_VAR, NativeUnavailable, cache_root, ensure_built
+from tests.native_grpc import native_peer_or_skip
 
 from tests.integration._paired import canary_session, clean_session
 
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
-CACHE = cache_root()  # read before pytester moves HOME
 ARGS = ["--hpc-base=grpc=system", "--hpc-candidate=grpc=system", "--hpc-ab-rounds=6",
         "--hpc-launcher=local", "--hpc-grpc-modes=raw", "-k",
         "tf_grpc_p2p_latency and (uniform-small or uniform-large)", "--hpc-history=h.sqlite",
@@ -32,11 +31,7 @@ pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 
 def test_paired_grpc_run_catches_the_candidates_canary(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CACHE_VAR, str(CACHE))
-    try:
-        ensure_built()
-    except NativeUnavailable as e:
-        pytest.skip(str(e))
+    native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
 
     canary = canary_session(pytester, [*ARGS, "--hpc-inject-slowdown=2"], 2, 600)

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import CACHE_VAR, NativeUnavailable, cache_root, ensure_built
+from tests.native_grpc import native_peer_or_skip
 
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
-CACHE = cache_root()  # read before pytester moves HOME
 ARGS = ["--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-launcher=local", "-k",
         "tf_grpc_p2p_latency and uniform-small", "--hpc-baselines=bl", "--hpc-system=gate",
         "--hpc-history=h.sqlite", "--hpc-results=r.json", "-p", "no:cacheprovider",
@@ -37,11 +36,7 @@ def history_runs(path: Path) -> int:
 
 def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CACHE_VAR, str(CACHE))
-    try:
-        ensure_built()
-    except NativeUnavailable as e:
-        pytest.skip(str(e))
+    native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
     history = pytester.path / "h.sqlite"
     judged: dict[str, str] = {}

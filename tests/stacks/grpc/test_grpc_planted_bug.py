@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import CACHE_VAR, NativeUnavailable, cache_root, ensure_built
+from tests.native_grpc import native_peer_or_skip
 
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_conformance_grpc.py"
-CACHE = cache_root()  # read before pytester moves HOME
 
 pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 
@@ -21,12 +20,8 @@ pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 @pytest.mark.parametrize("peer", ["python", "native"])
 def test_dropped_buffer_fails_and_shrinks(peer: str, pytester: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CACHE_VAR, str(CACHE))
     if peer == "native":
-        try:
-            ensure_built()
-        except NativeUnavailable as e:
-            pytest.skip(str(e))
+        native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
     args = ["-p", "no:cacheprovider",
             "--import-mode=importlib", "--hpc-history=none", "--hpc-grpc-peers", peer,
