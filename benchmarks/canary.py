@@ -8,7 +8,12 @@ set of runs answers "which tolerance reaches >= 95 % detection of a 5 % slowdown
 false alarms on this machine".
 
     .venv/bin/python benchmarks/canary.py --rounds 20 [--sizes 8,64,1K,8K,64K] [--mpi openmpi]
-        [--factors 1.05,1.10] [--repeats 3] [--dump trials.json]
+        [--factors 1.05,1.10] [--repeats 3] [--jobs 8] [--dump trials.json]
+
+With --jobs N every run records N jobs (job boundaries kept), and the table replays the
+stored-mode rule as the suite applies it: a baseline of the first B jobs, the run judged with
+its first --repeats jobs and, while the verdict is undecided (baselines/adaptive.py), one more
+job at a time up to a limit (--hpc-max-repeats), all with the shipped judge().
 
 With --ab it measures the paired A/B gate instead (benchmarks/canary_ab.py).
 """
@@ -28,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hpccomm.baselines.adaptive import undecided
 from pytest_hpccomm.baselines.store import entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, judge
 from pytest_hpccomm.measure.measurement import Measurement
@@ -49,7 +55,8 @@ def run_sweep(out: Path, args: argparse.Namespace, slowdown: float) -> dict[str,
            "-k", "osu_latency", f"--hpc-mpi={args.mpi}", "--hpc-launcher=local",
            f"--hpc-sizes={args.sizes}", "--hpc-history=none", f"--hpc-baselines={out}/bl",
            f"--hpc-results={out}/r.json", f"--hpc-inject-slowdown={slowdown}",
-           "--hpc-system=canary", f"--hpc-repeats={args.repeats}", "--import-mode=importlib"]
+           "--hpc-system=canary", f"--hpc-repeats={args.jobs}",
+           f"--hpc-max-repeats={args.jobs}", "--import-mode=importlib"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
                           check=False)
     if not (out / "r.json").exists():
@@ -109,6 +116,54 @@ def tabulate(trials: list[dict[str, Any]], factors: tuple[float, ...]) -> None:
               f"sd(log) {np.std(np.log(ratios)):.3f}")
 
 
+def first_jobs(m: Measurement, k: int) -> Measurement:
+    """`m` as if only its first k jobs had run."""
+    sizes = list(m.extra.get("job_sizes") or [len(m.samples)])
+    n = sum(sizes[:k])
+    return Measurement(stack=m.stack, benchmark=m.benchmark, params=m.params,
+                       samples=m.samples[:n], unit=m.unit, direction=m.direction,
+                       metric=m.metric, extra={**m.extra, "job_sizes": sizes[:k]})
+
+
+def replay(t: dict[str, Any], base_jobs: int, start: int, limit: int,
+           tol: float) -> tuple[Outcome, int]:
+    """The stored-mode verdict with adaptive repeats: (outcome, jobs it took)."""
+    entry = entry_from_measurement(first_jobs(t["base"], base_jobs), {}, "")
+    k = start
+    v = judge(first_jobs(t["cur"], k), entry, tolerance=tol)
+    while undecided(v) and k < limit:
+        k += 1
+        v = judge(first_jobs(t["cur"], k), entry, tolerance=tol)
+    return v.outcome, k
+
+
+def tabulate_adaptive(trials: list[dict[str, Any]], factors: tuple[float, ...], start: int,
+                      jobs: int) -> None:
+    rules = sorted({(start, start, start), (start, start, min(2 * start, jobs)),
+                    (start, start, jobs), (min(2 * start, jobs), start, jobs)})
+    print(f"\n| tolerance | baseline jobs | run jobs | false alarms (no change) | inconclusive "
+          f"(no change) | " + " | ".join(f"{f - 1:.0%} caught" for f in factors[1:])
+          + " | mean jobs (no change) | mean jobs (" + f"{factors[-1] - 1:.0%})" + " |")
+    print("|---" * (6 + len(factors)) + "|")
+    for tol in (0.03, 0.05, 0.10):
+        for base_jobs, first, limit in rules:
+            counts: dict[float, dict[Outcome, int]] = defaultdict(lambda: defaultdict(int))
+            used: dict[float, list[int]] = defaultdict(list)
+            for t in trials:
+                outcome, k = replay(t, base_jobs, first, limit, tol)
+                counts[t["factor"]][outcome] += 1
+                used[t["factor"]].append(k)
+
+            def pct(f: float, o: Outcome) -> str:
+                c = counts[f]
+                return f"{100 * c[o] / max(1, sum(c.values())):.1f} %"
+            run = f"{first}" if first == limit else f"{first}..{limit}"
+            print(f"| {tol:.0%} | {base_jobs} | {run} | {pct(1.0, Outcome.REGRESSION)} | "
+                  f"{pct(1.0, Outcome.INCONCLUSIVE)} | "
+                  + " | ".join(pct(f, Outcome.REGRESSION) for f in factors[1:])
+                  + f" | {np.mean(used[1.0]):.1f} | {np.mean(used[factors[-1]]):.1f} |")
+
+
 def main() -> int:
     if "--ab" in sys.argv[1:]:  # the paired A/B gate: its own study (canary_ab.py)
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,6 +176,8 @@ def main() -> int:
     ap.add_argument("--mpi", default="openmpi")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="--hpc-repeats of every run")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="jobs recorded per run (default --repeats): the adaptive replay's limit")
     ap.add_argument("--factors", default="1.05,1.10",
                     help="canary slowdowns besides the no-change run (comma-separated)")
     ap.add_argument("--dump", type=Path, help="write every trial's samples here (JSON)")
@@ -130,18 +187,32 @@ def main() -> int:
         trials = [{**t, "base": Measurement.from_json(t["base"]),
                    "cur": Measurement.from_json(t["cur"])}
                   for t in json.loads(args.from_dump.read_text())]
-        tabulate(trials, tuple(sorted({float(t["factor"]) for t in trials})))
+        factors = tuple(sorted({float(t["factor"]) for t in trials}))
+        tabulate_all(trials, factors, args)
         return 0
     factors = (1.0, *(float(f) for f in args.factors.split(",")))
+    args.jobs = max(args.jobs, args.repeats)
     t0 = time.monotonic()
     trials = collect(args, factors)
-    print(f"{args.rounds} rounds, {args.mpi}, sizes {args.sizes}, {args.repeats} jobs per run, "
+    print(f"{args.rounds} rounds, {args.mpi}, sizes {args.sizes}, {args.jobs} jobs per run, "
           f"{time.monotonic() - t0:.0f} s")
-    tabulate(trials, factors)
-    if args.dump:
+    if args.dump:  # first: the tables take minutes of bootstrap
+
         args.dump.write_text(json.dumps([{**t, "base": t["base"].to_json(),
                                           "cur": t["cur"].to_json()} for t in trials]))
+    tabulate_all(trials, factors, args)
     return 0
+
+
+def tabulate_all(trials: list[dict[str, Any]], factors: tuple[float, ...],
+                 args: argparse.Namespace) -> None:
+    """The pooled-series table of every run's jobs; with job boundaries recorded, the
+    stored-mode replay with adaptive repeats too."""
+    jobs = max(len(t["cur"].extra.get("job_sizes") or [1]) for t in trials)
+    if jobs > args.repeats:
+        tabulate_adaptive(trials, factors, args.repeats, jobs)
+    else:
+        tabulate(trials, factors)
 
 
 if __name__ == "__main__":

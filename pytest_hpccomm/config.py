@@ -22,6 +22,7 @@ LAUNCHER_CHOICES = ("auto", "local", "netns", "mpirun", "srun")
 BIND_CHOICES = ("auto", "none")
 PROFILE_CHOICES = ("quick", "full")
 UPDATE_CHOICES = ("none", "new", "all")
+MAX_REPEATS = 50  # jobs of one sweep: beyond, a point that is still undecided stays so
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                kind="bool"),
     OptionSpec("--hpc-repeats", "independent jobs per benchmark sweep, their batches pooled, so "
                "the verdict sees run-to-run variance (default 3)", 3, kind="int"),
+    OptionSpec("--hpc-max-repeats", "adaptive repeats: a sweep with a point its jobs cannot "
+               "decide (inconclusive, or an interval reaching beyond the tolerance) gets one more "
+               "job at a time, up to this many (default 2 x --hpc-repeats; equal to "
+               "--hpc-repeats: off)", 0, kind="int"),
     OptionSpec("--hpc-inject-slowdown", "canary: peers stretch every timed operation by this "
                "factor (>= 1.0) to prove the gate catches a regression of that size", 1.0,
                kind="float"),
@@ -111,6 +116,7 @@ class HpcConfig:
     strict: bool = False
     inject_slowdown: float = 1.0
     repeats: int = 3
+    max_repeats: int = 0  # 0: 2 x repeats (repeat_limit)
     results: Path | None = None
     report: Path | None = None
     markdown: Path | None = None
@@ -129,6 +135,11 @@ class HpcConfig:
             return self.sizes
         top = 4 << 20 if self.profile == "quick" else 64 << 20
         return tuple(parse_size_spec(f"1:{top}"))
+
+    @property
+    def repeat_limit(self) -> int:
+        """Jobs a sweep may grow to for an undecided verdict (--hpc-max-repeats)."""
+        return self.max_repeats or min(2 * self.repeats, MAX_REPEATS)
 
     def paired(self, stack: str) -> tuple[str, str] | None:
         """(base, candidate) implementations when this is a paired A/B run of `stack`."""
@@ -268,4 +279,8 @@ def _check_ranges(values: dict[str, Any]) -> None:
         raise pytest.UsageError(f"--hpc-ab-rounds: must be 3..100, got {values['ab_rounds']}")
     if not 1 <= values["repeats"] <= 20:
         raise pytest.UsageError(f"--hpc-repeats: must be 1..20, got {values['repeats']}")
+    if values["max_repeats"] and not values["repeats"] <= values["max_repeats"] <= MAX_REPEATS:
+        raise pytest.UsageError(f"--hpc-max-repeats: must be --hpc-repeats "
+                                f"({values['repeats']})..{MAX_REPEATS}, got "
+                                f"{values['max_repeats']}")
 

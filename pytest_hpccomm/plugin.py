@@ -8,7 +8,7 @@ baselines) and report/ (outputs).
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -165,7 +165,46 @@ def hpc_fingerprint(hpc_session: HpcSession) -> dict[str, Any]:
     return hpc_session.fingerprint
 
 
-Record = Callable[..., RunResult]
+class Record:
+    """record(measurement, runtime_fingerprint=None, base=None) -> RunResult: what the
+    `hpc_record` fixture gives a test; record.undecided(measurement, runtime_fingerprint)
+    says whether more jobs could decide its verdict (adaptive repeats), recording nothing."""
+
+    def __init__(self, request: pytest.FixtureRequest, hpc_session: HpcSession,
+                 record_property: Callable[[str, object], None]) -> None:
+        self.request, self.hpc_session, self.record_property = (request, hpc_session,
+                                                                record_property)
+        self.judge: BaselineJudge = request.config.stash[JUDGE_KEY]
+
+    def __call__(self, m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None,
+                 base: Measurement | None = None) -> RunResult:
+        from pytest_hpccomm.report.junit import junit_properties
+
+        with _baseline_file_errors_fail():
+            result = self.judge.judge(self.request.node.nodeid, m, runtime_fingerprint, base)
+        for name, value in junit_properties(result):
+            self.record_property(name, value)
+        outcome = result.verdict.outcome
+        if outcome is Outcome.REGRESSION:
+            pytest.fail(result.verdict.message, pytrace=False)
+        if outcome is Outcome.INCONCLUSIVE and self.hpc_session.cfg.strict:
+            pytest.fail(f"{result.verdict.message} (--hpc-strict)", pytrace=False)
+        return result
+
+    def undecided(self, m: Measurement,
+                  runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:
+        with _baseline_file_errors_fail():
+            return self.judge.undecided(m, runtime_fingerprint)
+
+
+@contextmanager
+def _baseline_file_errors_fail() -> Iterator[None]:
+    from pytest_hpccomm.baselines.store import BaselineFileError
+
+    try:
+        yield
+    except BaselineFileError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture
@@ -174,30 +213,11 @@ def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
     """record(measurement, runtime_fingerprint=None, base=None) -> RunResult.
 
     Judges the measurement against its baseline (in a paired A/B run: against `base`, the
-    same point measured by the base build in this session), puts the numbers into JUnit properties and
-    fails the test on a regression (or, with --hpc-strict, on an inconclusive verdict).
+    same point measured by the base build in this session), puts the numbers into JUnit
+    properties and fails the test on a regression (or, with --hpc-strict, on an inconclusive
+    verdict). `record.undecided(m)` asks whether more jobs could decide it (--hpc-max-repeats).
     """
-    from pytest_hpccomm.baselines.store import BaselineFileError
-    from pytest_hpccomm.report.junit import junit_properties
-
-    judge = request.config.stash[JUDGE_KEY]
-
-    def record(m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None,
-               base: Measurement | None = None) -> RunResult:
-        try:
-            result = judge.judge(request.node.nodeid, m, runtime_fingerprint, base)
-        except BaselineFileError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        for name, value in junit_properties(result):
-            record_property(name, value)
-        outcome = result.verdict.outcome
-        if outcome is Outcome.REGRESSION:
-            pytest.fail(result.verdict.message, pytrace=False)
-        if outcome is Outcome.INCONCLUSIVE and hpc_session.cfg.strict:
-            pytest.fail(f"{result.verdict.message} (--hpc-strict)", pytrace=False)
-        return result
-
-    return record
+    return Record(request, hpc_session, record_property)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

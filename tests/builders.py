@@ -33,6 +33,7 @@ def make_measurement(
     unit: str = "us",
     direction: Direction = Direction.LOWER_IS_BETTER,
     tolerance: float | None = None,
+    job_sizes: list[int] | None = None,
 ) -> Measurement:
     return Measurement(
         stack=stack,
@@ -43,6 +44,7 @@ def make_measurement(
         direction=direction,
         metric="latency" if direction is Direction.LOWER_IS_BETTER else "bandwidth",
         tolerance=tolerance,
+        extra={} if job_sizes is None else {"job_sizes": job_sizes},
     )
 
 

@@ -17,7 +17,8 @@ from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
                                             fingerprint_diff, shared_cores)
 from pytest_hpccomm.baselines.paired import judge_paired
-from pytest_hpccomm.baselines.verdict import Outcome, temper_for_shared_cores
+from pytest_hpccomm.baselines import adaptive
+from pytest_hpccomm.baselines.verdict import Outcome, Verdict, temper_for_shared_cores
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
@@ -51,26 +52,43 @@ class BaselineJudge:
         """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts).
         With `base` (a paired A/B run: the same point measured by the base build in this
         session) `m` is the candidate and is judged against it, not against a stored baseline."""
-        finger = fp.merge([self.hpc.fingerprint, dict(runtime_fingerprint or {})])
+        finger = self._fingerprint(runtime_fingerprint)
         if base is not None:
             return self._judge_paired(nodeid, m, base, finger)
+        verdict = self.stored_verdict(m, finger)
+        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
+                           measurement=m, verdict=verdict, fingerprint=finger)
+        self.hpc.results.append(result)
+        return result
+
+    def _fingerprint(self, runtime: Mapping[str, Any] | None) -> dict[str, Any]:
+        return fp.merge([self.hpc.fingerprint, dict(runtime or {})])
+
+    def stored_verdict(self, m: Measurement, finger: Mapping[str, Any]) -> Verdict:
+        """`m` against its stored baseline, tempered for shared cores; nothing is recorded."""
         stored = self.baseline(m)
         verdict = temper_for_shared_cores(verdict_of(m, stored,
                                                      tolerance=self.hpc.cfg.tolerance),
                                           shared_cores(m.extra),
                                           "" if stored is None else shared_cores(stored.summary))
+        notes = [adaptive.describe(m.extra)]
         if stored is not None:
             diff = fingerprint_diff(stored.fingerprint, finger)
             if diff:
                 shown = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in diff[:4])
                 more = f" (+{len(diff) - 4} more)" if len(diff) > 4 else ""
-                verdict = dataclasses.replace(
-                    verdict, message=f"{verdict.message} [baseline fingerprint differs: "
-                                     f"{shown}{more}]")
-        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
-                           measurement=m, verdict=verdict, fingerprint=finger)
-        self.hpc.results.append(result)
-        return result
+                notes.append(f"baseline fingerprint differs: {shown}{more}")
+        for note in filter(None, notes):
+            verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
+        return verdict
+
+    def undecided(self, m: Measurement,
+                  runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:
+        """Whether more jobs could decide `m`'s stored-mode verdict (adaptive.py); never in
+        a paired A/B run, whose rounds are fixed."""
+        if self.hpc.cfg.paired(m.stack) is not None:
+            return False
+        return adaptive.undecided(self.stored_verdict(m, self._fingerprint(runtime_fingerprint)))
 
     def _judge_paired(self, nodeid: str, m: Measurement, base: Measurement,
                       finger: dict[str, Any]) -> RunResult:

@@ -31,8 +31,8 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, _fmt_num, _fmt_p,
-                                              _fmt_tol, describe)
+from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, describe,
+                                              fmt_num, fmt_p, fmt_tol, verdict_line)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 MIN_ROUNDS = 3  # a t interval from 2 rounds (1 degree of freedom) spans orders of magnitude
@@ -59,8 +59,8 @@ def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
     level = 1.0 - 2.0 * alpha
     lower_better = candidate.direction == Direction.LOWER_IS_BETTER
     head = (f"{describe(candidate.benchmark, candidate.params)}: {labels[0]} (candidate) "
-            f"median {_fmt_num(cur_med)} {candidate.unit} vs {labels[1]} (base) "
-            f"{_fmt_num(base_med)} {base.unit}")
+            f"median {fmt_num(cur_med)} {candidate.unit} vs {labels[1]} (base) "
+            f"{fmt_num(base_med)} {base.unit}")
 
     def verdict(outcome: Outcome, reason: str, ratio: float | None = None,
                 ci: tuple[float, float] | None = None, p_worse: float | None = None,
@@ -73,11 +73,9 @@ def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
         moved_better = ratio is not None and (ratio < 1 if lower_better else ratio > 1)
         p = p_better if moved_better else p_worse
         if p is not None:
-            detail.append(f"p={_fmt_p(p)}")
-        detail.append(f"tolerance {_fmt_tol(tol)}")
-        msg = f"{outcome.value}: {head} ({', '.join(detail)})"
-        if outcome is Outcome.INCONCLUSIVE:
-            msg += f"; {reason}"
+            detail.append(f"p={fmt_p(p)}")
+        detail.append(f"tolerance {fmt_tol(tol)}")
+        msg = verdict_line(outcome, head, detail, reason)
         return Verdict(outcome=outcome, current_median=cur_med, baseline_median=base_med,
                        ratio=ratio, ci_low=None if ci is None else ci[0],
                        ci_high=None if ci is None else ci[1], p_value=p_worse, tolerance=tol,

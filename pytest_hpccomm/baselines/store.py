@@ -28,7 +28,7 @@ import numpy as np
 
 from pytest_hpccomm.files import atomic_write, file_lock, remove_stale_temps
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.stats import summarize
+from pytest_hpccomm.measure.stats import block_length, summarize
 
 SCHEMA = "pytest-hpccomm/baseline"
 SCHEMA_VERSION = 1
@@ -60,6 +60,7 @@ class BaselineEntry:
     fingerprint: Mapping[str, Any]
     summary: Mapping[str, Any]  # Summary.to_json() of all samples of that run
     metric: str = ""
+    job_sizes: tuple[int, ...] | None = None  # stored samples per pooled job, in job order
 
     @property
     def median(self) -> float:
@@ -80,6 +81,7 @@ class BaselineEntry:
             "samples": list(self.samples),
             "summary": dict(self.summary),
             "fingerprint": dict(self.fingerprint),
+            **({"job_sizes": list(self.job_sizes)} if self.job_sizes else {}),
         }
 
     @classmethod
@@ -107,11 +109,17 @@ class BaselineEntry:
                 fingerprint=dict(data["fingerprint"]),
                 summary=dict(data["summary"]),
                 metric=str(data.get("metric", "")),
+                job_sizes=None if data.get("job_sizes") is None
+                else tuple(int(k) for k in data["job_sizes"]),
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"entry {key!r} has a bad value: {exc}") from None
         if not samples or not all(math.isfinite(x) for x in samples):
             raise ValueError(f"entry {key!r} needs at least one finite sample")
+        if entry.job_sizes is not None and (sum(entry.job_sizes) != len(samples)
+                                            or min(entry.job_sizes, default=0) < 1):
+            raise ValueError(f"entry {key!r}: job_sizes {list(entry.job_sizes)} do not split "
+                             f"its {len(samples)} samples")
         return entry
 
 
@@ -130,11 +138,29 @@ _REQUIRED_ENTRY_FIELDS = (
 
 
 def thin(samples: tuple[float, ...], limit: int = MAX_STORED_SAMPLES) -> tuple[float, ...]:
-    """At most `limit` samples, evenly spaced in run order, so drift over the run stays visible."""
+    """At most `limit` samples as whole runs of consecutive batches (the verdict's bootstrap
+    blocks), the runs evenly spaced over the series so drift stays visible: single batches
+    picked far apart would hide the autocorrelation the block bootstrap accounts for."""
     if len(samples) <= limit:
         return samples
-    idx = np.linspace(0, len(samples) - 1, limit).round().astype(int)
-    return tuple(samples[i] for i in idx)
+    b = block_length(limit)
+    starts = np.linspace(0, len(samples) - b, limit // b).round().astype(int)
+    return tuple(samples[i] for start in starts for i in range(start, start + b))
+
+
+def thin_jobs(samples: tuple[float, ...], sizes: list[int] | None,
+              limit: int = MAX_STORED_SAMPLES) -> tuple[tuple[float, ...], tuple[int, ...] | None]:
+    """(samples, job sizes) with at most `limit` samples: every pooled job keeps its share,
+    thinned within itself (thin), so jobs stay units the verdict can resample."""
+    if not sizes or sum(sizes) != len(samples):
+        return thin(samples, limit), None
+    share = max(1, limit // len(sizes))
+    out: list[tuple[float, ...]] = []
+    at = 0
+    for k in sizes:
+        out.append(thin(samples[at:at + k], share))
+        at += k
+    return tuple(x for part in out for x in part), tuple(len(part) for part in out)
 
 
 def entry_from_measurement(
@@ -143,11 +169,13 @@ def entry_from_measurement(
     timestamp: str,
     max_samples: int = MAX_STORED_SAMPLES,
 ) -> BaselineEntry:
+    samples, job_sizes = thin_jobs(tuple(float(x) for x in m.samples),
+                                   m.extra.get("job_sizes"), max_samples)
     return BaselineEntry(
         key=m.key,
         benchmark=m.benchmark,
         params=dict(sorted(m.params.items())),
-        samples=thin(tuple(float(x) for x in m.samples), max_samples),
+        samples=samples,
         n_samples=len(m.samples),
         unit=m.unit,
         direction=m.direction,
@@ -157,6 +185,7 @@ def entry_from_measurement(
         summary={**summarize(m.samples).to_json(),
                  **({"cores_shared": why} if (why := shared_cores(m.extra)) else {})},
         metric=m.metric,
+        job_sizes=job_sizes,
     )
 
 

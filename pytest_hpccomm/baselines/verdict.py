@@ -9,7 +9,11 @@ metrics (latency), down for higher-is-better ones (bandwidth, rate); band = [1-t
    blocks of b = round(n^(1/3)) batches (at least 5 blocks), and scipy.stats.bootstrap resamples
    whole blocks (percentile method, level 1 - 2*alpha: 98 %). Per-batch samples of one run are
    autocorrelated (drift, interference longer than a batch), and an i.i.d. bootstrap would be
-   overconfident. The one-sided Mann-Whitney U tests use the raw samples: rank tests shrug off
+   overconfident. When a side pools several jobs (--hpc-repeats; `job_sizes` says where each
+   job's batches end) the bootstrap is hierarchical: each resample draws the jobs with
+   replacement, then blocks within each drawn job, and no block crosses a job boundary. Jobs
+   differ by more than batches of one job do (placement, memory layout), and only resampling
+   jobs as units carries that into the interval. The one-sided Mann-Whitney U tests use the raw samples: rank tests shrug off
    outlier bursts, which on ~10 block medians could veto a 20 % slowdown.
 3. REGRESSION needs both
      evidence: Mann-Whitney p_worse < alpha AND the CI excludes 1 on the worse side, and
@@ -49,19 +53,18 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-from pytest_hpccomm.measure.stats import percentile_bootstrap
+from pytest_hpccomm.measure.stats import MIN_SAMPLES, block_length, blocks, percentile_bootstrap
 
 if TYPE_CHECKING:  # only for annotations
     from pytest_hpccomm.baselines.store import BaselineEntry
 
-MIN_SAMPLES = 5  # below 5 vs 5 a one-sided Mann-Whitney U cannot reach p < 0.01 at all
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
 DEFAULT_RESAMPLES = 2000
@@ -93,7 +96,7 @@ class Verdict:
     p_better: float | None = None  # the same test in the "better" direction
 
 
-def _fmt_num(x: float) -> str:
+def fmt_num(x: float) -> str:
     """Three significant digits without scientific notation for everyday magnitudes."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
@@ -101,34 +104,27 @@ def _fmt_num(x: float) -> str:
     return f"{x:.{digits}f}"
 
 
-def _fmt_p(p: float) -> str:
+def fmt_p(p: float) -> str:
     if p >= 0.001:
         return f"{p:.2g}"
     mantissa, exponent = f"{p:.0e}".split("e")
     return f"{mantissa}e{int(exponent)}"
 
 
-def _fmt_tol(tol: float) -> str:
+def fmt_tol(tol: float) -> str:
     return f"{tol * 100:g}%"
+
+
+def verdict_line(outcome: Outcome, head: str, detail: list[str], reason: str) -> str:
+    """The one-line message of a verdict, stored or paired: "outcome: head (detail, ...)",
+    with the reason after a semicolon when it is INCONCLUSIVE."""
+    msg = f"{outcome.value}: {head} ({', '.join(detail)})"
+    return f"{msg}; {reason}" if outcome is Outcome.INCONCLUSIVE else msg
 
 
 def describe(benchmark: str, params: Mapping[str, object]) -> str:
     """How a measurement is named in messages, e.g. "osu_latency size=8"."""
     return " ".join([benchmark, *(f"{k}={v}" for k, v in sorted(params.items()))])
-
-
-def block_length(n: int) -> int:
-    """Batches per bootstrap block: the n^(1/3) rate, keeping at least MIN_SAMPLES blocks."""
-    return max(1, min(round(math.cbrt(n)), n // MIN_SAMPLES))
-
-
-def blocks(x: npt.NDArray[np.float64], b: int) -> npt.NDArray[np.float64]:
-    """Consecutive non-overlapping blocks of `b` samples, shape (n // b, b).
-
-    The n % b leftover samples are dropped from the start, where warm-up residue sits.
-    """
-    nb = x.size // b
-    return x[x.size - nb * b :].reshape(nb, b)
 
 
 def _ratio_ci(
@@ -157,6 +153,48 @@ def _ratio_ci(
     indices = (np.arange(len(cur_blocks), dtype=float), np.arange(len(base_blocks), dtype=float))
     return percentile_bootstrap(indices, ratio, confidence_level, n_resamples, seed,
                                 paired=False, vectorized=True)
+
+
+def job_parts(samples: npt.NDArray[np.float64],
+              sizes: Sequence[int] | None) -> list[npt.NDArray[np.float64]]:
+    """The samples split into their jobs, in order; one part when the sizes are absent or do
+    not add up to the samples (a record that was not pooled)."""
+    if not sizes or sum(sizes) != samples.size or any(int(k) < 1 for k in sizes):
+        return [samples]
+    edges = np.cumsum([int(k) for k in sizes])[:-1]
+    return list(np.split(samples, edges))
+
+
+def _job_blocks(parts: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
+    """Shape (jobs, blocks, b): each job cut into blocks of one length; a longer job keeps its
+    last blocks (its first hold the warm-up residue), so every job weighs the same."""
+    b = block_length(min(p.size for p in parts))
+    per_job = [blocks(p, b) for p in parts]
+    nb = min(len(x) for x in per_job)
+    return np.stack([x[len(x) - nb:] for x in per_job])
+
+
+def _resampled_medians(jobs: npt.NDArray[np.float64], n_resamples: int,
+                       rng: np.random.Generator) -> npt.NDArray[np.float64]:
+    """Medians of hierarchical resamples: jobs with replacement, then each drawn job's blocks."""
+    k, nb, _ = jobs.shape
+    pick_jobs = rng.integers(0, k, size=(n_resamples, k))
+    pick_blocks = rng.integers(0, nb, size=(n_resamples, k, nb))
+    drawn = jobs[pick_jobs[:, :, None], pick_blocks]  # (resamples, k, nb, b)
+    return np.asarray(np.median(drawn.reshape(n_resamples, -1), axis=1), dtype=np.float64)
+
+
+def _jobs_ratio_ci(cur: list[npt.NDArray[np.float64]], base: list[npt.NDArray[np.float64]],
+                   confidence_level: float, n_resamples: int,
+                   seed: int) -> tuple[float, float]:
+    """Percentile CI of median(cur) / median(base) from the hierarchical bootstrap, each side
+    resampled apart. (Not scipy.stats.bootstrap: it resamples one level only.)"""
+    rng = np.random.default_rng(seed)
+    ratios = (_resampled_medians(_job_blocks(cur), n_resamples, rng)
+              / _resampled_medians(_job_blocks(base), n_resamples, rng))
+    tail = (1.0 - confidence_level) / 2.0
+    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
+    return float(lo), float(hi)
 
 
 def judge(
@@ -202,7 +240,7 @@ def judge(
             ci_high=None,
             p_value=None,
             tolerance=tol,
-            message=f"new: {name}: median {_fmt_num(cur_med)} {unit} (n={cur.size}), no baseline",
+            message=f"new: {name}: median {fmt_num(cur_med)} {unit} (n={cur.size}), no baseline",
             reason="no baseline",
             n_current=int(cur.size),
         )
@@ -215,9 +253,11 @@ def judge(
     base = np.asarray(baseline.samples, dtype=np.float64)
     base_med = float(np.median(base))
     head = (
-        f"{name}: median {_fmt_num(cur_med)} {unit} "
-        f"vs baseline {_fmt_num(base_med)} {baseline.unit}"
+        f"{name}: median {fmt_num(cur_med)} {unit} "
+        f"vs baseline {fmt_num(base_med)} {baseline.unit}"
     )
+
+    jobs_note = ""  # set when the CI resamples jobs as units
 
     def verdict(
         outcome: Outcome,
@@ -233,13 +273,12 @@ def judge(
         if ratio is not None:
             detail.append(f"ratio {ratio:.3f}")
         if ci is not None:
-            detail.append(f"{level * 100:g}% CI {ci[0]:.3f}\N{EN DASH}{ci[1]:.3f}")
+            detail.append(f"{level * 100:g}% CI {ci[0]:.3f}\N{EN DASH}{ci[1]:.3f}"
+                          + (f" over {jobs_note}" if jobs_note else ""))
         if p is not None:
-            detail.append(f"p={_fmt_p(p)}")
-        detail.append(f"tolerance {_fmt_tol(tol)}")
-        msg = f"{outcome.value}: {head} ({', '.join(detail)})"
-        if outcome is Outcome.INCONCLUSIVE:
-            msg += f"; {reason}"
+            detail.append(f"p={fmt_p(p)}")
+        detail.append(f"tolerance {fmt_tol(tol)}")
+        msg = verdict_line(outcome, head, detail, reason)
         return Verdict(
             outcome=outcome,
             current_median=cur_med,
@@ -271,9 +310,14 @@ def judge(
         return verdict(Outcome.INCONCLUSIVE, "non-positive samples: ratio undefined")
 
     ratio = cur_med / base_med
-    b = block_length(min(cur.size, base.size))
-    cur_b, base_b = blocks(cur, b), blocks(base, b)
-    ci = _ratio_ci(cur_b, base_b, level, n_resamples, seed)
+    cur_jobs = job_parts(cur, current.extra.get("job_sizes"))
+    base_jobs = job_parts(base, baseline.job_sizes)
+    if len(cur_jobs) == len(base_jobs) == 1:
+        b = block_length(min(cur.size, base.size))
+        ci = _ratio_ci(blocks(cur, b), blocks(base, b), level, n_resamples, seed)
+    else:
+        ci = _jobs_ratio_ci(cur_jobs, base_jobs, level, n_resamples, seed)
+        jobs_note = f"{len(cur_jobs)} vs {len(base_jobs)} jobs"
     # One-sided Mann-Whitney U on the raw samples: is this run stochastically larger/smaller?
     # (On block medians one burst-hit block among ~10 can veto a 20 % slowdown; the raw test's
     # overconfidence under autocorrelation is bounded by the block CI, which must also agree.)

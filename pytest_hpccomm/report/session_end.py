@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.session import HpcSession
 
@@ -36,6 +37,9 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
     lines: list[str] = []
     info = session_info(hpc, started)
     results = list(hpc.results)
+    grown = adaptive.session_cost(r.measurement.extra for r in results)
+    if grown:
+        lines.append(grown)
     if hpc.cfg.update_baselines != "none":
         for path, count in judge.update_baselines().items():
             lines.append(f"baselines: wrote {count} entries to {path}")

@@ -82,12 +82,42 @@ def test_file_is_stable_and_sorted(tmp_path: Path) -> None:
     assert oct(os.stat(one.path(SYS, FAB, STACK)).st_mode & 0o777) == "0o644"
 
 
-def test_many_samples_are_thinned_evenly(tmp_path: Path) -> None:
+def test_many_samples_are_thinned_as_whole_blocks_spread_over_the_run(tmp_path: Path) -> None:
     m = make_measurement([float(i) for i in range(1000)])
     e = JsonBaselineStore(tmp_path).update(SYS, FAB, STACK, [m], FINGERPRINT)[m.key]
-    assert len(e.samples) == MAX_STORED_SAMPLES and e.n_samples == 1000
+    assert MAX_STORED_SAMPLES - 6 <= len(e.samples) <= MAX_STORED_SAMPLES
+    assert e.n_samples == 1000 and e.job_sizes is None
     assert e.samples[0] == 0.0 and e.samples[-1] == 999.0
+    # runs of 6 consecutive batches (the bootstrap's blocks), not single batches far apart
+    runs = [e.samples[i:i + 6] for i in range(0, len(e.samples), 6)]
+    assert all(r == tuple(r[0] + k for k in range(6)) for r in runs)
     assert e.summary["median"] == 499.5  # summary of all samples, not of the thinned ones
+
+
+def test_pooled_jobs_are_thinned_each_within_itself(tmp_path: Path) -> None:
+    jobs = [[1000.0 * j + i for i in range(400)] for j in range(3)]
+    m = make_measurement([x for job in jobs for x in job], job_sizes=[400, 400, 400])
+    e = JsonBaselineStore(tmp_path).update(SYS, FAB, STACK, [m], FINGERPRINT)[m.key]
+    assert e.job_sizes is not None and len(e.job_sizes) == 3
+    assert sum(e.job_sizes) == len(e.samples) <= MAX_STORED_SAMPLES
+    at = 0
+    for j, k in enumerate(e.job_sizes):  # each job's part holds that job's batches only
+        assert all(1000 * j <= x < 1000 * j + 400 for x in e.samples[at:at + k])
+        at += k
+    again = JsonBaselineStore(tmp_path).load(SYS, FAB, STACK)[m.key]
+    assert again.job_sizes == e.job_sizes
+
+
+def test_job_sizes_that_do_not_split_the_samples_are_a_file_error(tmp_path: Path) -> None:
+    m = make_measurement([float(i) for i in range(1, 31)], job_sizes=[10, 10, 10])
+    store = JsonBaselineStore(tmp_path)
+    store.update(SYS, FAB, STACK, [m], FINGERPRINT)
+    path = store.path(SYS, FAB, STACK)
+    doc = json.loads(path.read_text())
+    doc["entries"][m.key]["job_sizes"] = [10, 10]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineFileError, match="job_sizes"):
+        store.load(SYS, FAB, STACK)
 
 
 @pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "x\0y"])

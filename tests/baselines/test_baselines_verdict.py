@@ -179,3 +179,44 @@ def test_mirror_symmetry_of_directions(factor: float, seed: int) -> None:
     bw_kw: dict[str, Any] = dict(unit="MB/s", direction=HIGHER)
     bw = judge(make_measurement(base, **bw_kw), baseline(cur, **bw_kw), n_resamples=300)
     assert lat.outcome is Outcome.REGRESSION and bw.outcome is Outcome.REGRESSION
+
+
+def jobs_of(medians: list[float], n: int = 20, sigma: float = 0.01, seed: int = 0) -> list[float]:
+    """Pooled samples of one job per median: tight batches, jobs apart."""
+    return [x for j, m in enumerate(medians) for x in lognormal(m, sigma, n, seed + j)]
+
+
+def test_pooled_jobs_are_resampled_as_units() -> None:
+    # jobs that landed a few % apart (as jobs do on a noisy node), an 8 % shift between the
+    # sides: pooled as one series the batches call it a regression beyond 5 %; resampled by
+    # job, three jobs a side cannot tell an 8 % shift from the jobs' own spread
+    base_s, cur_s = jobs_of([0.97, 1.0, 1.01]), jobs_of([1.05, 1.08, 1.10], seed=10)
+    as_series = judge(make_measurement(cur_s), baseline(base_s))
+    assert as_series.outcome is Outcome.REGRESSION
+    by_job = judge(make_measurement(cur_s, job_sizes=[20] * 3),
+                   baseline(base_s, job_sizes=[20] * 3))
+    assert by_job.outcome is Outcome.INCONCLUSIVE, by_job.message
+    assert by_job.ci_low is not None and as_series.ci_low is not None
+    assert by_job.ci_low < as_series.ci_low and "over 3 vs 3 jobs" in by_job.message
+    assert by_job.ratio == as_series.ratio  # the point estimate is the pooled median's
+
+
+def test_a_slowdown_every_job_shows_is_still_a_regression() -> None:
+    base = baseline(jobs_of([0.98, 1.0, 1.02]), job_sizes=[20] * 3)
+    v = judge(make_measurement(jobs_of([1.28, 1.3, 1.33], seed=10), job_sizes=[20] * 3), base)
+    assert v.outcome is Outcome.REGRESSION, v.message
+    same = judge(make_measurement(jobs_of([0.99, 1.0, 1.01], seed=10), job_sizes=[20] * 3),
+                 base)
+    assert same.outcome is Outcome.PASS, same.message
+
+
+def test_job_sizes_that_do_not_add_up_leave_one_series() -> None:
+    base = baseline(jobs_of([1.0, 1.0]))
+    cur = make_measurement(jobs_of([1.0, 1.0], seed=5), job_sizes=[20, 19])
+    assert judge(cur, base).message == judge(make_measurement(cur.samples), base).message
+
+
+def test_job_aware_verdicts_are_deterministic() -> None:
+    base = baseline(jobs_of([0.97, 1.0, 1.03]), job_sizes=[20] * 3)
+    cur = make_measurement(jobs_of([1.01, 1.04, 1.06], seed=3), job_sizes=[20] * 3)
+    assert judge(cur, base) == judge(cur, base)

@@ -30,6 +30,9 @@ def usage_error_line(result: pytest.RunResult) -> str:
     (["--hpc-update-baselines=some"], "--hpc-update-baselines: invalid value 'some'"),
     (["--hpc-repeats=0"], "--hpc-repeats: must be 1..20, got 0"),
     (["--hpc-repeats=two"], "--hpc-repeats: expected"),
+    (["--hpc-repeats=4", "--hpc-max-repeats=3"], "--hpc-max-repeats: must be --hpc-repeats (4)"
+                                                  "..50, got 3"),
+    (["--hpc-max-repeats=51"], "--hpc-max-repeats: must be --hpc-repeats (3)..50, got 51"),
     (["--hpc-bind=socket"], "--hpc-bind: invalid value 'socket'"),
     (["--hpc-sysfs-root=/nonexistent"], "--hpc-sysfs-root:"),
     (["--hpc-base=openmpi4", "--hpc-candidate=mpi=openmpi"], "--hpc-base: expected STACK=IMPL"),

@@ -22,6 +22,8 @@ import pytest
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
                                               ensure_built)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
@@ -99,18 +101,17 @@ class GrpcLab:
     too, so every item that needs a broken piece reports the same error without retrying."""
 
     def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path,
-                 repeats: int = 1) -> None:
+                 repeats: int = 1, max_repeats: int = 0) -> None:
         self.opts = opts
         self.settings = BenchSettings.for_profile(profile)
         self.slowdown = slowdown
-        self.repeats = repeats  # client runs per sweep, pooled (driver.merge_sweeps)
+        # client runs per sweep, pooled (driver.merge_sweeps), grown for undecided verdicts
+        self.pool = JobPool(merge_sweeps, repeats, max_repeats, (GrpcRunError, NativeBuildError))
         self.retry = QuietRetry()  # the contention guard's re-runs of disturbed client runs
         self.tmp = tmp
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
         self._servers: dict[tuple[str, str, int], ServerHandle | Failure] = {}
-        self._sweeps: dict[tuple[str, str, str, str], Sweep | Failure] = {}
-        self._paired: dict[tuple[str, str, str, str], tuple[Sweep, Sweep] | Failure] = {}
 
     # -- pieces ---------------------------------------------------------------------------------
     def native(self) -> NativeBuild:
@@ -186,41 +187,28 @@ class GrpcLab:
     # -- sweeps -----------------------------------------------------------------------------------
     def sweep(self, family: str, peer: str, mode: str, placement: str,
               cluster: Any = None) -> Sweep:
-        key = (family, peer, mode, placement)
-        if key not in self._sweeps:
-            try:
-                self._sweeps[key] = merge_sweeps([
-                    self._quiet_run(family, peer, mode, placement, cluster)
-                    for _ in range(self.repeats)])
-            except (GrpcRunError, NativeBuildError) as e:
-                self._sweeps[key] = e
-        got = self._sweeps[key]
-        if isinstance(got, Sweep):
-            return got
-        raise got
+        return self.pool.get((family, peer, mode, placement),
+                             lambda: self._quiet_run(family, peer, mode, placement, cluster))
+
+    def more(self, family: str, peer: str, mode: str, placement: str,
+             cluster: Any = None) -> Sweep | None:
+        """The sweep with one more client run pooled in (adaptive repeats); None: no more."""
+        return self.pool.more((family, peer, mode, placement),
+                              lambda: self._quiet_run(family, peer, mode, placement, cluster))
+
+    def cost(self, family: str, peer: str, mode: str, placement: str) -> dict[str, Any]:
+        return self.pool.cost((family, peer, mode, placement))
 
     def sweep_paired(self, base: GrpcLab, family: str, peer: str, mode: str, placement: str,
                      cluster: Any, rounds: int) -> tuple[Sweep, Sweep]:
-        """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate: one
-        client run of each per round, adjacent, in alternating order, each side pooled in
-        round order (baselines/paired.py). Each lab runs its own servers and its own slowdown
-        (the canary stretches the candidate only)."""
-        key = (family, peer, mode, placement)
-        if key not in self._paired:
-            runs: dict[int, list[Sweep]] = {id(self): [], id(base): []}
-            try:
-                for i in range(rounds):
-                    for lab in (base, self) if i % 2 == 0 else (self, base):
-                        runs[id(lab)].append(lab._fresh_run(family, peer, mode, placement,
-                                                            cluster, i))
-                self._paired[key] = (merge_sweeps(runs[id(self)]),
-                                     merge_sweeps(runs[id(base)]))
-            except (GrpcRunError, NativeBuildError) as e:
-                self._paired[key] = e
-        got = self._paired[key]
-        if isinstance(got, tuple):
-            return got
-        raise got
+        """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate
+        (JobPool.paired: one client run of each per round, alternating order). Each lab runs
+        its own servers, fresh for every run, and its own slowdown (the canary stretches the
+        candidate only)."""
+        return self.pool.paired(
+            (family, peer, mode, placement),
+            lambda i: base._fresh_run(family, peer, mode, placement, cluster, i),
+            lambda i: self._fresh_run(family, peer, mode, placement, cluster, i), rounds)
 
     def _fresh_run(self, family: str, peer: str, mode: str, placement: str, cluster: Any,
                    round_: int) -> Sweep:
@@ -281,7 +269,7 @@ def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any,
     opts = grpc_options if sides is None else dataclasses.replace(grpc_options,
                                                                   prefix=prefix_of(sides[1]))
     lab = GrpcLab(opts, hpc_config.profile, hpc_config.inject_slowdown,
-                  tmp_path_factory.mktemp("grpc"), hpc_config.repeats)
+                  tmp_path_factory.mktemp("grpc"), hpc_config.repeats, hpc_config.repeat_limit)
     try:
         yield lab
     finally:
@@ -357,9 +345,10 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: Grp
         cluster = request.getfixturevalue("hpc_virtual_cluster") \
             if hpc_placement == NETNS else None
         base: Any = None
+        where = (family, grpc_peer, grpc_mode, hpc_placement)
         try:
             if grpc_base_lab is None:
-                sweep = grpc_lab.sweep(family, grpc_peer, grpc_mode, hpc_placement, cluster)
+                sweep = grpc_lab.sweep(*where, cluster)
             else:
                 sweep, base_sweep = grpc_lab.sweep_paired(
                     grpc_base_lab, family, grpc_peer, grpc_mode, hpc_placement, cluster,
@@ -373,8 +362,27 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: Grp
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
         assert not point["errors"], f"{bench} {scheme}: {point['errors'][:3]}"
-        hpc_record(measurement(bench, scheme, sweep, point, grpc_options.runtime, grpc_peer,
-                               grpc_mode, hpc_placement),
-                   {"grpc_runtime": grpc_options.runtime, **sweep.runtime_fingerprint}, base)
+
+        def record_of(sw: Sweep, pt: dict[str, Any]) -> Any:
+            return measurement(bench, scheme, sw, pt, grpc_options.runtime, grpc_peer,
+                               grpc_mode, hpc_placement)
+
+        finger = {"grpc_runtime": grpc_options.runtime, **sweep.runtime_fingerprint}
+        def grow() -> list[Any] | None:
+            try:
+                grown = grpc_lab.more(*where, cluster)
+            except GrpcRunError as exc:
+                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+            if grown is None:
+                return None
+            again = grown.get(name, scheme)
+            assert not again["errors"], f"{bench} {scheme}: {again['errors'][:3]}"
+            return [record_of(grown, again)]
+
+        m = record_of(sweep, point)
+        if base is None:  # adaptive repeats: more client runs while the verdict is undecided
+            [m] = until_decided([m], lambda r: hpc_record.undecided(r, finger), grow)
+            m = dataclasses.replace(m, extra={**m.extra, "adaptive": grpc_lab.cost(*where)})
+        hpc_record(m, finger, base)
 
     return run

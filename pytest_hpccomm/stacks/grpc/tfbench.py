@@ -30,6 +30,7 @@ def measurement(bench: str, scheme: str, sweep: Sweep, point: dict[str, Any], ru
                              "iterations_per_sample": point["iterations"]}
     if "job_medians" in point:  # runs pooled by --hpc-repeats
         extra["job_medians"] = point["job_medians"]
+        extra["job_sizes"] = point["job_sizes"]  # the verdict resamples whole jobs
     if (cpu := sweep.contention()) is not None:  # shared cores temper the verdict
         extra["cpu"] = cpu
     if family == "ps":

@@ -357,8 +357,10 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
         extra["max_rank_latency_us"] = statistics.median(point["max_samples"])
     if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
         extra["job_medians"] = point["job_medians"]
+        extra["job_sizes"] = point["job_sizes"]  # the verdict resamples whole jobs
     if sweep.cpu:  # the contention guard's evidence; a non-empty "disturbed" tempers the verdict
         extra["cpu"] = cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)
+    jobs = {"job_sizes": point["job_sizes"]} if "job_sizes" in point else {}
     out = [Measurement(stack="mpi", benchmark=benchmark, params=keyed, samples=tuple(samples),
                        unit=unit, direction=direction, warmup_discarded=int(point["warmup"]),
                        metric=metric, extra=extra)]
@@ -371,12 +373,13 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
             metric="busbw",
             extra={"algbw_gb_s": statistics.median(algbw),
                    "busbw_factor": busbw_factor(benchmark, ranks),
-                   "bytes": collective_bytes(benchmark, size, ranks)}))
+                   "bytes": collective_bytes(benchmark, size, ranks), **jobs}))
     if benchmark == "osu_mbw_mr" and "rate_samples" in point:
         out.append(Measurement(
             stack="mpi", benchmark=benchmark, params={**keyed, "metric": "message_rate"},
             samples=tuple(float(x) for x in point["rate_samples"]),
             unit=metrics.UNIT_MESSAGE_RATE, direction=Direction.HIGHER_IS_BETTER,
             warmup_discarded=int(point["warmup"]), metric="message_rate",
-            extra={"pairs": point.get("pairs"), "window": point.get("window")}))
+            extra={"pairs": point.get("pairs"), "window": point.get("window"),
+                   **(jobs if len(point["rate_samples"]) == len(samples) else {})}))
     return out

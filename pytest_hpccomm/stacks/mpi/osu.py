@@ -3,12 +3,14 @@ selected, and judging one (benchmark, size) point of a finished sweep."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 
+from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, measurements
 
@@ -49,26 +51,33 @@ def selected(items: Iterable[pytest.Item]) -> Selected:
 
 
 def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
-          record: Callable[..., Any], emulated: bool = False, base: Sweep | None = None) -> None:
+          record: Any, emulated: bool = False, base: Sweep | None = None,
+          more: Callable[[], Sweep | None] | None = None,
+          cost: Callable[[], dict[str, Any]] | None = None) -> None:
     """Validation first (a wrong byte fails whatever the timing), then every record; a
     regression in one record fails the item only after all of them are recorded. On an
     emulated device (rxe, siw) the sweep is a functional pass: validated, never judged.
     With `base` (a paired A/B run) both sides are validated and each record of the candidate
-    is judged against the base's record of the same point."""
-    sides = [("", sweep)] if base is None else [("candidate: ", sweep), ("base: ", base)]
-    records: list[list[Measurement]] = []
-    for label, side in sides:
-        try:
-            errors = side.errors_for(benchmark, size)
-            records.append(measurements(side, benchmark, size, params))
-        except SweepFailed as exc:
-            pytest.fail(f"{label}{exc}", pytrace=False)
-        if errors:
-            pytest.fail(f"{label}data validation failed: " + "; ".join(errors[:3]),
-                        pytrace=False)
+    is judged against the base's record of the same point. Otherwise, while a record's
+    verdict is undecided (`record.undecided`), `more()` pools one more job into the sweep
+    (None: no more allowed); `cost()` is what the repeats cost, kept with every record."""
+    records = [_validated("" if base is None else "candidate: ", sweep, benchmark, size, params)]
+    if base is not None:
+        records.append(_validated("base: ", base, benchmark, size, params))
     if emulated:
         return
     ms = records[0]
+    if more is not None:
+        def grow() -> list[Measurement] | None:
+            try:
+                grown = more()
+            except SweepFailed as exc:
+                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+            return None if grown is None else _validated("", grown, benchmark, size, params)
+
+        ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow)
+    if cost is not None:
+        ms = [dataclasses.replace(m, extra={**m.extra, "adaptive": cost()}) for m in ms]
     bases: list[Measurement | None] = list(records[1]) if base is not None else [None] * len(ms)
     failures = []
     for m, b in zip(ms, bases):
@@ -78,3 +87,16 @@ def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
             failures.append(str(exc))
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+
+
+def _validated(label: str, sweep: Sweep, benchmark: str, size: int,
+               params: dict[str, str]) -> list[Measurement]:
+    """The point's records; a failed sweep or a validation error fails the item."""
+    try:
+        errors = sweep.errors_for(benchmark, size)
+        ms = measurements(sweep, benchmark, size, params)
+    except SweepFailed as exc:
+        pytest.fail(f"{label}{exc}", pytrace=False)
+    if errors:
+        pytest.fail(f"{label}data validation failed: " + "; ".join(errors[:3]), pytrace=False)
+    return ms

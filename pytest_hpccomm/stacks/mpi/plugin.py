@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
+from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -114,55 +115,38 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 class MpiSweeps:
-    """Session cache: one job per (MPI, placement, benchmark); failures are cached too, so
-    every size item of a failed sweep reports the same error without relaunching."""
+    """Session cache: one sweep per (MPI, placement, benchmarks), pooled from independent
+    jobs (measure/pooling.JobPool: failures cached, adaptive repeats, paired rounds)."""
 
     def __init__(self, profile: str, sizes: Sequence[int], slowdown: float,
-                 repeats: int = 1, reruns: int = 2) -> None:
+                 repeats: int = 1, reruns: int = 2, max_repeats: int = 0) -> None:
         self.settings = SweepSettings.for_profile(profile)
         self.sizes = list(sizes)
         self.slowdown = slowdown
-        self.repeats = repeats  # independent jobs per sweep, pooled (driver.merge_sweeps)
         self.retry = QuietRetry(reruns)  # the contention guard's re-runs of disturbed jobs
-        self._done: dict[tuple[str, str, str], Sweep | SweepFailed] = {}
-        self._paired: dict[tuple[str, str, str], tuple[Sweep, Sweep] | SweepFailed] = {}
+        self.pool = JobPool(merge_sweeps, repeats, max_repeats, (SweepFailed,))
 
     def get(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
-        key = (runtime.name, target.placement, benchmark)
-        if key not in self._done:
-            try:
-                self._done[key] = merge_sweeps([self._quiet_job(runtime, target, benchmark)
-                                                for _ in range(self.repeats)])
-            except SweepFailed as exc:
-                self._done[key] = exc
-        got = self._done[key]
-        if isinstance(got, SweepFailed):
-            raise got
-        return got
+        return self.pool.get((runtime.name, target.placement, benchmark),
+                             lambda: self._quiet_job(runtime, target, benchmark))
+
+    def more(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep | None:
+        """The sweep with one more job pooled in (adaptive repeats); None: no more allowed."""
+        return self.pool.more((runtime.name, target.placement, benchmark),
+                              lambda: self._quiet_job(runtime, target, benchmark))
+
+    def cost(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> dict[str, Any]:
+        return self.pool.cost((runtime.name, target.placement, benchmark))
 
     def get_paired(self, base: MpiRuntime, candidate: MpiRuntime, target: SweepTarget,
                    benchmark: str, rounds: int) -> tuple[Sweep, Sweep]:
-        """(candidate, base) sweeps of a paired A/B run: `rounds` rounds of one job each,
-        adjacent, in alternating order (base first in even rounds), each side pooled in round
-        order so job i of one side pairs with job i of the other (baselines/paired.py). The
-        canary stretches the candidate only."""
-        key = (f"{base.mpirun}|{candidate.mpirun}", target.placement, benchmark)
-        if key not in self._paired:
-            try:
-                jobs: dict[str, list[Sweep]] = {"base": [], "candidate": []}
-                for i in range(rounds):
-                    order = ("base", "candidate") if i % 2 == 0 else ("candidate", "base")
-                    for side in order:
-                        runtime, slowdown = ((base, 1.0) if side == "base"
-                                             else (candidate, self.slowdown))
-                        jobs[side].append(self._quiet_job(runtime, target, benchmark, slowdown))
-                self._paired[key] = (merge_sweeps(jobs["candidate"]), merge_sweeps(jobs["base"]))
-            except SweepFailed as exc:
-                self._paired[key] = exc
-        got = self._paired[key]
-        if isinstance(got, SweepFailed):
-            raise got
-        return got
+        """(candidate, base) sweeps of a paired A/B run (JobPool.paired: one job of each side
+        per round, alternating order). The canary stretches the candidate only."""
+        return self.pool.paired(
+            (f"{base.mpirun}|{candidate.mpirun}", target.placement, benchmark),
+            lambda _round: self._quiet_job(base, target, benchmark, 1.0),
+            lambda _round: self._quiet_job(candidate, target, benchmark, self.slowdown),
+            rounds)
 
     def _quiet_job(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str,
                    slowdown: float | None = None) -> Sweep:
@@ -245,7 +229,8 @@ def mpi_base_runtime(hpc_session: HpcSession) -> MpiRuntime | None:
 @pytest.fixture(scope="session")
 def mpi_sweeps(hpc_session: HpcSession) -> MpiSweeps:
     cfg = hpc_session.cfg
-    return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown, cfg.repeats)
+    return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown, cfg.repeats,
+                     max_repeats=cfg.repeat_limit)
 
 
 @pytest.fixture(scope="session")
@@ -282,8 +267,11 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRu
             pytest.fail(str(exc), pytrace=False)
         fabric = hpc_session.selection
         emulated = isinstance(fabric, FabricSelection) and fabric.driver in EMULATED_DRIVERS
+        key = (mpi_runtime, target, ",".join(group))
         osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
-                  hpc_record, emulated, base)
+                  hpc_record, emulated, base,
+                  more=None if base is not None else lambda: mpi_sweeps.more(*key),
+                  cost=None if base is not None else lambda: mpi_sweeps.cost(*key))
 
     return run
 

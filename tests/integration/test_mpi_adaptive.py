@@ -1,0 +1,66 @@
+"""Adaptive repeats end to end (--hpc-max-repeats): real Open MPI jobs (TCP over loopback)
+pooled into a sweep, grown one job at a time while a verdict is undecided.
+
+Against a reference whose jobs are far apart the points stay undecided, so their sweep must
+grow to the limit; with the limit equal to --hpc-repeats nothing may be added. The stored baseline keeps where each job's batches end (job_sizes), and
+the verdict names the jobs it resampled.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
+
+MPI_CACHE = mpi_cache()  # read before pytester moves HOME
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.py"
+
+pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
+                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+
+
+def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
+    pytester.copy_example(str(SUITE))
+    args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K,16K", "-k",
+            "osu_latency", "--hpc-baselines=bl", "--hpc-system=adaptive", "--hpc-history=none",
+            "--hpc-repeats=2", "-p", "no:cacheprovider", "--import-mode=importlib"]
+    first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
+    first.assert_outcomes(passed=3)
+    stored = json.loads((pytester.path / "bl/adaptive/ethernet/mpi.json").read_text())
+    assert all(len(e["job_sizes"]) == 2 and sum(e["job_sizes"]) == len(e["samples"])
+               for e in stored["entries"].values()), stored
+
+    # a reference whose two jobs landed 40 % either side of the median: no number of jobs on
+    # this side can make the interval narrower than the 5 % band, so every point stays
+    # undecided and its sweep must grow to the limit
+    path = pytester.path / "bl/adaptive/ethernet/mpi.json"
+    for e in stored["entries"].values():
+        k = e["job_sizes"][0]
+        e["samples"] = [x * (0.6 if i < k else 1.4) for i, x in enumerate(e["samples"])]
+    path.write_text(json.dumps(stored))
+    grown = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=4",
+                                          "--hpc-results=grown.json", timeout=300)
+    results = json.loads((pytester.path / "grown.json").read_text())["results"]
+    assert len(results) == 3, grown.stdout.str()
+    for r in results:
+        cost, verdict = r["measurement"]["extra"]["adaptive"], r["verdict"]
+        assert verdict["outcome"] == "inconclusive", verdict["message"]
+        assert verdict["reason"].startswith("too noisy"), verdict["message"]
+        assert cost["jobs"] == 4 and cost["added"] == 2 and cost["seconds"] > 0, cost
+        assert len(r["measurement"]["extra"]["job_sizes"]) == 4
+        assert "over 4 vs 2 jobs" in verdict["message"]
+        assert "4 jobs, 2 of them added for an undecided verdict" in verdict["message"]
+
+    fixed = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=2",
+                                          "--hpc-results=fixed.json", timeout=300)
+    results = json.loads((pytester.path / "fixed.json").read_text())["results"]
+    assert len(results) == 3, fixed.stdout.str()
+    for r in results:
+        assert r["measurement"]["extra"]["adaptive"]["added"] == 0
+        assert "added for an undecided verdict" not in r["verdict"]["message"]

@@ -1,0 +1,101 @@
+"""JobPool: a session's sweeps pooled from jobs, grown for undecided verdicts, paired rounds.
+
+The jobs here are stand-ins returning numbers (the pool's own logic: counting, caching,
+ordering); real jobs through it are the MPI and gRPC gate tests (tests/integration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.measure.pooling import JobPool, pool_point
+
+
+class Broken(Exception):
+    pass
+
+
+def pooled(jobs: Sequence[list[str]]) -> list[str]:
+    return [x for job in jobs for x in job]
+
+
+
+
+def test_get_runs_repeats_jobs_once_and_more_grows_to_the_limit() -> None:
+    pool: JobPool[list[str]] = JobPool(pooled, repeats=3, max_repeats=5, failures=(Broken,))
+    ran: list[int] = []
+
+    def job() -> list[str]:
+        ran.append(1)
+        return [f"j{len(ran)}"]
+    assert pool.get("k", job) == ["j1", "j2", "j3"]
+    assert pool.get("k", job) == ["j1", "j2", "j3"] and len(ran) == 3  # cached
+    assert pool.cost("k") == {"jobs": 3, "added": 0, "seconds": 0.0}
+    assert pool.more("k", job) == ["j1", "j2", "j3", "j4"]
+    assert pool.more("k", job) == ["j1", "j2", "j3", "j4", "j5"]
+    assert pool.more("k", job) is None and len(ran) == 5  # the limit: nothing ran
+    cost = pool.cost("k")
+    assert cost["jobs"] == 5 and cost["added"] == 2 and cost["seconds"] >= 0
+    assert pool.get("k", job) == ["j1", "j2", "j3", "j4", "j5"]  # later items see the growth
+    assert pool.more("never-run", job) is None
+
+
+def test_a_failure_is_cached_and_a_failed_extra_job_fails_the_sweep() -> None:
+    pool: JobPool[list[str]] = JobPool(pooled, repeats=1, max_repeats=3, failures=(Broken,))
+    calls: list[int] = []
+
+    def bad() -> list[str]:
+        calls.append(1)
+        raise Broken("job 1 exited 1")
+    for _ in range(2):
+        with pytest.raises(Broken, match="exited 1"):
+            pool.get("a", bad)
+    assert len(calls) == 1
+    assert pool.get("b", lambda: ["ok"]) == ["ok"]
+    with pytest.raises(Broken):
+        pool.more("b", bad)
+    with pytest.raises(Broken):
+        pool.get("b", lambda: ["ok"])
+    assert pool.more("b", lambda: ["ok"]) is None
+
+
+def test_other_errors_are_not_swallowed() -> None:
+    pool: JobPool[list[str]] = JobPool(pooled, repeats=1, max_repeats=1, failures=(Broken,))
+
+    def typo() -> list[str]:
+        raise KeyError("a bug in the stack's code")
+    with pytest.raises(KeyError):
+        pool.get("k", typo)
+
+
+def test_paired_rounds_alternate_and_pool_in_round_order() -> None:
+    pool: JobPool[list[str]] = JobPool(pooled, repeats=3, max_repeats=6, failures=(Broken,))
+    order: list[str] = []
+
+    def side(name: str):  # type: ignore[no-untyped-def]
+        def job(i: int) -> list[str]:
+            order.append(f"{name}{i}")
+            return [f"{name}{i}"]
+        return job
+    cand, base = pool.paired("k", side("A"), side("B"), rounds=4)
+    assert order == ["A0", "B0", "B1", "A1", "A2", "B2", "B3", "A3"]
+    assert base == ["A0", "A1", "A2", "A3"] and cand == ["B0", "B1", "B2", "B3"]
+    assert pool.paired("k", side("A"), side("B"), rounds=4) == (cand, base) and len(order) == 8
+
+
+def test_until_decided_grows_while_any_record_is_undecided() -> None:
+    grown: list[list[float]] = [[0.5, 0.2], [0.5, 0.05], [0.01, 0.02]]
+    got = until_decided([0.9, 0.9], lambda width: width > 0.1,
+                        lambda: grown.pop(0) if grown else None)
+    assert got == [0.01, 0.02] and not grown
+    assert until_decided([0.9], lambda width: width > 0.1, lambda: None) == [0.9]
+
+
+def test_pool_point_records_where_each_job_ends() -> None:
+    parts = [{"samples": [1.0, 2.0, 3.0], "warmup": 1}, {"samples": [4.0, 5.0], "warmup": 2}]
+    got = pool_point(parts, ("samples",))
+    assert got["samples"] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert got["job_sizes"] == [3, 2] and got["job_medians"] == [2.0, 4.5] and got["warmup"] == 3
