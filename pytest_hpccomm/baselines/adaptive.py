@@ -12,10 +12,12 @@ message names.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.measure.stats import MIN_SAMPLES
 
 MORE_DATA_HELPS = ("too noisy", "worse than tolerance", "better than tolerance")
@@ -40,19 +42,23 @@ def describe(extra: Mapping[str, Any]) -> str:
             f"({got['seconds']:.1f} s)")
 
 
-M = TypeVar("M")
+M = TypeVar("M", bound=Measurement)
 
 
 def until_decided(records: list[M], undecided: Callable[[M], bool],
-                  grow: Callable[[], list[M] | None]) -> list[M]:
+                  grow: Callable[[], list[M] | None],
+                  cost: Callable[[], dict[str, Any]]) -> list[M]:
     """The records once none is undecided, or once `grow` (one more job pooled in, the
-    point's records re-made) says no more jobs may be added (None)."""
+    point's records re-made) says no more jobs may be added (None); each then carries what
+    the repeats cost (`extra["adaptive"]`: JobPool.cost)."""
     while any(undecided(m) for m in records):
         grown = grow()
         if grown is None:
             break
         records = grown
-    return records
+    spent = cost()
+    return [dataclasses.replace(m, extra={**m.extra, "adaptive": spent})
+            for m in records]
 
 
 def session_cost(extras: Iterable[Mapping[str, Any]]) -> str:

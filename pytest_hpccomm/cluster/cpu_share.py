@@ -43,25 +43,18 @@ _BUSY_FIELDS = (0, 1, 2, 7)  # user nice system steal (not idle, iowait, irq, so
 _STEAL = 7
 
 
-def _machine() -> tuple[float, float]:
-    """(busy, steal) seconds of all CPUs since boot."""
+def _machine() -> tuple[float, float, int | None]:
+    """(busy, steal) seconds of all CPUs since boot, and the run queue (procs_running), from
+    one read of /proc/stat."""
     with open("/proc/stat", "rb") as f:
-        first = f.readline().split()  # "cpu  user nice system idle iowait irq softirq steal ..."
+        lines = f.read().splitlines()
+    first = lines[0].split()  # "cpu  user nice system idle iowait irq softirq steal ..."
     ticks = [int(x) for x in first[1:]]
     busy = sum(ticks[i] for i in _BUSY_FIELDS if i < len(ticks))
     steal = ticks[_STEAL] if len(ticks) > _STEAL else 0
-    return busy / _TICK, steal / _TICK
-
-
-def _procs_running() -> int | None:
-    try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"procs_running "):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+    queue = next((int(line.split()[1]) for line in lines
+                  if line.startswith(b"procs_running ")), None)
+    return busy / _TICK, steal / _TICK, queue
 
 
 def _load1() -> float | None:
@@ -138,8 +131,8 @@ class CpuShare:
         steal = f", {self.steal_cores:.2f} stolen by the hypervisor" if self.steal_cores >= 0.01 \
             else ""
         load = f", load average {self.load1:.2f}" if self.load1 is not None else ""
-        queue = ("" if None in self.run_queue else
-                 f", {max(q for q in self.run_queue if q is not None)} runnable")
+        start, end = self.run_queue
+        queue = "" if start is None or end is None else f", {max(start, end)} runnable"
         return (f"other processes used {self.foreign_cores:.2f} of {self.cpus} cores "
                 f"over {self.wall:.1f} s{steal}{load}{queue}")
 
@@ -157,19 +150,18 @@ class CpuMeter:
 
     def __init__(self) -> None:
         self._t0 = time.monotonic()
-        self._busy0, self._steal0 = _machine()
+        self._busy0, self._steal0, self._queue0 = _machine()
         self._own0 = _own()
-        self._queue0 = _procs_running()
 
     def stop(self) -> CpuShare:
         wall = max(time.monotonic() - self._t0, 1e-6)
-        busy, steal = _machine()
+        busy, steal, queue = _machine()
         own = _own()
         return CpuShare(wall=wall, cpus=os.cpu_count() or 1,
                         busy_cores=(busy - self._busy0) / wall,
                         own_cores=max(0.0, own - self._own0) / wall,
                         steal_cores=(steal - self._steal0) / wall,
-                        load1=_load1(), run_queue=(self._queue0, _procs_running()),
+                        load1=_load1(), run_queue=(self._queue0, queue),
                         mhz=_mhz())
 
 

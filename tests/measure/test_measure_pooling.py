@@ -11,7 +11,10 @@ from collections.abc import Sequence
 import pytest
 
 from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
+
+from tests.builders import make_measurement
 
 
 class Broken(Exception):
@@ -87,11 +90,16 @@ def test_paired_rounds_alternate_and_pool_in_round_order() -> None:
 
 
 def test_until_decided_grows_while_any_record_is_undecided() -> None:
-    grown: list[list[float]] = [[0.5, 0.2], [0.5, 0.05], [0.01, 0.02]]
-    got = until_decided([0.9, 0.9], lambda width: width > 0.1,
-                        lambda: grown.pop(0) if grown else None)
-    assert got == [0.01, 0.02] and not grown
-    assert until_decided([0.9], lambda width: width > 0.1, lambda: None) == [0.9]
+    def width(*xs: float) -> list[Measurement]:  # a record's spread stands for its verdict
+        return [make_measurement([x] * 5) for x in xs]
+    grown = [width(0.5, 0.2), width(0.5, 0.05), width(0.01, 0.02)]
+    cost = {"jobs": 6, "added": 3, "seconds": 1.5}
+    got = until_decided(width(0.9, 0.9), lambda m: m.samples[0] > 0.1,
+                        lambda: grown.pop(0) if grown else None, lambda: cost)
+    assert [m.samples[0] for m in got] == [0.01, 0.02] and not grown
+    assert all(m.extra["adaptive"] == cost for m in got)
+    kept = until_decided(width(0.9), lambda m: m.samples[0] > 0.1, lambda: None, lambda: cost)
+    assert kept[0].samples[0] == 0.9 and kept[0].extra["adaptive"] == cost
 
 
 def test_pool_point_records_where_each_job_ends() -> None:

@@ -381,8 +381,8 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: Grp
 
         m = record_of(sweep, point)
         if base is None:  # adaptive repeats: more client runs while the verdict is undecided
-            [m] = until_decided([m], lambda r: hpc_record.undecided(r, finger), grow)
-            m = dataclasses.replace(m, extra={**m.extra, "adaptive": grpc_lab.cost(*where)})
+            [m] = until_decided([m], lambda r: hpc_record.undecided(r, finger), grow,
+                                lambda: grpc_lab.cost(*where))
         hpc_record(m, finger, base)
 
     return run

@@ -3,7 +3,6 @@ selected, and judging one (benchmark, size) point of a finished sweep."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -53,14 +52,15 @@ def selected(items: Iterable[pytest.Item]) -> Selected:
 def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
           record: Any, emulated: bool = False, base: Sweep | None = None,
           more: Callable[[], Sweep | None] | None = None,
-          cost: Callable[[], dict[str, Any]] | None = None) -> None:
+          cost: Callable[[], dict[str, Any]] = dict) -> None:
     """Validation first (a wrong byte fails whatever the timing), then every record; a
     regression in one record fails the item only after all of them are recorded. On an
     emulated device (rxe, siw) the sweep is a functional pass: validated, never judged.
     With `base` (a paired A/B run) both sides are validated and each record of the candidate
     is judged against the base's record of the same point. Otherwise, while a record's
     verdict is undecided (`record.undecided`), `more()` pools one more job into the sweep
-    (None: no more allowed); `cost()` is what the repeats cost, kept with every record."""
+    (None: no more allowed); `cost()` is what the repeats cost, kept with every record
+    (baselines/adaptive.until_decided)."""
     records = [_validated("" if base is None else "candidate: ", sweep, benchmark, size, params)]
     if base is not None:
         records.append(_validated("base: ", base, benchmark, size, params))
@@ -75,9 +75,8 @@ def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
                 pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
             return None if grown is None else _validated("", grown, benchmark, size, params)
 
-        ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow)
-    if cost is not None:
-        ms = [dataclasses.replace(m, extra={**m.extra, "adaptive": cost()}) for m in ms]
+        ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow,
+                           cost)
     bases: list[Measurement | None] = list(records[1]) if base is not None else [None] * len(ms)
     failures = []
     for m, b in zip(ms, bases):

@@ -127,16 +127,20 @@ class MpiSweeps:
         self.pool = JobPool(merge_sweeps, repeats, max_repeats, (SweepFailed,))
 
     def get(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
-        return self.pool.get((runtime.name, target.placement, benchmark),
+        return self.pool.get(self._key(runtime, target, benchmark),
                              lambda: self._quiet_job(runtime, target, benchmark))
 
     def more(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep | None:
         """The sweep with one more job pooled in (adaptive repeats); None: no more allowed."""
-        return self.pool.more((runtime.name, target.placement, benchmark),
+        return self.pool.more(self._key(runtime, target, benchmark),
                               lambda: self._quiet_job(runtime, target, benchmark))
 
     def cost(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> dict[str, Any]:
-        return self.pool.cost((runtime.name, target.placement, benchmark))
+        return self.pool.cost(self._key(runtime, target, benchmark))
+
+    @staticmethod
+    def _key(runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> tuple[str, str, str]:
+        return runtime.name, target.placement, benchmark
 
     def get_paired(self, base: MpiRuntime, candidate: MpiRuntime, target: SweepTarget,
                    benchmark: str, rounds: int) -> tuple[Sweep, Sweep]:
@@ -271,7 +275,7 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRu
         osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
                   hpc_record, emulated, base,
                   more=None if base is not None else lambda: mpi_sweeps.more(*key),
-                  cost=None if base is not None else lambda: mpi_sweeps.cost(*key))
+                  cost=lambda: mpi_sweeps.cost(*key))
 
     return run
 
