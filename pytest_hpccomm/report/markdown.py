@@ -14,6 +14,7 @@ from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, iso_time, jsonable,
                                           metric_of, outcome_counts, session_fingerprint,
                                           short_message, sorted_results)
+from pytest_hpccomm.report.beside import Pair, pairs
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 ICONS = {
@@ -78,6 +79,21 @@ def _stack_table(stack: str, results: Sequence[RunResult]) -> list[str]:
     return lines
 
 
+def _side_by_side(found: Sequence[Pair]) -> list[str]:
+    """One stack's point beside another's at the same payload (report/beside.py)."""
+    if not found:
+        return []
+    lines = ["", "### Side by side", "",
+             "| pair | params | this | beside | ratio |", "|---|---|--:|--:|--:|"]
+    for p in found:
+        m, o = p.this.measurement, p.other.measurement
+        a, b = p.this.verdict.current_median, p.other.verdict.current_median
+        lines.append("| " + " | ".join(_cell(c) for c in (
+            f"{p.label} ({metric_of(m)})", fmt_params(m.params), _value(a, m.unit, max(a, b)),
+            _value(b, o.unit, max(a, b)), f"{p.ratio:.2f}x")) + " |")
+    return lines
+
+
 def markdown_summary(results: Sequence[RunResult], session: Mapping[str, Any]) -> str:
     """GitHub-flavoured markdown; valid (headline only) for an empty session too."""
     lines = _headline(results, session)
@@ -87,6 +103,7 @@ def markdown_summary(results: Sequence[RunResult], session: Mapping[str, Any]) -
         by_stack.setdefault(r.measurement.stack, []).append(r)
     for stack, members in by_stack.items():
         lines += _stack_table(stack, members)
+    lines += _side_by_side(pairs(sorted_results(results)))
     fp = session_fingerprint(results, session)
     if fp:
         text = json.dumps(jsonable(fp), indent=2, sort_keys=True)
