@@ -55,3 +55,7 @@ done
 # The native gRPC peer, built once into ~/.cache/pytest-hpccomm/grpc (says why and exits 0
 # when there is no toolchain: its tests then skip with that reason).
 timeout 900 "$PY" -m pytest_hpccomm.stacks.grpc.build
+# Horovod 0.28.1, patched to build against torch 2.13.0 CPU, with Gloo and the Open MPI venv's
+# MPI, into ~/.cache/pytest-hpccomm/horovod/<key> (~2.5 min cold; says why and exits 0 when
+# there is no toolchain: the Horovod items then skip with that reason).
+timeout 2700 "$PY" -m pytest_hpccomm.stacks.horovod.build

@@ -168,13 +168,21 @@ class Channel:
     def request(self, msg: Mapping[str, Any], timeout: float = 30.0) -> Any:
         """Send msg with a fresh id; return the matching reply's result or raise RemoteError.
         Other messages arriving meanwhile are kept in .events."""
+        return self.await_reply(self.send_request(msg), timeout, str(msg.get("op", "request")))
+
+    def send_request(self, msg: Mapping[str, Any]) -> int:
+        """Send msg with a fresh id and return the id (await_reply collects the answer; a
+        caller talking to several peers sends to all before waiting on any)."""
         rid = next(self._ids)
         self.send({**msg, "id": rid})
+        return rid
+
+    def await_reply(self, rid: int, timeout: float, what: str = "request") -> Any:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no reply to {msg.get('op', 'request')!r} within {timeout}s")
+                raise TimeoutError(f"no reply to {what!r} within {timeout}s")
             reply = self.recv(left)
             if reply.get("id") == rid and "ok" in reply:
                 if not reply["ok"]:

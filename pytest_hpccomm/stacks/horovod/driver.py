@@ -1,0 +1,334 @@
+"""Orchestrator side of the Horovod stack: launch the peers with the project's launchers (never
+horovodrun, so the transport stays pinned to the fabric), talk to every rank, end them.
+
+MPI controller: one MPI job of peers under the mpirun of the MPI Horovod was linked against
+(loopback: ranks here, TCP over lo; netns: one rank per virtual host, TCP over fab0).
+Gloo controller: a rendezvous server (rendezvous.py, bound to loopback or the first virtual
+host's address) and one process per rank with Horovod's variables, HOROVOD_GLOO_IFACE = lo or
+fab0. Controller and CPU operations always match: `mpi` with HOROVOD_CPU_OPERATIONS=gloo
+segfaults in Horovod 0.28.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pytest_hpccomm.cluster.jobs import RunningJob
+from pytest_hpccomm.files import atomic_write
+from pytest_hpccomm.cluster.mpi import detect_mpi
+from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
+from pytest_hpccomm.cluster.placed_launch import PlacementError, mpi_launch, process_launch
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
+from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
+                                         RemoteError)
+from pytest_hpccomm.stacks.horovod.build import HorovodEnv
+from pytest_hpccomm.stacks.horovod.wire import (CONTROLLER_ENV, CONTROLLERS, PLANT_VAR, PLANTS,
+                                                SIZE_VAR)
+
+PEER_MODULE = "pytest_hpccomm.stacks.horovod.peer"
+RENDEZVOUS_MODULE = "pytest_hpccomm.stacks.horovod.rendezvous"
+LOOPBACK_RANKS = 2
+CASE_DIR = Path(tempfile.gettempdir()) / "hpccomm-horovod-cases"  # failing cases, for replay
+MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
+
+
+class HorovodError(Exception):
+    """The peers could not be started, or keep dying (one line; a test failure)."""
+
+
+class PeerLost(BaseException):
+    """A rank hung or died during a case. BaseException: Hypothesis must not shrink on it
+    (every shrink step would cost a timeout and a restart)."""
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    host: str
+    pid: int  # in the rank's own PID namespace view: the same as ours (namespaces share PIDs)
+    controller: str
+    horovod: str
+    process_sets: list[list[int]]
+
+
+class HorovodPeers:
+    """The session's peers for one (controller, placement). `with` starts and always reaps."""
+
+    def __init__(self, hvd: HorovodEnv, controller: str, placement: str,
+                 cluster: VirtualCluster | None = None, *, plant: str | None = None,
+                 env: Mapping[str, str] | None = None, job_timeout: float = 1800.0,
+                 case_timeout: float = 60.0, start_timeout: float = 120.0) -> None:
+        if controller not in CONTROLLERS:
+            raise ValueError(f"unknown controller {controller!r} (known: {CONTROLLERS})")
+        if plant is not None and plant not in PLANTS:
+            raise ValueError(f"unknown plant {plant!r} (known: {', '.join(PLANTS)})")
+        if placement not in (LOOPBACK, NETNS):
+            raise HorovodError(f"placement {placement!r}: the Horovod peers run on {LOOPBACK} "
+                               f"or {NETNS} (real hosts need a TCP control channel)")
+        if placement == NETNS and cluster is None:
+            raise HorovodError("netns placement needs the session's virtual cluster")
+        if controller not in hvd.controllers:
+            raise HorovodError(f"{hvd.python}: Horovod {hvd.version} was built without the "
+                               f"{controller} controller (has: {', '.join(hvd.controllers)})")
+        self.hvd, self.controller = hvd, controller
+        self.placement, self.cluster = placement, cluster
+        self.plant, self.extra_env = plant, dict(env or {})
+        self.job_timeout, self.case_timeout, self.start_timeout = \
+            job_timeout, case_timeout, start_timeout
+        self.starts = 0
+        self._server: ControlServer | None = None
+        self._jobs: list[RunningJob] = []
+        self._channels: list[Channel] = []
+        self.ranks: list[RankInfo] = []
+
+    @property
+    def size(self) -> int:
+        if not self.ranks:
+            self.start()
+        return len(self.ranks)
+
+    def __enter__(self) -> HorovodPeers:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return f"horovod/{self.controller} {self.placement}" + \
+            (f" plant={self.plant}" if self.plant else "")
+
+    # -- start -----------------------------------------------------------------------------
+    def n_ranks(self) -> int:
+        if self.placement == NETNS:
+            assert self.cluster is not None
+            return len(self.cluster.hosts)
+        return LOOPBACK_RANKS
+
+    def _env(self, n: int) -> dict[str, str]:
+        assert self._server is not None
+        env = {SIZE_VAR: str(n), **CONTROLLER_ENV[self.controller], **self._server.env(),
+               "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "HOME": os.environ.get("HOME", "/tmp"), **self.extra_env}
+        if self.plant:
+            env[PLANT_VAR] = self.plant
+        return peer_env(env)
+
+    def start(self) -> None:
+        if self.ranks:
+            return
+        if self.starts >= MAX_STARTS:
+            raise HorovodError(f"{self.describe()}: peers lost {self.starts} times; "
+                               "not restarting them again")
+        self.starts += 1
+        self._server = self._server or ControlServer()
+        n = self.n_ranks()
+        argv = [str(self.hvd.python), "-m", PEER_MODULE]
+        try:
+            if self.controller == "mpi":
+                self._start_mpi(argv, n)
+            else:
+                self._start_gloo(argv, n)
+            self._await_hellos(n)
+        except BaseException as exc:
+            tail = self._drop()
+            if isinstance(exc, (HorovodError, PlacementError)):
+                raise HorovodError(f"{self.describe()}: {exc}; {tail}") from None
+            raise
+
+    def _start_mpi(self, argv: list[str], n: int) -> None:
+        if self.hvd.mpirun is None:
+            raise HorovodError(f"{self.hvd.python}: no mpirun found for the MPI Horovod links")
+        placed = mpi_launch(self.placement, argv, self._env(n), self.hvd.mpirun,
+                            detect_mpi(self.hvd.mpirun), cluster=self.cluster,
+                            loopback_ranks=n)
+        self._jobs.append(placed.start(self.job_timeout, label=f"{self.describe()} peers"))
+
+    def _start_gloo(self, argv: list[str], n: int) -> None:
+        env = self._env(n)
+        if self.placement == NETNS:
+            assert self.cluster is not None
+            bind, iface = self.cluster.hosts[0].address, IFACE
+            spec = ",".join(f"{h.name}:1" for h in self.cluster.hosts)
+        else:
+            bind, iface, spec = "127.0.0.1", "lo", f"localhost:{n}"
+        rdv = process_launch(self.placement, [str(self.hvd.python), "-m", RENDEZVOUS_MODULE,
+                                              "--bind", bind, "--hosts", spec], env,
+                             cluster=self.cluster, host=0,
+                             label=f"{self.describe()} rendezvous").start(self.job_timeout)
+        self._jobs.append(rdv)
+        plan = self._read_plan(rdv)
+        for slot in plan["slots"]:
+            rank = int(slot["rank"])
+            genv = {**env, "HOROVOD_GLOO_RENDEZVOUS_ADDR": bind,
+                    "HOROVOD_GLOO_RENDEZVOUS_PORT": str(plan["port"]),
+                    "HOROVOD_GLOO_IFACE": iface, "HOROVOD_HOSTNAME": slot["hostname"],
+                    **{f"HOROVOD_{k.upper()}": str(slot[k]) for k in (
+                        "rank", "size", "local_rank", "local_size", "cross_rank",
+                        "cross_size")}}
+            host = rank if self.placement == NETNS else 0
+            self._jobs.append(process_launch(self.placement, argv, genv, cluster=self.cluster,
+                                             host=host, label=f"{self.describe()} rank {rank}")
+                              .start(self.job_timeout))
+
+    def _read_plan(self, job: RunningJob) -> dict[str, Any]:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            out, _ = job.peek_output()
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    plan: dict[str, Any] = json.loads(line)
+                    return plan
+            if job.poll() is not None:
+                raise HorovodError("the Gloo rendezvous server ended before listening")
+            time.sleep(0.05)
+        raise HorovodError(f"the Gloo rendezvous server did not listen within "
+                           f"{self.start_timeout:.0f}s")
+
+    def _await_hellos(self, n: int) -> None:
+        assert self._server is not None
+        deadline = time.monotonic() + self.start_timeout
+        channels: list[Channel] = []
+        while len(channels) < n:
+            if any(job.poll() is not None for job in self._jobs):
+                raise HorovodError(f"a peer process ended before dialing home "
+                                   f"({len(channels)} of {n} ranks had)")
+            if time.monotonic() > deadline:
+                raise HorovodError(f"{len(channels)} of {n} ranks dialed home within "
+                                   f"{self.start_timeout:.0f}s")
+            try:
+                channels.append(self._server.accept(0.5))
+            except (TimeoutError, OSError, ChannelClosed):
+                continue
+        self._channels = channels  # reaped with the peers from here on
+        hellos = []
+        for ch in channels:
+            try:
+                hellos.append(ch.recv(max(1.0, deadline - time.monotonic())))
+            except (TimeoutError, ChannelClosed, MessageError) as exc:
+                raise HorovodError(f"no hello from a rank: {exc}") from None
+        order = sorted(range(n), key=lambda i: int(hellos[i].get("rank", -1)))
+        self._channels = [channels[i] for i in order]
+        self.ranks = [RankInfo(int(h["rank"]), str(h["host"]), int(h["pid"]), str(h["controller"]),
+                               str(h["horovod"]), list(h["process_sets"]))
+                      for h in (hellos[i] for i in order)]
+        if [r.rank for r in self.ranks] != list(range(n)):
+            raise HorovodError(f"ranks said hello as {[r.rank for r in self.ranks]}")
+        if {r.controller for r in self.ranks} != {self.controller}:
+            raise HorovodError(f"asked for the {self.controller} controller, ranks run "
+                               f"{sorted({r.controller for r in self.ranks})}")
+
+    # -- requests --------------------------------------------------------------------------
+    def request(self, msg: Mapping[str, Any], timeout: float | None = None) -> list[Any]:
+        """Send msg to every rank, then collect every rank's reply (rank order). PeerLost if a
+        rank does not answer in time or dies (the peers are then reaped; the next request
+        starts new ones)."""
+        self.start()
+        limit = timeout or self.case_timeout
+        deadline = time.monotonic() + limit
+        try:
+            ids = [ch.send_request(msg) for ch in self._channels]
+            return [ch.await_reply(rid, max(0.01, deadline - time.monotonic()), str(msg["op"]))
+                    for ch, rid in zip(self._channels, ids)]
+        except (TimeoutError, ChannelClosed, MessageError) as exc:
+            why = f"no reply within {limit:.0f}s" if isinstance(exc, TimeoutError) else str(exc)
+            tail = self._drop()
+            raise PeerLost(f"{self.describe()}: peers lost during {msg.get('op')}: {why}; "
+                           f"{tail}") from None
+        except RemoteError as exc:
+            raise HorovodError(f"{self.describe()}: {exc}") from None
+
+    def outcomes(self, msg: Mapping[str, Any], timeout: float) -> list[Any]:
+        """Send msg to every rank; each rank's reply, or the string "lost: why" for a rank
+        whose channel closed or that said nothing within `timeout` (for cases that end
+        ranks: the others' fate is the result). The peers are not restarted."""
+        self.start()
+        deadline = time.monotonic() + timeout
+        ids = [ch.send_request(msg) for ch in self._channels]
+        out: list[Any] = []
+        for ch, rid in zip(self._channels, ids):
+            try:
+                out.append(ch.await_reply(rid, max(0.01, deadline - time.monotonic())))
+            except (TimeoutError, ChannelClosed, MessageError, RemoteError) as exc:
+                out.append(f"lost: {exc}")
+        return out
+
+    def pids(self) -> list[int]:
+        return [r.pid for r in self.ranks]
+
+    def run(self, case: Mapping[str, Any], timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every rank's report of the case, in rank order."""
+        try:
+            return self.request({"op": "case", "case": dict(case)}, timeout)
+        except PeerLost as exc:
+            raise PeerLost(f"{exc}\n{self.replay_hint(case)}") from None
+
+    def replay_hint(self, case: Mapping[str, Any]) -> str:
+        """A command that runs the case under mpirun alone (every rank's input is in the case
+        file, written here content-addressed; the plant, if any, is part of the command)."""
+        text = json.dumps(dict(case), sort_keys=True)
+        CASE_DIR.mkdir(parents=True, exist_ok=True)
+        path = CASE_DIR / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+        atomic_write(path, text)
+        env = f"PYTHONPATH={PROJECT_ROOT} " + (f"{PLANT_VAR}={self.plant} " if self.plant else "")
+        n = len(self.ranks) or self.n_ranks()
+        flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
+        return (f"replay without pytest (MPI controller): {env}{SIZE_VAR}={n} "
+                f"{self.hvd.mpirun or 'mpirun'} {flags}-n {n} {self.hvd.python} -m "
+                f"{PEER_MODULE} --case {path}")
+
+    # -- stop ------------------------------------------------------------------------------
+    def _drop(self) -> str:
+        """End every process of the peers, whatever their state; their last words."""
+        for ch in self._channels:
+            ch.close()
+        self._channels, self.ranks = [], []
+        words = [job.stop(grace=1.0).describe() for job in self._jobs]
+        self._jobs = []
+        return "; ".join(w for w in words if w) or "no job"
+
+    def close(self) -> None:
+        try:
+            if self._channels:
+                try:
+                    self.request({"op": "shutdown"}, timeout=15.0)
+                    for job in self._jobs[1 if self.controller == "gloo" else 0:]:
+                        job.wait(timeout=15.0)
+                except (PeerLost, HorovodError, TimeoutError):
+                    pass
+            self._drop()
+        finally:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+
+
+def controller_list(value: str) -> list[str]:
+    """--hpc-horovod-controllers: a comma list of CONTROLLERS (ValueError names the bad one)."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in names if v not in CONTROLLERS]
+    if bad or not names:
+        raise ValueError(f"controllers must be a comma list of {', '.join(CONTROLLERS)}"
+                         + (f", not {', '.join(bad)}" if bad else ""))
+    return names
+
+
+def bench_times(replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per size: the ranks' seconds per operation, batch by batch, as the slowest rank saw
+    it (a collective is done when its last rank is), and whether every rank validated."""
+    points = []
+    for per_rank in zip(*(r["points"] for r in replies)):
+        point = {"bytes": per_rank[0]["bytes"], "valid": all(p["valid"] for p in per_rank)}
+        for key in ("samples", "unstretched"):  # the latter only under the canary
+            if key in per_rank[0]:
+                point[key] = [max(batch) for batch in zip(*(p[key] for p in per_rank))]
+        points.append(point)
+    return points

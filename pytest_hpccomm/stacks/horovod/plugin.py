@@ -1,0 +1,308 @@
+"""pytest plugin of the Horovod stack (pytest11: hpccomm_horovod): options, probe, fixtures.
+
+Tests ask for
+  horovod_controller   parametrized over --hpc-horovod-controllers (session scope)
+  horovod_env          the Horovod to test: the cached build (built now if missing) or the
+                       user's (--hpc-horovod-python); skips only when opted out or when the
+                       toolchain is absent, fails with the build log's tail when a build fails
+  horovod_peers        the session's long-lived peers for (controller, placement)
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.cluster.mpi import mpi_prefix
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.fabrics import FabricUnavailable
+from pytest_hpccomm.session import HpcSession, hpc_session_of
+from pytest_hpccomm.stacks.horovod.conformance import register_settings
+from pytest_hpccomm.stacks.horovod.build import (MPI_ENV, HorovodBuildError, HorovodEnv,
+                                                 HorovodUnavailable, ensure_built, user_env)
+from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, controller_list
+from pytest_hpccomm.stacks.horovod.perf import (BENCHMARK, Sweep, Sweeps, SweepFailed,
+                                                TrainSweep, allreduce_sweeps, bench_sizes,
+                                                measurements, train_measurements, train_sweeps)
+from pytest_hpccomm.stacks.horovod.wire import CONTROLLERS, PLANTS
+from pytest_hpccomm.stacks.registry import StackProbe
+
+BUILD, NONE = "build", "none"
+JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpccomm")
+    help_py = ("the Horovod to test: `build` (default: built once from the PyPI sdist into the "
+               "cache, python -m pytest_hpccomm.stacks.horovod.build), a Python or venv that has "
+               "Horovod (a cluster's), or `none` (skip the Horovod items)")
+    group.addoption("--hpc-horovod-python", default=None, dest="hpc_horovod_python",
+                    help=help_py)
+    parser.addini("hpc_horovod_python", help_py, default=BUILD)
+    help_c = f"Horovod controllers to test, comma-separated (default {','.join(CONTROLLERS)})"
+    group.addoption("--hpc-horovod-controllers", default=None, dest="hpc_horovod_controllers",
+                    help=help_c)
+    parser.addini("hpc_horovod_controllers", help_c, default=",".join(CONTROLLERS))
+    group.addoption("--hpc-horovod-plant", choices=PLANTS, default=None, dest="hpc_horovod_plant",
+                    help="TEST ONLY: plant a known bug in the Horovod peer (validates the "
+                         "suite: the conformance tests must fail)")
+
+
+def horovod_python(config: pytest.Config) -> str:
+    return str(config.getoption("hpc_horovod_python") or config.getini("hpc_horovod_python")
+               or BUILD)
+
+
+def controllers(config: pytest.Config) -> list[str]:
+    value = config.getoption("hpc_horovod_controllers") or \
+        config.getini("hpc_horovod_controllers") or ",".join(CONTROLLERS)
+    try:
+        return controller_list(str(value))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--hpc-horovod-controllers: {exc}") from None
+
+
+@pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
+def pytest_configure(config: pytest.Config) -> None:
+    controllers(config)  # a bad value is a usage error before any test runs
+    if config.pluginmanager.has_plugin("hpccomm"):
+        register_settings(hpc_session_of(config).cfg.profile)
+    python = horovod_python(config)
+    if python not in (BUILD, NONE) and not Path(python).exists():
+        raise pytest.UsageError(f"--hpc-horovod-python: {python} does not exist "
+                                f"(a Python with Horovod, its venv, `{BUILD}` or `{NONE}`)")
+
+
+@dataclass(frozen=True)
+class HorovodProbe:
+    """Cheap: what the build needs is on PATH, or the user named a Python (checked later)."""
+
+    python: str
+    name: str = "horovod"
+
+    def unavailable_reason(self) -> str | None:
+        if self.python == NONE:
+            return "Horovod opted out (--hpc-horovod-python=none)"
+        if self.python != BUILD:
+            return None
+        missing = [tool for tool in ("g++", "patch") if shutil.which(tool) is None]
+        if not (mpi_prefix(MPI_ENV) / "bin" / "mpicc").is_file():
+            missing.append(f"the {MPI_ENV} venv (python -m pytest_hpccomm.cluster.mpi create "
+                           f"{MPI_ENV})")
+        if missing:
+            return f"Horovod cannot be built here: missing {', '.join(missing)}"
+        return None
+
+    def versions(self) -> dict[str, str]:
+        return {}  # the resolved Horovod's facts travel in each result (HorovodEnv.fingerprint)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    return [HorovodProbe(horovod_python(config))]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "horovod_controller" in metafunc.fixturenames:
+        metafunc.parametrize("horovod_controller", controllers(metafunc.config), scope="session")
+    if "horovod_size" in metafunc.fixturenames and metafunc.config.pluginmanager.has_plugin(
+            "hpccomm"):
+        from pytest_hpccomm.measure.sizes import format_size
+
+        sizes = bench_sizes(hpc_session_of(metafunc.config).cfg.message_sizes)
+        metafunc.parametrize("horovod_size", sizes, ids=[format_size(s) for s in sizes])
+    if "horovod_model" in metafunc.fixturenames and metafunc.config.pluginmanager.has_plugin(
+            "hpccomm"):  # ResNet-50 takes minutes per job on 2 cores: the full profile's
+        full = hpc_session_of(metafunc.config).cfg.profile == "full"
+        metafunc.parametrize("horovod_model", ["small_cnn"] + (
+            [pytest.param("resnet50", marks=pytest.mark.slow)] if full else []))
+
+
+_ENVS: dict[str, HorovodEnv | HorovodUnavailable | HorovodBuildError] = {}
+
+
+def resolve_env(python: str) -> HorovodEnv:
+    """The Horovod of `python`, resolved (or built) once per process."""
+    if python not in _ENVS:
+        try:
+            _ENVS[python] = ensure_built() if python == BUILD else user_env(python)
+        except (HorovodUnavailable, HorovodBuildError) as exc:
+            _ENVS[python] = exc
+    got = _ENVS[python]
+    if isinstance(got, HorovodUnavailable):
+        pytest.skip(str(got))
+    if isinstance(got, HorovodBuildError):
+        pytest.fail(str(got), pytrace=False)
+    return got
+
+
+@pytest.fixture(scope="session")
+def horovod_env(pytestconfig: pytest.Config) -> HorovodEnv:
+    return resolve_env(horovod_python(pytestconfig))
+
+
+@pytest.fixture(scope="session")
+def horovod_plant(pytestconfig: pytest.Config) -> str | None:
+    plant: str | None = pytestconfig.getoption("hpc_horovod_plant", None)
+    return plant
+
+
+@pytest.fixture(scope="session")
+def horovod_peers(horovod_env: HorovodEnv, horovod_controller: str, hpc_placement: str,
+                  horovod_plant: str | None, hpc_session: HpcSession,
+                  request: pytest.FixtureRequest) -> Iterator[HorovodPeers]:
+    """The session's peers for (controller, placement), reaped at session end, also when a
+    test or the start fails."""
+    cluster = _cluster_for(hpc_placement, hpc_session, request)
+    profile = hpc_session.cfg.profile
+    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, cluster,
+                         plant=horovod_plant,
+                         job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]))
+    try:
+        try:
+            peers.start()
+        except HorovodError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        yield peers
+    finally:
+        peers.close()
+
+
+@pytest.fixture(scope="session")
+def horovod_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession) -> Sweeps[Sweep]:
+    cfg = hpc_session.cfg
+    return allreduce_sweeps(horovod_env, bench_sizes(cfg.message_sizes), cfg.profile,
+                            cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
+
+
+AllreduceRun = Callable[[int, str], None]
+
+
+@pytest.fixture
+def horovod_allreduce(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
+                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
+                      request: pytest.FixtureRequest) -> AllreduceRun:
+    """run(size, knobs): the point of this (controller, placement, knobs) sweep, validated
+    (every element is the number of ranks) and judged, latency then busbw; an undecided
+    verdict pools one more job at a time (adaptive repeats)."""
+    return _allreduce_runner(horovod_sweeps, horovod_controller, hpc_placement, hpc_session,
+                             hpc_record, request)
+
+
+@pytest.fixture
+def horovod_allreduce_loopback(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
+                               hpc_session: HpcSession, hpc_record: Any,
+                               request: pytest.FixtureRequest) -> AllreduceRun:
+    """As horovod_allreduce, on loopback only (the knobs: each setting is its own jobs)."""
+    return _allreduce_runner(horovod_sweeps, horovod_controller, LOOPBACK, hpc_session,
+                             hpc_record, request)
+
+
+@pytest.fixture(scope="session")
+def horovod_train_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession,
+                         tmp_path_factory: pytest.TempPathFactory) -> Sweeps[TrainSweep]:
+    cfg = hpc_session.cfg
+    return train_sweeps(horovod_env, cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit,
+                        tmp_path_factory.mktemp("horovod-timeline"))
+
+
+SyntheticRun = Callable[[str], None]
+
+
+@pytest.fixture
+def horovod_synthetic(horovod_train_sweeps: Sweeps[TrainSweep], horovod_controller: str,
+                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
+                      request: pytest.FixtureRequest) -> SyntheticRun:
+    """run(model): Horovod's synthetic training benchmark on this (controller, placement):
+    images/s per rank judged; negotiation and reduction ms per step (the timeline) recorded
+    and judged beside it."""
+    def run(model: str) -> None:
+        cluster = _cluster_for(hpc_placement, hpc_session, request)
+        where = (horovod_controller, hpc_placement, cluster, model)
+        params = {"controller": horovod_controller, "placement": hpc_placement, "model": model}
+        try:
+            sweep = horovod_train_sweeps.get(*where)
+        except SweepFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+        def grow() -> list[Any] | None:
+            try:
+                grown = horovod_train_sweeps.more(*where)
+            except SweepFailed as exc:
+                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+            return None if grown is None else train_measurements(grown, params)
+
+        _judge_all(until_decided(
+            train_measurements(sweep, params),
+            lambda m: hpc_record.undecided(m, sweep.fingerprint), grow,
+            lambda: horovod_train_sweeps.cost(horovod_controller, hpc_placement, model)),
+            hpc_record, sweep.fingerprint)
+
+    return run
+
+
+def _cluster_for(placement: str, hpc_session: HpcSession,
+                 request: pytest.FixtureRequest) -> Any:
+    """The virtual cluster for netns (None on loopback); skips where the placement cannot
+    carry the session's fabric."""
+    fabric = hpc_session.selection
+    if isinstance(fabric, FabricUnavailable):
+        pytest.skip(fabric.reason)
+    if placement not in (LOOPBACK, NETNS):
+        pytest.skip(f"the Horovod peers run on {LOOPBACK} or {NETNS}; placement {placement!r} "
+                    "needs a TCP control channel (not implemented)")
+    if placement == NETNS and fabric.kind != "ethernet":
+        pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs "
+                    f"on {LOOPBACK} and on real hosts")
+    return request.getfixturevalue("hpc_virtual_cluster") if placement == NETNS else None
+
+
+def _judge_all(ms: list[Any], hpc_record: Any, fingerprint: dict[str, Any]) -> None:
+    """Record every measurement; a regression fails the item once all are recorded."""
+    failures = []
+    for m in ms:
+        try:
+            hpc_record(m, fingerprint)
+        except pytest.fail.Exception as exc:
+            failures.append(str(exc))
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
+
+
+def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
+                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
+                      request: pytest.FixtureRequest) -> AllreduceRun:
+    def run(size: int, knobs: str) -> None:
+        cluster = _cluster_for(hpc_placement, hpc_session, request)
+        where = (horovod_controller, hpc_placement, cluster, knobs)
+        try:
+            sweep = horovod_sweeps.get(*where)
+        except SweepFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+        params = {"controller": horovod_controller, "placement": hpc_placement, "knobs": knobs}
+
+        def records(sw: Sweep) -> list[Any]:
+            if not sw.points[size]["valid"]:
+                pytest.fail(f"{BENCHMARK} {size} B: a rank's result was not the sum",
+                            pytrace=False)
+            return measurements(sw, size, params)
+
+        def grow() -> list[Any] | None:
+            try:
+                grown = horovod_sweeps.more(*where)
+            except SweepFailed as exc:
+                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+            return None if grown is None else records(grown)
+
+        _judge_all(until_decided(
+            records(sweep), lambda m: hpc_record.undecided(m, sweep.fingerprint), grow,
+            lambda: horovod_sweeps.cost(horovod_controller, hpc_placement, knobs)),
+            hpc_record, sweep.fingerprint)
+
+    return run

@@ -1,0 +1,44 @@
+"""What the Horovod peer and the orchestrator share (standard library only).
+
+Tensors travel as {"dtype", "shape", "data": base64 of the C-order bytes}: the orchestrator
+draws every rank's input and keeps the reference; the peer only runs Horovod and reports what
+it received. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+CONTROLLERS = ("mpi", "gloo")
+OPS = ("sum", "average", "min", "max", "product")
+DTYPES = ("int32", "int64", "float16", "float32", "float64")
+INT_DTYPES = ("int32", "int64")
+PLANT_VAR = "HPCCOMM_HOROVOD_PLANT"
+# corrupt-allreduce: the peer adds 1 to the last element of every allreduce result with more
+# than PLANT_THRESHOLD elements (the suite's own validation: the property must catch and
+# shrink it to a tensor just over the threshold)
+PLANTS = ("corrupt-allreduce",)
+PLANT_THRESHOLD = 8
+SIZE_VAR = "HPCCOMM_HOROVOD_SIZE"  # ranks in the job: static process sets are made at init
+# Horovod's own variables the orchestrator sets (launching without horovodrun)
+CONTROLLER_ENV = {
+    "mpi": {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"},
+    "gloo": {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"},
+}
+
+
+def encode(dtype: str, shape: list[int] | tuple[int, ...], data: bytes) -> dict[str, Any]:
+    return {"dtype": dtype, "shape": list(shape), "data": base64.b64encode(data).decode()}
+
+
+def decode(obj: dict[str, Any]) -> tuple[str, list[int], bytes]:
+    return str(obj["dtype"]), [int(x) for x in obj["shape"]], base64.b64decode(obj["data"])
+
+
+def static_process_sets(size: int) -> list[list[int]]:
+    """The process sets every peer registers at init (static sets must be known then): the
+    contiguous runs of size-1 ranks, e.g. [[0], [1]] for 2 ranks, [[0, 1], [1, 2]] for 3."""
+    if size < 2:
+        return []
+    return [list(range(start, start + size - 1)) for start in range(2)]

@@ -1,0 +1,320 @@
+"""Horovod's collectives against NumPy, through Horovod's own runtime, for each controller
+(MPI, Gloo) on loopback and the virtual cluster. Every rank's input is drawn here and travels
+in the case; the peers report what Horovod gave them (stacks/horovod/conformance.py states the
+semantics and float tolerances judged).
+
+Failures print the shrunk case (every rank's input) and a command that replays it without
+pytest; the quick profile is derandomized, so rerunning reproduces.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_hpccomm.stacks.horovod.conformance import (Reduction, array_of, check_reduced,
+                                                       describe_case, element, horovod_settings,
+                                                       outputs, reductions, shapes, wire)
+from pytest_hpccomm.stacks.horovod.build import HorovodEnv
+from pytest_hpccomm.stacks.horovod.driver import HorovodPeers
+from pytest_hpccomm.stacks.horovod.wire import DTYPES
+
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("horovod"),
+              pytest.mark.fabric("ethernet", "ipoib")]
+
+ERROR_WITHIN = 30.0  # seconds: a mismatch must come back as an error, not a hang
+
+
+def _run(peers: HorovodPeers, case: dict[str, Any]) -> list[dict[str, Any]]:
+    return peers.run(case)
+
+
+def _context(peers: HorovodPeers, case: dict[str, Any]) -> str:
+    return f"\ncase: {describe_case(case)}\n{peers.replay_hint(case)}"
+
+
+def _judge(peers: HorovodPeers, case: dict[str, Any], out: dict[str, Any], r: Reduction,
+           what: str) -> None:
+    """check_reduced, with the case and its replay command in the message."""
+    try:
+        check_reduced(array_of(out), r, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}{_context(peers, case)}") from None
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_allreduce_matches_numpy(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
+    """Sum, average, min, max, product over every dtype and 1-3 dimensional shapes, with
+    prescale/postscale (sum, average) and in place (allreduce_)."""
+    r = data.draw(reductions(horovod_peers.size), label="reduction")
+    in_place = data.draw(st.booleans(), label="in_place")
+    case = r.case(in_place=in_place)
+    for rank, out in enumerate(outputs(_run(horovod_peers, case))):
+        _judge(horovod_peers, case, out, r, f"rank {rank}")
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
+    """grouped_allreduce of 1-4 tensors of different dtypes and shapes: each is its own
+    reduction."""
+    n = horovod_peers.size
+    op = data.draw(st.sampled_from(["sum", "average", "min", "max"]), label="op")
+    group = data.draw(st.lists(reductions(n, ops=[op], scaled=False), min_size=1, max_size=4),
+                      label="group")
+    case = {"kind": "grouped_allreduce", "op": op,
+            "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)]}
+    for rank, outs in enumerate(outputs(_run(horovod_peers, case), "outputs")):
+        assert len(outs) == len(group), f"rank {rank}: {len(outs)} outputs for {len(group)}"
+        for i, (out, r) in enumerate(zip(outs, group)):
+            _judge(horovod_peers, case, out, r, f"rank {rank} tensor {i}")
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_fused_async_allreduces_equal_sequential(horovod_peers: HorovodPeers,
+                                                 data: st.DataObject) -> None:
+    """2-6 allreduces enqueued at once (Tensor Fusion packs them into one buffer) give exactly
+    what the same allreduces give one by one, and both are the reduction."""
+    n = horovod_peers.size
+    op = data.draw(st.sampled_from(["sum", "average"]), label="op")
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    group = data.draw(st.lists(reductions(n, ops=[op], dtypes=[dtype], scaled=False),
+                               min_size=2, max_size=6), label="tensors")
+    case = {"kind": "fused_allreduce", "op": op,
+            "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)]}
+    reports = _run(horovod_peers, case)
+    for rank, (fused, seq) in enumerate(zip(outputs(reports, "outputs"),
+                                            outputs(reports, "sequential"))):
+        for i, (f, s, r) in enumerate(zip(fused, seq, group)):
+            a, b = array_of(f), array_of(s)
+            assert a.tobytes() == b.tobytes(), (
+                f"rank {rank} tensor {i}: fused {a.tolist()} != sequential {b.tolist()}"
+                f"{_context(horovod_peers, case)}")
+            _judge(horovod_peers, case, f, r, f"rank {rank} tensor {i} (fused)")
+
+
+def _rows(total: int, n: int) -> list[int]:
+    """How reducescatter splits the first dimension: as evenly as possible, the first
+    total % n ranks one row more."""
+    return [total // n + (1 if r < total % n else 0) for r in range(n)]
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_reducescatter(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
+    """Sum or average, reduced over ranks, rows scattered: rank r gets its share of the first
+    dimension."""
+    n = horovod_peers.size
+    shape = data.draw(shapes(first=st.integers(n, 3 * n)), label="shape")
+    r = data.draw(reductions(n, ops=["sum", "average"], shape=shape), label="reduction")
+    case = r.case("reducescatter")
+    rows = _rows(shape[0], n)
+    starts = np.concatenate([[0], np.cumsum(rows)])
+    for rank, out in enumerate(outputs(_run(horovod_peers, case))):
+        mine = Reduction(r.op, [x[starts[rank]:starts[rank + 1]] for x in r.inputs],
+                         r.prescale, r.postscale)
+        _judge(horovod_peers, case, out, mine, f"rank {rank}")
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_allgather_variable_first_dimension(horovod_peers: HorovodPeers,
+                                            data: st.DataObject) -> None:
+    n = horovod_peers.size
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    tail = data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims")
+    firsts = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n), label="first dims")
+    inputs = [data.draw(_values(dtype, (f, *tail)), label=f"rank {i}")
+              for i, f in enumerate(firsts)]
+    case = {"kind": "allgather", "inputs": [wire(a) for a in inputs]}
+    want = np.concatenate(inputs)
+    for rank, out in enumerate(outputs(_run(horovod_peers, case))):
+        got = array_of(out)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
+            f"rank {rank}: allgather gave {got.tolist()}, expected {want.tolist()}"
+            f"{_context(horovod_peers, case)}")
+
+
+def _values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
+    size = int(np.prod(shape))
+    return st.lists(element(dtype, "min", 1), min_size=size, max_size=size).map(
+        lambda v: np.array(v, dtype=dtype).reshape(shape))
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_broadcast_from_every_root(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
+    n = horovod_peers.size
+    root = data.draw(st.integers(0, n - 1), label="root")
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    shape = data.draw(shapes(), label="shape")
+    inputs = [data.draw(_values(dtype, shape), label=f"rank {i}") for i in range(n)]
+    case = {"kind": "broadcast", "root": root, "in_place": data.draw(st.booleans()),
+            "inputs": [wire(a) for a in inputs]}
+    for rank, out in enumerate(outputs(_run(horovod_peers, case))):
+        got = array_of(out)
+        assert got.tobytes() == inputs[root].tobytes(), (
+            f"rank {rank}: broadcast from {root} gave {got.tolist()}, expected "
+            f"{inputs[root].tolist()}{_context(horovod_peers, case)}")
+
+
+@pytest.mark.parametrize("splits", ["explicit", "equal"])
+@horovod_settings()
+@given(data=st.data())
+def test_alltoall(horovod_peers: HorovodPeers, splits: str, data: st.DataObject) -> None:
+    """Rank s sends rows splits[s][d] to rank d; rank d receives them in source order, and
+    (explicit splits) received_splits[s] = splits[s][d]."""
+    n = horovod_peers.size
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    tail = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims"))
+    if splits == "explicit":
+        table = data.draw(st.lists(st.lists(st.integers(0, 3), min_size=n, max_size=n),
+                                   min_size=n, max_size=n).filter(
+            lambda t: all(sum(row) > 0 for row in t)), label="splits")
+    else:
+        k = data.draw(st.integers(1, 3), label="rows per rank")
+        table = [[k] * n for _ in range(n)]
+    inputs = [data.draw(_values(dtype, (sum(row), *tail)), label=f"rank {i}")
+              for i, row in enumerate(table)]
+    case = {"kind": "alltoall", "inputs": [wire(a) for a in inputs],
+            "splits": table if splits == "explicit" else None}
+    starts = [np.concatenate([[0], np.cumsum(row)]) for row in table]
+    reports = _run(horovod_peers, case)
+    for dst, out in enumerate(outputs(reports)):
+        want = np.concatenate([inputs[s][starts[s][dst]:starts[s][dst + 1]] for s in range(n)])
+        got = array_of(out)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
+            f"rank {dst}: alltoall gave {got.tolist()}, expected {want.tolist()}"
+            f"{_context(horovod_peers, case)}")
+        if splits == "explicit":
+            assert reports[dst]["received_splits"] == [table[s][dst] for s in range(n)], (
+                f"rank {dst}: received_splits {reports[dst]['received_splits']}"
+                f"{_context(horovod_peers, case)}")
+
+
+@horovod_settings()
+@given(data=st.data())
+def test_process_set_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
+    """An allreduce in a static process set reduces over its members only."""
+    n = horovod_peers.size
+    sets = horovod_peers.ranks[0].process_sets
+    index = data.draw(st.integers(0, len(sets) - 1), label="process set")
+    members = sets[index]
+    r = data.draw(reductions(n, ops=["sum", "max"], scaled=False), label="reduction")
+    case = r.case(process_set=index)
+    reports = _run(horovod_peers, case)
+    mine = Reduction(r.op, [r.inputs[m] for m in members])
+    for rank, rep in enumerate(reports):
+        if rank not in members:
+            assert "skipped" in rep, f"rank {rank} is not in {members} but reported {rep}"
+            continue
+        assert "output" in rep, f"rank {rank}: {rep.get('raised', rep)}"
+        _judge(horovod_peers, case, rep["output"], mine, f"rank {rank} in set {members}")
+
+
+MISMATCHES = ["shape", "dims", "dtype"]
+
+
+@pytest.mark.parametrize("mismatch", MISMATCHES)
+def test_mismatch_is_an_error_not_a_hang(horovod_peers: HorovodPeers, mismatch: str) -> None:
+    """Ranks disagreeing on an allreduce's shape, number of dimensions or dtype all get a
+    Horovod error within ERROR_WITHIN seconds, and the peers keep working."""
+    n = horovod_peers.size
+    inputs = []
+    for rank in range(n):
+        dtype = ("float32" if rank == 0 else "int32") if mismatch == "dtype" else "float32"
+        shape = {"shape": (2 + rank,), "dims": (2,) * (1 + rank), "dtype": (4,)}[mismatch]
+        inputs.append(np.ones(shape, dtype=dtype))
+    case = {"kind": "allreduce", "op": "sum", "inputs": [wire(a) for a in inputs]}
+    reports = horovod_peers.run(case, timeout=ERROR_WITHIN)
+    for rank, rep in enumerate(reports):
+        assert "raised" in rep and "Mismatched" in rep["raised"], \
+            f"rank {rank}: expected a 'Mismatched ...' error, got {rep}"
+    good = Reduction("sum", [np.full((3,), rank, np.int64) for rank in range(n)])
+    for rank, out in enumerate(outputs(horovod_peers.run(good.case()))):
+        check_reduced(array_of(out), good, f"rank {rank} after the error")
+
+
+def test_peers_report_their_controller(horovod_peers: HorovodPeers,
+                                       horovod_controller: str, hpc_placement: str) -> None:
+    """The controller asked for is the one running, on the hosts the placement names."""
+    assert {r.controller for r in horovod_peers.ranks} == {horovod_controller}
+    hosts = [r.host for r in horovod_peers.ranks]
+    if hpc_placement == "netns":
+        assert len(set(hosts)) == len(hosts), f"one rank per virtual host, got {hosts}"
+
+
+
+def _lo_tx() -> int:
+    return int(Path("/sys/class/net/lo/statistics/tx_bytes").read_text())
+
+
+def test_traffic_takes_the_fabric(horovod_peers: HorovodPeers, hpc_placement: str,
+                                  request: pytest.FixtureRequest) -> None:
+    """The collective's bytes cross the network the placement names: every virtual host's
+    veth (netns), or TCP over lo (loopback: not shared memory). A ring allreduce of B bytes
+    sends 2 (n-1)/n B from every rank; at least half of that must be counted."""
+    n = horovod_peers.size
+    r = Reduction("sum", [np.full((1 << 20,), rank, np.float32) for rank in range(n)])
+    need = (n - 1) * (4 << 20) // n
+    if hpc_placement == "netns":
+        cluster = request.getfixturevalue("hpc_virtual_cluster")
+        before = cluster.all_counters()
+        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
+        after = cluster.all_counters()
+        sent = {h: after[h][1] - before[h][1] for h in after}
+    else:
+        lo = _lo_tx()
+        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
+        sent = {"lo": _lo_tx() - lo}
+        need *= n  # every rank's bytes cross the one lo
+    for rank, out in enumerate(outs):
+        check_reduced(array_of(out), r, f"rank {rank}")
+    assert all(v >= need for v in sent.values()), f"bytes sent {sent}, need {need} each"
+
+
+KILL_ENDS_WITHIN = 60.0  # seconds for the survivors to error out or be ended
+
+
+def test_a_killed_rank_ends_the_job(horovod_env: HorovodEnv, horovod_controller: str,
+                                    hpc_placement: str, request: pytest.FixtureRequest) -> None:
+    """A rank SIGKILLed inside an allreduce: within KILL_ENDS_WITHIN seconds every survivor has
+    raised a Horovod error or been ended by its launcher, never waited on; and once the peers
+    are closed no process of theirs is left. Own peers: this ends them."""
+    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == "netns" \
+        else None
+    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, cluster)
+    try:
+        peers.start()
+        n, pids = peers.size, peers.pids()
+        t0 = time.monotonic()
+        outcomes = peers.outcomes({"op": "case", "case": {"kind": "die_in_allreduce",
+                                                          "victim": n - 1}},
+                                  timeout=KILL_ENDS_WITHIN)
+        took = time.monotonic() - t0
+    finally:
+        peers.close()
+    assert str(outcomes[n - 1]).startswith("lost:"), f"the victim answered: {outcomes[n - 1]}"
+    for rank, got in enumerate(outcomes[:n - 1]):
+        ended = isinstance(got, str) and "within" not in got  # channel closed: process ended
+        raised = isinstance(got, dict) and "raised" in got
+        assert ended or raised, f"rank {rank} after {took:.1f}s: {got}"
+    left = [pid for pid in pids if _alive(pid)]
+    assert not left, f"processes of the peers left behind: {left}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

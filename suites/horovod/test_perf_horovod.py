@@ -1,0 +1,38 @@
+"""hvd.allreduce latency and busbw vs message size (nccl-tests' definitions), per controller
+and placement, each (size, knobs) its own judged item; the knobs users tune (cycle time,
+fusion threshold) on loopback. The `horovod_allreduce` fixture (stacks/horovod/plugin.py)
+launches, pools independent jobs, validates and judges; perf.py holds the definitions.
+Sizes: the session's sizes that are powers of 4 from 4 B (quick: 4 B - 4 MiB, 11 points).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_hpccomm.stacks.horovod.perf import KNOBS
+from pytest_hpccomm.stacks.horovod.plugin import AllreduceRun, SyntheticRun
+
+pytestmark = [pytest.mark.perf, pytest.mark.stack("horovod"),
+              pytest.mark.fabric("ethernet", "ipoib")]
+
+KNOB_SIZES = (16, 64 << 10, 4 << 20)  # in the default sweep too (powers of 4)
+
+
+def test_hvd_allreduce(horovod_size: int, horovod_allreduce: AllreduceRun) -> None:
+    horovod_allreduce(horovod_size, "default")
+
+
+@pytest.mark.parametrize("knobs", [k for k in KNOBS if k != "default"])
+@pytest.mark.parametrize("size", KNOB_SIZES, ids=["16B", "64KiB", "4MiB"])
+def test_hvd_allreduce_knobs(size: int, knobs: str,
+                             horovod_allreduce_loopback: AllreduceRun) -> None:
+    """Cycle time 5 ms and Tensor Fusion off, beside the default sweep's same sizes."""
+    horovod_allreduce_loopback(size, knobs)
+
+
+def test_hvd_synthetic_benchmark(horovod_model: str, horovod_synthetic: SyntheticRun) -> None:
+    """Horovod's pytorch_synthetic_benchmark: images/s per rank training `horovod_model`
+    (quick: a small CNN on 32x32 images; full: also ResNet-50, `slow`) through
+    DistributedOptimizer, the ranks' parameters equal afterwards; with the timeline's
+    negotiation and reduction milliseconds per step as records of their own."""
+    horovod_synthetic(horovod_model)

@@ -1,0 +1,45 @@
+"""The canary reaches Horovod's timed regions: with --hpc-inject-slowdown F the peer stretches
+every timed batch of allreduces and every training iteration by F (never the warm-up), so the
+gate's power can be checked on this stack as on the others. Real peers.
+
+Allreduce batches are judged against the canary's own unstretched time of the same batch, not
+against plain batches: a 16 B allreduce takes 1 to 3.7 ms per operation depending on how the
+ranks' calls fall on Horovod's 1 ms cycle, and plain batches run back to back can lock on to
+three cycles while the canary's pause breaks that phase (a CI run measured canary/plain = 0.93
+at 16 B that way). Training iterations (hundreds of ms) are compared end to end, plain and
+canary requests interleaved in one job (P C P C P C) so job-to-job spread stays out."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from pytest_hpccomm.stacks.horovod.build import HorovodEnv
+from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, bench_times
+from pytest_hpccomm.stacks.horovod.perf import TRAIN
+
+FACTOR = 3.0
+
+
+@pytest.mark.parametrize("controller", ["gloo", "mpi"])
+def test_slowdown_stretches_allreduce_batches_and_training(horovod_env: HorovodEnv,
+                                                           controller: str) -> None:
+    bench = {"op": "bench", "sizes": [16, 1 << 16], "warmup": 2, "iters": 5, "batches": 10}
+    train = {"op": "train", "model": "small_cnn", **TRAIN["small_cnn"], "iters": 4}
+    img: dict[float, list[float]] = {1.0: [], FACTOR: []}
+    with HorovodPeers(horovod_env, controller, "loopback") as peers:
+        plain = bench_times(peers.request(bench, 120.0))
+        assert all("unstretched" not in p for p in plain), "a plain request was stretched"
+        for p in bench_times(peers.request({**bench, "slowdown": FACTOR}, 120.0)):
+            ratios = [s / u for s, u in zip(p["samples"], p["unstretched"], strict=True)]
+            # a sleep overshoots by well under a millisecond on batches of >= 5 ms
+            assert all(0.98 * FACTOR <= r <= 1.15 * FACTOR for r in ratios), \
+                f"{p['bytes']} B: reported/unstretched per batch = {ratios}, expected {FACTOR}"
+        for factor in (1.0, FACTOR) * 3:
+            replies = peers.request({**train, "slowdown": factor}, 300.0)
+            assert all(r["valid"] for r in replies)
+            img[factor] += [x for r in replies for x in r["images_per_s"]]
+    ratio = statistics.median(img[1.0]) / statistics.median(img[FACTOR])
+    assert 0.85 * FACTOR <= ratio <= 1.25 * FACTOR, \
+        f"images/s plain/canary = {ratio:.2f}, expected about {FACTOR}"

@@ -1,0 +1,35 @@
+"""The Horovod sweep's bookkeeping: which sizes it runs, how jobs pool, what it records
+(nccl-tests' busbw for allreduce: 2 (n-1)/n x algbw), and the slowest rank's batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_hpccomm.stacks.horovod.driver import bench_times
+from pytest_hpccomm.stacks.horovod.perf import Sweep, bench_sizes, measurements, merge
+
+
+def test_sizes_are_powers_of_four_from_four_bytes() -> None:
+    assert bench_sizes([0, 1, 2, 4, 8, 16, 32, 64, 1 << 20, 3 << 20, 4 << 20]) == \
+        [4, 16, 64, 1 << 20, 4 << 20]
+
+
+def test_a_batch_lasts_as_long_as_its_slowest_rank() -> None:
+    replies = [{"points": [{"bytes": 16, "samples": [1.0, 5.0], "valid": True}]},
+               {"points": [{"bytes": 16, "samples": [2.0, 3.0], "valid": False}]}]
+    assert bench_times(replies) == [{"bytes": 16, "samples": [2.0, 5.0], "valid": False}]
+
+
+def test_jobs_pool_as_units_and_busbw_follows_nccl_tests() -> None:
+    a = Sweep({1 << 20: {"samples": [100.0, 100.0], "warmup": 3, "valid": True}}, 2)
+    b = Sweep({1 << 20: {"samples": [200.0], "warmup": 3, "valid": True}}, 2)
+    pooled = merge([a, b])
+    point = pooled.points[1 << 20]
+    assert point["samples"] == [100.0, 100.0, 200.0] and point["job_sizes"] == [2, 1]
+    assert point["warmup"] == 6 and point["valid"]
+    latency, busbw = measurements(pooled, 1 << 20, {"controller": "gloo"})
+    assert latency.unit == "us" and latency.samples == (100.0, 100.0, 200.0)
+    assert latency.params["ranks"] == 2 and latency.extra["job_sizes"] == [2, 1]
+    # 1 MiB in 100 us: algbw 10.49 GB/s; 2 ranks: busbw = algbw x 2 (2-1)/2
+    assert busbw.samples[0] == pytest.approx((1 << 20) / 100e-6 / 1e9)
+    assert busbw.extra["busbw_factor"] == 1.0 and busbw.params["metric"] == "busbw"
