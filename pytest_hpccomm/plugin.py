@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -167,7 +167,8 @@ def hpc_fingerprint(hpc_session: HpcSession) -> dict[str, Any]:
 
 class Record:
     """record(measurement, runtime_fingerprint=None, base=None) -> RunResult: what the
-    `hpc_record` fixture gives a test; record.undecided(measurement, runtime_fingerprint)
+    `hpc_record` fixture gives a test; record.all(measurements, ...) records several and fails
+    once at the end; record.undecided(measurement, runtime_fingerprint)
     says whether more jobs could decide its verdict (adaptive repeats), recording nothing."""
 
     def __init__(self, request: pytest.FixtureRequest, hpc_session: HpcSession,
@@ -190,6 +191,19 @@ class Record:
         if outcome is Outcome.INCONCLUSIVE and self.hpc_session.cfg.strict:
             pytest.fail(f"{result.verdict.message} (--hpc-strict)", pytrace=False)
         return result
+
+    def all(self, ms: Sequence[Measurement], runtime_fingerprint: Mapping[str, Any] | None = None,
+            bases: Sequence[Measurement | None] | None = None) -> None:
+        """Record every measurement (each against its base, in a paired run); a regression in
+        one fails the item only once all are recorded, naming every failed one."""
+        failures = []
+        for m, b in zip(ms, bases if bases is not None else [None] * len(ms), strict=True):
+            try:
+                self(m, runtime_fingerprint, b)
+            except pytest.fail.Exception as exc:
+                failures.append(str(exc))
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
 
     def undecided(self, m: Measurement,
                   runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:

@@ -77,15 +77,7 @@ def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
 
         ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow,
                            cost)
-    bases: list[Measurement | None] = list(records[1]) if base is not None else [None] * len(ms)
-    failures = []
-    for m, b in zip(ms, bases):
-        try:
-            record(m, sweep.runtime_fingerprint, b)
-        except pytest.fail.Exception as exc:
-            failures.append(str(exc))
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    record.all(ms, sweep.runtime_fingerprint, records[1] if base is not None else None)
 
 
 def _validated(label: str, sweep: Sweep, benchmark: str, size: int,
