@@ -190,7 +190,8 @@ class Channel:
                 return reply.get("result")
             self.events.append(reply)
 
-    def reply(self, request: Mapping[str, Any], result: Any = None, error: str | None = None) -> None:
+    def reply(self, request: Mapping[str, Any], result: Any = None,
+              error: str | None = None) -> None:
         if error is None:
             self.send({"id": request.get("id"), "ok": True, "result": result})
         else:
@@ -263,21 +264,25 @@ class ControlServer:
             raise
         return Channel(conn, peer=str(addr) if addr else "")
 
-    def accept_peers(self, n: int, timeout: float) -> list[Channel]:
-        """n authenticated peers within timeout; failed handshakes are skipped and counted."""
+    def accept_peers(self, n: int, timeout: float,
+                     gone: Callable[[], str] = lambda: "") -> list[Channel]:
+        """n authenticated peers within timeout (else TimeoutError); failed handshakes are
+        skipped and counted. `gone()` is asked at least every 0.5 s: a reason (the peers' job
+        ended, say) ends the wait at once with ChannelClosed naming it."""
         deadline = time.monotonic() + timeout
         out: list[Channel] = []
         while len(out) < n:
             left = deadline - time.monotonic()
-            if left <= 0:
+            why = gone()
+            if why or left <= 0:
                 for ch in out:
                     ch.close()
-                raise TimeoutError(f"{len(out)} of {n} peers connected within {timeout}s")
+                if why:
+                    raise ChannelClosed(f"{why} ({len(out)} of {n} peers had connected)")
+                raise TimeoutError(f"{len(out)} of {n} peers connected within {timeout:.0f}s")
             try:
-                out.append(self.accept(left))
-            except (AuthenticationError, ChannelClosed, OSError):
-                continue
-            except TimeoutError:
+                out.append(self.accept(min(0.5, left)))
+            except (AuthenticationError, ChannelClosed, OSError, TimeoutError):
                 continue
         return out
 

@@ -135,6 +135,29 @@ def test_accept_peers_skips_bad_clients() -> None:
             t.join(5)
 
 
+
+def test_accept_peers_stops_when_the_peers_are_gone_and_closes_the_accepted() -> None:
+    """A launcher that died ends the wait at once with its reason, not at the timeout."""
+    with ControlServer() as srv:
+        t, got = in_thread(lambda: PeerClient.connect(srv.address, srv.authkey, timeout=5))
+        asked = []
+
+        def gone() -> str:
+            asked.append(time.monotonic())
+            return "the peers' job ended" if "value" in got else ""  # once one is in
+
+        t0 = time.monotonic()
+        with pytest.raises(ChannelClosed, match=r"the peers' job ended \(1 of 2 peers had"):
+            srv.accept_peers(2, timeout=60, gone=gone)
+        assert time.monotonic() - t0 < 30 and len(asked) >= 2
+        t.join(5)
+        with pytest.raises((ChannelClosed, TimeoutError)):  # the accepted one was closed
+            got["value"].recv(5)
+        got["value"].close()
+        with pytest.raises(TimeoutError, match="0 of 1 peers connected"):
+            srv.accept_peers(1, timeout=0.3)
+
+
 ECHO = [sys.executable, "-m", "pytest_hpccomm.peer.channel"]
 
 

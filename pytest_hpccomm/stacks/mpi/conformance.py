@@ -36,8 +36,8 @@ from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.peer.channel import (AuthenticationError, Channel, ChannelClosed,
-                                         ControlServer, MessageError, RemoteError)
+from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
+                                         RemoteError)
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
@@ -204,17 +204,18 @@ class ConformancePeer:
     def _await_hello(self, job: RunningJob) -> tuple[Channel, PeerInfo]:
         assert self._server is not None
         deadline = time.monotonic() + self.start_timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ConformanceError(f"peer did not dial home within {self.start_timeout:.0f}s")
-            if job.poll() is not None or INIT_FLAKE in job.peek_output()[1]:
-                raise ConformanceError("peer job ended before dialing home")
-            try:
-                channel = self._server.accept(min(0.5, left))
-                break
-            except (TimeoutError, AuthenticationError, ChannelClosed, OSError):
-                continue
+
+        def gone() -> str:
+            ended = job.poll() is not None or INIT_FLAKE in job.peek_output()[1]
+            return "peer job ended before dialing home" if ended else ""
+
+        try:
+            [channel] = self._server.accept_peers(1, self.start_timeout, gone)
+        except TimeoutError:
+            raise ConformanceError(
+                f"peer did not dial home within {self.start_timeout:.0f}s") from None
+        except ChannelClosed:
+            raise ConformanceError("peer job ended before dialing home") from None
         try:
             hello = channel.recv(max(1.0, deadline - time.monotonic()))
         except (TimeoutError, ChannelClosed, MessageError) as exc:
