@@ -15,19 +15,17 @@ from pytest_hpccomm.stacks.horovod.plugin import AllreduceRun, SyntheticRun
 pytestmark = [pytest.mark.perf, pytest.mark.stack("horovod"),
               pytest.mark.fabric("ethernet", "ipoib")]
 
-KNOB_SIZES = (16, 64 << 10, 4 << 20)  # in the default sweep too (powers of 4)
-
 
 def test_hvd_allreduce(horovod_size: int, horovod_allreduce: AllreduceRun) -> None:
     horovod_allreduce(horovod_size, "default")
 
 
 @pytest.mark.parametrize("knobs", [k for k in KNOBS if k != "default"])
-@pytest.mark.parametrize("size", KNOB_SIZES, ids=["16B", "64KiB", "4MiB"])
-def test_hvd_allreduce_knobs(size: int, knobs: str,
+def test_hvd_allreduce_knobs(horovod_knob_size: int, knobs: str,
                              horovod_allreduce_loopback: AllreduceRun) -> None:
-    """Cycle time 5 ms and Tensor Fusion off, beside the default sweep's same sizes."""
-    horovod_allreduce_loopback(size, knobs)
+    """Cycle time 5 ms and Tensor Fusion off, beside the default sweep's same sizes
+    (perf.KNOB_SIZES: one per regime of the curve, those the session selected)."""
+    horovod_allreduce_loopback(horovod_knob_size, knobs)
 
 
 def test_hvd_synthetic_benchmark(horovod_model: str, horovod_synthetic: SyntheticRun) -> None:

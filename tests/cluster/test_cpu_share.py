@@ -3,35 +3,21 @@ the job's own work (and its children's) does not."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
 from pytest_hpccomm.cluster.jobs import run_job, start_job
 
-BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < {s}: pass"
-
+from tests.neighbour import BUSY, busy_neighbour
 
 @pytest.fixture
-def neighbour() -> object:
-    """A busy loop that is NOT our descendant (its parent shell exits, so it is reparented),
-    as another user's process on a shared runner is; ended by PID afterwards."""
-    loop = BUSY.format(s=60)  # bounded by itself: $! is the loop's own PID, no wrapper's
-    out = subprocess.run(
-        ["sh", "-c", f"{sys.executable} -c '{loop}' >/dev/null 2>&1 & echo $!"],
-        capture_output=True, text=True, timeout=10, check=True)
-    pid = int(out.stdout.split()[0])
-    time.sleep(0.3)
-    yield pid
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def neighbour() -> Iterator[int]:
+    with busy_neighbour(60.0) as pid:
+        yield pid
 
 
 def test_a_neighbours_busy_loop_marks_the_job_disturbed(neighbour: int) -> None:

@@ -36,7 +36,8 @@ from pytest_hpccomm.stacks.horovod.wire import (CONTROLLER_ENV, CONTROLLERS, PLA
 PEER_MODULE = "pytest_hpccomm.stacks.horovod.peer"
 RENDEZVOUS_MODULE = "pytest_hpccomm.stacks.horovod.rendezvous"
 LOOPBACK_RANKS = 2
-CASE_DIR = Path(tempfile.gettempdir()) / "hpccomm-horovod-cases"  # failing cases, for replay
+# failing cases, for replay; one directory per user (another's would not be writable)
+CASE_DIR = Path(tempfile.gettempdir()) / f"hpccomm-horovod-cases-{os.getuid()}"
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
 
 
@@ -59,13 +60,27 @@ class RankInfo:
     process_sets: list[list[int]]
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One rank's fate after a request that may end ranks (HorovodPeers.outcomes)."""
+
+    kind: str  # "replied", "error" (it answered with an error), "closed" (its channel closed:
+    #            the process ended), "silent" (nothing within the timeout)
+    reply: Any = None
+    why: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.reply if self.kind == 'replied' else self.why}"
+
+
 class HorovodPeers:
     """The session's peers for one (controller, placement). `with` starts and always reaps."""
 
     def __init__(self, hvd: HorovodEnv, controller: str, placement: str,
                  cluster: VirtualCluster | None = None, *, plant: str | None = None,
                  env: Mapping[str, str] | None = None, job_timeout: float = 1800.0,
-                 case_timeout: float = 60.0, start_timeout: float = 120.0) -> None:
+                 case_timeout: float = 60.0, start_timeout: float = 120.0,
+                 loopback_ranks: int = LOOPBACK_RANKS) -> None:
         if controller not in CONTROLLERS:
             raise ValueError(f"unknown controller {controller!r} (known: {CONTROLLERS})")
         if plant is not None and plant not in PLANTS:
@@ -83,6 +98,7 @@ class HorovodPeers:
         self.plant, self.extra_env = plant, dict(env or {})
         self.job_timeout, self.case_timeout, self.start_timeout = \
             job_timeout, case_timeout, start_timeout
+        self.loopback_ranks = loopback_ranks
         self.starts = 0
         self._server: ControlServer | None = None
         self._jobs: list[RunningJob] = []
@@ -111,7 +127,7 @@ class HorovodPeers:
         if self.placement == NETNS:
             assert self.cluster is not None
             return len(self.cluster.hosts)
-        return LOOPBACK_RANKS
+        return self.loopback_ranks
 
     def _env(self, n: int) -> dict[str, str]:
         assert self._server is not None
@@ -120,6 +136,9 @@ class HorovodPeers:
                "HOME": os.environ.get("HOME", "/tmp"), **self.extra_env}
         if self.plant:
             env[PLANT_VAR] = self.plant
+        if self.controller == "mpi" and n > (os.cpu_count() or 1):
+            # more ranks than cores: Open MPI's busy polling would starve the rank with work
+            env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
         return peer_env(env)
 
     def start(self) -> None:
@@ -196,18 +215,15 @@ class HorovodPeers:
     def _await_hellos(self, n: int) -> None:
         assert self._server is not None
         deadline = time.monotonic() + self.start_timeout
-        channels: list[Channel] = []
-        while len(channels) < n:
-            if any(job.poll() is not None for job in self._jobs):
-                raise HorovodError(f"a peer process ended before dialing home "
-                                   f"({len(channels)} of {n} ranks had)")
-            if time.monotonic() > deadline:
-                raise HorovodError(f"{len(channels)} of {n} ranks dialed home within "
-                                   f"{self.start_timeout:.0f}s")
-            try:
-                channels.append(self._server.accept(0.5))
-            except (TimeoutError, OSError, ChannelClosed):
-                continue
+
+        def gone() -> str:
+            ended = any(job.poll() is not None for job in self._jobs)
+            return "a peer process ended before dialing home" if ended else ""
+
+        try:
+            channels = self._server.accept_peers(n, self.start_timeout, gone)
+        except (TimeoutError, ChannelClosed) as exc:
+            raise HorovodError(f"ranks did not dial home: {exc}") from None
         self._channels = channels  # reaped with the peers from here on
         hellos = []
         for ch in channels:
@@ -229,36 +245,46 @@ class HorovodPeers:
     # -- requests --------------------------------------------------------------------------
     def request(self, msg: Mapping[str, Any], timeout: float | None = None) -> list[Any]:
         """Send msg to every rank, then collect every rank's reply (rank order). PeerLost if a
-        rank does not answer in time or dies (the peers are then reaped; the next request
-        starts new ones)."""
-        self.start()
+        rank does not answer in time or dies, HorovodError if one answers with an error; the
+        peers are then reaped (the others may wait in a collective that rank never joined)
+        and the next request starts new ones."""
         limit = timeout or self.case_timeout
-        deadline = time.monotonic() + limit
-        try:
-            ids = [ch.send_request(msg) for ch in self._channels]
-            return [ch.await_reply(rid, max(0.01, deadline - time.monotonic()), str(msg["op"]))
-                    for ch, rid in zip(self._channels, ids)]
-        except (TimeoutError, ChannelClosed, MessageError) as exc:
-            why = f"no reply within {limit:.0f}s" if isinstance(exc, TimeoutError) else str(exc)
-            tail = self._drop()
-            raise PeerLost(f"{self.describe()}: peers lost during {msg.get('op')}: {why}; "
-                           f"{tail}") from None
-        except RemoteError as exc:
-            raise HorovodError(f"{self.describe()}: {exc}") from None
+        outs = self.outcomes(msg, limit)
+        if all(o.kind == "replied" for o in outs):
+            return [o.reply for o in outs]
+        lost = next((o for o in outs if o.kind in ("closed", "silent")), None)
+        tail = self._drop()
+        if lost is None:
+            errors = "; ".join(o.why for o in outs if o.kind == "error")
+            raise HorovodError(f"{self.describe()}: {errors}; {tail}")
+        why = f"no reply within {limit:.0f}s" if lost.kind == "silent" else lost.why
+        raise PeerLost(f"{self.describe()}: peers lost during {msg.get('op')}: {why}; {tail}")
 
-    def outcomes(self, msg: Mapping[str, Any], timeout: float) -> list[Any]:
-        """Send msg to every rank; each rank's reply, or the string "lost: why" for a rank
-        whose channel closed or that said nothing within `timeout` (for cases that end
-        ranks: the others' fate is the result). The peers are not restarted."""
+    def outcomes(self, msg: Mapping[str, Any], timeout: float) -> list[Outcome]:
+        """Send msg to every rank; each rank's Outcome within `timeout` (a request that ends
+        ranks judges the others' fate by them). Nothing is restarted or reaped here."""
         self.start()
         deadline = time.monotonic() + timeout
-        ids = [ch.send_request(msg) for ch in self._channels]
-        out: list[Any] = []
-        for ch, rid in zip(self._channels, ids):
+        sent: list[int | Outcome] = []
+        for ch in self._channels:
             try:
-                out.append(ch.await_reply(rid, max(0.01, deadline - time.monotonic())))
-            except (TimeoutError, ChannelClosed, MessageError, RemoteError) as exc:
-                out.append(f"lost: {exc}")
+                sent.append(ch.send_request(msg))
+            except (ChannelClosed, MessageError) as exc:
+                sent.append(Outcome("closed", why=str(exc)))
+        out: list[Outcome] = []
+        for ch, rid in zip(self._channels, sent):
+            if isinstance(rid, Outcome):
+                out.append(rid)
+                continue
+            try:
+                out.append(Outcome("replied", ch.await_reply(
+                    rid, max(0.01, deadline - time.monotonic()), str(msg.get("op")))))
+            except TimeoutError as exc:
+                out.append(Outcome("silent", why=str(exc)))
+            except (ChannelClosed, MessageError) as exc:
+                out.append(Outcome("closed", why=str(exc)))
+            except RemoteError as exc:
+                out.append(Outcome("error", why=str(exc)))
         return out
 
     def pids(self) -> list[int]:
@@ -278,7 +304,11 @@ class HorovodPeers:
         CASE_DIR.mkdir(parents=True, exist_ok=True)
         path = CASE_DIR / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
         atomic_write(path, text)
-        env = f"PYTHONPATH={PROJECT_ROOT} " + (f"{PLANT_VAR}={self.plant} " if self.plant else "")
+        # the controller's variables too: an inherited HOROVOD_CPU_OPERATIONS=gloo under
+        # mpirun segfaults Horovod 0.28.1
+        env = " ".join([f"PYTHONPATH={PROJECT_ROOT}",
+                        *(f"{k}={v}" for k, v in CONTROLLER_ENV["mpi"].items()),
+                        *([f"{PLANT_VAR}={self.plant}"] if self.plant else [])]) + " "
         n = len(self.ranks) or self.n_ranks()
         flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
         return (f"replay without pytest (MPI controller): {env}{SIZE_VAR}={n} "
@@ -294,6 +324,13 @@ class HorovodPeers:
         words = [job.stop(grace=1.0).describe() for job in self._jobs]
         self._jobs = []
         return "; ".join(w for w in words if w) or "no job"
+
+    def park(self) -> None:
+        """Close the ranks for now; the next request starts new ones, and that start is not
+        counted against MAX_STARTS (nothing was lost)."""
+        if self.ranks:
+            self.close()
+            self.starts -= 1
 
     def close(self) -> None:
         try:
@@ -322,13 +359,18 @@ def controller_list(value: str) -> list[str]:
 
 
 def bench_times(replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per size: the ranks' seconds per operation, batch by batch, as the slowest rank saw
-    it (a collective is done when its last rank is), and whether every rank validated."""
+    """Per size and batch: the ranks' mean seconds per operation (nccl-tests' default
+    `-a 1`, and OSU's "Avg Latency": what the OSU allreduce beside it reports), the slowest
+    rank's (`max_samples`), and whether every rank validated; `unstretched` (the canary's own
+    work) likewise averaged, where the ranks sent it."""
     points = []
     for per_rank in zip(*(r["points"] for r in replies)):
-        point = {"bytes": per_rank[0]["bytes"], "valid": all(p["valid"] for p in per_rank)}
-        for key in ("samples", "unstretched"):  # the latter only under the canary
-            if key in per_rank[0]:
-                point[key] = [max(batch) for batch in zip(*(p[key] for p in per_rank))]
+        batches = list(zip(*(p["samples"] for p in per_rank)))
+        point = {"bytes": per_rank[0]["bytes"], "valid": all(p["valid"] for p in per_rank),
+                 "samples": [sum(b) / len(b) for b in batches],
+                 "max_samples": [max(b) for b in batches]}
+        if "unstretched" in per_rank[0]:
+            point["unstretched"] = [sum(b) / len(b) for b in
+                                    zip(*(p["unstretched"] for p in per_rank))]
         points.append(point)
     return points

@@ -3,9 +3,13 @@ from independent jobs like every other stack (measure/pooling.JobPool).
 
 A job: fresh peers for (controller, placement, knobs), one `bench` request (the peer times
 batches of float32 allreduces per size, warm-up apart, the canary stretching each batch), the
-peers closed. Time per operation is the slowest rank's per batch (a collective ends when its
-last rank does); algbw = bytes / time, busbw = algbw * 2 (n-1) / n. The knobs users tune are
-Horovod's own variables (fusion threshold, cycle time), recorded as parameters.
+peers closed, the machine's CPU use read around it (the contention guard: a job that shared
+the cores with another process is run again, else kept marked, as for MPI and gRPC). Time per
+operation is the ranks' mean per batch, as nccl-tests (`-a 1`, its default) and OSU ("Avg
+Latency") report it, so the OSU allreduce beside it is the same statistic; the slowest rank's
+is kept beside (`max_rank_latency_us`, as OSU's -f). algbw = bytes / time, busbw = algbw *
+2 (n-1) / n. The knobs users tune are Horovod's own variables (fusion threshold, cycle time),
+recorded as parameters.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
@@ -33,6 +38,7 @@ KNOBS: dict[str, dict[str, str]] = {
     "cycle_5ms": {"HOROVOD_CYCLE_TIME": "5"},
     "no_fusion": {"HOROVOD_FUSION_THRESHOLD": "0"},
 }
+KNOB_SIZES = (16, 64 << 10, 4 << 20)  # what a knob's sweep runs: a size per regime of the curve
 SETTINGS = {"quick": {"warmup": 3, "iters": 10, "batches": 8},
             "full": {"warmup": 10, "iters": 20, "batches": 20}}
 
@@ -53,28 +59,37 @@ class Sweep:
     ranks: int
     fingerprint: dict[str, Any] = field(default_factory=dict)
     mpi: str = ""  # the MPI stack's name of the MPI Horovod links (openmpi, ..., system)
+    cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
+    disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
+    reruns: int = 0  # jobs run again because another process shared the cores
 
 
 def run_job(hvd: HorovodEnv, controller: str, placement: str, cluster: VirtualCluster | None,
             sizes: Sequence[int], profile: str, slowdown: float, knobs: str,
             timeout: float = 900.0) -> Sweep:
-    replies, ranks = _one_job(
+    replies, ranks, cpu = _one_job(
         HorovodPeers(hvd, controller, placement, cluster, env=KNOBS[knobs]),
         {"op": "bench", "sizes": list(sizes), "slowdown": slowdown,
          **SETTINGS.get(profile, SETTINGS["quick"])}, timeout,
         f"{BENCHMARK} job ({controller}, {placement}, {knobs})")
     warmup = int(SETTINGS.get(profile, SETTINGS["quick"])["warmup"])
-    points = {int(p["bytes"]): {"samples": [s * 1e6 for s in p["samples"]], "warmup": warmup,
-                                "valid": bool(p["valid"])} for p in bench_times(replies)}
-    return Sweep(points, ranks, hvd.fingerprint(), hvd.mpi_name)
+    points = {int(p["bytes"]): {"samples": [s * 1e6 for s in p["samples"]],
+                                "max_samples": [s * 1e6 for s in p["max_samples"]],
+                                "warmup": warmup, "valid": bool(p["valid"])}
+              for p in bench_times(replies)}
+    return Sweep(points, ranks, hvd.fingerprint(), hvd.mpi_name, cpu.shares, cpu.disturbed)
 
 
 def _one_job(peers: HorovodPeers, request: Mapping[str, Any], timeout: float,
-             what: str) -> tuple[list[Any], int]:
-    """Every rank's reply to `request` from fresh peers (closed after), and their number."""
+             what: str) -> tuple[list[Any], int, cpu_share.JobsCpu]:
+    """Every rank's reply to `request` from fresh peers (closed after), their number, and
+    who used the cores meanwhile (read once the ranks are reaped: their time is ours then)."""
+    meter = cpu_share.CpuMeter()
     try:
         peers.start()
-        return peers.request(request, timeout), peers.size
+        replies, ranks = peers.request(request, timeout), peers.size
+        peers.close()  # reaped first: their CPU time is then ours, not a neighbour's
+        return replies, ranks, cpu_share.of_jobs([meter.stop()])
     except (HorovodError, PeerLost) as exc:
         raise SweepFailed(f"{what}: {exc}") from None
     finally:
@@ -84,10 +99,24 @@ def _one_job(peers: HorovodPeers, request: Mapping[str, Any], timeout: float,
 def merge(sweeps: Sequence[Sweep]) -> Sweep:
     """The jobs' batches pooled per size (job_sizes mark where each job's batches end)."""
     first = sweeps[0]
-    points = {size: {**pool_point([s.points[size] for s in sweeps], ["samples"]),
+    points = {size: {**pool_point([s.points[size] for s in sweeps], ["samples", "max_samples"]),
                      "valid": all(s.points[size]["valid"] for s in sweeps)}
               for size in first.points}
-    return Sweep(points, first.ranks, first.fingerprint, first.mpi)
+    return Sweep(points, first.ranks, first.fingerprint, first.mpi, *_cpu_of(sweeps))
+
+
+def _cpu_of(sweeps: Sequence[Sweep] | Sequence[TrainSweep]
+            ) -> tuple[tuple[dict[str, float], ...], str, int]:
+    """The pooled jobs' readings in job order, the first disturbed job's reason, the reruns."""
+    return (tuple(c for s in sweeps for c in s.cpu),
+            next((s.disturbed for s in sweeps if s.disturbed), ""), sum(s.reruns for s in sweeps))
+
+
+def _evidence(sweep: Sweep | TrainSweep) -> dict[str, Any]:
+    """extra["cpu"]: the contention guard's evidence (a "disturbed" reason tempers the
+    verdict: baselines/store.shared_cores)."""
+    return {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} \
+        if sweep.cpu else {}
 
 
 def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Measurement]:
@@ -103,18 +132,21 @@ def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Mea
     samples = [float(x) for x in point["samples"]]
     jobs = {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]} \
         if "job_sizes" in point else {}
+    cpu = _evidence(sweep)
+    slowest = {"max_rank_latency_us": statistics.median(point["max_samples"])} \
+        if point.get("max_samples") else {}
     factor = metrics.busbw_factor("allreduce", sweep.ranks)
     algbw = [size / (us * 1e-6) / 1e9 for us in samples]
     return [
         Measurement(stack="horovod", benchmark=BENCHMARK, params=keyed, samples=tuple(samples),
                     unit="us", direction=Direction.LOWER_IS_BETTER,
                     warmup_discarded=int(point["warmup"]), metric="latency",
-                    extra={**jobs, **over_mpi}),
+                    extra={**jobs, **over_mpi, **cpu, **slowest}),
         Measurement(stack="horovod", benchmark=BENCHMARK, params={**keyed, "metric": "busbw"},
                     samples=tuple(a * factor for a in algbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
                     direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
                     metric="busbw", extra={"algbw_gb_s": statistics.median(algbw),
-                                           "busbw_factor": factor, **over_mpi,
+                                           "busbw_factor": factor, **over_mpi, **cpu,
                                            **({"job_sizes": jobs["job_sizes"]} if jobs else {})}),
     ]
 
@@ -138,6 +170,9 @@ class TrainSweep:
     warmup: int
     job_sizes: list[int] = field(default_factory=list)
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    cpu: tuple[dict[str, float], ...] = ()  # as Sweep's
+    disturbed: str = ""
+    reruns: int = 0
 
 
 def run_train_job(hvd: HorovodEnv, controller: str, placement: str,
@@ -145,7 +180,7 @@ def run_train_job(hvd: HorovodEnv, controller: str, placement: str,
                   scratch: Path, timeout: float = 1800.0) -> TrainSweep:
     path = scratch / f"timeline-{controller}-{placement}-{model}-{time.time_ns()}.json"
     try:
-        replies, ranks = _one_job(
+        replies, ranks, cpu = _one_job(
             HorovodPeers(hvd, controller, placement, cluster, env={"HOROVOD_TIMELINE": "DYNAMIC"}),
             {"op": "train", "model": model, "slowdown": slowdown, "timeline": str(path),
              **TRAIN[model]}, timeout, f"{SYNTHETIC} job ({controller}, {placement}, {model})")
@@ -156,21 +191,22 @@ def run_train_job(hvd: HorovodEnv, controller: str, placement: str,
                           "parameters differ after training (the optimizer's allreduce is wrong)")
     images = [statistics.fmean(it) for it in zip(*(r["images_per_s"] for r in replies))]
     return TrainSweep(images, list(replies[0]["timeline"]), ranks, int(TRAIN[model]["warmup"]),
-                      [len(images)], hvd.fingerprint())
+                      [len(images)], hvd.fingerprint(), cpu.shares, cpu.disturbed)
 
 
 def merge_train(sweeps: Sequence[TrainSweep]) -> TrainSweep:
     first = sweeps[0]
     return TrainSweep([x for s in sweeps for x in s.images], [x for s in sweeps for x in s.steps],
                       first.ranks, sum(s.warmup for s in sweeps),
-                      [n for s in sweeps for n in s.job_sizes], first.fingerprint)
+                      [n for s in sweeps for n in s.job_sizes], first.fingerprint,
+                      *_cpu_of(sweeps))
 
 
 def train_measurements(sweep: TrainSweep, params: Mapping[str, Param]) -> list[Measurement]:
     """images/s per rank (higher is better); then, from the timeline, negotiation and
     reduction milliseconds per step (lower is better)."""
     keyed = {**params, "ranks": sweep.ranks}
-    jobs = {"job_sizes": sweep.job_sizes}
+    jobs = {"job_sizes": sweep.job_sizes, **_evidence(sweep)}
     out = [Measurement(stack="horovod", benchmark=SYNTHETIC, params=keyed,
                        samples=tuple(sweep.images), unit="img/s",
                        direction=Direction.HIGHER_IS_BETTER, warmup_discarded=sweep.warmup,
@@ -186,7 +222,15 @@ def train_measurements(sweep: TrainSweep, params: Mapping[str, Param]) -> list[M
     return out
 
 
-S = TypeVar("S")
+class PooledSweep(Protocol):
+    """What the contention guard reads and marks in a job's result, and judging needs."""
+
+    disturbed: str
+    reruns: int
+    fingerprint: dict[str, Any]
+
+
+S = TypeVar("S", bound=PooledSweep)
 JobFn = Callable[[str, str, "VirtualCluster | None", str], S]
 
 
@@ -195,35 +239,52 @@ class Sweeps(Generic[S]):
     being the knobs of an allreduce sweep or the model of a training sweep."""
 
     def __init__(self, job: JobFn[S], merge: Callable[[Sequence[S]], S], repeats: int,
-                 max_repeats: int) -> None:
-        self.job = job
+                 max_repeats: int, before_job: Callable[[], None] = lambda: None) -> None:
+        self.job, self.before_job = job, before_job
         self.pool: JobPool[S] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
+        self.retry = cpu_share.QuietRetry()  # the contention guard's re-runs of disturbed jobs
 
     def get(self, controller: str, placement: str, cluster: VirtualCluster | None,
             variant: str) -> S:
         return self.pool.get((controller, placement, variant),
-                             lambda: self.job(controller, placement, cluster, variant))
+                             lambda: self._quiet_job(controller, placement, cluster, variant))
 
     def more(self, controller: str, placement: str, cluster: VirtualCluster | None,
              variant: str) -> S | None:
         return self.pool.more((controller, placement, variant),
-                              lambda: self.job(controller, placement, cluster, variant))
+                              lambda: self._quiet_job(controller, placement, cluster, variant))
+
+    def _quiet_job(self, controller: str, placement: str, cluster: VirtualCluster | None,
+                   variant: str) -> S:
+        """One job, run again while another process shared the cores (QuietRetry); one that
+        never had them to itself is kept, marked, and its verdict turns INCONCLUSIVE."""
+        def job() -> S:
+            self.before_job()
+            return self.job(controller, placement, cluster, variant)
+
+        got, reruns = self.retry.run(job, lambda s: s.disturbed)
+        got.reruns = reruns
+        return got
 
     def cost(self, controller: str, placement: str, variant: str) -> dict[str, Any]:
         return self.pool.cost((controller, placement, variant))
 
 
 def allreduce_sweeps(hvd: HorovodEnv, sizes: Sequence[int], profile: str, slowdown: float,
-                     repeats: int, max_repeats: int) -> Sweeps[Sweep]:
+                     repeats: int, max_repeats: int,
+                     before_job: Callable[[], None] = lambda: None) -> Sweeps[Sweep]:
     def job(controller: str, placement: str, cluster: VirtualCluster | None,
             knobs: str) -> Sweep:
-        return run_job(hvd, controller, placement, cluster, sizes, profile, slowdown, knobs)
-    return Sweeps(job, merge, repeats, max_repeats)
+        # a knob's sweep runs only KNOB_SIZES: each size costs cycle-bound operations
+        mine = sizes if knobs == "default" else [s for s in sizes if s in KNOB_SIZES]
+        return run_job(hvd, controller, placement, cluster, mine, profile, slowdown, knobs)
+    return Sweeps(job, merge, repeats, max_repeats, before_job)
 
 
 def train_sweeps(hvd: HorovodEnv, slowdown: float, repeats: int, max_repeats: int,
-                 scratch: Path) -> Sweeps[TrainSweep]:
+                 scratch: Path, before_job: Callable[[], None] = lambda: None
+                 ) -> Sweeps[TrainSweep]:
     def job(controller: str, placement: str, cluster: VirtualCluster | None,
             model: str) -> TrainSweep:
         return run_train_job(hvd, controller, placement, cluster, model, slowdown, scratch)
-    return Sweeps(job, merge_train, repeats, max_repeats)
+    return Sweeps(job, merge_train, repeats, max_repeats, before_job)

@@ -18,23 +18,27 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import FabricUnavailable
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.session import HpcSession, hpc_session_of
-from pytest_hpccomm.stacks.horovod.conformance import register_settings
 from pytest_hpccomm.stacks.horovod.build import (MPI_ENV, HorovodBuildError, HorovodEnv,
                                                  HorovodUnavailable, ensure_built, user_env)
-from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.stacks.horovod.conformance import LOOPBACK_RANKS as CONFORMANCE_LOOPBACK_RANKS
+from pytest_hpccomm.stacks.horovod.conformance import register_settings
 from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, controller_list
-from pytest_hpccomm.stacks.horovod.perf import (BENCHMARK, Sweep, Sweeps, SweepFailed,
-                                                TrainSweep, allreduce_sweeps, bench_sizes,
-                                                measurements, train_measurements, train_sweeps)
+from pytest_hpccomm.stacks.horovod.perf import (BENCHMARK, KNOB_SIZES, S, Sweep, Sweeps,
+                                                SweepFailed, TrainSweep, allreduce_sweeps,
+                                                bench_sizes, measurements, train_measurements,
+                                                train_sweeps)
 from pytest_hpccomm.stacks.horovod.wire import CONTROLLERS, PLANTS
 from pytest_hpccomm.stacks.registry import StackProbe
 
 BUILD, NONE = "build", "none"
 JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}
+LIVE_PEERS = pytest.StashKey[list[HorovodPeers]]()  # the session's conformance peers
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,14 +115,17 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "horovod_controller" in metafunc.fixturenames:
         metafunc.parametrize("horovod_controller", controllers(metafunc.config), scope="session")
-    if "horovod_size" in metafunc.fixturenames and metafunc.config.pluginmanager.has_plugin(
-            "hpccomm"):
-        from pytest_hpccomm.measure.sizes import format_size
+    if not metafunc.config.pluginmanager.has_plugin("hpccomm"):
+        return
+    from pytest_hpccomm.measure.sizes import format_size
 
-        sizes = bench_sizes(hpc_session_of(metafunc.config).cfg.message_sizes)
-        metafunc.parametrize("horovod_size", sizes, ids=[format_size(s) for s in sizes])
-    if "horovod_model" in metafunc.fixturenames and metafunc.config.pluginmanager.has_plugin(
-            "hpccomm"):  # ResNet-50 takes minutes per job on 2 cores: the full profile's
+    selected = bench_sizes(hpc_session_of(metafunc.config).cfg.message_sizes)
+    knob_sizes = [s for s in selected if s in KNOB_SIZES]  # those the session selected
+    for name, sizes in (("horovod_size", selected), ("horovod_knob_size", knob_sizes)):
+        if name in metafunc.fixturenames:
+            metafunc.parametrize(name, sizes, ids=[format_size(s) for s in sizes])
+    if "horovod_model" in metafunc.fixturenames:
+        # ResNet-50 takes minutes per job on 2 cores: the full profile's
         full = hpc_session_of(metafunc.config).cfg.profile == "full"
         metafunc.parametrize("horovod_model", ["small_cnn"] + (
             [pytest.param("resnet50", marks=pytest.mark.slow)] if full else []))
@@ -163,7 +170,10 @@ def horovod_peers(horovod_env: HorovodEnv, horovod_controller: str, hpc_placemen
     profile = hpc_session.cfg.profile
     peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, cluster,
                          plant=horovod_plant,
-                         job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]))
+                         job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]),
+                         loopback_ranks=CONFORMANCE_LOOPBACK_RANKS)
+    live = request.config.stash.setdefault(LIVE_PEERS, [])
+    live.append(peers)
     try:
         try:
             peers.start()
@@ -171,14 +181,25 @@ def horovod_peers(horovod_env: HorovodEnv, horovod_controller: str, hpc_placemen
             pytest.fail(str(exc), pytrace=False)
         yield peers
     finally:
+        live.remove(peers)
         peers.close()
 
 
+def _park_conformance_peers(config: pytest.Config) -> None:
+    """Before a timed job: the conformance peers' background loops wake every cycle and would
+    take the measured ranks' cores on a small machine; a later conformance item starts them
+    again (HorovodPeers.park)."""
+    for peers in config.stash.get(LIVE_PEERS, []):
+        peers.park()
+
+
 @pytest.fixture(scope="session")
-def horovod_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession) -> Sweeps[Sweep]:
+def horovod_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession,
+                   pytestconfig: pytest.Config) -> Sweeps[Sweep]:
     cfg = hpc_session.cfg
     return allreduce_sweeps(horovod_env, bench_sizes(cfg.message_sizes), cfg.profile,
-                            cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
+                            cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit,
+                            lambda: _park_conformance_peers(pytestconfig))
 
 
 AllreduceRun = Callable[[int, str], None]
@@ -206,10 +227,12 @@ def horovod_allreduce_loopback(horovod_sweeps: Sweeps[Sweep], horovod_controller
 
 @pytest.fixture(scope="session")
 def horovod_train_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession,
-                         tmp_path_factory: pytest.TempPathFactory) -> Sweeps[TrainSweep]:
+                         tmp_path_factory: pytest.TempPathFactory,
+                         pytestconfig: pytest.Config) -> Sweeps[TrainSweep]:
     cfg = hpc_session.cfg
     return train_sweeps(horovod_env, cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit,
-                        tmp_path_factory.mktemp("horovod-timeline"))
+                        tmp_path_factory.mktemp("horovod-timeline"),
+                        lambda: _park_conformance_peers(pytestconfig))
 
 
 SyntheticRun = Callable[[str], None]
@@ -223,26 +246,9 @@ def horovod_synthetic(horovod_train_sweeps: Sweeps[TrainSweep], horovod_controll
     images/s per rank judged; negotiation and reduction ms per step (the timeline) recorded
     and judged beside it."""
     def run(model: str) -> None:
-        cluster = _cluster_for(hpc_placement, hpc_session, request)
-        where = (horovod_controller, hpc_placement, cluster, model)
         params = {"controller": horovod_controller, "placement": hpc_placement, "model": model}
-        try:
-            sweep = horovod_train_sweeps.get(*where)
-        except SweepFailed as exc:
-            pytest.fail(str(exc), pytrace=False)
-
-        def grow() -> list[Any] | None:
-            try:
-                grown = horovod_train_sweeps.more(*where)
-            except SweepFailed as exc:
-                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-            return None if grown is None else train_measurements(grown, params)
-
-        _judge_all(until_decided(
-            train_measurements(sweep, params),
-            lambda m: hpc_record.undecided(m, sweep.fingerprint), grow,
-            lambda: horovod_train_sweeps.cost(horovod_controller, hpc_placement, model)),
-            hpc_record, sweep.fingerprint)
+        _pooled_run(horovod_train_sweeps, (horovod_controller, hpc_placement, model),
+                    lambda sw: train_measurements(sw, params), hpc_session, hpc_record, request)
 
     return run
 
@@ -263,46 +269,45 @@ def _cluster_for(placement: str, hpc_session: HpcSession,
     return request.getfixturevalue("hpc_virtual_cluster") if placement == NETNS else None
 
 
-def _judge_all(ms: list[Any], hpc_record: Any, fingerprint: dict[str, Any]) -> None:
-    """Record every measurement; a regression fails the item once all are recorded."""
-    failures = []
-    for m in ms:
-        try:
-            hpc_record(m, fingerprint)
-        except pytest.fail.Exception as exc:
-            failures.append(str(exc))
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
-
-
 def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
                       hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
                       request: pytest.FixtureRequest) -> AllreduceRun:
     def run(size: int, knobs: str) -> None:
-        cluster = _cluster_for(hpc_placement, hpc_session, request)
-        where = (horovod_controller, hpc_placement, cluster, knobs)
-        try:
-            sweep = horovod_sweeps.get(*where)
-        except SweepFailed as exc:
-            pytest.fail(str(exc), pytrace=False)
         params = {"controller": horovod_controller, "placement": hpc_placement, "knobs": knobs}
 
-        def records(sw: Sweep) -> list[Any]:
+        def records(sw: Sweep) -> list[Measurement]:
             if not sw.points[size]["valid"]:
                 pytest.fail(f"{BENCHMARK} {size} B: a rank's result was not the sum",
                             pytrace=False)
             return measurements(sw, size, params)
 
-        def grow() -> list[Any] | None:
-            try:
-                grown = horovod_sweeps.more(*where)
-            except SweepFailed as exc:
-                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-            return None if grown is None else records(grown)
-
-        _judge_all(until_decided(
-            records(sweep), lambda m: hpc_record.undecided(m, sweep.fingerprint), grow,
-            lambda: horovod_sweeps.cost(horovod_controller, hpc_placement, knobs)),
-            hpc_record, sweep.fingerprint)
+        _pooled_run(horovod_sweeps, (horovod_controller, hpc_placement, knobs), records,
+                    hpc_session, hpc_record, request)
 
     return run
+
+
+def _pooled_run(sweeps: Sweeps[S], where: tuple[str, str, str],
+                records: Callable[[S], list[Measurement]], hpc_session: HpcSession,
+                hpc_record: Any, request: pytest.FixtureRequest) -> None:
+    """The (controller, placement, variant) sweep's records judged, every one recorded before
+    a regression fails the item; while a verdict is undecided, one more job at a time."""
+    controller, placement, variant = where
+    cluster = _cluster_for(placement, hpc_session, request)
+    try:
+        sweep = sweeps.get(controller, placement, cluster, variant)
+    except SweepFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+    def grow() -> list[Measurement] | None:
+        try:
+            grown = sweeps.more(controller, placement, cluster, variant)
+        except SweepFailed as exc:
+            pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+        return None if grown is None else records(grown)
+
+    fingerprint = sweep.fingerprint
+    hpc_record.all(until_decided(records(sweep),
+                                 lambda m: hpc_record.undecided(m, fingerprint), grow,
+                                 lambda: sweeps.cost(controller, placement, variant)),
+                   fingerprint)
