@@ -82,8 +82,11 @@ def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> 
 @given(data=st.data())
 def test_fused_async_allreduces_equal_sequential(horovod_peers: HorovodPeers,
                                                  data: st.DataObject) -> None:
-    """2-6 allreduces enqueued at once (Tensor Fusion packs them into one buffer) give exactly
-    what the same allreduces give one by one, and both are the reduction."""
+    """2-6 allreduces enqueued at once (Tensor Fusion packs them into one buffer) give what
+    the same allreduces give one by one, and both are the reduction: bit for bit for integers
+    and for floats over 2 ranks (a + b is a + b in any order); over more ranks the fused
+    buffer's ring segments add floats in another order, so there both are judged within the
+    float tolerance only."""
     n = horovod_peers.size
     op = data.draw(st.sampled_from(["sum", "average"]), label="op")
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
@@ -96,10 +99,11 @@ def test_fused_async_allreduces_equal_sequential(horovod_peers: HorovodPeers,
                                             outputs(reports, "sequential"))):
         for i, (f, s, r) in enumerate(zip(fused, seq, group)):
             a, b = array_of(f), array_of(s)
-            assert a.tobytes() == b.tobytes(), (
+            assert a.tobytes() == b.tobytes() or (a.dtype.kind == "f" and n > 2), (
                 f"rank {rank} tensor {i}: fused {a.tolist()} != sequential {b.tolist()}"
                 f"{_context(horovod_peers, case)}")
             _judge(horovod_peers, case, f, r, f"rank {rank} tensor {i} (fused)")
+            _judge(horovod_peers, case, s, r, f"rank {rank} tensor {i} (sequential)")
 
 
 def _rows(total: int, n: int) -> list[int]:
@@ -303,10 +307,10 @@ def test_a_killed_rank_ends_the_job(horovod_env: HorovodEnv, horovod_controller:
         took = time.monotonic() - t0
     finally:
         peers.close()
-    assert str(outcomes[n - 1]).startswith("lost:"), f"the victim answered: {outcomes[n - 1]}"
+    assert outcomes[n - 1].kind == "closed", f"the victim: {outcomes[n - 1]}"
     for rank, got in enumerate(outcomes[:n - 1]):
-        ended = isinstance(got, str) and "within" not in got  # channel closed: process ended
-        raised = isinstance(got, dict) and "raised" in got
+        ended = got.kind == "closed"  # its launcher ended it
+        raised = got.kind == "error" or (got.kind == "replied" and "raised" in got.reply)
         assert ended or raised, f"rank {rank} after {took:.1f}s: {got}"
     left = [pid for pid in pids if _alive(pid)]
     assert not left, f"processes of the peers left behind: {left}"

@@ -13,6 +13,7 @@ Semantics judged (Horovod 0.28.1 on CPU, both controllers):
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
@@ -23,6 +24,9 @@ from hypothesis import strategies as st
 from pytest_hpccomm.stacks.horovod.wire import DTYPES, INT_DTYPES, decode, encode
 
 MAX_ELEMENTS = 64
+# ranks of the conformance peers on loopback: 3, so a static process set has two members
+# ([0, 1], [1, 2]) and ring steps are not all pairwise
+LOOPBACK_RANKS = 3
 REPLAY_NOTE = "the case (every rank's input) is in the message above"
 
 
@@ -40,19 +44,31 @@ def shapes(min_dims: int = 1, max_dims: int = 3, first: st.SearchStrategy[int] |
             lambda t: (t[0], *t[1])).filter(lambda s: int(np.prod(s)) <= MAX_ELEMENTS)
 
 
-def element(dtype: str, op: str, n: int) -> st.SearchStrategy[float | int]:
-    """One input element: no overflow for the op over n ranks (and scales up to 3)."""
+def element_bound(dtype: str, op: str, n: int) -> int | float | None:
+    """The largest |element| the op can reduce over n ranks (and scales up to 3 each) with no
+    overflow; None: the dtype's whole range (min and max only pick values)."""
+    if op == "product":  # |x| ** n stays in range
+        top = float(np.iinfo(dtype).max) if dtype in INT_DTYPES else float(np.finfo(dtype).max)
+        return max(1, min(5 if dtype in INT_DTYPES else 8, int(top ** (1.0 / max(n, 1)))))
     if dtype in INT_DTYPES:
-        if op == "product":
-            return st.integers(-5, 5)
-        if op in ("sum", "average"):
-            return st.integers(-1000, 1000)
+        return 1000 if op in ("sum", "average") else None
+    # a sum of n elements scaled by 3 twice stays finite (float16: 65504); a power of two below
+    # that, as Hypothesis needs bounds the float width represents exactly
+    return min(1000.0 if dtype == "float16" else 1e6,
+               2.0 ** math.floor(math.log2(float(np.finfo(dtype).max) / (9 * max(n, 1)))))
+
+
+def element(dtype: str, op: str, n: int) -> st.SearchStrategy[float | int]:
+    """One input element: no overflow for the op over n ranks (element_bound)."""
+    bound = element_bound(dtype, op, n)
+    if dtype in INT_DTYPES:
         info = np.iinfo(dtype)
-        return st.integers(int(info.min), int(info.max))
-    if op == "product":
-        return st.integers(-8, 8).map(float)
+        return st.integers(int(info.min), int(info.max)) if bound is None else \
+            st.integers(-int(bound), int(bound))
+    assert bound is not None
+    if op == "product":  # small integers: a product of floats is then exact
+        return st.integers(-int(bound), int(bound)).map(float)
     width: Literal[16, 32, 64] = 16 if dtype == "float16" else 32 if dtype == "float32" else 64
-    bound = 1000.0 if dtype == "float16" else 1e6
     return st.floats(-bound, bound, allow_nan=False, allow_infinity=False, width=width)
 
 

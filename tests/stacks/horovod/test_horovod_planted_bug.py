@@ -1,19 +1,26 @@
 """The Horovod suite validates itself: with a planted bug (the peer adds 1 to the last element
 of every allreduce result longer than PLANT_THRESHOLD), the allreduce property must fail,
 Hypothesis must shrink it to a smallest tensor that trips the bug, and the failure must say
-how to reproduce it. Without the plant the same run passes."""
+how to reproduce it, with a command that does (run here, with and without the plant).
+Without the plant the same run passes."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 import re
+import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.stacks.horovod.build import CACHE_VAR, cache_root
-from pytest_hpccomm.stacks.horovod.wire import PLANT_THRESHOLD
+from pytest_hpccomm.stacks.horovod.wire import PLANT_THRESHOLD, PLANT_VAR, decode
 
 CACHES = {MPI_CACHE_VAR: mpi_cache(), CACHE_VAR: cache_root()}  # before pytester moves HOME
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "horovod" / "test_conformance_horovod.py"
@@ -52,6 +59,34 @@ def test_planted_allreduce_bug_fails_shrunk_and_reproducible(
     assert re.search(r"@reproduce_failure\('[\d.]+', b'[^']+'\)", out), out[-3000:]
     assert "replay without pytest (MPI controller):" in out
     assert "HPCCOMM_HOROVOD_PLANT=corrupt-allreduce" in out
+    # and the command does reproduce it: the same case replayed without the plant differs from
+    # the planted replay in the last element only, on every rank
+    planted, clean = (_replay(out, keep_plant) for keep_plant in (True, False))
+    for a, b in zip(planted, clean, strict=True):
+        diff = np.flatnonzero(a.reshape(-1) != b.reshape(-1))
+        assert diff.tolist() == [a.size - 1], (a, b)
+
+
+def _replay(out: str, keep_plant: bool) -> list[np.ndarray]:
+    """Each rank's output of the failure's printed replay command, run as printed (but for
+    the plant when not `keep_plant`), under the job reaper."""
+    line = next(ln for ln in out.splitlines() if "replay without pytest (MPI controller):" in ln)
+    words = shlex.split(line.split("replay without pytest (MPI controller):", 1)[1])
+    assignments = list(itertools.takewhile(lambda w: re.match(r"^[A-Z_]+=", w), words))
+    env = dict(w.split("=", 1) for w in assignments)
+    if not keep_plant:
+        del env[PLANT_VAR]
+    res = run_job(words[len(assignments):], {**os.environ, **env}, timeout=300.0,
+                  label="horovod replay")
+    assert res.ok, res.describe()
+    reports = sorted((json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")),
+                     key=lambda r: r["rank"])
+    assert reports and all("output" in r["report"] for r in reports), res.stdout[-2000:]
+    arrays = []
+    for r in reports:
+        dtype, shape, data = decode(r["report"]["output"])
+        arrays.append(np.frombuffer(data, dtype).reshape(shape))
+    return arrays
 
 
 def test_same_property_passes_without_plant(pytester: pytest.Pytester,
