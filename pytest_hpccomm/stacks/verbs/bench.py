@@ -17,7 +17,9 @@ first-post-to-last-completion time (perftest: tcompleted[last] - tposted[0]).
 
 The canary (--hpc-inject-slowdown F, the request's `slowdown`) stretches the client's timed
 work inside these regions: each latency iteration, and each bandwidth batch, takes F times as
-long as the device took (warm-up is not stretched).
+long as the device took (warm-up is not stretched). Under the canary the client also reports,
+per batch, the nanoseconds its regions took before and after the stretch (`canary`), so a
+test can see where the stretch went without comparing against a plain run.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Loop:
         if self.slowdown < 1.0:
             raise BenchError(f"{self.bench}: slowdown {self.slowdown:g} < 1")
         self.factor = 1.0  # the stretch of the batch being run: 1 in warm-up
+        self.work_ns = self.region_ns = 0  # this batch's regions, unstretched and stretched
         self.grh = GRH_BYTES if ep.qp_type == "UD" else 0
         need = 2 * self.size + self.grh + 8
         if self.mr.length < need:
@@ -75,7 +78,10 @@ class Loop:
         """The canary: the client spins until the region since `t0` took `factor` times as
         long (the server is never stretched: it only answers the client)."""
         if self.factor > 1.0 and self.role == "client":
+            work = now() - t0
             stretch(t0, self.factor, now)
+            self.work_ns += work
+            self.region_ns += now() - t0
 
     # -- building blocks ----------------------------------------------------------------------
     def sge(self, offset: int, length: int) -> SGE:
@@ -245,9 +251,11 @@ class Loop:
         out: dict[str, Any] = {"role": self.role, "benchmark": bench, "size": self.size,
                                "iterations": self.iterations, "warmup": self.warmup}
         samples: list[Any] = []
+        canary: list[dict[str, int]] = []
         for batch in range(-1 if self.warmup else 0, self.batches):
             n = self.warmup if batch < 0 else self.iterations
             self.factor = 1.0 if batch < 0 else self.slowdown
+            self.work_ns = self.region_ns = 0
             if bench in LATENCY:
                 times: list[int] = []
                 if bench == "send_lat":
@@ -271,7 +279,11 @@ class Loop:
                     elapsed = self.stream(self.atomic_opcode(), n)
                 if batch >= 0 and client:
                     samples.append(elapsed)
+            if batch >= 0 and client and self.slowdown > 1.0:
+                canary.append({"work_ns": self.work_ns, "region_ns": self.region_ns})
         out["times_ns" if bench in LATENCY else "elapsed_ns"] = samples
+        if canary:
+            out["canary"] = canary
         return out
 
     def atomic_opcode(self) -> int:

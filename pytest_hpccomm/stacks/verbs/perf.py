@@ -122,6 +122,8 @@ class BenchPoint:
     warmup: int
     samples: list[float]  # per batch: typical latency (us) or bandwidth (MB/s)
     stats: dict[str, float] = field(default_factory=dict)  # perftest's report for the point
+    # under the canary, per batch: the client's timed regions' ns before and after the stretch
+    canary: list[dict[str, int]] = field(default_factory=list)
 
 
 class BenchRunner:
@@ -178,7 +180,9 @@ class BenchRunner:
             self.pair.restart()
             raise
         conn.close()
-        return self._point(bench, size, n, warmup, out)
+        point = self._point(bench, size, n, warmup, out)
+        point.canary = [dict(c) for c in out.get("canary", [])]
+        return point
 
     def _point(self, bench: Benchmark, size: int, n: int, warmup: int,
                out: dict[str, Any]) -> BenchPoint:
