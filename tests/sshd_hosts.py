@@ -83,3 +83,27 @@ def _wait_reachable(cluster: VirtualCluster, agent: Path, jobs: list[RunningJob]
                 raise RuntimeError(f"sshd on {h.name} unreachable: {got.describe()}; sshd: "
                                    + "; ".join(j.peek_output()[1][-200:] for j in jobs))
             time.sleep(0.2)
+
+
+@contextmanager
+def ssh_virtual_hosts(workdir: Path, n: int = 2) -> Iterator[tuple[VirtualCluster, Path]]:
+    """A virtual cluster of n hosts, each with its own sshd: (cluster, the rsh agent); torn
+    down on leaving. Skips (pytest) with the reason where namespaces or OpenSSH are absent."""
+    import pytest
+
+    from pytest_hpccomm.cluster.virtual import ClusterUnavailable
+    from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
+
+    reason = no_cluster() or unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = VirtualCluster(n)
+    try:
+        cluster.start()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"virtual cluster unavailable: {exc}")
+    try:
+        with sshd_on_hosts(cluster, workdir) as agent:
+            yield cluster, agent
+    finally:
+        cluster.teardown()

@@ -19,11 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_hpccomm.cluster.remote_shell import is_this_host
+from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.conformance import (Reduction, array_of, check_reduced,
                                                        describe_case, element, horovod_settings,
                                                        outputs, reductions, shapes, wire)
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.driver import HorovodPeers
+from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
 from pytest_hpccomm.stacks.horovod.wire import DTYPES
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("horovod"),
@@ -258,28 +259,37 @@ def test_peers_report_their_controller(horovod_peers: HorovodPeers,
 
 
 
-def _lo_tx() -> int:
-    return int(Path("/sys/class/net/lo/statistics/tx_bytes").read_text())
+def _tx(netdev: str) -> int:
+    return int(Path(f"/sys/class/net/{netdev}/statistics/tx_bytes").read_text())
 
 
 def test_traffic_takes_the_fabric(horovod_peers: HorovodPeers, hpc_placement: str,
                                   request: pytest.FixtureRequest) -> None:
     """The collective's bytes cross the network the placement names: every virtual host's
-    veth (netns), or TCP over lo (loopback: not shared memory). A ring allreduce of B bytes
-    sends 2 (n-1)/n B from every rank; at least half of that must be counted."""
+    veth (netns), this host's fabric netdev (hosts), or TCP over lo (loopback: not shared
+    memory). A ring allreduce of B bytes sends 2 (n-1)/n B from every rank; at least half of
+    that must be counted."""
     n = horovod_peers.size
     r = Reduction("sum", [np.full((1 << 20,), rank, np.float32) for rank in range(n)])
     need = (n - 1) * (4 << 20) // n
-    if hpc_placement == "netns":
+    if hpc_placement == "hosts":
+        site = horovod_peers.hosts
+        assert site is not None
+        if not any(is_this_host(rank.host) for rank in horovod_peers.ranks):
+            pytest.skip("no rank runs on this host, and only its netdev's counters are read")
+        before = _tx(site.netdev)
+        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
+        sent = {site.netdev: _tx(site.netdev) - before}
+    elif hpc_placement == "netns":
         cluster = request.getfixturevalue("hpc_virtual_cluster")
         before = cluster.all_counters()
         outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
         after = cluster.all_counters()
         sent = {h: after[h][1] - before[h][1] for h in after}
     else:
-        lo = _lo_tx()
+        lo = _tx("lo")
         outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
-        sent = {"lo": _lo_tx() - lo}
+        sent = {"lo": _tx("lo") - lo}
         need *= n  # every rank's bytes cross the one lo
     for rank, out in enumerate(outs):
         check_reduced(array_of(out), r, f"rank {rank}")
@@ -290,16 +300,16 @@ KILL_ENDS_WITHIN = 60.0  # seconds for the survivors to error out or be ended
 
 
 def test_a_killed_rank_ends_the_job(horovod_env: HorovodEnv, horovod_controller: str,
-                                    hpc_placement: str, request: pytest.FixtureRequest) -> None:
+                                    hpc_placement: str, horovod_site: Site) -> None:
     """A rank SIGKILLed inside an allreduce: within KILL_ENDS_WITHIN seconds every survivor has
     raised a Horovod error or been ended by its launcher, never waited on; and once the peers
-    are closed no process of theirs is left. Own peers: this ends them."""
-    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == "netns" \
-        else None
-    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, cluster)
+    are closed no process of theirs is left (on hosts: of those on this host). Own peers: this
+    ends them."""
+    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, horovod_site)
     try:
         peers.start()
-        n, pids = peers.size, peers.pids()
+        n = peers.size
+        pids = [r.pid for r in peers.ranks if hpc_placement != "hosts" or is_this_host(r.host)]
         t0 = time.monotonic()
         outcomes = peers.outcomes({"op": "case", "case": {"kind": "die_in_allreduce",
                                                           "victim": n - 1}},

@@ -2,10 +2,14 @@
 horovodrun, so the transport stays pinned to the fabric), talk to every rank, end them.
 
 MPI controller: one MPI job of peers under the mpirun of the MPI Horovod was linked against
-(loopback: ranks here, TCP over lo; netns: one rank per virtual host, TCP over fab0).
-Gloo controller: a rendezvous server (rendezvous.py, bound to loopback or the first virtual
-host's address) and one process per rank with Horovod's variables, HOROVOD_GLOO_IFACE = lo or
-fab0. Controller and CPU operations always match: `mpi` with HOROVOD_CPU_OPERATIONS=gloo
+(loopback: ranks here, TCP over lo; netns: one rank per virtual host, TCP over fab0; hosts: one
+rank per host of --hpc-hosts, started by mpirun over the remote shell or by srun, TCP pinned to
+the fabric's netdev). Gloo controller: a rendezvous server (rendezvous.py,
+bound to loopback, the first virtual host's address or this host's fabric address) and one
+process per rank with Horovod's variables, HOROVOD_GLOO_IFACE = lo, fab0 or the fabric's netdev
+(on hosts, each rank started over the remote shell, its variables on stdin). Every rank dials
+home: a Unix socket here and in the virtual cluster, TCP to this host's fabric address from real
+hosts. Controller and CPU operations always match: `mpi` with HOROVOD_CPU_OPERATIONS=gloo
 segfaults in Horovod 0.28.1.
 """
 
@@ -16,17 +20,19 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import RunningJob
-from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.cluster.mpi import detect_mpi
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacementError, mpi_launch, process_launch
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
+from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
                                          RemoteError)
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
@@ -73,11 +79,41 @@ class Outcome:
         return f"{self.kind}: {self.reply if self.kind == 'replied' else self.why}"
 
 
+@dataclass(frozen=True)
+class HostsSite:
+    """Real hosts for the 'hosts' placement: one rank per host, in order, dialing home over TCP
+    to `listen` (this host's fabric address); Horovod's traffic pinned to `netdev` (the same
+    name on every host, as mpirun's btl_tcp_if_include assumes too)."""
+
+    hosts: tuple[Host, ...]
+    listen: str
+    netdev: str
+    rsh_agent: str | None = None
+    launcher: str = "mpirun"  # or srun (MPI controller; Gloo ranks take the remote shell)
+    bind_none: bool = False
+
+    @property
+    def shell(self) -> RemoteShell:
+        return RemoteShell.from_option(self.rsh_agent)
+
+
+@dataclass(frozen=True)
+class TcpPins:
+    """placed_launch.Pins of a TCP fabric: MPI's TCP transport on the fabric's netdev only."""
+
+    interface: str
+    tcp_only: bool = True
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+Site = VirtualCluster | HostsSite | None  # where the ranks go: the virtual cluster, real hosts
+
+
 class HorovodPeers:
     """The session's peers for one (controller, placement). `with` starts and always reaps."""
 
     def __init__(self, hvd: HorovodEnv, controller: str, placement: str,
-                 cluster: VirtualCluster | None = None, *, plant: str | None = None,
+                 site: Site = None, *, plant: str | None = None,
                  env: Mapping[str, str] | None = None, job_timeout: float = 1800.0,
                  case_timeout: float = 60.0, start_timeout: float = 120.0,
                  loopback_ranks: int = LOOPBACK_RANKS) -> None:
@@ -85,16 +121,20 @@ class HorovodPeers:
             raise ValueError(f"unknown controller {controller!r} (known: {CONTROLLERS})")
         if plant is not None and plant not in PLANTS:
             raise ValueError(f"unknown plant {plant!r} (known: {', '.join(PLANTS)})")
-        if placement not in (LOOPBACK, NETNS):
-            raise HorovodError(f"placement {placement!r}: the Horovod peers run on {LOOPBACK} "
-                               f"or {NETNS} (real hosts need a TCP control channel)")
-        if placement == NETNS and cluster is None:
+        if placement not in (LOOPBACK, NETNS, HOSTS):
+            raise HorovodError(f"placement {placement!r}: the Horovod peers run on {LOOPBACK}, "
+                               f"{NETNS} or {HOSTS}")
+        if placement == NETNS and not isinstance(site, VirtualCluster):
             raise HorovodError("netns placement needs the session's virtual cluster")
+        if placement == HOSTS and not (isinstance(site, HostsSite) and len(site.hosts) >= 2):
+            raise HorovodError("hosts placement needs at least 2 hosts (--hpc-hosts)")
         if controller not in hvd.controllers:
             raise HorovodError(f"{hvd.python}: Horovod {hvd.version} was built without the "
                                f"{controller} controller (has: {', '.join(hvd.controllers)})")
         self.hvd, self.controller = hvd, controller
-        self.placement, self.cluster = placement, cluster
+        self.placement = placement
+        self.cluster = site if isinstance(site, VirtualCluster) else None
+        self.hosts = site if isinstance(site, HostsSite) else None
         self.plant, self.extra_env = plant, dict(env or {})
         self.job_timeout, self.case_timeout, self.start_timeout = \
             job_timeout, case_timeout, start_timeout
@@ -124,9 +164,10 @@ class HorovodPeers:
 
     # -- start -----------------------------------------------------------------------------
     def n_ranks(self) -> int:
-        if self.placement == NETNS:
-            assert self.cluster is not None
+        if self.cluster is not None:
             return len(self.cluster.hosts)
+        if self.hosts is not None:
+            return len(self.hosts.hosts)
         return self.loopback_ranks
 
     def _env(self, n: int) -> dict[str, str]:
@@ -148,7 +189,10 @@ class HorovodPeers:
             raise HorovodError(f"{self.describe()}: peers lost {self.starts} times; "
                                "not restarting them again")
         self.starts += 1
-        self._server = self._server or ControlServer()
+        # real hosts dial home over TCP to this host's fabric address; here and in the virtual
+        # cluster (one file system) a Unix socket
+        self._server = self._server or ControlServer(
+            None if self.hosts is None else (self.hosts.listen, 0))
         n = self.n_ranks()
         argv = [str(self.hvd.python), "-m", PEER_MODULE]
         try:
@@ -166,22 +210,30 @@ class HorovodPeers:
     def _start_mpi(self, argv: list[str], n: int) -> None:
         if self.hvd.mpirun is None:
             raise HorovodError(f"{self.hvd.python}: no mpirun found for the MPI Horovod links")
+        site = self.hosts
         placed = mpi_launch(self.placement, argv, self._env(n), self.hvd.mpirun,
                             detect_mpi(self.hvd.mpirun), cluster=self.cluster,
-                            loopback_ranks=n)
+                            loopback_ranks=n, hosts=site.hosts if site else None,
+                            pins=TcpPins(site.netdev) if site else None,
+                            launcher=site.launcher if site else "mpirun",
+                            rsh_agent=site.rsh_agent if site else None,
+                            bind_none=site.bind_none if site else False)
         self._jobs.append(placed.start(self.job_timeout, label=f"{self.describe()} peers"))
 
     def _start_gloo(self, argv: list[str], n: int) -> None:
         env = self._env(n)
-        if self.placement == NETNS:
-            assert self.cluster is not None
+        if self.cluster is not None:
             bind, iface = self.cluster.hosts[0].address, IFACE
             spec = ",".join(f"{h.name}:1" for h in self.cluster.hosts)
+        elif self.hosts is not None:
+            bind, iface = self.hosts.listen, self.hosts.netdev
+            spec = ",".join(f"{h.name}:1" for h in self.hosts.hosts)
         else:
             bind, iface, spec = "127.0.0.1", "lo", f"localhost:{n}"
-        rdv = process_launch(self.placement, [str(self.hvd.python), "-m", RENDEZVOUS_MODULE,
-                                              "--bind", bind, "--hosts", spec], env,
-                             cluster=self.cluster, host=0,
+        # the rendezvous server runs here on hosts (bound to this host's fabric address)
+        rdv = process_launch(NETNS if self.cluster else LOOPBACK,
+                             [str(self.hvd.python), "-m", RENDEZVOUS_MODULE, "--bind", bind,
+                              "--hosts", spec], env, cluster=self.cluster, host=0,
                              label=f"{self.describe()} rendezvous").start(self.job_timeout)
         self._jobs.append(rdv)
         plan = self._read_plan(rdv)
@@ -193,9 +245,15 @@ class HorovodPeers:
                     **{f"HOROVOD_{k.upper()}": str(slot[k]) for k in (
                         "rank", "size", "local_rank", "local_size", "cross_rank",
                         "cross_size")}}
-            host = rank if self.placement == NETNS else 0
-            self._jobs.append(process_launch(self.placement, argv, genv, cluster=self.cluster,
-                                             host=host, label=f"{self.describe()} rank {rank}")
+            label = f"{self.describe()} rank {rank}"
+            if self.hosts is not None and not is_this_host(slot["hostname"]):
+                # Horovod's variables and the channel's key travel on stdin, never in argv
+                self._jobs.append(self.hosts.shell.start(slot["hostname"], argv, genv,
+                                                         self.job_timeout, label))
+                continue
+            host = rank if self.cluster is not None else 0
+            self._jobs.append(process_launch(NETNS if self.cluster else LOOPBACK, argv, genv,
+                                             cluster=self.cluster, host=host, label=label)
                               .start(self.job_timeout))
 
     def _read_plan(self, job: RunningJob) -> dict[str, Any]:

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from pytest_hpccomm.cluster import cpu_share
-from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, PeerLost,
+from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, PeerLost, Site,
                                                   bench_times)
 
 BENCHMARK = "hvd_allreduce"
@@ -64,11 +63,11 @@ class Sweep:
     reruns: int = 0  # jobs run again because another process shared the cores
 
 
-def run_job(hvd: HorovodEnv, controller: str, placement: str, cluster: VirtualCluster | None,
+def run_job(hvd: HorovodEnv, controller: str, placement: str, site: Site,
             sizes: Sequence[int], profile: str, slowdown: float, knobs: str,
             timeout: float = 900.0) -> Sweep:
     replies, ranks, cpu = _one_job(
-        HorovodPeers(hvd, controller, placement, cluster, env=KNOBS[knobs]),
+        HorovodPeers(hvd, controller, placement, site, env=KNOBS[knobs]),
         {"op": "bench", "sizes": list(sizes), "slowdown": slowdown,
          **SETTINGS.get(profile, SETTINGS["quick"])}, timeout,
         f"{BENCHMARK} job ({controller}, {placement}, {knobs})")
@@ -176,12 +175,12 @@ class TrainSweep:
 
 
 def run_train_job(hvd: HorovodEnv, controller: str, placement: str,
-                  cluster: VirtualCluster | None, model: str, slowdown: float,
+                  site: Site, model: str, slowdown: float,
                   scratch: Path, timeout: float = 1800.0) -> TrainSweep:
     path = scratch / f"timeline-{controller}-{placement}-{model}-{time.time_ns()}.json"
     try:
         replies, ranks, cpu = _one_job(
-            HorovodPeers(hvd, controller, placement, cluster, env={"HOROVOD_TIMELINE": "DYNAMIC"}),
+            HorovodPeers(hvd, controller, placement, site, env={"HOROVOD_TIMELINE": "DYNAMIC"}),
             {"op": "train", "model": model, "slowdown": slowdown, "timeline": str(path),
              **TRAIN[model]}, timeout, f"{SYNTHETIC} job ({controller}, {placement}, {model})")
     finally:
@@ -231,7 +230,7 @@ class PooledSweep(Protocol):
 
 
 S = TypeVar("S", bound=PooledSweep)
-JobFn = Callable[[str, str, "VirtualCluster | None", str], S]
+JobFn = Callable[[str, str, Site, str], S]
 
 
 class Sweeps(Generic[S]):
@@ -244,23 +243,23 @@ class Sweeps(Generic[S]):
         self.pool: JobPool[S] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
         self.retry = cpu_share.QuietRetry()  # the contention guard's re-runs of disturbed jobs
 
-    def get(self, controller: str, placement: str, cluster: VirtualCluster | None,
+    def get(self, controller: str, placement: str, site: Site,
             variant: str) -> S:
         return self.pool.get((controller, placement, variant),
-                             lambda: self._quiet_job(controller, placement, cluster, variant))
+                             lambda: self._quiet_job(controller, placement, site, variant))
 
-    def more(self, controller: str, placement: str, cluster: VirtualCluster | None,
+    def more(self, controller: str, placement: str, site: Site,
              variant: str) -> S | None:
         return self.pool.more((controller, placement, variant),
-                              lambda: self._quiet_job(controller, placement, cluster, variant))
+                              lambda: self._quiet_job(controller, placement, site, variant))
 
-    def _quiet_job(self, controller: str, placement: str, cluster: VirtualCluster | None,
+    def _quiet_job(self, controller: str, placement: str, site: Site,
                    variant: str) -> S:
         """One job, run again while another process shared the cores (QuietRetry); one that
         never had them to itself is kept, marked, and its verdict turns INCONCLUSIVE."""
         def job() -> S:
             self.before_job()
-            return self.job(controller, placement, cluster, variant)
+            return self.job(controller, placement, site, variant)
 
         got, reruns = self.retry.run(job, lambda s: s.disturbed)
         got.reruns = reruns
@@ -273,18 +272,18 @@ class Sweeps(Generic[S]):
 def allreduce_sweeps(hvd: HorovodEnv, sizes: Sequence[int], profile: str, slowdown: float,
                      repeats: int, max_repeats: int,
                      before_job: Callable[[], None] = lambda: None) -> Sweeps[Sweep]:
-    def job(controller: str, placement: str, cluster: VirtualCluster | None,
+    def job(controller: str, placement: str, site: Site,
             knobs: str) -> Sweep:
         # a knob's sweep runs only KNOB_SIZES: each size costs cycle-bound operations
         mine = sizes if knobs == "default" else [s for s in sizes if s in KNOB_SIZES]
-        return run_job(hvd, controller, placement, cluster, mine, profile, slowdown, knobs)
+        return run_job(hvd, controller, placement, site, mine, profile, slowdown, knobs)
     return Sweeps(job, merge, repeats, max_repeats, before_job)
 
 
 def train_sweeps(hvd: HorovodEnv, slowdown: float, repeats: int, max_repeats: int,
                  scratch: Path, before_job: Callable[[], None] = lambda: None
                  ) -> Sweeps[TrainSweep]:
-    def job(controller: str, placement: str, cluster: VirtualCluster | None,
+    def job(controller: str, placement: str, site: Site,
             model: str) -> TrainSweep:
-        return run_train_job(hvd, controller, placement, cluster, model, slowdown, scratch)
+        return run_train_job(hvd, controller, placement, site, model, slowdown, scratch)
     return Sweeps(job, merge_train, repeats, max_repeats, before_job)

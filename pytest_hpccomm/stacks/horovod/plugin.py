@@ -6,6 +6,7 @@ Tests ask for
                        user's (--hpc-horovod-python); skips only when opted out or when the
                        toolchain is absent, fails with the build log's tail when a build fails
   horovod_peers        the session's long-lived peers for (controller, placement)
+  horovod_site         where the ranks go for this placement (virtual cluster, real hosts)
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pytest
 
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cluster.mpi import mpi_prefix
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -28,7 +30,8 @@ from pytest_hpccomm.stacks.horovod.build import (MPI_ENV, HorovodBuildError, Hor
                                                  HorovodUnavailable, ensure_built, user_env)
 from pytest_hpccomm.stacks.horovod.conformance import LOOPBACK_RANKS as CONFORMANCE_LOOPBACK_RANKS
 from pytest_hpccomm.stacks.horovod.conformance import register_settings
-from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, controller_list
+from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, HostsSite, Site,
+                                                  controller_list)
 from pytest_hpccomm.stacks.horovod.perf import (BENCHMARK, KNOB_SIZES, S, Sweep, Sweeps,
                                                 SweepFailed, TrainSweep, allreduce_sweeps,
                                                 bench_sizes, measurements, train_measurements,
@@ -166,9 +169,9 @@ def horovod_peers(horovod_env: HorovodEnv, horovod_controller: str, hpc_placemen
                   request: pytest.FixtureRequest) -> Iterator[HorovodPeers]:
     """The session's peers for (controller, placement), reaped at session end, also when a
     test or the start fails."""
-    cluster = _cluster_for(hpc_placement, hpc_session, request)
+    site = site_for(hpc_placement, hpc_session, request)
     profile = hpc_session.cfg.profile
-    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, cluster,
+    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, site,
                          plant=horovod_plant,
                          job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]),
                          loopback_ranks=CONFORMANCE_LOOPBACK_RANKS)
@@ -191,6 +194,13 @@ def _park_conformance_peers(config: pytest.Config) -> None:
     again (HorovodPeers.park)."""
     for peers in config.stash.get(LIVE_PEERS, []):
         peers.park()
+
+
+@pytest.fixture
+def horovod_site(hpc_placement: str, hpc_session: HpcSession,
+                 request: pytest.FixtureRequest) -> Site:
+    """Where this item's ranks go (site_for), for tests that start peers of their own."""
+    return site_for(hpc_placement, hpc_session, request)
 
 
 @pytest.fixture(scope="session")
@@ -253,20 +263,27 @@ def horovod_synthetic(horovod_train_sweeps: Sweeps[TrainSweep], horovod_controll
     return run
 
 
-def _cluster_for(placement: str, hpc_session: HpcSession,
-                 request: pytest.FixtureRequest) -> Any:
-    """The virtual cluster for netns (None on loopback); skips where the placement cannot
-    carry the session's fabric."""
+def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureRequest) -> Site:
+    """Where the ranks go: the virtual cluster (netns), the hosts of --hpc-hosts (hosts: the
+    ranks dial home to this host's fabric address, Horovod's TCP pinned to its netdev), None
+    on loopback; skips where the placement cannot carry the session's fabric."""
     fabric = hpc_session.selection
     if isinstance(fabric, FabricUnavailable):
         pytest.skip(fabric.reason)
-    if placement not in (LOOPBACK, NETNS):
-        pytest.skip(f"the Horovod peers run on {LOOPBACK} or {NETNS}; placement {placement!r} "
-                    "needs a TCP control channel (not implemented)")
-    if placement == NETNS and fabric.kind != "ethernet":
-        pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs "
-                    f"on {LOOPBACK} and on real hosts")
-    return request.getfixturevalue("hpc_virtual_cluster") if placement == NETNS else None
+    if placement == NETNS:
+        if fabric.kind != "ethernet":
+            pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs "
+                        f"on {LOOPBACK} and on real hosts")
+        cluster: VirtualCluster = request.getfixturevalue("hpc_virtual_cluster")
+        return cluster
+    if placement == HOSTS:
+        cfg = hpc_session.cfg
+        if not (fabric.netdev and fabric.address):
+            pytest.fail(f"Horovod ranks on hosts dial home to this host's fabric address and "
+                        f"pin TCP to its netdev; {fabric.description} has none", pytrace=False)
+        return HostsSite(tuple(cfg.host_list), fabric.address, fabric.netdev, cfg.rsh_agent,
+                         "srun" if cfg.launcher == "srun" else "mpirun", cfg.bind == "none")
+    return None
 
 
 def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
@@ -293,15 +310,15 @@ def _pooled_run(sweeps: Sweeps[S], where: tuple[str, str, str],
     """The (controller, placement, variant) sweep's records judged, every one recorded before
     a regression fails the item; while a verdict is undecided, one more job at a time."""
     controller, placement, variant = where
-    cluster = _cluster_for(placement, hpc_session, request)
+    site = site_for(placement, hpc_session, request)
     try:
-        sweep = sweeps.get(controller, placement, cluster, variant)
+        sweep = sweeps.get(controller, placement, site, variant)
     except SweepFailed as exc:
         pytest.fail(str(exc), pytrace=False)
 
     def grow() -> list[Measurement] | None:
         try:
-            grown = sweeps.more(controller, placement, cluster, variant)
+            grown = sweeps.more(controller, placement, site, variant)
         except SweepFailed as exc:
             pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
         return None if grown is None else records(grown)

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.stacks.horovod import build
 from pytest_hpccomm.stacks.horovod.build import (HorovodBuildError, HorovodEnv, cache_key,
                                                  env_from_probe, user_env)
-from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, controller_list
+from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, HostsSite,
+                                                  controller_list)
 from pytest_hpccomm.stacks.horovod.wire import static_process_sets
 
 # The lines of Horovod 0.28.1's sdist around what cxx17.patch changes (CMakeLists.txt 16-22,
@@ -91,8 +93,13 @@ def test_peers_refuse_what_they_cannot_run() -> None:
                            None, "user")
     with pytest.raises(HorovodError, match="built without the mpi controller"):
         HorovodPeers(gloo_only, "mpi", "loopback")
-    with pytest.raises(HorovodError, match="placement 'hosts'"):
+    with pytest.raises(HorovodError, match="hosts placement needs at least 2 hosts"):
         HorovodPeers(gloo_only, "gloo", "hosts")
+    one = HostsSite((Host("h0"),), "10.0.0.1", "eth0")
+    with pytest.raises(HorovodError, match="hosts placement needs at least 2 hosts"):
+        HorovodPeers(gloo_only, "gloo", "hosts", one)
+    with pytest.raises(HorovodError, match="placement 'slurm'"):
+        HorovodPeers(gloo_only, "gloo", "slurm")
     with pytest.raises(HorovodError, match="needs the session's virtual cluster"):
         HorovodPeers(gloo_only, "gloo", "netns")
     with pytest.raises(ValueError, match="unknown controller"):

@@ -20,10 +20,8 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.mpi import mpi_cache, mpirun_path
-from pytest_hpccomm.cluster.virtual import ClusterUnavailable, VirtualCluster
-from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
-from tests.sshd_hosts import sshd_on_hosts
-from tests.sshd_hosts import unavailable_reason as no_sshd
+from pytest_hpccomm.cluster.virtual import VirtualCluster
+from tests.sshd_hosts import ssh_virtual_hosts
 
 ROOT = Path(__file__).resolve().parents[3]
 MPI_CACHE = mpi_cache()
@@ -35,21 +33,10 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def ssh_cluster(
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
-    reason = no_cluster() or no_sshd()
-    if reason:
-        pytest.skip(reason)
     if not MPIS:
         pytest.skip("no MPI environment created (ci/bootstrap.sh makes them)")
-    try:
-        cluster = VirtualCluster(2)
-        cluster.start()
-    except ClusterUnavailable as exc:
-        pytest.skip(f"virtual cluster unavailable: {exc}")
-    try:
-        with sshd_on_hosts(cluster, tmp_path_factory.mktemp("ssh")) as agent:
-            yield cluster, agent
-    finally:
-        cluster.teardown()
+    with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:
+        yield got
 
 
 def test_suite_runs_on_hosts_over_ssh(ssh_cluster: tuple[VirtualCluster, Path],
