@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
-exec "${HPCCOMM_VENV:-.venv}/bin/python" -m pytest --hpc-fabric=ethernet "$@"
+# --durations: the slowest items in every CI log, to keep the run inside its budget
+exec "${HPCCOMM_VENV:-.venv}/bin/python" -m pytest --hpc-fabric=ethernet --durations=25 "$@"
