@@ -246,6 +246,10 @@ class VirtualCluster:
             return
         for sig in (signal.SIGINT, signal.SIGTERM):
             prev = signal.getsignal(sig)
+            if prev == signal.SIG_IGN:
+                # ignored (a background job of a non-interactive shell ignores SIGINT): the
+                # signal ends nothing, so it must not tear the cluster down under a live owner
+                continue
             self._prev_handlers[sig] = prev
 
             def handler(signum: int, frame: FrameType | None, prev: Any = prev) -> None:

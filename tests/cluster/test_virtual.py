@@ -76,9 +76,17 @@ time.sleep(300)
 """
 
 
-def start_holder(state_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def _dispositions(ignore_int: bool) -> None:
+    """The holder's signals as a shell's foreground child has them, whatever ours are (a
+    background job of a non-interactive shell, as CI may start pytest, ignores SIGINT)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_int else signal.SIG_DFL)
+
+
+def start_holder(state_dir: Path, ignore_int: bool = False) -> tuple[subprocess.Popen[str], str]:
     p = subprocess.Popen([PY, "-c", HOLDER, str(state_dir)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True)
+                         stderr=subprocess.DEVNULL, text=True,
+                         preexec_fn=lambda: _dispositions(ignore_int))
     assert p.stdout is not None
     prefix = p.stdout.readline().strip()
     assert prefix, "holder did not build its cluster"
@@ -103,6 +111,21 @@ def test_teardown_on_signal(no_leaks: Snapshot, tmp_path: Path, sig: int) -> Non
         assert rc != 0  # the signal still ends the process after the teardown (handlers chained)
         assert not {n for n in netns_names() if n.startswith(prefix)}
         assert list(tmp_path.iterdir()) == []
+    finally:
+        stop_holder(holder, tmp_path)
+
+
+def test_an_ignored_sigint_leaves_the_cluster_alone(no_leaks: Snapshot, tmp_path: Path) -> None:
+    """An owner that ignores SIGINT lives on through one, so its cluster must too."""
+    holder, prefix = start_holder(tmp_path, ignore_int=True)
+    try:
+        holder.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert holder.poll() is None
+        assert {n for n in netns_names() if n.startswith(prefix)}
+        holder.send_signal(signal.SIGTERM)  # still torn down by a signal that ends it
+        assert holder.wait(20) != 0
+        assert not {n for n in netns_names() if n.startswith(prefix)}
     finally:
         stop_holder(holder, tmp_path)
 
