@@ -128,7 +128,11 @@ def test_accept_peers_skips_bad_clients() -> None:
         def dial(key: bytes) -> Callable[[], PeerClient]:
             return lambda: PeerClient.connect(srv.address, key, timeout=5)
 
-        clients = [in_thread(dial(k)) for k in (srv.authkey, b"bad", srv.authkey)]
+        # the bad client first: connections are accepted in the order they came, so it is
+        # met (and rejected) before the two good ones are enough
+        clients = [in_thread(dial(b"bad"))]
+        time.sleep(0.3)
+        clients += [in_thread(dial(k)) for k in (srv.authkey, srv.authkey)]
         chans = srv.accept_peers(2, timeout=10)
         assert len(chans) == 2 and srv.rejected == 1
         for t, _ in clients:
