@@ -1,14 +1,14 @@
 """What the Horovod peer and the orchestrator share (standard library only).
 
-Tensors travel as {"dtype", "shape", "data": base64 of the C-order bytes}: the orchestrator
-draws every rank's input and keeps the reference; the peer only runs Horovod and reports what
-it received. Nothing is pickled.
+Tensors travel as peer/tensors.py encodes them: the orchestrator draws every rank's input and
+keeps the reference; the peer only runs Horovod and reports what it received.
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any
+# re-exported: the Horovod peer and tests take them from here
+from pytest_hpccomm.peer.tensors import decode as decode
+from pytest_hpccomm.peer.tensors import encode as encode
 
 CONTROLLERS = ("mpi", "gloo")
 OPS = ("sum", "average", "min", "max", "product")
@@ -26,14 +26,6 @@ CONTROLLER_ENV = {
     "mpi": {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"},
     "gloo": {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"},
 }
-
-
-def encode(dtype: str, shape: list[int] | tuple[int, ...], data: bytes) -> dict[str, Any]:
-    return {"dtype": dtype, "shape": list(shape), "data": base64.b64encode(data).decode()}
-
-
-def decode(obj: dict[str, Any]) -> tuple[str, list[int], bytes]:
-    return str(obj["dtype"]), [int(x) for x in obj["shape"]], base64.b64decode(obj["data"])
 
 
 def static_process_sets(size: int) -> list[list[int]]:
