@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.cache import cache_dir
+from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
 from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.cluster.mpi import MPI_ENVS, mpi_prefix
-from pytest_hpccomm.files import LockTimeout, atomic_write, file_lock
+from pytest_hpccomm.files import LockTimeout
 
 HOROVOD_VERSION = "0.28.1"
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
@@ -54,7 +54,6 @@ BUILD_ENV = {"HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITH_GLOO": "1", "HOROVOD_WIT
              "HOROVOD_WITHOUT_GPU": "1"}
 RECIPE = 1  # bump when the steps below change
 CACHE_VAR = "HPCCOMM_HOROVOD_CACHE"
-READY = "ready.json"
 BUILD_TIMEOUT = 2400.0
 
 
@@ -202,50 +201,26 @@ def env_from_probe(python: Path, info: Mapping[str, Any], origin: str,
 
 def user_env(python: str | os.PathLike[str]) -> HorovodEnv:
     """The user's Horovod (a cluster's build): HorovodBuildError when it does not import."""
-    path = Path(python)
-    if path.is_dir():  # a venv or prefix: its bin/python
-        path = path / "bin" / "python"
-    if not path.is_file():
+    path = python_in(python)
+    if path is None:
         raise HorovodBuildError(f"--hpc-horovod-python: {python} is not a Python executable")
     return env_from_probe(path, probe(path), "user")
 
 
-def _ready(directory: Path, key: str) -> HorovodEnv | None:
-    try:
-        meta = json.loads((directory / READY).read_text())
-    except (OSError, ValueError):
-        return None
-    python = directory / "venv" / "bin" / "python"
-    if meta.get("key") != key or not python.is_file():
-        return None
-    return env_from_probe(python, meta["probe"], "built")
-
-
 def ensure_built(cache: Path | None = None, timeout: float = BUILD_TIMEOUT,
                  log: Any = None) -> HorovodEnv:
-    """The cached Horovod venv for these inputs, building it first if needed."""
+    """The cached Horovod venv for these inputs, building it first if needed
+    (cache.build_once: one builder at a time, a killed build's leftovers cleared)."""
     tools = toolchain()
     key = cache_key(tools)
     root = cache if cache is not None else cache_root()
-    home = root / key
-    found = _ready(home, key)
-    if found is not None:
-        return found
-    root.mkdir(parents=True, exist_ok=True)
     try:
-        with file_lock(root / f".{key}.lock", timeout):
-            found = _ready(home, key)  # another session built it while we waited
-            if found is not None:
-                return found
-            t0 = time.monotonic()
-            info = _build(home, root / "wheels" / key, time.monotonic() + timeout, log)
-            seconds = round(time.monotonic() - t0, 1)
-            atomic_write(home / READY, json.dumps(
-                {"key": key, "probe": info, "tools": tools, "seconds": seconds,
-                 "built": time.time()}, indent=1))
+        meta, seconds = build_once(
+            root, key, lambda home, deadline: _build(home, root / "wheels" / key, deadline, log),
+            timeout, {"tools": tools})
     except LockTimeout as exc:
         raise HorovodBuildError(f"{exc} (another session's Horovod build)") from None
-    return env_from_probe(home / "venv" / "bin" / "python", info, "built", seconds)
+    return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "built", seconds)
 
 
 def _build(home: Path, wheels: Path, deadline: float, log: Any) -> dict[str, Any]:
@@ -256,9 +231,7 @@ def _build(home: Path, wheels: Path, deadline: float, log: Any) -> dict[str, Any
         if log is not None:
             print(f"horovod build: {msg}", file=log, flush=True)
 
-    shutil.rmtree(home, ignore_errors=True)  # a killed build's leftovers, never a finished one
-    home.mkdir(parents=True)
-    venv_python = home / "venv" / "bin" / "python"
+    venv_python = home / VENV_PYTHON
     _check(_run([sys.executable, "-m", "venv", str(home / "venv")], left()), "python -m venv")
     pip = [str(venv_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     say(f"installing {TORCH_REQ} and the build's requirements into {home / 'venv'}")
