@@ -16,7 +16,7 @@ MARKERS = (
     "stack(name): exercises the named stack (as its plugin registers it); skipped when it "
     "is not installed here",
     "fabric(*kinds): runs only on these fabric kinds (ib, roce, softroce, iwarp, ipoib, "
-    "ethernet); skipped with what was found otherwise",
+    "ethernet); skipped with what was found otherwise (why=: the stack's reason, first)",
     "needs_root: needs root (network namespaces, rdma links); skipped otherwise",
     "slow: takes minutes; deselect with -m 'not slow'",
 )
@@ -44,8 +44,8 @@ def skip_reason(markers: Iterable[pytest.Mark], session: HpcSession) -> str | No
                    f"{os.geteuid()}"
         if mark.name == "fabric":
             reason = fabric_reason(mark.args, session)
-            if reason:
-                return reason
+            if reason:  # why=: the stack's own word on other fabrics, first
+                return f"{mark.kwargs['why']} ({reason})" if mark.kwargs.get("why") else reason
         if mark.name == "stack":
             reason = session.stacks[mark.args[0]].unavailable_reason()
             if reason:

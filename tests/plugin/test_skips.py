@@ -61,6 +61,19 @@ def test_ib_tree_runs_ib_tests(pytester: pytest.Pytester) -> None:
     assert "this session runs on ib" in result.stdout.str()
 
 
+def test_fabric_mark_why_comes_first(pytester: pytest.Pytester) -> None:
+    """why=: a stack's own word on the fabrics it cannot use (TensorFlow's TCP-only gRPC on
+    InfiniBand), then what the session found."""
+    pytester.makepyfile(
+        "import pytest\n"
+        "@pytest.mark.fabric('ethernet', 'ipoib', why='runs over TCP: use --hpc-fabric=ipoib')\n"
+        "def test_tcp(): pass\n")
+    result = pytester.runpytest("-rs", "--hpc-fabric=ib", tree("ib-edr-mlx5"))
+    result.assert_outcomes(skipped=1)
+    (reason,) = skip_reasons(result).values()
+    assert reason.startswith("runs over TCP: use --hpc-fabric=ipoib (needs fabric ethernet|ipoib;")
+
+
 @pytest.mark.parametrize(("name", "kind"), [
     ("ib-edr-mlx5", "ib"), ("roce-v2-mlx5", "roce"), ("softroce-rxe", "softroce"),
     ("iwarp-siw", "iwarp"), ("ethernet-plain", "ethernet")])
