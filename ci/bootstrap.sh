@@ -59,3 +59,6 @@ timeout 900 "$PY" -m pytest_hpccomm.stacks.grpc.build
 # MPI, into ~/.cache/pytest-hpccomm/horovod/<key> (~2.5 min cold; says why and exits 0 when
 # there is no toolchain: the Horovod items then skip with that reason).
 timeout 2700 "$PY" -m pytest_hpccomm.stacks.horovod.build
+# TensorFlow (tensorflow-cpu 2.21.0 and what it resolved to, pinned) in a venv of its own,
+# ~/.cache/pytest-hpccomm/tf/<key>: it pins its own numpy and protobuf (~70 s, 1.6 GB cold).
+timeout 1800 "$PY" -m pytest_hpccomm.stacks.tf.env

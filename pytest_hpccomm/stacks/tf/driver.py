@@ -1,0 +1,211 @@
+"""Orchestrator side of the TensorFlow stack: the session's tasks, one long-lived process each,
+started with the project's launchers and reaped at the end.
+
+A task's process takes 20-35 s to start on 2 cores (TensorFlow's import), so a session starts
+its tasks once per (placement, layout) and reuses them. Loopback: every task here, on
+127.0.0.1 with ports picked free (a TensorFlow server binds all interfaces; it has no bind
+address option). netns: task i on virtual host i mod n, on that host's address, so a tensor
+between tasks on different hosts crosses the veths (their counters prove it). Every task dials
+home over a Unix socket (the namespaces share the file system). TensorFlow servers cannot be
+stopped: "shutdown" makes each task end its process (os._exit), and the job reaper ends any
+that does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pytest_hpccomm.cluster.jobs import RunningJob
+from pytest_hpccomm.cluster.peer_env import peer_env
+from pytest_hpccomm.cluster.placed_launch import PlacementError, process_launch
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
+                                         RemoteError)
+from pytest_hpccomm.stacks.tf.env import TfEnv
+from pytest_hpccomm.stacks.tf.wire import CLUSTER_VAR, TASK_VAR
+
+PEER_MODULE = "pytest_hpccomm.stacks.tf.peer"
+NETNS_PORT = 2222  # TensorFlow's customary port, plus the task's index and the instance's block
+_PORT_BLOCKS = itertools.count()  # two sets of tasks on one virtual host must not share ports
+MAX_STARTS = 3  # per session: tasks that keep dying are a failure, not a loop
+
+
+class TfError(Exception):
+    """The tasks could not be started, or a request failed (one line; a test failure)."""
+
+
+class TaskLost(TfError):
+    """A task died or did not answer in time; the tasks are reaped and restart on demand."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many tasks of each job: tasks are ps:0.., then worker:0.."""
+
+    ps: int = 1
+    workers: int = 1
+
+    @property
+    def tasks(self) -> list[str]:
+        return [f"ps:{i}" for i in range(self.ps)] + [f"worker:{i}" for i in range(self.workers)]
+
+    def __str__(self) -> str:
+        return f"{self.ps}ps-{self.workers}w"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TfTasks:
+    """The session's tasks for one (placement, layout). `with` starts and always reaps."""
+
+    def __init__(self, tf: TfEnv, placement: str, cluster: VirtualCluster | None = None,
+                 layout: Layout = Layout(), *, job_timeout: float = 3600.0,
+                 start_timeout: float = 240.0, request_timeout: float = 120.0) -> None:
+        if placement not in (LOOPBACK, NETNS):
+            raise TfError(f"placement {placement!r}: the TensorFlow tasks run on {LOOPBACK} "
+                          f"or {NETNS}")
+        if placement == NETNS and cluster is None:
+            raise TfError("netns placement needs the session's virtual cluster")
+        self.tf, self.placement, self.cluster, self.layout = tf, placement, cluster, layout
+        self.job_timeout, self.start_timeout = job_timeout, start_timeout
+        self.request_timeout = request_timeout
+        self.starts = 0
+        self.spec: dict[str, list[str]] = {}
+        self.hosts: dict[str, int] = {}  # task -> virtual host index (netns)
+        self._server: ControlServer | None = None
+        self._jobs: list[RunningJob] = []
+        self._channels: dict[str, Channel] = {}
+        self.hellos: dict[str, dict[str, Any]] = {}
+        self._ports = NETNS_PORT + 32 * (next(_PORT_BLOCKS) % 1000)
+
+    def __enter__(self) -> TfTasks:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return f"tensorflow {self.layout} {self.placement}"
+
+    # -- start -----------------------------------------------------------------------------
+    def _plan(self) -> None:
+        spec: dict[str, list[str]] = {"ps": [], "worker": []}
+        for i, task in enumerate(self.layout.tasks):
+            job = task.split(":")[0]
+            if self.cluster is None:
+                spec[job].append(f"127.0.0.1:{free_port()}")
+            else:
+                host = i % len(self.cluster.hosts)
+                self.hosts[task] = host
+                spec[job].append(f"{self.cluster.hosts[host].address}:{self._ports + i}")
+        self.spec = spec
+
+    def start(self) -> None:
+        if self._channels:
+            return
+        if self.starts >= MAX_STARTS:
+            raise TfError(f"{self.describe()}: tasks lost {self.starts} times; not restarting "
+                          "them again")
+        self.starts += 1
+        self._server = self._server or ControlServer()
+        self._plan()
+        tasks = self.layout.tasks
+        try:
+            for task in tasks:
+                env = peer_env({CLUSTER_VAR: json.dumps(self.spec), TASK_VAR: task,
+                                "TF_CPP_MIN_LOG_LEVEL": "2", **self._server.env(),
+                                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                "HOME": os.environ.get("HOME", "/tmp")})
+                launch = process_launch(self.placement, [str(self.tf.python), "-m", PEER_MODULE],
+                                        env, cluster=self.cluster, host=self.hosts.get(task, 0),
+                                        label=f"{self.describe()} {task}")
+                self._jobs.append(launch.start(self.job_timeout))
+            self._await_hellos(tasks)
+        except BaseException as exc:
+            tail = self._drop()
+            if isinstance(exc, (TfError, PlacementError)):
+                raise TfError(f"{self.describe()}: {exc}; {tail}") from None
+            raise
+
+    def _await_hellos(self, tasks: list[str]) -> None:
+        assert self._server is not None
+        deadline = time.monotonic() + self.start_timeout
+
+        def gone() -> str:
+            ended = [job for job in self._jobs if job.poll() is not None]
+            return "a task's process ended before dialing home" if ended else ""
+
+        try:
+            channels = self._server.accept_peers(len(tasks), self.start_timeout, gone)
+        except (TimeoutError, ChannelClosed) as exc:
+            raise TfError(f"tasks did not dial home: {exc}") from None
+        for ch in channels:
+            try:
+                hello = ch.recv(max(1.0, deadline - time.monotonic()))
+            except (TimeoutError, ChannelClosed, MessageError) as exc:
+                for other in channels:
+                    other.close()
+                raise TfError(f"no hello from a task: {exc}") from None
+            self._channels[str(hello.get("task"))] = ch
+            self.hellos[str(hello.get("task"))] = hello
+        if sorted(self._channels) != sorted(tasks):
+            raise TfError(f"tasks said hello as {sorted(self._channels)}, expected {tasks}")
+
+    # -- requests --------------------------------------------------------------------------
+    def request(self, task: str, msg: Mapping[str, Any], timeout: float | None = None) -> Any:
+        """One task's reply. A remote error (the op raised in TensorFlow) is TfError and the
+        tasks live on; a task that dies or stays silent is TaskLost and the tasks are reaped
+        (the next request starts new ones)."""
+        self.start()
+        limit = timeout or self.request_timeout
+        ch = self._channels[task]
+        try:
+            return ch.request(dict(msg), limit)
+        except RemoteError as exc:
+            raise TfError(f"{self.describe()}: {task} {msg.get('op')}: {exc}") from None
+        except (TimeoutError, ChannelClosed, MessageError) as exc:
+            tail = self._drop()
+            raise TaskLost(f"{self.describe()}: {task} lost during {msg.get('op')}: {exc}; "
+                           f"{tail}") from None
+
+    def pids(self) -> dict[str, int]:
+        return {task: int(h["pid"]) for task, h in self.hellos.items()}
+
+    # -- stop ------------------------------------------------------------------------------
+    def _drop(self) -> str:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels, self.hellos = {}, {}
+        words = [job.stop(grace=1.0).describe() for job in self._jobs]
+        self._jobs = []
+        return "; ".join(w for w in words if w) or "no job"
+
+    def close(self) -> None:
+        try:
+            for ch in self._channels.values():
+                try:
+                    ch.request({"op": "shutdown"}, 10.0)
+                except (TimeoutError, ChannelClosed, MessageError, RemoteError):
+                    pass
+            for job in self._jobs:
+                try:
+                    job.wait(timeout=10.0)
+                except TimeoutError:
+                    pass
+            self._drop()
+        finally:
+            if self._server is not None:
+                self._server.close()
+                self._server = None

@@ -1,0 +1,185 @@
+"""The TensorFlow to test: a venv of its own under the project's cache, or the user's.
+
+TensorFlow pins its own numpy and protobuf, so it never goes into the project's venv: the
+bootstrap (`python -m pytest_hpccomm.stacks.tf.env`) makes `<cache>/tf/<key>/venv` with
+tensorflow-cpu pinned, keyed by the requirement and the interpreter (~70 s, 1.6 GB cold; a
+later run reads a marker and takes milliseconds). `--hpc-tf-python PATH` names a cluster's
+TensorFlow instead. TensorFlow links gRPC statically, so its gRPC cannot be swapped at run time;
+the probe records the version compiled in (the fingerprint's `tensorflow_grpc`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
+from pytest_hpccomm.cluster.jobs import JobResult, run_job
+from pytest_hpccomm.files import LockTimeout
+
+TF_REQ = "tensorflow-cpu==2.21.0"  # current for Python 3.11; a new release is a new cache key
+# What tensorflow-cpu 2.21.0 resolved to on 2026-11-23, pinned: a new protobuf, keras or numpy
+# release must not change (or break) what a cached venv means, nor a cold one's import.
+TF_PINS = ("absl-py==2.5.1", "astunparse==1.6.3", "certifi==2026.10.18",
+           "charset-normalizer==3.5.2", "flatbuffers==25.12.19", "gast==0.7.0",
+           "google-pasta==0.2.0", "grpcio==1.85.1", "h5py==3.14.0", "idna==3.20", "keras==3.15.1",
+           "libclang==18.1.1", "markdown-it-py==4.3.0", "mdurl==0.1.2", "ml-dtypes==0.6.0",
+           "namex==0.1.0", "numpy==2.4.6", "opt-einsum==3.4.0", "optree==0.20.0",
+           "packaging==26.3", "protobuf==7.36.2", "pygments==2.21.0", "requests==2.34.2",
+           "rich==15.0.0", "setuptools==84.2.1", "six==1.17.0", "termcolor==3.3.0",
+           "typing-extensions==4.16.0", "urllib3==2.8.0", "wheel==0.48.0", "wrapt==2.5.2")
+RECIPE = 2  # bump when the steps below change (or the probe)
+CACHE_VAR = "HPCCOMM_TF_CACHE"
+CREATE_TIMEOUT = 1500.0
+
+
+class TfEnvError(Exception):
+    """Creating the venv (or importing the user's TensorFlow) failed: a failure."""
+
+
+@dataclass(frozen=True)
+class TfEnv:
+    """A Python with TensorFlow, and the fingerprint's facts about it."""
+
+    python: Path
+    version: str
+    git: str  # tf.version.GIT_VERSION
+    grpc: str  # the gRPC compiled into TensorFlow ("" when the probe could not tell)
+    origin: str  # "built" (this cache) or "user"
+    seconds: float = 0.0  # time to create the venv; 0 when cached
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"tensorflow": self.version, "tensorflow_git": self.git,
+                "tensorflow_grpc": self.grpc, "tensorflow_origin": self.origin}
+
+
+# What a Python with TensorFlow reports about itself (one JSON line). The gRPC compiled into it
+# exports no version symbol, so the probe asks TensorFlow itself: it points TensorFlow's eager
+# client at a grpcio server on loopback (grpcio comes with TensorFlow) and reads the user agent
+# of the first RPC, "grpc-c++/1.74.0 grpc-c/49.0.0 (linux; chttp2)" for TensorFlow 2.21.0.
+PROBE_SCRIPT = r"""
+import json, os, re
+from concurrent import futures
+import grpc
+agents = []
+class Seen(grpc.GenericRpcHandler):
+    def service(self, details):
+        agents.append(dict(details.invocation_metadata).get("user-agent", ""))
+        return None  # UNIMPLEMENTED: TensorFlow raises, the agent is read
+server = grpc.server(futures.ThreadPoolExecutor(1), handlers=[Seen()])
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+import tensorflow as tf
+try:
+    tf.config.experimental_connect_to_host(f"127.0.0.1:{port}")
+    with tf.device("/job:worker/replica:0/task:0/device:CPU:0"):
+        (tf.constant(1) + 1).numpy()
+except Exception:
+    pass
+server.stop(0)
+m = re.search(r"grpc-c\+\+/(\S+)", agents[0] if agents else "")
+print(json.dumps({"tensorflow": tf.__version__, "git": tf.version.GIT_VERSION,
+                  "grpc": m.group(1) if m else ""}))
+"""
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    return cache_dir("tf", env, CACHE_VAR)
+
+
+def cache_key() -> str:
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    text = json.dumps({"recipe": RECIPE, "req": TF_REQ, "pins": TF_PINS,
+                       "python": sys.version.split()[0], "base": base}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _tail(res: JobResult, lines: int = 12) -> str:
+    return "\n".join((res.stdout + res.stderr).strip().splitlines()[-lines:])
+
+
+def probe(python: Path, timeout: float = 300.0) -> dict[str, Any]:
+    """PROBE_SCRIPT's answer in that Python (TensorFlow's import takes seconds)."""
+    res = run_job([str(python), "-c", PROBE_SCRIPT], dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                  timeout=timeout, label="tensorflow probe")
+    if not res.ok:
+        raise TfEnvError(f"{python}: importing tensorflow failed:\n{_tail(res, 8)}")
+    try:
+        out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise TfEnvError(f"{python}: the TensorFlow probe printed {res.stdout[-200:]!r}") \
+            from None
+    return out
+
+
+def env_from_probe(python: Path, info: Mapping[str, Any], origin: str,
+                   seconds: float = 0.0) -> TfEnv:
+    return TfEnv(python, str(info.get("tensorflow", "")), str(info.get("git", "")),
+                 str(info.get("grpc", "")), origin, seconds)
+
+
+def user_env(python: str | os.PathLike[str]) -> TfEnv:
+    """The user's TensorFlow (a cluster's): TfEnvError when it does not import."""
+    path = python_in(python)
+    if path is None:
+        raise TfEnvError(f"--hpc-tf-python: {python} is not a Python executable")
+    return env_from_probe(path, probe(path), "user")
+
+
+def ensure_env(cache: Path | None = None, timeout: float = CREATE_TIMEOUT,
+               log: Any = None) -> TfEnv:
+    """The cached TensorFlow venv, created first if missing (cache.build_once: one creator at
+    a time; a killed creation's leftovers are removed, a finished venv never is)."""
+    key = cache_key()
+    root = cache if cache is not None else cache_root()
+    try:
+        meta, seconds = build_once(root, key, lambda home, deadline: _create(home, deadline, log),
+                                   timeout, {"req": TF_REQ, "pins": TF_PINS})
+    except LockTimeout as exc:
+        raise TfEnvError(f"{exc} (another session is creating the TensorFlow venv)") from None
+    return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "built", seconds)
+
+
+def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    venv = home / "venv"
+    if log is not None:
+        print(f"tensorflow: creating {venv} with {TF_REQ}", file=log, flush=True)
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    steps = [[base, "-m", "venv", str(venv)],
+             [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+              "--disable-pip-version-check", TF_REQ, *TF_PINS]]
+    for argv in steps:
+        res = run_job(argv, dict(os.environ), timeout=left(), label="tensorflow venv")
+        if not res.ok:
+            how = "timed out" if res.timed_out else f"exit {res.returncode}"
+            raise TfEnvError(f"TensorFlow venv: {' '.join(argv[:4])} failed ({how}):\n"
+                             f"{_tail(res)}")
+    return probe(venv / "bin" / "python", left())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Create the venv now (CI bootstrap), so the first session does not pay for it."""
+    if list(sys.argv[1:] if argv is None else argv):
+        print("usage: python -m pytest_hpccomm.stacks.tf.env", file=sys.stderr)
+        return 2
+    try:
+        env = ensure_env(log=sys.stdout)
+    except TfEnvError as e:
+        print(e, file=sys.stderr)
+        return 1
+    how = f"created in {env.seconds:.0f}s" if env.seconds else "cached"
+    print(f"TensorFlow {env.version} (gRPC {env.grpc or 'unknown'}; {how}): {env.python}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

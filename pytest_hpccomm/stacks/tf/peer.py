@@ -1,0 +1,167 @@
+"""TensorFlow peer: one long-lived process per task of the cluster (ps, worker), driven over the
+control channel, never through the runtime under test.
+
+    HPCCOMM_TF_CLUSTER='{"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"]}' \
+    HPCCOMM_TF_TASK=worker:0 python -m pytest_hpccomm.stacks.tf.peer
+
+A ps task runs a tf.distribute.Server and waits. A worker task joins the cluster as an eager
+client (tf.config.experimental_connect_to_cluster starts its own server in the spec) once every
+ps task accepts connections, and runs what the orchestrator asks: tf.functions whose graphs
+TensorFlow partitions across tasks, so a tensor crossing tasks is a Send/Recv pair carried by
+the WorkerService's RecvTensor RPC over TensorFlow's own gRPC (TF-gRPC-Bench's path).
+
+TensorFlow servers cannot be shut down (tensorflow#11872): "shutdown" replies, then ends the
+process with os._exit; the orchestrator's job reaper makes sure nothing is left. Imports
+neither pytest nor orchestrator modules; TensorFlow is imported late, in its own venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from pytest_hpccomm.peer.canary import stretch
+from pytest_hpccomm.peer.tensors import decode, encode
+from pytest_hpccomm.stacks.tf.wire import CLUSTER_VAR, TASK_VAR, parse_task
+
+CPU = "device:CPU:0"
+
+
+def device(task: str) -> str:
+    """'ps:0' -> '/job:ps/replica:0/task:0/device:CPU:0'."""
+    job, index = parse_task(task)
+    return f"/job:{job}/replica:0/task:{index}/{CPU}"
+
+
+class Worker:
+    """The eager client on a worker task: its requests run tf.functions across the cluster."""
+
+    def __init__(self, tf: Any, task: str) -> None:
+        self.tf, self.task, self.here = tf, task, device(task)
+
+    def transfer(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The tensor to `msg["to"]` and back, each way inside one tf.function (a Send/Recv
+        pair in each partition): what arrived there, as that task serialized it, and what came
+        back here. Both must equal the input bit for bit."""
+        tf = self.tf
+        dtype, shape, data = decode(msg["tensor"])
+        x = tf.constant(np.frombuffer(data, dtype).reshape(shape))
+        there = device(str(msg["to"]))
+        here = self.here
+
+        @tf.function
+        def round_trip(t: Any) -> tuple[Any, Any]:
+            with tf.device(there):
+                far = tf.identity(t)  # Recv on the far task
+                proto = tf.io.serialize_tensor(far)  # its bytes as the far task holds them
+            with tf.device(here):
+                back = tf.identity(far)  # Recv here of the far task's copy
+                return tf.identity(proto), back
+
+        proto, back = round_trip(x)
+        seen = tf.io.parse_tensor(proto, tf.as_dtype(dtype)).numpy()
+        b = back.numpy()  # tobytes() is C order whatever the layout (ascontiguousarray is not
+        # for a 0-d array: it returns one dimension)
+        return {"there": encode(str(seen.dtype), seen.shape, seen.tobytes()),
+                "back": encode(str(b.dtype), b.shape, b.tobytes())}
+
+    def recv_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """RecvTensor from a variable on `msg["from"]`, per size: `batches` batches of `iters`
+        reads after `warmup`, each batch's seconds per read (the canary stretches each batch,
+        sleeping: TensorFlow's gRPC threads need the cores). A read is one tf.function call
+        whose graph reads the variable there and copies it here."""
+        tf = self.tf
+        there, here = device(str(msg["from"])), self.here
+        iters, batches, warmup = int(msg["iters"]), int(msg["batches"]), int(msg["warmup"])
+        factor = float(msg.get("slowdown", 1.0))
+        points = []
+        for size in msg["sizes"]:
+            with tf.device(there):
+                var = tf.Variable(tf.fill([int(size)], tf.constant(7, tf.uint8)))
+
+            @tf.function
+            def read() -> Any:
+                with tf.device(here):
+                    return tf.identity(var.read_value())
+
+            got = read().numpy()
+            valid = got.size == size and bool(np.all(got == 7))
+            for _ in range(warmup):
+                read()
+            samples, unstretched = [], []
+            for _ in range(batches):
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    read()
+                work = time.perf_counter() - t0
+                stretch(t0, factor, idle=True)
+                samples.append((time.perf_counter() - t0) / iters)
+                unstretched.append(work / iters)
+            point: dict[str, Any] = {"bytes": int(size), "samples": samples, "valid": valid}
+            if factor > 1.0:
+                point["unstretched"] = unstretched
+            points.append(point)
+        return {"points": points}
+
+
+def wait_for(addresses: list[str], timeout: float) -> None:
+    """Until every address accepts a TCP connection (the ps tasks' servers are up)."""
+    deadline = time.monotonic() + timeout
+    for address in addresses:
+        host, port = address.rsplit(":", 1)
+        while True:
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=2.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{address} did not accept connections in {timeout:g}s")
+                time.sleep(0.2)
+
+
+def main() -> int:
+    cluster = json.loads(os.environ[CLUSTER_VAR])
+    task = os.environ[TASK_VAR]
+    job, index = parse_task(task)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf  # late: the orchestrator imports this module without TensorFlow
+
+    # tasks share 2 cores: TensorFlow's default pools are sized to the machine per process
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    spec = tf.train.ClusterSpec(cluster)
+    worker: Worker | None = None
+    server: Any = None  # held: it serves until the process ends
+    if job == "ps":
+        server = tf.distribute.Server(spec, job_name=job, task_index=index, protocol="grpc")
+    else:
+        wait_for(list(cluster.get("ps", [])), 300.0)
+        tf.config.experimental_connect_to_cluster(spec, job_name=job, task_index=index,
+                                                  protocol="grpc")
+        worker = Worker(tf, task)
+
+    from pytest_hpccomm.peer.channel import PeerClient
+
+    def handle(msg: dict[str, Any]) -> Any:
+        op = msg.get("op")
+        if worker is not None and op in ("transfer", "recv_bench"):
+            return getattr(worker, op)(msg)
+        raise ValueError(f"task {task}: unknown op {op!r}")
+
+    with PeerClient.from_env() as client:
+        client.send({"op": "hello", "task": task, "pid": os.getpid(),
+                     "host": socket.gethostname(), "tensorflow": tf.__version__})
+        client.serve(handle)  # until "shutdown" or the orchestrator goes away
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # a TensorFlow server cannot be stopped: end the process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

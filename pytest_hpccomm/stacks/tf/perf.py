@@ -1,0 +1,128 @@
+"""RecvTensor latency and bandwidth vs tensor size, TF-gRPC-Bench's point-to-point definitions:
+a uint8 variable on the ps task read by the worker, one tf.function call per read, whose graph
+TensorFlow partitions so the tensor crosses tasks as a Send/Recv pair (the RecvTensor RPC).
+
+A job: one `recv_bench` request to the session's worker task (fresh variables and functions;
+the tasks themselves are reused: a task takes 20-35 s to start), the machine's CPU use read
+around it (the contention guard: the tasks are this process's descendants, so their time is
+ours). Jobs are pooled and resampled as units like every other stack's (measure/pooling).
+Latency: mean seconds per read over a batch, as OSU's osu_latency reports it; bandwidth:
+bytes per read / that time, MB/s (10^6, TF-gRPC-Bench's unit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_hpccomm.cluster import cpu_share
+from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
+from pytest_hpccomm.measure.pooling import JobPool, pool_point
+from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
+
+BENCHMARK = "tf_recv_tensor"
+SETTINGS = {"quick": {"warmup": 5, "iters": 20, "batches": 8},
+            "full": {"warmup": 20, "iters": 50, "batches": 20}}
+
+
+class SweepFailed(Exception):
+    """A job of the sweep could not run (one line; every item of the sweep fails with it)."""
+
+
+def bench_sizes(sizes: Sequence[int]) -> list[int]:
+    """The session's sizes that are powers of 4 (1 B - 4 MiB in the quick profile: 12 points):
+    a read costs a function call and an RPC, and 2 cores run the sweep in seconds."""
+    return [s for s in sizes if s >= 1 and (s & (s - 1)) == 0 and (s.bit_length() - 1) % 2 == 0]
+
+
+@dataclass
+class RecvSweep:
+    points: dict[int, dict[str, Any]]  # bytes -> {"samples" (us/read), "warmup", "valid"}
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
+    disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
+    reruns: int = 0  # jobs run again because another process shared the cores
+
+
+def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
+            timeout: float = 900.0) -> RecvSweep:
+    settings = SETTINGS.get(profile, SETTINGS["quick"])
+    meter = cpu_share.CpuMeter()
+    try:
+        reply = tasks.request("worker:0", {"op": "recv_bench", "from": "ps:0",
+                                           "sizes": list(sizes), "slowdown": slowdown,
+                                           **settings}, timeout)
+    except TfError as exc:
+        raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
+    cpu = cpu_share.of_jobs([meter.stop()])
+    points = {}
+    for p in reply["points"]:
+        point = {"samples": [s * 1e6 for s in p["samples"]], "warmup": settings["warmup"],
+                 "valid": bool(p["valid"])}
+        if "unstretched" in p:
+            point["unstretched"] = [s * 1e6 for s in p["unstretched"]]
+        points[int(p["bytes"])] = point
+    return RecvSweep(points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)},
+                     cpu.shares, cpu.disturbed)
+
+
+def merge(sweeps: Sequence[RecvSweep]) -> RecvSweep:
+    """The jobs' batches pooled per size (job_sizes mark where each job's batches end)."""
+    first = sweeps[0]
+    points = {size: {**pool_point([s.points[size] for s in sweeps], ["samples", "unstretched"]),
+                     "valid": all(s.points[size]["valid"] for s in sweeps)}
+              for size in first.points}
+    return RecvSweep(points, first.fingerprint, tuple(c for s in sweeps for c in s.cpu),
+                     next((s.disturbed for s in sweeps if s.disturbed), ""),
+                     sum(s.reruns for s in sweeps))
+
+
+class RecvSweeps:
+    """Session cache: one pooled sweep per placement, its jobs re-run while another process
+    shared the cores (cpu_share.QuietRetry; one that never had them is kept, marked)."""
+
+    def __init__(self, tasks_for: Callable[[str], TfTasks], sizes: Sequence[int], profile: str,
+                 slowdown: float, repeats: int, max_repeats: int) -> None:
+        self.tasks_for, self.sizes, self.profile, self.slowdown = \
+            tasks_for, list(sizes), profile, slowdown
+        self.pool: JobPool[RecvSweep] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
+        self.retry = cpu_share.QuietRetry()
+
+    def _quiet_job(self, placement: str) -> RecvSweep:
+        got, reruns = self.retry.run(
+            lambda: run_job(self.tasks_for(placement), self.sizes, self.profile,
+                            self.slowdown), lambda s: s.disturbed)
+        got.reruns = reruns
+        return got
+
+    def get(self, placement: str) -> RecvSweep:
+        return self.pool.get(placement, lambda: self._quiet_job(placement))
+
+    def more(self, placement: str) -> RecvSweep | None:
+        return self.pool.more(placement, lambda: self._quiet_job(placement))
+
+    def cost(self, placement: str) -> dict[str, Any]:
+        return self.pool.cost(placement)
+
+
+def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> list[Measurement]:
+    """Latency (us per read), then bandwidth (MB/s) of one size."""
+    point = sweep.points[size]
+    keyed = {**params, "size": size}
+    samples = [float(x) for x in point["samples"]]
+    jobs = {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]} \
+        if "job_sizes" in point else {}
+    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} \
+        if sweep.cpu else {}
+    return [
+        Measurement(stack="tf", benchmark=BENCHMARK, params=keyed, samples=tuple(samples),
+                    unit="us", direction=Direction.LOWER_IS_BETTER,
+                    warmup_discarded=int(point["warmup"]), metric="latency",
+                    extra={**jobs, **cpu}),
+        Measurement(stack="tf", benchmark=BENCHMARK, params={**keyed, "metric": "bandwidth"},
+                    samples=tuple(size / us for us in samples), unit="MB/s",
+                    direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
+                    metric="bandwidth",
+                    extra={**cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})}),
+    ]

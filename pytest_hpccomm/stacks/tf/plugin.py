@@ -1,0 +1,206 @@
+"""pytest plugin of the TensorFlow stack (pytest11: hpccomm_tf): options, probe, fixtures.
+
+Tests ask for
+  tf_env        the TensorFlow to test: the cached venv (created now if missing) or the
+                user's (--hpc-tf-python); skips only when opted out, fails when creating or
+                importing it fails
+  tf_tasks      the session's tasks (1 ps, 1 worker) for this item's placement, started once
+                and reused (a task takes 20-35 s to start), reaped at session end
+  tf_size       the session's sizes of the RecvTensor sweep (perf.bench_sizes)
+  tf_recv_tensor  run(size): that point of this placement's pooled sweep, validated and judged
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.fabrics import FabricUnavailable
+from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.session import HpcSession, hpc_session_of
+from pytest_hpccomm.stacks.registry import StackProbe
+from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
+from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, RecvSweeps, SweepFailed, bench_sizes,
+                                           measurements)
+
+BUILD, NONE = "build", "none"
+# what a fabric that is not TCP gets told (the items' fabric mark)
+TCP_ONLY = "TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hpccomm")
+    help_py = ("the TensorFlow to test: `build` (default: a venv with tensorflow-cpu made once "
+               "in the cache, python -m pytest_hpccomm.stacks.tf.env), a Python or venv that "
+               "has TensorFlow (a cluster's), or `none` (skip the TensorFlow items)")
+    group.addoption("--hpc-tf-python", default=None, dest="hpc_tf_python", help=help_py)
+    parser.addini("hpc_tf_python", help_py, default=BUILD)
+
+
+def tf_python(config: pytest.Config) -> str:
+    return str(config.getoption("hpc_tf_python") or config.getini("hpc_tf_python") or BUILD)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    python = tf_python(config)
+    if python not in (BUILD, NONE) and not Path(python).exists():
+        raise pytest.UsageError(f"--hpc-tf-python: {python} does not exist (a Python with "
+                                f"TensorFlow, its venv, `{BUILD}` or `{NONE}`)")
+
+
+@dataclass(frozen=True)
+class TfProbe:
+    """Cheap: the user opted out or not (the venv is made, or the user's checked, on use)."""
+
+    python: str
+    name: str = "tf"
+
+    def unavailable_reason(self) -> str | None:
+        return "TensorFlow opted out (--hpc-tf-python=none)" if self.python == NONE else None
+
+    def versions(self) -> dict[str, str]:
+        return {}  # the resolved TensorFlow's facts travel in each result (TfEnv.fingerprint)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    return [TfProbe(tf_python(config))]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "tf_size" in metafunc.fixturenames and metafunc.config.pluginmanager.has_plugin("hpccomm"):
+        from pytest_hpccomm.measure.sizes import format_size
+
+        sizes = bench_sizes(hpc_session_of(metafunc.config).cfg.message_sizes)
+        metafunc.parametrize("tf_size", sizes, ids=[format_size(s) for s in sizes])
+
+
+_ENVS: dict[str, TfEnv | TfEnvError] = {}
+
+
+def resolve_env(python: str) -> TfEnv:
+    """The TensorFlow of `python`, resolved (or its venv made) once per process."""
+    if python not in _ENVS:
+        try:
+            _ENVS[python] = ensure_env() if python == BUILD else user_env(python)
+        except TfEnvError as exc:
+            _ENVS[python] = exc
+    got = _ENVS[python]
+    if isinstance(got, TfEnvError):
+        pytest.fail(str(got), pytrace=False)
+    return got
+
+
+@pytest.fixture(scope="session")
+def tf_env(pytestconfig: pytest.Config) -> TfEnv:
+    return resolve_env(tf_python(pytestconfig))
+
+
+class SessionTasks:
+    """The session's TfTasks per placement, made on first use, all closed at the end."""
+
+    def __init__(self, tf: TfEnv, request: pytest.FixtureRequest) -> None:
+        self.tf, self.request = tf, request
+        self.live: dict[str, TfTasks] = {}
+
+    def __call__(self, placement: str) -> TfTasks:
+        if placement not in self.live:
+            cluster = self.request.getfixturevalue("hpc_virtual_cluster") \
+                if placement == NETNS else None
+            self.live[placement] = TfTasks(self.tf, placement, cluster, Layout())
+        tasks = self.live[placement]
+        tasks.start()
+        return tasks
+
+    def close(self) -> None:
+        for tasks in self.live.values():
+            tasks.close()
+        self.live.clear()
+
+
+@pytest.fixture(scope="session")
+def tf_session_tasks(tf_env: TfEnv, request: pytest.FixtureRequest) -> Iterator[SessionTasks]:
+    tasks = SessionTasks(tf_env, request)
+    try:
+        yield tasks
+    finally:
+        tasks.close()
+
+
+def check_placement(placement: str, hpc_session: HpcSession) -> None:
+    """Skips (one line) where the placement cannot carry the session's fabric."""
+    fabric = hpc_session.selection
+    if isinstance(fabric, FabricUnavailable):
+        pytest.skip(fabric.reason)
+    if placement == NETNS and fabric.kind != "ethernet":
+        pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs on "
+                    f"{LOOPBACK} and on real hosts")
+    if placement not in (LOOPBACK, NETNS):
+        pytest.fail(f"placement {placement}: the TensorFlow tasks run on {LOOPBACK} and "
+                    f"{NETNS} so far (real hosts: not built yet)", pytrace=False)
+
+
+@pytest.fixture
+def tf_tasks(tf_session_tasks: SessionTasks, hpc_placement: str,
+             hpc_session: HpcSession) -> TfTasks:
+    check_placement(hpc_placement, hpc_session)
+    try:
+        return tf_session_tasks(hpc_placement)
+    except TfError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> RecvSweeps:
+    cfg = hpc_session.cfg
+    return RecvSweeps(tf_session_tasks, bench_sizes(cfg.message_sizes), cfg.profile,
+                      cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
+
+
+RecvRun = Callable[[int], None]
+
+
+@pytest.fixture
+def tf_recv_tensor(tf_recv_sweeps: RecvSweeps, hpc_placement: str, hpc_session: HpcSession,
+                   hpc_record: Any) -> RecvRun:
+    """run(size): this placement's RecvTensor point, validated (every byte read is the
+    variable's) and judged, latency then bandwidth; an undecided verdict pools one more job
+    at a time (adaptive repeats)."""
+    check_placement(hpc_placement, hpc_session)
+
+    def run(size: int) -> None:
+        params = {"placement": hpc_placement, "tasks": str(Layout())}
+
+        def records(sweep: Any) -> list[Measurement]:
+            if not sweep.points[size]["valid"]:
+                pytest.fail(f"{BENCHMARK} {size} B: the worker read other bytes than the "
+                            "variable's", pytrace=False)
+            return measurements(sweep, size, params)
+
+        try:
+            sweep = tf_recv_sweeps.get(hpc_placement)
+        except (SweepFailed, TfError) as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+        def grow() -> list[Measurement] | None:
+            try:
+                grown = tf_recv_sweeps.more(hpc_placement)
+            except (SweepFailed, TfError) as exc:
+                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+            return None if grown is None else records(grown)
+
+        fingerprint = sweep.fingerprint
+        hpc_record.all(until_decided(records(sweep),
+                                     lambda m: hpc_record.undecided(m, fingerprint), grow,
+                                     lambda: tf_recv_sweeps.cost(hpc_placement)),
+                       fingerprint)
+
+    return run

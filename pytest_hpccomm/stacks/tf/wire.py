@@ -1,0 +1,19 @@
+"""What the TensorFlow peer and the orchestrator share (standard library only)."""
+
+from __future__ import annotations
+
+CLUSTER_VAR = "HPCCOMM_TF_CLUSTER"  # the cluster spec, JSON: {"ps": [...], "worker": [...]}
+TASK_VAR = "HPCCOMM_TF_TASK"  # this process's task: "ps:0", "worker:1"
+JOBS = ("ps", "worker")
+# what the transfer property draws from: every dtype a tf.Variable / RecvTensor carries as raw
+# bytes (bool, the integers, the floats; strings and resources take other paths)
+DTYPES = ("bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
+          "float16", "float32", "float64", "complex64", "complex128")
+
+
+def parse_task(task: str) -> tuple[str, int]:
+    """'worker:1' -> ('worker', 1); ValueError names what is wrong."""
+    job, sep, index = task.partition(":")
+    if not sep or job not in JOBS or not index.isdigit():
+        raise ValueError(f"task {task!r}: expected <job>:<index> with job one of {JOBS}")
+    return job, int(index)

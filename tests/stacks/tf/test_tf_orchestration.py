@@ -1,0 +1,109 @@
+"""The TensorFlow stack's own logic, without TensorFlow: task names and layouts, the venv's
+cache marker, the placements the tasks refuse, the sweep's sizes, pooling and records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.stacks.tf import env as tf_env
+from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
+from pytest_hpccomm.cache import READY
+from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, cache_key, ensure_env
+from pytest_hpccomm.stacks.tf.perf import RecvSweep, bench_sizes, measurements, merge
+from pytest_hpccomm.stacks.tf.wire import parse_task
+
+FAKE = TfEnv(Path("/nonexistent/python"), "2.21.0", "v2.21.0", "", "user")
+
+
+def test_tasks_are_named_job_colon_index() -> None:
+    assert Layout(2, 2).tasks == ["ps:0", "ps:1", "worker:0", "worker:1"]
+    assert str(Layout()) == "1ps-1w"
+    assert parse_task("worker:1") == ("worker", 1)
+    for bad in ("chief:0", "worker", "worker:x", ":0"):
+        with pytest.raises(ValueError, match="expected <job>:<index>"):
+            parse_task(bad)
+
+
+def test_a_ready_venv_is_reused_and_a_stale_one_is_not(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker names the key it was made for: another key (a new pin, another Python) or a
+    venv without its python makes a new one; a matching one is taken as it is."""
+    key = cache_key()
+    home = tmp_path / key
+    (home / "venv" / "bin").mkdir(parents=True)
+    (home / "venv" / "bin" / "python").write_text("")
+    made: list[Path] = []
+
+    def create(where: Path, deadline: float, log: object) -> dict[str, str]:
+        made.append(where)
+        assert not (where / "venv").exists()  # the stale one's leftovers were cleared first
+        (where / "venv" / "bin").mkdir(parents=True)
+        (where / "venv" / "bin" / "python").write_text("")
+        return {"tensorflow": "9.9", "git": "g", "grpc": "core 1.2.3"}
+
+    monkeypatch.setattr(tf_env, "_create", create)
+    (home / READY).write_text(json.dumps({"key": "other", "probe": {}}))
+    got = ensure_env(tmp_path)
+    assert made == [home] and got.version == "9.9" and got.seconds >= 0
+    assert json.loads((home / READY).read_text())["key"] == key
+    made.clear()
+    again = ensure_env(tmp_path)  # the marker this call wrote: nothing made
+    assert not made and again.version == "9.9" and again.origin == "built"
+    assert again.fingerprint()["tensorflow_grpc"] == "core 1.2.3"
+
+
+def test_a_user_python_that_is_not_there_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(TfEnvError, match="is not a Python executable"):
+        tf_env.user_env(tmp_path / "nope")
+
+
+def test_tasks_refuse_placements_they_cannot_run() -> None:
+    with pytest.raises(TfError, match="run on loopback or netns"):
+        TfTasks(FAKE, "hosts")
+    with pytest.raises(TfError, match="needs the session's virtual cluster"):
+        TfTasks(FAKE, "netns")
+
+
+def test_sweep_sizes_are_powers_of_four() -> None:
+    assert bench_sizes([1, 2, 4, 8, 16, 1024, 3000, 4 << 20]) == [1, 4, 16, 1024, 4 << 20]
+
+
+def _sweep(samples: list[float], valid: bool = True) -> RecvSweep:
+    return RecvSweep({64: {"samples": samples, "warmup": 5, "valid": valid}}, {"tensorflow": "x"},
+                     ({"foreign_cores": 0.0},), "", 0)
+
+
+def test_jobs_pool_per_size_and_records_carry_where_jobs_end() -> None:
+    pooled = merge([_sweep([100.0, 110.0]), _sweep([200.0, 220.0, 210.0], valid=False)])
+    point = pooled.points[64]
+    assert point["samples"] == [100.0, 110.0, 200.0, 220.0, 210.0]
+    assert point["job_sizes"] == [2, 3] and point["warmup"] == 10 and not point["valid"]
+    lat, bw = measurements(pooled, 64, {"placement": "loopback"})
+    assert lat.direction is Direction.LOWER_IS_BETTER and lat.unit == "us"
+    assert bw.direction is Direction.HIGHER_IS_BETTER and bw.unit == "MB/s"
+    assert bw.samples[0] == pytest.approx(64 / 100.0)  # bytes per us = MB/s
+    assert lat.extra["job_sizes"] == [2, 3] and bw.params["metric"] == "bandwidth"
+    assert len(lat.extra["cpu"]["foreign_cores"]) == 2
+
+
+SUITE = Path(__file__).resolve().parents[3] / "suites" / "tf"
+TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
+
+
+def test_on_infiniband_the_suite_skips_saying_tf_grpc_is_tcp(pytester: pytest.Pytester) -> None:
+    """TensorFlow's bundled gRPC has no RDMA path: on ib (a recorded EDR host) every item
+    skips with that reason first, before any TensorFlow is made or started."""
+    for name in ("test_perf_tf.py", "test_conformance_tf.py"):
+        pytester.copy_example(str(SUITE / name))
+    result = pytester.runpytest("-rs", "--hpc-fabric=ib", "--hpc-history=none",
+                                f"--hpc-sysfs-root={TREES / 'ib-edr-mlx5' / 'sys'}",
+                                "-p", "no:cacheprovider", "--import-mode=importlib")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
+    reasons = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
+    assert reasons and all("TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib" in line
+                           for line in reasons), reasons
