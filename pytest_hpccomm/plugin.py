@@ -11,7 +11,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -165,11 +165,22 @@ def hpc_fingerprint(hpc_session: HpcSession) -> dict[str, Any]:
     return hpc_session.fingerprint
 
 
+class PooledSweep(Protocol):
+    """A stack's sweep pooled from jobs (measure/pooling.JobPool), as Record.pooled needs it."""
+
+    @property
+    def fingerprint(self) -> Mapping[str, Any]: ...
+
+
+P = TypeVar("P", bound=PooledSweep)
+
+
 class Record:
     """record(measurement, runtime_fingerprint=None, base=None) -> RunResult: what the
     `hpc_record` fixture gives a test; record.all(measurements, ...) records several and fails
     once at the end; record.undecided(measurement, runtime_fingerprint)
-    says whether more jobs could decide its verdict (adaptive repeats), recording nothing."""
+    says whether more jobs could decide its verdict (adaptive repeats), recording nothing;
+    record.pooled(...) does both for a point of a pooled sweep."""
 
     def __init__(self, request: pytest.FixtureRequest, hpc_session: HpcSession,
                  record_property: Callable[[str, object], None]) -> None:
@@ -209,6 +220,32 @@ class Record:
                   runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:
         with _baseline_file_errors_fail():
             return self.judge.undecided(m, runtime_fingerprint)
+
+    def pooled(self, get: Callable[[], P], more: Callable[[], P | None],
+               cost: Callable[[], dict[str, Any]], records: Callable[[P], list[Measurement]],
+               failures: tuple[type[Exception], ...]) -> None:
+        """A point of a pooled sweep (get(): the session's sweep) judged, every record kept
+        before a regression fails the item; while a verdict is undecided, more() pools one more
+        job (None: no more allowed) and the records are re-made (baselines/adaptive); cost()
+        is what the repeats cost. A job that fails (one of `failures`) fails the item with its
+        one line."""
+        from pytest_hpccomm.baselines.adaptive import until_decided
+
+        try:
+            sweep = get()
+        except failures as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+        def grow() -> list[Measurement] | None:
+            try:
+                grown = more()
+            except failures as exc:
+                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+            return None if grown is None else records(grown)
+
+        fingerprint = sweep.fingerprint
+        self.all(until_decided(records(sweep), lambda m: self.undecided(m, fingerprint), grow,
+                               cost), fingerprint)
 
 
 @contextmanager

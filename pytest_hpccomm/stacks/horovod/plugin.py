@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
@@ -307,24 +306,10 @@ def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
 def _pooled_run(sweeps: Sweeps[S], where: tuple[str, str, str],
                 records: Callable[[S], list[Measurement]], hpc_session: HpcSession,
                 hpc_record: Any, request: pytest.FixtureRequest) -> None:
-    """The (controller, placement, variant) sweep's records judged, every one recorded before
-    a regression fails the item; while a verdict is undecided, one more job at a time."""
+    """The (controller, placement, variant) sweep's point judged (Record.pooled)."""
     controller, placement, variant = where
     site = site_for(placement, hpc_session, request)
-    try:
-        sweep = sweeps.get(controller, placement, site, variant)
-    except SweepFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-    def grow() -> list[Measurement] | None:
-        try:
-            grown = sweeps.more(controller, placement, site, variant)
-        except SweepFailed as exc:
-            pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-        return None if grown is None else records(grown)
-
-    fingerprint = sweep.fingerprint
-    hpc_record.all(until_decided(records(sweep),
-                                 lambda m: hpc_record.undecided(m, fingerprint), grow,
-                                 lambda: sweeps.cost(controller, placement, variant)),
-                   fingerprint)
+    hpc_record.pooled(lambda: sweeps.get(controller, placement, site, variant),
+                      lambda: sweeps.more(controller, placement, site, variant),
+                      lambda: sweeps.cost(controller, placement, variant), records,
+                      (SweepFailed,))

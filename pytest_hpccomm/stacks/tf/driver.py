@@ -200,10 +200,7 @@ class TfTasks:
                 except (TimeoutError, ChannelClosed, MessageError, RemoteError):
                     pass
             for job in self._jobs:
-                try:
-                    job.wait(timeout=10.0)
-                except TimeoutError:
-                    pass
+                job.wait(timeout=10.0)  # ended by os._exit; stopped past the timeout
             self._drop()
         finally:
             if self._server is not None:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
@@ -27,8 +26,8 @@ from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
-from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, RecvSweeps, SweepFailed, bench_sizes,
-                                           measurements)
+from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, RecvSweep, RecvSweeps, SweepFailed,
+                                           bench_sizes, measurements)
 
 BUILD, NONE = "build", "none"
 # what a fabric that is not TCP gets told (the items' fabric mark)
@@ -179,28 +178,15 @@ def tf_recv_tensor(tf_recv_sweeps: RecvSweeps, hpc_placement: str, hpc_session: 
     def run(size: int) -> None:
         params = {"placement": hpc_placement, "tasks": str(Layout())}
 
-        def records(sweep: Any) -> list[Measurement]:
+        def records(sweep: RecvSweep) -> list[Measurement]:
             if not sweep.points[size]["valid"]:
                 pytest.fail(f"{BENCHMARK} {size} B: the worker read other bytes than the "
                             "variable's", pytrace=False)
             return measurements(sweep, size, params)
 
-        try:
-            sweep = tf_recv_sweeps.get(hpc_placement)
-        except (SweepFailed, TfError) as exc:
-            pytest.fail(str(exc), pytrace=False)
-
-        def grow() -> list[Measurement] | None:
-            try:
-                grown = tf_recv_sweeps.more(hpc_placement)
-            except (SweepFailed, TfError) as exc:
-                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-            return None if grown is None else records(grown)
-
-        fingerprint = sweep.fingerprint
-        hpc_record.all(until_decided(records(sweep),
-                                     lambda m: hpc_record.undecided(m, fingerprint), grow,
-                                     lambda: tf_recv_sweeps.cost(hpc_placement)),
-                       fingerprint)
+        hpc_record.pooled(lambda: tf_recv_sweeps.get(hpc_placement),
+                          lambda: tf_recv_sweeps.more(hpc_placement),
+                          lambda: tf_recv_sweeps.cost(hpc_placement), records,
+                          (SweepFailed, TfError))
 
     return run
