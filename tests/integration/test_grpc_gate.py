@@ -3,9 +3,15 @@ loopback, TF-gRPC-Bench p2p latency of small payloads.
 
 A baseline run writes the baseline and one history run; a 1.5x canary run (the peers stretch
 every timed batch) must fail every point as a regression and add nothing to the history
-store, so a canary can never become part of the series change-point detection reads. Only
-the contention guard may keep a point from being caught (shared cores, measured): then the
-pair is taken again, a few times, and finally the test fails.
+store, so a canary can never become part of the series change-point detection reads.
+
+The canary must never PASS. Two things may keep a point from being called a regression, and
+both are the gate declining to judge, not a miss: the contention guard (shared cores,
+measured), and a CI too wide for the 5 % band while the median is worse than the band. The
+native peer's small-message latency varies between jobs by 20-25 % on this machine (per-round
+sd of the log ratio 0.18-0.26, README), and once in a cold CI run (2026-11-23) a 1.5x canary
+came out 1.41x with a CI reaching inside the band after six jobs. Then the pair is taken
+again (at least 3 tries over 5 minutes), and finally the test fails.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +32,8 @@ ARGS = ["--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-launcher=local
         "tf_grpc_p2p_latency and uniform-small", "--hpc-baselines=bl", "--hpc-system=gate",
         "--hpc-history=h.sqlite", "--hpc-results=r.json", "-p", "no:cacheprovider",
         "--import-mode=importlib"]
-TRIES = 3
+ATTEMPTS, PATIENCE = 3, 300.0
+TOLERANCE = 0.05  # the default the gate judges with
 
 pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 
@@ -40,7 +49,7 @@ def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
     pytester.copy_example(str(SUITE))
     history = pytester.path / "h.sqlite"
     judged: dict[str, str] = {}
-    for _attempt in range(TRIES):
+    for _attempt in tries():
         shutil.rmtree(pytester.path / "bl", ignore_errors=True)  # a fresh reference
         first = pytester.runpytest_subprocess(*ARGS, "--hpc-update-baselines=all", timeout=300)
         first.assert_outcomes(passed=1)
@@ -53,12 +62,24 @@ def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
         doc = json.loads((pytester.path / "r.json").read_text())
         judged = {r["key"]: r["verdict"]["outcome"] if r["verdict"]["outcome"] != "inconclusive"
                   else r["verdict"]["reason"] for r in doc["results"]}
+        ratios = {r["key"]: r["verdict"]["ratio"] for r in doc["results"]}
         if set(judged.values()) == {"regression"}:
             assert canary.ret == 1
             canary.stdout.fnmatch_lines(["*regression: tf_grpc_p2p_latency * median * us vs "
                                          "baseline * us (ratio 1.*, 98% CI *, p=*, "
                                          "tolerance 5%)*"])
             return
-        assert all(v == "regression" or "shared" in v for v in judged.values()), \
-            f"the 1.5x canary was not caught: {judged}\n{canary.stdout.str()}"
-    pytest.fail(f"no quiet baseline/canary pair in {TRIES} tries: {judged}")
+        declined = {k: v == "regression" or "shared" in v
+                    or ("too noisy" in v or "CI reaches inside" in v)
+                    and ratios[k] > 1 + TOLERANCE for k, v in judged.items()}
+        assert all(declined.values()), \
+            f"the 1.5x canary was not caught: {judged} {ratios}\n{canary.stdout.str()}"
+    pytest.fail(f"no baseline/canary pair judged REGRESSION in {PATIENCE:g} s: {judged}")
+
+
+def tries() -> Iterator[int]:
+    deadline = time.monotonic() + PATIENCE
+    n = 0
+    while n < ATTEMPTS or time.monotonic() < deadline:
+        yield n
+        n += 1
