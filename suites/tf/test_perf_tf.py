@@ -1,8 +1,12 @@
-"""TensorFlow's gRPC runtime, point to point: RecvTensor latency and bandwidth vs tensor size
-(TF-gRPC-Bench's definitions), a variable on the ps task read by the worker through a
-tf.function, per placement. The `tf_recv_tensor` fixture (stacks/tf/plugin.py) pools
-independent jobs on the session's tasks, validates and judges; perf.py holds the definitions.
-Sizes: the session's sizes that are powers of 4 (quick: 1 B - 4 MiB, 12 points).
+"""TensorFlow's gRPC runtime, per placement:
+- point to point: RecvTensor latency and bandwidth vs tensor size (TF-gRPC-Bench's
+  definitions), a variable on the ps task read by the worker through a tf.function; sizes the
+  session's powers of 4 (quick: 1 B - 4 MiB, 12 points); perf.py holds the definitions;
+- collective: ring all-reduce (CollectiveReduceV2 over RecvBuf) of float32 tensors on two
+  worker tasks, latency and busbw vs size, nccl-tests' definitions (quick: 4 B - 4 MiB, 11
+  points); allreduce.py.
+The fixtures (stacks/tf/plugin.py) pool independent jobs on the session's tasks, validate and
+judge.
 """
 
 from __future__ import annotations
@@ -17,3 +21,7 @@ pytestmark = [pytest.mark.perf, pytest.mark.stack("tf"),
 
 def test_tf_recv_tensor(tf_size: int, tf_recv_tensor: RecvRun) -> None:
     tf_recv_tensor(tf_size)
+
+
+def test_tf_allreduce(tf_allreduce_size: int, tf_allreduce: RecvRun) -> None:
+    tf_allreduce(tf_allreduce_size)

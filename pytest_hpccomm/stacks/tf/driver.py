@@ -16,7 +16,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -29,7 +31,7 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
                                          RemoteError)
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.wire import CLUSTER_VAR, TASK_VAR
+from pytest_hpccomm.stacks.tf.wire import CLIENT, CLUSTER_VAR, COLLECTIVE, MODE_VAR, TASK_VAR
 
 PEER_MODULE = "pytest_hpccomm.stacks.tf.peer"
 NETNS_PORT = 2222  # TensorFlow's customary port, plus the task's index and the instance's block
@@ -47,17 +49,27 @@ class TaskLost(TfError):
 
 @dataclass(frozen=True)
 class Layout:
-    """How many tasks of each job: tasks are ps:0.., then worker:0.."""
+    """How many tasks of each job (tasks are ps:0.., then worker:0..), and whether the workers
+    run collectives (each a client of its own) or worker:0 is the cluster's one client."""
 
     ps: int = 1
     workers: int = 1
+    collective: bool = False
 
     @property
     def tasks(self) -> list[str]:
         return [f"ps:{i}" for i in range(self.ps)] + [f"worker:{i}" for i in range(self.workers)]
 
+    @property
+    def workers_tasks(self) -> list[str]:
+        return [f"worker:{i}" for i in range(self.workers)]
+
     def __str__(self) -> str:
-        return f"{self.ps}ps-{self.workers}w"
+        return f"{self.workers}w-collective" if self.collective \
+            else f"{self.ps}ps-{self.workers}w"
+
+
+RING = Layout(ps=0, workers=2, collective=True)  # the ring all-reduce's two workers
 
 
 def free_port() -> int:
@@ -88,6 +100,9 @@ class TfTasks:
         self._channels: dict[str, Channel] = {}
         self.hellos: dict[str, dict[str, Any]] = {}
         self._ports = NETNS_PORT + 32 * (next(_PORT_BLOCKS) % 1000)
+        # the tasks' TMPDIR: TensorFlow's autograph writes a module per function there and
+        # removes them at exit, which os._exit skips
+        self._tmp: str | None = None
 
     def __enter__(self) -> TfTasks:
         self.start()
@@ -120,11 +135,14 @@ class TfTasks:
                           "them again")
         self.starts += 1
         self._server = self._server or ControlServer()
+        self._tmp = self._tmp or tempfile.mkdtemp(prefix="hpccomm-tf-")
         self._plan()
         tasks = self.layout.tasks
+        mode = COLLECTIVE if self.layout.collective else CLIENT
         try:
             for task in tasks:
                 env = peer_env({CLUSTER_VAR: json.dumps(self.spec), TASK_VAR: task,
+                                MODE_VAR: mode, "TMPDIR": self._tmp,
                                 "TF_CPP_MIN_LOG_LEVEL": "2", **self._server.env(),
                                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                 "HOME": os.environ.get("HOME", "/tmp")})
@@ -180,6 +198,40 @@ class TfTasks:
             raise TaskLost(f"{self.describe()}: {task} lost during {msg.get('op')}: {exc}; "
                            f"{tail}") from None
 
+    def request_all(self, msgs: Mapping[str, Mapping[str, Any]],
+                    timeout: float | None = None) -> dict[str, Any]:
+        """Each task's reply to its message, the messages sent at once (a collective needs every
+        worker in it). Any failure ends the tasks (the next request starts new ones): a failed
+        collective aborts the task's collective executor for good. TfError (TaskLost when a task
+        died or stayed silent) names every task's failure."""
+        self.start()
+        limit = timeout or self.request_timeout
+        try:
+            sent = {task: self._channels[task].send_request(dict(msg))
+                    for task, msg in msgs.items()}
+        except (ChannelClosed, OSError) as exc:
+            tail = self._drop()
+            raise TaskLost(f"{self.describe()}: a task is gone: {exc}; {tail}") from None
+        replies: dict[str, Any] = {}
+        failed: list[str] = []
+        lost = False
+        deadline = time.monotonic() + limit
+        for task, rid in sent.items():
+            op = msgs[task].get("op")
+            try:
+                replies[task] = self._channels[task].await_reply(
+                    rid, max(0.1, deadline - time.monotonic()), str(op))
+            except RemoteError as exc:
+                failed.append(f"{task} {op}: {exc}")
+            except (TimeoutError, ChannelClosed, MessageError) as exc:
+                failed.append(f"{task} lost during {op}: {exc}")
+                lost = True
+        if failed:
+            tail = self._drop()
+            raise (TaskLost if lost else TfError)(
+                f"{self.describe()}: {'; '.join(failed)}; tasks ended ({tail})")
+        return replies
+
     def pids(self) -> dict[str, int]:
         return {task: int(h["pid"]) for task, h in self.hellos.items()}
 
@@ -206,3 +258,6 @@ class TfTasks:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None

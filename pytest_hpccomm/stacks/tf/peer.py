@@ -4,10 +4,12 @@ control channel, never through the runtime under test.
     HPCCOMM_TF_CLUSTER='{"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"]}' \
     HPCCOMM_TF_TASK=worker:0 python -m pytest_hpccomm.stacks.tf.peer
 
-A ps task runs a tf.distribute.Server and waits. A worker task joins the cluster as an eager
-client (tf.config.experimental_connect_to_cluster starts its own server in the spec) once every
-ps task accepts connections, and runs what the orchestrator asks: tf.functions whose graphs
-TensorFlow partitions across tasks, so a tensor crossing tasks is a Send/Recv pair carried by
+A ps task runs a tf.distribute.Server and waits. In collective mode (HPCCOMM_TF_MODE=collective)
+every worker is a client of its own running TensorFlow's collective ops (collective_peer.py).
+Otherwise worker:0 joins the cluster as an eager client
+(tf.config.experimental_connect_to_cluster starts its own server in the spec) once every ps task
+accepts connections, and runs what the orchestrator asks: tf.functions whose graphs TensorFlow
+partitions across tasks, so a tensor crossing tasks is a Send/Recv pair carried by
 the WorkerService's RecvTensor RPC over TensorFlow's own gRPC (TF-gRPC-Bench's path).
 
 TensorFlow servers cannot be shut down (tensorflow#11872): "shutdown" replies, then ends the
@@ -28,7 +30,8 @@ import numpy as np
 
 from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.peer.tensors import decode, encode
-from pytest_hpccomm.stacks.tf.wire import CLUSTER_VAR, TASK_VAR, parse_task
+from pytest_hpccomm.stacks.tf.wire import (CLIENT, CLUSTER_VAR, COLLECTIVE, MODE_VAR, TASK_VAR,
+                                           parse_task)
 
 CPU = "device:CPU:0"
 
@@ -136,21 +139,29 @@ def main() -> int:
     tf.config.threading.set_inter_op_parallelism_threads(2)
     tf.config.threading.set_intra_op_parallelism_threads(1)
     spec = tf.train.ClusterSpec(cluster)
-    worker: Worker | None = None
+    worker: Any = None  # the object whose methods are this task's ops
+    ops: tuple[str, ...] = ()
     server: Any = None  # held: it serves until the process ends
     if job == "ps":
         server = tf.distribute.Server(spec, job_name=job, task_index=index, protocol="grpc")
+    elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
+        from pytest_hpccomm.stacks.tf import collective_peer
+
+        collective_peer.enable(tf, spec, index)
+        worker = collective_peer.CollectiveWorker(tf, index, len(cluster["worker"]))
+        ops = ("allreduce", "allreduce_slices", "allreduce_bench")
     else:
         wait_for(list(cluster.get("ps", [])), 300.0)
         tf.config.experimental_connect_to_cluster(spec, job_name=job, task_index=index,
                                                   protocol="grpc")
         worker = Worker(tf, task)
+        ops = ("transfer", "recv_bench")
 
     from pytest_hpccomm.peer.channel import PeerClient
 
     def handle(msg: dict[str, Any]) -> Any:
         op = msg.get("op")
-        if worker is not None and op in ("transfer", "recv_bench"):
+        if op in ops:
             return getattr(worker, op)(msg)
         raise ValueError(f"task {task}: unknown op {op!r}")
 

@@ -38,7 +38,9 @@ def bench_sizes(sizes: Sequence[int]) -> list[int]:
 
 @dataclass
 class RecvSweep:
-    points: dict[int, dict[str, Any]]  # bytes -> {"samples" (us/read), "warmup", "valid"}
+    """A job's (or pooled jobs') points of one TensorFlow benchmark."""
+
+    points: dict[int, dict[str, Any]]  # bytes -> {"samples" (us/op), "warmup", "valid", ..}
     fingerprint: dict[str, Any] = field(default_factory=dict)
     cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
     disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
@@ -47,6 +49,7 @@ class RecvSweep:
 
 def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
             timeout: float = 900.0) -> RecvSweep:
+    """One RecvTensor job: worker:0 reads ps:0's variables."""
     settings = SETTINGS.get(profile, SETTINGS["quick"])
     meter = cpu_share.CpuMeter()
     try:
@@ -70,7 +73,8 @@ def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
 def merge(sweeps: Sequence[RecvSweep]) -> RecvSweep:
     """The jobs' batches pooled per size (job_sizes mark where each job's batches end)."""
     first = sweeps[0]
-    points = {size: {**pool_point([s.points[size] for s in sweeps], ["samples", "unstretched"]),
+    points = {size: {**pool_point([s.points[size] for s in sweeps],
+                                  ["samples", "unstretched", "max_samples"]),
                      "valid": all(s.points[size]["valid"] for s in sweeps)}
               for size in first.points}
     return RecvSweep(points, first.fingerprint, tuple(c for s in sweeps for c in s.cpu),
@@ -78,21 +82,25 @@ def merge(sweeps: Sequence[RecvSweep]) -> RecvSweep:
                      sum(s.reruns for s in sweeps))
 
 
-class RecvSweeps:
-    """Session cache: one pooled sweep per placement, its jobs re-run while another process
-    shared the cores (cpu_share.QuietRetry; one that never had them is kept, marked)."""
+JobFn = Callable[[TfTasks, Sequence[int], str, float], RecvSweep]
 
-    def __init__(self, tasks_for: Callable[[str], TfTasks], sizes: Sequence[int], profile: str,
-                 slowdown: float, repeats: int, max_repeats: int) -> None:
-        self.tasks_for, self.sizes, self.profile, self.slowdown = \
-            tasks_for, list(sizes), profile, slowdown
+
+class Sweeps:
+    """Session cache of one benchmark (`job` runs one of its jobs on the tasks): one pooled
+    sweep per placement, its jobs re-run while another process shared the cores
+    (cpu_share.QuietRetry; one that never had them is kept, marked)."""
+
+    def __init__(self, job: JobFn, tasks_for: Callable[[str], TfTasks], sizes: Sequence[int],
+                 profile: str, slowdown: float, repeats: int, max_repeats: int) -> None:
+        self.job, self.tasks_for, self.sizes, self.profile, self.slowdown = \
+            job, tasks_for, list(sizes), profile, slowdown
         self.pool: JobPool[RecvSweep] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
         self.retry = cpu_share.QuietRetry()
 
     def _quiet_job(self, placement: str) -> RecvSweep:
         got, reruns = self.retry.run(
-            lambda: run_job(self.tasks_for(placement), self.sizes, self.profile,
-                            self.slowdown), lambda s: s.disturbed)
+            lambda: self.job(self.tasks_for(placement), self.sizes, self.profile,
+                             self.slowdown), lambda s: s.disturbed)
         got.reruns = reruns
         return got
 

@@ -6,8 +6,10 @@ Tests ask for
                 importing it fails
   tf_tasks      the session's tasks (1 ps, 1 worker) for this item's placement, started once
                 and reused (a task takes 20-35 s to start), reaped at session end
+  tf_ring       the session's two collective workers for this item's placement, likewise
   tf_size       the session's sizes of the RecvTensor sweep (perf.bench_sizes)
   tf_recv_tensor  run(size): that point of this placement's pooled sweep, validated and judged
+  tf_allreduce_size, tf_allreduce  the same for the ring all-reduce (allreduce.py)
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
-from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf import allreduce
+from pytest_hpccomm.stacks.tf.driver import RING, Layout, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
-from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, RecvSweep, RecvSweeps, SweepFailed,
-                                           bench_sizes, measurements)
+from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, RecvSweep, SweepFailed, Sweeps,
+                                           bench_sizes, measurements, run_job)
 
 BUILD, NONE = "build", "none"
 # what a fabric that is not TCP gets told (the items' fabric mark)
@@ -75,11 +78,14 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "tf_size" in metafunc.fixturenames and metafunc.config.pluginmanager.has_plugin("hpccomm"):
-        from pytest_hpccomm.measure.sizes import format_size
+    if not metafunc.config.pluginmanager.has_plugin("hpccomm"):
+        return
+    from pytest_hpccomm.measure.sizes import format_size
 
-        sizes = bench_sizes(hpc_session_of(metafunc.config).cfg.message_sizes)
-        metafunc.parametrize("tf_size", sizes, ids=[format_size(s) for s in sizes])
+    for name, select in (("tf_size", bench_sizes), ("tf_allreduce_size", allreduce.bench_sizes)):
+        if name in metafunc.fixturenames:
+            sizes = select(hpc_session_of(metafunc.config).cfg.message_sizes)
+            metafunc.parametrize(name, sizes, ids=[format_size(s) for s in sizes])
 
 
 _ENVS: dict[str, TfEnv | TfEnvError] = {}
@@ -104,20 +110,24 @@ def tf_env(pytestconfig: pytest.Config) -> TfEnv:
 
 
 class SessionTasks:
-    """The session's TfTasks per placement, made on first use, all closed at the end."""
+    """The session's TfTasks per (placement, layout), made on first use, all closed at the
+    end."""
 
     def __init__(self, tf: TfEnv, request: pytest.FixtureRequest) -> None:
         self.tf, self.request = tf, request
-        self.live: dict[str, TfTasks] = {}
+        self.live: dict[tuple[str, Layout], TfTasks] = {}
 
-    def __call__(self, placement: str) -> TfTasks:
-        if placement not in self.live:
+    def __call__(self, placement: str, layout: Layout = Layout()) -> TfTasks:
+        if (placement, layout) not in self.live:
             cluster = self.request.getfixturevalue("hpc_virtual_cluster") \
                 if placement == NETNS else None
-            self.live[placement] = TfTasks(self.tf, placement, cluster, Layout())
-        tasks = self.live[placement]
+            self.live[placement, layout] = TfTasks(self.tf, placement, cluster, layout)
+        tasks = self.live[placement, layout]
         tasks.start()
         return tasks
+
+    def ring(self, placement: str) -> TfTasks:
+        return self(placement, RING)
 
     def close(self) -> None:
         for tasks in self.live.values():
@@ -157,18 +167,36 @@ def tf_tasks(tf_session_tasks: SessionTasks, hpc_placement: str,
         pytest.fail(str(exc), pytrace=False)
 
 
+@pytest.fixture
+def tf_ring(tf_session_tasks: SessionTasks, hpc_placement: str,
+            hpc_session: HpcSession) -> TfTasks:
+    check_placement(hpc_placement, hpc_session)
+    try:
+        return tf_session_tasks.ring(hpc_placement)
+    except TfError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 @pytest.fixture(scope="session")
-def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> RecvSweeps:
+def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
     cfg = hpc_session.cfg
-    return RecvSweeps(tf_session_tasks, bench_sizes(cfg.message_sizes), cfg.profile,
-                      cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
+    return Sweeps(run_job, tf_session_tasks, bench_sizes(cfg.message_sizes), cfg.profile,
+                  cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
+
+
+@pytest.fixture(scope="session")
+def tf_allreduce_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+    cfg = hpc_session.cfg
+    return Sweeps(allreduce.run_job, tf_session_tasks.ring,
+                  allreduce.bench_sizes(cfg.message_sizes), cfg.profile, cfg.inject_slowdown,
+                  cfg.repeats, cfg.repeat_limit)
 
 
 RecvRun = Callable[[int], None]
 
 
 @pytest.fixture
-def tf_recv_tensor(tf_recv_sweeps: RecvSweeps, hpc_placement: str, hpc_session: HpcSession,
+def tf_recv_tensor(tf_recv_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
                    hpc_record: Any) -> RecvRun:
     """run(size): this placement's RecvTensor point, validated (every byte read is the
     variable's) and judged, latency then bandwidth; an undecided verdict pools one more job
@@ -187,6 +215,30 @@ def tf_recv_tensor(tf_recv_sweeps: RecvSweeps, hpc_placement: str, hpc_session: 
         hpc_record.pooled(lambda: tf_recv_sweeps.get(hpc_placement),
                           lambda: tf_recv_sweeps.more(hpc_placement),
                           lambda: tf_recv_sweeps.cost(hpc_placement), records,
+                          (SweepFailed, TfError))
+
+    return run
+
+
+@pytest.fixture
+def tf_allreduce(tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
+                 hpc_record: Any) -> RecvRun:
+    """run(size): this placement's ring all-reduce point, validated (every element the sum of
+    the workers') and judged, latency then busbw, pooled like tf_recv_tensor."""
+    check_placement(hpc_placement, hpc_session)
+
+    def run(size: int) -> None:
+        params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring"}
+
+        def records(sweep: RecvSweep) -> list[Measurement]:
+            if not sweep.points[size]["valid"]:
+                pytest.fail(f"{allreduce.BENCHMARK} {size} B: an element of the result is "
+                            "not the workers' sum", pytrace=False)
+            return allreduce.measurements(sweep, size, RING.workers, params)
+
+        hpc_record.pooled(lambda: tf_allreduce_sweeps.get(hpc_placement),
+                          lambda: tf_allreduce_sweeps.more(hpc_placement),
+                          lambda: tf_allreduce_sweeps.cost(hpc_placement), records,
                           (SweepFailed, TfError))
 
     return run

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 CLUSTER_VAR = "HPCCOMM_TF_CLUSTER"  # the cluster spec, JSON: {"ps": [...], "worker": [...]}
 TASK_VAR = "HPCCOMM_TF_TASK"  # this process's task: "ps:0", "worker:1"
+MODE_VAR = "HPCCOMM_TF_MODE"  # CLIENT or COLLECTIVE
+# CLIENT: worker:0 is the one eager client of the cluster (parameter-server reads);
+# COLLECTIVE: every worker is a client of its own running collective ops (multi-worker training)
+CLIENT, COLLECTIVE = "client", "collective"
+LEADER = "/job:worker/replica:0/task:0"  # the collective group's leader
+GROUP_KEY = 1  # the collective group of all the workers
+REDUCE_OPS = ("SUM", "MEAN")
 JOBS = ("ps", "worker")
 # what the transfer property draws from: every dtype a tf.Variable / RecvTensor carries as raw
 # bytes (bool, the integers, the floats; strings and resources take other paths)

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.stacks.tf import env as tf_env
-from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf import allreduce
+from pytest_hpccomm.stacks.tf.driver import RING, Layout, TfError, TfTasks
 from pytest_hpccomm.cache import READY
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, cache_key, ensure_env
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, bench_sizes, measurements, merge
@@ -22,6 +23,8 @@ FAKE = TfEnv(Path("/nonexistent/python"), "2.21.0", "v2.21.0", "", "user")
 def test_tasks_are_named_job_colon_index() -> None:
     assert Layout(2, 2).tasks == ["ps:0", "ps:1", "worker:0", "worker:1"]
     assert str(Layout()) == "1ps-1w"
+    assert str(RING) == "2w-collective" and RING.tasks == RING.workers_tasks == \
+        ["worker:0", "worker:1"]
     assert parse_task("worker:1") == ("worker", 1)
     for bad in ("chief:0", "worker", "worker:x", ":0"):
         with pytest.raises(ValueError, match="expected <job>:<index>"):
@@ -70,6 +73,8 @@ def test_tasks_refuse_placements_they_cannot_run() -> None:
 
 def test_sweep_sizes_are_powers_of_four() -> None:
     assert bench_sizes([1, 2, 4, 8, 16, 1024, 3000, 4 << 20]) == [1, 4, 16, 1024, 4 << 20]
+    # an all-reduce carries whole float32s
+    assert allreduce.bench_sizes([1, 4, 16, 3000, 4 << 20]) == [4, 16, 4 << 20]
 
 
 def _sweep(samples: list[float], valid: bool = True) -> RecvSweep:
@@ -90,6 +95,20 @@ def test_jobs_pool_per_size_and_records_carry_where_jobs_end() -> None:
     assert len(lat.extra["cpu"]["foreign_cores"]) == 2
 
 
+def test_allreduce_records_are_latency_then_busbw() -> None:
+    """nccl-tests' definitions: algbw = bytes / time; busbw = algbw * 2 (n-1) / n, which is
+    algbw itself for two workers; the slowest worker's median beside the latency."""
+    sweep = _sweep([100.0, 300.0])
+    sweep.points[64]["max_samples"] = [150.0, 350.0]
+    lat, bus = allreduce.measurements(sweep, 64, 2, {"placement": "loopback"})
+    assert (lat.benchmark, lat.unit, lat.params["ranks"]) == ("tf_allreduce", "us", 2)
+    assert lat.extra["max_rank_latency_us"] == 250.0
+    assert bus.metric == "busbw" and bus.direction is Direction.HIGHER_IS_BETTER
+    assert bus.samples[0] == pytest.approx(64 / 100e-6 / 1e9)
+    assert bus.extra["busbw_factor"] == 1.0 and bus.extra["algbw_gb_s"] == \
+        pytest.approx((64 / 100e-6 + 64 / 300e-6) / 2 / 1e9)  # the batches' median
+
+
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "tf"
 TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
 
@@ -97,7 +116,7 @@ TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
 def test_on_infiniband_the_suite_skips_saying_tf_grpc_is_tcp(pytester: pytest.Pytester) -> None:
     """TensorFlow's bundled gRPC has no RDMA path: on ib (a recorded EDR host) every item
     skips with that reason first, before any TensorFlow is made or started."""
-    for name in ("test_perf_tf.py", "test_conformance_tf.py"):
+    for name in ("test_perf_tf.py", "test_conformance_tf.py", "test_collectives_tf.py"):
         pytester.copy_example(str(SUITE / name))
     result = pytester.runpytest("-rs", "--hpc-fabric=ib", "--hpc-history=none",
                                 f"--hpc-sysfs-root={TREES / 'ib-edr-mlx5' / 'sys'}",

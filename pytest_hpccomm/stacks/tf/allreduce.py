@@ -1,0 +1,95 @@
+"""Collective ring all-reduce over TensorFlow's gRPC as algbw/busbw vs size, nccl-tests'
+definitions: float32 tensors SUM-reduced by CollectiveReduceV2 (communication_hint "ring") on
+the session's two collective worker tasks, one tf.function call per all-reduce.
+
+A job: one `allreduce_bench` request to every worker at once (fresh functions, new instance
+keys; the tasks are reused), the machine's CPU use read around it (the contention guard).
+Jobs are pooled and resampled as units (perf.Sweeps). Time per all-reduce is the workers'
+mean per batch, as nccl-tests and OSU report it, the slowest worker's beside it; algbw = bytes
+/ time, busbw = algbw * 2 (n-1) / n.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_hpccomm.cluster import cpu_share
+from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
+from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
+from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, SweepFailed
+
+BENCHMARK = "tf_allreduce"
+# The benchmark's collectives have no timeout_seconds (0): TensorFlow 2.21.0 holds two threads
+# per pending collective timeout until it expires (measured: +200 threads per 100 all-reduces
+# with 5 s, back to the start 7 s later; flat with 0), so a 2 ms all-reduce with a 120 s
+# timeout holds ~10^5 threads and the tasks die at the kernel's pid limit. A hang is caught by
+# the request's own timeout, which ends the tasks.
+TIMEOUT = 0.0
+# instance keys of the benchmark's collectives: a key's shape is fixed, so every job and every
+# size gets keys of its own (the property tests take theirs from the orchestrator below 10^6)
+_KEYS = itertools.count(1_000_000, 100)
+
+
+def bench_sizes(sizes: Sequence[int]) -> list[int]:
+    """The session's sizes that are powers of 4 from 4 B (one float32) up: 11 points in the
+    quick profile, 4 B - 4 MiB."""
+    return [s for s in sizes if s >= 4 and (s & (s - 1)) == 0 and (s.bit_length() - 1) % 2 == 0]
+
+
+def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
+            timeout: float = 900.0) -> RecvSweep:
+    settings = SETTINGS.get(profile, SETTINGS["quick"])
+    msg = {"op": "allreduce_bench", "sizes": list(sizes), "slowdown": slowdown,
+           "instance_key": next(_KEYS), "timeout": TIMEOUT, **settings}
+    meter = cpu_share.CpuMeter()
+    try:
+        replies = tasks.request_all({t: msg for t in tasks.layout.workers_tasks}, timeout)
+    except TfError as exc:
+        raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
+    cpu = cpu_share.of_jobs([meter.stop()])
+    workers = [r["points"] for r in replies.values()]
+    points = {}
+    for per_worker in zip(*workers):
+        batches = zip(*(p["samples"] for p in per_worker))
+        means, slowest = zip(*((statistics.fmean(b) * 1e6, max(b) * 1e6) for b in batches))
+        point: dict[str, Any] = {"samples": list(means), "max_samples": list(slowest),
+                                 "warmup": settings["warmup"],
+                                 "valid": all(p["valid"] for p in per_worker)}
+        if "unstretched" in per_worker[0]:
+            point["unstretched"] = [statistics.fmean(b) * 1e6 for b in
+                                    zip(*(p["unstretched"] for p in per_worker))]
+        points[int(per_worker[0]["bytes"])] = point
+    return RecvSweep(points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)},
+                     cpu.shares, cpu.disturbed)
+
+
+def measurements(sweep: RecvSweep, size: int, workers: int,
+                 params: Mapping[str, Param]) -> list[Measurement]:
+    """Latency (us per all-reduce, the slowest worker's beside), then busbw (GB/s) with algbw
+    beside it."""
+    point = sweep.points[size]
+    keyed = {**params, "size": size, "ranks": workers}
+    samples = [float(x) for x in point["samples"]]
+    jobs = {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]} \
+        if "job_sizes" in point else {}
+    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} \
+        if sweep.cpu else {}
+    slowest = {"max_rank_latency_us": statistics.median(point["max_samples"])}
+    factor = metrics.busbw_factor("allreduce", workers)
+    algbw = [size / (us * 1e-6) / 1e9 for us in samples]
+    warmup = int(point["warmup"])
+    return [
+        Measurement(stack="tf", benchmark=BENCHMARK, params=keyed, samples=tuple(samples),
+                    unit="us", direction=Direction.LOWER_IS_BETTER, warmup_discarded=warmup,
+                    metric="latency", extra={**jobs, **cpu, **slowest}),
+        Measurement(stack="tf", benchmark=BENCHMARK, params={**keyed, "metric": "busbw"},
+                    samples=tuple(a * factor for a in algbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
+                    direction=Direction.HIGHER_IS_BETTER, warmup_discarded=warmup,
+                    metric="busbw", extra={"algbw_gb_s": statistics.median(algbw),
+                                           "busbw_factor": factor, **cpu,
+                                           **({"job_sizes": jobs["job_sizes"]} if jobs else {})}),
+    ]

@@ -1,0 +1,126 @@
+"""TensorFlow peer, collective mode: every worker task is a client of its own (multi-worker
+training's shape, as MultiWorkerMirroredStrategy sets it up) and runs TensorFlow's collective
+ops, whose ring all-reduce moves chunks between tasks with the RecvBuf RPC over TensorFlow's
+own gRPC. Every worker gets the same request at once; the orchestrator assigns the collective
+instance keys, so the tasks agree on them.
+
+An error in a collective aborts the task's collective executor for good ("Restart your program
+to reset"): the orchestrator ends the tasks after any failed collective request.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from pytest_hpccomm.peer.canary import stretch
+from pytest_hpccomm.peer.tensors import decode, encode
+from pytest_hpccomm.stacks.tf.wire import GROUP_KEY, LEADER, REDUCE_OPS
+
+# what TensorFlow's CollectiveReduceV2 merges/finishes with, per reduction
+_MERGE_FINAL = {"SUM": ("Add", "Id"), "MEAN": ("Add", "Div")}
+
+
+def enable(tf: Any, spec: Any, task_index: int) -> None:
+    """Start this task's server with collective ops on (the leader in the server's session
+    config too: without it every collective waits for its group until the timeout)."""
+    from tensorflow.core.protobuf import tensorflow_server_pb2
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    ctx.configure_collective_ops(collective_leader=LEADER)
+    ctx.enable_collective_ops(tensorflow_server_pb2.ServerDef(
+        cluster=spec.as_cluster_def(), default_session_config=ctx.config, job_name="worker",
+        task_index=task_index, protocol="grpc"))
+
+
+class CollectiveWorker:
+    """A worker task's collective requests, each run by every worker of the group at once."""
+
+    def __init__(self, tf: Any, task_index: int, group_size: int) -> None:
+        self.tf, self.size = tf, group_size
+        self.device = f"/job:worker/replica:0/task:{task_index}/device:CPU:0"
+
+    def _all_reduce(self, x: Any, op: str, key: int, timeout: float, hint: str) -> Any:
+        from tensorflow.python.ops import collective_ops
+
+        merge, final = _MERGE_FINAL[op]
+        return collective_ops.all_reduce_v2(x, group_size=self.size, group_key=GROUP_KEY,
+                                            instance_key=key, merge_op=merge, final_op=final,
+                                            communication_hint=hint, timeout=timeout)
+
+    def allreduce(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """This worker's tensor all-reduced (`op` SUM or MEAN, eagerly): what this task got."""
+        if msg["op_name"] not in REDUCE_OPS:
+            raise ValueError(f"reduction {msg['op_name']!r}: one of {REDUCE_OPS}")
+        dtype, shape, data = decode(msg["tensor"])
+        with self.tf.device(self.device):
+            x = self.tf.constant(np.frombuffer(data, dtype).reshape(shape))
+            y = self._all_reduce(x, msg["op_name"], int(msg["instance_key"]),
+                                 float(msg["timeout"]), str(msg.get("hint", "ring"))).numpy()
+        return {"result": encode(str(y.dtype), y.shape, y.tobytes())}
+
+    def allreduce_slices(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """tf.IndexedSlices all-reduced as MultiWorkerMirroredStrategy does a sparse gradient
+        (CollectiveReplicaLauncher: lengths gathered, padded when they differ, gathered):
+        the indices and values this task got."""
+        from tensorflow.python.distribute import collective_util, cross_device_utils
+
+        tf = self.tf
+        _, ishape, idata = decode(msg["indices"])
+        vtype, vshape, vdata = decode(msg["values"])
+        keys = cross_device_utils.CollectiveKeys(group_key_start=int(msg["group_key"]))
+        options = collective_util.Options(implementation="RING",
+                                          timeout_seconds=float(msg["timeout"]))
+        launcher = cross_device_utils.CollectiveReplicaLauncher(
+            keys.get_group_key([self.device]), self.size, keys, self.device, options)
+        with tf.device(self.device):
+            slices = tf.IndexedSlices(
+                values=tf.constant(np.frombuffer(vdata, vtype).reshape(vshape)),
+                indices=tf.constant(np.frombuffer(idata, np.int64).reshape(ishape)),
+                dense_shape=tf.constant(msg["dense_shape"], tf.int64))
+            got = launcher.all_reduce_indexed_slices(slices, options)
+            indices, values = got.indices.numpy(), got.values.numpy()
+        return {"indices": encode(str(indices.dtype), indices.shape, indices.tobytes()),
+                "values": encode(str(values.dtype), values.shape, values.tobytes())}
+
+    def allreduce_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Ring all-reduce of float32 tensors, per size: `batches` batches of `iters` calls of
+        one tf.function after `warmup`, each batch's seconds per all-reduce (the canary
+        stretches each batch, sleeping: the gRPC threads need the cores)."""
+        tf = self.tf
+        iters, batches, warmup = int(msg["iters"]), int(msg["batches"]), int(msg["warmup"])
+        factor, hint = float(msg.get("slowdown", 1.0)), str(msg.get("hint", "ring"))
+        timeout = float(msg["timeout"])
+        points = []
+        for k, size in enumerate(msg["sizes"]):
+            n = max(1, int(size) // 4)
+            with tf.device(self.device):
+                x = tf.ones([n], tf.float32)
+            key = int(msg["instance_key"]) + k  # one key per shape: a key's shape is fixed
+
+            @tf.function
+            def reduce(t: Any) -> Any:
+                with tf.device(self.device):
+                    return self._all_reduce(t, "SUM", key, timeout, hint)
+
+            got = reduce(x).numpy()
+            valid = got.size == n and bool(np.all(got == self.size))
+            for _ in range(warmup):
+                reduce(x)
+            samples, unstretched = [], []
+            for _ in range(batches):
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    reduce(x)
+                work = time.perf_counter() - t0
+                stretch(t0, factor, idle=True)
+                samples.append((time.perf_counter() - t0) / iters)
+                unstretched.append(work / iters)
+            point: dict[str, Any] = {"bytes": 4 * n, "samples": samples, "valid": valid}
+            if factor > 1.0:
+                point["unstretched"] = unstretched
+            points.append(point)
+        return {"points": points}
