@@ -49,27 +49,32 @@ class TaskLost(TfError):
 
 @dataclass(frozen=True)
 class Layout:
-    """How many tasks of each job (tasks are ps:0.., then worker:0..), and whether the workers
-    run collectives (each a client of its own) or worker:0 is the cluster's one client."""
+    """How many tasks of each job (tasks are ps:0.., then worker:0.., then chief:0), and who is
+    the client: worker:0 (the default), each worker running collectives, or a chief
+    coordinating the workers (ParameterServerStrategy)."""
 
     ps: int = 1
     workers: int = 1
     collective: bool = False
+    coordinator: bool = False
 
     @property
     def tasks(self) -> list[str]:
-        return [f"ps:{i}" for i in range(self.ps)] + [f"worker:{i}" for i in range(self.workers)]
+        return [f"ps:{i}" for i in range(self.ps)] + self.workers_tasks + \
+            (["chief:0"] if self.coordinator else [])
 
     @property
     def workers_tasks(self) -> list[str]:
         return [f"worker:{i}" for i in range(self.workers)]
 
     def __str__(self) -> str:
-        return f"{self.workers}w-collective" if self.collective \
-            else f"{self.ps}ps-{self.workers}w"
+        if self.collective:
+            return f"{self.workers}w-collective"
+        return f"{self.ps}ps-{self.workers}w" + ("-coordinator" if self.coordinator else "")
 
 
 RING = Layout(ps=0, workers=2, collective=True)  # the ring all-reduce's two workers
+PS_CLUSTER = Layout(ps=2, workers=2, coordinator=True)  # the issue's quick 2 x 2
 
 
 def free_port() -> int:
@@ -117,6 +122,8 @@ class TfTasks:
     # -- start -----------------------------------------------------------------------------
     def _plan(self) -> None:
         spec: dict[str, list[str]] = {"ps": [], "worker": []}
+        if self.layout.coordinator:
+            spec["chief"] = []
         for i, task in enumerate(self.layout.tasks):
             job = task.split(":")[0]
             if self.cluster is None:

@@ -4,7 +4,9 @@ control channel, never through the runtime under test.
     HPCCOMM_TF_CLUSTER='{"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"]}' \
     HPCCOMM_TF_TASK=worker:0 python -m pytest_hpccomm.stacks.tf.peer
 
-A ps task runs a tf.distribute.Server and waits. In collective mode (HPCCOMM_TF_MODE=collective)
+A ps task runs a tf.distribute.Server and waits, and so does every worker of a cluster with a
+chief: the chief runs a ParameterServerStrategy and its ClusterCoordinator (coordinator_peer.py).
+In collective mode (HPCCOMM_TF_MODE=collective)
 every worker is a client of its own running TensorFlow's collective ops (collective_peer.py).
 Otherwise worker:0 joins the cluster as an eager client
 (tf.config.experimental_connect_to_cluster starts its own server in the spec) once every ps task
@@ -142,8 +144,14 @@ def main() -> int:
     worker: Any = None  # the object whose methods are this task's ops
     ops: tuple[str, ...] = ()
     server: Any = None  # held: it serves until the process ends
-    if job == "ps":
+    if job == "ps" or (job == "worker" and "chief" in cluster):
         server = tf.distribute.Server(spec, job_name=job, task_index=index, protocol="grpc")
+    elif job == "chief":
+        from pytest_hpccomm.stacks.tf.coordinator_peer import Coordinator
+
+        wait_for(list(cluster["ps"]) + list(cluster["worker"]), 300.0)
+        worker = Coordinator(tf, spec)
+        ops = ("train", "ps_bench")
     elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
         from pytest_hpccomm.stacks.tf import collective_peer
 

@@ -7,13 +7,16 @@ Tests ask for
   tf_tasks      the session's tasks (1 ps, 1 worker) for this item's placement, started once
                 and reused (a task takes 20-35 s to start), reaped at session end
   tf_ring       the session's two collective workers for this item's placement, likewise
+  tf_ps_cluster the session's 2 ps, 2 workers and chief (ParameterServerStrategy), likewise
   tf_size       the session's sizes of the RecvTensor sweep (perf.bench_sizes)
   tf_recv_tensor  run(size): that point of this placement's pooled sweep, validated and judged
   tf_allreduce_size, tf_allreduce  the same for the ring all-reduce (allreduce.py)
+  tf_ps_size, tf_ps_throughput     the same for parameter-server steps per second (ps.py)
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +29,10 @@ from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
-from pytest_hpccomm.stacks.tf import allreduce
-from pytest_hpccomm.stacks.tf.driver import RING, Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf import allreduce, ps
+from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
-from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, RecvSweep, SweepFailed, Sweeps,
+from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, JobFn, RecvSweep, SweepFailed, Sweeps,
                                            bench_sizes, measurements, run_job)
 
 BUILD, NONE = "build", "none"
@@ -82,7 +85,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     from pytest_hpccomm.measure.sizes import format_size
 
-    for name, select in (("tf_size", bench_sizes), ("tf_allreduce_size", allreduce.bench_sizes)):
+    for name, select in (("tf_size", bench_sizes), ("tf_allreduce_size", allreduce.bench_sizes),
+                         ("tf_ps_size", ps.bench_sizes)):
         if name in metafunc.fixturenames:
             sizes = select(hpc_session_of(metafunc.config).cfg.message_sizes)
             metafunc.parametrize(name, sizes, ids=[format_size(s) for s in sizes])
@@ -110,24 +114,28 @@ def tf_env(pytestconfig: pytest.Config) -> TfEnv:
 
 
 class SessionTasks:
-    """The session's TfTasks per (placement, layout), made on first use, all closed at the
-    end."""
+    """The session's TfTasks per (placement, layout), made on first use and reused; at most
+    LIVE sets at a time (a task holds ~0.5 GB: the least recently used set is ended first),
+    all closed at the end."""
+
+    LIVE = 3
 
     def __init__(self, tf: TfEnv, request: pytest.FixtureRequest) -> None:
         self.tf, self.request = tf, request
-        self.live: dict[tuple[str, Layout], TfTasks] = {}
+        self.live: OrderedDict[tuple[str, Layout], TfTasks] = OrderedDict()
 
     def __call__(self, placement: str, layout: Layout = Layout()) -> TfTasks:
-        if (placement, layout) not in self.live:
+        key = (placement, layout)
+        if key not in self.live:
+            while len(self.live) >= self.LIVE:
+                self.live.popitem(last=False)[1].close()
             cluster = self.request.getfixturevalue("hpc_virtual_cluster") \
                 if placement == NETNS else None
-            self.live[placement, layout] = TfTasks(self.tf, placement, cluster, layout)
-        tasks = self.live[placement, layout]
+            self.live[key] = TfTasks(self.tf, placement, cluster, layout)
+        self.live.move_to_end(key)
+        tasks = self.live[key]
         tasks.start()
         return tasks
-
-    def ring(self, placement: str) -> TfTasks:
-        return self(placement, RING)
 
     def close(self) -> None:
         for tasks in self.live.values():
@@ -157,88 +165,107 @@ def check_placement(placement: str, hpc_session: HpcSession) -> None:
                     f"{NETNS} so far (real hosts: not built yet)", pytrace=False)
 
 
+def tasks_or_fail(tasks: SessionTasks, placement: str, layout: Layout,
+                  hpc_session: HpcSession) -> TfTasks:
+    check_placement(placement, hpc_session)
+    try:
+        return tasks(placement, layout)
+    except TfError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 @pytest.fixture
 def tf_tasks(tf_session_tasks: SessionTasks, hpc_placement: str,
              hpc_session: HpcSession) -> TfTasks:
-    check_placement(hpc_placement, hpc_session)
-    try:
-        return tf_session_tasks(hpc_placement)
-    except TfError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    return tasks_or_fail(tf_session_tasks, hpc_placement, Layout(), hpc_session)
 
 
 @pytest.fixture
 def tf_ring(tf_session_tasks: SessionTasks, hpc_placement: str,
             hpc_session: HpcSession) -> TfTasks:
-    check_placement(hpc_placement, hpc_session)
-    try:
-        return tf_session_tasks.ring(hpc_placement)
-    except TfError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    return tasks_or_fail(tf_session_tasks, hpc_placement, RING, hpc_session)
 
 
-@pytest.fixture(scope="session")
-def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+@pytest.fixture
+def tf_ps_cluster(tf_session_tasks: SessionTasks, hpc_placement: str,
+                  hpc_session: HpcSession) -> TfTasks:
+    return tasks_or_fail(tf_session_tasks, hpc_placement, PS_CLUSTER, hpc_session)
+
+
+def sweeps(job: JobFn, layout: Layout, sizes: list[int], tasks: SessionTasks,
+           hpc_session: HpcSession) -> Sweeps:
     cfg = hpc_session.cfg
-    return Sweeps(run_job, tf_session_tasks, bench_sizes(cfg.message_sizes), cfg.profile,
+    return Sweeps(job, lambda placement: tasks(placement, layout), sizes, cfg.profile,
                   cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
 
 
 @pytest.fixture(scope="session")
+def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+    return sweeps(run_job, Layout(), bench_sizes(hpc_session.cfg.message_sizes),
+                  tf_session_tasks, hpc_session)
+
+
+@pytest.fixture(scope="session")
 def tf_allreduce_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
-    cfg = hpc_session.cfg
-    return Sweeps(allreduce.run_job, tf_session_tasks.ring,
-                  allreduce.bench_sizes(cfg.message_sizes), cfg.profile, cfg.inject_slowdown,
-                  cfg.repeats, cfg.repeat_limit)
+    return sweeps(allreduce.run_job, RING, allreduce.bench_sizes(hpc_session.cfg.message_sizes),
+                  tf_session_tasks, hpc_session)
+
+
+@pytest.fixture(scope="session")
+def tf_ps_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+    return sweeps(ps.run_job, PS_CLUSTER, ps.bench_sizes(hpc_session.cfg.message_sizes),
+                  tf_session_tasks, hpc_session)
 
 
 RecvRun = Callable[[int], None]
 
 
+def judged(sweeps: Sweeps, placement: str, hpc_session: HpcSession, hpc_record: Any,
+           records: Callable[[RecvSweep, int], list[Measurement]], invalid: str) -> RecvRun:
+    """run(size): that point of this placement's pooled sweep, validated (a point not `valid`
+    fails with `invalid`) and judged; an undecided verdict pools one more job at a time
+    (adaptive repeats)."""
+    check_placement(placement, hpc_session)
+
+    def run(size: int) -> None:
+        def checked(sweep: RecvSweep) -> list[Measurement]:
+            if not sweep.points[size]["valid"]:
+                pytest.fail(f"{size} B: {invalid}", pytrace=False)
+            return records(sweep, size)
+
+        hpc_record.pooled(lambda: sweeps.get(placement), lambda: sweeps.more(placement),
+                          lambda: sweeps.cost(placement), checked, (SweepFailed, TfError))
+
+    return run
+
+
 @pytest.fixture
 def tf_recv_tensor(tf_recv_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
                    hpc_record: Any) -> RecvRun:
-    """run(size): this placement's RecvTensor point, validated (every byte read is the
-    variable's) and judged, latency then bandwidth; an undecided verdict pools one more job
-    at a time (adaptive repeats)."""
-    check_placement(hpc_placement, hpc_session)
-
-    def run(size: int) -> None:
-        params = {"placement": hpc_placement, "tasks": str(Layout())}
-
-        def records(sweep: RecvSweep) -> list[Measurement]:
-            if not sweep.points[size]["valid"]:
-                pytest.fail(f"{BENCHMARK} {size} B: the worker read other bytes than the "
-                            "variable's", pytrace=False)
-            return measurements(sweep, size, params)
-
-        hpc_record.pooled(lambda: tf_recv_sweeps.get(hpc_placement),
-                          lambda: tf_recv_sweeps.more(hpc_placement),
-                          lambda: tf_recv_sweeps.cost(hpc_placement), records,
-                          (SweepFailed, TfError))
-
-    return run
+    """run(size): RecvTensor latency then bandwidth; every byte read must be the variable's."""
+    params = {"placement": hpc_placement, "tasks": str(Layout())}
+    return judged(tf_recv_sweeps, hpc_placement, hpc_session, hpc_record,
+                  lambda sweep, size: measurements(sweep, size, params),
+                  f"{BENCHMARK}: the worker read other bytes than the variable's")
 
 
 @pytest.fixture
 def tf_allreduce(tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
                  hpc_record: Any) -> RecvRun:
-    """run(size): this placement's ring all-reduce point, validated (every element the sum of
-    the workers') and judged, latency then busbw, pooled like tf_recv_tensor."""
-    check_placement(hpc_placement, hpc_session)
+    """run(size): ring all-reduce latency then busbw; every element must be the workers'
+    sum."""
+    params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring"}
+    return judged(tf_allreduce_sweeps, hpc_placement, hpc_session, hpc_record,
+                  lambda sweep, size: allreduce.measurements(sweep, size, RING.workers, params),
+                  f"{allreduce.BENCHMARK}: an element of the result is not the workers' sum")
 
-    def run(size: int) -> None:
-        params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring"}
 
-        def records(sweep: RecvSweep) -> list[Measurement]:
-            if not sweep.points[size]["valid"]:
-                pytest.fail(f"{allreduce.BENCHMARK} {size} B: an element of the result is "
-                            "not the workers' sum", pytrace=False)
-            return allreduce.measurements(sweep, size, RING.workers, params)
-
-        hpc_record.pooled(lambda: tf_allreduce_sweeps.get(hpc_placement),
-                          lambda: tf_allreduce_sweeps.more(hpc_placement),
-                          lambda: tf_allreduce_sweeps.cost(hpc_placement), records,
-                          (SweepFailed, TfError))
-
-    return run
+@pytest.fixture
+def tf_ps_throughput(tf_ps_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
+                     hpc_record: Any) -> RecvRun:
+    """run(size): parameter-server steps per second; every variable must hold what the steps
+    that ran pushed."""
+    params = {"placement": hpc_placement, "tasks": str(PS_CLUSTER)}
+    return judged(tf_ps_sweeps, hpc_placement, hpc_session, hpc_record,
+                  lambda sweep, size: ps.measurements(sweep, size, params),
+                  f"{ps.BENCHMARK}: a variable does not hold what the steps pushed")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-CLUSTER_VAR = "HPCCOMM_TF_CLUSTER"  # the cluster spec, JSON: {"ps": [...], "worker": [...]}
+# the cluster spec, JSON: {"ps": [...], "worker": [...]} (and "chief": [...] when a
+# ParameterServerStrategy's coordinator drives the workers)
+CLUSTER_VAR = "HPCCOMM_TF_CLUSTER"
 TASK_VAR = "HPCCOMM_TF_TASK"  # this process's task: "ps:0", "worker:1"
 MODE_VAR = "HPCCOMM_TF_MODE"  # CLIENT or COLLECTIVE
 # CLIENT: worker:0 is the one eager client of the cluster (parameter-server reads);
@@ -11,7 +13,7 @@ CLIENT, COLLECTIVE = "client", "collective"
 LEADER = "/job:worker/replica:0/task:0"  # the collective group's leader
 GROUP_KEY = 1  # the collective group of all the workers
 REDUCE_OPS = ("SUM", "MEAN")
-JOBS = ("ps", "worker")
+JOBS = ("ps", "worker", "chief")
 # what the transfer property draws from: every dtype a tf.Variable / RecvTensor carries as raw
 # bytes (bool, the integers, the floats; strings and resources take other paths)
 DTYPES = ("bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",

@@ -10,8 +10,8 @@ import pytest
 
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.stacks.tf import env as tf_env
-from pytest_hpccomm.stacks.tf import allreduce
-from pytest_hpccomm.stacks.tf.driver import RING, Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf import allreduce, ps
+from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, TfTasks
 from pytest_hpccomm.cache import READY
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, cache_key, ensure_env
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, bench_sizes, measurements, merge
@@ -25,8 +25,11 @@ def test_tasks_are_named_job_colon_index() -> None:
     assert str(Layout()) == "1ps-1w"
     assert str(RING) == "2w-collective" and RING.tasks == RING.workers_tasks == \
         ["worker:0", "worker:1"]
+    assert str(PS_CLUSTER) == "2ps-2w-coordinator"
+    assert PS_CLUSTER.tasks == ["ps:0", "ps:1", "worker:0", "worker:1", "chief:0"]
     assert parse_task("worker:1") == ("worker", 1)
-    for bad in ("chief:0", "worker", "worker:x", ":0"):
+    assert parse_task("chief:0") == ("chief", 0)
+    for bad in ("master:0", "worker", "worker:x", ":0"):
         with pytest.raises(ValueError, match="expected <job>:<index>"):
             parse_task(bad)
 
@@ -109,6 +112,16 @@ def test_allreduce_records_are_latency_then_busbw() -> None:
         pytest.approx((64 / 100e-6 + 64 / 300e-6) / 2 / 1e9)  # the batches' median
 
 
+def test_ps_records_are_steps_per_second_with_bytes_moved() -> None:
+    sweep = _sweep([100.0, 200.0, 300.0])
+    sweep.points[64]["devices"] = ["/job:ps/replica:0/task:0/device:CPU:0"]
+    (rate,) = ps.measurements(sweep, 64, {"placement": "loopback"})
+    assert rate.unit == "steps/s" and rate.direction is Direction.HIGHER_IS_BETTER
+    # a step pulls and pushes each variable: 200 steps/s x 2 x 4 variables x 64 B
+    assert rate.extra["MB/s"] == pytest.approx(200 * 2 * ps.VARIABLES * 64 / 1e6)
+    assert ps.bench_sizes([1 << 10, 2048, 4 << 20]) == [1 << 10, 4 << 20]
+
+
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "tf"
 TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
 
@@ -116,7 +129,8 @@ TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
 def test_on_infiniband_the_suite_skips_saying_tf_grpc_is_tcp(pytester: pytest.Pytester) -> None:
     """TensorFlow's bundled gRPC has no RDMA path: on ib (a recorded EDR host) every item
     skips with that reason first, before any TensorFlow is made or started."""
-    for name in ("test_perf_tf.py", "test_conformance_tf.py", "test_collectives_tf.py"):
+    for name in ("test_perf_tf.py", "test_conformance_tf.py", "test_collectives_tf.py",
+                 "test_parameter_server_tf.py"):
         pytester.copy_example(str(SUITE / name))
     result = pytester.runpytest("-rs", "--hpc-fabric=ib", "--hpc-history=none",
                                 f"--hpc-sysfs-root={TREES / 'ib-edr-mlx5' / 'sys'}",
