@@ -8,6 +8,9 @@ multi-worker training, on loopback and across the virtual cluster (one worker pe
   workers' indices and values concatenated in task order; slices empty on every worker are
   their own test: TensorFlow 2.21.0's CollectiveGatherV2 of empty inputs kills the leader task
   with SIGSEGV (found here; tensorflow#65785, open), an xfail only when that is what happened;
+- the gRPC knobs do what they say on the wire: gzip (rpc_options compression) fewer bytes,
+  num_channels_per_target more connections (TensorFlow 2.21.0 does neither for collectives: an
+  xfail only on that measured symptom);
 - a collective whose group never fills (the other worker absent) raises DeadlineExceeded
   after its timeout_seconds, not a hang, and the tasks leave no process behind.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -131,29 +135,103 @@ def check_slices(tasks: TfTasks, parts: list[tuple[np.ndarray, np.ndarray]]) -> 
                                       err_msg=f"values on {task}")
 
 
-def test_allreduce_traffic_takes_the_fabric(tf_ring: TfTasks, hpc_placement: str,
-                                           request: pytest.FixtureRequest) -> None:
-    """A 4 MiB all-reduce crosses the network the placement names: each worker host's veth
-    sends at least the half of the tensor a two-worker ring passes on twice (netns: one worker
-    per virtual host), or TCP over lo carries both workers' share (loopback)."""
-    x = np.ones(1 << 20, np.float32)
+def reduce_counted(tasks: TfTasks, placement: str, request: pytest.FixtureRequest,
+                   x: np.ndarray) -> dict[str, int]:
+    """x all-reduced (SUM) by the workers, each checked, and the bytes each network device of
+    the placement sent meanwhile: every worker host's veth (netns: one worker per virtual
+    host), or lo (loopback)."""
     key = next(_KEYS)
     msgs = {t: {"op": "allreduce", "op_name": "SUM", "timeout": TIMEOUT, "instance_key": key,
-                "tensor": encode("float32", x.shape, x.tobytes())} for t in RING.workers_tasks}
-    if hpc_placement == "netns":
+                "tensor": encode(str(x.dtype), x.shape, x.tobytes())} for t in RING.workers_tasks}
+    if placement == "netns":
         cluster = request.getfixturevalue("hpc_virtual_cluster")
-        assert len(set(tf_ring.hosts.values())) == RING.workers, tf_ring.hosts
-        names = [cluster.hosts[i].name for i in tf_ring.hosts.values()]
+        assert len(set(tasks.hosts.values())) == RING.workers, tasks.hosts
+        names = [cluster.hosts[i].name for i in tasks.hosts.values()]
         before = cluster.all_counters()
-        tf_ring.request_all(msgs)
+        replies = tasks.request_all(msgs)
         after = cluster.all_counters()
         sent = {n: after[n][1] - before[n][1] for n in names}
     else:
         lo = _tx("lo")
-        tf_ring.request_all(msgs)
+        replies = tasks.request_all(msgs)
         sent = {"lo": _tx("lo") - lo}
+    for task, reply in replies.items():
+        _, _, data = as_bytes(reply["result"])
+        assert data == (x * RING.workers).tobytes(), f"{task}: a wrong sum"
+    return sent
+
+
+def test_allreduce_traffic_takes_the_fabric(tf_ring: TfTasks, hpc_placement: str,
+                                           request: pytest.FixtureRequest) -> None:
+    """A 4 MiB all-reduce crosses the network the placement names: each worker host's veth
+    sends at least the half of the tensor a two-worker ring passes on twice, or TCP over lo
+    carries both workers' share."""
+    x = np.ones(1 << 20, np.float32)
+    sent = reduce_counted(tf_ring, hpc_placement, request, x)
     need = x.nbytes // 2 * (1 if hpc_placement == "netns" else RING.workers)
     assert all(v >= need for v in sent.values()), f"bytes sent {sent}, need {need} each"
+
+
+def test_gzip_knob_compresses_collective_traffic(tf_env: TfEnv, tf_ring: TfTasks,
+                                                 hpc_placement: str,
+                                                 request: pytest.FixtureRequest) -> None:
+    """rpc_options compression_algorithm=gzip (the `gzip` knob) on every task: a 4 MiB
+    all-reduce of zeros is still right, and takes fewer bytes on the wire than with
+    TensorFlow's default (no compression). TensorFlow 2.21.0 sends as many: RecvBuf's
+    responses, the bulk of a ring all-reduce, are not compressed (measured, 2026-11-23); that
+    measured symptom, and only it, is an xfail. Own tasks for the knob."""
+    x = np.zeros(1 << 20, np.float32)
+    plain = sum(reduce_counted(tf_ring, hpc_placement, request, x).values())
+    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == "netns" \
+        else None
+    with TfTasks(tf_env, hpc_placement, cluster, replace(RING, knob="gzip")) as tasks:
+        gzip = sum(reduce_counted(tasks, hpc_placement, request, x).values())
+    assert plain >= x.nbytes, f"the plain all-reduce sent {plain} bytes"
+    if gzip > plain // 2:
+        if gzip >= 0.9 * plain:
+            pytest.xfail(f"TensorFlow {tf_env.version} does not compress collective traffic "
+                         f"with rpc_options gzip: {gzip} bytes vs {plain} without")
+        pytest.fail(f"gzip sent {gzip} bytes of zeros vs {plain} without: compressed only in "
+                    "part")
+
+
+def connections(pid: int, port: int) -> int:
+    """Established TCP connections of process `pid` to remote `port` (its own network
+    namespace's tables, through /proc: netns placement too)."""
+    mine = {link.readlink().name[len("socket:["):-1] for link in Path(f"/proc/{pid}/fd").iterdir()
+            if link.readlink().name.startswith("socket:[")}
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[3] == "01" and remote_port == port and fields[9] in mine:  # ESTABLISHED
+                count += 1
+    return count
+
+
+def test_channels_knob_opens_channels(tf_env: TfEnv, hpc_placement: str,
+                                      request: pytest.FixtureRequest) -> None:
+    """rpc_options num_channels_per_target=4 (the `channels_4` knob): after all-reduces,
+    worker:0 holds more than one TCP connection to worker:1, as with TensorFlow's default it
+    holds one. TensorFlow 2.21.0 holds one either way (measured, 2026-11-23: the worker cache
+    keeps one remote worker, so one channel, per target; and gRPC shares the connection of
+    channels with equal arguments); that measured symptom, and only it, is an xfail."""
+    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == "netns" \
+        else None
+    x = np.ones(1 << 18, np.float32)
+    held = {}
+    for knob in ("default", "channels_4"):
+        with TfTasks(tf_env, hpc_placement, cluster, replace(RING, knob=knob)) as tasks:
+            for _ in range(3):
+                reduce_counted(tasks, hpc_placement, request, x)
+            port = int(tasks.spec["worker"][1].rsplit(":", 1)[1])
+            held[knob] = connections(tasks.pids()["worker:0"], port)
+    assert held["default"] >= 1, f"no connection from worker:0 to worker:1 seen: {held}"
+    if held["channels_4"] <= held["default"]:
+        pytest.xfail(f"TensorFlow {tf_env.version}: num_channels_per_target=4 left worker:0 "
+                     f"with {held['channels_4']} connection(s) to worker:1, as the default "
+                     f"({held['default']})")
 
 
 def _tx(netdev: str) -> int:

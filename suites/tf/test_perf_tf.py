@@ -4,7 +4,8 @@
   session's powers of 4 (quick: 1 B - 4 MiB, 12 points); perf.py holds the definitions;
 - collective: ring all-reduce (CollectiveReduceV2 over RecvBuf) of float32 tensors on two
   worker tasks, latency and busbw vs size, nccl-tests' definitions (quick: 4 B - 4 MiB, 11
-  points); allreduce.py;
+  points); allreduce.py; and with the gRPC knobs TensorFlow users set (wire.KNOBS: 4 channels
+  per target, gzip) at 16 B, 64 KiB and 4 MiB, beside the default's records (knob=default);
 - parameter server: a ParameterServerStrategy's chief schedules steps on 2 workers, each step
   pulling 4 variables from 2 ps tasks and pushing updates back, steps/s vs variable size
   (1 KiB, 256 KiB, 4 MiB); ps.py.
@@ -32,3 +33,7 @@ def test_tf_allreduce(tf_allreduce_size: int, tf_allreduce: RecvRun) -> None:
 
 def test_tf_ps_throughput(tf_ps_size: int, tf_ps_throughput: RecvRun) -> None:
     tf_ps_throughput(tf_ps_size)
+
+
+def test_tf_allreduce_knob(tf_knob: str, tf_knob_size: int, tf_allreduce_knob: RecvRun) -> None:
+    tf_allreduce_knob(tf_knob_size)

@@ -34,6 +34,10 @@ TIMEOUT = 0.0
 _KEYS = itertools.count(1_000_000, 100)
 
 
+# what a knob's sweep runs (wire.KNOBS): a size per regime of the curve, as for Horovod's knobs
+KNOB_SIZES = (16, 64 << 10, 4 << 20)
+
+
 def bench_sizes(sizes: Sequence[int]) -> list[int]:
     """The session's sizes that are powers of 4 from 4 B (one float32) up: 11 points in the
     quick profile, 4 B - 4 MiB."""

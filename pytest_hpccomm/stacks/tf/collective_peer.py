@@ -23,16 +23,20 @@ from pytest_hpccomm.stacks.tf.wire import GROUP_KEY, LEADER, REDUCE_OPS
 _MERGE_FINAL = {"SUM": ("Add", "Id"), "MEAN": ("Add", "Div")}
 
 
-def enable(tf: Any, spec: Any, task_index: int) -> None:
+def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> None:
     """Start this task's server with collective ops on (the leader in the server's session
-    config too: without it every collective waits for its group until the timeout)."""
+    config too: without it every collective waits for its group until the timeout), its gRPC
+    channels set by `rpc_options` (RPCOptions fields: the knob under test)."""
     from tensorflow.core.protobuf import tensorflow_server_pb2
     from tensorflow.python.eager import context
 
     ctx = context.context()
     ctx.configure_collective_ops(collective_leader=LEADER)
+    config = ctx.config
+    for name, value in rpc_options.items():
+        setattr(config.rpc_options, name, value)
     ctx.enable_collective_ops(tensorflow_server_pb2.ServerDef(
-        cluster=spec.as_cluster_def(), default_session_config=ctx.config, job_name="worker",
+        cluster=spec.as_cluster_def(), default_session_config=config, job_name="worker",
         task_index=task_index, protocol="grpc"))
 
 

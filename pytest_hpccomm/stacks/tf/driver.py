@@ -31,7 +31,8 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
                                          RemoteError)
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.wire import CLIENT, CLUSTER_VAR, COLLECTIVE, MODE_VAR, TASK_VAR
+from pytest_hpccomm.stacks.tf.wire import (CLIENT, CLUSTER_VAR, COLLECTIVE, KNOB_VAR, KNOBS,
+                                           MODE_VAR, TASK_VAR)
 
 PEER_MODULE = "pytest_hpccomm.stacks.tf.peer"
 NETNS_PORT = 2222  # TensorFlow's customary port, plus the task's index and the instance's block
@@ -57,6 +58,7 @@ class Layout:
     workers: int = 1
     collective: bool = False
     coordinator: bool = False
+    knob: str = "default"  # wire.KNOBS: the collective workers' gRPC settings
 
     @property
     def tasks(self) -> list[str]:
@@ -69,7 +71,8 @@ class Layout:
 
     def __str__(self) -> str:
         if self.collective:
-            return f"{self.workers}w-collective"
+            return f"{self.workers}w-collective" + \
+                ("" if self.knob == "default" else f"-{self.knob}")
         return f"{self.ps}ps-{self.workers}w" + ("-coordinator" if self.coordinator else "")
 
 
@@ -94,6 +97,8 @@ class TfTasks:
                           f"or {NETNS}")
         if placement == NETNS and cluster is None:
             raise TfError("netns placement needs the session's virtual cluster")
+        if layout.knob not in KNOBS:
+            raise TfError(f"knob {layout.knob!r}: one of {', '.join(KNOBS)}")
         self.tf, self.placement, self.cluster, self.layout = tf, placement, cluster, layout
         self.job_timeout, self.start_timeout = job_timeout, start_timeout
         self.request_timeout = request_timeout
@@ -149,7 +154,8 @@ class TfTasks:
         try:
             for task in tasks:
                 env = peer_env({CLUSTER_VAR: json.dumps(self.spec), TASK_VAR: task,
-                                MODE_VAR: mode, "TMPDIR": self._tmp,
+                                MODE_VAR: mode, KNOB_VAR: self.layout.knob,
+                                "TMPDIR": self._tmp,
                                 "TF_CPP_MIN_LOG_LEVEL": "2", **self._server.env(),
                                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                 "HOME": os.environ.get("HOME", "/tmp")})

@@ -32,8 +32,8 @@ import numpy as np
 
 from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.peer.tensors import decode, encode
-from pytest_hpccomm.stacks.tf.wire import (CLIENT, CLUSTER_VAR, COLLECTIVE, MODE_VAR, TASK_VAR,
-                                           parse_task)
+from pytest_hpccomm.stacks.tf.wire import (CLIENT, CLUSTER_VAR, COLLECTIVE, KNOB_VAR, KNOBS,
+                                           MODE_VAR, TASK_VAR, parse_task)
 
 CPU = "device:CPU:0"
 
@@ -155,7 +155,7 @@ def main() -> int:
     elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
         from pytest_hpccomm.stacks.tf import collective_peer
 
-        collective_peer.enable(tf, spec, index)
+        collective_peer.enable(tf, spec, index, KNOBS[os.environ.get(KNOB_VAR, "default")])
         worker = collective_peer.CollectiveWorker(tf, index, len(cluster["worker"]))
         ops = ("allreduce", "allreduce_slices", "allreduce_bench")
     else:

@@ -11,6 +11,8 @@ Tests ask for
   tf_size       the session's sizes of the RecvTensor sweep (perf.bench_sizes)
   tf_recv_tensor  run(size): that point of this placement's pooled sweep, validated and judged
   tf_allreduce_size, tf_allreduce  the same for the ring all-reduce (allreduce.py)
+  tf_knob, tf_knob_size, tf_allreduce_knob  the ring all-reduce with a gRPC knob set
+                (wire.KNOBS: channels per target, compression)
   tf_ps_size, tf_ps_throughput     the same for parameter-server steps per second (ps.py)
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, T
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
 from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, JobFn, RecvSweep, SweepFailed, Sweeps,
                                            bench_sizes, measurements, run_job)
+from pytest_hpccomm.stacks.tf.wire import KNOBS
 
 BUILD, NONE = "build", "none"
 # what a fabric that is not TCP gets told (the items' fabric mark)
@@ -90,6 +93,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if name in metafunc.fixturenames:
             sizes = select(hpc_session_of(metafunc.config).cfg.message_sizes)
             metafunc.parametrize(name, sizes, ids=[format_size(s) for s in sizes])
+    if "tf_knob" in metafunc.fixturenames:
+        metafunc.parametrize("tf_knob", [k for k in KNOBS if k != "default"])
+        metafunc.parametrize("tf_knob_size", allreduce.KNOB_SIZES,
+                             ids=[format_size(s) for s in allreduce.KNOB_SIZES])
 
 
 _ENVS: dict[str, TfEnv | TfEnvError] = {}
@@ -212,6 +219,24 @@ def tf_allreduce_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession)
 
 
 @pytest.fixture(scope="session")
+def tf_knob_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> dict[str, Sweeps]:
+    """knob -> the ring all-reduce's sweep with the workers' gRPC set so (made on first use)."""
+    return KnobSweeps(lambda knob: sweeps(allreduce.run_job, replace(RING, knob=knob),
+                                          list(allreduce.KNOB_SIZES), tf_session_tasks,
+                                          hpc_session))
+
+
+class KnobSweeps(dict[str, Sweeps]):
+    def __init__(self, make: Callable[[str], Sweeps]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, knob: str) -> Sweeps:
+        self[knob] = self.make(knob)
+        return self[knob]
+
+
+@pytest.fixture(scope="session")
 def tf_ps_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
     return sweeps(ps.run_job, PS_CLUSTER, ps.bench_sizes(hpc_session.cfg.message_sizes),
                   tf_session_tasks, hpc_session)
@@ -254,10 +279,25 @@ def tf_allreduce(tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: H
                  hpc_record: Any) -> RecvRun:
     """run(size): ring all-reduce latency then busbw; every element must be the workers'
     sum."""
-    params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring"}
+    params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring", "knob": "default"}
     return judged(tf_allreduce_sweeps, hpc_placement, hpc_session, hpc_record,
                   lambda sweep, size: allreduce.measurements(sweep, size, RING.workers, params),
                   f"{allreduce.BENCHMARK}: an element of the result is not the workers' sum")
+
+
+@pytest.fixture
+def tf_allreduce_knob(tf_knob_sweeps: dict[str, Sweeps], tf_knob: str, hpc_placement: str,
+                      hpc_session: HpcSession, hpc_record: Any) -> RecvRun:
+    """run(size): the ring all-reduce with the workers' gRPC set by `tf_knob` (wire.KNOBS),
+    at allreduce.KNOB_SIZES; its records carry the knob, so `knob=default` beside it is
+    TensorFlow's own setting."""
+    layout = replace(RING, knob=tf_knob)
+    params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring", "knob": tf_knob}
+    return judged(tf_knob_sweeps[tf_knob], hpc_placement, hpc_session, hpc_record,
+                  lambda sweep, size: allreduce.measurements(sweep, size, layout.workers,
+                                                             params),
+                  f"{allreduce.BENCHMARK} ({tf_knob}): an element of the result is not the "
+                  "workers' sum")
 
 
 @pytest.fixture

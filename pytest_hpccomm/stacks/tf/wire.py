@@ -13,6 +13,14 @@ CLIENT, COLLECTIVE = "client", "collective"
 LEADER = "/job:worker/replica:0/task:0"  # the collective group's leader
 GROUP_KEY = 1  # the collective group of all the workers
 REDUCE_OPS = ("SUM", "MEAN")
+KNOB_VAR = "HPCCOMM_TF_KNOB"  # a name in KNOBS
+# the gRPC knobs TensorFlow users tune (ConfigProto.rpc_options of every task's server):
+# knob name -> RPCOptions fields; "default" is TensorFlow's own (one channel, no compression)
+KNOBS: dict[str, dict[str, str | int]] = {
+    "default": {},
+    "channels_4": {"num_channels_per_target": 4},
+    "gzip": {"compression_algorithm": "gzip", "compression_level": 2},
+}
 JOBS = ("ps", "worker", "chief")
 # what the transfer property draws from: every dtype a tf.Variable / RecvTensor carries as raw
 # bytes (bool, the integers, the floats; strings and resources take other paths)

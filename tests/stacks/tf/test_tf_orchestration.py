@@ -4,6 +4,7 @@ cache marker, the placements the tasks refuse, the sweep's sizes, pooling and re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,9 @@ def test_tasks_refuse_placements_they_cannot_run() -> None:
         TfTasks(FAKE, "hosts")
     with pytest.raises(TfError, match="needs the session's virtual cluster"):
         TfTasks(FAKE, "netns")
+    with pytest.raises(TfError, match="knob 'turbo': one of default, channels_4, gzip"):
+        TfTasks(FAKE, "loopback", None, replace(RING, knob="turbo"))
+    assert str(replace(RING, knob="gzip")) == "2w-collective-gzip"
 
 
 def test_sweep_sizes_are_powers_of_four() -> None:
