@@ -6,6 +6,8 @@
   worker tasks, latency and busbw vs size, nccl-tests' definitions (quick: 4 B - 4 MiB, 11
   points); allreduce.py; and with the gRPC knobs TensorFlow users set (wire.KNOBS: 4 channels
   per target, gzip) at 16 B, 64 KiB and 4 MiB, beside the default's records (knob=default);
+  and 64 KiB / 4 MiB split into 16 tensors packed by bytes_per_pack as MultiWorkerMirrored-
+  Strategy packs gradients (one pack, about four, one per tensor): tf_allreduce_packed;
 - parameter server: a ParameterServerStrategy's chief schedules steps on 2 workers, each step
   pulling 4 variables from 2 ps tasks and pushing updates back, steps/s vs variable size
   (1 KiB, 256 KiB, 4 MiB); ps.py.
@@ -37,3 +39,8 @@ def test_tf_ps_throughput(tf_ps_size: int, tf_ps_throughput: RecvRun) -> None:
 
 def test_tf_allreduce_knob(tf_knob: str, tf_knob_size: int, tf_allreduce_knob: RecvRun) -> None:
     tf_allreduce_knob(tf_knob_size)
+
+
+def test_tf_allreduce_packed(tf_packing: str, tf_pack_size: int,
+                             tf_allreduce_packed: RecvRun) -> None:
+    tf_allreduce_packed(tf_pack_size)

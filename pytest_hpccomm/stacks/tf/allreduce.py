@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_hpccomm.cluster import cpu_share
@@ -36,6 +36,14 @@ _KEYS = itertools.count(1_000_000, 100)
 
 # what a knob's sweep runs (wire.KNOBS): a size per regime of the curve, as for Horovod's knobs
 KNOB_SIZES = (16, 64 << 10, 4 << 20)
+# bytes_per_pack, MultiWorkerMirroredStrategy's packing of a model's gradients: the size split
+# into TENSORS tensors, packed as a fraction of the size (0: TensorFlow's default, one pack;
+# a quarter: about four packs; 1 B: one all-reduce per tensor)
+PACKED = "tf_allreduce_packed"
+TENSORS = 16
+PACKINGS = {"one_pack": 0.0, "four_packs": 0.25, "per_tensor": 1e-12}
+PACK_SIZES = (64 << 10, 4 << 20)
+_GROUP_KEYS = itertools.count(10_000, 100)  # the packed launchers' groups (one per size)
 
 
 def bench_sizes(sizes: Sequence[int]) -> list[int]:
@@ -44,11 +52,22 @@ def bench_sizes(sizes: Sequence[int]) -> list[int]:
     return [s for s in sizes if s >= 4 and (s & (s - 1)) == 0 and (s.bit_length() - 1) % 2 == 0]
 
 
+def packed_job(packing: str) -> Callable[[TfTasks, Sequence[int], str, float], RecvSweep]:
+    """The job of the packed benchmark with PACKINGS[packing]."""
+    def job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float) -> RecvSweep:
+        # half the batch of the single-tensor sweep: one call is up to 16 collectives
+        iters = max(1, SETTINGS.get(profile, SETTINGS["quick"])["iters"] // 2)
+        return run_job(tasks, sizes, profile, slowdown,
+                       packing={"tensors": TENSORS, "packing": PACKINGS[packing],
+                                "group_key": next(_GROUP_KEYS), "iters": iters})
+    return job
+
+
 def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
-            timeout: float = 900.0) -> RecvSweep:
+            timeout: float = 900.0, packing: Mapping[str, Any] | None = None) -> RecvSweep:
     settings = SETTINGS.get(profile, SETTINGS["quick"])
     msg = {"op": "allreduce_bench", "sizes": list(sizes), "slowdown": slowdown,
-           "instance_key": next(_KEYS), "timeout": TIMEOUT, **settings}
+           "instance_key": next(_KEYS), "timeout": TIMEOUT, **settings, **(packing or {})}
     meter = cpu_share.CpuMeter()
     try:
         replies = tasks.request_all({t: msg for t in tasks.layout.workers_tasks}, timeout)
@@ -71,8 +90,8 @@ def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
                      cpu.shares, cpu.disturbed)
 
 
-def measurements(sweep: RecvSweep, size: int, workers: int,
-                 params: Mapping[str, Param]) -> list[Measurement]:
+def measurements(sweep: RecvSweep, size: int, workers: int, params: Mapping[str, Param],
+                 benchmark: str = BENCHMARK) -> list[Measurement]:
     """Latency (us per all-reduce, the slowest worker's beside), then busbw (GB/s) with algbw
     beside it."""
     point = sweep.points[size]
@@ -87,10 +106,10 @@ def measurements(sweep: RecvSweep, size: int, workers: int,
     algbw = [size / (us * 1e-6) / 1e9 for us in samples]
     warmup = int(point["warmup"])
     return [
-        Measurement(stack="tf", benchmark=BENCHMARK, params=keyed, samples=tuple(samples),
+        Measurement(stack="tf", benchmark=benchmark, params=keyed, samples=tuple(samples),
                     unit="us", direction=Direction.LOWER_IS_BETTER, warmup_discarded=warmup,
                     metric="latency", extra={**jobs, **cpu, **slowest}),
-        Measurement(stack="tf", benchmark=BENCHMARK, params={**keyed, "metric": "busbw"},
+        Measurement(stack="tf", benchmark=benchmark, params={**keyed, "metric": "busbw"},
                     samples=tuple(a * factor for a in algbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
                     direction=Direction.HIGHER_IS_BETTER, warmup_discarded=warmup,
                     metric="busbw", extra={"algbw_gb_s": statistics.median(algbw),

@@ -11,6 +11,7 @@ to reset"): the orchestrator ends the tasks after any failed collective request.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -93,32 +94,27 @@ class CollectiveWorker:
     def allreduce_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Ring all-reduce of float32 tensors, per size: `batches` batches of `iters` calls of
         one tf.function after `warmup`, each batch's seconds per all-reduce (the canary
-        stretches each batch, sleeping: the gRPC threads need the cores)."""
+        stretches each batch, sleeping: the gRPC threads need the cores). With `tensors` and
+        `packing` (a fraction of the size, 0 for one pack), the size is split into that many
+        tensors reduced as MultiWorkerMirroredStrategy reduces a model's gradients: packed by
+        TensorFlow's group_by_size (bytes_per_pack), one batch_all_reduce per call."""
         tf = self.tf
         iters, batches, warmup = int(msg["iters"]), int(msg["batches"]), int(msg["warmup"])
-        factor, hint = float(msg.get("slowdown", 1.0)), str(msg.get("hint", "ring"))
-        timeout = float(msg["timeout"])
+        factor = float(msg.get("slowdown", 1.0))
         points = []
         for k, size in enumerate(msg["sizes"]):
             n = max(1, int(size) // 4)
-            with tf.device(self.device):
-                x = tf.ones([n], tf.float32)
-            key = int(msg["instance_key"]) + k  # one key per shape: a key's shape is fixed
-
-            @tf.function
-            def reduce(t: Any) -> Any:
-                with tf.device(self.device):
-                    return self._all_reduce(t, "SUM", key, timeout, hint)
-
-            got = reduce(x).numpy()
-            valid = got.size == n and bool(np.all(got == self.size))
+            reduce, inputs, count = self._bench_function(msg, k, n)
+            got = reduce(inputs)
+            valid = sum(int(np.size(g)) for g in got) == count * (n // count) and all(
+                bool(np.all(g.numpy() == self.size)) for g in got)
             for _ in range(warmup):
-                reduce(x)
+                reduce(inputs)
             samples, unstretched = [], []
             for _ in range(batches):
                 t0 = time.perf_counter()
                 for _ in range(iters):
-                    reduce(x)
+                    reduce(inputs)
                 work = time.perf_counter() - t0
                 stretch(t0, factor, idle=True)
                 samples.append((time.perf_counter() - t0) / iters)
@@ -128,3 +124,39 @@ class CollectiveWorker:
                 point["unstretched"] = unstretched
             points.append(point)
         return {"points": points}
+
+    def _bench_function(self, msg: dict[str, Any], k: int,
+                        n: int) -> tuple[Callable[[Any], list[Any]], Any, int]:
+        """(the tf.function, its input, the number of tensors) of size index k, n floats."""
+        tf, device, timeout = self.tf, self.device, float(msg["timeout"])
+        if "packing" not in msg:
+            key = int(msg["instance_key"]) + k  # one key per shape: a key's shape is fixed
+            hint = str(msg.get("hint", "ring"))
+            with tf.device(device):
+                x = tf.ones([n], tf.float32)
+
+            @tf.function
+            def reduce(t: Any) -> Any:
+                with tf.device(device):
+                    return [self._all_reduce(t, "SUM", key, timeout, hint)]
+
+            return reduce, x, 1
+        from tensorflow.python.distribute import collective_util, cross_device_utils
+
+        count = int(msg["tensors"])
+        fraction = float(msg["packing"])  # 0: one pack, else at least 1 B
+        bytes_per_pack = 0 if fraction == 0 else max(1, int(fraction * 4 * n))
+        options = collective_util.Options(implementation="RING", timeout_seconds=timeout)
+        keys = cross_device_utils.CollectiveKeys(group_key_start=int(msg["group_key"]) + k)
+        launcher = cross_device_utils.CollectiveReplicaLauncher(
+            keys.get_group_key([device]), self.size, keys, device, options)
+        with tf.device(device):
+            xs = [tf.ones([n // count], tf.float32) for _ in range(count)]
+
+        @tf.function
+        def reduce_packed(ts: Any) -> Any:
+            with tf.device(device):  # as CollectiveAllReduce: reversed, packed, reduced
+                packs = cross_device_utils.group_by_size(list(reversed(ts)), bytes_per_pack)
+                return launcher.batch_all_reduce(packs, options)
+
+        return reduce_packed, xs, count

@@ -13,6 +13,7 @@ Tests ask for
   tf_allreduce_size, tf_allreduce  the same for the ring all-reduce (allreduce.py)
   tf_knob, tf_knob_size, tf_allreduce_knob  the ring all-reduce with a gRPC knob set
                 (wire.KNOBS: channels per target, compression)
+  tf_packing, tf_pack_size, tf_allreduce_packed  a model's gradients packed by bytes_per_pack
   tf_ps_size, tf_ps_throughput     the same for parameter-server steps per second (ps.py)
 """
 
@@ -28,7 +29,7 @@ import pytest
 
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import FabricUnavailable
-from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.tf import allreduce, ps
@@ -93,6 +94,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if name in metafunc.fixturenames:
             sizes = select(hpc_session_of(metafunc.config).cfg.message_sizes)
             metafunc.parametrize(name, sizes, ids=[format_size(s) for s in sizes])
+    if "tf_packing" in metafunc.fixturenames:
+        metafunc.parametrize("tf_packing", list(allreduce.PACKINGS))
+        metafunc.parametrize("tf_pack_size", allreduce.PACK_SIZES,
+                             ids=[format_size(s) for s in allreduce.PACK_SIZES])
     if "tf_knob" in metafunc.fixturenames:
         metafunc.parametrize("tf_knob", [k for k in KNOBS if k != "default"])
         metafunc.parametrize("tf_knob_size", allreduce.KNOB_SIZES,
@@ -226,7 +231,18 @@ def tf_knob_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> d
                                           hpc_session))
 
 
+@pytest.fixture(scope="session")
+def tf_packed_sweeps(tf_session_tasks: SessionTasks,
+                     hpc_session: HpcSession) -> dict[str, Sweeps]:
+    """packing -> the packed all-reduce's sweep (allreduce.PACKINGS, made on first use)."""
+    return KnobSweeps(lambda packing: sweeps(allreduce.packed_job(packing), RING,
+                                             list(allreduce.PACK_SIZES), tf_session_tasks,
+                                             hpc_session))
+
+
 class KnobSweeps(dict[str, Sweeps]):
+    """name -> a sweep, made on first use."""
+
     def __init__(self, make: Callable[[str], Sweeps]) -> None:
         super().__init__()
         self.make = make
@@ -309,3 +325,18 @@ def tf_ps_throughput(tf_ps_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcS
     return judged(tf_ps_sweeps, hpc_placement, hpc_session, hpc_record,
                   lambda sweep, size: ps.measurements(sweep, size, params),
                   f"{ps.BENCHMARK}: a variable does not hold what the steps pushed")
+
+
+@pytest.fixture
+def tf_allreduce_packed(tf_packed_sweeps: dict[str, Sweeps], tf_packing: str,
+                        hpc_placement: str, hpc_session: HpcSession,
+                        hpc_record: Any) -> RecvRun:
+    """run(size): `size` bytes as allreduce.TENSORS gradients reduced in one
+    batch_all_reduce, packed by bytes_per_pack (`tf_packing`: allreduce.PACKINGS)."""
+    params: dict[str, Param] = {"placement": hpc_placement, "tasks": str(RING),
+                                "tensors": allreduce.TENSORS, "packing": tf_packing}
+    return judged(tf_packed_sweeps[tf_packing], hpc_placement, hpc_session, hpc_record,
+                  lambda sweep, size: allreduce.measurements(sweep, size, RING.workers, params,
+                                                             allreduce.PACKED),
+                  f"{allreduce.PACKED} ({tf_packing}): an element of a result is not the "
+                  "workers' sum")

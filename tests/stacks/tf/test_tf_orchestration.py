@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,6 +125,33 @@ def test_ps_records_are_steps_per_second_with_bytes_moved() -> None:
     # a step pulls and pushes each variable: 200 steps/s x 2 x 4 variables x 64 B
     assert rate.extra["MB/s"] == pytest.approx(200 * 2 * ps.VARIABLES * 64 / 1e6)
     assert ps.bench_sizes([1 << 10, 2048, 4 << 20]) == [1 << 10, 4 << 20]
+
+
+class _Workers:
+    """Stands in for the ring's tasks (orchestrator logic only): records what each worker was
+    asked and answers with one point of fixed batch times."""
+
+    layout, tf = RING, FAKE
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, object]] = []
+
+    def request_all(self, msgs: dict[str, dict[str, object]],
+                    timeout: float | None = None) -> dict[str, object]:
+        self.asked.extend(msgs.values())
+        return {t: {"points": [{"bytes": 1 << 16, "samples": [1e-3, 3e-3] if t == "worker:1"
+                                else [1e-3, 1e-3], "valid": True}]} for t in msgs}
+
+
+def test_packed_jobs_ask_every_worker_alike_and_report_their_mean() -> None:
+    workers: Any = _Workers()
+    sweep = allreduce.packed_job("four_packs")(workers, [1 << 16], "quick", 1.0)
+    first, second = workers.asked
+    assert first == second and first["tensors"] == allreduce.TENSORS
+    assert first["packing"] == 0.25
+    assert first["iters"] == allreduce.SETTINGS["quick"]["iters"] // 2
+    point = sweep.points[1 << 16]
+    assert point["samples"] == [1000.0, 2000.0] and point["max_samples"] == [1000.0, 3000.0]
 
 
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "tf"
