@@ -4,8 +4,8 @@
 program there runs from the same project checkout and Python path as here (a cluster's
 shared file system, or the guests' common 9p share), under `timeout` on that host, so it ends
 even when this side cannot reach it any more. Its extra environment (a control channel's key)
-travels on stdin to `peer/stdin_env.py`, never in a command line, and that program also dies
-with its remote shell session (PDEATHSIG).
+travels on stdin to `peer/stdin_env.py`, never in a command line, whose watcher also ends the
+program when its remote shell session goes away (a stopped job, a dropped connection).
 """
 
 from __future__ import annotations

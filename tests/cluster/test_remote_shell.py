@@ -9,9 +9,11 @@ between the two guests of ci/guest/run.sh --hosts 2 (tests/stacks/verbs/test_ver
 from __future__ import annotations
 
 import json
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,60 @@ def test_stdin_env_rejects_what_is_not_json() -> None:
                          input="not json\n", capture_output=True, text=True, timeout=30,
                          cwd=PROJECT_ROOT)
     assert got.returncode == 2 and "not JSON" in got.stderr
+
+
+STUCK = "import os, time; print(os.getpid(), flush=True); time.sleep(300)"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_program_ends_with_its_remote_session() -> None:
+    """The session's end (sshd gone: the read end of the program's stdout closes) ends the
+    program within seconds, though its parent (the remote `timeout`, here the watcher's own
+    parent) lives on. Before the watcher it ran on until the remote timeout."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--",
+                             sys.executable, "-c", STUCK], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"{}\n")
+        proc.stdin.close()
+        program = int(proc.stdout.readline())
+        assert program != proc.pid and _alive(program)  # the program runs beside its watcher
+        proc.stdout.close()  # the session is gone
+        status = proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _alive(program) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(program), "the program outlived its session"
+        assert status == 128 + signal.SIGTERM, status
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_the_watcher_passes_signals_and_status_on() -> None:
+    """The remote `timeout`'s TERM reaches the program; the watcher exits with its status."""
+    code = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: "
+            "sys.exit(7)); print(os.getpid(), flush=True); time.sleep(300)")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--",
+                             sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, cwd=PROJECT_ROOT)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"{}\n")
+        proc.stdin.close()
+        int(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 7
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def test_host_fabric_is_read_on_the_host(agent: RemoteShell) -> None:
