@@ -2,9 +2,9 @@
 program there, and the way to run it.
 
 Two shapes: an MPI job (mpi_launch: ranks here, on the virtual cluster's hosts, or on real
-hosts through mpirun/srun) and one plain process (process_launch: here, or on one virtual
-host). A job inside the virtual cluster carries its hooks, so the cluster's teardown finds and
-ends its processes whatever happens to this one.
+hosts through mpirun/srun) and one plain process (process_launch: here, on one virtual host,
+or on one real host over the remote shell). A job inside the virtual cluster carries its
+hooks, so the cluster's teardown finds and ends its processes whatever happens to this one.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec
 from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
 from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 
 # TCP over loopback: the fabric under test is the network stack, not shared memory. Pinned by
@@ -49,6 +50,14 @@ class Pins(Protocol):
 
 
 @dataclass(frozen=True)
+class RemoteTarget:
+    """Where a process of the hosts placement runs when it is not this host."""
+
+    shell: RemoteShell
+    host: str
+
+
+@dataclass(frozen=True)
 class PlacedLaunch:
     """A command for a placement; start() or run*() it."""
 
@@ -57,12 +66,17 @@ class PlacedLaunch:
     label: str  # what the job is, for its messages
     netns_pids_hook: PidsHook | None = None
     on_start: Callable[[int], None] | None = None
+    # hosts: over the remote shell, launch.env on its stdin (the remote timeout is the job's)
+    remote: RemoteTarget | None = None
 
     def hooks(self) -> dict[str, Any]:
         """start_job/run_job keyword arguments that tie the job to its virtual cluster."""
         return {"netns_pids_hook": self.netns_pids_hook, "on_start": self.on_start}
 
     def start(self, timeout: float, label: str = "") -> RunningJob:
+        if self.remote is not None:
+            return self.remote.shell.start(self.remote.host, self.launch.argv, self.launch.env,
+                                           timeout, label or self.label)
         return start_job(self.launch.argv, self.launch.env, timeout=timeout,
                          label=label or self.label, scratch=self.launch.scratch, **self.hooks())
 
@@ -158,10 +172,12 @@ def _hosts(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLik
 
 
 def process_launch(placement: str, argv: Sequence[str], env: Mapping[str, str], *,
-                   cluster: VirtualCluster | None = None, host: int = 0,
-                   label: str = "") -> PlacedLaunch:
-    """One process running argv with exactly `env`: here (loopback), or on virtual host `host`
-    of `cluster` (netns: its namespace and hostname)."""
+                   cluster: VirtualCluster | None = None, host: int = 0, label: str = "",
+                   hosts: Sequence[str] = (), shell: RemoteShell | None = None) -> PlacedLaunch:
+    """One process running argv with exactly `env`: here (loopback), on virtual host `host`
+    of `cluster` (netns: its namespace and hostname), or on `hosts[host]` (hosts: here when
+    that is this machine, else over `shell`, with `env` laid over the remote login's and
+    start() only: the remote side's timeout is the job's)."""
     if placement == LOOPBACK:
         return PlacedLaunch(Launch(list(argv), dict(env)), 1, label)
     if placement == NETNS:
@@ -169,4 +185,12 @@ def process_launch(placement: str, argv: Sequence[str], env: Mapping[str, str], 
             raise PlacementError("netns placement needs a virtual cluster")
         return PlacedLaunch(Launch(cluster.exec_argv(host, argv), dict(env)), 1, label,
                             cluster.pids, cluster.register_pid)
-    raise PlacementError(f"placement {placement!r}: one process runs on {LOOPBACK} or {NETNS}")
+    if placement == HOSTS:
+        if not hosts:
+            raise PlacementError("hosts placement needs the hosts (--hpc-hosts)")
+        name = hosts[host % len(hosts)]
+        placed = PlacedLaunch(Launch(list(argv), dict(env)), 1, label or f"{argv[0]} on {name}")
+        return placed if is_this_host(name) else dataclasses.replace(
+            placed, remote=RemoteTarget(shell or RemoteShell(), name))
+    raise PlacementError(f"placement {placement!r}: one process runs on {LOOPBACK}, {NETNS} "
+                         f"or {HOSTS}")

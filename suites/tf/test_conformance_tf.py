@@ -23,7 +23,7 @@ from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY
+from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site
 from pytest_hpccomm.stacks.tf.wire import DTYPES
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("tf"),
@@ -77,14 +77,26 @@ def _tx(netdev: str) -> int:
     return int(Path(f"/sys/class/net/{netdev}/statistics/tx_bytes").read_text())
 
 
+def _rx(netdev: str) -> int:
+    return int(Path(f"/sys/class/net/{netdev}/statistics/rx_bytes").read_text())
+
+
 def test_traffic_takes_the_fabric(tf_tasks: TfTasks, hpc_placement: str,
                                   request: pytest.FixtureRequest) -> None:
     """A 2 MiB tensor each way crosses the network the placement names: the ps and the
-    worker host's veths (netns: they are on different virtual hosts), or TCP over lo
+    worker host's veths (netns: they are on different virtual hosts), this host's fabric
+    netdev both ways (hosts: ps:0 here, worker:0 on the next host), or TCP over lo
     (loopback: not a shortcut inside one process)."""
     x = np.arange(1 << 19, dtype=np.float32)  # 2 MiB
     need = x.nbytes
-    if hpc_placement == "netns":
+    if hpc_placement == "hosts":
+        assert "ps:0" in tf_tasks.local_pids() and "worker:0" not in tf_tasks.local_pids(), \
+            f"ps:0 runs here and worker:0 elsewhere: {tf_tasks.hosts}"
+        netdev = request.getfixturevalue("hpc_session").selection.netdev
+        before = _tx(netdev), _rx(netdev)
+        check_round_trip(tf_tasks, x)
+        sent = {f"{netdev} tx": _tx(netdev) - before[0], f"{netdev} rx": _rx(netdev) - before[1]}
+    elif hpc_placement == "netns":
         cluster = request.getfixturevalue("hpc_virtual_cluster")
         assert tf_tasks.hosts["ps:0"] != tf_tasks.hosts["worker:0"], tf_tasks.hosts
         names = {task: cluster.hosts[i].name for task, i in tf_tasks.hosts.items()}
@@ -108,14 +120,15 @@ def test_a_killed_task_is_an_error_not_a_hang(tf_env: TfEnv, hpc_placement: str,
     """ps:0 SIGKILLed: the worker's next transfer to it raises (gRPC's Unavailable, as
     TensorFlow reports a dead peer) within KILLED_WITHIN seconds; once the tasks are closed no
     process of theirs is left. Own tasks: this ends them."""
-    cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == "netns" \
-        else None
-    tasks = TfTasks(tf_env, hpc_placement, cluster, Layout(), request_timeout=KILLED_WITHIN)
+    site = tf_site(hpc_placement, request)
+    tasks = TfTasks(tf_env, hpc_placement, site, Layout(), request_timeout=KILLED_WITHIN)
     x = np.arange(16, dtype=np.int32)
     try:
         tasks.start()
-        procs = [p for p in map(proctree.proc_of, tasks.pids().values()) if p is not None]
+        # on real hosts only this machine's tasks are checked (the others', by their hosts)
+        procs = [p for p in map(proctree.proc_of, tasks.local_pids().values()) if p is not None]
         check_round_trip(tasks, x)  # the cluster works before the kill
+        assert "ps:0" in tasks.local_pids(), f"ps:0 runs on this machine: {tasks.hosts}"
         os.kill(tasks.pids()["ps:0"], signal.SIGKILL)
         t0 = time.monotonic()
         with pytest.raises(TfError) as err:

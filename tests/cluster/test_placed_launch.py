@@ -11,8 +11,9 @@ import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.mpi import MpiFlavor
-from pytest_hpccomm.cluster.placed_launch import (LOOPBACK_TCP_ENV, PlacementError, mpi_launch,
-                                                 process_launch)
+from pytest_hpccomm.cluster.placed_launch import (LOOPBACK_TCP_ENV, PlacementError, RemoteTarget,
+                                                 mpi_launch, process_launch)
+from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 
 OMPI5 = MpiFlavor("openmpi", (5, 0, 11))
@@ -94,8 +95,21 @@ def test_mpirun_args_go_right_after_mpirun() -> None:
 def test_unknown_placement_is_refused() -> None:
     with pytest.raises(PlacementError, match="unknown placement 'moon'"):
         mpi_launch("moon", ["peer"], ENV, MPIRUN, OMPI5)
-    with pytest.raises(PlacementError, match="one process runs on loopback or netns"):
+    with pytest.raises(PlacementError, match="one process runs on loopback, netns or hosts"):
+        process_launch("moon", ["peer"], ENV)
+    with pytest.raises(PlacementError, match="hosts placement needs the hosts"):
         process_launch("hosts", ["peer"], ENV)
+
+
+def test_one_process_on_a_host_here_or_over_the_remote_shell() -> None:
+    """This machine's entry runs here; another host's over the shell, its environment on
+    stdin (never in the command line)."""
+    shell = RemoteShell(("my-ssh",))
+    here = process_launch("hosts", ["srv"], ENV, hosts=["localhost", "n1"], host=2, shell=shell)
+    assert here.remote is None and here.launch.argv == ["srv"] and here.launch.env == ENV
+    there = process_launch("hosts", ["srv"], ENV, hosts=["localhost", "n1"], host=1,
+                           shell=shell, label="task 1")
+    assert there.remote == RemoteTarget(shell, "n1") and there.label == "task 1"
 
 
 def test_one_process_here_or_on_a_virtual_host() -> None:

@@ -5,10 +5,13 @@ A task's process takes 20-35 s to start on 2 cores (TensorFlow's import), so a s
 its tasks once per (placement, layout) and reuses them. Loopback: every task here, on
 127.0.0.1 with ports picked free (a TensorFlow server binds all interfaces; it has no bind
 address option). netns: task i on virtual host i mod n, on that host's address, so a tensor
-between tasks on different hosts crosses the veths (their counters prove it). Every task dials
-home over a Unix socket (the namespaces share the file system). TensorFlow servers cannot be
-stopped: "shutdown" makes each task end its process (os._exit), and the job reaper ends any
-that does not.
+between tasks on different hosts crosses the veths (their counters prove it); every task dials
+home over a Unix socket (the namespaces share the file system). hosts: task i on host i mod n
+of --hpc-hosts at its fabric address, started over the remote shell (peer/stdin_env.py ends it
+with its session), dialing home over TCP to this host's fabric address. TensorFlow servers
+cannot be stopped: "shutdown" makes each task end its process (os._exit), and the job reaper
+ends any that does not. A TensorFlow server listens on every interface and asks no
+credentials: on a shared cluster, its ports are open to whoever reaches them while it runs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any, Mapping
 from pytest_hpccomm.cluster.jobs import RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacementError, process_launch
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
                                          RemoteError)
@@ -80,6 +84,27 @@ RING = Layout(ps=0, workers=2, collective=True)  # the ring all-reduce's two wor
 PS_CLUSTER = Layout(ps=2, workers=2, coordinator=True)  # the issue's quick 2 x 2
 
 
+@dataclass(frozen=True)
+class TfHosts:
+    """Real hosts (--hpc-hosts): task i on names[i mod n], its server on addresses[i mod n]
+    (that host's fabric address); started over the remote shell (here when the host is this
+    machine); every task dials home over TCP to `listen`, this host's fabric address. The
+    checkout, the TensorFlow venv and the orchestrator's Python are at the same paths on
+    every host (a cluster's shared file system)."""
+
+    names: tuple[str, ...]
+    addresses: tuple[str, ...]
+    listen: str
+    rsh_agent: str | None = None
+
+    @property
+    def shell(self) -> RemoteShell:
+        return RemoteShell.from_option(self.rsh_agent)
+
+
+Site = VirtualCluster | TfHosts | None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -89,27 +114,34 @@ def free_port() -> int:
 class TfTasks:
     """The session's tasks for one (placement, layout). `with` starts and always reaps."""
 
-    def __init__(self, tf: TfEnv, placement: str, cluster: VirtualCluster | None = None,
+    def __init__(self, tf: TfEnv, placement: str, site: Site = None,
                  layout: Layout = Layout(), *, job_timeout: float = 3600.0,
                  start_timeout: float = 240.0, request_timeout: float = 120.0) -> None:
-        if placement not in (LOOPBACK, NETNS):
-            raise TfError(f"placement {placement!r}: the TensorFlow tasks run on {LOOPBACK} "
-                          f"or {NETNS}")
-        if placement == NETNS and cluster is None:
+        if placement not in (LOOPBACK, NETNS, HOSTS):
+            raise TfError(f"placement {placement!r}: the TensorFlow tasks run on {LOOPBACK}, "
+                          f"{NETNS} or {HOSTS}")
+        if placement == NETNS and not isinstance(site, VirtualCluster):
             raise TfError("netns placement needs the session's virtual cluster")
+        if placement == HOSTS and not (isinstance(site, TfHosts) and len(site.names) >= 2):
+            raise TfError("hosts placement needs at least 2 hosts (--hpc-hosts)")
         if layout.knob not in KNOBS:
             raise TfError(f"knob {layout.knob!r}: one of {', '.join(KNOBS)}")
-        self.tf, self.placement, self.cluster, self.layout = tf, placement, cluster, layout
+        self.tf, self.placement, self.layout = tf, placement, layout
+        self.cluster = site if isinstance(site, VirtualCluster) else None
+        self.remote = site if isinstance(site, TfHosts) else None
         self.job_timeout, self.start_timeout = job_timeout, start_timeout
         self.request_timeout = request_timeout
         self.starts = 0
         self.spec: dict[str, list[str]] = {}
-        self.hosts: dict[str, int] = {}  # task -> virtual host index (netns)
+        self.hosts: dict[str, int] = {}  # task -> host index (netns, hosts)
         self._server: ControlServer | None = None
         self._jobs: list[RunningJob] = []
         self._channels: dict[str, Channel] = {}
         self.hellos: dict[str, dict[str, Any]] = {}
-        self._ports = NETNS_PORT + 32 * (next(_PORT_BLOCKS) % 1000)
+        # fixed ports per task (a free port cannot be probed on another host); on real hosts
+        # offset by this process, so two sessions do not collide; below the ephemeral range
+        block = next(_PORT_BLOCKS) + (os.getpid() if self.remote else 0)
+        self._ports = NETNS_PORT + 32 * (block % 900)
         # the tasks' TMPDIR: TensorFlow's autograph writes a module per function there and
         # removes them at exit, which os._exit skips
         self._tmp: str | None = None
@@ -129,14 +161,18 @@ class TfTasks:
         spec: dict[str, list[str]] = {"ps": [], "worker": []}
         if self.layout.coordinator:
             spec["chief"] = []
+        addresses = [h.address for h in self.cluster.hosts] if self.cluster is not None \
+            else list(self.remote.addresses) if self.remote is not None else []
         for i, task in enumerate(self.layout.tasks):
             job = task.split(":")[0]
-            if self.cluster is None:
+            if not addresses:
                 spec[job].append(f"127.0.0.1:{free_port()}")
-            else:
-                host = i % len(self.cluster.hosts)
-                self.hosts[task] = host
-                spec[job].append(f"{self.cluster.hosts[host].address}:{self._ports + i}")
+                continue
+            host = i % len(addresses)
+            self.hosts[task] = host
+            address = addresses[host]
+            address = f"[{address}]" if ":" in address else address
+            spec[job].append(f"{address}:{self._ports + i}")
         self.spec = spec
 
     def start(self) -> None:
@@ -146,7 +182,8 @@ class TfTasks:
             raise TfError(f"{self.describe()}: tasks lost {self.starts} times; not restarting "
                           "them again")
         self.starts += 1
-        self._server = self._server or ControlServer()
+        self._server = self._server or ControlServer(
+            None if self.remote is None else (self.remote.listen, 0))
         self._tmp = self._tmp or tempfile.mkdtemp(prefix="hpccomm-tf-")
         self._plan()
         tasks = self.layout.tasks
@@ -159,9 +196,12 @@ class TfTasks:
                                 "TF_CPP_MIN_LOG_LEVEL": "2", **self._server.env(),
                                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                 "HOME": os.environ.get("HOME", "/tmp")})
+                remote = self.remote
                 launch = process_launch(self.placement, [str(self.tf.python), "-m", PEER_MODULE],
                                         env, cluster=self.cluster, host=self.hosts.get(task, 0),
-                                        label=f"{self.describe()} {task}")
+                                        label=f"{self.describe()} {task}",
+                                        hosts=remote.names if remote else (),
+                                        shell=remote.shell if remote else None)
                 self._jobs.append(launch.start(self.job_timeout))
             self._await_hellos(tasks)
         except BaseException as exc:
@@ -248,6 +288,14 @@ class TfTasks:
     def pids(self) -> dict[str, int]:
         return {task: int(h["pid"]) for task, h in self.hellos.items()}
 
+    def local_pids(self) -> dict[str, int]:
+        """The tasks' PIDs on this machine (on real hosts, the others are other machines')."""
+        if self.remote is None:
+            return self.pids()
+        names = self.remote.names
+        return {t: pid for t, pid in self.pids().items()
+                if is_this_host(names[self.hosts[t] % len(names)])}
+
     # -- stop ------------------------------------------------------------------------------
     def _drop(self) -> str:
         for ch in self._channels.values():
@@ -273,4 +321,8 @@ class TfTasks:
                 self._server = None
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
+                if self.remote is not None:  # the tasks made it on their hosts
+                    for name in set(self.remote.names):
+                        if not is_this_host(name):
+                            self.remote.shell.run(name, ["rm", "-rf", "--", self._tmp], 30.0)
                 self._tmp = None

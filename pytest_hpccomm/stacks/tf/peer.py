@@ -135,6 +135,8 @@ def main() -> int:
     task = os.environ[TASK_VAR]
     job, index = parse_task(task)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.environ.get("TMPDIR"):  # the orchestrator made it on its own host only
+        os.makedirs(os.environ["TMPDIR"], 0o700, exist_ok=True)
     import tensorflow as tf  # late: the orchestrator imports this module without TensorFlow
 
     # tasks share 2 cores: TensorFlow's default pools are sized to the machine per process

@@ -27,13 +27,15 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.tf import allreduce, ps
-from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf.driver import (PS_CLUSTER, RING, Layout, Site, TfError, TfHosts,
+                                            TfTasks)
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
 from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, JobFn, RecvSweep, SweepFailed, Sweeps,
                                            bench_sizes, measurements, run_job)
@@ -141,9 +143,8 @@ class SessionTasks:
         if key not in self.live:
             while len(self.live) >= self.LIVE:
                 self.live.popitem(last=False)[1].close()
-            cluster = self.request.getfixturevalue("hpc_virtual_cluster") \
-                if placement == NETNS else None
-            self.live[key] = TfTasks(self.tf, placement, cluster, layout)
+            self.live[key] = TfTasks(self.tf, placement, tf_site(placement, self.request),
+                                     layout)
         self.live.move_to_end(key)
         tasks = self.live[key]
         tasks.start()
@@ -172,9 +173,27 @@ def check_placement(placement: str, hpc_session: HpcSession) -> None:
     if placement == NETNS and fabric.kind != "ethernet":
         pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs on "
                     f"{LOOPBACK} and on real hosts")
-    if placement not in (LOOPBACK, NETNS):
-        pytest.fail(f"placement {placement}: the TensorFlow tasks run on {LOOPBACK} and "
-                    f"{NETNS} so far (real hosts: not built yet)", pytrace=False)
+    if placement not in (LOOPBACK, NETNS, HOSTS):
+        pytest.fail(f"placement {placement}: the TensorFlow tasks run on {LOOPBACK}, {NETNS} "
+                    f"and {HOSTS}", pytrace=False)
+
+
+def tf_site(placement: str, request: pytest.FixtureRequest) -> Site:
+    """Where the tasks go: the virtual cluster (netns); the hosts of --hpc-hosts at their
+    fabric addresses, read on each host (hosts: the tasks dial home to this host's); None on
+    loopback. Own tasks of a test take it too."""
+    if placement == NETNS:
+        cluster: VirtualCluster = request.getfixturevalue("hpc_virtual_cluster")
+        return cluster
+    if placement == HOSTS:
+        fabric = request.getfixturevalue("hpc_rdma_fabric")
+        if not fabric.local.address:
+            pytest.fail(f"TensorFlow tasks on hosts dial home to this host's fabric address; "
+                        f"{fabric.local.description} has none", pytrace=False)
+        return TfHosts(tuple(h.host for h in fabric.hosts),
+                       tuple(h.address for h in fabric.hosts), fabric.local.address,
+                       hpc_session_of(request.config).cfg.rsh_agent)
+    return None
 
 
 def tasks_or_fail(tasks: SessionTasks, placement: str, layout: Layout,

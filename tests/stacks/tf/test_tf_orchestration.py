@@ -13,7 +13,8 @@ import pytest
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.stacks.tf import env as tf_env
 from pytest_hpccomm.stacks.tf import allreduce, ps
-from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, TfTasks
+from pytest_hpccomm.stacks.tf.driver import (PS_CLUSTER, RING, Layout, TfError, TfHosts,
+                                            TfTasks)
 from pytest_hpccomm.cache import READY
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, cache_key, ensure_env
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, bench_sizes, measurements, merge
@@ -70,13 +71,28 @@ def test_a_user_python_that_is_not_there_is_an_error(tmp_path: Path) -> None:
 
 
 def test_tasks_refuse_placements_they_cannot_run() -> None:
-    with pytest.raises(TfError, match="run on loopback or netns"):
-        TfTasks(FAKE, "hosts")
+    with pytest.raises(TfError, match="run on loopback, netns or hosts"):
+        TfTasks(FAKE, "moon")
+    with pytest.raises(TfError, match="hosts placement needs at least 2 hosts"):
+        TfTasks(FAKE, "hosts", TfHosts(("h0",), ("10.0.0.1",), "10.0.0.1"))
     with pytest.raises(TfError, match="needs the session's virtual cluster"):
         TfTasks(FAKE, "netns")
     with pytest.raises(TfError, match="knob 'turbo': one of default, channels_4, gzip"):
         TfTasks(FAKE, "loopback", None, replace(RING, knob="turbo"))
     assert str(replace(RING, knob="gzip")) == "2w-collective-gzip"
+
+
+def test_tasks_on_hosts_take_host_i_mod_n_at_its_fabric_address() -> None:
+    """Fixed ports per task (another host's free ports cannot be probed from here), an IPv6
+    address in brackets, the control channel on this host's fabric address."""
+    site = TfHosts(("h0", "h1"), ("10.0.0.1", "fd00::2"), "10.0.0.1")
+    tasks = TfTasks(FAKE, "hosts", site, PS_CLUSTER)
+    tasks._plan()
+    ports = [int(a.rsplit(":", 1)[1]) for job in ("ps", "worker", "chief")
+             for a in tasks.spec[job]]
+    assert ports == list(range(ports[0], ports[0] + 5)) and ports[-1] < 32768
+    assert [a.rsplit(":", 1)[0] for a in tasks.spec["ps"]] == ["10.0.0.1", "[fd00::2]"]
+    assert tasks.hosts == {"ps:0": 0, "ps:1": 1, "worker:0": 0, "worker:1": 1, "chief:0": 0}
 
 
 def test_sweep_sizes_are_powers_of_four() -> None:
