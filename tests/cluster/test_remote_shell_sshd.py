@@ -20,7 +20,8 @@ from tests.sshd_hosts import ssh_virtual_hosts
 pytestmark = [pytest.mark.needs_root]
 
 # run in h0: start a stuck program on h1 over the agent, kill the ssh client, report whether
-# the program (h1 shares the PID namespace) is gone within 5 s
+# the program (h1 shares the PID namespace) is gone within 15 s (the watcher polls twice a
+# second and gives TERM 2 s before KILL: the rest is margin for a loaded machine)
 PROBE = r"""
 import json, subprocess, sys, time
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
@@ -31,7 +32,7 @@ ssh = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 ssh.stdin.write(b"{}\n"); ssh.stdin.close()
 pid = int(ssh.stdout.readline())
 ssh.kill(); ssh.wait(10)
-deadline = time.monotonic() + 5
+deadline = time.monotonic() + 15
 def alive():
     try:
         return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
@@ -48,7 +49,7 @@ def test_a_remote_program_ends_with_its_ssh_session(tmp_path: Path) -> None:
         job = cluster.run_job(0, [sys.executable, "-c", PROBE, str(agent)],
                               env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"},
                               timeout=60)
-    assert job.ok, job.describe()
+    assert job.ok, f"{job.describe()}\n{job.stdout[-2000:]}\n{job.stderr[-2000:]}"
     got = json.loads(job.stdout.strip().splitlines()[-1])
     if got["alive"]:  # the program this test started: never left running
         os.kill(int(got["pid"]), signal.SIGKILL)
