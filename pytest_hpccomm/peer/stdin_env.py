@@ -46,6 +46,8 @@ def main(argv: list[str]) -> int:
         return 2
     os.environ.update({str(k): str(v) for k, v in extra.items()})
     watcher = os.getpid()
+    # an inherited SIG_IGN for SIGCHLD would reap the program behind the watcher's back
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     child = os.fork()
     if child == 0:
         _die_with(watcher)
@@ -94,13 +96,16 @@ def _watch(child: int) -> int:
         poller.register(fd, select.POLLERR | select.POLLHUP)
     killed_at: float | None = None
     while True:
-        pid, status = os.waitpid(child, os.WNOHANG)
+        try:
+            pid, status = os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
+            return 1  # reaped elsewhere: its status is lost
         if pid == child:
             return os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) \
                 else 128 + os.WTERMSIG(status)
         if killed_at is not None:
             if time.monotonic() - killed_at > KILL_GRACE:
-                os.kill(child, signal.SIGKILL)
+                forward(signal.SIGKILL, None)
             time.sleep(0.05)
             continue
         try:
@@ -108,7 +113,7 @@ def _watch(child: int) -> int:
         except InterruptedError:
             continue
         if events:  # the session is gone: nobody reads the program any more
-            os.kill(child, signal.SIGTERM)
+            forward(signal.SIGTERM, None)
             killed_at = time.monotonic()
             for fd, _ in events:
                 poller.unregister(fd)

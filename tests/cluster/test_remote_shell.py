@@ -65,7 +65,7 @@ STUCK = "import os, time; print(os.getpid(), flush=True); time.sleep(300)"
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone, or exiting while read (ESRCH)
         return False
 
 

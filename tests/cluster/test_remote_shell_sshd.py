@@ -36,7 +36,7 @@ deadline = time.monotonic() + 15
 def alive():
     try:
         return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone, or exiting while read (ESRCH)
         return False
 while alive() and time.monotonic() < deadline:
     time.sleep(0.05)
