@@ -16,9 +16,11 @@ def outcomes(path: Path) -> dict[str, str]:
 
 def canary_session(pytester: pytest.Pytester, args: list[str], items: int,
                    timeout: float, tries: int = 3) -> pytest.RunResult:
-    """The candidate's canary must be caught at every point. Only the contention guard may
-    stop it (another process shared the cores, measured): then the session is run again, a
-    few times, and finally the test fails; never a skip."""
+    """The candidate's canary must be caught at every point, never PASS. The gate may decline
+    to judge a point: the contention guard (another process shared the cores, measured), or a
+    CI too wide for the band while the median is worse than it (a cold CI saw a 1.5x canary at
+    paired ratio 1.30, CI 0.88-1.92, over 4 pairs): then the session is run again, a few
+    times, and finally the test fails; never a skip."""
     for _attempt in range(tries):
         canary = pytester.runpytest_subprocess(*args, timeout=timeout)
         doc = json.loads((pytester.path / "r.json").read_text())
@@ -28,8 +30,10 @@ def canary_session(pytester: pytest.Pytester, args: list[str], items: int,
             assert canary.ret == 1
             return canary
         missed = {k: v["message"] for k, v in judged.items() if v["outcome"] != "regression"}
-        assert all("cores shared" in m for m in missed.values()), \
-            f"the canary was not caught: {missed}"
+        declined = {k: "cores shared" in v["message"] or v["outcome"] == "inconclusive"
+                    and (v["ratio"] or 0.0) > 1.0 + float(v["tolerance"] or 0.05)
+                    for k, v in judged.items() if v["outcome"] != "regression"}
+        assert all(declined.values()), f"the canary was not caught: {missed}"
     pytest.fail(f"no quiet canary session in {tries} tries: {missed}")
 
 
