@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.integration._tries import tries
 
 from tests.native_grpc import native_peer_or_skip
 
@@ -49,7 +49,7 @@ def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
     pytester.copy_example(str(SUITE))
     history = pytester.path / "h.sqlite"
     judged: dict[str, str] = {}
-    for _attempt in tries():
+    for _attempt in tries(ATTEMPTS, PATIENCE):
         shutil.rmtree(pytester.path / "bl", ignore_errors=True)  # a fresh reference
         first = pytester.runpytest_subprocess(*ARGS, "--hpc-update-baselines=all", timeout=300)
         first.assert_outcomes(passed=1)
@@ -75,11 +75,3 @@ def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
         assert all(declined.values()), \
             f"the 1.5x canary was not caught: {judged} {ratios}\n{canary.stdout.str()}"
     pytest.fail(f"no baseline/canary pair judged REGRESSION in {PATIENCE:g} s: {judged}")
-
-
-def tries() -> Iterator[int]:
-    deadline = time.monotonic() + PATIENCE
-    n = 0
-    while n < ATTEMPTS or time.monotonic() < deadline:
-        yield n
-        n += 1

@@ -24,13 +24,12 @@ machine is a retry and finally a failure, never a skip.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
+from tests.integration._tries import tries
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 # Tries at a quiet pair of runs: at least 3, and on for 5 minutes, so a neighbour that holds
@@ -57,7 +56,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
     assert all(e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
                for e in stored["entries"].values())
 
-    for _attempt in tries():
+    for _attempt in tries(ATTEMPTS, PATIENCE):
         canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5",
                                                "--hpc-results=canary.json", timeout=300)
         if set(verdicts(canary).values()) == {"REGRESSION"}:
@@ -79,7 +78,7 @@ def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
     """A fresh baseline taken on quiet cores and a clean re-run that the gate calls PASS."""
     seen: list[object] = []
     baseline = pytester.path / "bl/gate/ethernet/mpi.json"
-    for _attempt in tries():
+    for _attempt in tries(ATTEMPTS, PATIENCE):
         baseline.unlink(missing_ok=True)  # a new reference, not a verdict against the last one
         first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
         first.assert_outcomes(passed=2)
@@ -100,14 +99,6 @@ def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
         # does a false alarm: the host's drift between sessions (see the docstring)
         seen.append(reasons(pytester.path / "rerun.json"))
     pytest.fail(f"no clean re-run called PASS in {len(seen)} tries: {seen}")
-
-
-def tries() -> Iterator[int]:
-    deadline = time.monotonic() + PATIENCE
-    n = 0
-    while n < ATTEMPTS or time.monotonic() < deadline:
-        yield n
-        n += 1
 
 
 def reasons(results_json: Path, outcome_only: bool = False) -> dict[str, str]:
