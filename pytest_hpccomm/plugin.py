@@ -203,6 +203,16 @@ class Record:
             pytest.fail(f"{result.verdict.message} (--hpc-strict)", pytrace=False)
         return result
 
+    def functional(self, m: Measurement, why: str,
+                   runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+        """Report `m` without judging it (why: e.g. an emulated device); never a baseline."""
+        from pytest_hpccomm.report.junit import junit_properties
+
+        result = self.judge.functional(self.request.node.nodeid, m, why, runtime_fingerprint)
+        for name, value in junit_properties(result):
+            self.record_property(name, value)
+        return result
+
     def all(self, ms: Sequence[Measurement], runtime_fingerprint: Mapping[str, Any] | None = None,
             bases: Sequence[Measurement | None] | None = None) -> None:
         """Record every measurement (each against its base, in a paired run); a regression in

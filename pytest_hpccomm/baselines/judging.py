@@ -13,15 +13,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
                                             fingerprint_diff, shared_cores)
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
-from pytest_hpccomm.baselines.verdict import Outcome, Verdict, temper_for_shared_cores
+from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe,
+                                              temper_for_shared_cores)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.session import HpcSession
 
 # Which outcomes each update mode writes: "new" = new and passing results (a regression or a
@@ -58,6 +61,23 @@ class BaselineJudge:
         verdict = self.stored_verdict(m, finger)
         result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
                            measurement=m, verdict=verdict, fingerprint=finger)
+        self.hpc.results.append(result)
+        return result
+
+    def functional(self, nodeid: str, m: Measurement, why: str,
+                   runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+        """`m` reported without a verdict (e.g. timed on an emulated device, where timings say
+        nothing about a fabric): outcome NEW with `why`, never written as a baseline."""
+        med = float(np.median(m.samples))
+        verdict = Verdict(Outcome.NEW, med, None, None, None, None, None,
+                          m.tolerance or self.hpc.cfg.tolerance,
+                          f"function only: {describe(m.benchmark, m.params)}: median "
+                          f"{med:.4g} {m.unit} (n={len(m.samples)}), no verdict: {why}",
+                          reason="function only", n_current=len(m.samples))
+        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
+                           measurement=dataclasses.replace(m, extra={**m.extra,
+                                                                     FUNCTIONAL: why}),
+                           verdict=verdict, fingerprint=self._fingerprint(runtime_fingerprint))
         self.hpc.results.append(result)
         return result
 
@@ -116,6 +136,8 @@ class BaselineJudge:
         for r in self.hpc.results:
             # "new" never makes a run on shared cores the reference; "all" takes it, marked
             if mode == "new" and shared_cores(r.measurement.extra):
+                continue
+            if FUNCTIONAL in r.measurement.extra:  # no verdict, no reference
                 continue
             if r.verdict.outcome in WRITTEN[mode]:
                 chosen[r.measurement.stack].append(r)

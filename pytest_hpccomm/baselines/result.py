@@ -12,6 +12,8 @@ from typing import Any, Mapping
 from pytest_hpccomm.baselines.verdict import Verdict
 from pytest_hpccomm.measure.measurement import Measurement
 
+FUNCTIONAL = "functional"  # measurement.extra key of a result reported without a verdict: why
+
 
 @dataclass(frozen=True)
 class RunResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.report.common import metric_of
 
 PROPERTY_NAMES = ("metric", "unit", "median", "baseline_median", "ratio", "ci", "p_value",
@@ -28,4 +28,7 @@ def junit_properties(result: RunResult, *, prefix: str = "") -> list[tuple[str, 
     ci = "" if v.ci_low is None or v.ci_high is None else f"[{_num(v.ci_low)}, {_num(v.ci_high)}]"
     values = (metric_of(m), m.unit, _num(v.current_median), _num(v.baseline_median),
               _num(v.ratio), ci, _num(v.p_value), v.outcome.value, str(len(m.samples)))
-    return [(prefix + name, value) for name, value in zip(PROPERTY_NAMES, values)]
+    out = [(prefix + name, value) for name, value in zip(PROPERTY_NAMES, values)]
+    if FUNCTIONAL in m.extra:  # reported without a verdict: say why beside "new"
+        out.append((prefix + "no_verdict", str(m.extra[FUNCTIONAL])))
+    return out

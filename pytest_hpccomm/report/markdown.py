@@ -14,6 +14,7 @@ from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, iso_time, jsonable,
                                           metric_of, outcome_counts, session_fingerprint,
                                           short_message, sorted_results)
+from pytest_hpccomm.baselines.result import FUNCTIONAL
 from pytest_hpccomm.report.beside import Pair, pairs
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
@@ -88,8 +89,11 @@ def _side_by_side(found: Sequence[Pair]) -> list[str]:
     for p in found:
         m, o = p.this.measurement, p.other.measurement
         a, b = p.this.verdict.current_median, p.other.verdict.current_median
+        # timings without verdicts (an emulated device) say so beside their ratio
+        only = " — function only" if FUNCTIONAL in m.extra or FUNCTIONAL in o.extra else ""
         lines.append("| " + " | ".join(_cell(c) for c in (
-            f"{p.label} ({metric_of(m)})", fmt_params(m.params), _value(a, m.unit, max(a, b)),
+            f"{p.label} ({metric_of(m)}){only}", fmt_params(m.params),
+            _value(a, m.unit, max(a, b)),
             _value(b, o.unit, max(a, b)), f"{p.ratio:.2f}x")) + " |")
     return lines
 

@@ -164,3 +164,30 @@ def test_a_run_on_shared_cores_never_becomes_the_reference_under_new(
     verdict = json.loads((bench.path / "r.json").read_text())["results"][0]["verdict"]
     assert verdict["outcome"] == "inconclusive"
     assert verdict["reason"].startswith("baseline measured on shared cores: other processes")
+
+
+FUNCTIONAL_BENCH = """
+import numpy as np
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+
+def test_emulated(hpc_record):
+    samples = tuple(10.0 * np.random.default_rng(1).lognormal(0.0, 0.01, 40))
+    m = Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8}, samples=samples,
+                    unit="us", direction=Direction.LOWER_IS_BETTER, metric="latency")
+    hpc_record.functional(m, "emulated device rxe0")
+"""
+
+
+def test_a_functional_result_is_reported_never_judged_nor_stored(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_bench=BENCH, test_functional=FUNCTIONAL_BENCH)
+    # a stored baseline 30 % faster than what the emulated run will record
+    run(pytester, monkeypatch, "--hpc-update-baselines=all", "test_bench.py",
+        shift=0.7).assert_outcomes(passed=1)
+    stored = json.loads(baseline_file(pytester).read_text())
+    got = run(pytester, monkeypatch, "--hpc-update-baselines=all", "--junitxml=j.xml",
+              "test_functional.py")
+    got.assert_outcomes(passed=1)  # no regression verdict, however slow
+    junit = (pytester.path / "j.xml").read_text()
+    assert 'name="no_verdict" value="emulated device rxe0"' in junit
+    assert json.loads(baseline_file(pytester).read_text()) == stored  # "all" did not take it
