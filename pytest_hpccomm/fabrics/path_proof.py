@@ -1,0 +1,85 @@
+"""Proof of path: did a job's payload cross the RDMA device, or did it go over kernel TCP?
+
+Read the fabric's port counters and the kernel's TCP segment counter before and after the job;
+the payload must show on the RDMA port (rxe counts packets of at most 4 KiB, IBTA ports count
+bytes) while TCP sent far fewer segments than the payload would need (at most ~64 KiB each,
+with segmentation offload). A runtime that silently fell back to TCP fails the first test and
+usually the second. siw counts nothing on its port (its RDMA rides on kernel TCP): unprovable
+by counters, and said so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_hpccomm.fabrics.counters import port_counters, sent_and_received, tcp_out_segments
+from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
+
+MAX_MTU = 4096  # the largest RoCE/IB path MTU: the fewest packets a payload can take
+MAX_SEGMENT = 65536  # the largest TCP segment the kernel counts (TSO/GSO)
+MIN_PAYLOAD = 1 << 20  # below this a few control segments could pass for the payload
+
+
+@dataclass(frozen=True)
+class Reading:
+    port: tuple[int, int] | None  # (sent, received) on the RDMA port; None: not counted
+    packets: bool  # units of `port`: packets (rxe) or bytes (IBTA)
+    tcp_segments: int | None
+
+
+def read(device: str, port: int, sysfs_root: Path = LIVE_SYSFS) -> Reading:
+    counters = port_counters(device, port, sysfs_root)
+    return Reading(sent_and_received(counters), "hw.sent_pkts" in counters, tcp_out_segments())
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """One job's traffic: what the RDMA port and TCP counted while it moved `payload` bytes."""
+
+    device: str
+    payload: int
+    rdma_sent: int | None
+    rdma_received: int | None
+    unit: str  # "packets" or "bytes"
+    tcp_segments: int | None
+
+    @classmethod
+    def between(cls, device: str, before: Reading, after: Reading, payload: int) -> Crossing:
+        sent = rcvd = None
+        if before.port is not None and after.port is not None:
+            sent, rcvd = after.port[0] - before.port[0], after.port[1] - before.port[1]
+        tcp = None
+        if before.tcp_segments is not None and after.tcp_segments is not None:
+            tcp = after.tcp_segments - before.tcp_segments
+        return cls(device, payload, sent, rcvd, "packets" if after.packets else "bytes", tcp)
+
+    @property
+    def least(self) -> int:
+        """The fewest units the payload takes on the RDMA port."""
+        return self.payload // MAX_MTU if self.unit == "packets" else self.payload
+
+    def problem(self) -> str | None:
+        """Why the payload is not shown to have crossed the device (None: it did)."""
+        if self.rdma_sent is None or self.rdma_received is None:
+            return (f"{self.device} counts no traffic on its port (siw has no RDMA counters): "
+                    "the counters cannot show which path the payload took")
+        if self.rdma_sent < self.least or self.rdma_received < self.least:
+            return (f"{self.payload} B of payload, but {self.device} counted {self.rdma_sent} "
+                    f"{self.unit} sent and {self.rdma_received} received (at least {self.least} "
+                    f"each expected): the payload did not cross the RDMA device")
+        if (self.tcp_segments is not None and self.payload >= MIN_PAYLOAD
+                and self.tcp_segments >= self.payload // MAX_SEGMENT):
+            return (f"kernel TCP sent {self.tcp_segments} segments while {self.payload} B moved, "
+                    f"as many as the payload over TCP would need: it went over TCP, not "
+                    f"{self.device}")
+        return None
+
+    def describe(self) -> str:
+        tcp = "?" if self.tcp_segments is None else str(self.tcp_segments)
+        return (f"{self.payload} B payload; {self.device}: {self.rdma_sent} {self.unit} sent, "
+                f"{self.rdma_received} received; kernel TCP: {tcp} segments")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,51 @@
+"""Proof of path from counter readings: the payload on the RDMA port, not on kernel TCP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_hpccomm.fabrics.path_proof import Crossing, Reading, read
+
+MiB = 1 << 20
+
+
+def crossing(port_before: tuple[int, int] | None, port_after: tuple[int, int] | None,
+             tcp: tuple[int, int], payload: int, packets: bool = True) -> Crossing:
+    return Crossing.between("rxe0", Reading(port_before, packets, tcp[0]),
+                            Reading(port_after, packets, tcp[1]), payload)
+
+
+def test_payload_in_rxe_packets_and_little_tcp_is_proven() -> None:
+    c = crossing((100, 100), (100 + 2600, 100 + 2600), (50, 58), 8 * MiB)
+    assert c.problem() is None and c.rdma_sent == 2600 and c.tcp_segments == 8
+    assert "8388608 B payload; rxe0: 2600 packets sent" in c.describe()
+
+
+def test_a_silent_fallback_to_tcp_is_caught() -> None:
+    # the port did not move; TCP carried it all
+    c = crossing((100, 100), (102, 102), (50, 50 + 8 * MiB // 1448), 8 * MiB)
+    assert "did not cross the RDMA device" in str(c.problem())
+
+
+def test_tcp_carrying_the_payload_beside_rdma_traffic_is_caught() -> None:
+    c = crossing((0, 0), (4096, 4096), (0, 200), 8 * MiB)
+    assert "went over TCP, not rxe0" in str(c.problem())
+
+
+def test_ibta_byte_counters() -> None:
+    ok = crossing((0, 0), (MiB + 100, MiB + 100), (0, 0), MiB, packets=False)
+    short = crossing((0, 0), (MiB // 2, MiB // 2), (0, 0), MiB, packets=False)
+    assert ok.problem() is None and "did not cross" in str(short.problem())
+
+
+def test_siw_cannot_be_proven_by_counters() -> None:
+    assert "siw has no RDMA counters" in str(crossing(None, None, (0, 0), MiB).problem())
+
+
+def test_read_takes_rxe_hw_counters(tmp_path: Path) -> None:
+    base = tmp_path / "class" / "infiniband" / "rxe0" / "ports" / "1" / "hw_counters"
+    base.mkdir(parents=True)
+    (base / "sent_pkts").write_text("12\n")
+    (base / "rcvd_pkts").write_text("34\n")
+    got = read("rxe0", 1, tmp_path)
+    assert got.port == (12, 34) and got.packets
