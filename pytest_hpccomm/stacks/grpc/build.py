@@ -33,9 +33,9 @@ from pytest_hpccomm.stacks.grpc import payload, wire
 
 NATIVE_DIR = Path(__file__).with_name("native")
 SOURCES = ("tensor.proto", "hello.proto", "peer.h", "peer.cc", "server.cc", "client.cc",
-           "startup.h", "startup.cc", "hello.cc", "bench.h", "frame.h")
+           "startup.h", "startup.cc", "hello.cc", "bench.h", "frame.h", "rsocket_compat.c")
 GENERATED = "wire.h"  # written next to the sources at build time: constants_header()
-RECIPE = 2  # bump when the compile or link commands below change
+RECIPE = 3  # bump when the compile or link commands below (or build.json) change
 CACHE_VAR = "HPCCOMM_GRPC_CACHE"
 UNITS = {  # object -> (source, is generated)
     "peer.o": ("peer.cc", False), "server.o": ("server.cc", False),
@@ -47,6 +47,7 @@ UNITS = {  # object -> (source, is generated)
 BINARIES = {"hpcc_grpc_peer": ("peer.o", "server.o", "client.o", "startup.o", "tensor.pb.o",
                                "tensor.grpc.pb.o"),
             "hpcc_grpc_hello": ("hello.o", "startup.o", "hello.pb.o", "hello.grpc.pb.o")}
+RSOCKET_COMPAT = "librsocket_compat.so"  # a C preload, not linked with gRPC (rsocket_compat.c)
 _PROBE_TIMEOUT = 30.0
 
 
@@ -84,6 +85,10 @@ class NativeBuild:
     @property
     def hello(self) -> Path:
         return self.directory / "hpcc_grpc_hello"
+
+    @property
+    def rsocket_compat(self) -> Path:
+        return self.directory / RSOCKET_COMPAT
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
@@ -248,7 +253,8 @@ def _cached(directory: Path, key: str) -> NativeBuild | None:
         meta = json.loads((directory / "build.json").read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("key") != key or not all((directory / b).is_file() for b in BINARIES):
+    if meta.get("key") != key or not all((directory / b).is_file()
+                                         for b in (*BINARIES, RSOCKET_COMPAT)):
         return None
     return NativeBuild(directory, key, str(meta.get("grpc_version", "")), 0.0, True)
 
@@ -275,7 +281,8 @@ def ensure_built(prefix: Path | None = None, cache: Path | None = None,
         try:
             version = _build(tc, tmp, time.monotonic() + timeout)
             (tmp / "build.json").write_text(json.dumps(
-                {"key": key, "grpc_version": version, "toolchain": asdict(tc),
+                {"key": key, "sources": source_digest(), "grpc_version": version,
+                 "toolchain": asdict(tc),
                  "seconds": round(time.monotonic() - t0, 1), "built": time.time()}, indent=1))
             shutil.rmtree(final, ignore_errors=True)  # an incomplete leftover, never a build
             os.rename(tmp, final)
@@ -283,6 +290,26 @@ def ensure_built(prefix: Path | None = None, cache: Path | None = None,
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return NativeBuild(final, key, version, time.monotonic() - t0, False)
+
+
+def prebuilt(directory: Path) -> NativeBuild:
+    """A peer built elsewhere (--hpc-grpc-build: e.g. on a login node for compute nodes
+    without a compiler, or on the host for the CI guests), used as it is: it must have been
+    built from this checkout's sources, else its wire constants may differ."""
+    try:
+        meta = json.loads((directory / "build.json").read_text())
+    except (OSError, ValueError) as e:
+        raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory}: no readable "
+                               f"build.json ({e})") from None
+    if meta.get("sources") != source_digest():
+        raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory} was built from "
+                               "other sources than this checkout's: rebuild it "
+                               "(python -m pytest_hpccomm.stacks.grpc.build)")
+    missing = [b for b in (*BINARIES, RSOCKET_COMPAT) if not (directory / b).is_file()]
+    if missing:
+        raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory} lacks "
+                               f"{', '.join(missing)}")
+    return NativeBuild(directory, str(meta["key"]), str(meta.get("grpc_version", "")), 0.0, True)
 
 
 def _check(res: JobResult, what: str) -> None:
@@ -320,6 +347,9 @@ def _build(tc: Toolchain, out: Path, deadline: float) -> str:
     for binary, objs in BINARIES.items():
         _check(_run([tc.cxx, "-pthread", "-o", str(out / binary), *(str(out / o) for o in objs),
                      *tc.libs], timeout=left()), f"linking {binary}")
+    _check(_run([tc.cxx, "-x", "c", "-O2", "-Wall", "-shared", "-fPIC", "-o",
+                 str(out / RSOCKET_COMPAT), str(out / "rsocket_compat.c"), "-ldl"],
+                timeout=left()), f"compiling {RSOCKET_COMPAT}")
     res = _run([str(out / "hpcc_grpc_peer"), "version"], timeout=_PROBE_TIMEOUT)
     _check(res, "running the built peer")
     return res.stdout.strip()

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.cpu_share import CpuShare
@@ -109,15 +110,18 @@ class ServerHandle:
 def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBACK,
                  cluster: VirtualCluster | None = None, host: int = 0, *,
                  tls: TlsFiles | None = None, max_message: int = wire.MAX_MESSAGE,
-                 lifetime: float = 3600.0, drop_last: bool = False) -> ServerHandle:
-    """Start a server and wait for its READY line; never binds all interfaces."""
+                 lifetime: float = 3600.0, drop_last: bool = False,
+                 env: Mapping[str, str] | None = None, bind: str = "") -> ServerHandle:
+    """Start a server and wait for its READY line; never binds all interfaces. `env`: the
+    runtime's (over the peer's own); `bind`: a local address other than 127.0.0.1 (an RDMA
+    runtime listens on the fabric's address, which its device serves)."""
     if placement == NETNS:
         if cluster is None:
             raise GrpcRunError("netns placement needs a virtual cluster")
         vhost = cluster.host(host)
         address, host_name = vhost.address, vhost.name
     else:
-        address, host_name = "127.0.0.1", "local"
+        address, host_name = bind or "127.0.0.1", "local"
     argv = peer_command(kind, native, "server") + [
         "--bind", hostport(address, 0), "--max-message", str(max_message),
         "--lifetime", str(lifetime)]
@@ -127,18 +131,44 @@ def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBAC
     if drop_last:
         argv.append("--drop-last-buffer")
     timeout = lifetime + 60.0  # the job's hard cap, past the server's own
-    job = _placed(placement, argv, cluster, host, f"grpc {kind} server").start(timeout)
+    job = _placed(placement, argv, cluster, host, f"grpc {kind} server", env).start(timeout)
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         info = wire.parse_ready(job.peek_output()[0])
         if info is not None:
             return ServerHandle(kind, placement, address, host_name, info, job)
         if job.done:
-            raise GrpcRunError(f"gRPC {kind} server did not start: {job.wait().describe()}")
+            res = job.wait()
+            raise GrpcRunError(f"gRPC {kind} server did not start: {res.describe()}"
+                               f"{grpc_cause(res.stderr)}")
         time.sleep(0.02)
     res = job.stop()
     raise GrpcRunError(f"gRPC {kind} server printed no READY line within {READY_TIMEOUT:.0f}s: "
                        f"{res.describe()}")
+
+
+_OS_ERROR = re.compile(r'(?:os_error:"([^"]*)"|syscall:"([^"]*)"|errno:(\d+))')
+
+
+def grpc_cause(stderr: str) -> str:
+    """The innermost system call error of gRPC's last error log line that has one, e.g.
+    '; gRPC: fcntl: Operation not supported (errno 95)' ("": none). A peer's own last words
+    say only that it could not listen; gRPC logged why, nested in its status."""
+    for line in reversed(stderr.splitlines()):
+        if not line.startswith("E") or "os_error" not in line or "SO_REUSEPORT" in line:
+            continue
+        # the fields of one error come together; the innermost error comes last
+        found: dict[str, str] = {}
+        for os_error, syscall, errno in _OS_ERROR.findall(line):
+            key, value = (("os_error", os_error) if os_error else ("syscall", syscall)
+                          if syscall else ("errno", errno))
+            if key in found and len(found) == 3:
+                found = {}
+            found[key] = value
+        if found:
+            return (f"; gRPC: {found.get('syscall', '?')}: {found.get('os_error', '?')}"
+                    f" (errno {found.get('errno', '?')})")
+    return ""
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -171,17 +201,17 @@ def client_timeout(layouts: Layouts, benchmarks: Sequence[str], s: BenchSettings
 
 
 def _placed(placement: str, argv: Sequence[str], cluster: VirtualCluster | None, host: int,
-            label: str) -> PlacedLaunch:
+            label: str, env: Mapping[str, str] | None = None) -> PlacedLaunch:
     try:
-        return process_launch(placement, argv, peer_env(), cluster=cluster, host=host,
-                              label=label)
+        return process_launch(placement, argv, {**peer_env(), **(env or {})}, cluster=cluster,
+                              host=host, label=label)
     except PlacementError as exc:
         raise GrpcRunError(str(exc)) from None
 
 
 def start_client(argv: Sequence[str], placement: str, cluster: VirtualCluster | None, host: int,
-                 timeout: float) -> RunningJob:
-    return _placed(placement, argv, cluster, host, "grpc client").start(timeout)
+                 timeout: float, env: Mapping[str, str] | None = None) -> RunningJob:
+    return _placed(placement, argv, cluster, host, "grpc client", env).start(timeout)
 
 
 def finish_client(job: RunningJob, what: str) -> tuple[dict[str, Any], CpuShare | None]:
@@ -214,6 +244,8 @@ class Sweep:
     cpu: list[dict[str, float]] = field(default_factory=list)  # per client job (cpu_share.py)
     disturbed: str = ""  # why a client run's timings are not its own ("": cores were ours)
     reruns: int = 0  # client runs repeated because another process shared the cores
+    runtime: str = ""  # the gRPC runtime's label (runtimes.py)
+    path: list[dict[str, Any]] = field(default_factory=list)  # per client run: path.py
 
     def contention(self) -> dict[str, Any] | None:
         """extra["cpu"] of this sweep's records (None when no job was measured)."""
@@ -268,6 +300,7 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
     veth = {k: sum(sw.veth.get(k, 0) for sw in sweeps) for k in first.veth}
     return dataclasses.replace(first, results=results, veth=veth,
                                cpu=[c for sw in sweeps for c in sw.cpu],
+                               path=[p for sw in sweeps for p in sw.path],
                                disturbed=next((sw.disturbed for sw in sweeps if sw.disturbed), ""),
                                reruns=sum(sw.reruns for sw in sweeps))
 
@@ -278,13 +311,14 @@ def _counters(cluster: VirtualCluster | None, host: int) -> tuple[int, int] | No
 
 def run_p2p(kind: str, native: NativeBuild | None, server: ServerHandle, mode: str,
             layouts: Layouts, s: BenchSettings, slowdown: float = 1.0,
-            cluster: VirtualCluster | None = None, client_host: int = 1) -> Sweep:
+            cluster: VirtualCluster | None = None, client_host: int = 1,
+            env: Mapping[str, str] | None = None) -> Sweep:
     """Latency (echo) and bandwidth (acknowledged sends) over every layout, one client job."""
     benchmarks = ("latency", "bandwidth")
     argv = client_argv(kind, native, [server.target], mode, benchmarks, layouts, s, slowdown)
     before = _counters(cluster, client_host)
     job = start_client(argv, server.placement, cluster, client_host,
-                       client_timeout(layouts, benchmarks, s, 1))
+                       client_timeout(layouts, benchmarks, s, 1), env)
     doc, share = finish_client(job, f"gRPC {kind} {mode} p2p client")
     cpu = cpu_share.of_jobs([share])
     sweep = Sweep("p2p", kind, mode, server.placement, _index([doc], "sum"),
@@ -319,7 +353,8 @@ def _barrier(jobs: Sequence[RunningJob], segment: int, start_file: str, deadline
 
 def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle], mode: str,
            layouts: Layouts, s: BenchSettings, workers: int, slowdown: float = 1.0,
-           cluster: VirtualCluster | None = None, worker_hosts: Sequence[int] = (1,)) -> Sweep:
+           cluster: VirtualCluster | None = None, worker_hosts: Sequence[int] = (1,),
+           env: Mapping[str, str] | None = None) -> Sweep:
     """Parameter-server throughput and the mimic step: W worker jobs, each calling every server
     in every step. Each (benchmark, layout) starts on all workers at once (a barrier through
     files: workers say READY, the orchestrator writes the start time). Rates add up over
@@ -336,7 +371,7 @@ def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle
                 argv = client_argv(kind, native, targets, mode, benchmarks, layouts, s, slowdown,
                                    start_file)
                 jobs.append(start_client(argv, placement, cluster,
-                                         worker_hosts[w % len(worker_hosts)], timeout))
+                                         worker_hosts[w % len(worker_hosts)], timeout, env))
             deadline = time.monotonic() + timeout
             for segment in range(len(benchmarks) * len(layouts)):
                 _barrier(jobs, segment, start_file, deadline, kind)

@@ -12,15 +12,20 @@ import pytest
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size
 from pytest_hpccomm.stacks.grpc.driver import PEERS
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES, PayloadError, PayloadSpec, layout
+from pytest_hpccomm.stacks.grpc.runtimes import PRESETS, RuntimeSpec, RuntimeSpecError, spec_of
 from pytest_hpccomm.stacks.grpc.wire import MAX_MESSAGE, MODES
 
 PLANTED_BUGS = ("drop-last-buffer",)
 # flag, help, default
 OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--hpc-grpc-runtime", "label of the gRPC runtime under test (e.g. ar-grpc); results and "
-     "baselines are keyed by it", "grpc"),
+     "baselines are keyed by it (default: the preset's name, else 'grpc')", ""),
+    ("--hpc-grpc-preset", f"a known runtime's environment for the native peers "
+     f"({', '.join(PRESETS)}); see stacks/grpc/runtimes.py", ""),
     ("--hpc-grpc-prefix", "gRPC installation to build the native peer against (pkg-config "
      "files or include/ and lib/ under DIR); default: the system's (libgrpc++-dev)", ""),
+    ("--hpc-grpc-build", "a native peer built elsewhere from this checkout (the directory "
+     "`python -m pytest_hpccomm.stacks.grpc.build` prints), used without a compiler here", ""),
     ("--hpc-grpc-peers", f"peer kinds, comma-separated ({', '.join(PEERS)})", ",".join(PEERS)),
     ("--hpc-grpc-modes", "payload modes: serialized (protobuf) and/or raw (no protobuf)",
      ",".join(MODES)),
@@ -40,8 +45,10 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
 
 @dataclass(frozen=True)
 class GrpcOptions:
-    runtime: str
+    runtime: str  # the label of the runtime under test (spec.label)
+    spec: RuntimeSpec
     prefix: Path | None
+    build: Path | None
     peers: tuple[str, ...]
     modes: tuple[str, ...]
     payload: PayloadSpec
@@ -63,12 +70,21 @@ class GrpcOptions:
         return max(MAX_MESSAGE, 2 * largest + (1 << 20))
 
 
+ENV_FLAG = "--hpc-grpc-env"
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
     for flag, help_, default in OPTIONS:
         dest = flag.lstrip("-").replace("-", "_")
         group.addoption(flag, default=None, dest=dest, help=f"{help_} (default: {default!r})")
         parser.addini(dest, help_, default=None)
+    group.addoption(ENV_FLAG, action="append", default=[], dest="hpc_grpc_env",
+                    metavar="KEY=VAL", help="environment of the native peers' gRPC runtime, "
+                    "repeatable, over the preset's; {device} {port} {gid_index} {address} "
+                    "{netdev} {rspreload} are filled from the session's fabric")
+    parser.addini("hpc_grpc_env", "KEY=VAL lines, as --hpc-grpc-env", type="linelist",
+                  default=[])
 
 
 def _value(config: pytest.Config, flag: str, default: str) -> str:
@@ -122,12 +138,23 @@ def parse_options(config: pytest.Config) -> GrpcOptions:
     profile = _value(config, "--hpc-profile", "quick")
     examples = v["--hpc-grpc-examples"] or ("200" if profile == "full" else "25")
     runtime = v["--hpc-grpc-runtime"].strip()
-    if not runtime or not runtime.replace("-", "").replace("_", "").replace(".", "").isalnum():
+    if runtime and not runtime.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise pytest.UsageError(f"--hpc-grpc-runtime: {runtime!r}: letters, digits, '-', '_', "
                                 "'.' only")
     prefix = v["--hpc-grpc-prefix"]
+    try:
+        rt_spec = spec_of(v["--hpc-grpc-preset"].strip(),
+                       list(config.getini("hpc_grpc_env")) + list(config.getoption("hpc_grpc_env")),
+                       runtime or None)
+    except RuntimeSpecError as e:
+        raise pytest.UsageError(str(e)) from None
+    if rt_spec.preset is not None and rt_spec.preset.needs_prefix and not (
+            prefix or v["--hpc-grpc-build"]):
+        raise pytest.UsageError(f"--hpc-grpc-preset {rt_spec.preset.name}: the runtime is a build "
+                                "of your own: name its install prefix with --hpc-grpc-prefix")
     return GrpcOptions(
-        runtime=runtime, prefix=Path(prefix).expanduser() if prefix else None,
+        runtime=rt_spec.label, spec=rt_spec, prefix=Path(prefix).expanduser() if prefix else None,
+        build=Path(v["--hpc-grpc-build"]).expanduser() if v["--hpc-grpc-build"] else None,
         peers=_list("--hpc-grpc-peers", v["--hpc-grpc-peers"], PEERS),
         modes=_list("--hpc-grpc-modes", v["--hpc-grpc-modes"], MODES), payload=spec,
         workers=_num("--hpc-grpc-workers", v["--hpc-grpc-workers"], int, 1, 64),

@@ -9,6 +9,8 @@ Tests ask for
   grpc_bench            run(benchmark, scheme): one TF-gRPC-Bench point, measured and judged
   grpc_lab              the session's GrpcLab: native build, servers anywhere, sweeps, all cached
   grpc_options          the parsed options (GrpcOptions)
+  grpc_runtime          the runtime's label; with a TCP twin (runtimes.py) parametrized over
+                        both, twin first, so the report shows them side by side
 """
 
 from __future__ import annotations
@@ -25,18 +27,26 @@ from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
-                                              ensure_built)
+                                              ensure_built, prebuilt)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
 from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_settings
 from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, ServerHandle, Sweep,
                                                merge_sweeps, run_p2p, run_ps, start_server)
+from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.fabrics.path_proof import Crossing, read
+from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
-from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement
+from pytest_hpccomm.report.beside import beside
+from pytest_hpccomm.stacks.grpc.runtimes import (Runtime, RuntimeUnavailable, labels, resolve,
+                                                 uses)
+from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement, payload_moved
 from pytest_hpccomm.session import hpc_session_of
+from pytest_hpccomm.skips import fabric_reason
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
 SYSTEM = "system"  # --hpc-base grpc=system: the system's gRPC (libgrpc++-dev)
+TCP_FABRICS = ("ethernet", "ipoib")  # where stock gRPC's benchmarks run
 FRESH_SERVERS = 1000  # server indices of paired rounds: 1000 * (round + 1) + i
 
 
@@ -77,6 +87,9 @@ def paired_options(opts: GrpcOptions, prefix_given: bool) -> GrpcOptions:
     if prefix_given:
         raise pytest.UsageError("--hpc-grpc-prefix cannot be combined with a paired A/B run of "
                                 "grpc: --hpc-base/--hpc-candidate grpc=PREFIX|system name both")
+    if opts.build is not None or not opts.spec.stock:
+        raise pytest.UsageError("a paired A/B run of grpc builds both sides here, on stock "
+                                "gRPC: drop --hpc-grpc-build, --hpc-grpc-preset, --hpc-grpc-env")
     if "native" not in opts.peers:
         raise pytest.UsageError("a paired A/B run of grpc compares native peers: "
                                 "--hpc-grpc-peers must include native")
@@ -91,9 +104,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("grpc_peer", opts.peers, scope="session")
     if "grpc_mode" in metafunc.fixturenames:
         metafunc.parametrize("grpc_mode", opts.modes, scope="session")
+    if "grpc_runtime" in metafunc.fixturenames and len(labels(opts.spec)) > 1:
+        metafunc.parametrize("grpc_runtime", labels(opts.spec), scope="session")
 
 
 Failure = GrpcRunError | NativeBuildError
+Where = tuple[str, str, str, str, str]  # family, peer, mode, placement, runtime label
 
 
 class GrpcLab:
@@ -101,8 +117,11 @@ class GrpcLab:
     too, so every item that needs a broken piece reports the same error without retrying."""
 
     def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path,
-                 repeats: int = 1, max_repeats: int = 0) -> None:
+                 repeats: int = 1, max_repeats: int = 0,
+                 selection: FabricSelection | None = None, fabric: str = "") -> None:
         self.opts = opts
+        self.selection, self.fabric = selection, fabric
+        self._runtimes: dict[str, Runtime] | RuntimeUnavailable | None = None
         self.settings = BenchSettings.for_profile(profile)
         self.slowdown = slowdown
         # client runs per sweep, pooled (driver.merge_sweeps), grown for undecided verdicts
@@ -111,14 +130,15 @@ class GrpcLab:
         self.tmp = tmp
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
-        self._servers: dict[tuple[str, str, int], ServerHandle | Failure] = {}
+        self._servers: dict[tuple[str, str, int, str], ServerHandle | Failure] = {}
 
     # -- pieces ---------------------------------------------------------------------------------
     def native(self) -> NativeBuild:
         """The built native peer; skips (no toolchain) or fails (build error)."""
         if self._native is None:
             try:
-                self._native = ensure_built(self.opts.prefix)
+                self._native = prebuilt(self.opts.build) if self.opts.build is not None \
+                    else ensure_built(self.opts.prefix)
             except (NativeUnavailable, NativeBuildError) as e:
                 self._native = e
         if isinstance(self._native, NativeUnavailable):
@@ -129,6 +149,47 @@ class GrpcLab:
 
     def build_for(self, peer: str) -> NativeBuild | None:
         return self.native() if peer == "native" else None
+
+    def runtime(self, label: str = "", peer: str = "native") -> Runtime:
+        """A runtime of this session by label ("": the one under test); skips when the fabric
+        lacks what it needs, or for a Python peer under anything but stock gRPC."""
+        if self._runtimes is None:
+            compat = self.native().rsocket_compat if uses(self.opts.spec, "rsocket_compat") \
+                else None
+            try:
+                self._runtimes = {r.label: r for r in resolve(self.opts.spec, self.selection,
+                                                             self.fabric, compat=compat)}
+            except RuntimeUnavailable as e:
+                self._runtimes = e
+        if isinstance(self._runtimes, RuntimeUnavailable):
+            pytest.skip(str(self._runtimes))
+        got = self._runtimes[label or self.opts.runtime]
+        if peer != "native" and got.env:
+            pytest.skip(f"gRPC runtime {got.describe()} runs in the native peers only: the "
+                        f"{peer} peer runs grpcio's bundled core")
+        return got
+
+    def twin_of(self, rt: Runtime) -> Runtime | None:
+        """The TCP twin of the runtime under test (None for the twin itself, or none)."""
+        if rt.twin_of or not isinstance(self._runtimes, dict):
+            return None
+        return next((r for r in self._runtimes.values() if r.twin_of == rt.label), None)
+
+    def emulated(self, rt: Runtime) -> str:
+        """Why an RDMA runtime's timings (and its twin's) get no verdict here ("": they do)."""
+        sel = self.selection
+        if not self.opts.spec.rdma or sel is None or sel.driver not in SOFTWARE_DRIVERS:
+            return ""
+        return (f"emulated RDMA device {sel.device} ({sel.driver}): its timings say nothing "
+                "about a fabric")
+
+    def bind_address(self) -> str:
+        """Where local servers listen ("": 127.0.0.1): an RDMA runtime's device serves the
+        fabric's address, and its TCP twin listens there too (over IPoIB or the RoCE netdev
+        on a fabric, as AR-gRPC is compared with gRPC over IPoIB)."""
+        if self.opts.spec.rdma and self.selection is not None and self.selection.address:
+            return self.selection.address
+        return ""
 
     def tls(self) -> TlsFiles:
         if self._tls is None:
@@ -141,22 +202,25 @@ class GrpcLab:
         return self._tls
 
     def server(self, peer: str, placement: str = LOOPBACK, index: int = 0,
-               cluster: Any = None) -> ServerHandle:
+               cluster: Any = None, runtime: str = "") -> ServerHandle:
         """A session server: loopback ones also listen with TLS (the conformance suite's)."""
-        key = (peer, placement, index)
+        rt = self.runtime(runtime, peer)
+        key = (peer, placement, index, rt.label)
         got = self._servers.get(key)
         if isinstance(got, ServerHandle) and not got.alive():
             got = GrpcRunError(f"gRPC {peer} server died: {got.job.wait().describe()}")
             self._servers[key] = got
         if got is None:
             build = self.build_for(peer)
-            tls = self.tls() if placement == LOOPBACK else None
+            bind = self.bind_address()
+            tls = self.tls() if placement == LOOPBACK and not bind else None
             host = index % max(1, self._hosts(cluster) // 2) if placement == NETNS else 0
             try:
                 got = start_server(peer, build, placement, cluster, host, tls=tls,
                                    max_message=self.opts.max_message,
                                    lifetime=self.settings.lifetime,
-                                   drop_last=self.opts.plant_bug == "drop-last-buffer")
+                                   drop_last=self.opts.plant_bug == "drop-last-buffer",
+                                   env=rt.env, bind=bind)
             except GrpcRunError as e:
                 got = e
             self._servers[key] = got
@@ -168,13 +232,11 @@ class GrpcLab:
     def _hosts(cluster: Any) -> int:
         return len(cluster.hosts) if cluster is not None else 1
 
-    def _quiet_run(self, family: str, peer: str, mode: str, placement: str,
-                   cluster: Any, first_server: int = 0) -> Sweep:
+    def _quiet_run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
         """One client run, again while another process shared the cores (QuietRetry); a run
         that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
-        sweep, reruns = self.retry.run(
-            lambda: self._run(family, peer, mode, placement, cluster, first_server),
-            lambda s: s.disturbed)
+        sweep, reruns = self.retry.run(lambda: self._run(where, cluster, first_server),
+                                       lambda s: s.disturbed)
         sweep.reruns = reruns
         return sweep
 
@@ -185,33 +247,31 @@ class GrpcLab:
         return list(range(n // 2, n)) if n > 1 else [0]
 
     # -- sweeps -----------------------------------------------------------------------------------
-    def sweep(self, family: str, peer: str, mode: str, placement: str,
-              cluster: Any = None) -> Sweep:
-        return self.pool.get((family, peer, mode, placement),
-                             lambda: self._quiet_run(family, peer, mode, placement, cluster))
+    def where(self, family: str, peer: str, mode: str, placement: str,
+              runtime: str = "") -> Where:
+        """The key of a sweep: the runtime by its label ("": the one under test)."""
+        return (family, peer, mode, placement, runtime or self.opts.runtime)
 
-    def more(self, family: str, peer: str, mode: str, placement: str,
-             cluster: Any = None) -> Sweep | None:
+    def sweep(self, where: Where, cluster: Any = None) -> Sweep:
+        return self.pool.get(where, lambda: self._quiet_run(where, cluster))
+
+    def more(self, where: Where, cluster: Any = None) -> Sweep | None:
         """The sweep with one more client run pooled in (adaptive repeats); None: no more."""
-        return self.pool.more((family, peer, mode, placement),
-                              lambda: self._quiet_run(family, peer, mode, placement, cluster))
+        return self.pool.more(where, lambda: self._quiet_run(where, cluster))
 
-    def cost(self, family: str, peer: str, mode: str, placement: str) -> dict[str, Any]:
-        return self.pool.cost((family, peer, mode, placement))
+    def cost(self, where: Where) -> dict[str, Any]:
+        return self.pool.cost(where)
 
-    def sweep_paired(self, base: GrpcLab, family: str, peer: str, mode: str, placement: str,
-                     cluster: Any, rounds: int) -> tuple[Sweep, Sweep]:
+    def sweep_paired(self, base: GrpcLab, where: Where, cluster: Any,
+                     rounds: int) -> tuple[Sweep, Sweep]:
         """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate
         (JobPool.paired: one client run of each per round, alternating order). Each lab runs
         its own servers, fresh for every run, and its own slowdown (the canary stretches the
         candidate only)."""
-        return self.pool.paired(
-            (family, peer, mode, placement),
-            lambda i: base._fresh_run(family, peer, mode, placement, cluster, i),
-            lambda i: self._fresh_run(family, peer, mode, placement, cluster, i), rounds)
+        return self.pool.paired(where, lambda i: base._fresh_run(where, cluster, i),
+                                lambda i: self._fresh_run(where, cluster, i), rounds)
 
-    def _fresh_run(self, family: str, peer: str, mode: str, placement: str, cluster: Any,
-                   round_: int) -> Sweep:
+    def _fresh_run(self, where: Where, cluster: Any, round_: int) -> Sweep:
         """One client run against servers of its own, started for it and stopped after it.
         A session-long server is not a neutral piece of the measurement: A against identical
         A with one server per side for the whole session (60 rounds, multi-MB payloads) put
@@ -220,31 +280,53 @@ class GrpcLab:
         were called regressions. A server per run puts that variance where the rounds see it."""
         first = FRESH_SERVERS * (round_ + 1)
         try:
-            return self._quiet_run(family, peer, mode, placement, cluster, first)
+            return self._quiet_run(where, cluster, first)
         finally:
             for key in [k for k in self._servers if k[2] >= first]:
                 got = self._servers.pop(key)
                 if isinstance(got, ServerHandle):
                     got.stop()
 
-    def _run(self, family: str, peer: str, mode: str, placement: str, cluster: Any,
-             first_server: int = 0) -> Sweep:
+    def _run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
+        family, peer, mode, placement, label = where
+        rt = self.runtime(label, peer)
         build = self.build_for(peer)
         hosts = self._client_hosts(cluster) if placement == NETNS else [0]
+        servers = [self.server(peer, placement, first_server + i, cluster, rt.label)
+                   for i in range(1 if family == "p2p" else self.opts.ps)]
+        proof = self._path_reader(rt, placement)
+        before = proof() if proof else None
         if family == "p2p":
-            srv = self.server(peer, placement, first_server, cluster)
-            return run_p2p(peer, build, srv, mode, self.opts.layouts, self.settings,
-                           self.slowdown, cluster, hosts[0])
-        servers = [self.server(peer, placement, first_server + i, cluster)
-                   for i in range(self.opts.ps)]
-        return run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
-                      self.opts.workers, self.slowdown, cluster, hosts)
+            sweep = run_p2p(peer, build, servers[0], mode, self.opts.layouts, self.settings,
+                            self.slowdown, cluster, hosts[0], rt.env)
+        else:
+            sweep = run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
+                           self.opts.workers, self.slowdown, cluster, hosts, rt.env)
+        sweep.runtime = rt.label
+        if proof is not None and before is not None and self.selection is not None:
+            sweep.path = [Crossing.between(str(self.selection.device), before, proof(),
+                                           payload_moved(sweep)).as_dict()]
+        return sweep
+
+    def _path_reader(self, rt: Runtime, placement: str) -> Callable[[], Any] | None:
+        """Reads the RDMA port's and TCP's counters around an RDMA runtime's client run."""
+        sel = self.selection
+        if not rt.rdma:
+            return None
+        if placement != LOOPBACK or sel is None or not sel.device or sel.port is None:
+            raise GrpcRunError(f"gRPC runtime {rt.label} over RDMA runs on this host's device "
+                               f"(placement {LOOPBACK}); placement {placement} has none")
+        device, port = sel.device, sel.port
+        return lambda: read(device, port)
 
     def p2p_across(self, peer: str, mode: str, cluster: Any) -> tuple[Sweep, ServerHandle]:
         """The p2p sweep across the virtual cluster and the server it ran against; fails the
         item on a run error."""
+        if self.opts.spec.rdma:
+            pytest.skip(f"gRPC runtime {self.opts.runtime} runs over this host's RDMA device; "
+                        "the virtual cluster's hosts have none")
         try:
-            return (self.sweep("p2p", peer, mode, NETNS, cluster),
+            return (self.sweep(self.where("p2p", peer, mode, NETNS), cluster),
                     self.server(peer, NETNS, 0, cluster))
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
@@ -262,14 +344,18 @@ def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
 
 
 @pytest.fixture(scope="session")
-def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any,
+def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
-    """The session's lab; in a paired A/B run of grpc, the candidate's."""
+    """The session's lab; in a paired A/B run of grpc, the candidate's. An RDMA runtime gets
+    the fabric's RDMA port (on softroce/iwarp the core's hpc_rdma_fabric creates the link)."""
     sides = hpc_config.paired("grpc")
     opts = grpc_options if sides is None else dataclasses.replace(grpc_options,
                                                                   prefix=prefix_of(sides[1]))
+    sel = request.getfixturevalue("hpc_rdma_fabric").local if opts.spec.rdma \
+        else hpc_session_of(request.config).selection
     lab = GrpcLab(opts, hpc_config.profile, hpc_config.inject_slowdown,
-                  tmp_path_factory.mktemp("grpc"), hpc_config.repeats, hpc_config.repeat_limit)
+                  tmp_path_factory.mktemp("grpc"), hpc_config.repeats, hpc_config.repeat_limit,
+                  sel if isinstance(sel, FabricSelection) else None, hpc_config.fabric)
     try:
         yield lab
     finally:
@@ -329,60 +415,104 @@ def grpc_settings(grpc_options: GrpcOptions) -> SettingsFactory:
 BenchRun = Callable[[str, str], None]
 
 
+@pytest.fixture(scope="session")
+def grpc_runtime(grpc_options: GrpcOptions) -> str:
+    """The runtime's label (parametrized over it and its TCP twin when it has one)."""
+    return grpc_options.runtime
+
+
 @pytest.fixture
-def grpc_bench(grpc_peer: str, grpc_mode: str, hpc_placement: str, grpc_lab: GrpcLab,
-               grpc_base_lab: GrpcLab | None, grpc_options: GrpcOptions, hpc_record: Any,
-               hpc_config: Any, request: pytest.FixtureRequest) -> BenchRun:
-    """run(benchmark, scheme): the point of this item's (peer, mode, placement) sweep; its
-    echoes and acknowledgements checked, then recorded and judged (tfbench.measurement). In
-    a paired A/B run the candidate's point is judged against the base's of this session."""
+def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement: str,
+               grpc_lab: GrpcLab, grpc_base_lab: GrpcLab | None, grpc_options: GrpcOptions,
+               hpc_record: Any, hpc_config: Any, request: pytest.FixtureRequest) -> BenchRun:
+    """run(benchmark, scheme): the point of this item's (peer, mode, placement, runtime)
+    sweep; its echoes and acknowledgements checked, an RDMA runtime's path proven by the
+    counters, then recorded and judged (tfbench.measurement), beside its TCP twin. In a paired
+    A/B run the candidate's point is judged against the base's of this session; on an emulated
+    RDMA device a runtime's points are reported without verdicts."""
     if hpc_placement not in (LOOPBACK, NETNS):
         pytest.skip(f"gRPC peers run on loopback and the virtual cluster; placement "
                     f"{hpc_placement!r} (real hosts) is not implemented for this stack yet")
+    if not grpc_options.spec.rdma:
+        reason = fabric_reason(TCP_FABRICS, hpc_session_of(request.config))
+        if reason:
+            pytest.skip(f"gRPC over kernel TCP (no RDMA runtime: --hpc-grpc-preset) ({reason})")
+    rt = grpc_lab.runtime(grpc_runtime, grpc_peer)
+    if grpc_options.spec.rdma and hpc_placement != LOOPBACK:  # the twin too: a pair or none
+        pytest.skip(f"gRPC runtime {grpc_options.runtime} runs over this host's RDMA device "
+                    f"(placement {LOOPBACK}); the virtual cluster's hosts have none")
 
     def run(bench: str, scheme: str) -> None:
         family, name = BENCHMARKS[bench][:2]
         cluster = request.getfixturevalue("hpc_virtual_cluster") \
             if hpc_placement == NETNS else None
         base: Any = None
-        where = (family, grpc_peer, grpc_mode, hpc_placement)
+        where = grpc_lab.where(family, grpc_peer, grpc_mode, hpc_placement, rt.label)
         try:
             if grpc_base_lab is None:
-                sweep = grpc_lab.sweep(*where, cluster)
+                sweep = grpc_lab.sweep(where, cluster)
             else:
-                sweep, base_sweep = grpc_lab.sweep_paired(
-                    grpc_base_lab, family, grpc_peer, grpc_mode, hpc_placement, cluster,
-                    hpc_config.ab_rounds)
+                sweep, base_sweep = grpc_lab.sweep_paired(grpc_base_lab, where, cluster,
+                                                          hpc_config.ab_rounds)
                 base_point = base_sweep.get(name, scheme)
                 assert not base_point["errors"], \
                     f"base: {bench} {scheme}: {base_point['errors'][:3]}"
-                base = measurement(bench, scheme, base_sweep, base_point, grpc_options.runtime,
+                base = measurement(bench, scheme, base_sweep, base_point, rt.label,
                                    grpc_peer, grpc_mode, hpc_placement)
             point = sweep.get(name, scheme)
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
         assert not point["errors"], f"{bench} {scheme}: {point['errors'][:3]}"
+        proven(sweep, request)
 
         def record_of(sw: Sweep, pt: dict[str, Any]) -> Any:
-            return measurement(bench, scheme, sw, pt, grpc_options.runtime, grpc_peer,
-                               grpc_mode, hpc_placement)
+            m = measurement(bench, scheme, sw, pt, rt.label, grpc_peer, grpc_mode,
+                            hpc_placement)
+            return with_twin(m, grpc_lab, rt)
 
-        finger = {"grpc_runtime": grpc_options.runtime, **sweep.runtime_fingerprint}
+        finger = {"grpc_runtime": rt.describe(), **sweep.runtime_fingerprint}
+        emulated = grpc_lab.emulated(rt)
+        if emulated:
+            hpc_record.functional(record_of(sweep, point), emulated, finger)
+            return
+
         def grow() -> list[Any] | None:
             try:
-                grown = grpc_lab.more(*where, cluster)
+                grown = grpc_lab.more(where, cluster)
             except GrpcRunError as exc:
                 pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
             if grown is None:
                 return None
             again = grown.get(name, scheme)
             assert not again["errors"], f"{bench} {scheme}: {again['errors'][:3]}"
+            proven(grown, request)
             return [record_of(grown, again)]
 
         m = record_of(sweep, point)
         if base is None:  # adaptive repeats: more client runs while the verdict is undecided
             [m] = until_decided([m], lambda r: hpc_record.undecided(r, finger), grow,
-                                lambda: grpc_lab.cost(*where))
+                                lambda: grpc_lab.cost(where))
         hpc_record(m, finger, base)
 
     return run
+
+
+def proven(sweep: Sweep, request: pytest.FixtureRequest) -> None:
+    """An RDMA runtime's client runs must show their payload on the RDMA port, not on TCP."""
+    for i, crossing in enumerate(sweep.path):
+        c = Crossing(**crossing)
+        request.node.user_properties.append((f"hpccomm_path_{i}", c.describe()))
+        problem = c.problem()
+        if problem:
+            pytest.fail(f"gRPC runtime {sweep.runtime}, client run {i + 1}: {problem}",
+                        pytrace=False)
+
+
+def with_twin(m: Any, lab: GrpcLab, rt: Runtime) -> Any:
+    """The runtime's point names its TCP twin's, for the side-by-side table."""
+    twin = lab.twin_of(rt)
+    if twin is None:
+        return m
+    params = {k: v for k, v in m.params.items()} | {"runtime": twin.label}
+    return dataclasses.replace(m, extra={**m.extra, **beside(
+        "grpc", m.benchmark, params, f"{rt.label} vs {twin.label}")})

@@ -48,3 +48,10 @@ def bytes_sent(sweep: Sweep, benchmark: str = "bandwidth") -> int:
     """Payload bytes a p2p sweep's client sent for one peer-side benchmark, warm-up included."""
     return sum(sum(r["layout"]) * (r["warmup"] + sum(r["iterations"]))
                for (b, _), r in sweep.results.items() if b == benchmark)
+
+
+def payload_moved(sweep: Sweep) -> int:
+    """Payload bytes the client runs of a sweep sent (echoes come back on top), warm-up
+    included: what an RDMA runtime's port must at least have carried."""
+    return sum(sum(r["layout"]) * (r["warmup"] + sum(r["iterations"]))
+               for r in sweep.results.values())

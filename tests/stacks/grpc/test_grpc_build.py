@@ -79,7 +79,7 @@ def test_cache_key_follows_the_generated_constants(monkeypatch: pytest.MonkeyPat
 def test_only_a_finished_build_counts(tmp_path: Path) -> None:
     d = tmp_path / "k"
     d.mkdir()
-    for b in build.BINARIES:
+    for b in (*build.BINARIES, build.RSOCKET_COMPAT):
         (d / b).write_text("")
     assert build._cached(d, "k") is None  # binaries but no build.json: an interrupted build
     (d / "build.json").write_text(json.dumps({"key": "other"}))

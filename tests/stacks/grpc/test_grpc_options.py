@@ -6,6 +6,11 @@ import pytest
 
 PLUGIN: tuple[str, ...] = ()  # the hpccomm_grpc entry point loads the plugin
 
+SHOW_RUNTIME = """
+def test_show(grpc_options):
+    print("RUNTIME", grpc_options.runtime, grpc_options.spec.env, grpc_options.build)
+"""
+
 SHOW = """
 def test_show(grpc_options):
     o = grpc_options
@@ -40,6 +45,15 @@ def test_defaults_and_overrides(pytester: pytest.Pytester) -> None:
      "--hpc-grpc-prefix cannot be combined with a paired A/B run of grpc"),
     (["--hpc-base=grpc=system", "--hpc-candidate=grpc=/opt/g", "--hpc-grpc-peers=python"],
      "a paired A/B run of grpc compares native peers"),
+    (["--hpc-grpc-preset=ar-grpc"], "--hpc-grpc-preset: 'ar-grpc': choose from rsocket, "
+                                    "rsocket-compat, rr-compound-bp, rr-compound-bpev, rdma"),
+    (["--hpc-grpc-preset=rr-compound-bp"], "--hpc-grpc-preset rr-compound-bp: the runtime is a "
+                                           "build of your own: name its install prefix"),
+    (["--hpc-grpc-env=GRPC_PLATFORM_TYPE"], "--hpc-grpc-env: 'GRPC_PLATFORM_TYPE': expected "
+                                            "KEY=VALUE"),
+    (["--hpc-grpc-env=X={gid}"], "--hpc-grpc-env X: unknown placeholder {gid}"),
+    (["--hpc-base=grpc=system", "--hpc-candidate=grpc=/opt/g", "--hpc-grpc-preset=rsocket"],
+     "a paired A/B run of grpc builds both sides here, on stock gRPC"),
 ])
 def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
                                               message: str | None) -> None:
@@ -50,3 +64,12 @@ def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: l
         return
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_runtime_options_and_ini(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_show=SHOW_RUNTIME)
+    pytester.makeini("[pytest]\nhpc_grpc_env =\n    A=1\n    B={device}\n")
+    r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none", "--hpc-grpc-preset=rsocket",
+                           "--hpc-grpc-env=C=3", "--hpc-grpc-build=/opt/peer")
+    r.stdout.fnmatch_lines(["*RUNTIME rsocket (('A', '1'), ('B', '{device}'), ('C', '3')) "
+                            "/opt/peer*"])
