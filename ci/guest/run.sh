@@ -6,6 +6,8 @@
 #   bash ci/guest/run.sh --exec 'ibv_devices; rdma link'      # any command, for debugging
 #   bash ci/guest/run.sh --hosts 2 --fabric softroce          # two guests, h0 and h1: verbs
 #                                       # peer per guest, MPI over UCX between them (cluster.sh)
+#   bash ci/guest/run.sh --fabric softroce --targets suites/grpc --stage DIR -- ARGS
+#                                       # other suites; DIR is /mnt/job/stage/NAME in the guest
 #
 # Results (junit.xml, results.json, pytest.log, console.log, dmesg.txt) land in
 # --results DIR (default results/guest-<fabric>[-2hosts]); the exit status is pytest's inside
@@ -31,6 +33,8 @@ accel=${HPCCOMM_GUEST_ACCEL:-tcg}
 mem=${HPCCOMM_GUEST_MEM:-2048}
 smp=${HPCCOMM_GUEST_SMP:-}
 hosts=1
+suite_targets=""
+stages=()
 pytest_args=()
 
 usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -43,6 +47,8 @@ while [ $# -gt 0 ]; do
         --timeout) job_timeout=$2; shift 2 ;;
         --accel) accel=$2; shift 2 ;;
         --hosts) hosts=$2; shift 2 ;;
+        --targets) suite_targets=$2; shift 2 ;;
+        --stage) stages+=("$2"); shift 2 ;;
         --) shift; pytest_args=("$@"); break ;;
         -h|--help) usage ;;
         *) echo "run.sh: unknown argument $1" >&2; usage ;;
@@ -78,6 +84,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 install -m 755 "$HERE/guest-init.sh" "$JOB/guest-init.sh"
+for d in "${stages[@]}"; do  # e.g. a native peer built on this host for the guest
+    [ -d "$d" ] || { echo "run.sh: --stage $d is not a directory" >&2; exit 2; }
+    mkdir -p "$JOB/stage"
+    cp -a "$d" "$JOB/stage/$(basename "$d")"
+done
 { echo "JOB_TIMEOUT=$job_timeout"; echo "HOSTS=$hosts"; } >"$JOB/job.env"
 if [ "$hosts" -gt 1 ]; then
     # keys of this run only: root's login key and the sshd host key every guest uses
@@ -108,7 +119,8 @@ else
             echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin",'
             echo '        "pytest_hpccomm.stacks.mpi.plugin")'
         else
-            echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin")'
+            echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin",'
+            echo '        "pytest_hpccomm.stacks.grpc.plugin")'
         fi
         echo 'print(" ".join(f"-p {m}" for m in want if m not in have))'
         echo 'EOF'
@@ -127,7 +139,7 @@ else
             done
             printf ' %s' "${targets[@]}"
         else
-            printf ' -o junit_suite_name=verbs-%s suites/verbs' "$fabric"
+            printf ' -o junit_suite_name=guest-%s %s' "$fabric" "${suite_targets:-suites/verbs}"
         fi
         [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
         echo ' 2>&1 | tee /mnt/job/pytest.log'

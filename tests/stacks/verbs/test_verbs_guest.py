@@ -18,89 +18,23 @@ debootstrap or kernel headers: `ci/guest/build.sh --check` says which).
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
+from tests.guests import boot, fingerprint, guest_image_or_skip, junit, tail
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
-ROOT = Path(__file__).resolve().parents[3]
-BUILD, RUN = ROOT / "ci" / "guest" / "build.sh", ROOT / "ci" / "guest" / "run.sh"
-BUILD_TIMEOUT = 1800.0
-JOB_TIMEOUT = 900  # inside the guest; run.sh adds its boot margin, we add ours
-# (per verbs item inside the guest: the verbs plugin's deadline, 0.8 x pytest-timeout's 300 s,
-# which Hypothesis cannot swallow; pytest-timeout stays as the outer belt)
 PLANTED_TESTS = "remote_write_lands or payload_integrity"
 CANARY = "tests/stacks/verbs/test_verbs_canary_stretch.py"  # needs a verbs pair: guests only
 
 
 @pytest.fixture(scope="module")
 def guest_image() -> str:
-    if shutil.which("qemu-system-x86_64") is None:
-        pytest.skip("qemu-system-x86 is not installed (apt-get install qemu-system-x86)")
-    check = run_job(["bash", str(BUILD), "--check"], timeout=60, label="build.sh --check")
-    if not check.ok:
-        pytest.skip((check.stderr.strip() or check.stdout.strip()).splitlines()[-1])
-    build = run_job(["bash", str(BUILD)], timeout=BUILD_TIMEOUT, label="ci/guest/build.sh")
-    assert build.ok, f"guest build failed: {build.describe()}\n{build.stderr[-3000:]}"
-    return build.stdout.strip().splitlines()[-1]
-
-
-def boot(image: str, results: Path, fabric: str, *pytest_args: str, hosts: int = 1,
-         job_timeout: int = JOB_TIMEOUT) -> JobResult:
-    argv = ["bash", str(RUN), "--image", image, "--fabric", fabric, "--results", str(results),
-            "--timeout", str(job_timeout), "--hosts", str(hosts), "--", "--timeout=300",
-            *pytest_args]
-    # two guests: the second powers off up to a minute after the first
-    return run_job(argv, timeout=job_timeout + 300 + 60 * (hosts - 1),
-                   label=f"guest {fabric} x{hosts}",
-                   env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get(
-                       "HPCCOMM_GUEST_ACCEL", "tcg")})
-
-
-def junit(results: Path) -> dict[str, Any]:
-    path = results / "junit.xml"
-    assert path.is_file(), f"the guest wrote no JUnit XML; console:\n{_tail(results)}"
-    cases = ET.parse(path).getroot().iter("testcase")
-    out: dict[str, Any] = {"passed": [], "failed": {}, "skipped": {}, "xfailed": {}}
-    for case in cases:
-        name = f"{case.get('classname')}::{case.get('name')}"
-        bad = case.find("failure")
-        if bad is None:
-            bad = case.find("error")
-        skipped = case.find("skipped")
-        if bad is not None:
-            out["failed"][name] = f"{bad.get('message', '')} {bad.text or ''}"
-        elif skipped is not None and skipped.get("type") == "pytest.xfail":
-            out["xfailed"][name] = skipped.get("message", "")
-        elif skipped is not None:
-            out["skipped"][name] = skipped.get("message", "")
-        else:
-            out["passed"].append(name)
-    return out
-
-
-def fingerprint(results: Path) -> dict[str, Any]:
-    """The guest session's environment fingerprint (results.json): kernel, driver, device."""
-    path = results / "results.json"
-    if not path.is_file():
-        return {}
-    return dict(json.loads(path.read_text()).get("session", {}).get("fingerprint") or {})
-
-
-def _tail(results: Path) -> str:
-    for name in ("pytest.log", "console.log"):
-        path = results / name
-        if path.is_file():
-            return path.read_text(errors="replace")[-4000:]
-    return "(no log)"
+    return guest_image_or_skip()
 
 
 # conformance tests that must pass: iWARP has no UD, siw no atomics, and its QPs reach RTS only
@@ -130,7 +64,7 @@ def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabri
     unexplained = {k: v for k, v in got["xfailed"].items()
                    if not (v.startswith(f"known {device} defect ") and "observed" in v)}
     assert not unexplained, f"xfails that are no observed known defect: {unexplained}"
-    assert job.ok, f"guest run failed: {job.describe()}\n{_tail(tmp_path)}"
+    assert job.ok, f"guest run failed: {job.describe()}\n{tail(tmp_path)}"
     assert len(conformance) >= at_least, f"only {len(conformance)} conformance tests passed"
     assert crosscheck, "no perftest program ran next to the suite"
     assert len(canary) == 4, f"the canary's stretch of the verbs peers was not shown: {canary}"
@@ -179,7 +113,7 @@ def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(guest_image: str, tmp_
     record_property("cluster_skipped", len(got["skipped"]))
     assert not got["failed"], f"two-guest cluster: {len(got['failed'])} failed: " \
         + "; ".join(f"{k}: {v[:300]}" for k, v in list(got["failed"].items())[:5])
-    assert job.ok, f"cluster run failed: {job.describe()}\n{_tail(tmp_path)}"
+    assert job.ok, f"cluster run failed: {job.describe()}\n{tail(tmp_path)}"
     root = ET.parse(tmp_path / "junit.xml").getroot()
     suite = {p.get("name"): p.get("value") for p in root.iter("property")
              if p.get("name", "").startswith("verbs_")}
