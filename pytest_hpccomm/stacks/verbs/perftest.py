@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_hpccomm.cluster.jobs import JobResult, run_job, start_job
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
@@ -94,6 +95,24 @@ class RemoteServer:
     selection: FabricSelection
 
 
+REFUSED_TRIES = 3  # client starts while the server's rdma_cm listener is not yet accepting
+
+
+def _client(argv: list[str], target: str, timeout: float, program: str,
+            server: Any) -> JobResult:
+    """The client, again when its connection was refused while the server still waits: on
+    siw (-R) the TCP listen socket can be there before rdma_cm accepts on it (a cold CI saw
+    ib_send_lat refused, then crash with SIGSEGV, 0.8 s after the server listened)."""
+    attempt = 1
+    while True:
+        client = run_job([*argv, target], timeout=timeout, label=f"{program} client")
+        refused = "Connection refused" in client.stdout + client.stderr
+        if client.ok or not refused or attempt >= REFUSED_TRIES or server.poll() is not None:
+            return client
+        time.sleep(0.5 * attempt)
+        attempt += 1
+
+
 def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
              timeout: float = 120.0, remote: RemoteServer | None = None) -> PerftestRun:
     """Server first (here, or on `remote`); once it listens, the client here against the
@@ -119,7 +138,7 @@ def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
                 res = server.stop()
                 raise PerftestFailed(f"{program} server did not listen: {res.describe()}")
             time.sleep(0.2)
-        client = run_job([*argv, target], timeout=timeout, label=f"{program} client")
+        client = _client(argv, target, timeout, program, server)
         srv = server.wait(timeout=30)
     finally:
         server.stop()

@@ -1,0 +1,51 @@
+"""perftest's client is started again when its connection was refused while the server still
+waits (siw's listener can exist before rdma_cm accepts on it); not when the server is gone, not
+for any other failure. The jobs are stand-ins: what is under test is the retry rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.stacks.verbs import perftest
+
+REFUSED = JobResult(("ib_send_lat",), -11, " ERRNO: Connection refused.\n", "", 0.8, False)
+OK = JobResult(("ib_send_lat",), 0, "t_avg 10.0\n", "", 1.0, False)
+CRASH = JobResult(("ib_send_lat",), -11, "", "", 0.8, False)
+
+
+class Server:
+    def __init__(self, gone: bool = False) -> None:
+        self.gone = gone
+
+    def poll(self) -> int | None:
+        return 0 if self.gone else None
+
+
+def clients(monkeypatch: pytest.MonkeyPatch, results: list[JobResult]) -> list[Any]:
+    calls: list[Any] = []
+
+    def fake(argv: Any, *a: Any, **kw: Any) -> JobResult:
+        calls.append(argv)
+        return results[len(calls) - 1]
+
+    monkeypatch.setattr(perftest, "run_job", fake)
+    monkeypatch.setattr(perftest.time, "sleep", lambda s: None)
+    return calls
+
+
+@pytest.mark.parametrize("results,server,calls,final", [
+    ([REFUSED, REFUSED, OK], Server(), 3, OK),
+    ([REFUSED, REFUSED, REFUSED], Server(), 3, REFUSED),  # at most REFUSED_TRIES
+    ([REFUSED, OK], Server(gone=True), 1, REFUSED),  # nobody left to connect to
+    ([CRASH, OK], Server(), 1, CRASH),  # another failure is the program's own
+    ([OK], Server(), 1, OK),
+])
+def test_refused_clients_are_retried_while_the_server_waits(
+        monkeypatch: pytest.MonkeyPatch, results: list[JobResult], server: Server, calls: int,
+        final: JobResult) -> None:
+    made = clients(monkeypatch, results)
+    assert perftest._client(["ib_send_lat"], "10.0.0.1", 10.0, "ib_send_lat", server) is final
+    assert len(made) == calls and made[0] == ["ib_send_lat", "10.0.0.1"]
