@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import CACHE_VAR, NativeUnavailable, cache_root, ensure_built
+from pytest_hpccomm.stacks.grpc.build import (CACHE_VAR, NativeBuild, NativeBuildError,
+                                              NativeUnavailable, cache_root, ensure_built)
 
 CACHE = cache_root()  # read at import, before pytester moves HOME
 
@@ -14,7 +15,15 @@ CACHE = cache_root()  # read at import, before pytester moves HOME
 def native_peer_or_skip(monkeypatch: pytest.MonkeyPatch) -> None:
     """Point the pytester session at the project's cache and make sure the peer is built."""
     monkeypatch.setenv(CACHE_VAR, str(CACHE))
+    native_build_or_skip()
+
+
+def native_build_or_skip() -> NativeBuild:
+    """The built native peer; skips naming what is missing, fails in one line on a failed
+    build."""
     try:
-        ensure_built()
+        return ensure_built()
     except NativeUnavailable as e:
         pytest.skip(str(e))
+    except NativeBuildError as e:
+        pytest.fail(str(e), pytrace=False)

@@ -9,8 +9,8 @@ has the same libraries (ci/guest/packages.txt). Two boots:
 
 rsocket-compat itself carries gRPC over rxe (README: 265,310 rxe packets, 2 TCP segments for a
 p2p sweep) but not reliably in the emulated guest: of seven sweeps of the peers alone one
-stalled (81,356 packets in 150 s against 20 s for the whole sweep), and beside the suite's orchestrator
-the client timed out every time; it is no CI test until that is understood.
+stalled (81,356 packets in 150 s against 20 s for the whole sweep), and beside the suite's
+orchestrator the client timed out every time; it is no CI test until that is understood.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import NativeBuild, NativeBuildError, NativeUnavailable
-from pytest_hpccomm.stacks.grpc.build import ensure_built
+from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from tests.guests import boot, guest_image_or_skip, junit, tail
+from tests.native_grpc import native_build_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
@@ -39,12 +39,7 @@ def guest_image() -> str:
 
 @pytest.fixture(scope="module")
 def native() -> NativeBuild:
-    try:
-        return ensure_built()
-    except NativeUnavailable as e:
-        pytest.skip(str(e))
-    except NativeBuildError as e:
-        pytest.fail(str(e), pytrace=False)
+    return native_build_or_skip()
 
 
 def run(image: str, native: NativeBuild, results: Path, *args: str) -> Any:

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import NativeBuild, NativeUnavailable, ensure_built
+from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.driver import BenchSettings, run_p2p, start_server
+from tests.native_grpc import native_build_or_skip
 
 QUICK = BenchSettings(batches=3, batch_seconds=0.01, warmup_seconds=0.01, lifetime=60)
 
 
 @pytest.fixture(scope="module")
 def native() -> NativeBuild:
-    try:
-        return ensure_built()
-    except NativeUnavailable as e:
-        pytest.skip(str(e))
+    return native_build_or_skip()
 
 
 def test_grpc_runs_through_the_shim_on_kernel_tcp(native: NativeBuild) -> None:
