@@ -33,19 +33,21 @@ from pytest_hpccomm.stacks.grpc import payload, wire
 
 NATIVE_DIR = Path(__file__).with_name("native")
 SOURCES = ("tensor.proto", "hello.proto", "peer.h", "peer.cc", "server.cc", "client.cc",
-           "startup.h", "startup.cc", "hello.cc", "bench.h", "frame.h", "rsocket_compat.c")
+           "relay.cc", "startup.h", "startup.cc", "hello.cc", "bench.h", "frame.h",
+           "rsocket_compat.c")
 GENERATED = "wire.h"  # written next to the sources at build time: constants_header()
-RECIPE = 3  # bump when the compile or link commands below (or build.json) change
+RECIPE = 4  # bump when the compile or link commands below (or build.json) change
 CACHE_VAR = "HPCCOMM_GRPC_CACHE"
 UNITS = {  # object -> (source, is generated)
     "peer.o": ("peer.cc", False), "server.o": ("server.cc", False),
-    "client.o": ("client.cc", False), "startup.o": ("startup.cc", False),
+    "client.o": ("client.cc", False), "relay.o": ("relay.cc", False),
+    "startup.o": ("startup.cc", False),
     "tensor.pb.o": ("tensor.pb.cc", True), "tensor.grpc.pb.o": ("tensor.grpc.pb.cc", True),
     "hello.o": ("hello.cc", False), "hello.pb.o": ("hello.pb.cc", True),
     "hello.grpc.pb.o": ("hello.grpc.pb.cc", True),
 }
-BINARIES = {"hpcc_grpc_peer": ("peer.o", "server.o", "client.o", "startup.o", "tensor.pb.o",
-                               "tensor.grpc.pb.o"),
+BINARIES = {"hpcc_grpc_peer": ("peer.o", "server.o", "client.o", "relay.o", "startup.o",
+                               "tensor.pb.o", "tensor.grpc.pb.o"),
             "hpcc_grpc_hello": ("hello.o", "startup.o", "hello.pb.o", "hello.grpc.pb.o")}
 RSOCKET_COMPAT = "librsocket_compat.so"  # a C preload, not linked with gRPC (rsocket_compat.c)
 _PROBE_TIMEOUT = 30.0

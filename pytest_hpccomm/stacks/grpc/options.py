@@ -16,6 +16,7 @@ from pytest_hpccomm.stacks.grpc.runtimes import PRESETS, RuntimeSpec, RuntimeSpe
 from pytest_hpccomm.stacks.grpc.wire import MAX_MESSAGE, MODES
 
 PLANTED_BUGS = ("drop-last-buffer",)
+CLIENTS = ("python", "native")  # who makes the conformance suite's calls
 # flag, help, default
 OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--hpc-grpc-runtime", "label of the gRPC runtime under test (e.g. ar-grpc); results and "
@@ -27,6 +28,9 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--hpc-grpc-build", "a native peer built elsewhere from this checkout (the directory "
      "`python -m pytest_hpccomm.stacks.grpc.build` prints), used without a compiler here", ""),
     ("--hpc-grpc-peers", f"peer kinds, comma-separated ({', '.join(PEERS)})", ",".join(PEERS)),
+    ("--hpc-grpc-clients", "conformance clients, comma-separated: python (grpcio in pytest) "
+     "and/or native (the native peer makes the calls, inside the runtime); default: both, "
+     "only native under a runtime other than stock gRPC", ""),
     ("--hpc-grpc-modes", "payload modes: serialized (protobuf) and/or raw (no protobuf)",
      ",".join(MODES)),
     ("--hpc-grpc-buffers", "buffers per payload (iovec length)", "10"),
@@ -51,6 +55,7 @@ class GrpcOptions:
     build: Path | None
     peers: tuple[str, ...]
     modes: tuple[str, ...]
+    clients: tuple[str, ...]
     payload: PayloadSpec
     workers: int
     ps: int
@@ -157,6 +162,8 @@ def parse_options(config: pytest.Config) -> GrpcOptions:
         build=Path(v["--hpc-grpc-build"]).expanduser() if v["--hpc-grpc-build"] else None,
         peers=_list("--hpc-grpc-peers", v["--hpc-grpc-peers"], PEERS),
         modes=_list("--hpc-grpc-modes", v["--hpc-grpc-modes"], MODES), payload=spec,
+        clients=_list("--hpc-grpc-clients", v["--hpc-grpc-clients"]
+                      or (",".join(CLIENTS) if rt_spec.stock else "native"), CLIENTS),
         workers=_num("--hpc-grpc-workers", v["--hpc-grpc-workers"], int, 1, 64),
         ps=_num("--hpc-grpc-ps", v["--hpc-grpc-ps"], int, 1, 64),
         examples=_num("--hpc-grpc-examples", examples, int, 1, 100000), plant_bug=bug,

@@ -3,6 +3,9 @@
 Tests ask for
   grpc_peer, grpc_mode  parametrized over --hpc-grpc-peers / --hpc-grpc-modes (session scope)
   grpc_server           the session's loopback server of that peer kind (plaintext and TLS)
+  grpc_client_kind      parametrized over --hpc-grpc-clients: python (grpcio in pytest) or
+                        native (the native peer's relay makes the calls, inside the runtime)
+  grpc_connect          connect(target, mode, ca=, gzip=): a TensorClient of that kind
   grpc_client           a client of grpc_server in grpc_mode, ready, closed after the test
   grpc_settings         settings(cap=None): Hypothesis settings of a property built in a test
   grpc_tls              the test CA and certificates (grpc_server's TLS port trusts "ca")
@@ -104,6 +107,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("grpc_peer", opts.peers, scope="session")
     if "grpc_mode" in metafunc.fixturenames:
         metafunc.parametrize("grpc_mode", opts.modes, scope="session")
+    if "grpc_client_kind" in metafunc.fixturenames:
+        metafunc.parametrize("grpc_client_kind", opts.clients, scope="session")
     if "grpc_runtime" in metafunc.fixturenames and len(labels(opts.spec)) > 1:
         metafunc.parametrize("grpc_runtime", labels(opts.spec), scope="session")
 
@@ -192,9 +197,11 @@ class GrpcLab:
         return ""
 
     def tls(self) -> TlsFiles:
+        """The test CA and a server certificate for loopback and the runtime's address."""
         if self._tls is None:
+            ips = ("127.0.0.1", *([self.bind_address()] if self.bind_address() else []))
             try:
-                self._tls = make_tls(self.tmp / "tls")
+                self._tls = make_tls(self.tmp / "tls", ips)
             except TlsUnavailable as e:
                 self._tls = e
         if isinstance(self._tls, TlsUnavailable):
@@ -213,7 +220,7 @@ class GrpcLab:
         if got is None:
             build = self.build_for(peer)
             bind = self.bind_address()
-            tls = self.tls() if placement == LOOPBACK and not bind else None
+            tls = self.tls() if placement == LOOPBACK else None
             host = index % max(1, self._hosts(cluster) // 2) if placement == NETNS else 0
             try:
                 got = start_server(peer, build, placement, cluster, host, tls=tls,
@@ -294,7 +301,7 @@ class GrpcLab:
         hosts = self._client_hosts(cluster) if placement == NETNS else [0]
         servers = [self.server(peer, placement, first_server + i, cluster, rt.label)
                    for i in range(1 if family == "p2p" else self.opts.ps)]
-        proof = self._path_reader(rt, placement)
+        proof = self.path_reader(rt, placement)
         before = proof() if proof else None
         if family == "p2p":
             sweep = run_p2p(peer, build, servers[0], mode, self.opts.layouts, self.settings,
@@ -308,7 +315,42 @@ class GrpcLab:
                                            payload_moved(sweep)).as_dict()]
         return sweep
 
-    def _path_reader(self, rt: Runtime, placement: str) -> Callable[[], Any] | None:
+    def on_tcp_or_skip(self, config: pytest.Config) -> None:
+        """Stock gRPC runs over kernel TCP: off a TCP fabric its items skip, saying so."""
+        if not self.opts.spec.rdma:
+            reason = fabric_reason(TCP_FABRICS, hpc_session_of(config))
+            if reason:
+                pytest.skip(f"gRPC over kernel TCP (no RDMA runtime: --hpc-grpc-preset) "
+                            f"({reason})")
+
+    def local_or_skip(self, placement: str) -> None:
+        """An RDMA runtime (and its twin: a pair or none) runs over this host's device."""
+        if self.opts.spec.rdma and placement != LOOPBACK:
+            pytest.skip(f"gRPC runtime {self.opts.runtime} runs over this host's RDMA device "
+                        f"(placement {LOOPBACK}); the virtual cluster's hosts have none")
+
+    def client_of(self, kind: str, target: str, mode: str, *, ca: Path | None = None,
+                  gzip: bool = False) -> Any:
+        """A TensorClient of `kind` (python: grpcio here; native: the native peer's relay in
+        the runtime under test). grpcio is imported only here: the plugin loads without it."""
+        import grpc
+
+        from pytest_hpccomm.stacks.grpc.pyclient import TensorClient
+        from pytest_hpccomm.stacks.grpc.relay import RelayChannel
+
+        compression = grpc.Compression.Gzip if gzip else None
+        if kind == "native":
+            rt = self.runtime()
+            return TensorClient(target, mode, channel=RelayChannel(
+                self.native().peer, target, rt.env, ca=ca, gzip=gzip))
+        if not self.opts.spec.stock:
+            pytest.skip(f"the python client is grpcio's bundled core in pytest, outside gRPC "
+                        f"runtime {self.runtime().describe()}: the native client "
+                        "(--hpc-grpc-clients=native) makes its calls inside it")
+        creds = None if ca is None else grpc.ssl_channel_credentials(ca.read_bytes())
+        return TensorClient(target, mode, credentials=creds, compression=compression)
+
+    def path_reader(self, rt: Runtime, placement: str) -> Callable[[], Any] | None:
         """Reads the RDMA port's and TCP's counters around an RDMA runtime's client run."""
         sel = self.selection
         if not rt.rdma:
@@ -322,9 +364,7 @@ class GrpcLab:
     def p2p_across(self, peer: str, mode: str, cluster: Any) -> tuple[Sweep, ServerHandle]:
         """The p2p sweep across the virtual cluster and the server it ran against; fails the
         item on a run error."""
-        if self.opts.spec.rdma:
-            pytest.skip(f"gRPC runtime {self.opts.runtime} runs over this host's RDMA device; "
-                        "the virtual cluster's hosts have none")
+        self.local_or_skip(NETNS)
         try:
             return (self.sweep(self.where("p2p", peer, mode, NETNS), cluster),
                     self.server(peer, NETNS, 0, cluster))
@@ -381,8 +421,10 @@ def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: Any,
 
 
 @pytest.fixture(scope="session")
-def grpc_server(grpc_peer: str, grpc_lab: GrpcLab) -> ServerHandle:
-    """The loopback server of this peer kind (plaintext and TLS ports), started once."""
+def grpc_server(grpc_peer: str, grpc_lab: GrpcLab, pytestconfig: pytest.Config) -> ServerHandle:
+    """The local server of this peer kind (plaintext and TLS ports), started once: on
+    127.0.0.1, or on the fabric's address under an RDMA runtime."""
+    grpc_lab.on_tcp_or_skip(pytestconfig)
     try:
         return grpc_lab.server(grpc_peer)
     except GrpcRunError as e:
@@ -394,15 +436,32 @@ def grpc_tls(grpc_lab: GrpcLab) -> TlsFiles:
     return grpc_lab.tls()
 
 
-@pytest.fixture
-def grpc_client(grpc_server: ServerHandle, grpc_mode: str) -> Iterator[Any]:
-    """A TensorClient of grpc_server in grpc_mode, ready (grpcio is imported only here: the
-    plugin loads without it)."""
-    from pytest_hpccomm.stacks.grpc.pyclient import TensorClient
+Connect = Callable[..., Any]
 
-    with TensorClient(grpc_server.target, grpc_mode) as c:
-        c.wait_ready(10)
-        yield c
+
+@pytest.fixture
+def grpc_connect(grpc_client_kind: str, grpc_lab: GrpcLab) -> Iterator[Connect]:
+    """connect(target, mode="serialized", *, ca=None, gzip=False): a TensorClient of this
+    item's client kind (GrpcLab.client_of), closed after the test."""
+    made: list[Any] = []
+
+    def connect(target: str, mode: str = "serialized", **kw: Any) -> Any:
+        made.append(grpc_lab.client_of(grpc_client_kind, target, mode, **kw))
+        return made[-1]
+
+    try:
+        yield connect
+    finally:
+        for c in made:
+            c.close()
+
+
+@pytest.fixture
+def grpc_client(grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect) -> Any:
+    """A client of grpc_server in grpc_mode, of this item's kind, ready."""
+    c = grpc_connect(grpc_server.target, grpc_mode)
+    c.wait_ready(10)
+    return c
 
 
 @pytest.fixture(scope="session")
@@ -433,14 +492,9 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement:
     if hpc_placement not in (LOOPBACK, NETNS):
         pytest.skip(f"gRPC peers run on loopback and the virtual cluster; placement "
                     f"{hpc_placement!r} (real hosts) is not implemented for this stack yet")
-    if not grpc_options.spec.rdma:
-        reason = fabric_reason(TCP_FABRICS, hpc_session_of(request.config))
-        if reason:
-            pytest.skip(f"gRPC over kernel TCP (no RDMA runtime: --hpc-grpc-preset) ({reason})")
+    grpc_lab.on_tcp_or_skip(request.config)
     rt = grpc_lab.runtime(grpc_runtime, grpc_peer)
-    if grpc_options.spec.rdma and hpc_placement != LOOPBACK:  # the twin too: a pair or none
-        pytest.skip(f"gRPC runtime {grpc_options.runtime} runs over this host's RDMA device "
-                    f"(placement {LOOPBACK}); the virtual cluster's hosts have none")
+    grpc_lab.local_or_skip(hpc_placement)
 
     def run(bench: str, scheme: str) -> None:
         family, name = BENCHMARKS[bench][:2]

@@ -9,6 +9,7 @@ batch lasts --batch-seconds; one sample per batch (time.perf_counter around the 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
@@ -81,10 +82,13 @@ class TensorClient:
     def __init__(self, target: str, mode: str = "serialized", *,
                  credentials: grpc.ChannelCredentials | None = None,
                  compression: grpc.Compression | None = None,
-                 options: Sequence[tuple[str, Any]] = ()) -> None:
+                 options: Sequence[tuple[str, Any]] = (), channel: Any = None) -> None:
+        """channel: one made elsewhere (a relay.RelayChannel: calls made by the native peer)."""
         self.target, self.mode = target, mode
         opts = CHANNEL_OPTIONS + list(options)
-        if credentials is not None:
+        if channel is not None:
+            self.channel = channel
+        elif credentials is not None:
             self.channel = grpc.secure_channel(target, credentials, opts, compression)
         else:
             self.channel = grpc.insecure_channel(target, opts, compression)
@@ -114,15 +118,63 @@ class TensorClient:
     def delay(self, ms: int, seq: int = 0, **kw: Any) -> Any:
         return self.m["Delay"](pb.Tensors(delay_ms=ms, seq=seq), **kw)
 
-    def delay_future(self, ms: int, seq: int = 0, **kw: Any) -> Any:
-        return self.m["Delay"].future(pb.Tensors(delay_ms=ms, seq=seq), **kw)
+    def cancelled_delay(self, ms: int, seq: int, after: float, **kw: Any) -> grpc.StatusCode:
+        """How a Delay call of `ms` ends when the client cancels it `after` s in."""
+        req = pb.Tensors(delay_ms=ms, seq=seq)
+        if self.relayed:
+            try:
+                self.m["Delay"].with_call(req, cancel_after=after, **kw)
+                return grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                return e.code()  # type: ignore[no-any-return]  # grpcio's errors are calls
+        fut = self.m["Delay"].future(req, **kw)
+        time.sleep(after)
+        fut.cancel()
+        return fut.code()  # type: ignore[no-any-return]
+
+    def cancelled_stream(self, messages: int, **kw: Any) -> tuple[int, grpc.StatusCode]:
+        """(answers read, how it ended) of an EchoStream the client cancels after its first
+        answer, its request side still open."""
+        reqs = [request([b"x" * 10], self.mode, i) for i in range(messages)]
+        if self.relayed:
+            try:
+                got = self.m["EchoStream"](reqs, cancel_after=0.05, **kw)
+                return len(got), grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                return len(e._a.messages), e.code()  # type: ignore[attr-defined]
+        done = threading.Event()
+
+        def requests() -> Any:
+            yield from reqs
+            done.wait(30)  # the request side stays open until the call is cancelled
+
+        call = self.m["EchoStream"](requests(), **kw)
+        next(call)
+        call.cancel()
+        done.set()
+        read = 1
+        try:
+            for _ in call:
+                read += 1
+        except grpc.RpcError as e:
+            return read, e.code()  # type: ignore[no-any-return]
+        return read, grpc.StatusCode.OK
 
     def stats(self, **kw: Any) -> dict[str, Any]:
         s = self.m["GetStats"](pb.StatsRequest(), **kw)
         return {"rpcs": s.rpcs, "bytes": s.bytes, "cancelled": s.cancelled, "peer": s.peer,
                 "grpc_version": s.grpc_version, "cancelled_seqs": list(s.cancelled_seqs)}
 
+    @property
+    def relayed(self) -> bool:
+        """Whether the native peer makes this client's calls (relay.RelayChannel)."""
+        return hasattr(self.channel, "ready")
+
     def wait_ready(self, timeout: float) -> None:
+        if self.relayed:
+            if not self.channel.ready(timeout):
+                raise grpc.FutureTimeoutError(f"{self.target}: not connected in {timeout} s")
+            return
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
 
     def close(self) -> None:

@@ -111,6 +111,7 @@ def test_compile_error_fails_and_leaves_no_cache_entry(sources: Path, tmp_path: 
         pytest.skip(str(e))
     (sources / "peer.cc").write_text("#error planted compile error\n")
     cache = tmp_path / "cache"
-    with pytest.raises(NativeBuildError, match="(?s)compiling peer.cc failed.*planted compile error"):
+    with pytest.raises(NativeBuildError,
+                       match="(?s)compiling peer.cc failed.*planted compile error"):
         ensure_built(cache=cache, timeout=300)
     assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []

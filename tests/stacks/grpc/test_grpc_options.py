@@ -8,14 +8,15 @@ PLUGIN: tuple[str, ...] = ()  # the hpccomm_grpc entry point loads the plugin
 
 SHOW_RUNTIME = """
 def test_show(grpc_options):
-    print("RUNTIME", grpc_options.runtime, grpc_options.spec.env, grpc_options.build)
+    print("RUNTIME", grpc_options.runtime, grpc_options.spec.env, grpc_options.build,
+          grpc_options.clients)
 """
 
 SHOW = """
 def test_show(grpc_options):
     o = grpc_options
     print("OPTS", o.runtime, o.peers, o.modes, o.payload.buffers, o.payload.large,
-          o.payload.skew, o.workers, o.ps, o.examples, o.max_message)
+          o.payload.skew, o.workers, o.ps, o.examples, o.max_message, o.clients)
 """
 
 
@@ -23,19 +24,22 @@ def test_defaults_and_overrides(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_show=SHOW)
     r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none")
     r.stdout.fnmatch_lines(["*OPTS grpc ('python', 'python-aio', 'native') ('serialized', 'raw') "
-                            "10 1048576 (60.0, 30.0, 10.0) 2 2 25 22020096*"])
+                            "10 1048576 (60.0, 30.0, 10.0) 2 2 25 22020096 ('python', 'native')*"])
     r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none", "--hpc-grpc-runtime=ar-grpc",
                            "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw",
                            "--hpc-grpc-buffers=4", "--hpc-grpc-large=2M",
-                           "--hpc-grpc-skew=1,1,2", "--hpc-profile=full")
+                           "--hpc-grpc-skew=1,1,2", "--hpc-profile=full",
+                           "--hpc-grpc-clients=python")
     r.stdout.fnmatch_lines(["*OPTS ar-grpc ('native',) ('raw',) 4 2097152 (1.0, 1.0, 2.0) 2 2 "
-                            "200 *"])
+                            "200 * ('python',)"])
 
 
 @pytest.mark.parametrize("args, message", [
     (["--hpc-grpc-peers=python,jython"], "--hpc-grpc-peers: jython: choose from python, "
                                          "python-aio, native"),
     (["--hpc-grpc-modes="], None),  # empty: the default applies
+    (["--hpc-grpc-clients=native,java"], "--hpc-grpc-clients: java: choose from python, "
+                                         "native"),
     (["--hpc-grpc-small=2K"], "--hpc-grpc payload: small buffers must be 1..1023 bytes, not 2048"),
     (["--hpc-grpc-buffers=many"], "--hpc-grpc-buffers: expected a number, got 'many'"),
     (["--hpc-grpc-skew=1,2"], "skew needs three non-negative weights"),
@@ -71,5 +75,6 @@ def test_runtime_options_and_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nhpc_grpc_env =\n    A=1\n    B={device}\n")
     r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none", "--hpc-grpc-preset=rsocket",
                            "--hpc-grpc-env=C=3", "--hpc-grpc-build=/opt/peer")
+    # under a runtime the conformance calls are the native peer's (grpcio stays outside it)
     r.stdout.fnmatch_lines(["*RUNTIME rsocket (('A', '1'), ('B', '{device}'), ('C', '3')) "
-                            "/opt/peer*"])
+                            "/opt/peer ('native',)*"])

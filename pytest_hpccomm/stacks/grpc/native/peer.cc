@@ -17,10 +17,11 @@ int main(int argc, char** argv) {
   bench::Args a(argc, argv, 2);
   if (cmd == "server") return peer::serve(a);
   if (cmd == "client") return peer::client(a);
+  if (cmd == "relay") return peer::relay(a);
   if (cmd == "version") {
     std::printf("%s\n", grpc::Version().c_str());
     return 0;
   }
-  std::fprintf(stderr, "usage: %s server|client|version [--options]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s server|client|relay|version [--options]\n", argv[0]);
   return 2;
 }

@@ -17,6 +17,10 @@ int serve(const bench::Args& a);
 // hpcc_grpc_peer client --target HOST:PORT --benchmark latency --mode raw --layout a=10,10
 int client(const bench::Args& a);
 
+// hpcc_grpc_peer relay --target HOST:PORT [--ca FILE] [--gzip]: calls read from stdin, their
+// answers written to stdout (relay.cc), for the conformance suite inside a runtime.
+int relay(const bench::Args& a);
+
 // Payload bytes of a serialized message: what Send acknowledges and Pull must deliver.
 inline uint64_t payload(const pb::Tensors& t) {
   uint64_t n = 0;

@@ -7,16 +7,12 @@
 
 namespace startup {
 
-namespace {
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-
-}  // namespace
 
 void listen(grpc::ServerBuilder* b, const std::string& bind, int* port) {
   b->AddListeningPort(bind, grpc::InsecureServerCredentials(), port);

@@ -28,6 +28,9 @@ void serve_for(grpc::Server* server, double lifetime);
 // otherwise gRPC's defaults, exactly grpc::CreateChannel (the hello-world reference).
 std::shared_ptr<grpc::Channel> channel_to(const std::string& target, bool unlimited);
 
+// A whole file (PEM certificates and keys).
+std::string slurp(const std::string& path);
+
 // Whether the channel connected within 20 s.
 bool connected(const std::shared_ptr<grpc::Channel>& channel);
 
