@@ -9,7 +9,7 @@
 #   bash ci/guest/run.sh --fabric softroce --targets suites/grpc --stage DIR -- ARGS
 #                                       # other suites; DIR is /mnt/job/stage/NAME in the guest
 #
-# Results (junit.xml, results.json, pytest.log, console.log, dmesg.txt) land in
+# Results (junit.xml, results.json, summary.md, pytest.log, console.log, dmesg.txt) land in
 # --results DIR (default results/guest-<fabric>[-2hosts]); the exit status is pytest's inside
 # the guest, 4 when the suite passed but left an rdma link behind, or 3 when the guest produced
 # none (did not boot, crashed, or hit the host-side timeout).
@@ -128,6 +128,7 @@ else
         printf 'python3 -m pytest $plugins'
         printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
         printf ' --hpc-results=/mnt/job/results.json --junitxml=/mnt/job/junit.xml'
+        printf ' --hpc-markdown=/mnt/job/summary.md'
         if [ "$hosts" -gt 1 ]; then
             # one peer per guest; MPI = Debian's Open MPI (UCX, libfabric) reaching h1 over ssh
             printf ' --hpc-hosts=%s --hpc-mpi=/usr/bin/mpirun' "$(seq -s, -f 'h%g' 0 $((hosts - 1)))"
@@ -194,7 +195,7 @@ qemu_pids=()
 set -e
 elapsed=$((SECONDS - t0))
 
-for f in junit.xml results.json pytest.log console.log dmesg.txt; do
+for f in junit.xml results.json summary.md pytest.log console.log dmesg.txt; do
     [ -f "$JOB/$f" ] && cp "$JOB/$f" "$results/"
 done
 for f in "$JOB"/console-h*.log "$JOB"/dmesg-h*.txt "$JOB"/serial-h*.log; do  # other guests'

@@ -196,17 +196,22 @@ class GrpcLab:
             return self.selection.address
         return ""
 
-    def tls(self) -> TlsFiles:
-        """The test CA and a server certificate for loopback and the runtime's address."""
+    def tls_files(self) -> TlsFiles | None:
+        """The test CA and a server certificate for loopback and the runtime's address (None:
+        no openssl CLI; servers then listen without TLS and only the TLS property skips)."""
         if self._tls is None:
             ips = ("127.0.0.1", *([self.bind_address()] if self.bind_address() else []))
             try:
                 self._tls = make_tls(self.tmp / "tls", ips)
             except TlsUnavailable as e:
                 self._tls = e
-        if isinstance(self._tls, TlsUnavailable):
+        return None if isinstance(self._tls, TlsUnavailable) else self._tls
+
+    def tls(self) -> TlsFiles:
+        got = self.tls_files()
+        if got is None:
             pytest.skip(str(self._tls))
-        return self._tls
+        return got
 
     def server(self, peer: str, placement: str = LOOPBACK, index: int = 0,
                cluster: Any = None, runtime: str = "") -> ServerHandle:
@@ -220,7 +225,7 @@ class GrpcLab:
         if got is None:
             build = self.build_for(peer)
             bind = self.bind_address()
-            tls = self.tls() if placement == LOOPBACK else None
+            tls = self.tls_files() if placement == LOOPBACK else None
             host = index % max(1, self._hosts(cluster) // 2) if placement == NETNS else 0
             try:
                 got = start_server(peer, build, placement, cluster, host, tls=tls,
