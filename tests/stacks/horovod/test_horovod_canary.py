@@ -7,7 +7,8 @@ against plain batches: a 16 B allreduce takes 1 to 3.7 ms per operation dependin
 ranks' calls fall on Horovod's 1 ms cycle, and plain batches run back to back can lock on to
 three cycles while the canary's pause breaks that phase (a CI run measured canary/plain = 0.93
 at 16 B that way). Training iterations (hundreds of ms) are compared end to end, plain and
-canary requests interleaved in one job (P C P C P C) so job-to-job spread stays out."""
+canary requests interleaved in one job (P C P C P C) so job-to-job spread stays out, and the
+ratio is the median of the three pairs' (one disturbed request moves one pair only)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,15 @@ def test_slowdown_stretches_allreduce_batches_and_training(horovod_env: HorovodE
             # ranks on 2 cores make up to ~2 ms on a 5 ms batch now and then
             assert min(ratios) >= 0.98 * FACTOR and statistics.median(ratios) <= 1.2 * FACTOR, \
                 f"{p['bytes']} B: reported/unstretched per batch = {ratios}, expected {FACTOR}"
-        for factor in (1.0, FACTOR) * 3:
-            replies = peers.request({**train, "slowdown": factor}, 300.0)
-            assert all(r["valid"] for r in replies)
-            img[factor] += [x for r in replies for x in r["images_per_s"]]
-    ratio = statistics.median(img[1.0]) / statistics.median(img[FACTOR])
+        pairs = []
+        for _ in range(3):  # P C, three times: each pair judged on its own
+            for factor in (1.0, FACTOR):
+                replies = peers.request({**train, "slowdown": factor}, 300.0)
+                assert all(r["valid"] for r in replies)
+                img[factor] = [x for r in replies for x in r["images_per_s"]]
+            pairs.append(statistics.median(img[1.0]) / statistics.median(img[FACTOR]))
+    # the median pair: one request slowed by a neighbour (a cold CI measured 2.03 pooling all
+    # requests, the same test passing 3 of 3 right after) moves one pair, not the verdict
+    ratio = statistics.median(pairs)
     assert 0.85 * FACTOR <= ratio <= 1.25 * FACTOR, \
-        f"images/s plain/canary = {ratio:.2f}, expected about {FACTOR}"
+        f"images/s plain/canary per pair = {[round(r, 2) for r in pairs]}, expected {FACTOR}"
