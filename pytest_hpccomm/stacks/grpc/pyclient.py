@@ -141,7 +141,7 @@ class TensorClient:
                 got = self.m["EchoStream"](reqs, cancel_after=0.05, **kw)
                 return len(got), grpc.StatusCode.OK
             except grpc.RpcError as e:
-                return len(e._a.messages), e.code()  # type: ignore[attr-defined]
+                return len(e.answer.messages), e.code()  # type: ignore[attr-defined]
         done = threading.Event()
 
         def requests() -> Any:

@@ -39,16 +39,16 @@ class RelayError(grpc.RpcError):
 
     def __init__(self, answer: Answer) -> None:
         super().__init__(f"{answer.code.name}: {answer.details}")
-        self._a = answer
+        self.answer = answer  # its timing, and a cancelled stream's answers so far
 
     def code(self) -> grpc.StatusCode:
-        return self._a.code
+        return self.answer.code
 
     def details(self) -> str:
-        return self._a.details
+        return self.answer.details
 
     def trailing_metadata(self) -> list[tuple[str, str | bytes]]:
-        return self._a.trailing
+        return self.answer.trailing
 
 
 class Answer:
@@ -144,25 +144,20 @@ class RelayChannel:
     def call(self, kind: int, method: str, messages: Sequence[bytes], timeout: float | None,
              **kw: Any) -> Answer:
         timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-        record = encode_call(kind, method, messages, timeout, **kw)
+        return self._exchange(encode_call(kind, method, messages, timeout, **kw), timeout)
+
+    def ready(self, timeout: float) -> bool:
+        record = struct.pack("<IQ", READY, round(timeout * 1e6))
+        return self._exchange(record, timeout).code == grpc.StatusCode.OK
+
+    def _exchange(self, record: bytes, timeout: float) -> Answer:
+        """One record out, its answer back within the call's timeout plus ANSWER_SLACK."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
             self._proc.stdin.write(record)
             self._proc.stdin.flush()
             return _Reader(self._proc.stdout.fileno(),
                            time.monotonic() + timeout + ANSWER_SLACK).answer()
-        except (OSError, RelayBroken) as e:
-            raise RelayBroken(f"native relay to {self.target}: {e}; {self.last_words()}") \
-                from None
-
-    def ready(self, timeout: float) -> bool:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        try:
-            self._proc.stdin.write(struct.pack("<IQ", READY, round(timeout * 1e6)))
-            self._proc.stdin.flush()
-            reader = _Reader(self._proc.stdout.fileno(),
-                             time.monotonic() + timeout + ANSWER_SLACK)
-            return reader.answer().code == grpc.StatusCode.OK
         except (OSError, RelayBroken) as e:
             raise RelayBroken(f"native relay to {self.target}: {e}; {self.last_words()}") \
                 from None
