@@ -4,8 +4,9 @@ Read the fabric's port counters and the kernel's TCP segment counter before and 
 the payload must show on the RDMA port (rxe counts packets of at most 4 KiB, IBTA ports count
 bytes) while TCP sent far fewer segments than the payload would need (at most ~64 KiB each,
 with segmentation offload). A runtime that silently fell back to TCP fails the first test and
-usually the second. siw counts nothing on its port (its RDMA rides on kernel TCP): unprovable
-by counters, and said so.
+usually the second. siw counts nothing on its port (its RDMA rides on kernel TCP): there the
+proof is whose TCP it was (tcp_owners.py): the kernel's own sockets, siw's, must have sent at
+least the payload, the processes' sockets far less; without that meter, unprovable, and said so.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from pytest_hpccomm.fabrics.counters import port_counters, sent_and_received, tcp_out_segments
 from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
+from pytest_hpccomm.fabrics.tcp_owners import TcpBytes, TcpOwnersMeter
 
 MAX_MTU = 4096  # the largest RoCE/IB path MTU: the fewest packets a payload can take
 MAX_SEGMENT = 65536  # the largest TCP segment the kernel counts (TSO/GSO)
@@ -27,11 +29,14 @@ class Reading:
     port: tuple[int, int] | None  # (sent, received) on the RDMA port; None: not counted
     packets: bool  # units of `port`: packets (rxe) or bytes (IBTA)
     tcp_segments: int | None
+    tcp_bytes: TcpBytes | None = None  # whose TCP (siw): only with a TcpOwnersMeter
 
 
-def read(device: str, port: int, sysfs_root: Path = LIVE_SYSFS) -> Reading:
+def read(device: str, port: int, sysfs_root: Path = LIVE_SYSFS,
+         owners: TcpOwnersMeter | None = None) -> Reading:
     counters = port_counters(device, port, sysfs_root)
-    return Reading(sent_and_received(counters), "hw.sent_pkts" in counters, tcp_out_segments())
+    return Reading(sent_and_received(counters), "hw.sent_pkts" in counters, tcp_out_segments(),
+                   owners.read() if owners is not None else None)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Crossing:
     rdma_received: int | None
     unit: str  # "packets" or "bytes"
     tcp_segments: int | None
+    tcp_bytes: int | None = None  # all TCP bytes sent (siw: with a TcpOwnersMeter)
+    owned_bytes: int | None = None  # of which through processes' own sockets
 
     @classmethod
     def between(cls, device: str, before: Reading, after: Reading, payload: int) -> Crossing:
@@ -53,7 +60,12 @@ class Crossing:
         tcp = None
         if before.tcp_segments is not None and after.tcp_segments is not None:
             tcp = after.tcp_segments - before.tcp_segments
-        return cls(device, payload, sent, rcvd, "packets" if after.packets else "bytes", tcp)
+        total = owned = None
+        if before.tcp_bytes is not None and after.tcp_bytes is not None:
+            total = after.tcp_bytes.total - before.tcp_bytes.total
+            owned = after.tcp_bytes.owned - before.tcp_bytes.owned
+        return cls(device, payload, sent, rcvd, "packets" if after.packets else "bytes", tcp,
+                   total, owned)
 
     @property
     def least(self) -> int:
@@ -63,8 +75,7 @@ class Crossing:
     def problem(self) -> str | None:
         """Why the payload is not shown to have crossed the device (None: it did)."""
         if self.rdma_sent is None or self.rdma_received is None:
-            return (f"{self.device} counts no traffic on its port (siw has no RDMA counters): "
-                    "the counters cannot show which path the payload took")
+            return self._kernel_tcp_problem()
         if self.rdma_sent < self.least or self.rdma_received < self.least:
             return (f"{self.payload} B of payload, but {self.device} counted {self.rdma_sent} "
                     f"{self.unit} sent and {self.rdma_received} received (at least {self.least} "
@@ -76,10 +87,28 @@ class Crossing:
                     f"{self.device}")
         return None
 
+    def _kernel_tcp_problem(self) -> str | None:
+        """siw: its RDMA is TCP through the kernel's own sockets, a fallback's through the
+        peers' sockets."""
+        if self.tcp_bytes is None or self.owned_bytes is None:
+            return (f"{self.device} counts no traffic on its port (siw has no RDMA counters) "
+                    "and TCP was not metered by socket owner (nftables): the counters cannot "
+                    "show which path the payload took")
+        if self.payload >= MIN_PAYLOAD and self.owned_bytes * 8 >= self.payload:
+            return (f"processes' own TCP sockets sent {self.owned_bytes} B while {self.payload} "
+                    f"B of payload moved: it went over TCP, not {self.device}")
+        kernel = self.tcp_bytes - self.owned_bytes
+        if kernel < self.payload:
+            return (f"the kernel's own TCP sockets ({self.device}'s) sent {kernel} B, less than "
+                    f"the {self.payload} B of payload: it did not cross {self.device}")
+        return None
+
     def describe(self) -> str:
         tcp = "?" if self.tcp_segments is None else str(self.tcp_segments)
+        owners = "" if self.tcp_bytes is None else (
+            f" ({self.tcp_bytes} B, {self.owned_bytes} B of them through processes' sockets)")
         return (f"{self.payload} B payload; {self.device}: {self.rdma_sent} {self.unit} sent, "
-                f"{self.rdma_received} received; kernel TCP: {tcp} segments")
+                f"{self.rdma_received} received; kernel TCP: {tcp} segments{owners}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_hpccomm.fabrics.path_proof import Crossing, Reading, read
+from pytest_hpccomm.fabrics.tcp_owners import TcpBytes
 
 MiB = 1 << 20
 
@@ -40,6 +41,24 @@ def test_ibta_byte_counters() -> None:
 
 def test_siw_cannot_be_proven_by_counters() -> None:
     assert "siw has no RDMA counters" in str(crossing(None, None, (0, 0), MiB).problem())
+
+
+def siw(total: int, owned: int, payload: int = 8 * MiB) -> Crossing:
+    """siw0 moved `payload`; TCP sent `total` bytes, `owned` of them through processes'
+    sockets (tcp_owners.py)."""
+    return Crossing.between("siw0", Reading(None, False, 0, TcpBytes(1000, 400)),
+                            Reading(None, False, 900, TcpBytes(1000 + total, 400 + owned)),
+                            payload)
+
+
+def test_siw_is_proven_by_whose_tcp_it_was() -> None:
+    ok = siw(total=9 * MiB, owned=2000)  # the kernel's sockets (siw's) carried it
+    assert ok.problem() is None and (ok.tcp_bytes, ok.owned_bytes) == (9 * MiB, 2000)
+    assert "through processes' sockets" in ok.describe()
+    fallback = siw(total=9 * MiB, owned=9 * MiB - 100)  # the peers' own sockets carried it
+    assert "processes' own TCP sockets sent" in str(fallback.problem())
+    nothing = siw(total=MiB, owned=0)  # neither: the payload did not move over siw
+    assert "kernel's own TCP sockets (siw0's) sent 1048576 B" in str(nothing.problem())
 
 
 def test_read_takes_rxe_hw_counters(tmp_path: Path) -> None:

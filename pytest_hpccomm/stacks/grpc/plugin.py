@@ -38,6 +38,7 @@ from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, Serv
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.fabrics.path_proof import Crossing, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
+from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.grpc.runtimes import (Runtime, RuntimeUnavailable, labels, resolve,
@@ -136,6 +137,7 @@ class GrpcLab:
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
         self._servers: dict[tuple[str, str, int, str], ServerHandle | Failure] = {}
+        self._owners: TcpOwnersMeter | OwnersUnavailable | None = None
 
     # -- pieces ---------------------------------------------------------------------------------
     def native(self) -> NativeBuild:
@@ -363,8 +365,20 @@ class GrpcLab:
         if placement != LOOPBACK or sel is None or not sel.device or sel.port is None:
             raise GrpcRunError(f"gRPC runtime {rt.label} over RDMA runs on this host's device "
                                f"(placement {LOOPBACK}); placement {placement} has none")
-        device, port = sel.device, sel.port
-        return lambda: read(device, port)
+        device, port, owners = sel.device, sel.port, self._tcp_owners(sel)
+        return lambda: read(device, port, owners=owners)
+
+    def _tcp_owners(self, sel: FabricSelection) -> TcpOwnersMeter | None:
+        """siw's path is told apart by whose TCP it was: a meter for the session (None: not
+        siw, or no nftables; then its items fail as unprovable, saying so)."""
+        if sel.driver != "siw":
+            return None
+        if self._owners is None:
+            try:
+                self._owners = TcpOwnersMeter()
+            except OwnersUnavailable as e:
+                self._owners = e
+        return self._owners if isinstance(self._owners, TcpOwnersMeter) else None
 
     def p2p_across(self, peer: str, mode: str, cluster: Any) -> tuple[Sweep, ServerHandle]:
         """The p2p sweep across the virtual cluster and the server it ran against; fails the
@@ -381,6 +395,8 @@ class GrpcLab:
             if isinstance(got, ServerHandle):
                 got.stop()
         self._servers.clear()
+        if isinstance(self._owners, TcpOwnersMeter):
+            self._owners.close()
 
 
 @pytest.fixture(scope="session")

@@ -44,9 +44,10 @@ def native() -> NativeBuild:
     return native_build_or_skip()
 
 
-def run(image: str, native: NativeBuild, results: Path, *args: str, targets: str = SUITE) -> Any:
+def run(image: str, native: NativeBuild, results: Path, *args: str, targets: str = SUITE,
+        fabric: str = "softroce") -> Any:
     staged = f"/mnt/job/stage/{native.directory.name}"
-    return boot(image, results, "softroce", f"--hpc-grpc-build={staged}", *args,
+    return boot(image, results, fabric, f"--hpc-grpc-build={staged}", *args,
                 targets=targets, stage=(native.directory,), job_timeout=1200)
 
 
@@ -106,3 +107,28 @@ def test_rsocket_compat_passes_conformance_inside_the_runtime(guest_image: str,
     assert any("test_tls" in n for n in got["passed"]), got["passed"]  # TLS over rsocket too
     # only what cannot apply skips: the byte count on the wire, through a kernel-TCP relay
     assert all("kernel-TCP relay" in why for why in got["skipped"].values()), got["skipped"]
+
+
+def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(guest_image: str,
+                                                               native: NativeBuild,
+                                                               tmp_path: Path) -> None:
+    # siw counts nothing on its port; its RDMA is TCP through the kernel's own sockets
+    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS,
+        "-k", ONE_ITEM, fabric="iwarp")
+    got = junit(tmp_path)
+    assert not got["failed"] and len(got["passed"]) == 2, (got, tail(tmp_path))
+    proofs = re.findall(r'name="hpccomm_path_\d+" value="([^"]*)"',
+                        (tmp_path / "junit.xml").read_text())
+    assert proofs and all("siw0" in p and "through processes' sockets" in p
+                          for p in proofs), proofs
+
+
+def test_a_silent_fallback_over_siw_is_caught(guest_image: str, native: NativeBuild,
+                                              tmp_path: Path) -> None:
+    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
+        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so", *SETTINGS,
+        "-k", ONE_ITEM, fabric="iwarp")
+    got = junit(tmp_path)
+    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(tmp_path))
+    [message] = got["failed"].values()
+    assert "processes' own TCP sockets sent" in message, message[-2000:]
