@@ -117,7 +117,7 @@ else
         echo 'have = {e.value for e in entry_points(group="pytest11")}'
         if [ "$hosts" -gt 1 ]; then
             echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin",'
-            echo '        "pytest_hpccomm.stacks.mpi.plugin")'
+            echo '        "pytest_hpccomm.stacks.mpi.plugin", "pytest_hpccomm.stacks.grpc.plugin")'
         else
             echo 'want = ("pytest_hpccomm.plugin", "pytest_hpccomm.stacks.verbs.plugin",'
             echo '        "pytest_hpccomm.stacks.grpc.plugin")'
@@ -133,8 +133,9 @@ else
             # one peer per guest; MPI = Debian's Open MPI (UCX, libfabric) reaching h1 over ssh
             printf ' --hpc-hosts=%s --hpc-mpi=/usr/bin/mpirun' "$(seq -s, -f 'h%g' 0 $((hosts - 1)))"
             printf ' -o junit_suite_name=cluster-%s' "$fabric"
-            # the verbs and MPI suites, unless the arguments name what to run
+            # the verbs and MPI suites, unless --targets or the arguments name what to run
             targets=(suites/verbs suites/mpi)
+            [ -n "$suite_targets" ] && targets=($suite_targets)
             for a in "${pytest_args[@]}"; do
                 case $a in suites/*|tests/*) targets=() ;; esac
             done

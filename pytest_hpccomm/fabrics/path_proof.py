@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytest_hpccomm.fabrics.counters import port_counters, sent_and_received, tcp_out_segments
 from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
@@ -32,11 +32,29 @@ class Reading:
     tcp_bytes: TcpBytes | None = None  # whose TCP (siw): only with a TcpOwnersMeter
 
 
+    @classmethod
+    def of(cls, port: dict[str, int], tcp_segments: int | None,
+           tcp_bytes: TcpBytes | None = None) -> Reading:
+        """From a port's counters (fabrics/counters.port_counters, here or on another host)."""
+        return cls(sent_and_received(port), "hw.sent_pkts" in port, tcp_segments, tcp_bytes)
+
+    def __add__(self, other: Reading) -> Reading:
+        """Two hosts' readings as one (servers on several hosts: all their traffic)."""
+        def both(a: Any, b: Any) -> Any:
+            return None if a is None or b is None else a + b
+        port = None if self.port is None or other.port is None else \
+            (self.port[0] + other.port[0], self.port[1] + other.port[1])
+        tcp = None if self.tcp_bytes is None or other.tcp_bytes is None else \
+            TcpBytes(self.tcp_bytes.total + other.tcp_bytes.total,
+                     self.tcp_bytes.owned + other.tcp_bytes.owned)
+        return Reading(port, self.packets and other.packets,
+                       both(self.tcp_segments, other.tcp_segments), tcp)
+
+
 def read(device: str, port: int, sysfs_root: Path = LIVE_SYSFS,
          owners: TcpOwnersMeter | None = None) -> Reading:
-    counters = port_counters(device, port, sysfs_root)
-    return Reading(sent_and_received(counters), "hw.sent_pkts" in counters, tcp_out_segments(),
-                   owners.read() if owners is not None else None)
+    return Reading.of(port_counters(device, port, sysfs_root), tcp_out_segments(),
+                      owners.read() if owners is not None else None)
 
 
 @dataclass(frozen=True)
@@ -112,3 +130,16 @@ class Crossing:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class PathProbe:
+    """Reads the counters that prove a job's path: `device` names what they count (the RDMA
+    port, and the host when it is not this one)."""
+
+    device: str
+    read: Callable[[], Reading]
+
+    def crossing(self, before: Reading, payload: int) -> Crossing:
+        """The job that moved `payload` since `before` was read."""
+        return Crossing.between(self.device, before, self.read(), payload)

@@ -20,12 +20,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.placement import LOOPBACK
-from pytest_hpccomm.fabrics.path_proof import Crossing
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.conformance import CountingProxy, SettingsFactory, eventually
 from pytest_hpccomm.stacks.grpc.driver import ServerHandle, hostport
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffers_for
+from pytest_hpccomm.stacks.grpc.plugin import Connect
 from pytest_hpccomm.stacks.grpc.properties import (MiB, Pattern, layouts, materialize, metadata,
                                                    total)
 
@@ -36,7 +36,6 @@ from pytest_hpccomm.stacks.grpc.pyclient import TensorClient, request  # noqa: E
 
 # stock gRPC skips off TCP fabrics (grpc_server); an RDMA runtime runs on its device's
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("grpc")]
-Connect = Any  # the grpc_connect fixture: connect(target, mode, ca=, gzip=) -> TensorClient
 
 Codes = grpc.StatusCode
 
@@ -353,14 +352,14 @@ def test_calls_take_the_runtimes_path(grpc_client: TensorClient, grpc_lab: Any,
     echoes show on the RDMA port's counters, and TCP carried far fewer segments than they
     would need (fabrics/path_proof.py)."""
     rt = grpc_lab.runtime()
-    read = grpc_lab.path_reader(rt, LOOPBACK)
-    if read is None:
+    probe = grpc_lab.path_probe(rt, LOOPBACK)
+    if probe is None:
         pytest.skip(f"gRPC runtime {rt.describe()} has no RDMA path to prove: it runs over "
                     "kernel TCP")
     sent = [Pattern(2 * MiB, seed=s).materialize() for s in range(2)]
-    before = read()
+    before = probe.read()
     for _ in range(2):
         assert grpc_client.echo(sent, timeout=120) == sent
-    crossing = Crossing.between(str(grpc_lab.selection.device), before, read(), 8 * MiB)
+    crossing = probe.crossing(before, 8 * MiB)
     request.node.user_properties.append(("hpccomm_path", crossing.describe()))
     assert crossing.problem() is None, crossing.problem()

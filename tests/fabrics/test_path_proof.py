@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_hpccomm.fabrics.path_proof import Crossing, Reading, read
+from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
 from pytest_hpccomm.fabrics.tcp_owners import TcpBytes
 
 MiB = 1 << 20
@@ -68,3 +68,25 @@ def test_read_takes_rxe_hw_counters(tmp_path: Path) -> None:
     (base / "rcvd_pkts").write_text("34\n")
     got = read("rxe0", 1, tmp_path)
     assert got.port == (12, 34) and got.packets
+
+
+def test_readings_of_several_server_hosts_add_up() -> None:
+    # servers on two hosts: each port carries half of the payload, together all of it
+    half = {"hw.sent_pkts": 1300, "hw.rcvd_pkts": 1300}
+    zero = {"hw.sent_pkts": 0, "hw.rcvd_pkts": 0}
+    before = Reading.of(zero, 10) + Reading.of(zero, 20)
+    after = Reading.of(half, 12) + Reading.of(half, 25)
+    assert after == Reading((2600, 2600), True, 37)
+    c = Crossing.between("rxe0 on h0, rxe0 on h1", before, after, 8 * MiB)
+    assert c.problem() is None and c.tcp_segments == 7
+    assert Crossing.between("rxe0 on h0", Reading.of(zero, 10), Reading.of(half, 12),
+                            8 * MiB).problem() is not None  # one host's half is not enough
+    # a host that counts nothing (siw) leaves the sum uncounted, never half-counted
+    assert (Reading.of(half, 1) + Reading.of({}, 1)).port is None
+
+
+def test_a_probe_reads_after_the_job() -> None:
+    counts = iter([(0, 0), (2600, 2600)])
+    probe = PathProbe("rxe0", lambda: Reading(next(counts), True, 0))
+    c = probe.crossing(probe.read(), 8 * MiB)
+    assert c.device == "rxe0" and c.rdma_sent == 2600 and c.problem() is None

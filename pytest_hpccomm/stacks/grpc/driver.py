@@ -1,10 +1,11 @@
 """Orchestrator side of the gRPC stack: start servers, run benchmark clients, read results.
 
 Servers are long-lived jobs (one per peer kind, placement and index, for the session); they
-bind to 127.0.0.1 or to their virtual host's fabric address, port 0, and print a READY line
-with the ports they got. Clients are jobs that run a whole sweep (every benchmark x layout)
-and print one JSON document. Parameter-server runs start W worker jobs that begin their
-batches at a common wall-clock time, so batch b of every worker covers the same window.
+bind to 127.0.0.1, to their virtual host's fabric address or to their real host's, port 0,
+and print a READY line with the ports they got. Clients are jobs that run a whole sweep
+(every benchmark x layout) and print one JSON document. Parameter-server runs start W worker
+jobs that begin their batches at a common start (StartFiles), so batch b of every worker covers
+the same window.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.cpu_share import CpuShare
+from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env as cluster_peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, process_launch
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.pooling import pool_point
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles
@@ -36,6 +39,29 @@ READY_TIMEOUT = 30.0
 
 class GrpcRunError(Exception):
     """A server or client job failed: a test failure with the job's own words."""
+
+
+@dataclass(frozen=True)
+class GrpcHosts:
+    """Real hosts (--hpc-hosts) with the session's fabric on each: a server listens on its
+    host's fabric address; peers start over the remote shell (here when the host is this
+    machine). The checkout, the native build and Python are at the same paths on every host
+    (a cluster's shared file system, the guests' 9p share)."""
+
+    fabric: ClusterFabric
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(h.host for h in self.fabric.hosts)
+
+    def address(self, host: int) -> str:
+        return self.fabric.hosts[host % len(self.fabric.hosts)].address
+
+    def name(self, host: int) -> str:
+        return self.names[host % len(self.names)]
+
+
+Site = VirtualCluster | GrpcHosts | None  # where netns / hosts placements put the peers
 
 
 @dataclass(frozen=True)
@@ -108,7 +134,7 @@ class ServerHandle:
 
 
 def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBACK,
-                 cluster: VirtualCluster | None = None, host: int = 0, *,
+                 site: Site = None, host: int = 0, *,
                  tls: TlsFiles | None = None, max_message: int = wire.MAX_MESSAGE,
                  lifetime: float = 3600.0, drop_last: bool = False,
                  env: Mapping[str, str] | None = None, bind: str = "") -> ServerHandle:
@@ -116,10 +142,14 @@ def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBAC
     runtime's (over the peer's own); `bind`: a local address other than 127.0.0.1 (an RDMA
     runtime listens on the fabric's address, which its device serves)."""
     if placement == NETNS:
-        if cluster is None:
+        if not isinstance(site, VirtualCluster):
             raise GrpcRunError("netns placement needs a virtual cluster")
-        vhost = cluster.host(host)
+        vhost = site.host(host)
         address, host_name = vhost.address, vhost.name
+    elif placement == HOSTS:
+        if not isinstance(site, GrpcHosts):
+            raise GrpcRunError("hosts placement needs the hosts of --hpc-hosts")
+        address, host_name = site.address(host), site.name(host)
     else:
         address, host_name = bind or "127.0.0.1", "local"
     argv = peer_command(kind, native, "server") + [
@@ -131,7 +161,7 @@ def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBAC
     if drop_last:
         argv.append("--drop-last-buffer")
     timeout = lifetime + 60.0  # the job's hard cap, past the server's own
-    job = _placed(placement, argv, cluster, host, f"grpc {kind} server", env).start(timeout)
+    job = _placed(placement, argv, site, host, f"grpc {kind} server", env).start(timeout)
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         info = wire.parse_ready(job.peek_output()[0])
@@ -200,18 +230,24 @@ def client_timeout(layouts: Layouts, benchmarks: Sequence[str], s: BenchSettings
     return 60.0 + 4 * planned + moved / 5e6
 
 
-def _placed(placement: str, argv: Sequence[str], cluster: VirtualCluster | None, host: int,
+def _placed(placement: str, argv: Sequence[str], site: Site, host: int,
             label: str, env: Mapping[str, str] | None = None) -> PlacedLaunch:
+    where: dict[str, Any] = {}
+    if isinstance(site, VirtualCluster):
+        where = {"cluster": site}
+    elif isinstance(site, GrpcHosts) and placement == HOSTS:
+        label = f"{label} on {site.name(host)}"
+        where = {"hosts": site.names, "shell": site.fabric.shell}
     try:
-        return process_launch(placement, argv, {**peer_env(), **(env or {})}, cluster=cluster,
-                              host=host, label=label)
+        return process_launch(placement, argv, {**peer_env(), **(env or {})}, host=host,
+                              label=label, **where)
     except PlacementError as exc:
         raise GrpcRunError(str(exc)) from None
 
 
-def start_client(argv: Sequence[str], placement: str, cluster: VirtualCluster | None, host: int,
+def start_client(argv: Sequence[str], placement: str, site: Site, host: int,
                  timeout: float, env: Mapping[str, str] | None = None) -> RunningJob:
-    return _placed(placement, argv, cluster, host, "grpc client", env).start(timeout)
+    return _placed(placement, argv, site, host, "grpc client", env).start(timeout)
 
 
 def finish_client(job: RunningJob, what: str) -> tuple[dict[str, Any], CpuShare | None]:
@@ -305,32 +341,75 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
                                reruns=sum(sw.reruns for sw in sweeps))
 
 
-def _counters(cluster: VirtualCluster | None, host: int) -> tuple[int, int] | None:
-    return cluster.counters(host) if cluster is not None else None
+def _counters(site: Site, host: int) -> tuple[int, int] | None:
+    return site.counters(host) if isinstance(site, VirtualCluster) else None
 
 
 def run_p2p(kind: str, native: NativeBuild | None, server: ServerHandle, mode: str,
             layouts: Layouts, s: BenchSettings, slowdown: float = 1.0,
-            cluster: VirtualCluster | None = None, client_host: int = 1,
+            site: Site = None, client_host: int = 1,
             env: Mapping[str, str] | None = None) -> Sweep:
     """Latency (echo) and bandwidth (acknowledged sends) over every layout, one client job."""
     benchmarks = ("latency", "bandwidth")
     argv = client_argv(kind, native, [server.target], mode, benchmarks, layouts, s, slowdown)
-    before = _counters(cluster, client_host)
-    job = start_client(argv, server.placement, cluster, client_host,
+    before = _counters(site, client_host)
+    job = start_client(argv, server.placement, site, client_host,
                        client_timeout(layouts, benchmarks, s, 1), env)
     doc, share = finish_client(job, f"gRPC {kind} {mode} p2p client")
     cpu = cpu_share.of_jobs([share])
     sweep = Sweep("p2p", kind, mode, server.placement, _index([doc], "sum"),
                   str(doc.get("grpc_version", "")), cpu=list(cpu.shares),
                   disturbed=cpu.disturbed)
-    after = _counters(cluster, client_host)
+    after = _counters(site, client_host)
     if before is not None and after is not None:
         sweep.veth = {"rx": after[0] - before[0], "tx": after[1] - before[1]}
     return sweep
 
 
-def _barrier(jobs: Sequence[RunningJob], segment: int, start_file: str, deadline: float,
+# a segment's start on another host: "now" by that host's clock, renamed into place
+_WRITE_NOW = 'mkdir -p "${1%/*}" && date +%s.%N > "$1.tmp" && mv "$1.tmp" "$1"'
+REMOTE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class StartFiles:
+    """Where the workers of a PS run read each segment's start: `path`.SEGMENT here, and the
+    same path on each other host a worker runs on, written there over the remote shell as
+    that host's "now" (its workers start as they read it; clocks need not agree)."""
+
+    path: str
+    site: Site = None
+    remote: tuple[str, ...] = ()  # names of the other hosts with workers
+
+    @classmethod
+    def for_workers(cls, path: str, site: Site, hosts: Sequence[int]) -> StartFiles:
+        if not isinstance(site, GrpcHosts):
+            return cls(path)
+        names = dict.fromkeys(site.name(h) for h in hosts)
+        return cls(path, site, tuple(n for n in names if not is_this_host(n)))
+
+    def give(self, segment: int) -> None:
+        path = f"{self.path}.{segment}"
+        with open(path + ".tmp", "w") as f:
+            f.write(repr(time.time() + 0.01))
+        os.rename(path + ".tmp", path)  # atomic: a worker never reads half a number
+        for host in self.remote:
+            res = self._shell().run(host, ["sh", "-c", _WRITE_NOW, "sh", path], REMOTE_TIMEOUT,
+                                    label=f"start of segment {segment} on {host}")
+            if not res.ok:
+                raise GrpcRunError(f"the start of segment {segment} could not be written on "
+                                   f"{host}: {res.describe()}")
+
+    def remove(self) -> None:
+        for host in self.remote:  # the local directory goes with its TemporaryDirectory
+            self._shell().run(host, ["rm", "-rf", os.path.dirname(self.path)], REMOTE_TIMEOUT)
+
+    def _shell(self) -> RemoteShell:
+        assert isinstance(self.site, GrpcHosts)
+        return self.site.fabric.shell
+
+
+def _barrier(jobs: Sequence[RunningJob], segment: int, start: StartFiles, deadline: float,
              kind: str) -> None:
     """Wait until every worker has said READY for `segment`, then give them a common start."""
     waiting = list(jobs)
@@ -345,15 +424,12 @@ def _barrier(jobs: Sequence[RunningJob], segment: int, start_file: str, deadline
             raise GrpcRunError(f"{len(waiting)} gRPC {kind} workers not at segment {segment} "
                                f"in time")
         time.sleep(0.005)  # not faster: this process shares the cores with the measurement
-    path = f"{start_file}.{segment}"
-    with open(path + ".tmp", "w") as f:
-        f.write(repr(time.time() + 0.01))
-    os.rename(path + ".tmp", path)  # atomic: a worker never reads half a number
+    start.give(segment)
 
 
 def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle], mode: str,
            layouts: Layouts, s: BenchSettings, workers: int, slowdown: float = 1.0,
-           cluster: VirtualCluster | None = None, worker_hosts: Sequence[int] = (1,),
+           site: Site = None, worker_hosts: Sequence[int] = (1,),
            env: Mapping[str, str] | None = None) -> Sweep:
     """Parameter-server throughput and the mimic step: W worker jobs, each calling every server
     in every step. Each (benchmark, layout) starts on all workers at once (a barrier through
@@ -364,22 +440,23 @@ def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle
     benchmarks = ("ps", "mimic")
     timeout = client_timeout(layouts, benchmarks, s, len(targets)) + READY_TIMEOUT
     jobs: list[RunningJob] = []
+    hosts = [worker_hosts[w % len(worker_hosts)] for w in range(workers)]
     with tempfile.TemporaryDirectory(prefix="hpccomm-grpc-") as tmp:
-        start_file = os.path.join(tmp, "start")
+        start = StartFiles.for_workers(os.path.join(tmp, "start"), site, hosts)
         try:
-            for w in range(workers):
+            for host in hosts:
                 argv = client_argv(kind, native, targets, mode, benchmarks, layouts, s, slowdown,
-                                   start_file)
-                jobs.append(start_client(argv, placement, cluster,
-                                         worker_hosts[w % len(worker_hosts)], timeout, env))
+                                   start.path)
+                jobs.append(start_client(argv, placement, site, host, timeout, env))
             deadline = time.monotonic() + timeout
             for segment in range(len(benchmarks) * len(layouts)):
-                _barrier(jobs, segment, start_file, deadline, kind)
+                _barrier(jobs, segment, start, deadline, kind)
             finished = [finish_client(job, f"gRPC {kind} {mode} worker {i}")
                         for i, job in enumerate(jobs)]
         finally:
             for job in jobs:
                 job.stop()
+            start.remove()
     docs = [doc for doc, _ in finished]
     cpu = cpu_share.of_jobs(share for _, share in finished)
     ps = _index(docs, "sum")

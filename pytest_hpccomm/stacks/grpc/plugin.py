@@ -19,6 +19,8 @@ Tests ask for
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,17 +28,19 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
                                               ensure_built, prebuilt)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
 from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_settings
-from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcRunError, ServerHandle, Sweep,
-                                               merge_sweeps, run_p2p, run_ps, start_server)
+from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcHosts, GrpcRunError,
+                                               ServerHandle, Site, Sweep, merge_sweeps, run_p2p,
+                                               run_ps, start_server)
 from pytest_hpccomm.fabrics import FabricSelection
-from pytest_hpccomm.fabrics.path_proof import Crossing, read
+from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
@@ -216,7 +220,7 @@ class GrpcLab:
         return got
 
     def server(self, peer: str, placement: str = LOOPBACK, index: int = 0,
-               cluster: Any = None, runtime: str = "") -> ServerHandle:
+               site: Site = None, runtime: str = "") -> ServerHandle:
         """A session server: loopback ones also listen with TLS (the conformance suite's)."""
         rt = self.runtime(runtime, peer)
         key = (peer, placement, index, rt.label)
@@ -228,9 +232,9 @@ class GrpcLab:
             build = self.build_for(peer)
             bind = self.bind_address()
             tls = self.tls_files() if placement == LOOPBACK else None
-            host = index % max(1, self._hosts(cluster) // 2) if placement == NETNS else 0
+            host = index % self._server_hosts(site) if placement in (NETNS, HOSTS) else 0
             try:
-                got = start_server(peer, build, placement, cluster, host, tls=tls,
+                got = start_server(peer, build, placement, site, host, tls=tls,
                                    max_message=self.opts.max_message,
                                    lifetime=self.settings.lifetime,
                                    drop_last=self.opts.plant_bug == "drop-last-buffer",
@@ -243,8 +247,14 @@ class GrpcLab:
         raise got
 
     @staticmethod
-    def _hosts(cluster: Any) -> int:
-        return len(cluster.hosts) if cluster is not None else 1
+    def _hosts(site: Site) -> int:
+        if isinstance(site, VirtualCluster):
+            return len(site.hosts)
+        return len(site.names) if isinstance(site, GrpcHosts) else 1
+
+    def _server_hosts(self, site: Site) -> int:
+        """Servers go on the first half of the hosts (the first when there is one)."""
+        return max(1, self._hosts(site) // 2)
 
     def _quiet_run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
         """One client run, again while another process shared the cores (QuietRetry); a run
@@ -254,10 +264,10 @@ class GrpcLab:
         sweep.reruns = reruns
         return sweep
 
-    def _client_hosts(self, cluster: Any) -> list[int]:
-        """Clients on the second half of the virtual hosts, servers on the first: every RPC
-        crosses a veth."""
-        n = self._hosts(cluster)
+    def _client_hosts(self, site: Site) -> list[int]:
+        """Clients on the second half of the hosts, servers on the first: every RPC crosses
+        the link between them (a veth, or the fabric)."""
+        n = self._hosts(site)
         return list(range(n // 2, n)) if n > 1 else [0]
 
     # -- sweeps -----------------------------------------------------------------------------------
@@ -305,11 +315,11 @@ class GrpcLab:
         family, peer, mode, placement, label = where
         rt = self.runtime(label, peer)
         build = self.build_for(peer)
-        hosts = self._client_hosts(cluster) if placement == NETNS else [0]
+        hosts = self._client_hosts(cluster) if placement in (NETNS, HOSTS) else [0]
         servers = [self.server(peer, placement, first_server + i, cluster, rt.label)
                    for i in range(1 if family == "p2p" else self.opts.ps)]
-        proof = self.path_reader(rt, placement)
-        before = proof() if proof else None
+        probe = self.path_probe(rt, placement, cluster)
+        before = probe.read() if probe else None
         if family == "p2p":
             sweep = run_p2p(peer, build, servers[0], mode, self.opts.layouts, self.settings,
                             self.slowdown, cluster, hosts[0], rt.env)
@@ -317,9 +327,8 @@ class GrpcLab:
             sweep = run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
                            self.opts.workers, self.slowdown, cluster, hosts, rt.env)
         sweep.runtime = rt.label
-        if proof is not None and before is not None and self.selection is not None:
-            sweep.path = [Crossing.between(str(self.selection.device), before, proof(),
-                                           payload_moved(sweep)).as_dict()]
+        if probe is not None and before is not None:
+            sweep.path = [probe.crossing(before, payload_moved(sweep)).as_dict()]
         return sweep
 
     def on_tcp_or_skip(self, config: pytest.Config) -> None:
@@ -331,10 +340,11 @@ class GrpcLab:
                             f"({reason})")
 
     def local_or_skip(self, placement: str) -> None:
-        """An RDMA runtime (and its twin: a pair or none) runs over this host's device."""
-        if self.opts.spec.rdma and placement != LOOPBACK:
-            pytest.skip(f"gRPC runtime {self.opts.runtime} runs over this host's RDMA device "
-                        f"(placement {LOOPBACK}); the virtual cluster's hosts have none")
+        """An RDMA runtime (and its twin: a pair or none) runs over RDMA devices: this host's
+        or the real hosts', never the virtual cluster's veths."""
+        if self.opts.spec.rdma and placement == NETNS:
+            pytest.skip(f"gRPC runtime {self.opts.runtime} runs over RDMA devices (placements "
+                        f"{LOOPBACK} and {HOSTS}); the virtual cluster's hosts have none")
 
     def client_of(self, kind: str, target: str, mode: str, *, ca: Path | None = None,
                   gzip: bool = False) -> Any:
@@ -357,16 +367,34 @@ class GrpcLab:
         creds = None if ca is None else grpc.ssl_channel_credentials(ca.read_bytes())
         return TensorClient(target, mode, credentials=creds, compression=compression)
 
-    def path_reader(self, rt: Runtime, placement: str) -> Callable[[], Any] | None:
-        """Reads the RDMA port's and TCP's counters around an RDMA runtime's client run."""
+    def path_probe(self, rt: Runtime, placement: str, site: Site = None) -> PathProbe | None:
+        """Reads the RDMA port's and TCP's counters around an RDMA runtime's client run: this
+        host's (loopback), or those of the hosts its servers run on (hosts). None: the runtime
+        runs over kernel TCP."""
         sel = self.selection
         if not rt.rdma:
             return None
-        if placement != LOOPBACK or sel is None or not sel.device or sel.port is None:
-            raise GrpcRunError(f"gRPC runtime {rt.label} over RDMA runs on this host's device "
-                               f"(placement {LOOPBACK}); placement {placement} has none")
-        device, port, owners = sel.device, sel.port, self._tcp_owners(sel)
-        return lambda: read(device, port, owners=owners)
+        if sel is None or not sel.device or sel.port is None:
+            raise GrpcRunError(f"gRPC runtime {rt.label}: the session has no RDMA port")
+        if placement == LOOPBACK:
+            device, port, owners = sel.device, sel.port, self._tcp_owners(sel)
+            return PathProbe(device, lambda: read(device, port, owners=owners))
+        if placement != HOSTS or not isinstance(site, GrpcHosts):
+            raise GrpcRunError(f"gRPC runtime {rt.label} over RDMA runs on {LOOPBACK} or "
+                               f"{HOSTS}; placement {placement} has no RDMA device")
+        fabric = site.fabric
+        servers = fabric.hosts[:self._server_hosts(site)]
+        # whose TCP it was (siw) is metered on this host only
+        owners = self._tcp_owners(sel) if all(h.local for h in servers) else None
+
+        def reading() -> Reading:
+            got = [Reading.of(c["port"], c.get("tcp_out_segments"))
+                   for c in map(fabric.counters, servers)]
+            total: Reading = functools.reduce(operator.add, got)
+            return dataclasses.replace(total, tcp_bytes=owners.read()) if owners else total
+
+        names = ", ".join(f"{h.selection.device} on {h.host}" for h in servers)
+        return PathProbe(names, reading)
 
     def _tcp_owners(self, sel: FabricSelection) -> TcpOwnersMeter | None:
         """siw's path is told apart by whose TCP it was: a meter for the session (None: not
@@ -457,7 +485,7 @@ def grpc_tls(grpc_lab: GrpcLab) -> TlsFiles:
     return grpc_lab.tls()
 
 
-Connect = Callable[..., Any]
+Connect = Callable[..., Any]  # grpc_connect: connect(target, mode, ca=, gzip=) -> TensorClient
 
 
 @pytest.fixture
@@ -495,6 +523,22 @@ def grpc_settings(grpc_options: GrpcOptions) -> SettingsFactory:
 BenchRun = Callable[[str, str], None]
 
 
+def grpc_site(placement: str, request: pytest.FixtureRequest) -> Site:
+    """Where the peers go: the virtual cluster (netns), the hosts of --hpc-hosts with the
+    session's fabric on each (hosts: servers on the first half, clients on the second), none
+    on loopback."""
+    if placement == NETNS:
+        cluster: VirtualCluster = request.getfixturevalue("hpc_virtual_cluster")
+        return cluster
+    if placement == HOSTS:
+        fabric = request.getfixturevalue("hpc_rdma_fabric")
+        if not fabric.spans_hosts:
+            pytest.fail("gRPC on hosts runs servers and clients on different hosts: "
+                        "--hpc-hosts must name at least 2", pytrace=False)
+        return GrpcHosts(fabric)
+    return None
+
+
 @pytest.fixture(scope="session")
 def grpc_runtime(grpc_options: GrpcOptions) -> str:
     """The runtime's label (parametrized over it and its TCP twin when it has one)."""
@@ -510,17 +554,13 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement:
     counters, then recorded and judged (tfbench.measurement), beside its TCP twin. In a paired
     A/B run the candidate's point is judged against the base's of this session; on an emulated
     RDMA device a runtime's points are reported without verdicts."""
-    if hpc_placement not in (LOOPBACK, NETNS):
-        pytest.skip(f"gRPC peers run on loopback and the virtual cluster; placement "
-                    f"{hpc_placement!r} (real hosts) is not implemented for this stack yet")
     grpc_lab.on_tcp_or_skip(request.config)
     rt = grpc_lab.runtime(grpc_runtime, grpc_peer)
     grpc_lab.local_or_skip(hpc_placement)
 
     def run(bench: str, scheme: str) -> None:
         family, name = BENCHMARKS[bench][:2]
-        cluster = request.getfixturevalue("hpc_virtual_cluster") \
-            if hpc_placement == NETNS else None
+        cluster = grpc_site(hpc_placement, request)
         base: Any = None
         where = grpc_lab.where(family, grpc_peer, grpc_mode, hpc_placement, rt.label)
         try:

@@ -1,6 +1,6 @@
 """gRPC over RDMA in the SoftRoCE guest (ci/guest, issue 18): the suites with an rsocket runtime
 on rxe0. The native peer is built here (Debian's gRPC 1.51) and staged into the guest, which
-has the same libraries (ci/guest/packages.txt). Four boots:
+has the same libraries (ci/guest/packages.txt). On rxe:
 - rsocket: the preload alone (rdma-core 44 in Debian 12) cannot carry gRPC; the suite's item
   must fail where it breaks: fcntl(F_GETFD) on an rsocket, "Operation not supported", while
   its TCP twin passes
@@ -11,6 +11,10 @@ has the same libraries (ci/guest/packages.txt). Four boots:
   runtime, the path proven by test_calls_take_the_runtimes_path
 - a silent fallback: rsocket-compat with its preload path mistyped, so the peers run on kernel
   TCP while the session believes them on RDMA; the suite's proof of path must fail the item
+- across two guests (placement hosts): servers on h0, clients on h1 over ssh, the payload
+  proven on h0's rxe0
+On siw (iwarp), where the port counts nothing: rsocket-compat proven by whose TCP it was, and
+a silent fallback caught the same way.
 """
 
 from __future__ import annotations
@@ -45,10 +49,34 @@ def native() -> NativeBuild:
 
 
 def run(image: str, native: NativeBuild, results: Path, *args: str, targets: str = SUITE,
-        fabric: str = "softroce") -> Any:
+        fabric: str = "softroce", hosts: int = 1) -> Any:
     staged = f"/mnt/job/stage/{native.directory.name}"
     return boot(image, results, fabric, f"--hpc-grpc-build={staged}", *args,
-                targets=targets, stage=(native.directory,), job_timeout=1200)
+                targets=targets, stage=(native.directory,), job_timeout=1200, hosts=hosts)
+
+
+def run_on_siw(image: str, native: NativeBuild, results: Path, *args: str) -> dict[str, Any]:
+    """run() on iwarp, booted again once when siw's connection manager broke a connect: Debian
+    6.1's siw (a cold CI, 1 boot in 6 here) sometimes fails the runtime's connect ("cannot
+    connect" after 20 s) with a kernel WARNING in siw_cm.c (siw_cep_put, refcount underflow).
+    The suite reports that as the failure it is; this test is about the proof of path."""
+    for attempt in (1, 2):
+        where = results / f"boot{attempt}"
+        run(image, native, where, *args, fabric="iwarp")
+        got = junit(where)
+        dmesg = where / "dmesg.txt"
+        broke = any("cannot connect" in m for m in got["failed"].values()) and \
+            dmesg.is_file() and "siw_cm.c" in dmesg.read_text(errors="replace")
+        if not broke or attempt == 2:
+            got["results"] = where
+            return got
+    raise AssertionError("unreachable")
+
+
+def proofs(results: Path) -> list[str]:
+    """What each item's proof of path said (junit properties)."""
+    return re.findall(r'name="hpccomm_path_\d+" value="([^"]*)"',
+                      (results / "junit.xml").read_text())
 
 
 def test_rsocket_alone_breaks_at_fcntl(guest_image: str, native: NativeBuild,
@@ -82,9 +110,8 @@ def test_rsocket_compat_carries_the_perf_suite_side_by_side(guest_image: str,
     got = junit(tmp_path)
     assert not got["failed"] and len(got["passed"]) == 40, (got["failed"], tail(tmp_path))
     assert sum("rsocket-compat-tcp" in n for n in got["passed"]) == 20  # the twin's half
-    proofs = re.findall(r'name="hpccomm_path_\d+" value="([^"]*)"',
-                        (tmp_path / "junit.xml").read_text())
-    assert proofs and all("rxe0" in p for p in proofs), proofs[:3]
+    got_proofs = proofs(tmp_path)
+    assert got_proofs and all("rxe0" in p for p in got_proofs), got_proofs[:3]
     summary = (tmp_path / "summary.md").read_text()
     rows = [r for r in summary.split("### Side by side")[1].splitlines()
             if r.startswith("| rsocket-compat vs rsocket-compat-tcp")]
@@ -113,22 +140,35 @@ def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(guest_image: str,
                                                                native: NativeBuild,
                                                                tmp_path: Path) -> None:
     # siw counts nothing on its port; its RDMA is TCP through the kernel's own sockets
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS,
-        "-k", ONE_ITEM, fabric="iwarp")
-    got = junit(tmp_path)
-    assert not got["failed"] and len(got["passed"]) == 2, (got, tail(tmp_path))
-    proofs = re.findall(r'name="hpccomm_path_\d+" value="([^"]*)"',
-                        (tmp_path / "junit.xml").read_text())
-    assert proofs and all("siw0" in p and "through processes' sockets" in p
-                          for p in proofs), proofs
+    got = run_on_siw(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
+                     *SETTINGS, "-k", ONE_ITEM)
+    assert not got["failed"] and len(got["passed"]) == 2, (got, tail(got["results"]))
+    got_proofs = proofs(got["results"])
+    assert got_proofs and all("siw0" in p and "through processes' sockets" in p
+                              for p in got_proofs), got_proofs
 
 
 def test_a_silent_fallback_over_siw_is_caught(guest_image: str, native: NativeBuild,
                                               tmp_path: Path) -> None:
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
-        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so", *SETTINGS,
-        "-k", ONE_ITEM, fabric="iwarp")
-    got = junit(tmp_path)
-    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(tmp_path))
+    got = run_on_siw(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
+                     "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so",
+                     *SETTINGS, "-k", ONE_ITEM)
+    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(got["results"]))
     [message] = got["failed"].values()
     assert "processes' own TCP sockets sent" in message, message[-2000:]
+
+
+def test_rsocket_compat_across_two_guests(guest_image: str, native: NativeBuild,
+                                          tmp_path: Path) -> None:
+    # --hpc-hosts=h0,h1: servers on h0 at its rxe0 netdev's address, clients on h1 over ssh
+    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS,
+        "--hpc-repeats=1", "-k", "test_tf_grpc_bench and uniform-medium", hosts=2)
+    got = junit(tmp_path)
+    # p2p latency and bandwidth, PS rate, mimic step: the runtime and its TCP twin
+    assert not got["failed"] and len(got["passed"]) == 8, (got, tail(tmp_path))
+    assert all("hosts" in n for n in got["passed"]), got["passed"]
+    got_proofs = proofs(tmp_path)
+    assert len(got_proofs) >= 2 and all("rxe0 on h0" in p for p in got_proofs), got_proofs
+    rows = [r for r in (tmp_path / "summary.md").read_text().splitlines()
+            if r.startswith("| rsocket-compat vs rsocket-compat-tcp")]
+    assert len(rows) == 4 and all("function only" in r for r in rows), rows
