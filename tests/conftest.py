@@ -1,1 +1,20 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.cluster.virtual import VirtualCluster
+from tests.sshd_hosts import ssh_virtual_hosts
+
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="module")
+def ssh_cluster(
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
+    """Two virtual-cluster hosts, each with its own sshd (tests/sshd_hosts.py): (cluster, the
+    --hpc-rsh-agent that reaches them); one per test module, torn down after it."""
+    with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:
+        yield got

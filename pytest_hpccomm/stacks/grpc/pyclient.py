@@ -20,6 +20,7 @@ from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.stacks.grpc import messages as pb
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.payload import buffers_for
+from pytest_hpccomm.stacks.grpc.relay import RelayChannel, RelayError
 
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1),
                    ("grpc.max_send_message_length", -1)]
@@ -125,8 +126,8 @@ class TensorClient:
             try:
                 self.m["Delay"].with_call(req, cancel_after=after, **kw)
                 return grpc.StatusCode.OK
-            except grpc.RpcError as e:
-                return e.code()  # type: ignore[no-any-return]  # grpcio's errors are calls
+            except RelayError as e:
+                return e.code()
         fut = self.m["Delay"].future(req, **kw)
         time.sleep(after)
         fut.cancel()
@@ -140,8 +141,8 @@ class TensorClient:
             try:
                 got = self.m["EchoStream"](reqs, cancel_after=0.05, **kw)
                 return len(got), grpc.StatusCode.OK
-            except grpc.RpcError as e:
-                return len(e.answer.messages), e.code()  # type: ignore[attr-defined]
+            except RelayError as e:
+                return len(e.answer.messages), e.code()
         done = threading.Event()
 
         def requests() -> Any:
@@ -168,7 +169,7 @@ class TensorClient:
     @property
     def relayed(self) -> bool:
         """Whether the native peer makes this client's calls (relay.RelayChannel)."""
-        return hasattr(self.channel, "ready")
+        return isinstance(self.channel, RelayChannel)
 
     def wait_ready(self, timeout: float) -> None:
         if self.relayed:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.stacks.horovod.build import CACHE_VAR, HorovodEnv, cache_root
-from tests.sshd_hosts import ssh_virtual_hosts
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHES = {MPI_CACHE_VAR: str(mpi_cache()), CACHE_VAR: str(cache_root())}
@@ -33,13 +31,6 @@ ITEMS = ("(test_hvd_allreduce and not knobs) or test_allreduce_matches_numpy or 
          "test_a_killed_rank_ends_the_job")
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ssh_cluster(
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
-    with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:
-        yield got
 
 
 def test_horovod_suite_runs_on_hosts_over_ssh(horovod_env: HorovodEnv,

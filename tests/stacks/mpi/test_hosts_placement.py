@@ -14,29 +14,20 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_hpccomm.cluster.mpi import mpi_cache, mpirun_path
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from tests.sshd_hosts import ssh_virtual_hosts
 
 ROOT = Path(__file__).resolve().parents[3]
 MPI_CACHE = mpi_cache()
 MPIS = [m for m in ("openmpi", "mpich") if mpirun_path(m) is not None]
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ssh_cluster(
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
-    if not MPIS:
-        pytest.skip("no MPI environment created (ci/bootstrap.sh makes them)")
-    with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:
-        yield got
+pytestmark = [pytest.mark.needs_root, pytest.mark.slow,
+              pytest.mark.skipif(not MPIS, reason="no MPI environment created "
+                                 "(ci/bootstrap.sh makes them)")]
 
 
 def test_suite_runs_on_hosts_over_ssh(ssh_cluster: tuple[VirtualCluster, Path],

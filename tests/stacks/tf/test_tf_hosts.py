@@ -16,7 +16,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ import pytest
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.stacks.tf.env import CACHE_VAR, TfEnv, cache_root
 from pytest_hpccomm.stacks.tf.wire import TASK_VAR
-from tests.sshd_hosts import ssh_virtual_hosts
 
 ROOT = Path(__file__).resolve().parents[3]
 ITEMS = ("test_traffic_takes_the_fabric or test_tensor_over_4_mib_crosses_bit_exact or "
@@ -32,13 +30,6 @@ ITEMS = ("test_traffic_takes_the_fabric or test_tensor_over_4_mib_crosses_bit_ex
          "or test_coordinated_training_matches_one_process or test_tf_recv_tensor")
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ssh_cluster(
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
-    with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:
-        yield got
 
 
 def tf_tasks_running(cluster: VirtualCluster) -> list[int]:
