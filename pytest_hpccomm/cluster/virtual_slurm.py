@@ -93,6 +93,8 @@ def slurm_conf(hosts: Sequence[VirtualHost], workdir: Path, munge_socket: Path, 
         "SelectTypeParameters=CR_CPU",
         "SchedulerType=sched/backfill",
         "MpiDefault=none",
+        # a request the partition can never satisfy is refused at once, not left pending
+        "EnforcePartLimits=ALL",
         # a node that was down (its slurmd restarted) comes back when it registers again
         "ReturnToService=2",
         # short: a dead controller or slurmd fails a client within seconds, not minutes
@@ -141,6 +143,7 @@ class VirtualSlurm:
         self.daemons: dict[str, RunningJob] = {}  # "munged", "slurmctld", "slurmd@h0", ...
         self.startup_seconds: float | None = None
         self.teardown_seconds: float | None = None
+        self.stop_seconds: dict[str, float] = {}  # per daemon, by the last stop()
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> VirtualSlurm:
@@ -176,7 +179,9 @@ class VirtualSlurm:
         running = bool(self.daemons)
         for name in sorted(self.daemons, key=lambda n: (not n.startswith("slurmd@"),
                                                         n == "munged")):
+            t = time.monotonic()
             self.daemons[name].stop(grace=3.0)
+            self.stop_seconds[name] = time.monotonic() - t
         self.daemons.clear()
         if running or self.teardown_seconds is None:
             self.teardown_seconds = time.monotonic() - t0
@@ -203,10 +208,14 @@ class VirtualSlurm:
     def _start_munged(self) -> None:
         w = self.workdir
         self._start("munged", 0, [
-            _path("munged"), "--foreground", "--force",  # --force: it refuses root otherwise
+            # --force: munged wants every directory above its socket open to all, and a run's
+            # temp dir (pytest's) is 0700: more private, not less ("Socket is inaccessible:
+            # execute permissions for all required on /tmp/pytest-of-root/pytest-N"). The key
+            # (0400) and the socket directory (0755) are made here, so nothing else is let go.
+            _path("munged"), "--foreground", "--force",  # logs to stderr (the job's)
             f"--socket={self.munge_socket}", f"--key-file={w / 'munge.key'}",
-            f"--log-file={w / 'munged.log'}", f"--pid-file={w / 'munged.pid'}",
-            f"--seed-file={w / 'munged.seed'}", "--num-threads=2"])
+            f"--pid-file={w / 'munged.pid'}", f"--seed-file={w / 'munged.seed'}",
+            "--num-threads=2"])
         deadline = time.monotonic() + self.start_timeout
         while not self.munge_socket.is_socket():
             self._check_alive()
@@ -220,12 +229,13 @@ class VirtualSlurm:
                                                     timeout=self.daemon_timeout, grace=3.0)
 
     # -- state ----------------------------------------------------------------------------
-    def log_path(self, daemon: str) -> Path:
+    def log_path(self, daemon: str) -> Path | None:
+        """The daemon's log file (None for munged: its log is its stderr, the job's)."""
         if daemon.startswith("slurmd@"):
             return self.workdir / daemon.partition("@")[2] / "slurmd.log"
         if daemon == "slurmctld":
             return self.workdir / "ctld" / "slurmctld.log"
-        return self.workdir / f"{daemon}.log"
+        return None
 
     def _describe(self, daemon: str) -> str:
         job = self.daemons.get(daemon)
@@ -236,8 +246,9 @@ class VirtualSlurm:
             state = "running" if job.poll() is None else f"exited {job.poll()}"
         else:
             state = "not started"
-        return (f"{daemon} {state}; said: {said or '(nothing)'}; log "
-                f"{self.log_path(daemon)}: {log_tail(self.log_path(daemon))}")
+        log = self.log_path(daemon)
+        return f"{daemon} {state}; said: {said or '(nothing)'}" + (
+            f"; log {log}: {log_tail(log)}" if log is not None else "")
 
     def _check_alive(self) -> None:
         for name, job in self.daemons.items():

@@ -28,7 +28,7 @@ from pytest_hpccomm.cluster.virtual import (
     pids_in_netns,
 )
 from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm, slurm_conf
+from pytest_hpccomm.cluster.virtual_slurm import SLURMD_PORT, SlurmError, VirtualSlurm, slurm_conf
 from pytest_hpccomm.cluster.virtual_slurm import unavailable_reason as no_slurm
 
 pytestmark = pytest.mark.needs_root
@@ -41,7 +41,7 @@ def _skip_unless_possible() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlurm]:
     _skip_unless_possible()
     try:
@@ -57,48 +57,51 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlurm]:
         cluster.teardown()
 
 
-def test_srun_runs_one_task_on_each_host(slurm: VirtualSlurm) -> None:
-    r = slurm.run(0, ["srun", "-N2", "-l", "hostname"], timeout=60)
-    assert r.ok, r.describe()
-    assert sorted(r.stdout.split()) == ["0:", "1:", "h0", "h1"], r.stdout
-    assert r.elapsed < 10, r.elapsed
+class TestOneSharedCluster:
+    """On one cluster for the class (torn down before the leak-checked tests below)."""
 
+    def test_srun_runs_one_task_on_each_host(self, slurm: VirtualSlurm) -> None:
+        r = slurm.run(0, ["srun", "-N2", "-l", "hostname"], timeout=60)
+        assert r.ok, r.describe()
+        assert sorted(r.stdout.split()) == ["0:", "1:", "h0", "h1"], r.stdout
+        assert r.elapsed < 10, r.elapsed
 
-def test_sbatch_wait_returns_the_scripts_status(slurm: VirtualSlurm, tmp_path: Path) -> None:
-    tmp_path.chmod(0o755)
-    out = tmp_path / "job.out"
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/sh\nsrun hostname | sort | tr '\\n' ' '\n"
-                      'echo "nodes=$SLURM_JOB_NODELIST"\nexit "$1"\n')
-    script.chmod(0o755)
-    ok = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "0"], timeout=90)
-    assert ok.ok, ok.describe()
-    assert out.read_text().split() == ["h0", "h1", "nodes=h[0-1]"], out.read_text()
-    failed = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "3"],
+    def test_sbatch_wait_returns_the_scripts_status(self, slurm: VirtualSlurm,
+                                                    tmp_path: Path) -> None:
+        out = tmp_path / "job.out"
+        script = tmp_path / "job.sh"
+        script.write_text("#!/bin/sh\nsrun hostname | sort | tr '\\n' ' '\n"
+                          'echo "nodes=$SLURM_JOB_NODELIST"\nexit "$1"\n')
+        script.chmod(0o755)
+        ok = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "0"],
                        timeout=90)
-    assert failed.returncode == 3 and not failed.timed_out, failed.describe()
+        assert ok.ok, ok.describe()
+        assert out.read_text().split() == ["h0", "h1", "nodes=h[0-1]"], out.read_text()
+        failed = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "3"],
+                           timeout=90)
+        assert failed.returncode == 3 and not failed.timed_out, failed.describe()
 
+    def test_allocation_variables_parse_with_our_parser(self, slurm: VirtualSlurm) -> None:
+        r = slurm.run(1, ["salloc", "-N2", "--immediate=10", "env", "-0"], timeout=60)
+        assert r.ok, r.describe()
+        env = dict(item.split("=", 1) for item in r.stdout.split("\0") if "=" in item)
+        assert env["SLURM_JOB_NODELIST"] == "h[0-1]" and env["SLURM_TASKS_PER_NODE"] == "1(x2)"
+        assert hosts_from_slurm(env) == [Host("h0", 1), Host("h1", 1)]
 
-def test_allocation_variables_parse_with_our_parser(slurm: VirtualSlurm) -> None:
-    r = slurm.run(1, ["salloc", "-N2", "--immediate=10", "env", "-0"], timeout=60)
-    assert r.ok, r.describe()
-    env = dict(item.split("=", 1) for item in r.stdout.split("\0") if "=" in item)
-    assert env["SLURM_JOB_NODELIST"] == "h[0-1]" and env["SLURM_TASKS_PER_NODE"] == "1(x2)"
-    assert hosts_from_slurm(env) == [Host("h0", 1), Host("h1", 1)]
+    def test_an_allocation_larger_than_the_cluster_fails_naming_why(
+            self, slurm: VirtualSlurm) -> None:
+        r = slurm.run(0, ["srun", "-N3", "--immediate=10", "hostname"], timeout=60)
+        assert r.returncode != 0 and not r.timed_out, r.describe()
+        # refused at submission (EnforcePartLimits=ALL), not left pending until --immediate
+        assert "Unable to allocate resources: More processors requested than permitted" \
+            in r.stderr, r.stderr
+        assert r.elapsed < 5, r.elapsed
 
-
-def test_an_allocation_larger_than_the_cluster_fails_naming_why(slurm: VirtualSlurm) -> None:
-    r = slurm.run(0, ["srun", "-N3", "--immediate=10", "hostname"], timeout=60)
-    assert r.returncode != 0 and not r.timed_out, r.describe()
-    assert "Requested node configuration is not available" in r.stderr, r.stderr
-    assert r.elapsed < 10, r.elapsed
-
-
-def test_a_failing_srun_step_is_a_failure(slurm: VirtualSlurm) -> None:
-    r = slurm.run(0, ["srun", "-N2", "--kill-on-bad-exit=1", "sh", "-c",
-                      'test "$SLURM_NODEID" = 0 || exit 7'], timeout=60)
-    assert r.returncode == 7, r.describe()
-    assert "exited with exit code 7" in r.stderr.lower(), r.stderr
+    def test_a_failing_srun_step_is_a_failure(self, slurm: VirtualSlurm) -> None:
+        r = slurm.run(0, ["srun", "-N2", "--kill-on-bad-exit=1", "sh", "-c",
+                          'test "$SLURM_NODEID" = 0 || exit 7'], timeout=60)
+        assert r.returncode == 7, r.describe()
+        assert "exited with exit code 7" in r.stderr.lower(), r.stderr
 
 
 def _daemon_pids(s: VirtualSlurm) -> set[int]:
@@ -133,6 +136,39 @@ def test_lifecycle_dead_controller_and_nothing_left(
         assert not [p for p in pids if live(p)]
         assert vc.pids() == []
         assert not s.daemons
+
+
+BUSY_PORT = """
+import socket, sys, time
+s = socket.socket()
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen()
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_daemon_that_cannot_start_is_named_with_its_log(no_leaks: Snapshot,
+                                                           tmp_path: Path) -> None:
+    """h1's slurmd port taken: start-up fails at once naming slurmd@h1 and quoting its log,
+    and stops what it had started."""
+    _skip_unless_possible()
+    with VirtualCluster(2) as vc:
+        squatter = vc.start_job(1, [sys.executable, "-c", BUSY_PORT, str(SLURMD_PORT)],
+                                timeout=120)
+        deadline = time.monotonic() + 10
+        while "ready" not in squatter.peek_output()[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s = VirtualSlurm(vc, tmp_path, daemon_timeout=300, start_timeout=20)
+        t0 = time.monotonic()
+        with pytest.raises(SlurmError) as err:
+            s.start()
+        assert time.monotonic() - t0 < 15
+        assert "slurmd@h1 died" in str(err.value), err.value
+        assert f"Unable to bind listen port ({SLURMD_PORT})" in str(err.value), err.value
+        assert not s.daemons
+        squatter.stop()
+        assert vc.pids() == []
 
 
 def test_cluster_teardown_ends_daemons_left_running(no_leaks: Snapshot, tmp_path: Path) -> None:
