@@ -242,7 +242,7 @@ class VirtualSlurm:
         said = ""
         if job is not None:
             out, err = job.peek_output()
-            said = (err or out).strip()[-300:]
+            said = " | ".join((err or out).strip().splitlines()[-3:])[-400:]  # one line
             state = "running" if job.poll() is None else f"exited {job.poll()}"
         else:
             state = "not started"
@@ -253,7 +253,7 @@ class VirtualSlurm:
     def _check_alive(self) -> None:
         for name, job in self.daemons.items():
             if job.poll() is not None:
-                raise SlurmError(f"{name} died: {self._describe(name)}")
+                raise SlurmError(f"died: {self._describe(name)}")
 
     def node_states(self, timeout: float = 15.0) -> dict[str, str]:
         """{node: state} as sinfo reports it (from h0); raises SlurmError if sinfo fails."""
