@@ -9,10 +9,14 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # the suites: network namespaces, nft, the native gRPC peer; openssh for the MPI real-host
   # placement test (sshd runs only inside the virtual cluster's namespaces); then what
   # ci/guest/build.sh needs to build the SoftRoCE/iWARP guest: QEMU, debootstrap and the
-  # headers of the kernel the guest boots (siw.ko is built against them)
+  # headers of the kernel the guest boots (siw.ko is built against them); SLURM 22.05 and
+  # munge for the real SLURM on the virtual cluster (cluster/virtual_slurm.py starts its
+  # daemons inside the namespaces, with their own config; the packages' services stay off;
+  # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships)
   pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
         libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
-        qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc)
+        qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc
+        slurmctld slurmd slurm-client munge libpmix-dev)
   # Update apt's lists first, and once: the guest build (ci/guest/build.sh) picks the kernel
   # from these lists, so the headers named below must come from the same lists. Lists younger
   # than 12 h are kept, so a warm re-run stays fast and the day's kernel is still seen.
@@ -30,7 +34,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "bootstrap: apt-get install ${missing[*]}"
-    # never start daemons from maintainer scripts (openssh-server would listen on port 22)
+    # never start daemons from maintainer scripts (openssh-server would listen on port 22,
+    # munge, slurmctld and slurmd would start with the system's config)
     rcd=/usr/sbin/policy-rc.d; own_rcd=0
     if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd"; chmod +x "$rcd"; own_rcd=1; fi
     trap '[ "$own_rcd" = 1 ] && rm -f "$rcd"' EXIT

@@ -20,7 +20,7 @@ from pytest_hpccomm.cluster.jobs import JobResult, PidsHook, RunningJob, run_job
 from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec
-from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
+from pytest_hpccomm.cluster.launchers.srun import SrunLauncher, mpi_plugin_for
 from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
@@ -165,7 +165,8 @@ def _hosts(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLik
     spec = LaunchSpec(argv, hosts, env={**env, **pins.env}, interface=pins.interface,
                       tcp_only=pins.tcp_only, bind_none=bind_none)
     if launcher == "srun":
-        launch = SrunLauncher().command(spec)
+        vendor = flavor.vendor if flavor is not None else None
+        launch = SrunLauncher(mpi=mpi_plugin_for(vendor)).command(spec)
     else:
         launch = MpirunLauncher(mpirun, flavor, rsh_agent=rsh_agent, prefix=True).command(spec)
     return PlacedLaunch(launch, len(hosts), _label(flavor, hosts))

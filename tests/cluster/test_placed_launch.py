@@ -66,6 +66,10 @@ def test_hosts_needs_pins_and_uses_mpirun_with_prefix_or_srun() -> None:
     srun = mpi_launch("hosts", ["peer"], ENV, MPIRUN, MPICH, hosts=hosts, pins=pins,
                       launcher="srun")
     assert srun.launch.argv[0] == "srun" and srun.launch.env["HPCCOMM_PIN"] == "1"
+    assert "--mpi=pmi2" in srun.launch.argv  # MPICH: pmi2 (under pmix it aborts in MPI_Init)
+    srun = mpi_launch("hosts", ["peer"], ENV, MPIRUN, OMPI5, hosts=hosts, pins=pins,
+                      launcher="srun")
+    assert "--mpi=pmix" in srun.launch.argv  # Open MPI: pmix (under pmi2, 5 runs singletons)
 
 
 def test_netns_runs_mpirun_on_the_first_host_with_the_clusters_hooks() -> None:

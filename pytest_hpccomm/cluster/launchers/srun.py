@@ -13,6 +13,15 @@ from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, 
 from pytest_hpccomm.cluster.launchers.mpirun import TCP_ONLY_MPICH_ENV, TCP_ONLY_OMPI_ENV
 
 
+def mpi_plugin_for(vendor: str | None) -> str:
+    """srun's --mpi for an MPI: pmi2 for MPICH, pmix otherwise (Open MPI 4 and 5). Measured on
+    SLURM 22.05 (Debian 12, libpmix 4.2) with the project's wheels: the MPICH wheel aborts under
+    pmix ("Runtime environment uses unsupported PMI version PMIx"); under pmi2 Open MPI 4 dies in
+    MPI_Init ("OPAL ERROR: Unreachable") and Open MPI 5 quietly starts every rank as a
+    singleton of size 1 (exit 0)."""
+    return "pmi2" if vendor == "mpich" else "pmix"
+
+
 class SrunLauncher:
     name = "srun"
 
@@ -20,7 +29,7 @@ class SrunLauncher:
         self,
         srun: str = "srun",
         *,
-        mpi: str | None = "pmix",  # srun --mpi: pmix (Open MPI 4/5, MPICH built with PMIx), pmi2
+        mpi: str | None = "pmix",  # srun --mpi: mpi_plugin_for(the MPI's vendor)
         extra: Sequence[str] = (),
         base: Mapping[str, str] | None = None,
     ) -> None:
