@@ -9,7 +9,10 @@ verdicts, but the stretch is the peers' own spin and shows in their raw times al
 Two checks. (1) Where the stretch went: under the canary the client reports, per batch, its
 timed regions' nanoseconds before and after the stretch; every batch must show F (a stretch
 that missed the regions shows 1, one applied twice F squared). (2) That the samples the verdict
-sees carry it. Latency: canary vs plain medians at least 0.85 F. Bandwidth: a stream is one
+sees carry it. Latency: canary vs plain 10th percentiles at least 0.85 F (the emulated
+machine only ever adds time, and it comes in modes: a cold CI's plain ib_write_lat batches on
+rxe were 54 or 108 us, so the medians' ratio fell to 2.11 while every region was stretched 3 x
+and the low tails' ratio was 3.37). Bandwidth: a stream is one
 region per batch, so each canary batch's sample must be F times slower than the one its own
 unstretched work gives (a sample taken before the spin shows 1). Comparing bandwidth with the
 plain runs instead asks the emulated device to stream at the same speed in both, and it does
@@ -75,15 +78,24 @@ def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: 
         f"batch, expected {FACTOR:g}")
     slow, fast = statistics.median(samples["canary"]), statistics.median(samples["plain"])
     # latency grows by F; bandwidth shrinks by F
-    ratio = slow / fast if bench.latency else fast / slow
+    ratio = low_tail(samples["canary"]) / low_tail(samples["plain"]) if bench.latency \
+        else fast / slow
     record_property("canary_stretch", round(ratio, 3))
+    record_property("canary_stretch_medians", round(slow / fast if bench.latency
+                                                    else fast / slow, 3))
     if bench.latency:
         assert ratio >= 0.85 * FACTOR, (
             f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: the timed work took "
-            f"{ratio:.2f} x as long (median {slow:.4g} vs {fast:.4g} {bench.metric[1]}); "
+            f"{ratio:.2f} x as long at the 10th percentile (median {slow:.4g} vs {fast:.4g} "
+            f"{bench.metric[1]}); "
             f"plain {samples['plain']}, canary {samples['canary']}")
     else:
         assert min(carried) >= 0.85 * FACTOR and max(carried) <= 1.1 * FACTOR, (
             f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: per batch, the sample "
             f"is {carried} x slower than its unstretched work, expected {FACTOR:g} "
             f"(vs plain: {ratio:.2f} x, median {slow:.4g} vs {fast:.4g} {bench.metric[1]})")
+
+
+def low_tail(samples: list[float]) -> float:
+    """The 10th percentile: the work itself, with what the emulator added left out."""
+    return statistics.quantiles(samples, n=10)[0]
