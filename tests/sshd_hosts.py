@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -107,3 +107,25 @@ def ssh_virtual_hosts(workdir: Path, n: int = 2) -> Iterator[tuple[VirtualCluste
             yield cluster, agent
     finally:
         cluster.teardown()
+
+
+def still_running(cluster: VirtualCluster, proc_file: str, marks: Sequence[bytes],
+                  grace: float = 10.0) -> list[int]:
+    """Processes of the virtual hosts whose /proc/PID/`proc_file` (cmdline, environ) holds one
+    of `marks`, once `grace` seconds passed without them all ending (remote peers end with
+    their ssh sessions, a moment after the job that started them)."""
+    def matching() -> list[int]:
+        found = []
+        for pid in cluster.pids():
+            try:
+                data = Path(f"/proc/{pid}/{proc_file}").read_bytes()
+            except OSError:
+                continue
+            if any(m in data for m in marks):
+                found.append(pid)
+        return found
+
+    deadline = time.monotonic() + grace
+    while (left := matching()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from tests.native_grpc import native_build_or_skip
+from tests.sshd_hosts import still_running
 
 ROOT = Path(__file__).resolve().parents[3]
 SUITE = ROOT / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
@@ -43,18 +43,6 @@ def suite_on_h0(cluster: VirtualCluster, agent: Path, tmp_path: Path, hosts: str
             f"--hpc-rsh-agent={agent}", "--hpc-grpc-modes=raw", "--hpc-history=none",
             f"--hpc-baselines={tmp_path / 'bl'}", "--hpc-system=hosts-test", *args]
     return cluster.run_job(0, argv, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)
-
-
-def peers_running(cluster: VirtualCluster) -> list[int]:
-    left = []
-    for pid in cluster.pids():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(m.encode() in cmdline for m in PEER_MARKS):
-            left.append(pid)
-    return left
 
 
 def test_grpc_suite_runs_on_hosts_over_ssh(native: NativeBuild,
@@ -78,9 +66,7 @@ def test_grpc_suite_runs_on_hosts_over_ssh(native: NativeBuild,
                for m in records if m["benchmark"] == "tf_grpc_p2p_bandwidth")
     assert sent > 0 and tx >= sent, (tx, sent)  # the clients were on h1, the servers away
     assert rx > 0, rx
-    deadline = time.monotonic() + 10  # h1's peers end with their ssh sessions
-    while (left := peers_running(cluster)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    left = still_running(cluster, "cmdline", [m.encode() for m in PEER_MARKS])
     assert not left, f"gRPC peers left on the hosts: {left}"
 
 

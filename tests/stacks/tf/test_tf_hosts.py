@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import pytest
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.stacks.tf.env import CACHE_VAR, TfEnv, cache_root
 from pytest_hpccomm.stacks.tf.wire import TASK_VAR
+from tests.sshd_hosts import still_running
 
 ROOT = Path(__file__).resolve().parents[3]
 ITEMS = ("test_traffic_takes_the_fabric or test_tensor_over_4_mib_crosses_bit_exact or "
@@ -30,19 +30,6 @@ ITEMS = ("test_traffic_takes_the_fabric or test_tensor_over_4_mib_crosses_bit_ex
          "or test_coordinated_training_matches_one_process or test_tf_recv_tensor")
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
-
-
-def tf_tasks_running(cluster: VirtualCluster) -> list[int]:
-    """Processes of the virtual hosts whose environment names a TensorFlow task."""
-    left = []
-    for pid in cluster.pids():
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if f"{TASK_VAR}=".encode() in environ:
-            left.append(pid)
-    return left
 
 
 def test_tf_suite_runs_on_hosts_over_ssh(tf_env: TfEnv,
@@ -68,7 +55,5 @@ def test_tf_suite_runs_on_hosts_over_ssh(tf_env: TfEnv,
     assert {m["params"]["size"] for m in records} == {16, 65536}
     # 2 MiB and 5 MiB each way between ps:0 (h0) and worker:0 (h1), and a 4 MiB ring
     assert rx > 8 * 2**20 and tx > 8 * 2**20, (rx, tx)
-    deadline = time.monotonic() + 10  # h1's tasks end with their ssh sessions
-    while (left := tf_tasks_running(cluster)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    left = still_running(cluster, "environ", [f"{TASK_VAR}=".encode()])  # h1's end with ssh
     assert not left, f"TensorFlow tasks left on the hosts: {left}"
