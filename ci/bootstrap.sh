@@ -12,11 +12,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # headers of the kernel the guest boots (siw.ko is built against them); SLURM 22.05 and
   # munge for the real SLURM on the virtual cluster (cluster/virtual_slurm.py starts its
   # daemons inside the namespaces, with their own config; the packages' services stay off;
-  # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships)
+  # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships;
+  # shellcheck: tests/ci lints ci/slurm/nightly.sbatch, and actionlint the workflow's scripts)
   pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
         libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
         qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc
-        slurmctld slurmd slurm-client munge libpmix-dev)
+        slurmctld slurmd slurm-client munge libpmix-dev shellcheck)
   # Update apt's lists first, and once: the guest build (ci/guest/build.sh) picks the kernel
   # from these lists, so the headers named below must come from the same lists. Lists younger
   # than 12 h are kept, so a warm re-run stays fast and the day's kernel is still seen.
