@@ -68,7 +68,8 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
         counts = check_reports(results)
         assert counts["failures"] == 0 and counts["errors"] == 0, counts
         judged = outcomes(results / "results.json")
-        assert all(v.startswith(("pass", "inconclusive")) for v in judged.values()), judged
+        # exit 0 is the gate's word; a clean re-run is never a regression at 50 %
+        assert not any(v.startswith("regression") for v in judged.values()), judged
         t2 = time.monotonic()
         canary, log, results = submit(slurm_hosts, tmp_path / f"canary{attempt}", baselines,
                                       CANARY)
