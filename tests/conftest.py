@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
+from tests.slurm_hosts import slurm_virtual_hosts
 from tests.sshd_hosts import ssh_virtual_hosts
 
 pytest_plugins = ["pytester"]
@@ -18,3 +20,11 @@ def ssh_cluster(
     --hpc-rsh-agent that reaches them); one per test module, torn down after it."""
     with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:
         yield got
+
+
+@pytest.fixture(scope="module")
+def slurm_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlurm]:
+    """A real SLURM on two virtual-cluster hosts (tests/slurm_hosts.py), one per test module;
+    skips naming what is missing (root, SLURM, libpmix-dev, the Open MPI environment)."""
+    with slurm_virtual_hosts(tmp_path_factory.mktemp("slurm")) as slurm:
+        yield slurm

@@ -12,7 +12,6 @@ naming it, well inside the job's timeout.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -20,38 +19,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.slurm_hosts import job_env, slurm_virtual_hosts
 
-from pytest_hpccomm.cluster.mpi import mpi_cache, mpirun_path
-from pytest_hpccomm.cluster.virtual import ClusterUnavailable, VirtualCluster
-from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
+from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
-from pytest_hpccomm.cluster.virtual_slurm import unavailable_reason as no_slurm
 
 ROOT = Path(__file__).resolve().parents[3]
 MPIS = [m for m in ("openmpi", "openmpi4", "mpich") if mpirun_path(m) is not None]
-# SLURM's mpi/pmix plugin dlopens an unversioned libpmix.so, which only libpmix-dev ships
-NO_PMIX = "" if glob.glob("/usr/lib/*/pmix2/lib/libpmix.so") else (
-    "srun --mpi=pmix (Open MPI) needs libpmix.so: apt-get install libpmix-dev")
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlurm]:
-    reason = no_cluster() or no_slurm() or NO_PMIX
-    if reason:
-        pytest.skip(reason)
     if not MPIS:
         pytest.skip("no MPI environment created (ci/bootstrap.sh makes them)")
-    try:
-        cluster = VirtualCluster(2).__enter__()
-    except ClusterUnavailable as exc:
-        pytest.skip(f"virtual cluster unavailable: {exc}")
-    try:
-        with VirtualSlurm(cluster, tmp_path_factory.mktemp("slurm"), daemon_timeout=1200) as s:
-            yield s
-    finally:
-        cluster.teardown()
+    # the MPIs are checked above; srun --mpi=pmix still needs libpmix-dev (checked there)
+    with slurm_virtual_hosts(tmp_path_factory.mktemp("slurm"), mpi=None) as s:
+        yield s
 
 
 def _pytest(tmp_path: Path, *extra: str) -> list[str]:
@@ -63,7 +48,7 @@ def _pytest(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {"HPCCOMM_MPI_CACHE": str(mpi_cache()), "PYTHONPATH": str(ROOT)}
+    return job_env()
 
 
 def test_suite_runs_in_an_allocation_with_srun(slurm: VirtualSlurm, tmp_path: Path) -> None:

