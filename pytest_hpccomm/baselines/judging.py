@@ -20,7 +20,7 @@ from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBa
                                             fingerprint_diff, shared_cores)
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
-from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe,
+from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
                                               temper_for_shared_cores)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure.measurement import Measurement
@@ -85,7 +85,8 @@ class BaselineJudge:
         return fp.merge([self.hpc.fingerprint, dict(runtime or {})])
 
     def stored_verdict(self, m: Measurement, finger: Mapping[str, Any]) -> Verdict:
-        """`m` against its stored baseline, tempered for shared cores; nothing is recorded."""
+        """`m` against its stored baseline, tempered for shared cores and for a baseline from
+        another machine type (informational); nothing is recorded."""
         stored = self.baseline(m)
         verdict = temper_for_shared_cores(verdict_of(m, stored,
                                                      tolerance=self.hpc.cfg.tolerance),
@@ -93,11 +94,14 @@ class BaselineJudge:
                                           "" if stored is None else shared_cores(stored.summary))
         notes = [adaptive.describe(m.extra)]
         if stored is not None:
-            diff = fingerprint_diff(stored.fingerprint, finger)
+            machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
+            if machine:
+                # e.g. the repo's CI baselines judged on a laptop: say how far off, claim nothing
+                verdict = not_evidence(verdict, "informational: the baseline is from another "
+                                       f"machine type ({_shown(machine)})")
+            diff = [d for d in fingerprint_diff(stored.fingerprint, finger) if d not in machine]
             if diff:
-                shown = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in diff[:4])
-                more = f" (+{len(diff) - 4} more)" if len(diff) > 4 else ""
-                notes.append(f"baseline fingerprint differs: {shown}{more}")
+                notes.append(f"baseline fingerprint differs: {_shown(diff)}")
         for note in filter(None, notes):
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
@@ -148,3 +152,8 @@ class BaselineJudge:
                               [r.measurement for r in results], finger)
             written[self.store.path(self.hpc.system, self.hpc.fabric_kind, stack)] = len(results)
         return written
+
+
+def _shown(diff: list[tuple[str, Any, Any]], most: int = 4) -> str:
+    shown = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in diff[:most])
+    return shown + (f" (+{len(diff) - most} more)" if len(diff) > most else "")

@@ -366,18 +366,23 @@ def classify(
     return Outcome.INCONCLUSIVE, f"{side} than tolerance, but not significant"
 
 
-def temper_for_shared_cores(v: Verdict, current: str, baseline: str = "") -> Verdict:
-    """A verdict whose run (or whose baseline's run) measured another process's load as well
-    as the stack (`current`/`baseline`: the contention guard's reason, "" when the cores were
-    the job's own). A REGRESSION or IMPROVEMENT from such a run is not evidence about the stack:
-    it becomes INCONCLUSIVE with the measured reason (which fails only under --hpc-strict); the
-    other outcomes keep their verdict and carry the note."""
-    if not (current or baseline):
-        return v
-    why = current or f"baseline measured on {baseline.replace('cores shared:', 'shared cores:')}"
+def not_evidence(v: Verdict, why: str) -> Verdict:
+    """`v` from a comparison that says nothing about the stack (`why`): a REGRESSION or
+    IMPROVEMENT becomes INCONCLUSIVE with that reason (which fails only under --hpc-strict);
+    the other outcomes keep their verdict and carry the note."""
     if v.outcome not in (Outcome.REGRESSION, Outcome.IMPROVEMENT):
         return replace(v, message=f"{v.message} [{why}]")
     head = v.message.removeprefix(f"{v.outcome.value}: ")
     return replace(v, outcome=Outcome.INCONCLUSIVE, reason=why,
                    message=f"{Outcome.INCONCLUSIVE.value}: {head}; {v.outcome.value} not "
                            f"judged: {why}")
+
+
+def temper_for_shared_cores(v: Verdict, current: str, baseline: str = "") -> Verdict:
+    """A verdict whose run (or whose baseline's run) measured another process's load as well
+    as the stack (`current`/`baseline`: the contention guard's reason, "" when the cores were
+    the job's own) is not evidence about the stack (not_evidence)."""
+    if not (current or baseline):
+        return v
+    why = current or f"baseline measured on {baseline.replace('cores shared:', 'shared cores:')}"
+    return not_evidence(v, why)

@@ -101,6 +101,30 @@ def test_fingerprint_change_is_shown(bench: pytest.Pytester,
     result.stdout.fnmatch_lines(["*baseline fingerprint differs: kernel: '4.18.0-old' -> *"])
 
 
+def test_a_baseline_from_another_machine_type_is_informational(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repo's CI baselines judged on other hardware: a 40 % slower run is stated with the
+    fingerprint difference, as inconclusive, never as a regression; on the baseline's own
+    machine type the same run fails."""
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    data = json.loads(baseline_file(bench).read_text())
+    for entry in data["entries"].values():
+        entry["fingerprint"]["cpu_model"] = "Other CPU 9000"
+        entry["fingerprint"]["cpu_cores"] = 128
+    baseline_file(bench).write_text(json.dumps(data))
+    other = run(bench, monkeypatch, "--hpc-results=out.json", shift=1.4)
+    other.assert_outcomes(passed=1)
+    other.stdout.fnmatch_lines(["*INCONCLUSIVE*"])
+    verdict = json.loads((bench.path / "out.json").read_text())["results"][0]["verdict"]
+    assert verdict["outcome"] == "inconclusive", verdict
+    assert "regression not judged: informational: the baseline is from another machine type " \
+        "(cpu_cores: 128 -> " in verdict["message"], verdict["message"]
+    assert "cpu_model: 'Other CPU 9000' -> " in verdict["message"], verdict["message"]
+    run(bench, monkeypatch, "--hpc-strict", shift=1.4).assert_outcomes(failed=1)
+    run(bench, monkeypatch, "--hpc-update-baselines=all").assert_outcomes(passed=1)
+    run(bench, monkeypatch, shift=1.4).assert_outcomes(failed=1)  # same machine type again
+
+
 def test_malformed_baseline_fails_naming_the_file(bench: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     baseline_file(bench).parent.mkdir(parents=True)
