@@ -153,13 +153,15 @@ class CpuMeter:
         self._busy0, self._steal0, self._queue0 = _machine()
         self._own0 = _own()
 
-    def stop(self) -> CpuShare:
+    def stop(self, extra_own: float = 0.0) -> CpuShare:
+        """extra_own: CPU seconds of the job's processes outside this process tree (srun's
+        tasks on this node, outside_cpu.py), ours as well."""
         wall = max(time.monotonic() - self._t0, 1e-6)
         busy, steal, queue = _machine()
         own = _own()
         return CpuShare(wall=wall, cpus=os.cpu_count() or 1,
                         busy_cores=(busy - self._busy0) / wall,
-                        own_cores=max(0.0, own - self._own0) / wall,
+                        own_cores=max(0.0, own - self._own0 + extra_own) / wall,
                         steal_cores=(steal - self._steal0) / wall,
                         load1=_load1(), run_queue=(self._queue0, queue),
                         mhz=_mhz())

@@ -26,6 +26,7 @@ from typing import IO, Callable, Iterable, Mapping, Sequence
 
 from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.cpu_share import CpuMeter, CpuShare
+from pytest_hpccomm.cluster.outside_cpu import OutsideCpu
 
 TAG_VAR = "HPCCOMM_JOB_TAG"
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
@@ -89,6 +90,7 @@ class RunningJob:
         label: str = "",
         scratch: str | os.PathLike[str] | None = None,
         stdin: bytes | None = None,
+        outside_cpu: bool = False,
     ) -> None:
         if not argv:
             raise ValueError("empty argv")
@@ -144,6 +146,8 @@ class RunningJob:
             if in_fd is not None:
                 os.close(in_fd)
         self.pid = self._shim.pid
+        self._outside = OutsideCpu(TAG_VAR, self.tag, os.environ.get("SLURM_JOB_ID")) \
+            if outside_cpu else None
         self._shim_proc = proctree.proc_of(self.pid)
         self._result: JobResult | None = None
         self._timed_out = False
@@ -227,7 +231,9 @@ class RunningJob:
         if self._result is not None:
             return self._result
         shim_rc = self._shim.wait()
-        cpu = self._meter.stop()  # after the reap: the job's CPU time is now our children's
+        # after the reap: the job's CPU time is now our children's; its processes outside
+        # this tree (srun's tasks and step daemons here) are added
+        cpu = self._meter.stop(self._outside.stop() if self._outside is not None else 0.0)
         # Belt and braces: anything tagged that escaped the shim (it was SIGKILLed) dies here.
         left = self.processes()
         if left:
@@ -305,15 +311,18 @@ def start_job(
     label: str = "",
     scratch: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
+    outside_cpu: bool = False,
 ) -> RunningJob:
     """Start a long-lived job (e.g. a session's peers). timeout: hard cap, also enforced by the
     shim (a little later) if this process hangs. The job dies with the THREAD that started it
     (PR_SET_PDEATHSIG): start session jobs from the main thread. env replaces os.environ when
     given. on_start(pid) is called with the shim's PID (e.g. VirtualCluster.register_pid).
     scratch: a directory made for the job (0700) and removed once it is reaped. stdin: up to
-    4 KiB the job reads from its standard input, then end of file (default: /dev/null)."""
+    4 KiB the job reads from its standard input, then end of file (default: /dev/null).
+    outside_cpu: count the job's processes outside this tree as its own (OutsideCpu)."""
     return RunningJob(argv, env=env, cwd=cwd, timeout=timeout, grace=grace,
                       netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
+                      outside_cpu=outside_cpu,
                       scratch=scratch, stdin=stdin)
 
 
@@ -329,12 +338,13 @@ def run_job(
     label: str = "",
     scratch: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
+    outside_cpu: bool = False,
 ) -> JobResult:
     """Run argv to completion or until timeout; always reaped, never raises for the job's own
     failure (check .ok / .timed_out). Output is captured whole (temp files, no pipe stalls)."""
     job = start_job(argv, env, timeout=timeout, cwd=cwd, grace=grace,
                     netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                    scratch=scratch, stdin=stdin)
+                    scratch=scratch, stdin=stdin, outside_cpu=outside_cpu)
     try:
         return job.wait()
     finally:

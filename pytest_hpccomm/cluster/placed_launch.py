@@ -68,6 +68,9 @@ class PlacedLaunch:
     on_start: Callable[[int], None] | None = None
     # hosts: over the remote shell, launch.env on its stdin (the remote timeout is the job's)
     remote: RemoteTarget | None = None
+    # hosts: ranks on this node may run outside this process tree (srun's tasks are
+    # slurmstepd's children): their CPU time is the job's own (outside_cpu.py)
+    outside_cpu: bool = False
 
     def hooks(self) -> dict[str, Any]:
         """start_job/run_job keyword arguments that tie the job to its virtual cluster."""
@@ -78,16 +81,17 @@ class PlacedLaunch:
             return self.remote.shell.start(self.remote.host, self.launch.argv, self.launch.env,
                                            timeout, label or self.label)
         return start_job(self.launch.argv, self.launch.env, timeout=timeout,
-                         label=label or self.label, scratch=self.launch.scratch, **self.hooks())
+                         label=label or self.label, scratch=self.launch.scratch,
+                         outside_cpu=self.outside_cpu, **self.hooks())
 
     def run(self, timeout: float) -> JobResult:
         return run_job(self.launch.argv, self.launch.env, timeout=timeout, label=self.label,
-                       scratch=self.launch.scratch, **self.hooks())
+                       scratch=self.launch.scratch, outside_cpu=self.outside_cpu, **self.hooks())
 
     def run_retrying_init_flake(self, timeout: float) -> JobResult:
         """run(), retrying only MPICH's MPI_Init flake (launchers/mpirun.py)."""
         return run_retrying_init_flake(self.launch, timeout=timeout, label=self.label,
-                                       **self.hooks())
+                                       outside_cpu=self.outside_cpu, **self.hooks())
 
     def with_mpirun_args(self, args: Sequence[str], mpirun: str | os.PathLike[str]) -> \
             PlacedLaunch:
@@ -169,7 +173,7 @@ def _hosts(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLik
         launch = SrunLauncher(mpi=mpi_plugin_for(vendor)).command(spec)
     else:
         launch = MpirunLauncher(mpirun, flavor, rsh_agent=rsh_agent, prefix=True).command(spec)
-    return PlacedLaunch(launch, len(hosts), _label(flavor, hosts))
+    return PlacedLaunch(launch, len(hosts), _label(flavor, hosts), outside_cpu=True)
 
 
 def process_launch(placement: str, argv: Sequence[str], env: Mapping[str, str], *,

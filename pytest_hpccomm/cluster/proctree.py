@@ -45,6 +45,16 @@ def cpu_ticks(pid: int) -> int:
     return 0 if rest is None else sum(int(rest[i]) for i in (11, 12, 13, 14))
 
 
+def self_ticks_of(p: Proc) -> int | None:
+    """utime + stime of p itself (not its reaped children's) while its PID is still that
+    process (a zombie keeps its times until reaped); None once it is gone or the PID was
+    reused."""
+    rest = _fields(p.pid)
+    if rest is None or int(rest[19]) != p.start:
+        return None
+    return int(rest[11]) + int(rest[12])
+
+
 def _pids() -> list[int]:
     return [int(n) for n in os.listdir(PROC) if n.isdigit()]
 
@@ -91,6 +101,27 @@ def with_env(name: str, value: str) -> set[Proc]:
         except OSError:
             continue
         if needle in env.split(b"\0"):
+            p = proc_of(pid)
+            if p is not None and alive(p):
+                out.add(p)
+    return out
+
+
+def cmdline(pid: int) -> bytes:
+    """pid's command line as the kernel shows it (a daemon may have rewritten it as a title:
+    "slurmstepd: [12.0]"), NUL-separated; b"" once it is gone."""
+    try:
+        with open(f"{PROC}/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def with_cmdline_prefix(prefix: bytes) -> set[Proc]:
+    """Live processes whose command line starts with `prefix`."""
+    out: set[Proc] = set()
+    for pid in _pids():
+        if cmdline(pid).startswith(prefix):
             p = proc_of(pid)
             if p is not None and alive(p):
                 out.add(p)

@@ -3,6 +3,8 @@ the job's own work (and its children's) does not."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -10,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_hpccomm.cluster.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
-from pytest_hpccomm.cluster.jobs import run_job, start_job
+from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job, start_job
 
 from tests.neighbour import BUSY, busy_neighbour
 
@@ -96,3 +98,49 @@ def test_a_sibling_job_that_ended_unreaped_is_not_a_neighbour() -> None:
     assert a.ok and b.ok and a.cpu is not None and b.cpu is not None
     assert a.cpu.disturbed == "", a.cpu
     assert b.cpu.disturbed == "", b.cpu
+
+
+def _reparented_busy_loop(seconds: float, env: dict[str, str], title: str = "") -> float:
+    """CPU seconds of a busy loop that ran outside this process tree (sh exits at once, the
+    loop is reparented; its output is read to its end), `title` as its argv[0]."""
+    loop = BUSY.format(s=seconds) + "\nprint(time.process_time())"
+    exe = f"exec -a '{title}' {sys.executable}" if title else sys.executable
+    out = subprocess.run(["bash", "-c", f"{exe} -c '{loop}' &"], capture_output=True,
+                         text=True, timeout=30, check=True, env=env, start_new_session=True)
+    return float(out.stdout.split()[-1])
+
+
+@pytest.mark.parametrize("outside_cpu", [True, False])
+def test_the_jobs_tagged_processes_outside_this_tree_count_as_own_when_sampled(
+        outside_cpu: bool) -> None:
+    """srun's tasks on this node are slurmstepd's children, not ours, yet carry the job's tag
+    (srun --export=ALL): with outside_cpu they are the job's own work, as for the hosts
+    placement; without, they are a neighbour's. A reparented busy loop with the job's tag
+    stands in for such a task (what is under test is the guard's accounting; the real srun
+    case is tests/ci/test_nightly_sbatch.py)."""
+    job = start_job(["sleep", "1.5"], timeout=30, label="waits", outside_cpu=outside_cpu)
+    task_cpu = _reparented_busy_loop(0.6, {**os.environ, TAG_VAR: job.tag})
+    res = job.wait()
+    assert res.ok and res.cpu is not None
+    counted = res.cpu.own_cores * res.cpu.wall
+    if outside_cpu:
+        assert counted >= 0.8 * task_cpu, (res.cpu, task_cpu)
+    else:
+        assert counted < 0.3 * task_cpu, (res.cpu, task_cpu)
+
+
+def test_this_slurm_jobs_step_daemons_count_as_own_another_jobs_do_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside SLURM job 77, "slurmstepd: [77.3]" (which starts and serves the job's tasks) is
+    the job's own work; "slurmstepd: [778.0]" is another job's, a neighbour."""
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    env = {k: v for k, v in os.environ.items() if k != TAG_VAR}
+    job = start_job(["sleep", "1.5"], timeout=30, label="waits", outside_cpu=True)
+    ours = _reparented_busy_loop(0.5, env, "slurmstepd: [77.3]")
+    theirs = _reparented_busy_loop(0.5, env, "slurmstepd: [778.0]")
+    res = job.wait()
+    assert res.ok and res.cpu is not None
+    counted = res.cpu.own_cores * res.cpu.wall
+    assert counted >= 0.8 * ours, (res.cpu, ours)
+    assert counted < ours + 0.3 * theirs, (res.cpu, ours, theirs)
+    assert res.cpu.foreign_cores * res.cpu.wall >= 0.7 * theirs, (res.cpu, theirs)

@@ -144,7 +144,7 @@ INIT_FLAKE = "Fatal error in internal_Init_thread"  # MPICH's MPI_Init abort, se
 def run_retrying_init_flake(launch: Launch, *, timeout: float, grace: float = 2.0,
                             attempts: int = 3, netns_pids_hook: PidsHook | None = None,
                             on_start: Callable[[int], None] | None = None,
-                            label: str = "") -> JobResult:
+                            label: str = "", outside_cpu: bool = False) -> JobResult:
     """Run an MPI job to completion, retrying only MPICH's MPI_Init flake.
 
     MPICH 5.0.2's libfabric TCP endpoint setup fails in MPI_Init in ~2-5 % of launches here
@@ -156,7 +156,7 @@ def run_retrying_init_flake(launch: Launch, *, timeout: float, grace: float = 2.
     for attempt in range(1, attempts + 1):
         job = start_job(launch.argv, launch.env, timeout=timeout, grace=grace,
                         netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                        scratch=launch.scratch)
+                        scratch=launch.scratch, outside_cpu=outside_cpu)
         deadline = time.monotonic() + timeout
         while job.poll() is None and time.monotonic() < deadline:
             if INIT_FLAKE in job.peek_output()[1]:
