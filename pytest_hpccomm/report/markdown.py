@@ -13,7 +13,7 @@ would pass MAX_CHARS is cut where it is and says how many rows are left and wher
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
@@ -35,6 +35,8 @@ MAX_CHARS = 60_000
 LISTED = 40  # changed results listed one line each, per outcome; the rest are counted
 MESSAGE_CHARS = 300  # a verdict message longer than this is cut in the list
 FINGERPRINT_CHARS = 4_000
+# The most a section may take of MAX_CHARS, so the per-stack tables after them keep room.
+SHARE = {"changes": 20_000, "cross-stack": 18_000, "side by side": 8_000}
 CHANGES = ((Outcome.REGRESSION, "Regressions"), (Outcome.IMPROVEMENT, "Improvements"),
            (Outcome.INCONCLUSIVE, "Inconclusive (too noisy to judge)"))
 
@@ -226,10 +228,15 @@ def _stack_rows(results: Sequence[RunResult]) -> tuple[list[str], list[str]]:
     return head, rows
 
 
+def _closers(stacks: Mapping[str, Sequence[RunResult]], where: str) -> dict[str, str]:
+    """The line a stack gets when its table does not fit: how many results, and where."""
+    return {s: f"- **{_cell(s)}**: {len(rs):,} results, in {where}" for s, rs in stacks.items()}
+
+
 def _stacks(stacks: Mapping[str, Sequence[RunResult]], budget: Budget, where: str) -> list[str]:
     lines = budget.maybe(["", "### Every result, per stack"])
     # each stack's closing line is kept back, so a cut table still ends its <details>
-    close = {s: f"- **{_cell(s)}**: {len(rs):,} results, in {where}" for s, rs in stacks.items()}
+    close = _closers(stacks, where)
     owed = Budget.cost(list(close.values()))
     for stack, rs in stacks.items():
         owed -= Budget.cost([close[stack]])
@@ -245,6 +252,14 @@ def _stacks(stacks: Mapping[str, Sequence[RunResult]], budget: Budget, where: st
         budget.left = room.left + owed
         lines += got
     return lines
+
+
+def _within(budget: Budget, limit: int, lines: Callable[[Budget], list[str]]) -> list[str]:
+    """A section that may use `limit` of the budget at most, so the ones after it get room."""
+    part = Budget(min(budget.left, limit))
+    out = lines(part)
+    budget.left -= min(budget.left, limit) - part.left
+    return out
 
 
 def _fingerprint(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[str]:
@@ -267,9 +282,14 @@ def markdown_summary(results: Sequence[RunResult], session: Mapping[str, Any]) -
     foot = _fingerprint(results, session)
     budget = Budget(MAX_CHARS - Budget.cost(foot))
     lines = budget.take(head)
-    lines += _changes(results, budget, where)
-    lines += _cross_stack(results, budget, where)
-    lines += _side_by_side(pairs(sorted_results(results)), budget, where)
+    # the per-stack part's heading and closing lines are kept back from the sections before it
+    owed = Budget.cost(["", "### Every result, per stack", *_closers(stacks, where).values()])
+    budget.left -= owed
+    lines += _within(budget, SHARE["changes"], lambda b: _changes(results, b, where))
+    lines += _within(budget, SHARE["cross-stack"], lambda b: _cross_stack(results, b, where))
+    lines += _within(budget, SHARE["side by side"],
+                     lambda b: _side_by_side(pairs(sorted_results(results)), b, where))
+    budget.left += owed
     if results:
         lines += _stacks(stacks, budget, where)
     return _capped("\n".join(lines + foot) + "\n", where)
