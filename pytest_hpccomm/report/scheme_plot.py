@@ -15,19 +15,11 @@ from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.plots import line_png
+from pytest_hpccomm.report.series import BYTES, SCHEME, axis
 from pytest_hpccomm.report.units import fmt_size
 
-SCHEME, BYTES = "scheme", "bytes"
-
-
 def is_scheme_family(members: Sequence[RunResult]) -> bool:
-    def ok(r: RunResult) -> bool:
-        p = r.measurement.params
-        b = p.get(BYTES)
-        return (isinstance(p.get(SCHEME), str) and isinstance(b, (int, float))
-                and not isinstance(b, bool) and "size" not in p)
-
-    return bool(members) and all(ok(r) for r in members)
+    return bool(members) and all(axis(r.measurement) == (SCHEME, BYTES) for r in members)
 
 
 def scheme_order(members: Sequence[RunResult]) -> list[str]:
@@ -35,7 +27,7 @@ def scheme_order(members: Sequence[RunResult]) -> list[str]:
     by: dict[str, list[float]] = {}
     for r in members:
         p = r.measurement.params
-        by.setdefault(str(p[SCHEME]), []).append(float(p[BYTES]))  # type: ignore[arg-type]
+        by.setdefault(str(p[SCHEME]), []).append(float(p[BYTES]))
     return sorted(by, key=lambda s: (statistics.median(by[s]), not s.startswith("uniform-"), s))
 
 
@@ -49,7 +41,7 @@ def scheme_png(members: Sequence[RunResult], title: str) -> bytes:
     order = scheme_order(members)
     pos = {s: float(i) for i, s in enumerate(order)}
     sizes: Mapping[str, list[float]] = {
-        s: [float(r.measurement.params[BYTES]) for r in members  # type: ignore[arg-type]
+        s: [float(r.measurement.params[BYTES]) for r in members
             if r.measurement.params[SCHEME] == s] for s in order}
 
     def x_of(r: RunResult) -> float:

@@ -32,7 +32,7 @@ def axis(m: Measurement) -> tuple[str, ...]:
 def x_value(m: Measurement) -> float:
     """Where a point sits along its series: its size or its payload bytes."""
     ax = axis(m)
-    return float(m.params[ax[-1]]) if ax else 0.0  # type: ignore[arg-type]
+    return float(m.params[ax[-1]]) if ax else 0.0
 
 
 def series(results: Sequence[RunResult]) -> dict[tuple[str, str, str, str], list[RunResult]]:
