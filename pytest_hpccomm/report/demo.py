@@ -268,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     write_html_report(out / "report.html", results, session)
     write_results(out / "results.json", results, session)
     write_pytest_benchmark_json(out / "pytest-benchmark.json", results, None, None)
-    (out / "summary.md").write_text(markdown_summary(results, session), encoding="utf-8")
-    print("\n".join(summary_table(results)))
-    print(f"reports in {out}/")
+    md = markdown_summary(results, session)
+    (out / "summary.md").write_text(md, encoding="utf-8")
+    lines = summary_table(results)
+    print("\n".join(lines))
+    print(f"reports in {out}/: {len(results)} results, terminal {len(lines)} lines, "
+          f"summary.md {len(md):,} characters, report.html "
+          f"{(out / 'report.html').stat().st_size:,} bytes")
     return 0
 
 
