@@ -38,7 +38,7 @@ FINGERPRINT_CHARS = 4_000
 # The most a section may take of MAX_CHARS, so the per-stack tables after them keep room.
 SHARE = {"changes": 20_000, "cross-stack": 18_000, "side by side": 8_000}
 CHANGES = ((Outcome.REGRESSION, "Regressions"), (Outcome.IMPROVEMENT, "Improvements"),
-           (Outcome.INCONCLUSIVE, "Inconclusive (too noisy to judge)"))
+           (Outcome.INCONCLUSIVE, "Inconclusive"))
 
 
 def units(text: str) -> int:
