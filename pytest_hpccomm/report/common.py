@@ -22,6 +22,13 @@ OUTCOME_ORDER: tuple[Outcome, ...] = (
 )
 
 FamilyKey = tuple[str, str, str]  # (stack, benchmark, metric)
+# Labels of lines and table rows name these first (what a reader tells runs apart by: which
+# peer, MPI or controller, then how), the other parameters after them by name.
+LABEL_ORDER = ("peer", "mpi", "controller", "mode", "runtime", "placement")
+
+
+def label_key(name: str) -> tuple[int, str]:
+    return (LABEL_ORDER.index(name) if name in LABEL_ORDER else len(LABEL_ORDER), name)
 
 
 def metric_of(m: Measurement) -> str:

@@ -16,13 +16,19 @@ from typing import Any, Mapping, Sequence
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.files import atomic_write
-from pytest_hpccomm.report.common import (OUTCOME_ORDER, families, fmt_params,
+from pytest_hpccomm.report.common import (families, fmt_params,
                                           iso_time, jsonable, outcome_counts,
                                           session_fingerprint, short_message, sorted_results,
                                           summary_stats)
+from pytest_hpccomm.report import cross_stack as xs
+from pytest_hpccomm.report.cross_plot import cross_stack_png
 from pytest_hpccomm.report.plots import OUTCOME_COLOURS, family_png
+from pytest_hpccomm.report.scheme_plot import is_scheme_family, scheme_png
 from pytest_hpccomm.report.units import fmt_range, fmt_ratio, fmt_value
 
+# what changed, listed under the counts (the table below has every result)
+ATTENTION = (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE)
+LISTED = 100
 _TINTS = {
     Outcome.REGRESSION: "#fde0df", Outcome.IMPROVEMENT: "#dff3df",
     Outcome.INCONCLUSIVE: "#ffedd6", Outcome.NEW: "#ececec", Outcome.PASS: "#ffffff",
@@ -52,6 +58,8 @@ td.v{font-weight:600;white-space:nowrap}
 details{background:#fff;border:1px solid #d8dbe0;border-radius:6px;padding:6px 10px}
 pre{font-size:12px;overflow-x:auto}
 .empty{padding:16px;background:#fff;border:1px solid #d8dbe0;border-radius:6px}
+table.xs tr.first td{border-top:2px solid #9aa0a8}
+ul.notes{color:#555;font-size:12px}
 """
 
 
@@ -70,16 +78,42 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
     badges = "".join(f'<span style="background:{OUTCOME_COLOURS[o]}">{n} {_e(o.value)}</span>'
                      for o, n in counts.items() if n)
     out.append(f'<div class="badges">{badges}</div>')
-    attn = [r for r in sorted_results(results)
-            if r.verdict.outcome in (Outcome.REGRESSION, Outcome.INCONCLUSIVE)]
-    attn.sort(key=lambda r: OUTCOME_ORDER.index(r.verdict.outcome))
+    attn = [r for r in sorted_results(results) if r.verdict.outcome in ATTENTION]
+    attn.sort(key=lambda r: ATTENTION.index(r.verdict.outcome))
     if attn:
         items = "".join(
             f'<li><b style="color:{OUTCOME_COLOURS[r.verdict.outcome]}">'
             f"{_e(r.verdict.outcome.value)}</b> {_e(r.measurement.stack)}/"
             f"{_e(r.measurement.benchmark)} {_e(fmt_params(r.measurement.params))}: "
-            f"{_e(short_message(r))}</li>" for r in attn)
-        out.append(f'<ul class="attn">{items}</ul>')
+            f"{_e(short_message(r))}</li>" for r in attn[:LISTED])
+        more = (f'<li>… {len(attn) - LISTED:,} more in the table below</li>'
+                if len(attn) > LISTED else "")
+        out.append(f'<ul class="attn">{items}{more}</ul>')
+    return out
+
+
+def _cross_stack(results: Sequence[RunResult]) -> list[str]:
+    """The same message sizes through each stack (cross_stack.py): one figure, one table."""
+    cs = xs.cross_stack(results)
+    if cs is None:
+        return []
+    png = base64.b64encode(cross_stack_png(cs)).decode("ascii")
+    out = ["<h2>Cross-stack: the same message sizes through each stack</h2>",
+           f'<figure><img alt="cross-stack latency and bandwidth: {len(cs.labels())} paths" '
+           f'src="data:image/png;base64,{png}"></figure>',
+           '<div class="scroll"><table class="xs">',
+           "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in xs.HEADER) + "</tr>"]
+    for size in cs.sizes:
+        for i, row in enumerate(cs.rows[size]):
+            cells = xs.cells(row, i == 0)
+            tds = [f'<td class="{"num" if j in (0, 2, 4) else "nw"}"'
+                   + (f' title="{_e(row.link_source)}"' if j == 6 and row.link_source else "")
+                   + f">{_e(c)}</td>" for j, c in enumerate(cells)]
+            top = ' class="first"' if i == 0 else ""
+            out.append(f"<tr{top}>" + "".join(tds) + "</tr>")
+    out.append("</table></div>")
+    out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in xs.notes(cs))
+               + "</ul>")
     return out
 
 
@@ -87,7 +121,8 @@ def _plots(results: Sequence[RunResult]) -> list[str]:
     out = ["<h2>Plots</h2>"]
     for (stack, bench, metric), members in families(results).items():
         title = f"{stack} · {bench}" + (f" · {metric}" if metric != bench else "")
-        png = base64.b64encode(family_png(members, title)).decode("ascii")
+        fig = scheme_png if is_scheme_family(members) else family_png
+        png = base64.b64encode(fig(members, title)).decode("ascii")
         alt = f"{title}: {len(members)} results"
         out.append(f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{png}"></figure>')
     return out
@@ -146,7 +181,7 @@ def render_html(results: Sequence[RunResult], session: Mapping[str, Any]) -> str
     title = "pytest-hpccomm report" + (f" — {session['system']}" if session.get("system") else "")
     body = _header(results, session)
     if results:
-        body += _plots(results) + _table(results)
+        body += _cross_stack(results) + _plots(results) + _table(results)
     else:
         body.append('<p class="empty">No performance results in this session.</p>')
     fp = session_fingerprint(results, session)

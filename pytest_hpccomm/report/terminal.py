@@ -1,7 +1,14 @@
-"""The table pytest prints in its terminal summary.
+"""What pytest prints in its terminal summary, shaped like pytest's own short summary.
 
-Plain ASCII (CI logs mangle box drawing and colour), names repeated on every row so that
-`grep regression` on a log gives complete lines, one blank line between stack/benchmark groups.
+A session of thousands of results (ci/run-suites.sh: 2,238) printed a 2,268-row table nobody
+reads. So by default: the counts first (overall, then per stack), then only what changed, one
+line each (regressions, improvements, inconclusive; at most LISTED per outcome), then where the
+rest is. The full table (every result) comes with -v, or by itself when the session is small
+enough to read (FULL_TABLE_MAX results).
+
+Plain ASCII (CI logs mangle box drawing and colour), names repeated on every line so that
+`grep -i regression` on a log gives complete lines, one blank line between stack/benchmark
+groups of the full table.
 """
 
 from __future__ import annotations
@@ -9,8 +16,14 @@ from __future__ import annotations
 from typing import Sequence
 
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.report.common import counts_line, families, fmt_params
+from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.report.common import (counts_line, families, fmt_params, outcome_counts,
+                                          short_message, sorted_results)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
+
+FULL_TABLE_MAX = 40  # up to this many results the full table is shorter than a screen
+LISTED = 25  # changed results printed per outcome; the rest are counted
+CHANGES = (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE)
 
 HEADER = ("stack", "benchmark", "params", "baseline", "current", "ratio", "verdict")
 _RIGHT = {"baseline", "current", "ratio"}  # numbers align on the right
@@ -48,10 +61,47 @@ def _truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "~"
 
 
-def summary_table(results: Sequence[RunResult], width: int = 120) -> list[str]:
-    """Lines for pytest's terminal summary; [] when the session measured nothing."""
+def summary_table(results: Sequence[RunResult], width: int = 120, verbose: int = 0) -> list[str]:
+    """Lines for pytest's terminal summary; [] when the session measured nothing. verbose > 0
+    (pytest -v) prints the full table, 0 the full table of a small session and the changes of
+    a large one, < 0 (-q) the changes alone."""
     if not results:
         return []
+    if verbose < 0 or (verbose == 0 and len(results) > FULL_TABLE_MAX):
+        return changes(results, width, full_hint=verbose == 0)
+    return full_table(results, width)
+
+
+def changes(results: Sequence[RunResult], width: int = 120, *,
+            full_hint: bool = True) -> list[str]:
+    """Counts first, then each regression, improvement and inconclusive result in one line."""
+    lines = [f"hpccomm: {len(results)} results: {counts_line(results)}"]
+    by_stack: dict[str, list[RunResult]] = {}
+    for r in sorted_results(results):
+        by_stack.setdefault(r.measurement.stack, []).append(r)
+    if len(by_stack) > 1:
+        lines.append("  " + "; ".join(f"{s} {counts_line(rs)}" for s, rs in by_stack.items()))
+    label = max(len(o.value) for o in CHANGES)
+    for outcome in CHANGES:
+        hits = [r for r in sorted_results(results) if r.verdict.outcome is outcome]
+        for r in hits[:LISTED]:
+            m = r.measurement
+            where = " ".join(x for x in (m.stack, m.benchmark, fmt_params(m.params)) if x)
+            lines.append(f"{outcome.value.upper():<{label}}  {where}: {short_message(r)}")
+        if len(hits) > LISTED:
+            lines.append(f"{outcome.value.upper():<{label}}  ... {len(hits) - LISTED} more "
+                         "(pytest -v, or the results JSON / HTML report)")
+    new = outcome_counts(results)[Outcome.NEW]
+    if new:
+        lines.append(f"new: {new} results have no baseline on this system yet "
+                     "(--hpc-update-baselines records them)")
+    if full_hint:
+        lines.append("every result: pytest -v, or --hpc-results / --hpc-report")
+    return [_truncate(ln, width) for ln in lines]
+
+
+def full_table(results: Sequence[RunResult], width: int = 120) -> list[str]:
+    """Every result, one row each, and the counts."""
     rows = _rows(results)
     widths = {h: len(h) for h in HEADER}
     for row in rows:

@@ -101,3 +101,36 @@ def fmt_ratio(ratio: float | None) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "-"
     return f"{ratio:.3f}"
+
+
+# Bytes per unit of a rate's numerator. "MB" is 10^6 B as OSU, nccl-tests (GB = 10^9) and
+# TF-gRPC-Bench write it; perftest's "MB" is 2^20 B, which its caller must say (binary_mb).
+_RATE_BYTES: dict[str, float] = {
+    "b/s": 1.0, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12,
+    "kib/s": 2.0**10, "mib/s": 2.0**20, "gib/s": 2.0**30,
+    "mbit/s": 1e6 / 8, "gbit/s": 1e9 / 8,
+}
+
+
+def is_byte_rate(unit: str) -> bool:
+    return unit.strip().lower() in _RATE_BYTES
+
+
+def bytes_per_second(value: float, unit: str, *, binary_mb: bool = False) -> float:
+    """A byte rate in B/s. `binary_mb`: this source's "MB/s" means MiB/s (perftest's)."""
+    u = unit.strip().lower()
+    if binary_mb and u == "mb/s":
+        u = "mib/s"
+    return value * _RATE_BYTES[u]
+
+
+def link_fraction(bytes_per_s: float, link_gbps: float) -> float:
+    """Share of a link's signalling rate (Gbit/s, 10^9 bit/s) a byte rate uses."""
+    return bytes_per_s * 8 / (link_gbps * 1e9)
+
+
+def fmt_seconds(seconds: float | None, *, ascii_only: bool = False) -> str:
+    """A latency given in seconds, on its own scale (µs, ms or s; 2 decimals as OSU)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    return fmt_value(seconds, "s", ascii_only=ascii_only)

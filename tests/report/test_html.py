@@ -2,15 +2,21 @@ from __future__ import annotations
 
 import base64
 import math
+import warnings
 from html.parser import HTMLParser
 
 import pytest
 
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.report.common import families
+from pytest_hpccomm.report.common import families, outcome_counts
+from pytest_hpccomm.report.cross_stack import cross_stack
+from pytest_hpccomm.report.demo import demo_session
 from pytest_hpccomm.report.html import render_html, write_html_report
-from pytest_hpccomm.report.plots import bar_png, is_sweep, sweep_png
+from pytest_hpccomm.report.plots import _series, bar_png, is_sweep, sweep_png
+from pytest_hpccomm.report.scheme_plot import is_scheme_family, scheme_order, scheme_png
+from tests.builders import make_result
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 VOID = {"meta", "img", "br", "hr", "link", "input"}
@@ -58,32 +64,90 @@ def png_of(img: dict[str, str | None]) -> bytes:
     return base64.b64decode(src.split(",", 1)[1])
 
 
-def test_one_embedded_plot_per_family_and_a_row_per_result(tmp_path, demo, session) -> None:
-    path = write_html_report(tmp_path / "report.html", demo, session)
-    text = path.read_text(encoding="utf-8")
-    page = parse(text)
+@pytest.fixture(scope="module")
+def demo_page(demo: list[RunResult], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The demo's page, rendered once (a figure costs ~0.3 s) with warnings as errors: a
+    layout that collapses or a cut legend warns (matplotlib's constrained layout)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = write_html_report(tmp_path_factory.mktemp("html") / "report.html", demo,
+                                 demo_session())
+    return path.read_text(encoding="utf-8")
+
+
+def test_one_embedded_plot_per_family_and_a_row_per_result(demo, demo_page) -> None:
+    page = parse(demo_page)
     fams = families(demo)
-    assert len(page.images) == len(fams) == 4
+    cs = cross_stack(demo)
+    assert cs is not None
+    assert len(page.images) == len(fams) + 1  # and the cross-stack figure, first
     for img in page.images:
         assert png_of(img).startswith(PNG_MAGIC)
-    assert str(page.images[0]["alt"]).startswith("mpi · allreduce · busbw")
-    assert len(page.rows) == 1 + len(demo)  # header + results
+    assert str(page.images[0]["alt"]).startswith("cross-stack latency and bandwidth")
+    assert str(page.images[1]["alt"]).startswith("grpc · tf_grpc_mimic_step · step time")
+    # the cross-stack table (header + a row per path and size), then every result
+    assert len(page.rows) == (1 + len(cs)) + (1 + len(demo))
     # self-contained: nothing fetched, nothing run
     assert not page.tags & {"script", "link", "iframe"}
-    assert "http://" not in text and "https://" not in text
+    assert "http://" not in demo_page and "https://" not in demo_page
     body = " ".join(page.text)
     assert "demo-ib-2node" in body and "Fingerprint" in body and "ConnectX-6" in body
+    assert "of 200 Gbit/s" in body and "link rate unknown" in body
 
 
-def test_verdicts_are_coloured_and_regressions_listed_first(demo, session) -> None:
-    text = render_html(demo, session)
-    page = parse(text)
-    tints = [r.get("style") for r in page.rows[1:]]
-    assert tints.count("background:#fde0df") == 2  # regressions
-    assert tints.count("background:#dff3df") == 1  # improvement
-    assert tints.count("background:#ececec") == 10  # new
-    assert text.index('<ul class="attn">') < text.index("<h2>Plots</h2>")
-    assert "osu_latency size=8KiB ranks=2" in text
+def test_verdicts_are_coloured_and_changes_listed_first(demo, demo_page) -> None:
+    page = parse(demo_page)
+    counts = outcome_counts(demo)
+    tints = [r.get("style") for r in page.rows if r.get("style")]
+    assert tints.count("background:#fde0df") == counts[Outcome.REGRESSION]
+    assert tints.count("background:#dff3df") == counts[Outcome.IMPROVEMENT]
+    assert tints.count("background:#ececec") == counts[Outcome.NEW]
+    attn = demo_page.split('<ul class="attn">')[1].split("</ul>")[0]
+    assert attn.count("<li>") == sum(counts[o] for o in (
+        Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE))
+    assert attn.index(">regression<") < attn.index(">improvement<") < attn.index(">inconclusive<")
+    assert demo_page.index('<ul class="attn">') < demo_page.index("<h2>Cross-stack") \
+        < demo_page.index("<h2>Plots</h2>")
+    assert "osu_latency size=8KiB ranks=2" in demo_page
+
+
+def _grpc_family(demo: list[RunResult], bench: str) -> list[RunResult]:
+    return [r for r in demo if r.measurement.benchmark == bench]
+
+
+def test_grpc_families_are_line_plots_per_scheme(demo) -> None:
+    lat = _grpc_family(demo, "tf_grpc_p2p_latency")
+    assert is_scheme_family(lat) and not is_sweep(lat)
+    # ordered by payload bytes; at equal bytes uniform-* first
+    assert scheme_order(lat) == ["uniform-small", "uniform-medium", "random", "uniform-large",
+                                 "skew"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for bench in ("tf_grpc_p2p_latency", "tf_grpc_ps_throughput"):
+            assert scheme_png(_grpc_family(demo, bench), bench).startswith(PNG_MAGIC)
+    # one line per peer/mode (what differs), not one bar per parameter set
+    assert len(_series(lat, ["scheme", "bytes"])) == 4
+    assert set(_series(lat, ["scheme", "bytes"])) == {
+        "native raw", "native serialized", "python raw", "python serialized"}
+
+
+def test_many_long_labelled_bars_keep_their_axes() -> None:
+    """What a gRPC family was before its scheme plot: 60 bars named by 9 params made
+    matplotlib warn "constrained_layout not applied because axes sizes collapsed to zero"."""
+    rs = [make_result(stack="grpc", benchmark="tf_grpc_ps_throughput", metric="rate",
+                      unit="rpc/s", direction=Direction.HIGHER_IS_BETTER, baseline=None,
+                      outcome=Outcome.NEW, samples=(1000.0 + i,),
+                      params={"peer": p, "mode": m, "placement": pl, "runtime": "stock",
+                              "servers": 2, "workers": 2, "buffers": 1,
+                              "kind": f"long-parameter-value-{i}"})
+          for i, (p, m, pl) in enumerate((p, m, pl) for p in ("native", "python", "python-aio")
+                                         for m in ("raw", "serialized")
+                                         for pl in ("loopback", "netns")
+                                         for _ in range(5))]
+    assert len(rs) == 60 and not is_scheme_family(rs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bar_png(rs, "t").startswith(PNG_MAGIC)
 
 
 def test_empty_input_renders_a_valid_page(tmp_path) -> None:

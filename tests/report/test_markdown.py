@@ -1,36 +1,50 @@
 from __future__ import annotations
 
+import dataclasses
+
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.report.markdown import markdown_summary
+from pytest_hpccomm.report.common import outcome_counts
+from pytest_hpccomm.report.demo import ci_results
+from pytest_hpccomm.report.markdown import LISTED, MAX_CHARS, markdown_summary, units
+
+PR_COMMENT_LIMIT = 65_536  # GitHub refuses a longer comment
 
 
-def test_headline_regressions_tables_and_fingerprint(demo, session) -> None:
+def test_headline_changes_series_and_fingerprint(demo, session) -> None:
     md = markdown_summary(demo, session)
     lines = md.splitlines()
+    counts = outcome_counts(demo)
     assert lines[0].startswith("## pytest-hpccomm: ")
-    assert "2 regression" in lines[0] and "10 new" in lines[0] and "49 pass" in lines[0]
+    for o, n in counts.items():
+        assert (f"{n} {o.value}" in lines[0]) == bool(n)
     assert lines[0].index("regression") < lines[0].index("pass")  # worst first
     assert "system `demo-ib-2node`" in md and "fabric `ib`" in md and "profile `full`" in md
     regs = [ln for ln in lines if ln.startswith("- ❌")]
-    assert len(regs) == 2
+    assert len(regs) == counts[Outcome.REGRESSION]
     assert any("mpi/osu_latency size=8KiB ranks=2" in ln and "tolerance" in ln for ln in regs)
     assert any("mpi/osu_barrier ranks=4" in ln for ln in regs)
-    # regressions come before the per-stack table
-    assert md.index("### Regressions") < md.index("### mpi")
-    rows = [ln for ln in lines if ln.startswith("| ") and "---" not in ln]
-    assert len(rows) == 1 + len(demo)  # header + one row per result
-    row = "| osu_latency (latency) | size=8KiB ranks=2 | 1.74 µs | 2.31 µs | 1.325 | ❌ regression |"
-    assert row in md
+    assert len([ln for ln in lines if ln.startswith("- 🚀")]) == counts[Outcome.IMPROVEMENT]
+    assert len([ln for ln in lines if ln.startswith("- ⚠️")]) == counts[Outcome.INCONCLUSIVE]
+    # what changed comes before the cross-stack table and the per-stack tables
+    assert md.index("### Regressions") < md.index("### Improvements") \
+        < md.index("### Cross-stack") < md.index("### Every result")
+    # one row per series: OSU latency's 23 sizes in one row, its verdicts counted
+    row = next(ln for ln in lines if ln.startswith("| osu_latency (latency) | ranks=2 |"))
+    assert "23 sizes 1B–4MiB" in row and "❌ 1" in row and "🚀 1" in row and "🆕 2" in row
+    grpc = [ln for ln in lines if ln.startswith("| tf_grpc_p2p_latency (latency) |")]
+    assert len(grpc) == 4 and all("5 schemes 8B–1MiB" in ln for ln in grpc)
     assert "<details><summary>Environment fingerprint</summary>" in md
     assert '"hca": "mlx5_0 ConnectX-6 HDR 200 Gb/s fw 20.39.1002"' in md
     assert md.rstrip().endswith("</details>")
+    assert units(md) <= MAX_CHARS
 
 
-def test_table_per_stack_and_cells_escaped(result) -> None:
+def test_per_stack_tables_are_folded_and_cells_escaped(result) -> None:
     rs = [result(stack="grpc", benchmark="unary", params={"size": 8, "scheme": "a|b"}),
           result(stack="mpi", outcome=Outcome.INCONCLUSIVE, message="cv 40% | too noisy")]
     md = markdown_summary(rs, {})
-    assert md.index("### grpc") < md.index("### mpi")
+    assert md.index("<b>grpc</b>") < md.index("<b>mpi</b>")
+    assert md.count("<details>") == md.count("</details>") == 3  # and the fingerprint
     assert "scheme=a\\|b" in md
     assert "### Inconclusive" in md and "cv 40% \\| too noisy" in md
 
@@ -46,3 +60,47 @@ def test_engine_wording_is_not_repeated_next_to_the_name(result) -> None:
                message="regression: osu_latency size=8: median 2 us vs baseline 1 us (ratio 2.000)")
     md = markdown_summary([r], {})
     assert "- ❌ **mpi/osu_latency size=8B**: median 2 us vs baseline 1 us (ratio 2.000)" in md
+
+
+def test_a_ci_run_without_baselines_fits_a_pr_comment(session) -> None:
+    rs = ci_results()
+    assert len(rs) > 2238 and all(r.verdict.outcome is Outcome.NEW for r in rs)
+    md = markdown_summary(rs, session)
+    assert units(md) < PR_COMMENT_LIMIT
+    assert md.splitlines()[0] == f"## pytest-hpccomm: 🆕 {len(rs):,} new"
+    assert f"🆕 {len(rs):,} results have no baseline" in md
+    # every stack's series table made it whole: nothing cut
+    assert "more rows" not in md
+    for stack in ("mpi", "grpc", "tf", "horovod"):
+        assert f"<details><summary><b>{stack}</b>" in md
+
+
+def test_the_cap_holds_whatever_the_session_and_says_what_it_cut(result, session) -> None:
+    long = "x" * 400
+    regs = [result(params={"size": s, "pad": long}, outcome=Outcome.REGRESSION,
+                   message=f"regression: osu_latency: median 2 us {long}")
+            for s in range(1, 501)]
+    many = [dataclasses.replace(r, measurement=dataclasses.replace(
+        r.measurement, params={**r.measurement.params, "copy": i}))
+        for i in range(4) for r in ci_results()]
+    md = markdown_summary(regs + many, session)
+    assert units(md) <= MAX_CHARS < PR_COMMENT_LIMIT
+    assert "### Regressions (500)" in md
+    assert len([ln for ln in md.splitlines() if ln.startswith("- ❌")]) == LISTED
+    assert f"- … {500 - LISTED} more regression in report.html / results.json" in md
+    assert "more rows in report.html / results.json" in md  # the cut is stated
+    assert md.count("<details>") == md.count("</details>")  # a cut table still closes
+    assert "size cap: everything is in" not in md  # the sections kept within it themselves
+    named = markdown_summary(regs, {"report": "out/r.html", "results": "out/r.json"})
+    assert "`out/r.html` / `out/r.json`" in named
+
+
+def test_cross_stack_table_with_link_share(demo) -> None:
+    md = markdown_summary(demo, {})
+    section = md.split("### Cross-stack")[1].split("</details>")[0]
+    verbs = [ln for ln in section.splitlines() if ln.startswith("|") and "| verbs |" in ln]
+    assert verbs and all("of 200 Gbit/s" in ln for ln in verbs)
+    others = [ln for ln in section.splitlines() if ln.startswith("|  | MPI |")]
+    assert others and all("link rate unknown" in ln and "%" not in ln for ln in others)
+    assert "| 8B | verbs |" in section and "| gRPC native raw |" in section
+    assert "Horovod allreduce (collective)" in section

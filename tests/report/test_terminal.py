@@ -77,3 +77,44 @@ def test_time_units_scale_to_ms_for_long_operations(result) -> None:
     r = result(samples=(250_000.0,) * 3, baseline=240_000.0)
     row = _rows(summary_table([r]))[0]
     assert "250.00 ms" in row and "240.00 ms" in row
+
+
+def test_a_large_session_prints_counts_then_only_what_changed(result) -> None:
+    from pytest_hpccomm.report.terminal import FULL_TABLE_MAX, LISTED
+
+    n = FULL_TABLE_MAX + 60
+    outcomes = {3: Outcome.REGRESSION, 7: Outcome.IMPROVEMENT, 9: Outcome.INCONCLUSIVE}
+    rs = [result(params={"size": s, "ranks": 2}, outcome=outcomes.get(s, Outcome.PASS),
+                 message=f"{outcomes.get(s, Outcome.PASS).value}: osu_latency size={s}: "
+                         f"median {s} us") for s in range(n)]
+    rs += [result(stack="grpc", benchmark="unary", params={"size": 8}, baseline=None,
+                  outcome=Outcome.NEW)]
+    lines = summary_table(rs, width=150)
+    assert lines[0] == f"hpccomm: {n + 1} results: 1 regression, 1 inconclusive, " \
+                       f"1 improvement, 1 new, {n - 3} pass"
+    assert lines[1].strip() == f"grpc 1 new; mpi 1 regression, 1 inconclusive, " \
+                               f"1 improvement, {n - 3} pass"
+    changed = [ln for ln in lines if ln.split()[0] in ("REGRESSION", "IMPROVEMENT",
+                                                       "INCONCLUSIVE")]
+    # worst first, one complete line each, the message without the engine's prefix
+    assert [ln.split()[0] for ln in changed] == ["REGRESSION", "IMPROVEMENT", "INCONCLUSIVE"]
+    assert changed[0].startswith("REGRESSION    mpi osu_latency size=3B ranks=2: median 3 us")
+    assert any(ln.startswith("new: 1 results have no baseline") for ln in lines)
+    assert len(lines) <= 7 and "every result: pytest -v" in lines[-1]
+    full = summary_table(rs, width=150, verbose=1)  # pytest -v: the full table
+    assert len(full) == 2 + len(rs) + 1 + 1  # header, rule, rows, a group break, counts
+    quiet = summary_table(rs, width=150, verbose=-1)
+    assert quiet[0] == lines[0] and not any("pytest -v" in ln for ln in quiet)
+    total = max(LISTED, FULL_TABLE_MAX) + 5
+    many = [result(params={"size": s}, outcome=Outcome.REGRESSION) for s in range(total)]
+    cut = summary_table(many, width=150)
+    assert sum(ln.startswith("REGRESSION") for ln in cut) == LISTED + 1
+    assert f"... {total - LISTED} more" in cut[-2]
+
+
+def test_ci_run_without_baselines_is_a_few_lines() -> None:
+    from pytest_hpccomm.report.demo import ci_results
+
+    rs = ci_results()
+    lines = summary_table(rs, width=150)
+    assert len(lines) == 4 and lines[0] == f"hpccomm: {len(rs)} results: {len(rs)} new"

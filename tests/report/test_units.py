@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.report.units import fmt_range, fmt_size, fmt_value
+from pytest_hpccomm.report.units import (bytes_per_second, fmt_range, fmt_seconds, fmt_size,
+                                         fmt_value, is_byte_rate, link_fraction)
 
 
 @pytest.mark.parametrize("value,unit,ref,text", [
@@ -31,3 +32,18 @@ def test_micro_sign_only_off_the_terminal() -> None:
                                     (1536, "1536B"), (4 << 20, "4MiB"), (1 << 30, "1GiB")])
 def test_fmt_size(n, text) -> None:
     assert fmt_size(n) == text
+
+
+def test_byte_rates_convert_with_each_sources_megabyte() -> None:
+    assert bytes_per_second(12000.0, "MB/s") == 12e9  # OSU, TF-gRPC-Bench: 10^6
+    assert bytes_per_second(1000.0, "MB/s", binary_mb=True) == 1000.0 * 2**20  # perftest
+    assert bytes_per_second(9.5, "GB/s") == 9.5e9  # nccl-tests' busbw
+    assert bytes_per_second(100.0, "Gbit/s") == 12.5e9
+    assert is_byte_rate("MB/s") and not is_byte_rate("msg/s")
+
+
+def test_link_fraction_and_seconds() -> None:
+    assert link_fraction(12.5e9, 100.0) == pytest.approx(1.0)
+    assert link_fraction(6.25e9, 100.0) == pytest.approx(0.5)
+    assert fmt_seconds(1.5e-6) == "1.50 µs" and fmt_seconds(0.25) == "250.00 ms"
+    assert fmt_seconds(None) == "-"
