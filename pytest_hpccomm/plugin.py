@@ -305,7 +305,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     terminalreporter.write_sep("=", "hpccomm performance verdicts")
     # never narrower than 150: a cut parameter list hides which run a row is
-    for line in summary_table(hpc.results, width=max(150, terminalreporter._tw.fullwidth)):
+    for line in summary_table(hpc.results, width=max(150, terminalreporter._tw.fullwidth),
+                              verbose=config.get_verbosity()):
         terminalreporter.write_line(line)
     for line in config.stash.get(SUMMARY_KEY, []):
         terminalreporter.write_line(line)
