@@ -72,7 +72,7 @@ def red_columns(png: bytes) -> list[int]:
 
 
 def images(html: str) -> list[Image.Image]:
-    out = []
+    out: list[Image.Image] = []
     for data in re.findall(r'<img [^>]*src="data:image/png;base64,([^"]+)"', html):
         img = Image.open(io.BytesIO(base64.b64decode(data)))
         img.load()
