@@ -136,6 +136,16 @@ def _fmt(x: float) -> str:
     return f"{x:.{max(0, 3 - math.floor(math.log10(abs(x))))}f}"
 
 
+def _date_format(times: Sequence[datetime]) -> str:
+    """Tick labels short enough for a dozen: the day, with the year over long spans and the
+    time when runs share a day (several runs a day: nightly plus merge gates)."""
+    if len({t.date() for t in times}) < len(times):
+        return "%m-%d %H:%M"
+    if times and (times[-1] - times[0]).days > 300:
+        return "%Y-%m-%d"
+    return "%m-%d"
+
+
 def trend_png(trend: Trend) -> bytes:
     """Run medians over runs (oldest left), the mean of each level between change points as a
     dashed line, each change point a vertical line at the run that introduced it, labelled
@@ -164,18 +174,20 @@ def trend_png(trend: Trend) -> bytes:
                     fontweight="bold",
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
 
+    form = _date_format([r.timestamp for r in recs])
+
     def day(v: float, _pos: int | None = None) -> str:
         i = int(round(v))
-        return recs[i].timestamp.strftime("%m-%d") if 0 <= i < len(recs) and v == i else ""
+        return recs[i].timestamp.strftime(form) if 0 <= i < len(recs) and v == i else ""
 
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=12 if len(form) < 6 else 8, integer=True))
     ax.xaxis.set_major_formatter(FuncFormatter(day))
     ax.set_xlim(-0.7, max(len(recs) - 0.3, 0.7))
     span = (max(ys) - min(ys)) if ys else 0.0
     if ys:
         pad = span * 0.25 or abs(ys[0]) * 0.05 or 1.0
         ax.set_ylim(min(ys) - pad * 0.4, max(ys) + pad)  # room at the top for the labels
-    ax.set_xlabel("runs, oldest → newest (UTC date of the run)")
+    ax.set_xlabel("runs, oldest → newest (UTC time of the run)")
     ax.set_ylabel(pretty_unit(trend.unit))
     ax.set_title(f"{series_title(trend.key)}  ({len(recs)} runs, {len(trend.changes)} change "
                  f"point{'s' if len(trend.changes) != 1 else ''})", loc="left", fontsize=11,

@@ -212,3 +212,12 @@ def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
         assert err.count("\n") == 1 and words in err, err
     code, _, err = run_cli("history", "--db", str(tmp_path / "none.sqlite"), "--html", "x.html")
     assert code == 1 and err.count("\n") == 1 and not Path("x.html").exists()
+
+
+def test_tick_labels_follow_the_spacing_of_runs() -> None:
+    from pytest_hpccomm.report.trends import _date_format
+
+    days = [T0 + timedelta(days=i) for i in range(5)]
+    assert _date_format(days) == "%m-%d"
+    assert _date_format(days + [days[-1] + timedelta(hours=3)]) == "%m-%d %H:%M"
+    assert _date_format([T0, T0 + timedelta(days=400)]) == "%Y-%m-%d"
