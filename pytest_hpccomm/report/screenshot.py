@@ -14,9 +14,11 @@ matplotlib warning that ended up in the text, an empty body. So there are two ch
   blank (one colour, or next to nothing off the background).
 
 Chromium runs as a job (cluster.jobs.run_job: hard timeout, every process it started reaped)
-with a fresh --user-data-dir that is removed afterwards. A screenshot covers the window only,
-so the window is as tall as the page is estimated to be (images at their laid-out size, rows,
-headings), up to MAX_HEIGHT.
+with a fresh --user-data-dir that is removed afterwards. A screenshot covers the window only
+and a page without script cannot say how tall it is, so the window is made taller than the
+page is estimated to be (images at their laid-out size, table rows as if their text wrapped,
+headings); if the page still reaches the window's bottom it is taken again at MAX_HEIGHT; then
+the empty background below the page is trimmed off.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.cluster.jobs import JobResult, run_job
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 ABSENT = "chromium not found on PATH (Debian: apt-get install chromium)"
@@ -48,6 +50,9 @@ MAX_HEIGHT = 16384  # taller windows make Chromium tile and slow down; a page be
 CONTENT_WIDTH = 1160  # the reports' main column (max-width 1240 less padding and the figure's)
 MIN_IMAGE = (100, 50)  # smaller is not a plot
 MIN_INK = 0.005  # share of the picture off its background colour: a real page has far more
+ROW = 84  # px per table row: the run report's message column wraps to four lines at 1280
+MARGIN = 24  # px of background kept below the page when the rest is trimmed
+GAP = 80  # px: more plain background than between two blocks of these pages: the page ended
 # Text a page must never show: a Python traceback, an exception's or a warning's name.
 BAD_TEXT = re.compile(r"Traceback \(most recent call last\)|\b\w*Error\b|\b\w*Warning\b")
 
@@ -109,7 +114,7 @@ class PageCheck:
         """The page's laid-out height at this window width, roughly (see the module doc)."""
         column = min(CONTENT_WIDTH, width - 60)
         pictures = sum(h * min(1.0, column / w) for w, h in self.images if w)
-        guess = pictures + 24 * self.rows + 34 * self.blocks + 160
+        guess = pictures + ROW * self.rows + 40 * self.blocks + 200
         return int(min(MAX_HEIGHT, max(600, guess)))
 
 
@@ -179,14 +184,35 @@ def check_png(path: Path, width: int, height: int) -> list[str]:
     return problems
 
 
+def _rows(path: Path) -> np.ndarray:
+    with Image.open(path) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+def content_bottom(pixels: np.ndarray) -> int | None:
+    """Rows from the top to the last that is not the bottom row's plain background colour
+    (0 for a plain picture); None when the page may go on below the window: the bottom row is
+    not plain, or the plain band above it is no taller than a gap between two blocks."""
+    bottom = pixels[-1]
+    if (bottom != bottom[0]).any():
+        return None
+    differs = np.flatnonzero((pixels != bottom[0]).any(axis=(1, 2)))
+    if not differs.size:
+        return 0
+    end = int(differs[-1]) + 1
+    return end if len(pixels) - end >= GAP else None
+
+
 @dataclass(frozen=True)
 class Screenshot:
     page: Path
     png: Path
     width: int
-    height: int
-    seconds: float  # Chromium's run, start to reaped
+    height: int  # of the picture kept (the window's, less the background trimmed below)
+    window: int  # the window's height the picture was taken at
+    seconds: float  # Chromium's runs, start to reaped
     problems: list[str]
+    cut: bool = False  # the page is taller than MAX_HEIGHT: its end is not in the picture
 
     @property
     def ok(self) -> bool:
@@ -194,10 +220,25 @@ class Screenshot:
 
     def describe(self) -> str:
         """One line for the terminal summary or an assertion message."""
-        head = f"screenshot {self.png} ({self.width}x{self.height}, {self.seconds:.1f} s)"
+        head = (f"screenshot {self.png} ({self.width}x{self.height}, {self.seconds:.1f} s"
+                + (f", cut at {self.window} px" if self.cut else "") + ")")
         if self.ok:
             return f"{head}: checked, the page and the picture are whole"
         return f"{head}: {len(self.problems)} problem(s): " + "; ".join(self.problems)
+
+
+def _chromium(exe: str, page: Path, png: Path, width: int, height: int,
+              timeout: float) -> JobResult:
+    png.unlink(missing_ok=True)  # an old picture must not pass for this one
+    profile = Path(tempfile.mkdtemp(prefix="hpccomm-chromium-"))  # run_job removes it
+    env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / "config"),
+               XDG_CACHE_HOME=str(profile / "cache"))
+    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--force-device-scale-factor=1", "--no-first-run", "--no-default-browser-check",
+            "--disable-extensions", "--disable-background-networking", "--disable-sync",
+            "--disable-component-update", "--mute-audio", f"--user-data-dir={profile}",
+            f"--window-size={width},{height}", f"--screenshot={png.resolve()}", page.as_uri()]
+    return run_job(argv, env, timeout=timeout, label="chromium --screenshot", scratch=profile)
 
 
 def take_screenshot(
@@ -211,34 +252,38 @@ def take_screenshot(
     chromium: str | None = None,
 ) -> Screenshot:
     """Screenshot `page` into `png` with headless Chromium and check both (problems in the
-    result; ChromiumMissing when there is none)."""
+    result; ChromiumMissing when there is none). `height`: a fixed window, nothing trimmed."""
     page, png = Path(page).resolve(), Path(png)
     exe = chromium or find_chromium()
     if exe is None:
         raise ChromiumMissing(ABSENT)
     checked = check_html(page.read_text(encoding="utf-8"), expect_images=expect_images)
-    height = height or checked.estimated_height(width)
     png.parent.mkdir(parents=True, exist_ok=True)
-    png.unlink(missing_ok=True)  # an old picture must not pass for this one
-    profile = Path(tempfile.mkdtemp(prefix="hpccomm-chromium-"))  # run_job removes it
-    env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / "config"),
-               XDG_CACHE_HOME=str(profile / "cache"))
-    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            "--force-device-scale-factor=1", "--no-first-run", "--no-default-browser-check",
-            "--disable-extensions", "--disable-background-networking", "--disable-sync",
-            "--disable-component-update", "--mute-audio", f"--user-data-dir={profile}",
-            f"--window-size={width},{height}", f"--screenshot={png.resolve()}", page.as_uri()]
+    window = height or checked.estimated_height(width)
     start = time.monotonic()
-    job = run_job(argv, env, timeout=timeout, label="chromium --screenshot", scratch=profile)
-    seconds = time.monotonic() - start
+    job = _chromium(exe, page, png, width, window, timeout)
     problems = list(checked.problems)
+    bottom: int | None = None
+    if job.ok and png.exists() and height is None:
+        bottom = content_bottom(_rows(png))
+        if bottom is None and window < MAX_HEIGHT:  # the page goes on: once more, tallest
+            window = MAX_HEIGHT
+            job = _chromium(exe, page, png, width, window, timeout)
+            bottom = content_bottom(_rows(png)) if job.ok and png.exists() else None
+    seconds = time.monotonic() - start
     if not job.ok:
         problems.append(job.describe())
+    kept, cut = window, False
     if png.exists():
-        problems += check_png(png, width, height)
+        problems += check_png(png, width, window)
+        if not problems and height is None:
+            cut = bottom is None
+            kept = min(window, (bottom or window) + MARGIN)
+            if kept < window:
+                Image.fromarray(_rows(png)[:kept]).save(png, format="PNG")
     elif job.ok:
         problems.append(f"chromium wrote no screenshot: {job.describe()}")
-    return Screenshot(page, png, width, height, seconds, problems)
+    return Screenshot(page, png, width, kept, window, seconds, problems, cut)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

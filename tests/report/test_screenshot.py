@@ -21,7 +21,7 @@ from pytest_hpccomm.report.common import families
 from pytest_hpccomm.report.demo import demo_results, demo_session
 from pytest_hpccomm.report.html import render_html
 from pytest_hpccomm.report.screenshot import (ABSENT, ChromiumMissing, check_html, check_png,
-                                              find_chromium, take_screenshot)
+                                              content_bottom, find_chromium, take_screenshot)
 from pytest_hpccomm.report.trends import write_trends_page
 from tests.report.test_trends import record, step_history
 
@@ -121,6 +121,18 @@ def test_the_picture_check(tmp_path: Path) -> None:
     assert "cannot read it" in check_png(tmp_path / "junk.png", 320, 200)[0]
 
 
+def test_where_the_page_ends_in_the_picture() -> None:
+    bg, ink = (246, 247, 249), (20, 20, 20)
+    pic = np.full((400, 50, 3), bg, np.uint8)
+    assert content_bottom(pic) == 0  # plain: nothing on it
+    pic[100:120, 5:30] = ink
+    assert content_bottom(pic) == 120
+    pic[350:360, 5:30] = ink  # 40 px of background below: maybe a gap between two blocks
+    assert content_bottom(pic) is None
+    pic[-1, 10] = ink  # the page goes on below the window
+    assert content_bottom(pic) is None
+
+
 def test_without_chromium_the_reason_is_given(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -157,8 +169,11 @@ def test_report_and_trends_page_screenshots_are_whole(tmp_path: Path, demo: list
             assert im.size == (shot.width, shot.height)
         print(shot.describe())
     print(f"trends page rendered in {render:.2f} s")
-    # the whole page fits: the report is several screens of plots and a long table
-    assert shots[0].height > 3000 and shots[1].height > 700
+    # the whole page is in the picture, the empty background below it trimmed: the report
+    # is several screens of plots and a long table whose messages wrap
+    assert not any(s.cut for s in shots)
+    assert all(s.height < s.window for s in shots)
+    assert shots[0].height > 5000 and shots[1].height > 700
     keep(*(s.png for s in shots))
 
 
