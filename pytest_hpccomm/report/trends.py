@@ -119,10 +119,20 @@ def collect(
     return trends
 
 
+def _natural(key: SeriesKey) -> tuple[Any, ...]:
+    """Sweep order (size=8B before size=1KiB), not the stored JSON's string order."""
+    params = json.loads(key.params_key)
+    values = tuple((k, (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))
+                   for k, v in sorted(params.items()))
+    return (key.system, key.fabric, key.stack, key.benchmark, values)
+
+
 def select(trends: Sequence[Trend], limit: int) -> list[Trend]:
-    """Series with change points first (newest change first), then the most recently run."""
+    """Series with change points first (newest change first), then the most recently run;
+    ties (a whole sweep changed in one run) in sweep order."""
     epoch = datetime.min.replace(tzinfo=timezone.utc)
-    ranked = sorted(trends, key=lambda t: (t.last_change or epoch, t.key.last), reverse=True)
+    ranked = sorted(trends, key=lambda t: _natural(t.key))
+    ranked.sort(key=lambda t: (t.last_change or epoch, t.key.last), reverse=True)
     ranked.sort(key=lambda t: not t.changes)  # stable: keeps the time order inside each group
     return ranked[:limit]
 

@@ -221,3 +221,17 @@ def test_tick_labels_follow_the_spacing_of_runs() -> None:
     assert _date_format(days) == "%m-%d"
     assert _date_format(days + [days[-1] + timedelta(hours=3)]) == "%m-%d %H:%M"
     assert _date_format([T0, T0 + timedelta(days=400)]) == "%Y-%m-%d"
+
+
+def test_a_sweep_that_changed_in_one_run_is_listed_in_sweep_order(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "history.sqlite")
+    sizes = [1, 8, 128, 1024, 65536]
+    for i in range(24):
+        store.append([make_result(params={"size": s}, samples=(v, v, v), outcome=Outcome.NEW,
+                                  baseline=None, fingerprint=fingerprint("5.0.3"))
+                      for s in sizes for v in [10.0 + s / 1000 + (2.0 if i >= 12 else 0.0)
+                                               + 0.05 * ((i * 7 + s) % 5)]],
+                     run_id=f"r{i:02d}", timestamp=T0 + timedelta(days=i))
+    shown = select(collect(store, store.keys()), 10)
+    assert [json.loads(t.key.params_key)["size"] for t in shown] == sizes
+    assert all([c.point.index for c in t.changes] == [12] for t in shown)
