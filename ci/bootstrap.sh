@@ -44,6 +44,13 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       "${missing[@]}" >/dev/null
     [ "$own_rcd" = 1 ] && rm -f "$rcd"; trap - EXIT
   fi
+  # headless Chromium (and a font) to look at the HTML reports as a person would
+  # (tests/report/test_screenshot.py, --hpc-screenshots); best effort: without it those
+  # tests skip saying so
+  dpkg -s chromium fonts-dejavu-core >/dev/null 2>&1 || {
+    echo "bootstrap: apt-get install chromium fonts-dejavu-core"
+    DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends \
+      chromium fonts-dejavu-core >/dev/null || echo "bootstrap: chromium not installed"; }
 fi
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"

@@ -2,17 +2,19 @@
 
 Subcommands:
   history   list the benchmarks in the history store, or one benchmark's series of run
-            medians with change points flagged
+            medians with change points flagged; with --html PATH, the trends page (plots of
+            every matching series over runs, change points and their runs' fingerprint diffs)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
-from typing import Sequence, TextIO
+from typing import NoReturn, Sequence, TextIO
 
 from pytest_hpccomm.baselines.history import (
     OTAVA_HINT,
@@ -47,6 +49,9 @@ def _fmt_median(x: float) -> str:
 
 
 def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.limit is not None and args.html is None:
+        err.write("python -m pytest_hpccomm history: error: --limit applies to --html only\n")
+        return 2
     store = HistoryStore(args.db)
     if not store.path.exists():
         err.write(f"no history database at {store.path}\n")
@@ -55,6 +60,8 @@ def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.params is not None:
         pkey = param_key(args.params)
     keys = store.keys(args.system, args.fabric, args.stack, args.benchmark, pkey)
+    if args.html is not None:
+        return _trends_page(store, keys, args, out, err)
     if not keys:
         out.write(f"no matching series in {store.path}\n")
         return 0
@@ -73,6 +80,35 @@ def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out.write("\n")
         status = max(status, _one_series(store, key, args, out, err))
     return status
+
+
+def _filters(args: argparse.Namespace) -> str:
+    named = [(k, getattr(args, k)) for k in ("system", "fabric", "stack", "benchmark")]
+    text = [f"{k}={v}" for k, v in named if v is not None]
+    if args.params is not None:
+        text.append(f"params={_params_text(param_key(args.params))}")
+    return " ".join(text)
+
+
+def _trends_page(
+    store: HistoryStore, keys: Sequence[SeriesKey], args: argparse.Namespace, out: TextIO,
+    err: TextIO
+) -> int:
+    from pytest_hpccomm.report.trends import DEFAULT_LIMIT, write_trends_page  # matplotlib
+
+    try:
+        page = write_trends_page(args.html, store, keys, limit=args.limit or DEFAULT_LIMIT,
+                                 max_pvalue=args.max_pvalue, min_magnitude=args.min_magnitude,
+                                 filters=_filters(args))
+    except RuntimeError:
+        err.write(OTAVA_HINT + "\n")
+        return 1
+    except OSError as exc:
+        err.write(f"cannot write the trends page {args.html}: {exc.strerror or exc}\n")
+        return 1
+    out.write(f"trends page: {page.path} ({len(page.shown)} of {page.matched} series, "
+              f"{page.change_count} change point(s))\n")
+    return 0
 
 
 def _one_series(
@@ -120,16 +156,33 @@ def _json_object(text: str) -> dict[str, object]:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line (`prog: error: ...`), not argparse's usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_hpccomm", description=__doc__.split("\n")[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    parser = _Parser(prog="python -m pytest_hpccomm", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND",
+                                parser_class=_Parser)
     h = sub.add_parser(
         "history",
         help="list recorded series and flag change points",
         description="Without --benchmark: the series in the history store. With it: each "
-        "matching series of run medians, oldest first, change points (Apache Otava) flagged.",
+        "matching series of run medians, oldest first, change points (Apache Otava) flagged. "
+        "With --html: the trends page of every matching series instead.",
     )
     h.add_argument("--db", help=f"history database (default: {default_history_path()})")
     h.add_argument("--system")
@@ -141,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--min-magnitude", type=float, default=0.0, help="ignore relative changes below this"
     )
+    h.add_argument("--html", metavar="PATH",
+                   help="write the trends page here (self-contained HTML with plots)")
+    h.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                   help="series on the trends page (default 30): change points first")
     h.set_defaults(func=_history)
     return parser
 
@@ -152,7 +209,9 @@ def main(
     err = err or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse prints to sys.stdout/sys.stderr: send its help and errors where ours go
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors and --help: return the code instead of exiting
         return int(exc.code or 0)
     result: int = args.func(args, out, err)

@@ -87,6 +87,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "adjacent, in alternating order (A B, B A, ...; default 20)", 20, kind="int"),
     OptionSpec("--hpc-results", "write every measurement and verdict as JSON here", kind="path"),
     OptionSpec("--hpc-report", "write an HTML report with plots here", kind="path"),
+    OptionSpec("--hpc-screenshots", "beside the HTML report: the history's trends page "
+               "(trends.html) and a checked headless-Chromium screenshot of each (.png)", False,
+               kind="bool"),
     OptionSpec("--hpc-markdown", "write a markdown summary here (default: $GITHUB_STEP_SUMMARY "
                "when set)", kind="path"),
     OptionSpec("--hpc-history", "SQLite history store (default ~/.cache/pytest-hpccomm/"
@@ -119,6 +122,7 @@ class HpcConfig:
     max_repeats: int = 0  # 0: 2 x repeats (repeat_limit)
     results: Path | None = None
     report: Path | None = None
+    screenshots: bool = False
     markdown: Path | None = None
     history: Path | None = None
     sysfs_root: Path = Path("/sys")

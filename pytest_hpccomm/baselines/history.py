@@ -21,7 +21,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -74,6 +74,18 @@ class SeriesPoint(NamedTuple):
     run_id: str
     median: float
     unit: str
+
+
+class RunRecord(NamedTuple):
+    """One point of a series with what the trends page needs about its run."""
+
+    timestamp: datetime  # UTC
+    run_id: str
+    commit: str | None
+    median: float
+    unit: str
+    direction: str  # Direction value: "lower" or "higher" is better
+    fingerprint: dict[str, Any]
 
 
 class SeriesKey(NamedTuple):
@@ -211,6 +223,27 @@ class HistoryStore:
         finally:
             conn.close()
 
+    def records(
+        self, system: str, fabric: str, stack: str, benchmark: str, params_key: str
+    ) -> list[RunRecord]:
+        """As series(), with each run's commit, the direction and the result's fingerprint."""
+        conn = self._connect(create=False)
+        try:
+            cur = conn.execute(
+                "SELECT runs.timestamp, results.run_id, runs.commit_id, results.median, "
+                "results.unit, results.direction, results.fingerprint "
+                "FROM results JOIN runs USING (run_id) "
+                "WHERE system = ? AND fabric = ? AND stack = ? AND benchmark = ? "
+                "AND params_key = ? ORDER BY runs.timestamp, results.run_id",
+                (system, fabric, stack, benchmark, params_key),
+            )
+            return [
+                RunRecord(_as_datetime(t), rid, commit, med, unit, direction, _fingerprint(fp))
+                for t, rid, commit, med, unit, direction, fp in cur
+            ]
+        finally:
+            conn.close()
+
     def commits(self, run_ids: Sequence[str]) -> dict[str, str | None]:
         conn = self._connect(create=False)
         try:
@@ -257,6 +290,15 @@ class HistoryStore:
             ]
         finally:
             conn.close()
+
+
+def _fingerprint(text: str) -> dict[str, Any]:
+    """A stored fingerprint; a row written by hand or damaged reads as empty, not as a crash."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def change_points(

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.judging import BaselineJudge
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.session import HpcSession
 
 
@@ -80,7 +81,48 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
             HistoryStore(hpc.cfg.history).append(results, run_id=run_id, timestamp=started,
                                                  commit=os.environ.get("GITHUB_SHA"))
             lines.append(f"history: run {run_id} appended to {hpc.cfg.history}")
+    if hpc.cfg.screenshots:
+        lines += _screenshots(hpc, results)
     config.hook.pytest_hpccomm_report(config=config, results=results, session_info=info)
+    return lines
+
+
+def trends_path(report: Path) -> Path:
+    return report.with_name("trends.html" if report.name != "trends.html" else "history.html")
+
+
+def _screenshots(hpc: HpcSession, results: list[RunResult]) -> list[str]:
+    """--hpc-screenshots: beside the HTML report, the trends page of this system's history,
+    then each page screenshotted by headless Chromium and checked (report/screenshot.py). A
+    problem is a line of the summary, not a failed session: the tests were judged already."""
+    report = hpc.cfg.report
+    if report is None:
+        return ["screenshots: none taken (they are of the HTML report: add --hpc-report PATH)"]
+    from pytest_hpccomm.report.common import families
+    from pytest_hpccomm.report.screenshot import ABSENT, find_chromium, take_screenshot
+
+    lines: list[str] = []
+    pages = [(report, len(families(results)))]
+    history = hpc.cfg.history
+    if history is not None and history.exists():
+        from pytest_hpccomm.baselines.history import HistoryStore
+        from pytest_hpccomm.report.trends import write_trends_page
+
+        store = HistoryStore(history)
+        try:
+            page = write_trends_page(trends_path(report), store, store.keys(system=hpc.system),
+                                     filters=f"system={hpc.system}")
+        except RuntimeError as exc:  # Otava missing, or a history of another schema
+            lines.append(f"trends page: not written: {exc}")
+        else:
+            lines.append(f"trends page: {page.path} ({len(page.shown)} of {page.matched} series,"
+                         f" {page.change_count} change point(s))")
+            pages.append((page.path, len(page.shown)))
+    if find_chromium() is None:
+        return lines + [f"screenshots: not taken: {ABSENT}"]
+    for path, plots in pages:
+        lines.append(take_screenshot(path, path.with_suffix(".png"),
+                                     expect_images=plots).describe())
     return lines
 
 

@@ -1,0 +1,372 @@
+"""The history's trends page: each series of run medians over runs, change points marked.
+
+    python -m pytest_hpccomm history --html trends.html [--system S] [--stack X] [--limit N]
+
+One self-contained HTML page (inline CSS, base64 PNGs, no script), like the run report. Change
+points come from Apache Otava (baselines.history.change_points); for each one the page says
+which run introduced it and what differs between that run's fingerprint and the one before it
+(baselines.store.fingerprint_diff), so "latency went up 20 % on the 14th" comes with "and the
+MPI library changed from 5.0.3 to 5.0.6 in that run" when the fingerprint recorded it.
+
+A history holds thousands of series (every size of every sweep), so the page shows at most
+`limit` of them: series with change points first (newest change first), then the most recently
+run; the page says how many were left out and how to narrow the selection.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from typing import Any, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from pytest_hpccomm.baselines.history import ChangePoint, HistoryStore, RunRecord, SeriesKey
+from pytest_hpccomm.baselines.history import change_points as find_change_points
+from pytest_hpccomm.baselines.store import fingerprint_diff
+from pytest_hpccomm.files import atomic_write
+from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.report.common import fmt_params
+from pytest_hpccomm.report.units import pretty_unit
+
+DEFAULT_LIMIT = 30  # plots on one page: ~300 px each, the page stays a few screens per change
+WORSE, BETTER = "#d62728", "#2ca02c"  # the run report's regression / improvement colours
+LINE = "#1f77b4"
+DPI = 100
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change point of one series and the run that introduced it."""
+
+    point: ChangePoint
+    run: RunRecord  # first run of the new level
+    previous: RunRecord  # the run before it
+    diff: list[tuple[str, Any, Any]]  # fingerprint fields that differ (field, before, after)
+    worse: bool  # in the benchmark's direction (latency up, bandwidth down)
+
+
+@dataclass(frozen=True)
+class Trend:
+    key: SeriesKey
+    records: list[RunRecord]
+    changes: list[Change]
+
+    @property
+    def unit(self) -> str:
+        return self.records[-1].unit if self.records else ""
+
+    @property
+    def last_change(self) -> datetime | None:
+        return self.changes[-1].run.timestamp if self.changes else None
+
+
+@dataclass(frozen=True)
+class TrendsPage:
+    """What was written: the page, the series it shows and how many matched."""
+
+    path: Path
+    shown: list[Trend]
+    matched: int
+    limit: int
+
+    @property
+    def change_count(self) -> int:
+        return sum(len(t.changes) for t in self.shown)
+
+
+def series_title(key: SeriesKey) -> str:
+    params = fmt_params(json.loads(key.params_key))  # "size=8B ranks=2", as the run report
+    head = f"{key.system}/{key.fabric}/{key.stack} {key.benchmark}"
+    return f"{head} {params}" if params else head
+
+
+def _is_worse(record: RunRecord, cp: ChangePoint) -> bool:
+    if record.direction == Direction.HIGHER_IS_BETTER.value:
+        return cp.after < cp.before
+    return cp.after > cp.before
+
+
+def collect(
+    store: HistoryStore,
+    keys: Sequence[SeriesKey],
+    *,
+    max_pvalue: float = 0.001,
+    min_magnitude: float = 0.0,
+) -> list[Trend]:
+    """Each key's records and change points (RuntimeError when Otava is not installed)."""
+    trends = []
+    for key in keys:
+        records = store.records(key.system, key.fabric, key.stack, key.benchmark, key.params_key)
+        found = find_change_points([r.median for r in records], max_pvalue=max_pvalue,
+                                   min_magnitude=min_magnitude)
+        changes = [
+            Change(cp, records[cp.index], records[cp.index - 1],
+                   fingerprint_diff(records[cp.index - 1].fingerprint,
+                                    records[cp.index].fingerprint),
+                   _is_worse(records[cp.index], cp))
+            for cp in found if 0 < cp.index < len(records)
+        ]
+        trends.append(Trend(key, records, changes))
+    return trends
+
+
+def _natural(key: SeriesKey) -> tuple[Any, ...]:
+    """Sweep order (size=8B before size=1KiB), not the stored JSON's string order."""
+    params = json.loads(key.params_key)
+    values = tuple((k, (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))
+                   for k, v in sorted(params.items()))
+    return (key.system, key.fabric, key.stack, key.benchmark, values)
+
+
+def select(trends: Sequence[Trend], limit: int) -> list[Trend]:
+    """Series with change points first (newest change first), then the most recently run;
+    ties (a whole sweep changed in one run) in sweep order."""
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    ranked = sorted(trends, key=lambda t: _natural(t.key))
+    ranked.sort(key=lambda t: (t.last_change or epoch, t.key.last), reverse=True)
+    ranked.sort(key=lambda t: not t.changes)  # stable: keeps the time order inside each group
+    return ranked[:limit]
+
+
+# --- the plot ---------------------------------------------------------------------------------
+
+def _fmt(x: float) -> str:
+    """Four significant digits: what a person compares across a change."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    return f"{x:.{max(0, 3 - math.floor(math.log10(abs(x))))}f}"
+
+
+def _date_format(times: Sequence[datetime]) -> str:
+    """Tick labels short enough for a dozen: the day, with the year over long spans and the
+    time when runs share a day (several runs a day: nightly plus merge gates)."""
+    if len({t.date() for t in times}) < len(times):
+        return "%m-%d %H:%M"
+    if times and (times[-1] - times[0]).days > 300:
+        return "%Y-%m-%d"
+    return "%m-%d"
+
+
+def trend_png(trend: Trend) -> bytes:
+    """Run medians over runs (oldest left), the mean of each level between change points as a
+    dashed line, each change point a vertical line at the run that introduced it, labelled
+    with its before → after means (red: worse in the benchmark's direction, green: better)."""
+    recs = trend.records
+    xs = list(range(len(recs)))
+    ys = [r.median for r in recs]
+    fig = Figure(figsize=(10, 3.0), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(xs, ys, color=LINE, lw=1.2, marker="o", ms=3.5, zorder=3, label="run median")
+    bounds = [0] + [c.point.index for c in trend.changes] + [len(recs)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        if hi > lo:
+            level = sum(ys[lo:hi]) / (hi - lo)
+            ax.plot([lo - 0.4, hi - 0.6], [level, level], color="#555555", ls="--", lw=1.1,
+                    zorder=2)
+    for n, c in enumerate(trend.changes, 1):
+        colour = WORSE if c.worse else BETTER
+        x = c.point.index - 0.5
+        ax.axvline(x, color=colour, lw=1.8, zorder=4)
+        ax.annotate(f"#{n} {_fmt(c.point.before)} → {_fmt(c.point.after)} "
+                    f"({c.point.rel_change * 100:+.1f} %)",
+                    xy=(x, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(4, -4 - 15 * ((n - 1) % 3)),  # close changes: labels stagger
+                    textcoords="offset points", ha="left", va="top", fontsize=9, color=colour,
+                    fontweight="bold",
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
+
+    form = _date_format([r.timestamp for r in recs])
+
+    def day(v: float, _pos: int | None = None) -> str:
+        i = int(round(v))
+        return recs[i].timestamp.strftime(form) if 0 <= i < len(recs) and v == i else ""
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=12 if len(form) < 6 else 8, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(day))
+    ax.set_xlim(-0.7, max(len(recs) - 0.3, 0.7))
+    span = (max(ys) - min(ys)) if ys else 0.0
+    if ys:
+        pad = span * 0.25 or abs(ys[0]) * 0.05 or 1.0
+        ax.set_ylim(min(ys) - pad * 0.4, max(ys) + pad)  # room at the top for the labels
+    ax.set_xlabel("runs, oldest → newest (UTC time of the run)")
+    ax.set_ylabel(pretty_unit(trend.unit))
+    ax.set_title(f"{series_title(trend.key)}  ({len(recs)} runs, {len(trend.changes)} change "
+                 f"point{'s' if len(trend.changes) != 1 else ''})", loc="left", fontsize=11,
+                 fontweight="bold")
+    ax.grid(True, alpha=0.3)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;
+ margin:0;background:#f6f7f9}
+main{max-width:1240px;margin:0 auto;padding:20px 28px 40px}
+h1{font-size:24px;margin:0 0 4px}
+h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #d8dbe0;padding-bottom:4px}
+h3{font-size:14.5px;margin:14px 0 6px}
+.meta{color:#555;margin:0 0 10px}
+figure{background:#fff;border:1px solid #d8dbe0;border-radius:6px;margin:0 0 14px;padding:8px}
+figure img{display:block;max-width:100%;height:auto;margin:0 auto}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
+th,td{border:1px solid #d8dbe0;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#eef0f3}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.nw{white-space:nowrap}
+.worse{color:#d62728;font-weight:600} .better{color:#2ca02c;font-weight:600}
+.note,.empty{padding:8px 12px;background:#fff;border:1px solid #d8dbe0;border-radius:6px}
+section.diff{background:#fff;border:1px solid #d8dbe0;border-radius:6px;padding:4px 12px 10px;
+ margin:0 0 12px}
+section.diff:target{border-color:#d62728;box-shadow:0 0 0 2px #fde0df}
+code{font-size:12.5px}
+"""
+
+
+def _e(x: Any) -> str:
+    return escape(str(x), quote=True)
+
+
+def _when(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%d %H:%M")
+
+
+def series_anchor(n: int) -> str:
+    return f"s{n}"
+
+
+def diff_anchor(n: int, change: Change) -> str:
+    """Stable per page: the series' place on it and the run the change starts at."""
+    return f"diff-s{n}-r{change.point.index}"
+
+
+def _commit(c: str | None) -> str:
+    return f"<code>{_e(c[:12])}</code>" if c else "-"
+
+
+def _changes_table(shown: Sequence[Trend]) -> list[str]:
+    rows = [(n, t, c) for n, t in enumerate(shown, 1) for c in t.changes]
+    if not rows:
+        return ["<h2>Change points</h2>",
+                '<p class="empty">No change point in the series shown (Apache Otava, '
+                "E-divisive means).</p>"]
+    rows.sort(key=lambda r: r[2].run.timestamp, reverse=True)
+    head = ("series", "run #", "run", "time (UTC)", "commit", "before → after", "change", "p",
+            "fingerprint diff")
+    out = ["<h2>Change points</h2>", "<table>",
+           "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for n, t, c in rows:
+        cls = "worse" if c.worse else "better"
+        what = f"{len(c.diff)} field{'s' if len(c.diff) != 1 else ''}" if c.diff else "unchanged"
+        out.append(
+            "<tr>"
+            f'<td><a href="#{series_anchor(n)}">{_e(series_title(t.key))}</a></td>'
+            f'<td class="num">{c.point.index}</td><td class="nw"><code>{_e(c.run.run_id)}'
+            f'</code></td><td class="nw">{_when(c.run.timestamp)}</td>'
+            f"<td>{_commit(c.run.commit)}</td>"
+            f'<td class="num">{_fmt(c.point.before)} → {_fmt(c.point.after)} '
+            f"{_e(pretty_unit(t.unit))}</td>"
+            f'<td class="num {cls}">{c.point.rel_change * 100:+.1f} %</td>'
+            f'<td class="num">{c.point.p_value:.1g}</td>'
+            f'<td><a href="#{diff_anchor(n, c)}">{what}</a></td></tr>')
+    out.append("</table>")
+    return out
+
+
+def _series(shown: Sequence[Trend]) -> list[str]:
+    out = ["<h2>Series</h2>"]
+    for n, t in enumerate(shown, 1):
+        png = base64.b64encode(trend_png(t)).decode("ascii")
+        alt = f"{series_title(t.key)}: {len(t.records)} runs, {len(t.changes)} change points"
+        links = "".join(f' · <a href="#{diff_anchor(n, c)}">change #{i} at run '
+                        f"{c.point.index}</a>" for i, c in enumerate(t.changes, 1))
+        out.append(f'<section id="{series_anchor(n)}"><h3>{_e(series_title(t.key))}</h3>'
+                   f'<p class="meta">{len(t.records)} runs, last {_when(t.key.last)}{links}</p>'
+                   f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{png}"></figure>'
+                   "</section>")
+    return out
+
+
+def _value(v: Any) -> str:
+    return "<i>absent</i>" if v is None else f"<code>{_e(v)}</code>"
+
+
+def _diffs(shown: Sequence[Trend]) -> list[str]:
+    changed = [(n, t, c) for n, t in enumerate(shown, 1) for c in t.changes]
+    if not changed:
+        return []
+    out = ["<h2>Fingerprint diffs of the runs that introduced a change</h2>"]
+    for n, t, c in changed:
+        head = (f"{_e(series_title(t.key))}: run <code>{_e(c.run.run_id)}</code> (#{c.point.index}"
+                f", {_when(c.run.timestamp)}) against <code>{_e(c.previous.run_id)}</code> "
+                f"(#{c.point.index - 1}, {_when(c.previous.timestamp)})")
+        commits = (f'<p class="meta">commit {_commit(c.previous.commit)} → '
+                   f"{_commit(c.run.commit)}</p>")
+        if c.diff:
+            rows = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_value(a)}</td>"
+                           f"<td>{_value(b)}</td></tr>" for k, a, b in c.diff)
+            body = ("<table><tr><th>field</th><th>before</th><th>after</th></tr>"
+                    f"{rows}</table>")
+        else:
+            body = ("<p>The recorded fingerprint did not change between these runs: the cause "
+                    "is outside it (the code under test, the commit, the machine's load).</p>")
+        out.append(f'<section class="diff" id="{diff_anchor(n, c)}"><h3>{head}</h3>'
+                   f"{commits}{body}</section>")
+    return out
+
+
+def render_trends(shown: Sequence[Trend], *, matched: int, limit: int, source: str,
+                  filters: str = "") -> str:
+    """The page as text. `matched`: series that matched the selection (shown or not)."""
+    with_changes = sum(1 for t in shown if t.changes)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = ["<h1>pytest-hpccomm trends</h1>",
+            f'<p class="meta">history <b>{_e(source)}</b>'
+            + (f" · {_e(filters)}" if filters else "") + f" · generated {now}</p>"]
+    if not shown:
+        body.append('<p class="empty">No recorded series matched.</p>')
+    else:
+        left = matched - len(shown)
+        note = (f"{matched} series matched; showing {len(shown)}, {with_changes} with change "
+                f"points (Apache Otava), those first, newest change first, then the most "
+                f"recently run.")
+        if left > 0:
+            note += (f" {left} not shown (limit {limit}): narrow with --system, --stack, "
+                     "--benchmark or --params, or raise --limit.")
+        body.append(f'<p class="note">{_e(note)}</p>')
+        body += _changes_table(shown) + _series(shown) + _diffs(shown)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width\">"
+            "<title>pytest-hpccomm trends</title>"
+            f"<style>{_CSS}</style></head><body><main>\n" + "\n".join(body)
+            + "\n</main></body></html>\n")
+
+
+def write_trends_page(
+    path: str | os.PathLike[str],
+    store: HistoryStore,
+    keys: Sequence[SeriesKey],
+    *,
+    limit: int = DEFAULT_LIMIT,
+    max_pvalue: float = 0.001,
+    min_magnitude: float = 0.0,
+    filters: str = "",
+) -> TrendsPage:
+    """Collect, select and write the page atomically (RuntimeError without Otava, OSError
+    when the path cannot be written)."""
+    trends = collect(store, keys, max_pvalue=max_pvalue, min_magnitude=min_magnitude)
+    shown = select(trends, limit)
+    text = render_trends(shown, matched=len(trends), limit=limit, source=str(store.path),
+                         filters=filters)
+    return TrendsPage(atomic_write(path, text), shown, len(trends), limit)
