@@ -10,4 +10,4 @@ mkdir -p results
 exec "${HPCCOMM_VENV:-.venv}/bin/python" -m pytest suites --hpc-fabric=ethernet \
   --hpc-system="${HPCCOMM_SYSTEM:-ci-epyc-2c}" --hpc-baselines=baselines \
   --hpc-results results/results.json --hpc-report results/report.html \
-  --hpc-markdown results/summary.md "$@"
+  --hpc-markdown results/summary.md --hpc-screenshots "$@"

@@ -117,6 +117,12 @@ def _cross_stack(results: Sequence[RunResult]) -> list[str]:
     return out
 
 
+def figure_count(results: Sequence[RunResult]) -> int:
+    """How many figures render_html draws: one per family, and the cross-stack one if any
+    (what a look at the page must find, report/screenshot.py)."""
+    return len(families(results)) + (xs.cross_stack(results) is not None)
+
+
 def _plots(results: Sequence[RunResult]) -> list[str]:
     out = ["<h2>Plots</h2>"]
     for (stack, bench, metric), members in families(results).items():

@@ -98,11 +98,11 @@ def _screenshots(hpc: HpcSession, results: list[RunResult]) -> list[str]:
     report = hpc.cfg.report
     if report is None:
         return ["screenshots: none taken (they are of the HTML report: add --hpc-report PATH)"]
-    from pytest_hpccomm.report.common import families
+    from pytest_hpccomm.report.html import figure_count
     from pytest_hpccomm.report.screenshot import ABSENT, find_chromium, take_screenshot
 
     lines: list[str] = []
-    pages = [(report, len(families(results)))]
+    pages = [(report, figure_count(results))]
     history = hpc.cfg.history
     if history is not None and history.exists():
         from pytest_hpccomm.baselines.history import HistoryStore
