@@ -354,7 +354,8 @@ class VirtualCluster:
             return None
         slowest = min(shaped.values())
         on = ",".join(n for n in names if shaped.get(n) == slowest)
-        return LinkRate(slowest / 1e9, f"tbf {IFACE} on {on}: {format_bit_rate(slowest)}")
+        return LinkRate(slowest / 1e9, f"tbf {IFACE} on {on}: {format_bit_rate(slowest)}",
+                        shaped=True)
 
     def loss(self, host: int | str | VirtualHost, percent: float) -> None:
         """Drop percent % of the packets the host sends or receives on its fabric link (nft

@@ -40,6 +40,7 @@ class LinkRate:
 
     gbps: float
     source: str
+    shaped: bool = False  # set by a shaper (the virtual cluster's tbf), not by the hardware
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.gbps) and self.gbps > 0):
@@ -79,6 +80,12 @@ def with_link_rate(m: Measurement, link: LinkRate | None) -> Measurement:
     if link is None or not is_bandwidth(m):
         return m
     return dataclasses.replace(m, extra={**m.extra, **link.as_extra()})
+
+
+def shaped_fingerprint(link: LinkRate | None) -> dict[str, Any]:
+    """What a runtime fingerprint adds for a shaped link: a result shaped to 1 Gbit/s judged
+    against an unshaped baseline then says why it differs ("baseline fingerprint differs")."""
+    return {"vlink_rate_gbps": link.gbps} if link is not None and link.shaped else {}
 
 
 def link_of(extra: Mapping[str, Any]) -> LinkRate | None:

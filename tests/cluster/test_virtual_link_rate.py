@@ -11,6 +11,10 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.link import LinkRate
 
 
+def tbf(gbps: float, on: str, text: str) -> LinkRate:
+    return LinkRate(gbps, f"tbf fab0 on {on}: {text}", shaped=True)
+
+
 @pytest.fixture
 def tc(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The tc commands shape() ran (none reaches the kernel)."""
@@ -33,7 +37,7 @@ def test_unshaped_links_have_no_rate(vc: VirtualCluster) -> None:
 def test_shaped_pair_reports_the_tbf_rate(vc: VirtualCluster) -> None:
     for h in vc.hosts:
         vc.shape(h, 1e9)
-    assert vc.link_rate(["h0", "h1"]) == LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s")
+    assert vc.link_rate(["h0", "h1"]) == tbf(1.0, "h0,h1", "1 Gbit/s")
     assert vc.link_rate([0, vc.hosts[1]]) == vc.link_rate(["h0", "h1"])  # any way of naming
     assert vc.link_rate(["h2", "h2"]) is None  # one host: nothing crosses a link
     assert vc.shaped() == {h.name: 1e9 for h in vc.hosts}
@@ -42,9 +46,9 @@ def test_shaped_pair_reports_the_tbf_rate(vc: VirtualCluster) -> None:
 def test_the_slowest_shaped_link_bounds_a_pair(vc: VirtualCluster) -> None:
     vc.shape("h0", 1e9)
     vc.shape("h1", 2.5e8)
-    assert vc.link_rate(["h0", "h1"]) == LinkRate(0.25, "tbf fab0 on h1: 250 Mbit/s")
+    assert vc.link_rate(["h0", "h1"]) == tbf(0.25, "h1", "250 Mbit/s")
     # one end shaped: every byte still passes its tbf
-    assert vc.link_rate(["h0", "h2"]) == LinkRate(1.0, "tbf fab0 on h0: 1 Gbit/s")
+    assert vc.link_rate(["h0", "h2"]) == tbf(1.0, "h0", "1 Gbit/s")
     # two unshaped hosts talk past every tbf: unknown
     assert vc.link_rate(["h0", "h2", "h3"]) is None
     assert vc.link_rate(["h2", "h3"]) is None
@@ -55,7 +59,7 @@ def test_removing_the_shaping_forgets_the_rate(vc: VirtualCluster) -> None:
     vc.shape("h1", 1e9)
     vc.shape("h1", None)
     assert vc.shaped() == {"h0": 1e9}
-    assert vc.link_rate(["h0", "h1"]) == LinkRate(1.0, "tbf fab0 on h0: 1 Gbit/s")
+    assert vc.link_rate(["h0", "h1"]) == tbf(1.0, "h0", "1 Gbit/s")
     vc.shape("h0", None)
     assert vc.link_rate(["h0", "h1"]) is None
 

@@ -26,7 +26,7 @@ from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env as cluster_peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, process_launch
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.measure.link import LinkRate
+from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
@@ -297,7 +297,7 @@ class Sweep:
 
     @property
     def runtime_fingerprint(self) -> dict[str, Any]:
-        return {"grpc_peer_version": self.grpc_version}
+        return {"grpc_peer_version": self.grpc_version, **shaped_fingerprint(self.link)}
 
 
 def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str], dict[str, Any]]:

@@ -37,7 +37,7 @@ from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, m
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
-from pytest_hpccomm.measure.link import LinkRate, with_link_rate
+from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_rate
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.peer import framing
@@ -119,7 +119,7 @@ class Sweep:
         return {"mpi_library": doc.get("mpi_library"), "mpi4py": doc.get("mpi4py"),
                 "mpi_standard": doc.get("mpi_version"),
                 "hosts": ",".join(sorted(set(doc.get("hosts", [])))),
-                "mpi_transport": self.transport}
+                "mpi_transport": self.transport, **shaped_fingerprint(self.link)}
 
 
 def parse_output(stdout: str) -> dict[str, dict[str, Any]]:

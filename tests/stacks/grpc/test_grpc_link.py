@@ -16,7 +16,7 @@ from pytest_hpccomm.stacks.grpc.driver import GrpcHosts, ServerHandle, Sweep, me
 from pytest_hpccomm.stacks.grpc.plugin import GrpcLab
 from pytest_hpccomm.stacks.grpc.tfbench import measurement
 
-LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s")
+LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
 
 
 def point(samples: list[float]) -> dict[str, Any]:
@@ -46,6 +46,7 @@ def test_only_the_bandwidth_record_carries_the_link() -> None:
 
 def test_pooled_runs_keep_the_link_only_if_they_agree() -> None:
     assert merge_sweeps([sweep("p2p", LINK), sweep("p2p", LINK)]).link == LINK
+    assert merge_sweeps([sweep("p2p", LINK)] * 2).runtime_fingerprint["vlink_rate_gbps"] == 1.0
     assert merge_sweeps([sweep("p2p", LINK), sweep("p2p", None)]).link is None
 
 

@@ -15,7 +15,7 @@ from pytest_hpccomm.measure.link import LinkRate, link_fraction
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepTarget, _link_rate, measurements,
                                               merge_sweeps)
 
-LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s")
+LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
 
 
 def p2p_sweep(link: LinkRate | None) -> Sweep:
@@ -45,6 +45,14 @@ def test_bandwidth_records_carry_the_link_and_others_do_not() -> None:
 def test_unknown_link_leaves_no_key() -> None:
     for m in measurements(p2p_sweep(None), "osu_bw", 1 << 20, {}):
         assert "link_rate_gbps" not in m.extra and "link_rate_source" not in m.extra
+
+
+def test_a_shaped_link_is_in_the_runtime_fingerprint() -> None:
+    """A shaped result judged against an unshaped baseline says why it differs."""
+    assert p2p_sweep(LINK).runtime_fingerprint["vlink_rate_gbps"] == 1.0
+    assert "vlink_rate_gbps" not in p2p_sweep(None).runtime_fingerprint
+    hardware = LinkRate(100.0, "port rate mlx5_0/1")  # the session's fingerprint has it
+    assert "vlink_rate_gbps" not in p2p_sweep(hardware).runtime_fingerprint
 
 
 def test_pooled_jobs_keep_the_link_only_if_they_agree() -> None:
