@@ -16,6 +16,7 @@ import pytest
 from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm, parse_host_list,
                                           parse_hostfile)
 from pytest_hpccomm.baselines.history import default_history_path
+from pytest_hpccomm.measure.link import RateError, parse_bit_rate
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size_spec
 
 LAUNCHER_CHOICES = ("auto", "local", "netns", "mpirun", "srun")
@@ -55,6 +56,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "virtual cluster never bind", "auto", choices=BIND_CHOICES),
     OptionSpec("--hpc-vhosts", "number of hosts of the virtual cluster (--hpc-launcher=netns)", 2,
                kind="int"),
+    OptionSpec("--hpc-vlink-rate", "shape every virtual host's link to this bit rate (tbf), "
+               "e.g. 1G or 100M: bandwidths then show a known fraction of the link"),
     OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB, short runs) or full (1 B-64 MiB)", "quick",
                choices=PROFILE_CHOICES),
     OptionSpec("--hpc-sizes", "message sizes overriding the profile: MIN:MAX (powers of two) "
@@ -110,6 +113,7 @@ class HpcConfig:
     rsh_agent: str | None = None
     bind: str = "auto"
     vhosts: int = 2
+    vlink_rate: float | None = None  # bit/s every virtual host's link is shaped to
     profile: str = "quick"
     sizes: tuple[int, ...] | None = None
     system: str | None = None
@@ -209,6 +213,11 @@ def build_config(config: pytest.Config) -> HpcConfig:
     except SizeSpecError as exc:
         raise pytest.UsageError(f"--hpc-sizes: {exc}") from None
     values["sizes"] = sizes or None
+    if values["vlink_rate"] is not None:
+        try:
+            values["vlink_rate"] = parse_bit_rate(str(values["vlink_rate"]))
+        except RateError as exc:
+            raise pytest.UsageError(f"--hpc-vlink-rate: {exc}") from None
     _check_ranges(values)
     hostfile: Path | None = values["hostfile"]
     if hostfile is not None and not os.access(hostfile, os.R_OK):

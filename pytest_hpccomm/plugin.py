@@ -114,6 +114,9 @@ def hpc_virtual_cluster(hpc_session: HpcSession) -> Iterator[Any]:
     except ClusterUnavailable as exc:
         pytest.skip(f"virtual cluster unavailable: {exc}")
     try:
+        if hpc_session.cfg.vlink_rate is not None:  # --hpc-vlink-rate: a known link rate
+            for host in cluster.hosts:
+                cluster.shape(host, hpc_session.cfg.vlink_rate)
         yield cluster
     finally:
         cluster.teardown()

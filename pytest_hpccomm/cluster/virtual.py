@@ -43,6 +43,7 @@ from pytest_hpccomm.cluster.netns_teardown import cleanup_leftovers as cleanup_l
 from pytest_hpccomm.cluster.netns_teardown import default_state_dir as default_state_dir
 from pytest_hpccomm.cluster.netns_teardown import pids_in_netns as pids_in_netns
 from pytest_hpccomm.cluster.netns_teardown import run_command, teardown_manifest, write_manifest
+from pytest_hpccomm.measure.link import LinkRate, format_bit_rate
 
 IFACE = "fab0"
 BRIDGE = "br0"
@@ -151,6 +152,7 @@ class VirtualCluster:
         self._torn = False
         self._prev_handlers: dict[int, Any] = {}
         self._ip = shutil.which("ip") or "ip"
+        self._rates: dict[str, float] = {}  # host name -> bit/s its link is shaped to
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> VirtualCluster:
@@ -323,6 +325,7 @@ class VirtualCluster:
         """Limit the host's link to rate_bit_s in both directions (tbf at both veth ends:
         egress of fab0 and of its switch port); None removes the limit."""
         h = self.host(host)
+        self._rates.pop(h.name, None)  # unknown while it changes (a failed tc leaves it so)
         for ns, dev in self._both_ends(h):
             if rate_bit_s is None:
                 run_command(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
@@ -332,6 +335,27 @@ class VirtualCluster:
             burst = max(int(rate_bit_s / 8 * 0.001), 65536 + 1514)
             run_command(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
                   "rate", f"{int(rate_bit_s)}bit", "burst", str(burst), "latency", "20ms"])
+        if rate_bit_s is not None:
+            self._rates[h.name] = float(int(rate_bit_s))
+
+    def shaped(self) -> dict[str, float]:
+        """Host name -> the bit/s its link is shaped to, for the hosts shape() limited."""
+        return dict(self._rates)
+
+    def link_rate(self, hosts: Sequence[int | str | VirtualHost]) -> LinkRate | None:
+        """The rate of the links a measurement between `hosts` crossed, as shaped: every
+        byte between two hosts passes both their links (fab0 egress, then the far switch
+        port's), so the slowest shaped one of a pair bounds it. Known when at most one of the
+        hosts is unshaped (then every pair has a shaped end); None otherwise (a veth's own
+        speed is no rate), and for one host: its traffic to itself never leaves it."""
+        names = list(dict.fromkeys(self.host(h).name for h in hosts))
+        shaped = {n: self._rates[n] for n in names if n in self._rates}
+        if len(names) < 2 or not shaped or len(names) - len(shaped) > 1:
+            return None
+        slowest = min(shaped.values())
+        on = ",".join(n for n in names if shaped.get(n) == slowest)
+        return LinkRate(slowest / 1e9, f"tbf {IFACE} on {on}: {format_bit_rate(slowest)}",
+                        shaped=True)
 
     def loss(self, host: int | str | VirtualHost, percent: float) -> None:
         """Drop percent % of the packets the host sends or receives on its fabric link (nft

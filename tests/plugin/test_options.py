@@ -165,3 +165,26 @@ def test_disabling_the_plugin_leaves_a_plain_pytest(pytester: pytest.Pytester) -
     result = pytester.runpytest_subprocess("-p", "no:hpccomm")
     result.assert_outcomes(passed=1)
     assert "hpccomm:" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("fast", "--hpc-vlink-rate: expected a bit rate such as 1G, 100M or 2.5Gbit, got 'fast'"),
+    ("1GB", "--hpc-vlink-rate: expected a bit rate"),  # bytes: refused, not guessed
+    ("10k", "--hpc-vlink-rate: '10k' is 10 kbit/s: must be 1 Mbit/s to 400 Gbit/s"),
+])
+def test_bad_vlink_rate_is_a_one_line_usage_error(pytester: pytest.Pytester, value: str,
+                                                  expected: str) -> None:
+    pytester.makepyfile(SIMPLE)
+    assert expected in usage_error_line(pytester.runpytest_subprocess(f"--hpc-vlink-rate={value}"))
+
+
+def test_vlink_rate_is_read_in_bit_s(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nhpc_vlink_rate = 100M\n")
+    pytester.makepyfile("def test_cfg(hpc_config):\n"
+                        "    assert hpc_config.vlink_rate == 1e9\n"
+                        "def test_default(hpc_config):\n"
+                        "    pass\n")
+    pytester.runpytest("--hpc-vlink-rate=1G").assert_outcomes(passed=2)
+    pytester.makepyfile("def test_cfg(hpc_config):\n"
+                        "    assert hpc_config.vlink_rate == 1e8\n")
+    pytester.runpytest().assert_outcomes(passed=1)

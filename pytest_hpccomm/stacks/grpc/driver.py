@@ -26,6 +26,7 @@ from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env as cluster_peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, process_launch
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
@@ -282,6 +283,7 @@ class Sweep:
     reruns: int = 0  # client runs repeated because another process shared the cores
     runtime: str = ""  # the gRPC runtime's label (runtimes.py)
     path: list[dict[str, Any]] = field(default_factory=list)  # per client run: path.py
+    link: LinkRate | None = None  # the link between servers and clients (None: unknown)
 
     def contention(self) -> dict[str, Any] | None:
         """extra["cpu"] of this sweep's records (None when no job was measured)."""
@@ -295,7 +297,7 @@ class Sweep:
 
     @property
     def runtime_fingerprint(self) -> dict[str, Any]:
-        return {"grpc_peer_version": self.grpc_version}
+        return {"grpc_peer_version": self.grpc_version, **shaped_fingerprint(self.link)}
 
 
 def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -338,7 +340,9 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
                                cpu=[c for sw in sweeps for c in sw.cpu],
                                path=[p for sw in sweeps for p in sw.path],
                                disturbed=next((sw.disturbed for sw in sweeps if sw.disturbed), ""),
-                               reruns=sum(sw.reruns for sw in sweeps))
+                               reruns=sum(sw.reruns for sw in sweeps),
+                               link=first.link if all(sw.link == first.link for sw in sweeps)
+                               else None)
 
 
 def _counters(site: Site, host: int) -> tuple[int, int] | None:

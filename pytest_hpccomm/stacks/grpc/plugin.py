@@ -40,6 +40,8 @@ from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcHosts, GrpcRun
                                                ServerHandle, Site, Sweep, merge_sweeps, run_p2p,
                                                run_ps, start_server)
 from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.fabrics.link_rate import discovered_link_rate, slowest
+from pytest_hpccomm.measure.link import LinkRate
 from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
@@ -320,6 +322,8 @@ class GrpcLab:
                    for i in range(1 if family == "p2p" else self.opts.ps)]
         probe = self.path_probe(rt, placement, cluster)
         before = probe.read() if probe else None
+        clients = hosts[:1] if family == "p2p" else hosts[:self.opts.workers]
+        link = self.link_between(placement, cluster, servers, clients)
         if family == "p2p":
             sweep = run_p2p(peer, build, servers[0], mode, self.opts.layouts, self.settings,
                             self.slowdown, cluster, hosts[0], rt.env)
@@ -327,9 +331,29 @@ class GrpcLab:
             sweep = run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
                            self.opts.workers, self.slowdown, cluster, hosts, rt.env)
         sweep.runtime = rt.label
+        # shaping changed during the run: no one rate describes it
+        sweep.link = link if link == self.link_between(placement, cluster, servers,
+                                                       clients) else None
         if probe is not None and before is not None:
             sweep.path = [probe.crossing(before, payload_moved(sweep)).as_dict()]
         return sweep
+
+    @staticmethod
+    def link_between(placement: str, site: Site, servers: list[ServerHandle],
+                     client_hosts: list[int]) -> LinkRate | None:
+        """The rate of the links between the servers' and the clients' hosts: the virtual
+        cluster's shaping, or each real host's discovered rate (the slowest; unknown if one
+        is); loopback crosses no link."""
+        if placement == NETNS and isinstance(site, VirtualCluster):
+            return site.link_rate([s.host for s in servers] + list(client_hosts))
+        if placement != HOSTS or not isinstance(site, GrpcHosts):
+            return None
+        names = {s.host for s in servers} | {site.name(h) for h in client_hosts}
+        rates = []
+        for h in (h for h in site.fabric.hosts if h.host in names):
+            r = discovered_link_rate(h.selection)
+            rates.append(None if r is None else LinkRate(r.gbps, f"{r.source} on {h.host}"))
+        return slowest(rates)
 
     def on_tcp_or_skip(self, config: pytest.Config) -> None:
         """Stock gRPC runs over kernel TCP: off a TCP fabric its items skip, saying so."""

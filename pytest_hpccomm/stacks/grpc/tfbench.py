@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_hpccomm.measure.link import with_link_rate
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.stacks.grpc.driver import Sweep
 
@@ -38,10 +39,11 @@ def measurement(bench: str, scheme: str, sweep: Sweep, point: dict[str, Any], ru
         if name == "ps":
             rates = sorted(point["samples"])
             extra["MB/s"] = rates[len(rates) // 2] * sum(layout) / 1e6
-    return Measurement(
+    m = Measurement(
         stack="grpc", benchmark=bench, params=params, samples=tuple(point["samples"]),
         unit=unit, direction=direction, warmup_discarded=int(point["warmup"]), metric=metric,
         extra=extra)
+    return with_link_rate(m, sweep.link)  # p2p bandwidth: the link it crossed, when known
 
 
 def bytes_sent(sweep: Sweep, benchmark: str = "bandwidth") -> int:

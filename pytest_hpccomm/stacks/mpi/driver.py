@@ -14,7 +14,9 @@ higher is better; algbw and the factor in `extra`), osu_mbw_mr its message rate 
 are per-batch functions of the same samples, so their verdict agrees with the primary one (a
 regression fails the item once, naming both); they exist so reports plot busbw and message
 rate against size with a baseline band. The baseline key tells them apart by the parameter
-`metric`.
+`metric`. Bandwidth records (MB/s, busbw) carry the rate of the link the ranks' bytes crossed
+when it is known (measure/link.py): the virtual cluster's shaping, or on real hosts the
+fabric's discovered rate; on loopback none.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, m
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_rate
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.peer import framing
@@ -85,6 +88,7 @@ class Sweep:
     cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
     disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
     reruns: int = 0  # jobs run again because another process shared the cores
+    link: LinkRate | None = None  # the link the ranks' bytes crossed (None: rate unknown)
     by_size: dict[str, dict[int, dict[str, Any]]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,7 +119,7 @@ class Sweep:
         return {"mpi_library": doc.get("mpi_library"), "mpi4py": doc.get("mpi4py"),
                 "mpi_standard": doc.get("mpi_version"),
                 "hosts": ",".join(sorted(set(doc.get("hosts", [])))),
-                "mpi_transport": self.transport}
+                "mpi_transport": self.transport, **shaped_fingerprint(self.link)}
 
 
 def parse_output(stdout: str) -> dict[str, dict[str, Any]]:
@@ -180,6 +184,7 @@ class SweepTarget:
     rsh_agent: str | None = None
     bind_none: bool = False  # hosts placement: hosts that share cores (see --hpc-bind)
     timeout_scale: float = 1.0  # emulated devices (rxe, siw) move data 10-100x slower
+    link: LinkRate | None = None  # hosts placement: the fabric's rate from discovery
 
     @property
     def transport_summary(self) -> str:
@@ -205,11 +210,23 @@ def run_sweep(runtime: MpiRuntime, target: SweepTarget | str, benchmark: str,
                    own_python=runtime.name == "system")
     placed = _placed(runtime, target, argv, env, hosts)
     timeout = timeout_for(names, sizes, settings, placed.ranks) * target.timeout_scale
+    link = _link_rate(target, hosts)
     if target.placement == LOOPBACK:  # the MPI_Init flake was met between namespaces and
         job = placed.run(timeout)  # over ssh (launchers/mpirun.py); loopback runs plainly
     else:
         job = placed.run_retrying_init_flake(timeout)
-    return _finish(job, target.transport_summary)
+    sweep = _finish(job, target.transport_summary)
+    # shaping changed while the job ran: no one rate describes it
+    sweep.link = link if link == _link_rate(target, hosts) else None
+    return sweep
+
+
+def _link_rate(target: SweepTarget, hosts: Sequence[Host] | None) -> LinkRate | None:
+    """The rate of the link between the job's hosts: the virtual cluster's shaping, or the
+    fabric's discovered rate on real hosts; loopback crosses no link."""
+    if target.placement == NETNS and target.cluster is not None and hosts:
+        return target.cluster.link_rate([h.name for h in hosts])
+    return target.link if target.placement == HOSTS else None
 
 
 def _hosts(target: SweepTarget, pair_only: bool) -> list[Host] | None:
@@ -307,7 +324,8 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
     return Sweep(docs, sweeps[-1].job, failure=failure, transport=first.transport,
                  cpu=tuple(c for s in sweeps for c in s.cpu),
                  disturbed=next((s.disturbed for s in sweeps if s.disturbed), ""),
-                 reruns=sum(s.reruns for s in sweeps))
+                 reruns=sum(s.reruns for s in sweeps),
+                 link=first.link if all(s.link == first.link for s in sweeps) else None)
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -382,4 +400,4 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
             warmup_discarded=int(point["warmup"]), metric="message_rate",
             extra={"pairs": point.get("pairs"), "window": point.get("window"),
                    **(jobs if len(point["rate_samples"]) == len(samples) else {})}))
-    return out
+    return [with_link_rate(m, sweep.link) for m in out]  # bandwidths: the link they crossed

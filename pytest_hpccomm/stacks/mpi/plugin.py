@@ -21,6 +21,7 @@ import pytest
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.mpi import osu
@@ -194,7 +195,8 @@ def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
                            launcher=launcher, rsh_agent=cfg.rsh_agent,
                            bind_none=cfg.bind == "none",
                            timeout_scale=EMULATED_TIMEOUT_SCALE
-                           if fabric.driver in EMULATED_DRIVERS else 1.0)
+                           if fabric.driver in EMULATED_DRIVERS else 1.0,
+                           link=discovered_link_rate(fabric, hpc_session.inventory))
     # loopback: TCP over lo on TCP fabrics, through the HCA on RDMA ones
     return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
 

@@ -1,0 +1,106 @@
+"""Bandwidth as a fraction of the link, for real: the MPI osu_bw items and the gRPC p2p
+bandwidth item across the virtual cluster (--hpc-launcher=netns), once with every virtual
+host's link shaped to 1 Gbit/s (--hpc-vlink-rate=1G) and once unshaped.
+
+Shaped, every bandwidth record must carry link_rate_gbps == 1.0 with the tbf as its source,
+and at the sizes where the link is the bottleneck its fraction must lie in FRACTION: TCP
+payload over tbf carried ~0.95 Gbit/s per Gbit/s before (DESIGN field notes); measured here
+(2026-11-24, one run, repeats 1): osu_bw 256 KiB-4 MiB 0.939-0.957 (Open MPI), 0.948-0.956
+(MPICH), but 64 KiB only 0.834 (Open MPI) / 0.920 (MPICH): not link-bound enough to test;
+gRPC p2p bandwidth, 10 x 1 MiB payloads: 0.914 (python peer), 0.953 (native peer).
+Unshaped, the same records carry no link rate at all (a veth's `speed` is no rate), and they
+measure several times more, so the shaped ones were held by the link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.cluster.clusterkit import Snapshot
+
+from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.cluster.mpi import mpirun_path
+from pytest_hpccomm.measure.link import link_fraction
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITES = [str(ROOT / "suites" / "mpi" / "test_perf_osu.py"),
+          str(ROOT / "suites" / "grpc" / "test_perf_tf_grpc_bench.py")]
+MPI = next((m for m in ("openmpi", "mpich") if mpirun_path(m) is not None), None)
+SIZES = (256 << 10, 1 << 20)  # link-bound at 1 Gbit/s (64 KiB was not quite: docstring)
+GRPC_SCHEME = "uniform-large"  # 10 x 1 MiB per RPC
+# measured 0.914-0.957 (module docstring); the margin below is for a loaded 2-core CI machine
+# (the python gRPC peer needs a core); below 0.80 the link is not what limits, above 1.02 the
+# payload outran the tbf (or the rate is wrong)
+FRACTION = (0.80, 1.02)
+TBF_SOURCE = "tbf fab0 on h0,h1: 1 Gbit/s"
+
+pytestmark = [pytest.mark.needs_root, pytest.mark.slow,
+              pytest.mark.skipif(MPI is None, reason="no MPI environment created "
+                                 "(ci/bootstrap.sh makes them)")]
+
+
+def bandwidth_records(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
+    """Run the two items' suites in a pytest of their own (its own virtual cluster, torn down
+    by it) and return the bandwidth records of its results JSON."""
+    pytest.importorskip("grpc")
+    results = tmp_path / "results.json"
+    argv = [sys.executable, "-m", "pytest", *SUITES, "-q", "-rs", "-p", "no:cacheprovider",
+            "--import-mode=importlib", "-k", f"osu_bw or (p2p_bandwidth and {GRPC_SCHEME})",
+            "--hpc-fabric=ethernet", "--hpc-launcher=netns", f"--hpc-mpi={MPI}",
+            f"--hpc-sizes={','.join(map(str, SIZES))}", "--hpc-repeats=1",
+            "--hpc-max-repeats=1", "--hpc-grpc-peers=python", "--hpc-grpc-modes=raw",
+            "--hpc-history=none", f"--hpc-baselines={tmp_path / 'bl'}",
+            "--hpc-system=link-fraction-test", f"--hpc-results={results}", *options]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # run_job: SIGTERM first at the timeout, so the inner session tears its cluster down
+    # (virtual.py's handlers) before the SIGKILL after grace
+    res = run_job(argv, env, timeout=600, grace=20.0, label="suites on the virtual cluster")
+    assert res.ok, res.describe() + res.stdout[-4000:]
+    assert "3 passed" in res.stdout, res.stdout[-2000:]
+    doc = json.loads(results.read_text())
+    records = [dict(r["measurement"], fingerprint=r.get("fingerprint") or
+                    doc["session"]["fingerprint"]) for r in doc["results"]]
+    bandwidths = [m for m in records if m["unit"] == "MB/s"]
+    got = sorted((m["stack"], m["params"].get("size") or m["params"].get("scheme"))
+                 for m in bandwidths)
+    assert got == [("grpc", GRPC_SCHEME), *(("mpi", s) for s in SIZES)], got
+    return bandwidths
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[len(s) // 2] + s[(len(s) - 1) // 2]) / 2
+
+
+def label(m: dict[str, Any]) -> str:
+    return f"{m['stack']} {m['benchmark']} {m['params'].get('size') or m['params']['scheme']}"
+
+
+def test_shaped_link_shows_its_fraction_unshaped_says_unknown(
+        no_leaks: Snapshot, tmp_path: Path, record_property: Any) -> None:
+    shaped = bandwidth_records(tmp_path / "shaped", "--hpc-vlink-rate=1G")
+    unshaped = bandwidth_records(tmp_path / "unshaped")
+    for m in shaped:
+        assert m["extra"]["link_rate_gbps"] == 1.0, label(m)
+        assert m["extra"]["link_rate_source"] == TBF_SOURCE, label(m)
+        assert m["fingerprint"]["vlink_rate_gbps"] == 1.0, label(m)  # a verdict notes it
+        value = median(m["samples"])
+        fraction = link_fraction(value, m["unit"], m["extra"]["link_rate_gbps"])
+        assert fraction is not None
+        record_property(f"fraction {label(m)}", f"{fraction:.3f}")
+        print(f"{label(m)}: {value:.1f} {m['unit']} = {fraction:.3f} of the 1 Gbit/s link")
+        assert FRACTION[0] <= fraction <= FRACTION[1], \
+            f"{label(m)}: {value:.1f} {m['unit']} is {fraction:.3f} of 1 Gbit/s, " \
+            f"outside {FRACTION}"
+    free = {label(m): median(m["samples"]) for m in unshaped}
+    for m in unshaped:
+        assert "link_rate_gbps" not in m["extra"], label(m)
+        assert "link_rate_source" not in m["extra"], label(m)
+        assert "vlink_rate_gbps" not in m["fingerprint"], label(m)
+    for m in shaped:  # the shaped numbers were the link's, not the peers' own limit
+        assert free[label(m)] > 2 * median(m["samples"]), (label(m), free[label(m)])
