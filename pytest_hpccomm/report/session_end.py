@@ -23,8 +23,8 @@ def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
             "inject_slowdown": hpc.cfg.inject_slowdown, "tolerance": hpc.cfg.tolerance,
             "launcher": hpc.cfg.launcher,
             # the markdown summary names where the rest is
-            **{k: Path(v).name for k, v in (("report", hpc.cfg.report), ("results", hpc.cfg.results))
-               if v},
+            **{k: Path(v).name for k, v in (("report", hpc.cfg.report),
+                                            ("results", hpc.cfg.results)) if v},
             **({"paired": {stack: {"base": hpc.cfg.base[stack], "candidate": impl}
                            for stack, impl in sorted(hpc.cfg.candidate.items())},
                 "ab_rounds": hpc.cfg.ab_rounds} if hpc.cfg.candidate else {})}
