@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from pytest_hpccomm.measure import link
+
 # Seconds per one unit, for every time-like unit a peer may report.
 TIME_UNITS: dict[str, float] = {
     "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6,
@@ -103,25 +105,19 @@ def fmt_ratio(ratio: float | None) -> str:
     return f"{ratio:.3f}"
 
 
-# Bytes per unit of a rate's numerator. "MB" is 10^6 B as OSU, nccl-tests (GB = 10^9) and
-# TF-gRPC-Bench write it; perftest's "MB" is 2^20 B, which its caller must say (binary_mb).
-_RATE_BYTES: dict[str, float] = {
-    "b/s": 1.0, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12,
-    "kib/s": 2.0**10, "mib/s": 2.0**20, "gib/s": 2.0**30,
-    "mbit/s": 1e6 / 8, "gbit/s": 1e9 / 8,
-}
-
-
 def is_byte_rate(unit: str) -> bool:
-    return unit.strip().lower() in _RATE_BYTES
+    return link.gbit_per_s(1.0, unit) is not None
 
 
 def bytes_per_second(value: float, unit: str, *, binary_mb: bool = False) -> float:
-    """A byte rate in B/s. `binary_mb`: this source's "MB/s" means MiB/s (perftest's)."""
-    u = unit.strip().lower()
-    if binary_mb and u == "mb/s":
-        u = "mib/s"
-    return value * _RATE_BYTES[u]
+    """A data rate in B/s (measure/link.py's units: OSU's and TF-gRPC-Bench's MB/s is 10^6 B/s).
+    `binary_mb`: this source's "MB/s" means MiB/s (perftest's)."""
+    if binary_mb and unit.strip() == "MB/s":
+        unit = "MiB/s"
+    gbps = link.gbit_per_s(value, unit)
+    if gbps is None:
+        raise ValueError(f"not a data rate: {unit!r}")
+    return gbps * 1e9 / 8
 
 
 def link_fraction(bytes_per_s: float, link_gbps: float) -> float:
