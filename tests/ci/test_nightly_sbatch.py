@@ -75,10 +75,10 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
                                       CANARY)
         t3 = time.monotonic()
         judged = outcomes(results / "results.json")
-        if set(judged.values()) == {"regression"}:
+        if all(v.startswith("regression") for v in judged.values()):
             break
         # only measured contention (cores shared with another process) may hide the canary
-        assert attempt == 0 and all(v == "regression" or "shared" in v
+        assert attempt == 0 and all(v.startswith("regression") or "shared" in v
                                     for v in judged.values()), \
             f"the 3x canary was not caught: {judged}\n{log[-3000:]}"
         stored.unlink()
