@@ -206,43 +206,37 @@ class HistoryStore:
             conn.close()
         return len(rows)
 
+    def _of_key(self, columns: str, system: str, fabric: str, stack: str, benchmark: str,
+                params_key: str) -> list[tuple[Any, ...]]:
+        """`columns` of every result of one key with its run, oldest first (ties: run_id)."""
+        conn = self._connect(create=False)
+        try:
+            return conn.execute(
+                f"SELECT {columns} FROM results JOIN runs USING (run_id) "
+                "WHERE system = ? AND fabric = ? AND stack = ? AND benchmark = ? "
+                "AND params_key = ? ORDER BY runs.timestamp, results.run_id",
+                (system, fabric, stack, benchmark, params_key),
+            ).fetchall()
+        finally:
+            conn.close()
+
     def series(
         self, system: str, fabric: str, stack: str, benchmark: str, params_key: str
     ) -> list[SeriesPoint]:
         """Run medians of one key, oldest first (ties broken by run_id)."""
-        conn = self._connect(create=False)
-        try:
-            cur = conn.execute(
-                "SELECT runs.timestamp, results.run_id, results.median, results.unit "
-                "FROM results JOIN runs USING (run_id) "
-                "WHERE system = ? AND fabric = ? AND stack = ? AND benchmark = ? "
-                "AND params_key = ? ORDER BY runs.timestamp, results.run_id",
-                (system, fabric, stack, benchmark, params_key),
-            )
-            return [SeriesPoint(_as_datetime(t), rid, med, unit) for t, rid, med, unit in cur]
-        finally:
-            conn.close()
+        rows = self._of_key("runs.timestamp, results.run_id, results.median, results.unit",
+                            system, fabric, stack, benchmark, params_key)
+        return [SeriesPoint(_as_datetime(t), rid, med, unit) for t, rid, med, unit in rows]
 
     def records(
         self, system: str, fabric: str, stack: str, benchmark: str, params_key: str
     ) -> list[RunRecord]:
         """As series(), with each run's commit, the direction and the result's fingerprint."""
-        conn = self._connect(create=False)
-        try:
-            cur = conn.execute(
-                "SELECT runs.timestamp, results.run_id, runs.commit_id, results.median, "
-                "results.unit, results.direction, results.fingerprint "
-                "FROM results JOIN runs USING (run_id) "
-                "WHERE system = ? AND fabric = ? AND stack = ? AND benchmark = ? "
-                "AND params_key = ? ORDER BY runs.timestamp, results.run_id",
-                (system, fabric, stack, benchmark, params_key),
-            )
-            return [
-                RunRecord(_as_datetime(t), rid, commit, med, unit, direction, _fingerprint(fp))
-                for t, rid, commit, med, unit, direction, fp in cur
-            ]
-        finally:
-            conn.close()
+        rows = self._of_key("runs.timestamp, results.run_id, runs.commit_id, results.median, "
+                            "results.unit, results.direction, results.fingerprint",
+                            system, fabric, stack, benchmark, params_key)
+        return [RunRecord(_as_datetime(t), rid, commit, med, unit, direction, _fingerprint(fp))
+                for t, rid, commit, med, unit, direction, fp in rows]
 
     def commits(self, run_ids: Sequence[str]) -> dict[str, str | None]:
         conn = self._connect(create=False)
