@@ -34,24 +34,28 @@ _TINTS = {
     Outcome.INCONCLUSIVE: "#ffedd6", Outcome.NEW: "#ececec", Outcome.PASS: "#ffffff",
 }
 
-_CSS = """
+# The page rules the run report and the trends page (trends.py) share; each adds its own.
+PAGE_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;
  margin:0;background:#f6f7f9}
 main{max-width:1240px;margin:0 auto;padding:20px 28px 40px}
 h1{font-size:24px;margin:0 0 4px}
 h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #d8dbe0;padding-bottom:4px}
+figure img{display:block;max-width:100%;height:auto;margin:0 auto}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
+th,td{border:1px solid #d8dbe0;padding:3px 7px;text-align:left;vertical-align:top}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+"""
+
+_CSS = PAGE_CSS + """
 .meta{color:#555;margin:0 0 12px}
 .meta b{color:#1b1b1b;font-weight:600}
 .badges span{display:inline-block;border-radius:12px;padding:2px 12px;margin:0 6px 6px 0;
  color:#fff;font-weight:600}
 ul.attn{padding-left:20px} ul.attn li{margin:3px 0}
 figure{background:#fff;border:1px solid #d8dbe0;border-radius:6px;margin:0 0 16px;padding:8px}
-figure img{display:block;max-width:100%;height:auto;margin:0 auto}
 .scroll{overflow-x:auto}
-table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
-th,td{border:1px solid #d8dbe0;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#eef0f3;position:sticky;top:0}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.msg{color:#444;font-size:12px}
 td.nw{white-space:nowrap} .sub{color:#777;font-size:11.5px}
 td.v{font-weight:600;white-space:nowrap}

@@ -34,6 +34,7 @@ from pytest_hpccomm.baselines.history import change_points as find_change_points
 from pytest_hpccomm.baselines.store import fingerprint_diff
 from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.report.html import PAGE_CSS
 from pytest_hpccomm.report.common import fmt_params
 from pytest_hpccomm.report.units import pretty_unit
 
@@ -210,20 +211,11 @@ def trend_png(trend: Trend) -> bytes:
 
 # --- the page ---------------------------------------------------------------------------------
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1b1b;
- margin:0;background:#f6f7f9}
-main{max-width:1240px;margin:0 auto;padding:20px 28px 40px}
-h1{font-size:24px;margin:0 0 4px}
-h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #d8dbe0;padding-bottom:4px}
+_CSS = PAGE_CSS + """
 h3{font-size:14.5px;margin:14px 0 6px}
 .meta{color:#555;margin:0 0 10px}
 figure{background:#fff;border:1px solid #d8dbe0;border-radius:6px;margin:0 0 14px;padding:8px}
-figure img{display:block;max-width:100%;height:auto;margin:0 auto}
-table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
-th,td{border:1px solid #d8dbe0;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#eef0f3}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.nw{white-space:nowrap}
 .worse{color:#d62728;font-weight:600} .better{color:#2ca02c;font-weight:600}
 .note,.empty{padding:8px 12px;background:#fff;border:1px solid #d8dbe0;border-radius:6px}
