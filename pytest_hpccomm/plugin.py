@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -22,6 +22,7 @@ from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.cluster.placement import placements
+from pytest_hpccomm.report.stack_time import OTHER, StackTimes, stack_of
 from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.session import SESSION_KEY, HpcSession, hpc_session_of
 from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
@@ -29,6 +30,7 @@ from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
 JUDGE_KEY = pytest.StashKey[BaselineJudge]()
 STARTED_KEY = pytest.StashKey[float]()
 LINKS_KEY = pytest.StashKey[list[Any]]()  # rxe/siw links this session created here
+TIMES_KEY = pytest.StashKey[StackTimes]()  # the time per stack
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -51,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[JUDGE_KEY] = BaselineJudge(hpc)
     config.stash[STARTED_KEY] = time.time()
     config.stash[LINKS_KEY] = []
+    config.stash[TIMES_KEY] = StackTimes()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -284,6 +287,19 @@ def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
     return Record(request, hpc_session, record_property)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Setup, call and teardown of every item, summed per stack (the suite's own cost)."""
+    report = yield
+    if TIMES_KEY in item.config.stash:
+        callspec = getattr(item, "callspec", None)
+        item.config.stash[TIMES_KEY].add(
+            stack_of(item.iter_markers(), callspec.params if callspec else {}), item.nodeid,
+            report.duration, skipped=report.when == "setup" and report.skipped)
+    return report
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_hpccomm.report.session_end import write_session_outputs
 
@@ -291,7 +307,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if SESSION_KEY not in config.stash:
         return
     lines = write_session_outputs(config, hpc_session_of(config), config.stash[JUDGE_KEY],
-                   config.stash[STARTED_KEY])
+                                  config.stash[STARTED_KEY], config.stash[TIMES_KEY])
     config.stash[SUMMARY_KEY] = lines
 
 
@@ -301,6 +317,11 @@ SUMMARY_KEY = pytest.StashKey[list[str]]()
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if SESSION_KEY not in config.stash:
         return
+    times = config.stash[TIMES_KEY]
+    if set(times.items) - {OTHER}:  # a run of the suites, not only of the plugin's own tests
+        terminalreporter.write_sep("=", "hpccomm time per stack (setup + call + teardown)")
+        for line in times.lines(wall=time.time() - config.stash[STARTED_KEY]):
+            terminalreporter.write_line(line)
     hpc = hpc_session_of(config)
     if not hpc.results:
         return

@@ -273,13 +273,26 @@ def _fingerprint(results: Sequence[RunResult], session: Mapping[str, Any]) -> li
             "```json", text, "```", "", "</details>"]
 
 
+def _suite_cost(session: Mapping[str, Any]) -> list[str]:
+    """Time per stack (report/stack_time.py): what the suite itself cost, folded."""
+    times = session.get("stack_seconds") or {}
+    if not times:
+        return []
+    rows = [f"| {_cell(stack)} | {t['seconds']:.0f} s | {t['items']} | "
+            + (f"{_cell(_cut(t['slowest'][0]['item'], 90))} ({t['slowest'][0]['seconds']:.0f} s)"
+               if t["slowest"] else "") + " |" for stack, t in times.items()]
+    return ["", "<details><summary>Time per stack (setup + call + teardown)</summary>", "",
+            "| stack | time | items | slowest item |", "|---|---|---|---|", *rows[:20], "",
+            "</details>"]
+
+
 def markdown_summary(results: Sequence[RunResult], session: Mapping[str, Any]) -> str:
     """GitHub-flavoured markdown of at most MAX_CHARS; valid (headline only) for an empty
     session too."""
     where = _where(session)
     stacks = _by_stack(results)
     head = _headline(results, session) + _stack_counts(stacks)
-    foot = _fingerprint(results, session)
+    foot = _suite_cost(session) + _fingerprint(results, session)
     budget = Budget(MAX_CHARS - Budget.cost(foot))
     lines = budget.take(head)
     # the per-stack part's heading and closing lines are kept back from the sections before it

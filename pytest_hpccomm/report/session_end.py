@@ -14,6 +14,7 @@ import pytest
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.report.stack_time import StackTimes
 from pytest_hpccomm.session import HpcSession
 
 
@@ -36,10 +37,12 @@ def benchmark_json_path(results: Path) -> Path:
 
 
 def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: BaselineJudge,
-           started: float) -> list[str]:
+                          started: float, times: StackTimes | None = None) -> list[str]:
     """Write every requested output; returns lines for the terminal summary."""
     lines: list[str] = []
     info = session_info(hpc, started)
+    if times is not None and times.items:
+        info["stack_seconds"] = times.as_dict()  # the suite's own cost, in the results JSON
     results = list(hpc.results)
     grown = adaptive.session_cost(r.measurement.extra for r in results)
     if grown:
