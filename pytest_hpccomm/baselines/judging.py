@@ -8,6 +8,7 @@ gate can never learn its own injected regression.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -147,9 +148,16 @@ class BaselineJudge:
                 chosen[r.measurement.stack].append(r)
         written: dict[Path, int] = {}
         for stack, results in sorted(chosen.items()):
-            finger = fp.merge(dict(r.fingerprint) for r in results)
-            self.store.update(self.hpc.system, self.hpc.fabric_kind, stack,
-                              [r.measurement for r in results], finger)
+            # each entry keeps the fingerprint it was measured with: one stack file holds
+            # several runtimes (Open MPI and MPICH, loopback and netns), and a merged
+            # fingerprint would tell an MPICH result its baseline came from Open MPI
+            by_finger: dict[str, list[RunResult]] = defaultdict(list)
+            for r in results:
+                by_finger[json.dumps(r.fingerprint, sort_keys=True, default=str)].append(r)
+            for group in by_finger.values():
+                self.store.update(self.hpc.system, self.hpc.fabric_kind, stack,
+                                  [r.measurement for r in group],
+                                  fp.merge([dict(group[0].fingerprint)]))
             written[self.store.path(self.hpc.system, self.hpc.fabric_kind, stack)] = len(results)
         return written
 

@@ -215,3 +215,33 @@ def test_a_functional_result_is_reported_never_judged_nor_stored(
     junit = (pytester.path / "j.xml").read_text()
     assert 'name="no_verdict" value="emulated device rxe0"' in junit
     assert json.loads(baseline_file(pytester).read_text()) == stored  # "all" did not take it
+
+
+TWO_RUNTIMES = """
+import numpy as np
+import pytest
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+
+@pytest.mark.parametrize("impl", ["openmpi", "mpich"])
+def test_fake_latency(hpc_record, impl):
+    samples = 10.0 * np.random.default_rng(1).lognormal(0.0, 0.01, 40)
+    hpc_record(Measurement(stack="mpi", benchmark="fake_latency",
+                           params={"size": 8, "mpi": impl}, samples=tuple(samples), unit="us",
+                           direction=Direction.LOWER_IS_BETTER, metric="latency"),
+               runtime_fingerprint={"mpi_library": impl + " 1.0"})
+"""
+
+
+def test_each_entry_keeps_its_own_runtime_fingerprint(pytester: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """One stack file holds two MPIs: each entry stores the fingerprint it was measured with,
+    so re-running says nothing about a fingerprint difference (a merged one told MPICH's
+    result that its baseline came from Open MPI)."""
+    pytester.makepyfile(test_two=TWO_RUNTIMES)
+    run(pytester, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=2)
+    entries = json.loads(baseline_file(pytester).read_text())["entries"].values()
+    assert sorted(e["fingerprint"]["mpi_library"] for e in entries) == ["mpich 1.0",
+                                                                          "openmpi 1.0"]
+    again = run(pytester, monkeypatch, "-v")
+    again.assert_outcomes(passed=2)
+    assert "fingerprint differs" not in again.stdout.str()
