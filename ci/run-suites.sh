@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The main job on this machine: every suite on the local Ethernet fabric (loopback and the
-# virtual cluster), judged against the committed baselines/ of this CI machine type
-# (HPCCOMM_SYSTEM; on other hardware the verdicts are informational, the fingerprint
-# difference stated), with JSON, markdown and HTML reports in results/.
+# virtual cluster), judged against baselines/$HPCCOMM_SYSTEM where a set is committed (none
+# is yet: README, Baselines; on other hardware the verdicts are informational, the
+# fingerprint difference stated), with JSON, markdown and HTML reports in results/.
 # Then the link pass: Open MPI osu_bw (256 KiB, 1 MiB) and native gRPC p2p bandwidth (raw,
-# one 1 MiB buffer, so it enters the cross-stack table beside osu_bw) across the virtual cluster with every host's link shaped to 1 Gbit/s (tbf), so
-# bandwidth shows as a fraction of a known link; its own baseline set (SYSTEM-vlink1g: a
-# shaped link is another machine) and reports in results/vlink-1g/. HPCCOMM_LINK_PASS=0 leaves it out. Extra arguments go to the main pass;
-# --hpc-update-baselines*, --hpc-tolerance* and --hpc-strict to both.
+# one 1 MiB buffer, so it enters the cross-stack table beside osu_bw) across the virtual
+# cluster with every host's link shaped to 1 Gbit/s (tbf), so bandwidth shows as a fraction
+# of a known link; its own baseline set (SYSTEM-vlink1g: a shaped link is another machine)
+# and reports in results/vlink-1g/. HPCCOMM_LINK_PASS=0 leaves it out. Extra arguments go to
+# the main pass; --hpc-update-baselines*, --hpc-tolerance* and --hpc-strict to both.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 bash ci/bootstrap.sh || exit
@@ -28,8 +29,7 @@ echo "run-suites: the link pass (virtual cluster shaped to 1 Gbit/s)"
 "$PY" -m pytest suites/mpi/test_perf_osu.py suites/grpc/test_perf_tf_grpc_bench.py \
   -k "osu_bw or (p2p_bandwidth and uniform-large)" --hpc-sizes=256K,1M --hpc-mpi=openmpi \
   --hpc-grpc-peers=native --hpc-grpc-modes=raw --hpc-grpc-buffers=1 \
-  --hpc-fabric=ethernet --hpc-launcher=netns \
-  --hpc-vlink-rate=1G \
+  --hpc-fabric=ethernet --hpc-launcher=netns --hpc-vlink-rate=1G \
   --hpc-system="$SYSTEM-vlink1g" --hpc-baselines=baselines \
   --hpc-results results/vlink-1g/results.json --hpc-report results/vlink-1g/report.html \
   --hpc-markdown results/vlink-1g/summary.md ${both[@]+"${both[@]}"}

@@ -40,6 +40,10 @@ class StackTimes:
     def total(self, stack: str) -> float:
         return sum(self.items.get(stack, {}).values())
 
+    def slowest(self, stack: str, n: int) -> list[tuple[str, float]]:
+        """The `n` most expensive items of `stack`: (node id, seconds)."""
+        return sorted(self.items[stack].items(), key=lambda kv: -kv[1])[:n]
+
     def stacks(self) -> list[str]:
         """Most expensive first."""
         return sorted(self.items, key=lambda s: (-self.total(s), s))
@@ -48,11 +52,10 @@ class StackTimes:
         """For results JSON: seconds, item counts and the slowest items of each stack."""
         out: dict[str, Any] = {}
         for stack in self.stacks():
-            per_item = self.items[stack]
-            top = sorted(per_item.items(), key=lambda kv: -kv[1])[:slowest]
-            out[stack] = {"seconds": round(self.total(stack), 2), "items": len(per_item),
-                          "skipped": self.skipped.get(stack, 0),
-                          "slowest": [{"item": k, "seconds": round(v, 2)} for k, v in top]}
+            out[stack] = {"seconds": round(self.total(stack), 2),
+                          "items": len(self.items[stack]), "skipped": self.skipped.get(stack, 0),
+                          "slowest": [{"item": k, "seconds": round(v, 2)}
+                                      for k, v in self.slowest(stack, slowest)]}
         return out
 
     def lines(self, wall: float | None = None, slowest: int = 1) -> list[str]:
@@ -69,7 +72,7 @@ class StackTimes:
             out.append(f"{stack:<{width}}  {_clock(self.total(stack)):>8}  "
                        f"{100 * self.total(stack) / whole:5.1f} %  {_items(len(per_item))}"
                        + (f" ({skipped} skipped)" if skipped else ""))
-            for nodeid, secs in sorted(per_item.items(), key=lambda kv: -kv[1])[:slowest]:
+            for nodeid, secs in self.slowest(stack, slowest):
                 out.append(f"{'':<{width}}  {_clock(secs):>8}  slowest: {nodeid}")
         tail = f"items {_clock(whole)}"
         if wall is not None:
