@@ -11,7 +11,9 @@ measured), and a CI too wide for the 5 % band while the median is worse than the
 native peer's small-message latency varies between jobs by 20-25 % on this machine (per-round
 sd of the log ratio 0.18-0.26, README), and once in a cold CI run (2026-11-23) a 1.5x canary
 came out 1.41x with a CI reaching inside the band after six jobs. Then the pair is taken
-again (at least 3 tries over 5 minutes), and finally the test fails.
+again (at least 3 tries over 5 minutes), and finally the test fails. So is a reference the
+guard marked as taken on shared cores: once (2026-11-24, 0.27 core stolen by the hypervisor) it
+measured 501 us against ~260 us quiet, and the 1.5x canary came out at ratio 0.79.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
         first.assert_outcomes(passed=1)
         runs = history_runs(history)
         assert runs >= 1  # the baseline run is part of the history
+        stored = json.loads((pytester.path / "bl/gate/ethernet/grpc.json").read_text())
+        shared = [e["summary"]["cores_shared"] for e in stored["entries"].values()
+                  if "cores_shared" in e["summary"]]
+        if shared:  # the guard saw a neighbour while the reference was taken: take it again
+            judged = {"baseline": f"measured on shared cores: {shared[0]}"}
+            continue
         canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=300)
         assert history_runs(history) == runs, "a canary run was appended to the history"
         canary.stdout.fnmatch_lines(["*history: not recorded (canary run with "
