@@ -13,13 +13,19 @@ that honours flock) lose nothing, and a writer killed at any point leaves the pr
 
 A file that exists but cannot be understood raises BaselineFileError. It is never read as
 empty: that would turn every test into NEW and the next update would erase the baseline.
+
+Sessions. An entry's samples are its latest run's; `sessions` keeps the median of each run
+that updated it (up to MAX_SESSIONS, oldest first) while its fingerprint, unit and direction
+stay the same, and starts again at one when they change. From three sessions on, the verdict
+takes the sessions' level as the reference and widens its interval by their spread
+(verdict.py): a run differs from the next by more than its own batches show.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
@@ -33,6 +39,7 @@ from pytest_hpccomm.measure.stats import block_length, summarize
 SCHEMA = "pytest-hpccomm/baseline"
 SCHEMA_VERSION = 1
 MAX_STORED_SAMPLES = 200  # plenty for Mann-Whitney / bootstrap; keeps files reviewable
+MAX_SESSIONS = 5  # enough runs for a spread, recent enough to follow the machine as it ages
 
 
 class BaselineFileError(Exception):
@@ -61,12 +68,23 @@ class BaselineEntry:
     summary: Mapping[str, Any]  # Summary.to_json() of all samples of that run
     metric: str = ""
     job_sizes: tuple[int, ...] | None = None  # stored samples per pooled job, in job order
+    # (timestamp, median) of each run that updated this entry, oldest first, this one last
+    sessions: tuple[tuple[str, float], ...] = ()
 
     @property
     def median(self) -> float:
         """Median of all the run's samples (the stored ones may be thinned)."""
         med = self.summary.get("median")
         return float(med) if med is not None else float(np.median(self.samples))
+
+    @property
+    def levels(self) -> tuple[tuple[str, float], ...]:
+        """The sessions, or this run alone for an entry written before they were kept."""
+        return self.sessions or ((self.timestamp, self.median),)
+
+    @property
+    def session_medians(self) -> tuple[float, ...]:
+        return tuple(m for _, m in self.levels)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +100,8 @@ class BaselineEntry:
             "summary": dict(self.summary),
             "fingerprint": dict(self.fingerprint),
             **({"job_sizes": list(self.job_sizes)} if self.job_sizes else {}),
+            **({"sessions": [{"timestamp": t, "median": m} for t, m in self.sessions]}
+               if self.sessions else {}),
         }
 
     @classmethod
@@ -111,8 +131,10 @@ class BaselineEntry:
                 metric=str(data.get("metric", "")),
                 job_sizes=None if data.get("job_sizes") is None
                 else tuple(int(k) for k in data["job_sizes"]),
+                sessions=tuple((str(x["timestamp"]), float(x["median"]))
+                               for x in data.get("sessions") or ()),
             )
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"entry {key!r} has a bad value: {exc}") from None
         if not samples or not all(math.isfinite(x) for x in samples):
             raise ValueError(f"entry {key!r} needs at least one finite sample")
@@ -120,6 +142,8 @@ class BaselineEntry:
                                             or min(entry.job_sizes, default=0) < 1):
             raise ValueError(f"entry {key!r}: job_sizes {list(entry.job_sizes)} do not split "
                              f"its {len(samples)} samples")
+        if not all(math.isfinite(m) for _, m in entry.sessions):
+            raise ValueError(f"entry {key!r}: a session median is not a finite number")
         return entry
 
 
@@ -171,6 +195,7 @@ def entry_from_measurement(
 ) -> BaselineEntry:
     samples, job_sizes = thin_jobs(tuple(float(x) for x in m.samples),
                                    m.extra.get("job_sizes"), max_samples)
+    summary = summarize(m.samples)
     return BaselineEntry(
         key=m.key,
         benchmark=m.benchmark,
@@ -182,11 +207,22 @@ def entry_from_measurement(
         tolerance=m.tolerance,
         timestamp=timestamp,
         fingerprint=dict(fingerprint),
-        summary={**summarize(m.samples).to_json(),
+        summary={**summary.to_json(),
                  **({"cores_shared": why} if (why := shared_cores(m.extra)) else {})},
         metric=m.metric,
         job_sizes=job_sizes,
+        sessions=((timestamp, summary.median),),
     )
+
+
+def carry_sessions(old: BaselineEntry | None, new: BaselineEntry,
+                   limit: int = MAX_SESSIONS) -> BaselineEntry:
+    """`new` with the sessions of the entry it replaces, when both measured the same thing on
+    the same kind of run: same unit, direction and relevant fingerprint (fingerprint_diff)."""
+    if old is None or old.unit != new.unit or old.direction != new.direction \
+            or fingerprint_diff(old.fingerprint, new.fingerprint):
+        return new
+    return replace(new, sessions=(old.levels + new.levels)[-limit:])
 
 
 def shared_cores(extra: Mapping[str, Any]) -> str:
@@ -230,6 +266,7 @@ def _utc_now() -> str:
 class JsonBaselineStore:
     root: Path
     max_samples: int = field(default=MAX_STORED_SAMPLES)
+    max_sessions: int = field(default=MAX_SESSIONS)
 
     def path(self, system: str, fabric: str, stack: str) -> Path:
         return (
@@ -252,7 +289,8 @@ class JsonBaselineStore:
         fingerprint: Mapping[str, Any],
         timestamp: str | None = None,
     ) -> dict[str, BaselineEntry]:
-        """Add or replace the entries of `measurements`; keeps all other entries.
+        """Add or replace the entries of `measurements`, each carrying the sessions of the
+        entry it replaces (carry_sessions); keeps all other entries.
 
         Returns the file's entries after the update.
         """
@@ -267,7 +305,8 @@ class JsonBaselineStore:
         with file_lock(path.with_name(f".{path.name}.lock")):  # hidden: baselines live in git
             remove_stale_temps(path)  # we hold the lock: any temp file is a dead writer's
             entries = self._read(path, system, fabric, stack)
-            entries.update(new)
+            entries.update({k: carry_sessions(entries.get(k), e, self.max_sessions)
+                            for k, e in new.items()})
             doc = {
                 "schema": SCHEMA,
                 "schema_version": SCHEMA_VERSION,

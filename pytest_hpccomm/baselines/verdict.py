@@ -42,6 +42,17 @@ Real runs are noisier than that model: two single jobs of unchanged code on the 
 machine differ by sd 4.9 % (log median ratio), which gave 6.7 % false regressions at 5 %
 (benchmarks/canary.py); pooling three jobs per side (--hpc-repeats 3, the MPI suite's
 default) puts that spread into the samples and gave none in 120 trials (README).
+5. Between sessions. A baseline entry updated by MIN_SESSIONS (3) or more runs of the same kind
+   (store.py: `sessions`) is judged against their level, the geometric mean of the sessions'
+   medians (its samples are rescaled to it), and the CI's log half-widths are widened in
+   quadrature by z * s_b * sqrt(1 + 1/k): s_b is the sd of the k log session medians, the
+   current run's own session offset is one draw of it, the reference's is the mean of k. s_b
+   is read with z, not Student's t: it also holds each session's own sampling spread (counted
+   again by the bootstrap), which over-states it. When that term alone spans the tolerance band
+   the verdict is INCONCLUSIVE with a reason more jobs cannot mend (adaptive.py spends none).
+   Measured why (README, Baselines): a same-build re-run against a one-session set gave 166
+   improvements and 4 regressions, all false; every CI was a within-run CI.
+
 A slowdown equal to the tolerance is, by design, mostly not a regression. When run-to-run noise
 is comparable to the tolerance the honest answer is INCONCLUSIVE (75 % of no-change runs in the
 noisy model at 5 %), which fails only under --hpc-strict: set the tolerance above ~2.5x the
@@ -69,6 +80,8 @@ DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240611
+MIN_SESSIONS = 3  # fewer session medians give no usable spread (two give one difference)
+BETWEEN_SESSIONS = "spread between sessions"  # reason prefix: more jobs cannot narrow it
 
 
 class Outcome(str, enum.Enum):
@@ -94,6 +107,8 @@ class Verdict:
     n_current: int = 0
     n_baseline: int | None = None
     p_better: float | None = None  # the same test in the "better" direction
+    baseline_sessions: int | None = None  # runs that updated the baseline entry
+    between_sessions_sd: float | None = None  # sd of their log medians (MIN_SESSIONS or more)
 
 
 def fmt_num(x: float) -> str:
@@ -197,6 +212,21 @@ def _jobs_ratio_ci(cur: list[npt.NDArray[np.float64]], base: list[npt.NDArray[np
     return float(lo), float(hi)
 
 
+def between_sessions_sd(medians: Sequence[float]) -> float | None:
+    """The sd of the log session medians, or None below MIN_SESSIONS (or for a non-positive
+    median, whose ratio is undefined)."""
+    if len(medians) < MIN_SESSIONS or min(medians) <= 0:
+        return None
+    return float(np.std(np.log(np.asarray(medians, dtype=np.float64)), ddof=1))
+
+
+def widened(ratio: float, ci: tuple[float, float], margin: float) -> tuple[float, float]:
+    """`ci` with each log half-width combined in quadrature with `margin` (a log half-width)."""
+    lo, hi = ci
+    return (ratio * math.exp(-math.hypot(math.log(ratio / lo), margin)),
+            ratio * math.exp(math.hypot(math.log(hi / ratio), margin)))
+
+
 def judge(
     current: Measurement,
     baseline: BaselineEntry | None,
@@ -252,6 +282,12 @@ def judge(
 
     base = np.asarray(baseline.samples, dtype=np.float64)
     base_med = float(np.median(base))
+    levels = baseline.session_medians
+    s_b = between_sessions_sd(levels)
+    if s_b is not None and base_med > 0 and np.all(base > 0):
+        # the reference is the sessions' level; the stored samples give its shape
+        ref = float(np.exp(np.mean(np.log(levels))))
+        base, base_med = base * (ref / base_med), ref
     head = (
         f"{name}: median {fmt_num(cur_med)} {unit} "
         f"vs baseline {fmt_num(base_med)} {baseline.unit}"
@@ -277,6 +313,8 @@ def judge(
                           + (f" over {jobs_note}" if jobs_note else ""))
         if p is not None:
             detail.append(f"p={fmt_p(p)}")
+        if s_b is not None:
+            detail.append(f"sd {s_b * 100:.1f}% between {len(levels)} baseline sessions")
         detail.append(f"tolerance {fmt_tol(tol)}")
         msg = verdict_line(outcome, head, detail, reason)
         return Verdict(
@@ -293,6 +331,8 @@ def judge(
             n_current=int(cur.size),
             n_baseline=int(base.size),
             p_better=p_better,
+            baseline_sessions=len(levels),
+            between_sessions_sd=s_b,
         )
 
     if baseline.unit != unit or baseline.direction != current.direction:
@@ -324,7 +364,16 @@ def judge(
     p_greater = float(sps.mannwhitneyu(cur, base, alternative="greater").pvalue)
     p_less = float(sps.mannwhitneyu(cur, base, alternative="less").pvalue)
     p_worse, p_better = (p_greater, p_less) if lower_better else (p_less, p_greater)
+    margin = 0.0
+    if s_b is not None:
+        z = float(sps.norm.ppf(0.5 + level / 2.0))
+        margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))
+        ci = widened(ratio, ci, margin)
     outcome, reason = classify(ratio, ci, p_worse, p_better, lower_better, tol, alpha)
+    if s_b is not None and outcome is Outcome.INCONCLUSIVE \
+            and 2.0 * margin > math.log((1.0 + tol) / (1.0 - tol)):
+        reason = (f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
+                  f"{len(levels)} sessions): more jobs cannot narrow it")
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_hpccomm import files as files_mod
 from pytest_hpccomm.baselines.store import (
+    MAX_SESSIONS,
     MAX_STORED_SAMPLES,
     SCHEMA,
     SCHEMA_VERSION,
@@ -66,6 +67,37 @@ def test_update_keeps_other_entries_and_replaces_same_key(tmp_path: Path) -> Non
     loaded = s.load(SYS, FAB, STACK)
     assert loaded[a.key].samples == (1.5,) * 5
     assert loaded[b.key].samples == (2.0,) * 5
+
+
+def test_each_update_adds_a_session_until_the_runs_differ_in_kind(tmp_path: Path) -> None:
+    s = JsonBaselineStore(tmp_path)
+    medians = [3.0, 3.3, 2.9, 3.1, 3.2, 3.05, 2.95]
+    for day, med in enumerate(medians):
+        s.update(SYS, FAB, STACK, [make_measurement([med] * 5)], FINGERPRINT,
+                 timestamp=f"2026-11-{day + 1:02d}")
+        e = s.load(SYS, FAB, STACK)[make_measurement([1.0]).key]
+        # the newest MAX_SESSIONS runs, oldest first; the samples are the last run's
+        assert e.session_medians == tuple(medians[:day + 1][-MAX_SESSIONS:])
+        assert e.levels[-1] == (f"2026-11-{day + 1:02d}", med) and e.samples == (med,) * 5
+    # another MPI library: the spread of the old runs says nothing about this one
+    other = {**FINGERPRINT, "mpi_library": "MPICH 4.0"}
+    s.update(SYS, FAB, STACK, [make_measurement([4.0] * 5)], other, timestamp="2026-12-01")
+    assert s.load(SYS, FAB, STACK)[make_measurement([1.0]).key].levels == (("2026-12-01", 4.0),)
+    # the unit changed: the same
+    s.update(SYS, FAB, STACK, [make_measurement([4.1] * 5, unit="ms")], other, timestamp="x")
+    assert s.load(SYS, FAB, STACK)[make_measurement([1.0]).key].session_medians == (4.1,)
+
+
+def test_an_entry_from_before_sessions_counts_as_one(tmp_path: Path) -> None:
+    s = JsonBaselineStore(tmp_path)
+    s.update(SYS, FAB, STACK, [make_measurement([2.0] * 5)], FINGERPRINT, timestamp="old")
+    path = s.path(SYS, FAB, STACK)
+    doc = json.loads(path.read_text())
+    del _first(doc)["sessions"]
+    path.write_text(json.dumps(doc))
+    s.update(SYS, FAB, STACK, [make_measurement([2.2] * 5)], FINGERPRINT, timestamp="new")
+    assert s.load(SYS, FAB, STACK)[make_measurement([1.0]).key].levels == (("old", 2.0),
+                                                                           ("new", 2.2))
 
 
 def test_file_is_stable_and_sorted(tmp_path: Path) -> None:
@@ -173,6 +205,9 @@ def _mutations() -> list[tuple[str, Any, str]]:
         ("samples not numbers", set_entry("samples", ["x"]), "bad value"),
         ("no samples", set_entry("samples", []), "at least one finite sample"),
         ("entry not object", lambda d: d["entries"].update({"k": 3}), "is not an object"),
+        ("session no median", set_entry("sessions", [{"timestamp": "t"}]), "bad value"),
+        ("session median nan", set_entry("sessions", [{"timestamp": "t", "median": "nan"}]),
+         "session median is not a finite number"),
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, block_length, blocks, classify, judge
 from pytest_hpccomm.measure.measurement import Direction
@@ -220,3 +222,59 @@ def test_job_aware_verdicts_are_deterministic() -> None:
     base = baseline(jobs_of([0.97, 1.0, 1.03]), job_sizes=[20] * 3)
     cur = make_measurement(jobs_of([1.01, 1.04, 1.06], seed=3), job_sizes=[20] * 3)
     assert judge(cur, base) == judge(cur, base)
+
+
+def with_sessions(entry: BaselineEntry, medians: list[float]) -> BaselineEntry:
+    """`entry` as if `medians` were the runs that updated it (its own run last)."""
+    return dataclasses.replace(entry, sessions=tuple((f"s{i}", m) for i, m in
+                                                     enumerate([*medians, entry.median])))
+
+
+def test_a_shift_inside_the_spread_between_sessions_is_not_a_regression() -> None:
+    # tight batches, 8 % apart: one session's CI calls it a regression; four earlier sessions
+    # that moved by ~6 % between them say a new session's level moves that much anyway
+    base = baseline(lognormal(1.0, 0.01, 40, seed=1))
+    cur = make_measurement(lognormal(1.08, 0.01, 40, seed=2))
+    alone = judge(cur, base)
+    assert alone.outcome is Outcome.REGRESSION and alone.baseline_sessions == 1
+    assert alone.between_sessions_sd is None
+    spread = judge(cur, with_sessions(base, [1.05, 0.95, 1.07, 0.97]))
+    assert spread.outcome is Outcome.INCONCLUSIVE, spread.message
+    assert spread.reason.startswith("spread between sessions wider than the tolerance band")
+    assert spread.baseline_sessions == 5 and spread.between_sessions_sd is not None
+    assert 0.04 < spread.between_sessions_sd < 0.07
+    assert "between 5 baseline sessions" in spread.message
+    assert not adaptive.undecided(spread)  # more jobs of this run cannot narrow it
+    assert alone.ci_low is not None and spread.ci_low is not None
+    assert spread.ci_low < alone.ci_low
+
+
+def test_the_reference_is_the_level_of_the_sessions() -> None:
+    base = baseline(lognormal(1.1, 0.01, 40, seed=1))  # the last session ran high
+    levels = [0.99, 1.0, 1.01]
+    v = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), with_sessions(base, levels))
+    geo = float(np.exp(np.mean(np.log([*levels, base.median]))))
+    assert v.baseline_median == pytest.approx(geo)
+    assert v.ratio == pytest.approx(float(np.median(lognormal(1.0, 0.01, 40, seed=2))) / geo)
+
+
+def test_steady_sessions_keep_the_gate_sharp() -> None:
+    # sessions within ~1 % of each other: a 20 % slowdown is still a regression, the same
+    # level still a pass, and a bandwidth drop mirrors it
+    base = with_sessions(baseline(lognormal(1.0, 0.01, 40, seed=1)), [1.01, 0.99, 1.0])
+    slow = judge(make_measurement(lognormal(1.2, 0.01, 40, seed=2)), base)
+    assert slow.outcome is Outcome.REGRESSION, slow.message
+    same = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=3)), base)
+    assert same.outcome is Outcome.PASS, same.message
+    bw_kw: dict[str, Any] = {"unit": "MB/s", "direction": HIGHER}
+    bw_base = with_sessions(baseline(lognormal(100, 0.01, 40, seed=1), **bw_kw),
+                            [101, 99, 100])
+    bw = judge(make_measurement(lognormal(80, 0.01, 40, seed=2), **bw_kw), bw_base)
+    assert bw.outcome is Outcome.REGRESSION, bw.message
+
+
+def test_two_sessions_give_no_spread() -> None:
+    base = with_sessions(baseline(lognormal(1.0, 0.01, 40, seed=1)), [1.3])
+    v = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base)
+    assert v.baseline_sessions == 2 and v.between_sessions_sd is None
+    assert v.baseline_median == pytest.approx(base.median)  # the last session, as before
