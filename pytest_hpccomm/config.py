@@ -58,7 +58,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                kind="int"),
     OptionSpec("--hpc-vlink-rate", "shape every virtual host's link to this bit rate (tbf), "
                "e.g. 1G or 100M: bandwidths then show a known fraction of the link"),
-    OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB, short runs) or full (1 B-64 MiB)", "quick",
+    OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB in powers of 4, short runs, TCP-only "
+               "stacks timed at loopback only) or full (1 B-64 MiB in powers of 2, every "
+               "placement)", "quick",
                choices=PROFILE_CHOICES),
     OptionSpec("--hpc-sizes", "message sizes overriding the profile: MIN:MAX (powers of two) "
                "and/or a list, e.g. 1:4M or 0,8,1K,1M"),
@@ -138,11 +140,14 @@ class HpcConfig:
 
     @property
     def message_sizes(self) -> tuple[int, ...]:
-        """Profile sweep unless --hpc-sizes overrides it (OSU: 1 B .. 4 MiB / 64 MiB)."""
+        """Profile sweep unless --hpc-sizes overrides it: quick 1 B .. 4 MiB in powers of 4
+        (nccl-tests' -f 4; the sizes the TF and Horovod sweeps take, so every stack meets at
+        each size), full 1 B .. 64 MiB in powers of 2 (OSU's sweep)."""
         if self.sizes is not None:
             return self.sizes
-        top = 4 << 20 if self.profile == "quick" else 64 << 20
-        return tuple(parse_size_spec(f"1:{top}"))
+        if self.profile == "quick":
+            return tuple(4 ** k for k in range(12))
+        return tuple(parse_size_spec(f"1:{64 << 20}"))
 
     @property
     def repeat_limit(self) -> int:

@@ -21,7 +21,7 @@ from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.cluster.placement import placements
+from pytest_hpccomm.cluster.placement import kept_in_profile, placements
 from pytest_hpccomm.report.stack_time import OTHER, StackTimes, stack_of
 from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.session import SESSION_KEY, HpcSession, hpc_session_of
@@ -31,6 +31,7 @@ JUDGE_KEY = pytest.StashKey[BaselineJudge]()
 STARTED_KEY = pytest.StashKey[float]()
 LINKS_KEY = pytest.StashKey[list[Any]]()  # rxe/siw links this session created here
 TIMES_KEY = pytest.StashKey[StackTimes]()  # the time per stack
+NARROWED_KEY = pytest.StashKey[dict[str, list[str]]]()  # stack -> placements the profile kept
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -78,6 +79,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"launcher={hpc.cfg.launcher} baselines={hpc.cfg.baselines}"]
 
 
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    narrowed = config.stash.get(NARROWED_KEY, {})
+    return [f"hpccomm: quick profile: {stack} timed at {', '.join(kept)} only (the same "
+            "code path at every placement; --hpc-profile=full runs each)"
+            for stack, kept in sorted(narrowed.items())]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     hpc = hpc_session_of(config)
     for item in items:
@@ -97,8 +105,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         sizes = hpc.cfg.message_sizes
         metafunc.parametrize("hpc_size", sizes, ids=[format_size(s) for s in sizes])
     if "hpc_placement" in metafunc.fixturenames:
-        metafunc.parametrize("hpc_placement", placements(hpc.cfg, bool(hpc.cfg.host_list)),
-                             scope="session")
+        where = placements(hpc.cfg, bool(hpc.cfg.host_list))
+        mark = metafunc.definition.get_closest_marker("quick_placements")
+        kept = kept_in_profile(where, None if mark is None else mark.args, hpc.cfg.profile)
+        if kept != where:
+            stack = metafunc.definition.get_closest_marker("stack")
+            narrowed = metafunc.config.stash.setdefault(NARROWED_KEY, {})
+            narrowed[str(stack.args[0]) if stack and stack.args else OTHER] = kept
+        metafunc.parametrize("hpc_placement", kept, scope="session")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
+from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import FabricUnavailable, fabric_kinds
 from pytest_hpccomm.session import HpcSession
 
@@ -19,6 +20,9 @@ MARKERS = (
     "ethernet); skipped with what was found otherwise (why=: the stack's reason, first)",
     "needs_root: needs root (network namespaces, rdma links); skipped otherwise",
     "slow: takes minutes; deselect with -m 'not slow'",
+    "quick_placements(*placements): in the quick profile, when both loopback and netns would "
+    "run, run this item at these placements only (its stack's code path is the same at "
+    "each); the full profile runs every placement",
 )
 
 
@@ -29,6 +33,10 @@ def check_marker_args(nodeid: str, markers: Iterable[pytest.Mark], session: HpcS
             if len(mark.args) != 1 or mark.args[0] not in session.stacks:
                 raise pytest.UsageError(f"{nodeid}: @pytest.mark.stack{mark.args!r}: expected one "
                                          f"of {', '.join(sorted(session.stacks))}")
+        elif mark.name == "quick_placements":
+            if not mark.args or any(p not in (LOOPBACK, NETNS) for p in mark.args):
+                raise pytest.UsageError(f"{nodeid}: @pytest.mark.quick_placements{mark.args!r}: "
+                                         f"placements are {LOOPBACK}, {NETNS}")
         elif mark.name == "fabric":
             kinds = fabric_kinds()  # built-in and registered through the fabric hook
             if not mark.args or any(k not in kinds for k in mark.args):

@@ -1,10 +1,15 @@
 """Where a test's peers run, as a test parameter: loopback, a virtual cluster, or real hosts.
 
 On one machine with --hpc-launcher=auto both loopback and the virtual cluster run (the two
-cross-host code paths CI can exercise); an explicit launcher picks exactly one.
+cross-host code paths CI can exercise); an explicit launcher picks exactly one. In the quick
+profile an item marked quick_placements(*kept) runs at the kept ones only: a stack that talks
+TCP at every placement (gRPC, TensorFlow, Horovod) runs the same code over lo as over a veth,
+so the second placement times the kernel's path, not the stack (the full profile runs both).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pytest_hpccomm.config import HpcConfig
 
@@ -19,3 +24,11 @@ def placements(cfg: HpcConfig, on_cluster: bool) -> list[str]:
     if cfg.launcher in ("mpirun", "srun") or on_cluster:
         return [HOSTS]
     return [LOOPBACK, NETNS]
+
+
+def kept_in_profile(where: list[str], kept: Sequence[str] | None, profile: str) -> list[str]:
+    """The placements of an item marked quick_placements(*kept): in the quick profile those of
+    `where` it keeps, when `where` offers a choice and they leave one; `where` otherwise."""
+    if profile != "quick" or kept is None or len(where) < 2:
+        return where
+    return [p for p in where if p in kept] or where

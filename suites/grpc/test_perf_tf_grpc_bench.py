@@ -27,7 +27,9 @@ from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, bytes_sent
 
 # no fabric marker: stock gRPC needs a TCP fabric (ethernet, ipoib), an RDMA runtime
 # (--hpc-grpc-preset) an RDMA one; the grpc_bench fixture says which is missing
-pytestmark = [pytest.mark.perf, pytest.mark.stack("grpc")]
+# stock gRPC is TCP at every placement and an RDMA runtime skips netns: the quick profile times
+# it over loopback only (placement.py)
+pytestmark = [pytest.mark.perf, pytest.mark.stack("grpc"), pytest.mark.quick_placements("loopback")]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -12,8 +12,9 @@ import pytest
 from pytest_hpccomm.stacks.horovod.perf import KNOBS
 from pytest_hpccomm.stacks.horovod.plugin import AllreduceRun, SyntheticRun
 
+# TCP at every placement, MPI's too (driver.py): the quick profile times it over loopback only
 pytestmark = [pytest.mark.perf, pytest.mark.stack("horovod"),
-              pytest.mark.fabric("ethernet", "ipoib")]
+              pytest.mark.fabric("ethernet", "ipoib"), pytest.mark.quick_placements("loopback")]
 
 
 def test_hvd_allreduce(horovod_size: int, horovod_allreduce: AllreduceRun) -> None:

@@ -21,8 +21,10 @@ import pytest
 
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, RecvRun
 
+# TCP at every placement: the quick profile times it over loopback only (placement.py)
 pytestmark = [pytest.mark.perf, pytest.mark.stack("tf"),
-              pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY)]
+              pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY),
+              pytest.mark.quick_placements("loopback")]
 
 
 def test_tf_recv_tensor(tf_size: int, tf_recv_tensor: RecvRun) -> None:

@@ -90,7 +90,8 @@ def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) ->
                                 "no:randomly", "--co", "-q")
     assert result.ret == 0, result.stdout.str()
     markers = pytester.runpytest("--markers").stdout.str()
-    for name in ("conformance", "perf", "stack(name)", "fabric(*kinds)", "needs_root", "slow"):
+    for name in ("conformance", "perf", "stack(name)", "fabric(*kinds)", "needs_root", "slow",
+                 "quick_placements(*placements)"):
         assert f"@pytest.mark.{name}" in markers
 
 
@@ -111,6 +112,59 @@ def test_misspelt_stack_or_fabric_marker_is_a_usage_error(pytester: pytest.Pytes
             pass
     """)
     assert pytester.runpytest_subprocess().ret == pytest.ExitCode.USAGE_ERROR
+
+
+QUICK_PLACED = """
+import pytest
+
+@pytest.mark.stack("grpc")
+@pytest.mark.quick_placements("loopback")
+def test_tcp(hpc_placement, hpc_size):
+    pass
+
+@pytest.mark.stack("mpi")
+def test_transport_changes(hpc_placement):
+    pass
+"""
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    # quick: powers of 4; a TCP-only stack at loopback only, said in the header
+    ([], {"test_tcp[1B-loopback]", "test_tcp[4B-loopback]", "test_tcp[4MiB-loopback]",
+          "test_transport_changes[loopback]", "test_transport_changes[netns]"}),
+    # full: powers of 2 to 64 MiB, every placement
+    (["--hpc-profile=full"], {"test_tcp[2B-netns]", "test_tcp[64MiB-loopback]",
+                              "test_transport_changes[netns]"}),
+    # an explicit launcher is what the user asked for: the profile keeps it
+    (["--hpc-launcher=netns"], {"test_tcp[4B-netns]", "test_transport_changes[netns]"}),
+])
+def test_the_profile_sets_sizes_and_placements(pytester: pytest.Pytester, args: list[str],
+                                               expected: set[str]) -> None:
+    pytester.makepyfile(QUICK_PLACED)
+    result = pytester.runpytest("--hpc-fabric=ethernet", "--co", "-q", *args)
+    assert result.ret == 0, result.stdout.str()
+    ids = {ln.split("::")[-1] for ln in result.stdout.lines if "::" in ln}
+    assert expected <= ids, sorted(ids)
+    tcp = {i for i in ids if i.startswith("test_tcp[")}
+    if not args:
+        assert len(tcp) == 12 and not any("netns" in i or "2B" in i for i in tcp)
+        result.stdout.fnmatch_lines(["hpccomm: quick profile: grpc timed at loopback only *"])
+    elif args == ["--hpc-profile=full"]:
+        assert len(tcp) == 27 * 2
+        assert "quick profile:" not in result.stdout.str()
+
+
+def test_a_quick_placement_that_is_no_placement_is_a_usage_error(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.quick_placements("lo")
+        def test_typo(hpc_placement):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--hpc-fabric=ethernet")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "quick_placements('lo',): placements are loopback, netns" in result.stderr.str()
 
 
 def test_header_names_fabric_and_system(pytester: pytest.Pytester) -> None:
