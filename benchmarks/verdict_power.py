@@ -2,7 +2,7 @@
 
 Not a test: a script whose table shapes the rule in pytest_hpccomm/baselines/verdict.py.
 
-    .venv/bin/python benchmarks/verdict_power.py [--trials 400] [--seed 1]
+    .venv/bin/python benchmarks/verdict_power.py [--trials 400] [--seed 1] [--sessions 1,5]
 
 Model of one run's samples (one per timed batch, lower is better, e.g. latency in µs):
 - a run-to-run shift: the whole run is multiplied by exp(N(0, run_sigma)) — a different node
@@ -13,6 +13,9 @@ Model of one run's samples (one per timed batch, lower is better, e.g. latency i
   process takes the core).
 The baseline and the current run are independent runs of the same model; the current run is
 then slowed by `change` (0, 5, 10, 20 %). Alpha 0.01 (judge's default); tolerance per row.
+With `--sessions K` (column k) the baseline entry was updated by K runs, each with its own
+run-to-run shift: its samples are the last run's, its `sessions` the K runs' medians, as
+`--hpc-update-baselines` leaves them (store.py); from 3 on the verdict counts their spread.
 
 Three rules are tabulated on the same draws (columns: % of trials):
 - judge : the shipped rule: block-bootstrap CI of the median ratio, Mann-Whitney; a
@@ -26,12 +29,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from pytest_hpccomm.baselines.store import entry_from_measurement
+from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict, judge
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
@@ -55,6 +58,8 @@ SCENARIOS = [
     Scenario("noisy 2-core CI", 100, 0.05, 0.6, 0.04, 0.02),
     Scenario("noisy 2-core CI", 30, 0.05, 0.6, 0.04, 0.02, tolerance=0.10),
     Scenario("noisy, big shifts", 30, 0.08, 0.7, 0.06, 0.04),
+    # batches agree within a run, runs do not: what a same-build re-run showed here (README)
+    Scenario("drifting sessions", 30, 0.02, 0.3, 0.01, 0.05),
 ]
 CHANGES = [0.0, 0.05, 0.10, 0.20]
 ALPHA = 0.01
@@ -103,30 +108,39 @@ def naive_rule(cur: np.ndarray, base: np.ndarray, tolerance: float) -> bool:
     return bool(p < ALPHA and np.median(cur) / np.median(base) > 1.0 + tolerance)
 
 
-def run(trials: int, seed: int) -> None:
+def baseline_of(rng: np.random.Generator, sc: Scenario, sessions: int) -> BaselineEntry:
+    """The entry `sessions` independent runs leave: the last run's samples, every run's median."""
+    runs = [simulate_run(rng, sc) for _ in range(sessions)]
+    entry = entry_from_measurement(measurement(runs[-1]), {}, "sim")
+    return replace(entry, sessions=tuple((f"s{i}", float(np.median(r)))
+                                         for i, r in enumerate(runs)))
+
+
+def run(trials: int, seed: int, session_counts: list[int], scenarios: list[Scenario]) -> None:
     rng = np.random.default_rng(seed)
     header = (
-        f"{'scenario':<18} {'n':>4} {'tol':>4} {'slower':>6} | {'judge: regr':>11} {'inconcl':>7} "
+        f"{'scenario':<18} {'n':>4} {'tol':>4} {'k':>2} {'slower':>6} | {'judge: regr':>11} "
+        f"{'inconcl':>7} "
         f"{'pass':>6} {'impr':>5} | {'point: regr':>11} | {'naive: regr':>11}"
     )
     print(f"alpha {ALPHA}, {trials} trials per row, % of trials")
     print(header)
     print("-" * len(header))
-    for sc in SCENARIOS:
-        for change in CHANGES:
+    for sc in scenarios:
+        for k, change in [(k, c) for k in session_counts for c in CHANGES]:
             counts = {o: 0 for o in Outcome}
             point = naive = 0
             for i in range(trials):
-                base = simulate_run(rng, sc)
+                entry = baseline_of(rng, sc, k)
+                base = np.asarray(entry.samples)
                 cur = simulate_run(rng, sc) * (1.0 + change)
-                entry = entry_from_measurement(measurement(base), {}, "sim")
                 v = judge(measurement(cur), entry, tolerance=sc.tolerance, alpha=ALPHA, seed=i)
                 counts[v.outcome] += 1
                 point += point_rule(v)
                 naive += naive_rule(cur, base, sc.tolerance)
             pct = {o: 100.0 * c / trials for o, c in counts.items()}
             print(
-                f"{sc.name:<18} {sc.n:>4} {sc.tolerance:>4.0%} {change:>+6.0%} | "
+                f"{sc.name:<18} {sc.n:>4} {sc.tolerance:>4.0%} {k:>2} {change:>+6.0%} | "
                 f"{pct[Outcome.REGRESSION]:>11.1f} {pct[Outcome.INCONCLUSIVE]:>7.1f} "
                 f"{pct[Outcome.PASS]:>6.1f} {pct[Outcome.IMPROVEMENT]:>5.1f} | "
                 f"{100.0 * point / trials:>11.1f} | {100.0 * naive / trials:>11.1f}"
@@ -138,9 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sessions", default="1",
+                    help="baseline sessions per row, comma-separated (e.g. 1,5)")
+    ap.add_argument("--scenario", default="",
+                    help="only the scenarios whose name contains this")
     args = ap.parse_args(argv)
+    counts = [int(k) for k in args.sessions.split(",")]
+    if any(k < 1 for k in counts):
+        ap.error("--sessions: counts must be >= 1")
     t0 = time.perf_counter()
-    run(args.trials, args.seed)
+    run(args.trials, args.seed, counts, [sc for sc in SCENARIOS if args.scenario in sc.name])
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
