@@ -4,7 +4,11 @@ Run 1 writes the baseline, run 2 passes against it, run 3 with the canary
 (--hpc-inject-slowdown 1.5: the peers stretch every timed batch by 1.5x) fails with a readable
 message and exit status 1.
 
-A clean re-run is judged PASS at the tolerance this test gates with, 10 %, given a few tries.
+A clean re-run must not fail the gate at the tolerance this test gates with, 10 %: every point
+PASS, or INCONCLUSIVE with an interval that holds 1 (no change), given a few tries. PASS alone
+was asked until 2026-11-24, when on a 2-core Intel guest the 8 B jobs of one session spread so
+far that 30 pairs over 5 minutes were all "too noisy" (6 vs 3 jobs: 98 % CI 0.767-1.154, ratio
+0.912, quiet cores): the honest verdict there, and one the gate lets through (exit 0).
 The default 5 % is a statistical claim (false alarms and power, measured by benchmarks/canary.py
 and tabled in the README), not something one pair of runs can assert. Nor can 10 % be asserted
 of every pair: a stored baseline comes from another session, and this machine's host drifts
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,10 +66,16 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
                                                "--hpc-results=canary.json", timeout=300)
         if set(verdicts(canary).values()) == {"REGRESSION"}:
             break
-        # only the guard may keep the canary from being caught: shared cores, measured
+        # the canary must never PASS: only the guard (shared cores, measured) or an interval too
+        # wide to clear the band while the median is worse than it may decline, and then the
+        # canary is run again
         judged = reasons(pytester.path / "canary.json")
-        assert all(v == "regression" or "shared" in v for v in judged.values()), \
-            f"the 1.5x canary was not caught: {judged}\n{canary.stdout.str()}"
+        ratios = {k: v["ratio"] for k, v in verdict_docs(pytester.path / "canary.json").items()}
+        declined = {k: v == "regression" or "shared" in v
+                    or ("too noisy" in v or "CI reaches inside" in v) and ratios[k] > 1.1
+                    for k, v in judged.items()}
+        assert all(declined.values()), \
+            f"the 1.5x canary was not caught: {judged} {ratios}\n{canary.stdout.str()}"
         if any(v.startswith("baseline measured on shared cores") for v in judged.values()):
             steady_pair(pytester, args)  # a reference from a loaded machine: take a new one
     else:
@@ -75,7 +86,8 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytest
 
 
 def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
-    """A fresh baseline taken on quiet cores and a clean re-run that the gate calls PASS."""
+    """A fresh baseline taken on quiet cores and a clean re-run that the gate lets through:
+    every point PASS, or INCONCLUSIVE with an interval holding 1 (see the docstring)."""
     seen: list[object] = []
     baseline = pytester.path / "bl/gate/ethernet/mpi.json"
     for _attempt in tries(ATTEMPTS, PATIENCE):
@@ -92,13 +104,22 @@ def steady_pair(pytester: pytest.Pytester, args: list[str]) -> None:
         steady = verdicts(second)
         # a crash is a failure; only a verdict (REGRESSION fails the run) may ask for a retry
         assert second.ret in (0, 1) and len(steady) == 2, second.stdout.str()
-        if set(steady.values()) == {"PASS"}:
+        docs = verdict_docs(pytester.path / "rerun.json")
+        if all(v["outcome"] == "pass" or v["outcome"] == "inconclusive"
+               and v["ci_low"] is not None and v["ci_low"] <= 1.0 <= v["ci_high"]
+               for v in docs.values()):
             assert second.ret == 0, second.stdout.str()
             return
-        # INCONCLUSIVE (shared cores measured, or a CI too wide) asks for another pair, and so
-        # does a false alarm: the host's drift between sessions (see the docstring)
+        # an interval that excludes 1 asks for another pair, a false alarm too: the host's
+        # drift between sessions (see the docstring)
         seen.append(reasons(pytester.path / "rerun.json"))
-    pytest.fail(f"no clean re-run called PASS in {len(seen)} tries: {seen}")
+    pytest.fail(f"no clean re-run let through in {len(seen)} tries: {seen}")
+
+
+def verdict_docs(results_json: Path) -> dict[str, dict[str, Any]]:
+    """size -> the verdict as --hpc-results wrote it."""
+    doc = json.loads(results_json.read_text())
+    return {str(r["measurement"]["params"]["size"]): r["verdict"] for r in doc["results"]}
 
 
 def reasons(results_json: Path, outcome_only: bool = False) -> dict[str, str]:
