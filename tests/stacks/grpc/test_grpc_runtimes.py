@@ -122,10 +122,11 @@ SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_perf_tf_
 
 
 # items: 2 placements (loopback, the virtual cluster) x the runtimes (rsocket has a TCP twin)
+# the quick profile times gRPC over loopback only (cluster/placement.py): one placement
 @pytest.mark.parametrize("args,items,reason", [
-    (["--hpc-grpc-preset=rsocket", "--hpc-grpc-peers=native"], 4,
+    (["--hpc-grpc-preset=rsocket", "--hpc-grpc-peers=native"], 2,
      "*gRPC runtime rsocket runs over an RDMA device; the session's fabric (ethernet) has none*"),
-    (["--hpc-grpc-env=X=1", "--hpc-grpc-peers=python"], 2,
+    (["--hpc-grpc-env=X=1", "--hpc-grpc-peers=python"], 1,
      "*gRPC runtime grpc-env (X=1) runs in the native peers only: the python peer runs grpcio*"),
 ])
 def test_a_runtime_the_session_cannot_run_skips_saying_why(pytester: pytest.Pytester,
