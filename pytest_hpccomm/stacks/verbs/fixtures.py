@@ -196,7 +196,15 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
         try:
             got = run_pair(program, verbs_fabric, size, iterations, remote=remote)
         except PerftestFailed as exc:
-            pytest.fail(str(exc), pytrace=False)
+            # a pair that hung is launched once more (a cold CI saw ib_send_lat's client hang
+            # 120 s on siw, once in eight programs); any other failure, or a second hang, fails
+            if " timed out after " not in str(exc):
+                pytest.fail(str(exc), pytrace=False)
+            record_property("perftest_hung_once", str(exc)[:300])
+            try:
+                got = run_pair(program, verbs_fabric, size, iterations, remote=remote)
+            except PerftestFailed as again:
+                pytest.fail(f"{again} (the first launch hung too: {exc})", pytrace=False)
         for name, value in got.report.items():
             record_property(f"perftest_{name}", value)
         record_property("perftest_server", remote.host if remote else "this host (loopback)")
