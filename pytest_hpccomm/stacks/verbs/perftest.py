@@ -27,7 +27,9 @@ _ports = itertools.count(19000 + os.getpid() % 1000)
 
 
 class PerftestFailed(AssertionError):
-    pass
+    def __init__(self, message: str, hung: bool = False) -> None:
+        super().__init__(message)
+        self.hung = hung  # the client or server outlived its timeout
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
         server.stop()
     for who, job in (("client", client), ("server", srv)):
         if not job.ok:
-            raise PerftestFailed(f"{program} {who}: {job.describe()}\n{job.stdout[-1500:]}")
+            raise PerftestFailed(f"{program} {who}: {job.describe()}\n{job.stdout[-1500:]}",
+                                 hung=job.timed_out)
     report = parse_report(program, client.stdout)
     # NaN is unreadable, except perftest's own arithmetic on inf latencies (its cycle counter
     # under emulation): then its t_stdev prints as nan

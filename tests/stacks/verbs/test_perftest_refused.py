@@ -4,6 +4,7 @@ for any other failure. The jobs are stand-ins: what is under test is the retry r
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -49,3 +50,35 @@ def test_refused_clients_are_retried_while_the_server_waits(
     made = clients(monkeypatch, results)
     assert perftest._client(["ib_send_lat"], "10.0.0.1", 10.0, "ib_send_lat", server) is final
     assert len(made) == calls and made[0] == ["ib_send_lat", "10.0.0.1"]
+
+
+HUNG = JobResult(("ib_send_lat",), -9, "", "", 120.4, True)
+
+
+class WaitingServer(Server):
+    def __init__(self, result: JobResult) -> None:
+        super().__init__()
+        self.result = result
+
+    def peek_output(self) -> tuple[str, str]:
+        return perftest.LISTENING, ""
+
+    def wait(self, timeout: float) -> JobResult:
+        return self.result
+
+    def stop(self) -> JobResult:
+        return self.result
+
+
+@pytest.mark.parametrize("client,hung", [(HUNG, True), (CRASH, False)])
+def test_a_pair_that_outlived_its_timeout_says_it_hung(
+        monkeypatch: pytest.MonkeyPatch, client: JobResult, hung: bool) -> None:
+    # what the verbs fixture launches once more: a hang, and only a hang
+    clients(monkeypatch, [client])
+    monkeypatch.setattr(perftest, "start_job", lambda *a, **kw: WaitingServer(OK))
+    monkeypatch.setattr(perftest, "command", lambda *a: ["ib_send_lat"])
+    monkeypatch.setattr(perftest, "listening", lambda port: True)
+    with pytest.raises(perftest.PerftestFailed) as failed:
+        perftest.run_pair("ib_send_lat", SimpleNamespace(address="10.0.0.1"),  # type: ignore[arg-type]
+                          64, 200)
+    assert failed.value.hung is hung
