@@ -9,19 +9,16 @@ verdicts, but the stretch is the peers' own spin and shows in their raw times al
 Two checks. (1) Where the stretch went: under the canary the client reports, per batch, its
 timed regions' nanoseconds before and after the stretch; every batch must show F (a stretch
 that missed the regions shows 1, one applied twice F squared). (2) That the samples the verdict
-sees carry it. Latency: canary vs plain 10th percentiles at least 0.85 F (the emulated
-machine only ever adds time, and it comes in modes: a cold CI's plain ib_write_lat batches on
-rxe were 54 or 108 us, so the medians' ratio fell to 2.11 while every region was stretched 3 x
-and the low tails' ratio was 3.37). Bandwidth: a stream is one
-region per batch, so each canary batch's sample must be F times slower than the one its own
-unstretched work gives (a sample taken before the spin shows 1). Comparing bandwidth with the
-plain runs instead asks the emulated device to stream at the same speed in both, and it does
-not: the gap the spin leaves lets its kernel threads go idle, and what that costs or saves is
-the guest kernel's. Measured in the TCG guest (medians of 10 batches, interleaved): bandwidth
-batches 2.94-3.03 x plain at F = 3 with Debian's 6.1.0-2x kernels, 2.49 x with rxe on 6.1.0-56
-(a CI run on a fresh machine: the unstretched stream ran faster under the canary); latency
-iterations rxe 3.5-3.9 x and siw 4.2-5.2 x with 6.1.0-2x, siw 6.1-9.1 x with 6.1.0-56. A
-canary that does not reach the peers measures 1.0 (0.99-1.67 x in the same guest).
+sees carry it, judged per canary batch against that batch's own regions, never against the
+plain runs: the emulated device does not run at the same speed in both. The spin keeps the
+guest's CPU busy, and what that saves or costs is its kernel's: canary vs plain at F = 3 read
+2.49-7.21 x for latency 10th percentiles in one session (a cold CI failed on 2.50 with every
+region stretched 3 x), 2.49-3.9 x for bandwidth. Latency: a batch's typical iteration must be
+about its mean stretched region (CARRIED, judged on the batches' median); a stretch outside the
+timed posts leaves 1/F.
+Bandwidth: a stream is one region per batch, so each canary batch's sample must be F times
+slower than the one its own unstretched work gives (a sample taken before the spin shows 1).
+A canary that does not reach the peers measures 1.0 against plain (0.99-1.67 x in the guest).
 """
 
 from __future__ import annotations
@@ -43,6 +40,12 @@ FACTOR = 3.0
 # round trip (per iteration), and a stream (per batch)
 POINTS = [("ib_send_lat", 64), ("ib_write_lat", 64), ("ib_read_lat", 64),
           ("ib_write_bw", 65536)]
+# latency, per canary batch: the typical (median) iteration vs the mean stretched region. 1
+# when the samples carry the stretch, less as the emulator's tails lift the mean (measured on
+# rxe and siw, 2026-11-25: 0.70-1.04 over 120 batches, each item's median 0.82-0.96); 1/F
+# plus the loop's few us in every batch when the stretch fell outside the timed posts. The
+# batches' median is judged: one batch with a heavy tail does not fail the item
+CARRIED = 0.6
 ROUNDS = 2  # plain, canary, canary, plain: a drift of the emulated machine hits both alike
 
 
@@ -57,7 +60,7 @@ def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: 
     canary = BenchRunner(verbs_pair, dataclasses.replace(settings, slowdown=FACTOR), size)
     samples: dict[str, list[float]] = {"plain": [], "canary": []}
     regions: list[float] = []
-    carried: list[float] = []  # bandwidth: per canary batch, its sample vs its unstretched work
+    carried: list[float] = []  # per canary batch: how much of the stretch its sample carries
     for r in range(ROUNDS):
         order = ("plain", "canary") if r % 2 == 0 else ("canary", "plain")
         for side in order:
@@ -68,7 +71,14 @@ def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: 
             else:
                 assert len(point.canary) == settings.batches, point.canary
                 regions += [c["region_ns"] / c["work_ns"] for c in point.canary]
-                if not bench.latency:
+                if bench.latency:
+                    # the batch's typical iteration vs its mean stretched region, both in us
+                    # per iteration as perftest reports them (per half round trip for
+                    # ping-pongs)
+                    per_us = 1000.0 * point.iterations * bench.rtt_factor
+                    carried += [s / (c["region_ns"] / per_us)
+                                for s, c in zip(point.samples, point.canary)]
+                else:
                     unit = bandwidth_mb_s(point.size, point.iterations, 1)
                     for mb_s, c in zip(point.samples, point.canary):
                         elapsed = unit / mb_s
@@ -83,12 +93,14 @@ def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: 
     record_property("canary_stretch", round(ratio, 3))
     record_property("canary_stretch_medians", round(slow / fast if bench.latency
                                                     else fast / slow, 3))
+    record_property("canary_carried", [round(c, 3) for c in carried])
     if bench.latency:
-        assert ratio >= 0.85 * FACTOR, (
-            f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: the timed work took "
-            f"{ratio:.2f} x as long at the 10th percentile (median {slow:.4g} vs {fast:.4g} "
-            f"{bench.metric[1]}); "
-            f"plain {samples['plain']}, canary {samples['canary']}")
+        assert statistics.median(carried) >= CARRIED, (
+            f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: per batch, the typical "
+            f"iteration is {[round(c, 3) for c in carried]} x its mean stretched region, "
+            f"expected about 1, {1 / FACTOR:.2f} if the samples missed the stretch (vs plain "
+            f"at the 10th percentile: {ratio:.2f} x, median "
+            f"{slow:.4g} vs {fast:.4g} {bench.metric[1]})")
     else:
         assert min(carried) >= 0.85 * FACTOR and max(carried) <= 1.1 * FACTOR, (
             f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: per batch, the sample "
