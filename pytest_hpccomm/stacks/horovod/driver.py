@@ -45,6 +45,7 @@ LOOPBACK_RANKS = 2
 # failing cases, for replay; one directory per user (another's would not be writable)
 CASE_DIR = Path(tempfile.gettempdir()) / f"hpccomm-horovod-cases-{os.getuid()}"
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
+GLOO_TIMEOUT_VAR = "HOROVOD_GLOO_TIMEOUT_SECONDS"
 
 
 class HorovodError(Exception):
@@ -177,6 +178,11 @@ class HorovodPeers:
                "HOME": os.environ.get("HOME", "/tmp"), **self.extra_env}
         if self.plant:
             env[PLANT_VAR] = self.plant
+        if self.controller == "gloo":
+            # Gloo's timeout (Horovod's default 30 s) bounds its connect and every receive:
+            # below this harness's it aborts every rank first ("Application timeout caused pair
+            # closure", seen once in a cold CI), so the harness's timeouts and reports decide
+            env.setdefault(GLOO_TIMEOUT_VAR, str(int(self.job_timeout)))
         if self.controller == "mpi" and n > (os.cpu_count() or 1):
             # more ranks than cores: Open MPI's busy polling would starve the rank with work
             env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
