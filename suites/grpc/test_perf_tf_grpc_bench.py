@@ -10,7 +10,8 @@ judged item, per peer kind, payload mode and placement:
 
 Samples are per-batch values; echoes and acknowledgements are checked (a wrong byte count or
 echo fails the item even when the timing would pass). Python peers' per-RPC cost (~500 us
-here) hides the transport: latency verdicts about a runtime should use the native peer.
+here) hides the transport: latency verdicts about a runtime should use the native peer, and
+the quick profile times only it unless --hpc-grpc-peers names the others (options.py).
 What each point records: stacks/grpc/tfbench.py; sweeps, servers and judging: the `grpc_bench`
 fixture (stacks/grpc/plugin.py).
 """

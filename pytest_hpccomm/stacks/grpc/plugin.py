@@ -103,7 +103,16 @@ def paired_options(opts: GrpcOptions, prefix_given: bool) -> GrpcOptions:
     if "native" not in opts.peers:
         raise pytest.UsageError("a paired A/B run of grpc compares native peers: "
                                 "--hpc-grpc-peers must include native")
-    return dataclasses.replace(opts, peers=("native",))
+    return dataclasses.replace(opts, peers=("native",), perf_peers=("native",))
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    opts = config.stash.get(OPTIONS_KEY, None)
+    if opts is None or opts.perf_peers == opts.peers:
+        return []
+    return [f"hpccomm: quick profile: grpc perf items time the {', '.join(opts.perf_peers)} "
+            "peer only (a Python peer's per-RPC cost hides the transport; conformance runs "
+            "every peer; --hpc-profile=full or --hpc-grpc-peers times them)"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -111,7 +120,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     opts = metafunc.config.stash[OPTIONS_KEY]
     if "grpc_peer" in metafunc.fixturenames:
-        metafunc.parametrize("grpc_peer", opts.peers, scope="session")
+        perf = metafunc.definition.get_closest_marker("perf") is not None
+        metafunc.parametrize("grpc_peer", opts.perf_peers if perf else opts.peers,
+                             scope="session")
     if "grpc_mode" in metafunc.fixturenames:
         metafunc.parametrize("grpc_mode", opts.modes, scope="session")
     if "grpc_client_kind" in metafunc.fixturenames:

@@ -78,3 +78,37 @@ def test_runtime_options_and_ini(pytester: pytest.Pytester) -> None:
     # under a runtime the conformance calls are the native peer's (grpcio stays outside it)
     r.stdout.fnmatch_lines(["*RUNTIME rsocket (('A', '1'), ('B', '{device}'), ('C', '3')) "
                             "/opt/peer ('native',)*"])
+
+
+PEER_ITEMS = """
+import pytest
+
+@pytest.mark.perf
+def test_timed(grpc_peer):
+    pass
+
+def test_checked(grpc_peer):
+    pass
+"""
+
+
+@pytest.mark.parametrize("args, timed", [
+    ([], ["native"]),  # quick: the Python peers' per-RPC cost hides the transport
+    (["--hpc-profile=full"], ["python", "python-aio", "native"]),
+    (["--hpc-grpc-peers=python,native"], ["python", "native"]),  # named: taken as named
+])
+def test_quick_profile_times_the_native_peer_unless_peers_are_named(
+        pytester: pytest.Pytester, args: list[str], timed: list[str]) -> None:
+    pytester.makepyfile(test_peers=PEER_ITEMS)
+    r = pytester.runpytest(*PLUGIN, "--collect-only", "-q", "--hpc-history=none", *args)
+    ids = [line.split("::")[1] for line in r.outlines if "::" in line]
+    assert sorted(i for i in ids if i.startswith("test_timed")) == sorted(
+        f"test_timed[{p}]" for p in timed)
+    checked = ["python", "python-aio", "native"] if "--hpc-grpc-peers" not in str(args) else timed
+    assert sorted(i for i in ids if i.startswith("test_checked")) == sorted(
+        f"test_checked[{p}]" for p in checked)
+    narrowed = "*quick profile: grpc perf items time the native peer only*"
+    if args:
+        r.stdout.no_fnmatch_line(narrowed)
+    else:
+        r.stdout.fnmatch_lines([narrowed])
