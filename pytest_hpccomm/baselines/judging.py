@@ -22,7 +22,7 @@ from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBa
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
-                                              temper_for_shared_cores)
+                                              temper_for_shared_cores, typical_sessions_sd)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
@@ -42,6 +42,7 @@ class BaselineJudge:
         self.hpc = hpc
         self.store = store or JsonBaselineStore(Path(hpc.cfg.baselines))
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
+        self._family_sd: dict[str, dict[tuple[str, str], float | None]] = {}
 
     def baseline(self, m: Measurement) -> BaselineEntry | None:
         """BaselineFileError propagates: a malformed file fails the test, naming the file."""
@@ -49,6 +50,18 @@ class BaselineJudge:
             self._loaded[m.stack] = self.store.load(self.hpc.system, self.hpc.fabric_kind,
                                                     m.stack)
         return self._loaded[m.stack].get(m.key)
+
+    def family_sd(self, m: Measurement) -> float | None:
+        """The spread between sessions typical of `m`'s family (its benchmark and metric) in
+        its stack's baselines (verdict.typical_sessions_sd)."""
+        if m.stack not in self._family_sd:
+            self.baseline(m)
+            families: dict[tuple[str, str], list[tuple[float, ...]]] = defaultdict(list)
+            for entry in self._loaded[m.stack].values():
+                families[(entry.benchmark, entry.metric)].append(entry.session_medians)
+            self._family_sd[m.stack] = {f: typical_sessions_sd(levels)
+                                        for f, levels in families.items()}
+        return self._family_sd[m.stack].get((m.benchmark, m.metric))
 
     def judge(self, nodeid: str, m: Measurement,
                runtime_fingerprint: Mapping[str, Any] | None = None,
@@ -89,8 +102,8 @@ class BaselineJudge:
         """`m` against its stored baseline, tempered for shared cores and for a baseline from
         another machine type (informational); nothing is recorded."""
         stored = self.baseline(m)
-        verdict = temper_for_shared_cores(verdict_of(m, stored,
-                                                     tolerance=self.hpc.cfg.tolerance),
+        verdict = temper_for_shared_cores(verdict_of(m, stored, tolerance=self.hpc.cfg.tolerance,
+                                                     family_sd=self.family_sd(m)),
                                           shared_cores(m.extra),
                                           "" if stored is None else shared_cores(stored.summary))
         notes = [adaptive.describe(m.extra)]
@@ -110,10 +123,16 @@ class BaselineJudge:
     def undecided(self, m: Measurement,
                   runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:
         """Whether more jobs could decide `m`'s stored-mode verdict (adaptive.py); never in
-        a paired A/B run, whose rounds are fixed."""
+        a paired A/B run, whose rounds are fixed, nor against a baseline from another machine
+        type, whose verdicts are informational."""
         if self.hpc.cfg.paired(m.stack) is not None:
             return False
-        return adaptive.undecided(self.stored_verdict(m, self._fingerprint(runtime_fingerprint)))
+        finger = self._fingerprint(runtime_fingerprint)
+        stored = self.baseline(m)
+        if stored is not None and fingerprint_diff(stored.fingerprint, finger,
+                                                   fp.MACHINE_TYPE_FIELDS):
+            return False  # informational whatever the jobs say: none is added for it
+        return adaptive.undecided(self.stored_verdict(m, finger))
 
     def _judge_paired(self, nodeid: str, m: Measurement, base: Measurement,
                       finger: dict[str, Any]) -> RunResult:

@@ -50,6 +50,11 @@ default) puts that spread into the samples and gave none in 120 trials (README).
    is read with z, not Student's t: it also holds each session's own sampling spread (counted
    again by the bootstrap), which over-states it. When that term alone spans the tolerance band
    the verdict is INCONCLUSIVE with a reason more jobs cannot mend (adaptive.py spends none).
+   s_b is never taken below the spread typical of the entry's family (typical_sessions_sd:
+   the same benchmark and metric over its sizes, placements and implementations): from three
+   sessions one entry's sd rests on two degrees of freedom, and three of the main job's
+   sessions taken within 40 minutes agreed by chance where a fourth, an hour later, ran
+   3-6 % slower on every stack (README, Baselines).
    Measured why (README, Baselines): a same-build re-run against a one-session set gave 166
    improvements and 4 regressions, all false; every CI was a within-run CI.
 
@@ -109,6 +114,8 @@ class Verdict:
     p_better: float | None = None  # the same test in the "better" direction
     baseline_sessions: int | None = None  # runs that updated the baseline entry
     between_sessions_sd: float | None = None  # sd of their log medians (MIN_SESSIONS or more)
+    # the log half-width that spread adds to the CI: no number of this run's jobs removes it
+    session_margin: float | None = None
 
 
 def fmt_num(x: float) -> str:
@@ -220,6 +227,27 @@ def between_sessions_sd(medians: Sequence[float]) -> float | None:
     return float(np.std(np.log(np.asarray(medians, dtype=np.float64)), ddof=1))
 
 
+MIN_FAMILY = 3  # entries of a family with MIN_SESSIONS sessions before its typical spread counts
+
+
+def typical_sessions_sd(families_levels: Sequence[Sequence[float]]) -> float | None:
+    """The spread between sessions typical of a family of entries (one benchmark and metric of
+    a stack: its sizes, placements, implementations), each given as its session medians: the
+    median of their variances, each scaled by the median of its chi-square law so entries of
+    k sessions agree on it, or None with fewer than MIN_FAMILY entries of MIN_SESSIONS.
+    Why: k - 1 = 2 degrees of freedom leave one entry's sd below a third of the true one in one
+    case in ten; a point is never taken to be steadier between sessions than its family is."""
+    scaled = []
+    for levels in families_levels:
+        sd = between_sessions_sd(levels)
+        if sd is not None:
+            d = len(levels) - 1
+            scaled.append(sd * sd / (float(sps.chi2.median(d)) / d))
+    if len(scaled) < MIN_FAMILY:
+        return None
+    return math.sqrt(float(np.median(scaled)))
+
+
 def widened(ratio: float, ci: tuple[float, float], margin: float) -> tuple[float, float]:
     """`ci` with each log half-width combined in quadrature with `margin` (a log half-width)."""
     lo, hi = ci
@@ -235,8 +263,11 @@ def judge(
     seed: int = DEFAULT_SEED,
     confidence_level: float | None = None,
     n_resamples: int = DEFAULT_RESAMPLES,
+    family_sd: float | None = None,
 ) -> Verdict:
     """Judge `current` against `baseline` (see the module docstring for the rule).
+    `family_sd`: the spread between sessions typical of the baseline's family
+    (typical_sessions_sd), a floor under the entry's own from MIN_SESSIONS on.
 
     The tolerance used is the measurement's own, else the baseline's, else `tolerance`.
     `confidence_level` defaults to 1 - 2 * alpha (98 % for alpha 0.01). The same inputs and
@@ -283,7 +314,8 @@ def judge(
     base = np.asarray(baseline.samples, dtype=np.float64)
     base_med = float(np.median(base))
     levels = baseline.session_medians
-    s_b = between_sessions_sd(levels)
+    s_own = between_sessions_sd(levels)
+    s_b = s_own if s_own is None or family_sd is None else max(s_own, family_sd)
     if s_b is not None and base_med > 0 and np.all(base > 0):
         # the reference is the sessions' level; the stored samples give its shape
         ref = float(np.exp(np.mean(np.log(levels))))
@@ -294,6 +326,7 @@ def judge(
     )
 
     jobs_note = ""  # set when the CI resamples jobs as units
+    margin = 0.0  # set from MIN_SESSIONS baseline sessions on
 
     def verdict(
         outcome: Outcome,
@@ -314,7 +347,9 @@ def judge(
         if p is not None:
             detail.append(f"p={fmt_p(p)}")
         if s_b is not None:
-            detail.append(f"sd {s_b * 100:.1f}% between {len(levels)} baseline sessions")
+            detail.append(f"sd {s_b * 100:.1f}% between {len(levels)} baseline sessions"
+                          + (f" (its family's; its own {s_own * 100:.1f}%)"
+                             if s_own is not None and s_b > s_own else ""))
         detail.append(f"tolerance {fmt_tol(tol)}")
         msg = verdict_line(outcome, head, detail, reason)
         return Verdict(
@@ -333,6 +368,7 @@ def judge(
             p_better=p_better,
             baseline_sessions=len(levels),
             between_sessions_sd=s_b,
+            session_margin=margin if s_b is not None else None,
         )
 
     if baseline.unit != unit or baseline.direction != current.direction:
@@ -364,7 +400,6 @@ def judge(
     p_greater = float(sps.mannwhitneyu(cur, base, alternative="greater").pvalue)
     p_less = float(sps.mannwhitneyu(cur, base, alternative="less").pvalue)
     p_worse, p_better = (p_greater, p_less) if lower_better else (p_less, p_greater)
-    margin = 0.0
     if s_b is not None:
         z = float(sps.norm.ppf(0.5 + level / 2.0))
         margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))

@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from pytest_hpccomm.baselines.adaptive import describe, session_cost, undecided
+from pytest_hpccomm.baselines.adaptive import (describe, session_cost,
+                                               settles_without_sessions_spread, undecided)
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict, temper_for_shared_cores
 
 
@@ -34,12 +35,36 @@ def verdict(outcome: Outcome, reason: str = "", ci: tuple[float, float] | None =
     (verdict(Outcome.INCONCLUSIVE, "baseline is in us (lower is better), this run in MB/s"),
      False),
     (verdict(Outcome.INCONCLUSIVE, "non-positive samples: ratio undefined"), False),
-    (verdict(Outcome.REGRESSION, "worse beyond tolerance", (1.2, 1.3)), False),
-    (verdict(Outcome.IMPROVEMENT, "better beyond tolerance", (0.7, 0.8)), False),
+    # a claimed change is confirmed on the most jobs allowed before it is made
+    (verdict(Outcome.REGRESSION, "worse beyond tolerance", (1.2, 1.3)), True),
+    (verdict(Outcome.IMPROVEMENT, "better beyond tolerance", (0.7, 0.8)), True),
     (verdict(Outcome.NEW, "no baseline", None), False),
 ])
 def test_undecided(v: Verdict, more: bool) -> None:
     assert undecided(v) is more
+
+
+def with_margin(v: Verdict, ratio: float, margin: float | None) -> Verdict:
+    return dataclasses.replace(v, ratio=ratio, session_margin=margin)
+
+
+@pytest.mark.parametrize("v,more", [
+    # this run known exactly: 1.0 x exp(+-0.02) lies inside the 5 % band, more jobs can pass it
+    (with_margin(verdict(Outcome.PASS, "within tolerance", (0.96, 1.06)), 1.0, 0.02), True),
+    # 1.03 x exp(+-0.03) = 0.9996-1.061: the sessions' part alone straddles 1.05
+    (with_margin(verdict(Outcome.PASS, "within tolerance", (0.97, 1.09)), 1.03, 0.03), False),
+    (with_margin(verdict(Outcome.INCONCLUSIVE, "worse than tolerance, but the CI reaches "
+                         "inside it", (1.02, 1.12)), 1.07, 0.01), True),  # 1.059-1.081
+    (with_margin(verdict(Outcome.INCONCLUSIVE, "worse than tolerance, but the CI reaches "
+                         "inside it", (1.0, 1.15)), 1.07, 0.04), False),  # 1.028-1.114
+    (with_margin(verdict(Outcome.INCONCLUSIVE, "too noisy: CI wider than the tolerance band",
+                         (0.85, 1.2)), 0.8, 0.05), True),  # 0.761-0.841: wholly beyond
+    (with_margin(verdict(Outcome.PASS, "within tolerance", (0.97, 1.06)), 1.03, None), True),
+    (with_margin(verdict(Outcome.PASS, "within tolerance", (0.97, 1.06)), 1.03, 0.0), True),
+])
+def test_the_spread_between_sessions_is_not_mended_by_more_jobs(v: Verdict, more: bool) -> None:
+    assert undecided(v) is more
+    assert settles_without_sessions_spread(v) is more
 
 
 def test_a_baseline_from_shared_cores_is_not_mended_by_more_jobs() -> None:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
-from pytest_hpccomm.baselines.verdict import Outcome, block_length, blocks, classify, judge
+from pytest_hpccomm.baselines.verdict import (Outcome, block_length, blocks, classify, judge,
+                                              typical_sessions_sd)
 from pytest_hpccomm.measure.measurement import Direction
 
 from tests.builders import FINGERPRINT, make_measurement
@@ -271,6 +272,46 @@ def test_steady_sessions_keep_the_gate_sharp() -> None:
                             [101, 99, 100])
     bw = judge(make_measurement(lognormal(80, 0.01, 40, seed=2), **bw_kw), bw_base)
     assert bw.outcome is Outcome.REGRESSION, bw.message
+
+
+def test_the_verdict_carries_the_sessions_part_of_its_interval() -> None:
+    # z(98 %) x s_b x sqrt(1 + 1/k): what no number of this run's jobs removes (adaptive.py)
+    levels = [1.02, 0.98, 1.01]
+    base = with_sessions(baseline(lognormal(1.0, 0.01, 40, seed=1)), levels)
+    v = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base)
+    k = len(levels) + 1
+    s_b = float(np.std(np.log([*levels, base.median]), ddof=1))
+    assert v.between_sessions_sd == pytest.approx(s_b)
+    assert v.session_margin == pytest.approx(2.3263 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
+    alone = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)),
+                  baseline(lognormal(1.0, 0.01, 40, seed=1)))
+    assert alone.session_margin is None
+
+
+def test_the_typical_spread_of_a_family_is_robust_to_its_odd_entries() -> None:
+    rng = np.random.default_rng(7)
+    steady = [list(np.exp(rng.normal(0.0, 0.02, 3))) for _ in range(400)]
+    got = typical_sessions_sd(steady)
+    assert got is not None and 0.017 < got < 0.023  # sd 2 % over entries of 3 sessions
+    wild = [[1.0, 3.0, 1.0]] * 40  # a tenth of the family bimodal: the median barely moves
+    assert typical_sessions_sd(steady + wild) == pytest.approx(got, rel=0.15)
+    assert typical_sessions_sd(steady[:2]) is None  # too few entries to speak for a family
+    assert typical_sessions_sd([[1.0, 1.1]] * 10) is None  # two sessions give no spread
+
+
+def test_an_entry_is_never_steadier_than_its_family() -> None:
+    # three sessions that agree by chance (0.3 %) and a 9 % slowdown: on their own they call
+    # it a regression; a family whose sessions typically move by 4 % says it may be drift
+    base = with_sessions(baseline(lognormal(1.0, 0.01, 40, seed=1)), [1.003, 0.997])
+    cur = make_measurement(lognormal(1.09, 0.01, 40, seed=2))
+    alone = judge(cur, base)
+    assert alone.outcome is Outcome.REGRESSION, alone.message
+    floored = judge(cur, base, family_sd=0.04)
+    assert floored.outcome is Outcome.INCONCLUSIVE, floored.message
+    assert floored.between_sessions_sd == 0.04
+    assert "sd 4.0% between 3 baseline sessions (its family's; its own 0." in floored.message
+    steadier = judge(cur, base, family_sd=0.001)  # a floor below its own changes nothing
+    assert steadier.message == alone.message and steadier.outcome is Outcome.REGRESSION
 
 
 def test_two_sessions_give_no_spread() -> None:

@@ -125,6 +125,58 @@ def test_a_baseline_from_another_machine_type_is_informational(
     run(bench, monkeypatch, shift=1.4).assert_outcomes(failed=1)  # same machine type again
 
 
+def test_a_point_is_judged_with_its_familys_spread_between_sessions(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three sessions of one entry that agree by chance do not make a 12 % slowdown a
+    regression when the other sizes of its benchmark moved ~5 % between sessions."""
+    for seed in (1, 2, 3):
+        run(bench, monkeypatch, "--hpc-update-baselines=all", seed=seed).assert_outcomes(passed=1)
+    data = json.loads(baseline_file(bench).read_text())
+    [(key, entry)] = data["entries"].items()
+    levels = [s["median"] for s in entry["sessions"]]
+    assert len(levels) == 3 and max(levels) / min(levels) < 1.02
+    run(bench, monkeypatch, shift=1.12, seed=4).assert_outcomes(failed=1)
+    for i, size in enumerate((16, 32, 64, 128)):
+        other = json.loads(json.dumps(entry))
+        other["params"]["size"] = size
+        other["sessions"] = [dict(s, median=s["median"] * f)
+                             for s, f in zip(entry["sessions"], (1.0, 1.05 + i / 100, 0.95))]
+        data["entries"][key.replace('"size":8', f'"size":{size}')] = other
+    baseline_file(bench).write_text(json.dumps(data))
+    result = run(bench, monkeypatch, "--hpc-results=out.json", shift=1.12, seed=4)
+    result.assert_outcomes(passed=1)
+    verdict = json.loads((bench.path / "out.json").read_text())["results"][0]["verdict"]
+    assert verdict["outcome"] == "inconclusive", verdict["message"]
+    assert "between 3 baseline sessions (its family's; its own " in verdict["message"]
+
+
+UNDECIDED = """
+import numpy as np
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+
+def test_fake_latency(hpc_record):
+    samples = 10.0 * np.random.default_rng(1).lognormal(0.0, 0.2, 40)  # a wide interval
+    m = Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8},
+                    samples=tuple(samples), unit="us", direction=Direction.LOWER_IS_BETTER,
+                    metric="latency")
+    print("undecided:", hpc_record.undecided(m))
+    hpc_record(m)
+"""
+
+
+def test_no_jobs_are_added_for_a_baseline_from_another_machine_type(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More jobs would only measure this machine better: its verdict stays informational."""
+    pytester.makepyfile(test_bench=UNDECIDED)
+    run(pytester, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    run(pytester, monkeypatch, "-s").stdout.fnmatch_lines(["*undecided: True*"])
+    data = json.loads(baseline_file(pytester).read_text())
+    for entry in data["entries"].values():
+        entry["fingerprint"]["cpu_model"] = "Other CPU 9000"
+    baseline_file(pytester).write_text(json.dumps(data))
+    run(pytester, monkeypatch, "-s").stdout.fnmatch_lines(["*undecided: False*"])
+
+
 def test_malformed_baseline_fails_naming_the_file(bench: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     baseline_file(bench).parent.mkdir(parents=True)
