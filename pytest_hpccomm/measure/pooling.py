@@ -47,6 +47,8 @@ class JobPool(Generic[S]):
         self._jobs: dict[Hashable, list[S]] = {}
         self._done: dict[Hashable, S | Exception] = {}
         self._added: dict[Hashable, float] = {}  # seconds the added jobs took
+        self._part_jobs: dict[tuple[Hashable, Hashable], list[S]] = {}  # more_of's jobs
+        self._part_done: dict[tuple[Hashable, Hashable], S | Exception] = {}
         self._paired: dict[Hashable, tuple[S, S] | Exception] = {}
 
     def get(self, key: Hashable, job: Callable[[], S]) -> S:
@@ -75,11 +77,46 @@ class JobPool(Generic[S]):
             self._added[key] = self._added.get(key, 0.0) + time.monotonic() - t0
         return self._settled(self._done[key])
 
-    def cost(self, key: Hashable) -> dict[str, Any]:
-        """What the sweep's records keep as `extra["adaptive"]` (baselines/adaptive.py)."""
+    def get_part(self, key: Hashable, part: Hashable, job: Callable[[], S]) -> S:
+        """The sweep (get), or once more_of added jobs for `part`, that part's view."""
+        whole = self.get(key, job)
+        got = self._part_done.get((key, part))
+        return whole if got is None else self._settled(got)
+
+    def more_of(self, key: Hashable, part: Hashable, job: Callable[[], S],
+                restrict: Callable[[S], S]) -> S | None:
+        """One more job of `part` alone (one benchmark of a sweep whose jobs run several):
+        the part's view, each of the sweep's jobs restricted to it and then its own added
+        jobs pooled, or None once that view holds max_repeats jobs (or failed). An undecided
+        point then costs a job of its benchmark, not of every benchmark the sweep runs."""
+        jobs = self._jobs.get(key, [])
+        done = self._done.get(key)
+        added = self._part_jobs.setdefault((key, part), [])
+        if not jobs or done is None or isinstance(done, Exception) \
+                or isinstance(self._part_done.get((key, part)), Exception) \
+                or len(jobs) + len(added) >= self.max_repeats:
+            return None
+        t0 = time.monotonic()
+        try:
+            added.append(job())
+            self._part_done[(key, part)] = self.merge([restrict(j) for j in jobs] + added)
+        except self.failures as exc:
+            self._part_done[(key, part)] = exc
+        finally:
+            self._added[(key, part)] = self._added.get((key, part), 0.0) \
+                + time.monotonic() - t0
+        return self._settled(self._part_done[(key, part)])
+
+    def cost(self, key: Hashable, part: Hashable | None = None) -> dict[str, Any]:
+        """What the sweep's (or its part's, more_of) records keep as `extra["adaptive"]`
+        (baselines/adaptive.py)."""
         jobs = len(self._jobs.get(key, []))
-        return {"jobs": jobs, "added": max(0, jobs - self.repeats),
-                "seconds": round(self._added.get(key, 0.0), 2)}
+        added, seconds = max(0, jobs - self.repeats), self._added.get(key, 0.0)
+        if part is not None:
+            own = len(self._part_jobs.get((key, part), []))
+            jobs, added = jobs + own, added + own
+            seconds += self._added.get((key, part), 0.0)
+        return {"jobs": jobs, "added": added, "seconds": round(seconds, 2)}
 
     def paired(self, key: Hashable, base: Callable[[int], S], candidate: Callable[[int], S],
                rounds: int) -> tuple[S, S]:

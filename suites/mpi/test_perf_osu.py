@@ -14,7 +14,8 @@ used less than 0.1 s; a batch holds up to 200 ping-pongs, 10 windows of 64 or 50
 operations, fewer once it moves 1 MiB (per window slot for osu_bw/bibw/mbw_mr). Full: 20-100
 batches, 2 s, 16 MiB. Data is validated as OSU's -c does, every batch: a wrong byte fails the
 item even when the timing would pass. All selected benchmarks of one (MPI, placement) run in
-one MPI job (two on netns with more than 2 hosts: two-rank benchmarks apart): the `mpi_osu`
+one MPI job (two on netns with more than 2 hosts: two-rank benchmarks apart); a job added for
+an undecided point (adaptive repeats) runs that point's benchmark alone. The `mpi_osu`
 fixture (stacks/mpi/plugin.py) selects, launches, pools and judges; a test names the points.
 """
 

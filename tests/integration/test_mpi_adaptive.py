@@ -2,8 +2,10 @@
 pooled into a sweep, grown one job at a time while a verdict is undecided.
 
 Against a reference whose jobs are far apart the points stay undecided, so their sweep must
-grow to the limit; with the limit equal to --hpc-repeats nothing may be added. The stored baseline keeps where each job's batches end (job_sizes), and
-the verdict names the jobs it resampled.
+grow to the limit, by jobs of their benchmark alone (a point of another benchmark of the same
+jobs, decided, gets none); with the limit equal to --hpc-repeats nothing may be added. The
+stored baseline keeps where each job's batches end (job_sizes), and the verdict names the
+jobs it resampled.
 """
 
 from __future__ import annotations
@@ -27,29 +29,37 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
     pytester.copy_example(str(SUITE))
+    # osu_latency and osu_bw share each job (one MPI job runs every selected benchmark)
     args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K,16K", "-k",
-            "osu_latency", "--hpc-baselines=bl", "--hpc-system=adaptive", "--hpc-history=none",
-            "--hpc-repeats=2", "-p", "no:cacheprovider", "--import-mode=importlib"]
+            "osu_latency or osu_bw", "--hpc-baselines=bl", "--hpc-system=adaptive",
+            "--hpc-history=none", "--hpc-repeats=2", "--hpc-tolerance=0.5", "-p",
+            "no:cacheprovider", "--import-mode=importlib"]
     first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
-    first.assert_outcomes(passed=3)
+    first.assert_outcomes(passed=6)
     stored = json.loads((pytester.path / "bl/adaptive/ethernet/mpi.json").read_text())
     assert all(len(e["job_sizes"]) == 2 and sum(e["job_sizes"]) == len(e["samples"])
                for e in stored["entries"].values()), stored
 
-    # a reference whose two jobs landed 40 % either side of the median: no number of jobs on
-    # this side can make the interval narrower than the 5 % band, so every point stays
-    # undecided and its sweep must grow to the limit
+    # osu_latency's reference: two jobs that landed far either side of the median, so no
+    # number of jobs on this side makes its interval narrower than the 50 % band: its points
+    # stay undecided and get jobs up to the limit, each a job of osu_latency alone. osu_bw's
+    # points against their own run, at 50 %, are decided and get none
     path = pytester.path / "bl/adaptive/ethernet/mpi.json"
     for e in stored["entries"].values():
-        k = e["job_sizes"][0]
-        e["samples"] = [x * (0.6 if i < k else 1.4) for i, x in enumerate(e["samples"])]
+        if e["benchmark"] == "osu_latency":
+            k = e["job_sizes"][0]
+            e["samples"] = [x * (0.3 if i < k else 1.7) for i, x in enumerate(e["samples"])]
     path.write_text(json.dumps(stored))
     grown = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=4",
                                           "--hpc-results=grown.json", timeout=300)
     results = json.loads((pytester.path / "grown.json").read_text())["results"]
-    assert len(results) == 3, grown.stdout.str()
+    assert len(results) == 6, grown.stdout.str()
     for r in results:
         cost, verdict = r["measurement"]["extra"]["adaptive"], r["verdict"]
+        if r["measurement"]["benchmark"] == "osu_bw":
+            assert verdict["outcome"] == "pass", verdict["message"]
+            assert cost["added"] == 0 and len(r["measurement"]["extra"]["job_sizes"]) == 2
+            continue
         assert verdict["outcome"] == "inconclusive", verdict["message"]
         assert verdict["reason"].startswith("too noisy"), verdict["message"]
         assert cost["jobs"] == 4 and cost["added"] == 2 and cost["seconds"] > 0, cost
@@ -60,7 +70,7 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
     fixed = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=2",
                                           "--hpc-results=fixed.json", timeout=300)
     results = json.loads((pytester.path / "fixed.json").read_text())["results"]
-    assert len(results) == 3, fixed.stdout.str()
+    assert len(results) == 6, fixed.stdout.str()
     for r in results:
         assert r["measurement"]["extra"]["adaptive"]["added"] == 0
         assert "added for an undecided verdict" not in r["verdict"]["message"]

@@ -46,6 +46,43 @@ def test_get_runs_repeats_jobs_once_and_more_grows_to_the_limit() -> None:
     assert pool.more("never-run", job) is None
 
 
+def test_more_of_grows_one_part_of_a_sweep_alone() -> None:
+    # a sweep's jobs run benchmarks a and b; a point of a is undecided: its added jobs run a
+    # alone, its view pools the sweep's jobs restricted to a with them, b's points are untouched
+    pool: JobPool[list[str]] = JobPool(pooled, repeats=2, max_repeats=4, failures=(Broken,))
+    ran: list[str] = []
+
+    def both() -> list[str]:
+        ran.append("ab")
+        return [f"a{len(ran)}", f"b{len(ran)}"]
+
+    def a_alone() -> list[str]:
+        ran.append("a")
+        return [f"a{len(ran)}"]
+
+    def only_a(job: list[str]) -> list[str]:
+        return [x for x in job if x.startswith("a")]
+    assert pool.get("k", both) == ["a1", "b1", "a2", "b2"]
+    assert pool.more_of("k", "a", a_alone, only_a) == ["a1", "a2", "a3"]
+    assert pool.more_of("k", "a", a_alone, only_a) == ["a1", "a2", "a3", "a4"]
+    assert pool.more_of("k", "a", a_alone, only_a) is None  # the view holds max_repeats jobs
+    assert ran == ["ab", "ab", "a", "a"]
+    assert pool.get_part("k", "a", both) == ["a1", "a2", "a3", "a4"]  # a's later points
+    assert pool.get_part("k", "b", both) == ["a1", "b1", "a2", "b2"]  # b: the sweep, as run
+    cost_a, cost_b = pool.cost("k", "a"), pool.cost("k", "b")
+    assert cost_a["jobs"] == 4 and cost_a["added"] == 2 and cost_a["seconds"] >= 0
+    assert cost_b == {"jobs": 2, "added": 0, "seconds": 0.0}
+
+    def broken() -> list[str]:
+        raise Broken("a alone exited 1")
+    with pytest.raises(Broken, match="exited 1"):
+        pool.more_of("k", "b", broken, only_a)
+    with pytest.raises(Broken):
+        pool.get_part("k", "b", both)  # b's view failed: its later points fail alike
+    assert pool.more_of("k", "b", a_alone, only_a) is None
+    assert pool.more_of("never-run", "a", a_alone, only_a) is None
+
+
 def test_a_failure_is_cached_and_a_failed_extra_job_fails_the_sweep() -> None:
     pool: JobPool[list[str]] = JobPool(pooled, repeats=1, max_repeats=3, failures=(Broken,))
     calls: list[int] = []

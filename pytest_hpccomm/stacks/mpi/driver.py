@@ -94,6 +94,11 @@ class Sweep:
     def __post_init__(self) -> None:
         self.by_size = {b: {int(p["size"]): p for p in d["results"]} for b, d in self.docs.items()}
 
+    def only(self, benchmark: str) -> Sweep:
+        """This job as if it had run `benchmark` alone (its other documents left out)."""
+        return dataclasses.replace(self, docs={b: d for b, d in self.docs.items()
+                                               if b == benchmark})
+
     def doc(self, benchmark: str) -> dict[str, Any]:
         """The benchmark's document; a job that exited non-zero or timed out fails every
         benchmark, also those it printed before: an MPI that crashes in MPI_Finalize, or

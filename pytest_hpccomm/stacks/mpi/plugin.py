@@ -127,17 +127,27 @@ class MpiSweeps:
         self.retry = QuietRetry(reruns)  # the contention guard's re-runs of disturbed jobs
         self.pool = JobPool(merge_sweeps, repeats, max_repeats, (SweepFailed,))
 
-    def get(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep:
-        return self.pool.get(self._key(runtime, target, benchmark),
-                             lambda: self._quiet_job(runtime, target, benchmark))
+    def get(self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str,
+            benchmark: str | None = None) -> Sweep:
+        """The sweep of the comma-separated `benchmarks` (one job each time), or for
+        `benchmark` its view once adaptive repeats added jobs of it alone (more)."""
+        key, job = self._key(runtime, target, benchmarks), \
+            lambda: self._quiet_job(runtime, target, benchmarks)
+        return self.pool.get(key, job) if benchmark is None \
+            else self.pool.get_part(key, benchmark, job)
 
-    def more(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> Sweep | None:
-        """The sweep with one more job pooled in (adaptive repeats); None: no more allowed."""
-        return self.pool.more(self._key(runtime, target, benchmark),
-                              lambda: self._quiet_job(runtime, target, benchmark))
+    def more(self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str,
+             benchmark: str) -> Sweep | None:
+        """`benchmark`'s view with one more job of it alone pooled in (adaptive repeats):
+        the sweep's job runs every selected benchmark, 15-20 s here, and re-running the
+        decided ones adds no evidence; None: no more allowed."""
+        return self.pool.more_of(self._key(runtime, target, benchmarks), benchmark,
+                                 lambda: self._quiet_job(runtime, target, benchmark),
+                                 lambda sweep: sweep.only(benchmark))
 
-    def cost(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> dict[str, Any]:
-        return self.pool.cost(self._key(runtime, target, benchmark))
+    def cost(self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str,
+             benchmark: str | None = None) -> dict[str, Any]:
+        return self.pool.cost(self._key(runtime, target, benchmarks), benchmark)
 
     @staticmethod
     def _key(runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> tuple[str, str, str]:
@@ -265,7 +275,7 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRu
         base: Sweep | None = None
         try:
             if mpi_base_runtime is None:
-                sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group))
+                sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group), benchmark)
             else:
                 sweep, base = mpi_sweeps.get_paired(mpi_base_runtime, mpi_runtime, target,
                                                     ",".join(group), hpc_session.cfg.ab_rounds)
@@ -276,8 +286,8 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRu
         key = (mpi_runtime, target, ",".join(group))
         osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
                   hpc_record, emulated, base,
-                  more=None if base is not None else lambda: mpi_sweeps.more(*key),
-                  cost=lambda: mpi_sweeps.cost(*key))
+                  more=None if base is not None else lambda: mpi_sweeps.more(*key, benchmark),
+                  cost=lambda: mpi_sweeps.cost(*key, benchmark))
 
     return run
 
