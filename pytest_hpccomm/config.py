@@ -15,6 +15,7 @@ import pytest
 
 from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm, parse_host_list,
                                           parse_hostfile)
+from pytest_hpccomm.baselines.adaptive import SCOPES as REPEAT_SCOPES
 from pytest_hpccomm.baselines.history import default_history_path
 from pytest_hpccomm.measure.link import RateError, parse_bit_rate
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size_spec
@@ -59,9 +60,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--hpc-vlink-rate", "shape every virtual host's link to this bit rate (tbf), "
                "e.g. 1G or 100M: bandwidths then show a known fraction of the link"),
     OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB in powers of 4, short runs, TCP-only "
-               "stacks timed at loopback only) or full (1 B-64 MiB in powers of 2, every "
-               "placement)", "quick",
-               choices=PROFILE_CHOICES),
+               "stacks timed at loopback only, adaptive repeats for potential changes only) or "
+               "full (1 B-64 MiB in powers of 2, every placement, every undecided point "
+               "repeated)", "quick", choices=PROFILE_CHOICES),
     OptionSpec("--hpc-sizes", "message sizes overriding the profile: MIN:MAX (powers of two) "
                "and/or a list, e.g. 1:4M or 0,8,1K,1M"),
     OptionSpec("--hpc-system", "name of the baseline set (default: derived from the fingerprint)"),
@@ -79,6 +80,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "decide (inconclusive, or an interval reaching beyond the tolerance) gets one more "
                "job at a time, up to this many (default 2 x --hpc-repeats; equal to "
                "--hpc-repeats: off)", 0, kind="int"),
+    OptionSpec("--hpc-repeat-for", "which points adaptive repeats grow: 'changes' (a claimed "
+               "regression/improvement or a point ratio beyond the tolerance; the quick "
+               "profile's default) or 'undecided' (also a pass whose interval reaches beyond "
+               "the tolerance and a too-noisy point inside it; the full profile's)",
+               choices=REPEAT_SCOPES),
     OptionSpec("--hpc-inject-slowdown", "canary: peers stretch every timed operation by this "
                "factor (>= 1.0) to prove the gate catches a regression of that size", 1.0,
                kind="float"),
@@ -126,6 +132,7 @@ class HpcConfig:
     inject_slowdown: float = 1.0
     repeats: int = 3
     max_repeats: int = 0  # 0: 2 x repeats (repeat_limit)
+    repeat_for: str | None = None  # None: by profile (repeat_scope)
     results: Path | None = None
     report: Path | None = None
     screenshots: bool = False
@@ -153,6 +160,12 @@ class HpcConfig:
     def repeat_limit(self) -> int:
         """Jobs a sweep may grow to for an undecided verdict (--hpc-max-repeats)."""
         return self.max_repeats or min(2 * self.repeats, MAX_REPEATS)
+
+    @property
+    def repeat_scope(self) -> str:
+        """Which points adaptive repeats grow (--hpc-repeat-for; adaptive.SCOPES): quick
+        spends jobs only on potential changes, full on every undecided point."""
+        return self.repeat_for or ("changes" if self.profile == "quick" else "undecided")
 
     def paired(self, stack: str) -> tuple[str, str] | None:
         """(base, candidate) implementations when this is a paired A/B run of `stack`."""

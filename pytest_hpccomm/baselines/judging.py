@@ -132,7 +132,7 @@ class BaselineJudge:
         if stored is not None and fingerprint_diff(stored.fingerprint, finger,
                                                    fp.MACHINE_TYPE_FIELDS):
             return False  # informational whatever the jobs say: none is added for it
-        return adaptive.undecided(self.stored_verdict(m, finger))
+        return adaptive.undecided(self.stored_verdict(m, finger), self.hpc.cfg.repeat_scope)
 
     def _judge_paired(self, nodeid: str, m: Measurement, base: Measurement,
                       finger: dict[str, Any]) -> RunResult:

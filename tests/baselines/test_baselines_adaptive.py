@@ -44,6 +44,25 @@ def test_undecided(v: Verdict, more: bool) -> None:
     assert undecided(v) is more
 
 
+@pytest.mark.parametrize("v,more", [
+    # inside the band: more jobs could settle it, but cannot make it a change
+    (verdict(Outcome.PASS, "within tolerance", (0.97, 1.06)), False),
+    (verdict(Outcome.INCONCLUSIVE, "too noisy: CI wider than the tolerance band", (0.8, 1.3)),
+     False),
+    (dataclasses.replace(verdict(Outcome.INCONCLUSIVE, "too noisy: CI wider than the tolerance "
+                                 "band", (0.9, 1.6)), ratio=1.2), True),  # beyond: may be one
+    (dataclasses.replace(verdict(Outcome.INCONCLUSIVE, "better than tolerance, but not "
+                                 "significant", (0.7, 1.01)), ratio=0.9), True),
+    (verdict(Outcome.REGRESSION, "worse beyond tolerance", (1.2, 1.3)), True),
+    (verdict(Outcome.IMPROVEMENT, "better beyond tolerance", (0.7, 0.8)), True),
+    # beyond the band but nothing more jobs mend
+    (dataclasses.replace(verdict(Outcome.INCONCLUSIVE, "non-positive samples: ratio "
+                                 "undefined"), ratio=1.3), False),
+])
+def test_the_changes_scope_grows_potential_changes_only(v: Verdict, more: bool) -> None:
+    assert undecided(v, "changes") is more
+
+
 def with_margin(v: Verdict, ratio: float, margin: float | None) -> Verdict:
     return dataclasses.replace(v, ratio=ratio, session_margin=margin)
 

@@ -3,7 +3,9 @@ pooled into a sweep, grown one job at a time while a verdict is undecided.
 
 Against a reference whose jobs are far apart the points stay undecided, so their sweep must
 grow to the limit, by jobs of their benchmark alone (a point of another benchmark of the same
-jobs, decided, gets none); with the limit equal to --hpc-repeats nothing may be added. The
+jobs, decided, gets none); with the limit equal to --hpc-repeats nothing may be added, and
+under the quick profile's scope (--hpc-repeat-for=changes) a too-noisy point whose ratio lies
+inside the band gets none either. The
 stored baseline keeps where each job's batches end (job_sizes), and the verdict names the
 jobs it resampled.
 """
@@ -51,6 +53,7 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
             e["samples"] = [x * (0.3 if i < k else 1.7) for i, x in enumerate(e["samples"])]
     path.write_text(json.dumps(stored))
     grown = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=4",
+                                          "--hpc-repeat-for=undecided",
                                           "--hpc-results=grown.json", timeout=300)
     results = json.loads((pytester.path / "grown.json").read_text())["results"]
     assert len(results) == 6, grown.stdout.str()
@@ -67,10 +70,16 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
         assert "over 4 vs 2 jobs" in verdict["message"]
         assert "4 jobs, 2 of them added for an undecided verdict" in verdict["message"]
 
-    fixed = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=2",
-                                          "--hpc-results=fixed.json", timeout=300)
-    results = json.loads((pytester.path / "fixed.json").read_text())["results"]
-    assert len(results) == 6, fixed.stdout.str()
-    for r in results:
-        assert r["measurement"]["extra"]["adaptive"]["added"] == 0
-        assert "added for an undecided verdict" not in r["verdict"]["message"]
+    for name, more in (("fixed", ["--hpc-max-repeats=2", "--hpc-repeat-for=undecided"]),
+                       ("quick", ["--hpc-max-repeats=4"])):  # quick: changes only
+        run = pytester.runpytest_subprocess(*args, *more, f"--hpc-results={name}.json",
+                                            timeout=300)
+        results = json.loads((pytester.path / f"{name}.json").read_text())["results"]
+        assert len(results) == 6, run.stdout.str()
+        for r in results:
+            assert r["measurement"]["extra"]["adaptive"]["added"] == 0, (name, r["verdict"])
+            assert "added for an undecided verdict" not in r["verdict"]["message"]
+            if r["measurement"]["benchmark"] == "osu_latency":
+                verdict = r["verdict"]
+                assert verdict["outcome"] == "inconclusive", verdict["message"]
+                assert 0.5 <= verdict["ratio"] <= 1.5, verdict["message"]

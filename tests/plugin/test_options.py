@@ -34,6 +34,8 @@ def usage_error_line(result: pytest.RunResult) -> str:
                                                   "..50, got 3"),
     (["--hpc-max-repeats=51"], "--hpc-max-repeats: must be --hpc-repeats (3)..50, got 51"),
     (["--hpc-bind=socket"], "--hpc-bind: invalid value 'socket'"),
+    (["--hpc-repeat-for=all"], "--hpc-repeat-for: invalid value 'all' (choose from changes, "
+                               "undecided)"),
     (["--hpc-sysfs-root=/nonexistent"], "--hpc-sysfs-root:"),
     (["--hpc-base=openmpi4", "--hpc-candidate=mpi=openmpi"], "--hpc-base: expected STACK=IMPL"),
     (["--hpc-base=mpi=openmpi4"], "--hpc-base names stack 'mpi' but --hpc-candidate does not"),
@@ -66,6 +68,18 @@ def test_ini_keys_set_options_and_command_line_wins(pytester: pytest.Pytester) -
                         "    assert hpc_config.message_sizes[-1] == 64 << 20\n")
     result = pytester.runpytest("--hpc-system=lab-b")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(("args", "scope"), [
+    ([], "changes"), (["--hpc-profile=full"], "undecided"),
+    (["--hpc-repeat-for=undecided"], "undecided"),
+    (["--hpc-profile=full", "--hpc-repeat-for=changes"], "changes"),
+])
+def test_the_profile_sets_which_points_repeats_grow(pytester: pytest.Pytester, args: list[str],
+                                                   scope: str) -> None:
+    pytester.makepyfile("def test_cfg(hpc_config):\n"
+                        f"    assert hpc_config.repeat_scope == {scope!r}\n")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
 
 
 def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
