@@ -218,11 +218,15 @@ def entry_from_measurement(
 def carry_sessions(old: BaselineEntry | None, new: BaselineEntry,
                    limit: int = MAX_SESSIONS) -> BaselineEntry:
     """`new` with the sessions of the entry it replaces, when both measured the same thing on
-    the same kind of run: same unit, direction and relevant fingerprint (fingerprint_diff)."""
+    the same kind of run: same unit, direction and relevant fingerprint (fingerprint_diff).
+    A run on shared cores (`=all` writes it, marked) adds no session: a neighbour's load moves
+    a point either way (gRPC's small-message latency ran 0.4-0.5x its quiet level beside a
+    test run that kept the cores awake), which is no spread of the build's own."""
     if old is None or old.unit != new.unit or old.direction != new.direction \
             or fingerprint_diff(old.fingerprint, new.fingerprint):
         return new
-    return replace(new, sessions=(old.levels + new.levels)[-limit:])
+    added = () if shared_cores(new.summary) else new.levels
+    return replace(new, sessions=(old.levels + added)[-limit:])
 
 
 def shared_cores(extra: Mapping[str, Any]) -> str:

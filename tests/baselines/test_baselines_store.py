@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -86,6 +87,21 @@ def test_each_update_adds_a_session_until_the_runs_differ_in_kind(tmp_path: Path
     # the unit changed: the same
     s.update(SYS, FAB, STACK, [make_measurement([4.1] * 5, unit="ms")], other, timestamp="x")
     assert s.load(SYS, FAB, STACK)[make_measurement([1.0]).key].session_medians == (4.1,)
+
+
+def test_a_run_on_shared_cores_adds_no_session(tmp_path: Path) -> None:
+    s = JsonBaselineStore(tmp_path)
+    for day, med in enumerate([3.0, 3.1, 2.9]):
+        s.update(SYS, FAB, STACK, [make_measurement([med] * 5)], FINGERPRINT, timestamp=f"d{day}")
+    shared = dataclasses.replace(make_measurement([1.2] * 5),
+                                 extra={"cpu": {"disturbed": "other processes used 0.7 of 2"}})
+    s.update(SYS, FAB, STACK, [shared], FINGERPRINT, timestamp="busy")
+    e = s.load(SYS, FAB, STACK)[shared.key]
+    # the entry holds the marked run (=all writes it), the spread only the quiet ones
+    assert e.samples == (1.2,) * 5 and e.summary["cores_shared"].startswith("other processes")
+    assert e.session_medians == (3.0, 3.1, 2.9)
+    s.update(SYS, FAB, STACK, [make_measurement([3.05] * 5)], FINGERPRINT, timestamp="quiet")
+    assert s.load(SYS, FAB, STACK)[shared.key].session_medians == (3.0, 3.1, 2.9, 3.05)
 
 
 def test_an_entry_from_before_sessions_counts_as_one(tmp_path: Path) -> None:
