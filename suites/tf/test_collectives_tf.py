@@ -267,7 +267,7 @@ def test_empty_indexed_slices(tf_env: TfEnv, hpc_placement: str,
             raise
 
 
-GROUP_TIMEOUT = 5.0  # timeout_seconds of the collective that never fills
+GROUP_TIMEOUT = 2.0  # timeout_seconds of the collective that never fills
 
 
 def test_a_missing_worker_is_deadline_exceeded(tf_env: TfEnv, hpc_placement: str,
