@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on this machine: every suite on the local Ethernet fabric (loopback and the
-# virtual cluster), judged against baselines/$HPCCOMM_SYSTEM where a set is committed (none
-# is yet: README, Baselines; on other hardware the verdicts are informational, the
-# fingerprint difference stated), with JSON, markdown and HTML reports in results/.
+# virtual cluster), judged against the committed set baselines/$HPCCOMM_SYSTEM (ci-2c: five
+# sessions on this 2-core CI machine type, README, Baselines; on other hardware the verdicts
+# are informational, the fingerprint difference stated), with JSON, markdown and HTML
+# reports in results/.
 # Then the link pass: Open MPI osu_bw (256 KiB, 1 MiB) and native gRPC p2p bandwidth (raw,
 # one 1 MiB buffer, so it enters the cross-stack table beside osu_bw) across the virtual
 # cluster with every host's link shaped to 1 Gbit/s (tbf), so bandwidth shows as a fraction
@@ -14,10 +15,14 @@ cd "$(dirname "$0")/.." || exit
 bash ci/bootstrap.sh || exit
 PY="${HPCCOMM_VENV:-.venv}/bin/python"
 SYSTEM="${HPCCOMM_SYSTEM:-ci-2c}"
+# The main pass's tolerance: this 2-core VM's speed drifts between sessions (the committed
+# ci-2c sessions lie ~4 % apart, one of them 5-12 % slower on every stack; README, Baselines),
+# so at 5 % every stored verdict is inconclusive. A later --hpc-tolerance wins.
+TOLERANCE="${HPCCOMM_TOLERANCE:-0.15}"
 mkdir -p results
 "$PY" -m pytest suites --hpc-fabric=ethernet --hpc-system="$SYSTEM" --hpc-baselines=baselines \
-  --hpc-results results/results.json --hpc-report results/report.html \
-  --hpc-markdown results/summary.md --hpc-screenshots "$@"
+  --hpc-tolerance="$TOLERANCE" --hpc-results results/results.json \
+  --hpc-report results/report.html --hpc-markdown results/summary.md --hpc-screenshots "$@"
 rc=$?
 [ "$rc" -le 1 ] || exit "$rc"  # usage error, interrupt: no second pass
 [ "${HPCCOMM_LINK_PASS:-1}" = 0 ] && exit "$rc"
@@ -32,6 +37,6 @@ echo "run-suites: the link pass (virtual cluster shaped to 1 Gbit/s)"
   --hpc-fabric=ethernet --hpc-launcher=netns --hpc-vlink-rate=1G \
   --hpc-system="$SYSTEM-vlink1g" --hpc-baselines=baselines \
   --hpc-results results/vlink-1g/results.json --hpc-report results/vlink-1g/report.html \
-  --hpc-markdown results/vlink-1g/summary.md ${both[@]+"${both[@]}"}
+  --hpc-markdown results/vlink-1g/summary.md --hpc-tolerance="$TOLERANCE" ${both[@]+"${both[@]}"}
 link=$?
 exit $(( rc > link ? rc : link ))
