@@ -77,9 +77,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--hpc-repeats", "independent jobs per benchmark sweep, their batches pooled, so "
                "the verdict sees run-to-run variance (default 3)", 3, kind="int"),
     OptionSpec("--hpc-max-repeats", "adaptive repeats: a sweep with a point its jobs cannot "
-               "decide (inconclusive, or an interval reaching beyond the tolerance) gets one more "
-               "job at a time, up to this many (default 2 x --hpc-repeats; equal to "
-               "--hpc-repeats: off)", 0, kind="int"),
+               "decide (inconclusive, or an interval reaching beyond the tolerance; which of "
+               "them: --hpc-repeat-for) gets one more job at a time, up to this many (default "
+               "2 x --hpc-repeats; equal to --hpc-repeats: off)", 0, kind="int"),
     OptionSpec("--hpc-repeat-for", "which points adaptive repeats grow: 'changes' (a claimed "
                "regression/improvement or a point ratio beyond the tolerance; the quick "
                "profile's default) or 'undecided' (also a pass whose interval reaches beyond "

@@ -11,15 +11,17 @@ an unchanged build that six jobs rarely do. What more jobs cannot mend is decide
 stands: a baseline in other units, non-positive samples, a baseline measured on shared cores,
 a NEW point; and a point whose interval would still straddle an edge of the tolerance band
 with this run's side known exactly, because the spread between the baseline's sessions alone
-reaches across it (verdict.py, rule 5). The stack adds one job at a time to the whole sweep
-(every point of the sweep gains from it: measure/pooling.JobPool) and records the cost with
-the measurement (`extra["adaptive"]`, JobPool.cost), which the verdict message names.
+reaches across it (verdict.py, rule 5). The stack adds one job at a time, to the whole sweep
+(every point of the sweep gains from it: measure/pooling.JobPool.more) or, where one job runs
+several benchmarks (MPI), of the undecided point's benchmark alone (JobPool.more_of), and
+records the cost with the measurement (`extra["adaptive"]`, JobPool.cost), which the verdict
+message names.
 
 Scope (--hpc-repeat-for): `undecided` grows every point above; `changes` (the quick
 profile's default) only a potential change, a claimed REGRESSION/IMPROVEMENT or an
 INCONCLUSIVE whose point ratio lies beyond the band. A point inside the band is never made a
-change by more jobs, and in the main job here growing the rest cost 4 of its 13.6 minutes
-while as many verdicts went pass -> inconclusive as the other way (34 vs 42 of 826).
+change by more jobs, and in the main job here growing the rest cost 3.5 of its 13.6 minutes
+while as many verdicts went pass -> inconclusive as the other way (42 vs 34 of 826).
 """
 
 from __future__ import annotations
