@@ -43,6 +43,9 @@ class BaselineJudge:
         self.store = store or JsonBaselineStore(Path(hpc.cfg.baselines))
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
         self._family_sd: dict[str, dict[tuple[str, str], float | None]] = {}
+        # the last verdict.judge per point and what it was judged on: undecided() asks for it
+        # before judge() records it, and its bootstrap is 10 ms a point (1,247 points here)
+        self._judged: dict[tuple[str, str], tuple[tuple[Any, ...], Verdict]] = {}
 
     def baseline(self, m: Measurement) -> BaselineEntry | None:
         """BaselineFileError propagates: a malformed file fails the test, naming the file."""
@@ -102,9 +105,7 @@ class BaselineJudge:
         """`m` against its stored baseline, tempered for shared cores and for a baseline from
         another machine type (informational); nothing is recorded."""
         stored = self.baseline(m)
-        verdict = temper_for_shared_cores(verdict_of(m, stored, tolerance=self.hpc.cfg.tolerance,
-                                                     family_sd=self.family_sd(m)),
-                                          shared_cores(m.extra),
+        verdict = temper_for_shared_cores(self._verdict_of(m, stored), shared_cores(m.extra),
                                           "" if stored is None else shared_cores(stored.summary))
         notes = [adaptive.describe(m.extra)]
         if stored is not None:
@@ -119,6 +120,18 @@ class BaselineJudge:
         for note in filter(None, notes):
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
+
+    def _verdict_of(self, m: Measurement, stored: BaselineEntry | None) -> Verdict:
+        """verdict.judge of `m` against `stored`, once per point and samples (the stored
+        entries are read once a session)."""
+        inputs = (m.samples, tuple(m.extra.get("job_sizes") or ()), m.tolerance, m.unit,
+                  m.direction)
+        got = self._judged.get((m.stack, m.key))
+        if got is None or got[0] != inputs:
+            got = (inputs, verdict_of(m, stored, tolerance=self.hpc.cfg.tolerance,
+                                      family_sd=self.family_sd(m)))
+            self._judged[(m.stack, m.key)] = got
+        return got[1]
 
     def undecided(self, m: Measurement,
                   runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:

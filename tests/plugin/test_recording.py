@@ -178,6 +178,37 @@ def test_no_jobs_are_added_for_a_baseline_from_another_machine_type(
     run(pytester, monkeypatch, "-s", every).stdout.fnmatch_lines(["*undecided: False*"])
 
 
+JUDGED_ONCE = UNDECIDED + """
+
+def test_judged_once_per_samples(hpc_record, monkeypatch):
+    from pytest_hpccomm.baselines import judging
+    calls = []
+    real = judging.verdict_of
+    monkeypatch.setattr(judging, "verdict_of", lambda *a, **k: calls.append(1) or real(*a, **k))
+    samples = tuple(10.0 * np.random.default_rng(2).lognormal(0.0, 0.2, 40))
+    m = Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8}, samples=samples,
+                    unit="us", direction=Direction.LOWER_IS_BETTER, metric="latency")
+    asked = [hpc_record.undecided(m) for _ in range(2)]
+    first = hpc_record(m).verdict
+    assert len(calls) == 1, calls
+    grown = Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8},
+                        samples=samples + (10.0,), unit="us",
+                        direction=Direction.LOWER_IS_BETTER, metric="latency")
+    second = hpc_record(grown).verdict
+    assert len(calls) == 2 and second.n_current == 41 and first.n_current == 40, asked
+"""
+
+
+def test_a_point_is_judged_once_per_samples(pytester: pytest.Pytester,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """undecided() and the record share one verdict.judge (its bootstrap is the cost) until
+    the samples change."""
+    pytester.makepyfile(test_bench=UNDECIDED)
+    run(pytester, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    pytester.makepyfile(test_bench=JUDGED_ONCE)
+    run(pytester, monkeypatch, "-k", "judged_once").assert_outcomes(passed=1)
+
+
 def test_malformed_baseline_fails_naming_the_file(bench: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     baseline_file(bench).parent.mkdir(parents=True)
