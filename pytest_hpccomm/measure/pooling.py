@@ -60,6 +60,11 @@ class JobPool(Generic[S]):
                 self._done[key] = exc
         return self._settled(self._done[key])
 
+    def pooled(self, key: Hashable) -> S | None:
+        """The sweep if get() has pooled it (None: not yet, or it failed)."""
+        got = self._done.get(key)
+        return None if got is None or isinstance(got, Exception) else got
+
     def more(self, key: Hashable, job: Callable[[], S]) -> S | None:
         """The sweep with one more job pooled in, or None once it has max_repeats jobs (or
         failed). A failed extra job fails the sweep, as a first one would."""

@@ -46,6 +46,19 @@ def test_get_runs_repeats_jobs_once_and_more_grows_to_the_limit() -> None:
     assert pool.more("never-run", job) is None
 
 
+def test_pooled_is_the_sweep_only_once_get_pooled_it() -> None:
+    # the gRPC path proof takes the timed sweep if there is one, else runs one job itself
+    pool: JobPool[list[str]] = JobPool(pooled, repeats=2, max_repeats=2, failures=(Broken,))
+    assert pool.pooled("k") is None
+    assert pool.get("k", lambda: ["x"]) == pool.pooled("k") == ["x", "x"]
+
+    def broken() -> list[str]:
+        raise Broken("no")
+    with pytest.raises(Broken):
+        pool.get("bad", broken)
+    assert pool.pooled("bad") is None
+
+
 def test_more_of_grows_one_part_of_a_sweep_alone() -> None:
     # a sweep's jobs run benchmarks a and b; a point of a is undecided: its added jobs run a
     # alone, its view pools the sweep's jobs restricted to a with them, b's points are untouched

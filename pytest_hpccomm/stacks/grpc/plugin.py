@@ -444,11 +444,13 @@ class GrpcLab:
         return self._owners if isinstance(self._owners, TcpOwnersMeter) else None
 
     def p2p_across(self, peer: str, mode: str, cluster: Any) -> tuple[Sweep, ServerHandle]:
-        """The p2p sweep across the virtual cluster and the server it ran against; fails the
-        item on a run error."""
+        """The p2p sweep across the virtual cluster (the timed one if the profile timed it,
+        else one client run: proving the path needs no pooled jobs) and the server it ran
+        against; fails the item on a run error."""
         self.local_or_skip(NETNS)
+        where = self.where("p2p", peer, mode, NETNS)
         try:
-            return (self.sweep(self.where("p2p", peer, mode, NETNS), cluster),
+            return (self.pool.pooled(where) or self._quiet_run(where, cluster),
                     self.server(peer, NETNS, 0, cluster))
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
