@@ -9,6 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hpccomm.fabrics import FabricProbe
+    from pytest_hpccomm.measure.host_speed import HostSpeed
     from pytest_hpccomm.baselines.result import RunResult
     from pytest_hpccomm.stacks.registry import StackProbe
 
@@ -30,6 +31,13 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
 @hookspec
 def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
     """Stacks whose implementation a paired A/B run can swap (--hpc-base/--hpc-candidate)."""
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def pytest_hpccomm_host_probe(config: pytest.Config) -> HostSpeed | None:
+    """This host's reference probe (measure/host_speed.py), taken once per session when a
+    stored verdict or a baseline update needs it; None: the built-in probe."""
     raise NotImplementedError
 
 

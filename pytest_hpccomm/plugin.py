@@ -19,6 +19,7 @@ from pytest_hpccomm import hookspecs
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+from pytest_hpccomm.measure.host_speed import probe
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.cluster.placement import kept_in_profile, placements
@@ -51,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "with --hpc-update-baselines")
     hpc = HpcSession.open(config, cfg)
     config.stash[SESSION_KEY] = hpc
-    config.stash[JUDGE_KEY] = BaselineJudge(hpc)
+    config.stash[JUDGE_KEY] = BaselineJudge(
+        hpc, probe=lambda: config.hook.pytest_hpccomm_host_probe(config=config) or probe())
     config.stash[STARTED_KEY] = time.time()
     config.stash[LINKS_KEY] = []
     config.stash[TIMES_KEY] = StackTimes()

@@ -3,6 +3,10 @@
 Baselines are read once per (stack) file per session and written only at session end, only
 with --hpc-update-baselines, and never from a canary run (--hpc-inject-slowdown > 1), so a
 gate can never learn its own injected regression.
+
+Stored verdicts count only where they can: on the baseline's machine type (fingerprint) and on
+a host that runs the reference probe near the set's sessions (host_probes.py); elsewhere they
+are informational and an update writes nothing.
 """
 
 from __future__ import annotations
@@ -10,20 +14,24 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pytest_hpccomm import fingerprint as fp
-from pytest_hpccomm.baselines.store import (BaselineEntry, BaselineStore, JsonBaselineStore,
-                                            fingerprint_diff, shared_cores)
+from pytest_hpccomm.baselines import host_probes
+from pytest_hpccomm.baselines.store import (MAX_SESSIONS, BaselineEntry, BaselineStore,
+                                            JsonBaselineStore, fingerprint_diff, shared_cores)
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
                                               temper_for_shared_cores, typical_sessions_sd)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
+from pytest_hpccomm.measure import host_speed
+from pytest_hpccomm.measure.host_speed import HostSpeed
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.session import HpcSession
@@ -38,9 +46,14 @@ WRITTEN = {
 
 
 class BaselineJudge:
-    def __init__(self, hpc: HpcSession, store: BaselineStore | None = None) -> None:
+    def __init__(self, hpc: HpcSession, store: BaselineStore | None = None,
+                 probe: Callable[[], HostSpeed] = host_speed.probe) -> None:
         self.hpc = hpc
         self.store = store or JsonBaselineStore(Path(hpc.cfg.baselines))
+        self._probe = probe  # the host's reference probe, taken once, when first needed
+        self._host: HostSpeed | None = None
+        self._recorded: list[HostSpeed] | None = None  # the set's sessions' probes
+        self.refused = ""  # why update_baselines wrote nothing
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
         self._family_sd: dict[str, dict[tuple[str, str], float | None]] = {}
         # the last verdict.judge per point and what it was judged on: undecided() asks for it
@@ -114,12 +127,55 @@ class BaselineJudge:
                 # e.g. the repo's CI baselines judged on a laptop: say how far off, claim nothing
                 verdict = not_evidence(verdict, "informational: the baseline is from another "
                                        f"machine type ({_shown(machine)})")
+            elif other := self.other_host():
+                verdict = not_evidence(verdict, other)
             diff = [d for d in fingerprint_diff(stored.fingerprint, finger) if d not in machine]
             if diff:
                 notes.append(f"baseline fingerprint differs: {_shown(diff)}")
         for note in filter(None, notes):
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
+
+    # -- the host's speed against the set's (baselines/host_probes.py) -------------------------
+    def host(self) -> HostSpeed:
+        if self._host is None:
+            self._host = self._probe()
+        return self._host
+
+    def recorded_hosts(self) -> list[HostSpeed]:
+        if self._recorded is None:
+            self._recorded = [p for _, p in host_probes.load(self._host_file())]
+        return self._recorded
+
+    def _host_file(self) -> Path:
+        return self.store.host_file(self.hpc.system, self.hpc.fabric_kind)
+
+    def other_host(self) -> str:
+        """Why stored verdicts are informational on this host ("" when they count): it runs
+        the reference probe outside the band around the set's sessions. A set recorded before
+        the probe existed (no probe file) is judged as before: its host is unknown (the
+        probe is still taken: the results record this host's speed)."""
+        recorded, host = self.recorded_hosts(), self.host()
+        if not recorded:
+            return ""
+        band = host_probes.HOST_BAND
+        if host_probes.within(host, recorded, band):
+            return ""
+        return (f"informational: this host runs the reference probe at "
+                f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
+                "the set was recorded on a host of another speed")
+
+    def host_summary(self) -> str:
+        """One line for the terminal and the session record ("" if the probe never ran)."""
+        if self._host is None:
+            return ""
+        rates = ", ".join(f"{k} {v:.4g} {host_speed.UNITS[k]}"
+                          for k, v in self._host.rates.items())
+        recorded = self._recorded or []
+        where = (f"; {host_probes.describe(self._host, recorded)}" if recorded
+                 else "; the baseline set has no probe (host speed unknown)")
+        verdicts = " (stored verdicts informational)" if recorded and self.other_host() else ""
+        return f"host probe: {rates}{where}{verdicts}"
 
     def _verdict_of(self, m: Measurement, stored: BaselineEntry | None) -> Verdict:
         """verdict.judge of `m` against `stored`, once per point and samples (the stored
@@ -142,8 +198,9 @@ class BaselineJudge:
             return False
         finger = self._fingerprint(runtime_fingerprint)
         stored = self.baseline(m)
-        if stored is not None and fingerprint_diff(stored.fingerprint, finger,
-                                                   fp.MACHINE_TYPE_FIELDS):
+        if stored is not None and (fingerprint_diff(stored.fingerprint, finger,
+                                                    fp.MACHINE_TYPE_FIELDS)
+                                   or self.other_host()):
             return False  # informational whatever the jobs say: none is added for it
         return adaptive.undecided(self.stored_verdict(m, finger), self.hpc.cfg.repeat_scope)
 
@@ -179,6 +236,13 @@ class BaselineJudge:
             if r.verdict.outcome in WRITTEN[mode]:
                 chosen[r.measurement.stack].append(r)
         written: dict[Path, int] = {}
+        if not chosen:
+            return written
+        self.refused = self.other_host()
+        if self.refused:  # another host's numbers would pass for the set's spread
+            return written
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        host_probes.record(self._host_file(), self.host(), stamp, MAX_SESSIONS)
         for stack, results in sorted(chosen.items()):
             # each entry keeps the fingerprint it was measured with: one stack file holds
             # several runtimes (Open MPI and MPICH, loopback and netns), and a merged
@@ -189,7 +253,7 @@ class BaselineJudge:
             for group in by_finger.values():
                 self.store.update(self.hpc.system, self.hpc.fabric_kind, stack,
                                   [r.measurement for r in group],
-                                  fp.merge([dict(group[0].fingerprint)]))
+                                  fp.merge([dict(group[0].fingerprint)]), timestamp=stamp)
             written[self.store.path(self.hpc.system, self.hpc.fabric_kind, stack)] = len(results)
         return written
 

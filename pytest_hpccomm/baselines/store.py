@@ -243,6 +243,10 @@ class BaselineStore(Protocol):
         """Where one stack's baselines live (named in the session summary)."""
         ...
 
+    def host_file(self, system: str, fabric: str) -> Path:
+        """Where the set's sessions' reference probes live (baselines/host_probes.py)."""
+        ...
+
     def load(self, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]: ...
 
     def update(
@@ -252,6 +256,7 @@ class BaselineStore(Protocol):
         stack: str,
         measurements: Iterable[Measurement],
         fingerprint: Mapping[str, Any],
+        timestamp: str | None = None,
     ) -> dict[str, BaselineEntry]: ...
 
 
@@ -279,6 +284,9 @@ class JsonBaselineStore:
             / _check_component("fabric", fabric)
             / f"{_check_component('stack', stack)}.json"
         )
+
+    def host_file(self, system: str, fabric: str) -> Path:
+        return self.path(system, fabric, "x").with_name("host-probes.json")
 
     def load(self, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]:
         """Entries by Measurement.key; {} if no file yet; BaselineFileError if unreadable."""

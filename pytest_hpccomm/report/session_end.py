@@ -50,6 +50,13 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
     if hpc.cfg.update_baselines != "none":
         for path, count in judge.update_baselines().items():
             lines.append(f"baselines: wrote {count} entries to {path}")
+        if judge.refused:
+            lines.append(f"baselines: none written: {judge.refused.removeprefix('informational: ')}"
+                         f" (record this host's set under another --hpc-system)")
+    host = judge.host_summary()
+    if host:
+        lines.append(host)
+        info["host_probe"] = {"rates": judge.host().to_json(), "summary": host}
     if hpc.cfg.results is not None:
         from pytest_hpccomm.report.results_json import write_pytest_benchmark_json, write_results
 

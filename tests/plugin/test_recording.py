@@ -27,6 +27,18 @@ def test_fake_latency(hpc_record):
 """
 
 
+# The host's reference probe, faked (FAKE_HOST: this host's speed as a factor): the judge's
+# rule around it is under test here; the probe itself is tests/measure/test_measure_host_speed.py
+HOST_PROBE = """
+import os
+from pytest_hpccomm.measure.host_speed import HostSpeed
+
+def pytest_hpccomm_host_probe(config):
+    f = float(os.environ["FAKE_HOST"])
+    return HostSpeed({"python": 36.0 * f, "hash": 1100.0 * f, "copy": 6.5 * f, "wake": 13.0 * f})
+"""
+
+
 @pytest.fixture
 def bench(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyfile(test_bench=BENCH)
@@ -34,7 +46,10 @@ def bench(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(p: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, shift: float = 1.0,
-        noise: float = 0.01, seed: int = 1, shared: str = "") -> pytest.RunResult:
+        noise: float = 0.01, seed: int = 1, shared: str = "",
+        host: float = 1.0) -> pytest.RunResult:
+    p.makeconftest(HOST_PROBE)
+    monkeypatch.setenv("FAKE_HOST", str(host))
     monkeypatch.setenv("FAKE_SHARED", shared)
     monkeypatch.setenv("FAKE_SHIFT", str(shift))
     monkeypatch.setenv("FAKE_NOISE", str(noise))
@@ -125,6 +140,47 @@ def test_a_baseline_from_another_machine_type_is_informational(
     run(bench, monkeypatch, shift=1.4).assert_outcomes(failed=1)  # same machine type again
 
 
+def test_a_host_of_another_speed_gets_informational_verdicts_and_writes_no_baseline(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen 2026-11-27: a fresh VM of the CI machine type ran every stack 1.2-1.45x slower
+    than the one the set was recorded on. On a host whose probe lies outside the band of the
+    set's sessions a 40 % slowdown is stated, not claimed, and an update writes nothing."""
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    probes = bench.path / "bl" / "box" / "ethernet" / "host-probes.json"
+    recorded = json.loads(probes.read_text())["sessions"]
+    assert len(recorded) == 1 and recorded[0]["rates"]["python"] == 36.0
+    run(bench, monkeypatch, shift=1.4).assert_outcomes(failed=1)  # the set's own host
+    run(bench, monkeypatch, shift=1.4, host=1.08).assert_outcomes(failed=1)  # within 10 %
+
+    slower = run(bench, monkeypatch, "--hpc-results=out.json", shift=1.4, host=0.75)
+    slower.assert_outcomes(passed=1)
+    slower.stdout.fnmatch_lines(["*INCONCLUSIVE*", "host probe: python 27 Mloop/s*; 0.75x the "
+                                 "speed of the baseline set's 1 session (python 0.75, *"
+                                 "(stored verdicts informational)"])
+    verdict = json.loads((bench.path / "out.json").read_text())["results"][0]["verdict"]
+    assert verdict["outcome"] == "inconclusive", verdict
+    assert "regression not judged: informational: this host runs the reference probe at 0.75x" \
+        in verdict["message"], verdict["message"]
+    session = json.loads((bench.path / "out.json").read_text())["session"]
+    assert session["host_probe"]["rates"]["wake"] == 9.75
+
+    before = baseline_file(bench).read_text(), probes.read_text()
+    refused = run(bench, monkeypatch, "--hpc-update-baselines=all", shift=1.4, host=0.75)
+    refused.stdout.fnmatch_lines(["baselines: none written: this host runs the reference probe "
+                                  "at 0.75x*(record this host's set under another --hpc-system)"])
+    assert (baseline_file(bench).read_text(), probes.read_text()) == before
+
+
+def test_a_set_recorded_before_the_probe_is_judged_as_before(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    (bench.path / "bl" / "box" / "ethernet" / "host-probes.json").unlink()
+    slow = run(bench, monkeypatch, shift=1.4, host=0.5)
+    slow.assert_outcomes(failed=1)
+    slow.stdout.fnmatch_lines(["host probe: *; the baseline set has no probe (host speed "
+                               "unknown)"])
+
+
 def test_a_point_is_judged_with_its_familys_spread_between_sessions(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three sessions of one entry that agree by chance do not make a 12 % slowdown a
@@ -176,6 +232,15 @@ def test_no_jobs_are_added_for_a_baseline_from_another_machine_type(
         entry["fingerprint"]["cpu_model"] = "Other CPU 9000"
     baseline_file(pytester).write_text(json.dumps(data))
     run(pytester, monkeypatch, "-s", every).stdout.fnmatch_lines(["*undecided: False*"])
+
+
+def test_no_jobs_are_added_on_a_host_of_another_speed(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_bench=UNDECIDED)
+    run(pytester, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    every = "--hpc-repeat-for=undecided"
+    run(pytester, monkeypatch, "-s", every, host=0.95).stdout.fnmatch_lines(["*undecided: True*"])
+    run(pytester, monkeypatch, "-s", every, host=0.7).stdout.fnmatch_lines(["*undecided: False*"])
 
 
 JUDGED_ONCE = UNDECIDED + """

@@ -1,0 +1,81 @@
+"""The reference probe of each session that updated a baseline set (measure/host_speed.py).
+
+One file per (system, fabric) beside the stack files (BaselineStore.host_file), written under the
+same lock discipline (atomic replace, flock of a hidden sibling). A set without it was
+recorded before the probe existed: its host speed is unknown.
+
+The rule it serves (judging.py): a stored verdict is evidence only on a host that runs the
+probe within HOST_BAND of the set's sessions; elsewhere it is informational, as against another
+machine type, and --hpc-update-baselines writes nothing (its numbers are another machine's:
+mixed into the set's sessions they would pass for its spread).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pytest_hpccomm.files import atomic_write, file_lock, remove_stale_temps
+from pytest_hpccomm.measure.host_speed import HostSpeed, speed_ratio, typical
+
+SCHEMA = "pytest-hpccomm/host-probes"
+SCHEMA_VERSION = 1
+
+
+# How far this host's probe may lie from the set's sessions' (as a ratio, either way) for
+# stored verdicts to count. Not tied to the tolerance: the probe's own spread between
+# processes here is ~4 % and between sessions of one VM ~5 %; hosts of one machine type lay
+# 1.3x apart (README, Baselines). A 10 % shift also lies within what the sessions' spread
+# widens a verdict by (verdict.py, s_b).
+HOST_BAND = 0.10
+
+
+class HostProbesError(Exception):
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"host probe file {path}: {problem}")
+
+
+def load(path: Path) -> list[tuple[str, HostSpeed]]:
+    """(timestamp, probe) of each recorded session, oldest first; [] without the file."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HostProbesError(path, f"cannot be read: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA \
+            or doc.get("schema_version") != SCHEMA_VERSION:
+        raise HostProbesError(path, f"is not {SCHEMA} version {SCHEMA_VERSION}")
+    try:
+        return [(str(s["timestamp"]), HostSpeed.from_json(s["rates"]))
+                for s in doc["sessions"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HostProbesError(path, f"has a bad session: {exc}") from None
+
+
+def record(path: Path, probe: HostSpeed, timestamp: str, limit: int) -> None:
+    """Append this session's probe, keeping the last `limit`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path.with_name(f".{path.name}.lock")):
+        remove_stale_temps(path)
+        sessions = load(path) + [(timestamp, probe)]
+        doc: dict[str, Any] = {
+            "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+            "sessions": [{"timestamp": t, "rates": p.to_json()} for t, p in sessions[-limit:]],
+        }
+        atomic_write(path, json.dumps(doc, sort_keys=True, indent=2) + "\n", mode=0o644)
+
+
+def within(probe: HostSpeed, recorded: list[HostSpeed], band: float) -> bool:
+    ratio, _ = speed_ratio(probe, typical(recorded))
+    return abs(math.log(ratio)) <= math.log(1.0 + band)
+
+
+def describe(probe: HostSpeed, recorded: list[HostSpeed]) -> str:
+    """'0.77x the speed of the set's 5 sessions (python 0.76, ...)'."""
+    ratio, parts = speed_ratio(probe, typical(recorded))
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+    return (f"{ratio:.2f}x the speed of the baseline set's {len(recorded)} session"
+            f"{'s' if len(recorded) != 1 else ''} ({shown})")

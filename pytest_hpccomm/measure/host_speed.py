@@ -1,0 +1,148 @@
+"""How fast this host runs a fixed, stack-independent workload: the reference probe.
+
+Two VMs of one machine type (same CPU model string, cores, kernel) need not run at one speed:
+on 2026-11-27 a fresh 2-core CI VM ran every stack 1.2-1.45x slower than the VM the ci-2c set
+was recorded on, and judged against that set claimed 534 regressions with no code changed
+(README, Baselines). The fingerprint cannot see this; a probe can. Each component times what
+the stacks spend their time on: interpreted Python (TF, Horovod and mpi4py drive their work
+from Python), C-level ALU work (hashing), memory bandwidth (MPI's shared-memory and TCP
+copies) and a cross-process wake-up (every small message's round trip).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+# each a rate, higher = faster
+COMPONENTS = ("python", "hash", "copy", "wake")
+UNITS = {"python": "Mloop/s", "hash": "MB/s", "copy": "GB/s", "wake": "kRTT/s"}
+ROUNDS = 5  # rounds of every component, interleaved: a burst of noise hits one round of each
+# each timed run follows an untimed one: a vCPU that just sat in the wake-up test's waits
+# runs the next ~50 ms at a third of its speed (hashing 300 vs 1,000 MB/s here)
+_ECHO = ("import os,sys\nr,w=int(sys.argv[1]),int(sys.argv[2])\n"
+         "while True:\n b=os.read(r,1)\n if not b: break\n os.write(w,b)\n")
+
+
+@dataclass(frozen=True)
+class HostSpeed:
+    """Median rate of each component (COMPONENTS, UNITS)."""
+
+    rates: Mapping[str, float]
+
+    def to_json(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.rates.items()}
+
+    @classmethod
+    def from_json(cls, data: object) -> HostSpeed:
+        if not isinstance(data, Mapping) or not data:
+            raise ValueError(f"a host probe is an object of rates, not {data!r}")
+        rates = {str(k): float(v) for k, v in data.items()}
+        if not all(math.isfinite(v) and v > 0 for v in rates.values()):
+            raise ValueError(f"a host probe's rates must be positive numbers: {rates}")
+        return cls(rates)
+
+
+def speed_ratio(now: HostSpeed, then: HostSpeed) -> tuple[float, dict[str, float]]:
+    """(geometric mean over the shared components of now/then, each component's ratio):
+    above 1, this host is faster than the one `then` was probed on."""
+    ratios = {k: now.rates[k] / then.rates[k] for k in COMPONENTS
+              if k in now.rates and k in then.rates}
+    if not ratios:
+        return 1.0, {}
+    return math.exp(statistics.fmean(math.log(r) for r in ratios.values())), ratios
+
+
+def typical(probes: list[HostSpeed]) -> HostSpeed:
+    """Component-wise median of several sessions' probes."""
+    keys = [k for k in COMPONENTS if all(k in p.rates for p in probes)]
+    return HostSpeed({k: statistics.median(p.rates[k] for p in probes) for k in keys})
+
+
+def _python_loop() -> float:
+    n, t0 = 500_000, time.perf_counter()
+    s = 0
+    for i in range(n):
+        s += i & 7
+    return n / (time.perf_counter() - t0) / 1e6
+
+
+def _hash(block: bytes = b"\x5a" * (8 << 20)) -> float:
+    t0 = time.perf_counter()
+    hashlib.sha256(block).digest()
+    return len(block) / (time.perf_counter() - t0) / 1e6
+
+
+def _copier() -> Callable[[], float]:
+    src = np.ones(32 << 20, dtype=np.uint8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # fault its pages in: the first copy times the kernel, not memory
+
+    def copy() -> float:
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        return src.nbytes / (time.perf_counter() - t0) / 1e9
+    return copy
+
+
+def _waker(trips: int = 1000) -> tuple[Callable[[], float], Callable[[], None]]:
+    """1-byte round trips through pipes to a child process: the wake-up across cores a
+    small message costs; the child is ours, reaped by `close`."""
+    child_reads, to_child = os.pipe()
+    from_child, child_writes = os.pipe()
+    child = subprocess.Popen([sys.executable, "-S", "-c", _ECHO, str(child_reads),
+                              str(child_writes)], pass_fds=(child_reads, child_writes))
+    os.close(child_reads)
+    os.close(child_writes)
+
+    def wake() -> float:
+        t0 = time.perf_counter()
+        for _ in range(trips):
+            os.write(to_child, b"x")
+            if os.read(from_child, 1) != b"x":
+                raise OSError("the probe's echo child answered wrongly")
+        return trips / (time.perf_counter() - t0) / 1e3
+
+    def close() -> None:
+        os.close(to_child)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        finally:
+            os.close(from_child)
+    return wake, close
+
+
+def probe(rounds: int = ROUNDS) -> HostSpeed:
+    """The median of `rounds` interleaved rounds of every component (~1 s here)."""
+    wake, close = _waker()
+    try:
+        steps: dict[str, Callable[[], float]] = {"python": _python_loop, "hash": _hash,
+                                                 "copy": _copier(), "wake": wake}
+        wake()  # the child's start-up is no round trip
+        got: dict[str, list[float]] = {k: [] for k in steps}
+        for _ in range(rounds):
+            for k, step in steps.items():
+                step()
+                got[k].append(step())
+    finally:
+        close()
+    return HostSpeed({k: statistics.median(v) for k, v in got.items()})
+
+
+if __name__ == "__main__":  # python -m pytest_hpccomm.measure.host_speed: this host's rates
+    t0 = time.monotonic()
+    speed = probe()
+    print(" ".join(f"{k} {v:.4g} {UNITS[k]}" for k, v in speed.rates.items()),
+          f"({time.monotonic() - t0:.2f} s)")

@@ -1,0 +1,48 @@
+"""host-probes.json: round trip, the last sessions kept, malformed files, the band."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.baselines import host_probes
+from pytest_hpccomm.baselines.host_probes import HOST_BAND, HostProbesError
+from pytest_hpccomm.baselines.store import JsonBaselineStore
+from pytest_hpccomm.measure.host_speed import HostSpeed
+
+
+def speed(f: float) -> HostSpeed:
+    return HostSpeed({"python": 36.0 * f, "hash": 1100.0 * f, "copy": 6.5 * f, "wake": 13.0 * f})
+
+
+def test_record_and_load_keep_the_last_sessions(tmp_path: Path) -> None:
+    path = JsonBaselineStore(tmp_path).host_file("ci-2c", "ethernet")
+    assert path == tmp_path / "ci-2c" / "ethernet" / "host-probes.json"
+    assert host_probes.load(path) == []
+    for i in range(7):
+        host_probes.record(path, speed(1.0 + i / 100), f"2026-11-27T12:0{i}:00+00:00", limit=5)
+    got = host_probes.load(path)
+    assert [t for t, _ in got] == [f"2026-11-27T12:0{i}:00+00:00" for i in range(2, 7)]
+    assert got[-1][1].rates["python"] == pytest.approx(36.0 * 1.06)
+    assert not list(path.parent.glob("*.tmp"))  # written atomically, nothing left over
+
+
+@pytest.mark.parametrize("text", ["{ not json", json.dumps({"schema": "other"}),
+                                  json.dumps({"schema": host_probes.SCHEMA, "schema_version": 1,
+                                              "sessions": [{"timestamp": "t"}]})])
+def test_a_malformed_file_fails_naming_it(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "host-probes.json"
+    path.write_text(text)
+    with pytest.raises(HostProbesError, match="host probe file .*host-probes.json"):
+        host_probes.load(path)
+
+
+def test_within_the_band_and_described() -> None:
+    recorded = [speed(1.0), speed(1.04), speed(0.97)]
+    assert host_probes.within(speed(0.93), recorded, HOST_BAND)
+    assert not host_probes.within(speed(0.77), recorded, HOST_BAND)
+    assert not host_probes.within(speed(1.2), recorded, HOST_BAND)
+    said = host_probes.describe(speed(0.77), recorded)
+    assert said.startswith("0.77x the speed of the baseline set's 3 sessions (python 0.77,"), said

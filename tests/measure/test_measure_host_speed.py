@@ -1,0 +1,46 @@
+"""The reference probe: this host's rates for real, and the arithmetic that compares hosts."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from pytest_hpccomm.measure.host_speed import (COMPONENTS, HostSpeed, probe, speed_ratio,
+                                               typical)
+
+
+def test_the_probe_measures_every_component_on_this_host_and_reaps_its_child() -> None:
+    before = set(os.listdir("/proc"))
+    got = probe(rounds=2)
+    assert set(got.rates) == set(COMPONENTS)
+    assert all(math.isfinite(v) and v > 0 for v in got.rates.values()), got
+    # the echo child is gone (reaped, not a zombie): no new process of ours is left
+    left = [p for p in set(os.listdir("/proc")) - before if p.isdigit()
+            and os.path.exists(f"/proc/{p}/stat")
+            and open(f"/proc/{p}/stat").read().split()[3] == str(os.getpid())]
+    assert not left, left
+
+
+def test_speed_ratio_is_the_geometric_mean_over_shared_components() -> None:
+    then = HostSpeed({"python": 10.0, "hash": 100.0, "copy": 4.0, "wake": 8.0})
+    now = HostSpeed({"python": 5.0, "hash": 50.0, "copy": 4.0, "wake": 8.0})
+    ratio, parts = speed_ratio(now, then)
+    assert parts == {"python": 0.5, "hash": 0.5, "copy": 1.0, "wake": 1.0}
+    assert ratio == pytest.approx(0.5 ** 0.5)
+    assert speed_ratio(HostSpeed({"python": 2.0}), HostSpeed({"python": 1.0}))[0] == 2.0
+    assert speed_ratio(HostSpeed({"x": 2.0}), HostSpeed({"y": 1.0})) == (1.0, {})
+
+
+def test_typical_is_the_componentwise_median() -> None:
+    got = typical([HostSpeed({"python": v, "wake": 2 * v}) for v in (1.0, 3.0, 2.0)])
+    assert got.rates == {"python": 2.0, "wake": 4.0}
+
+
+@pytest.mark.parametrize("bad", [None, {}, {"python": -1.0}, {"python": "fast"},
+                                 {"python": float("nan")}])
+def test_from_json_refuses_what_is_not_a_probe(bad: object) -> None:
+    with pytest.raises(ValueError):
+        HostSpeed.from_json(bad)
+    assert HostSpeed.from_json({"python": 1}).rates == {"python": 1.0}
