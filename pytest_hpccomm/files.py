@@ -89,3 +89,14 @@ def file_lock(lock_path: Path, timeout: float | None = None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def updating(path: Path) -> Iterator[None]:
+    """Hold `path`'s lock for a read-modify-write: its directory made, an flock of the hidden
+    sibling `.<name>.lock` (hidden: baselines live in git), and the temp files of a writer that
+    died removed (we hold the lock: any temp file is a dead writer's). Write with atomic_write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path.with_name(f".{path.name}.lock")):
+        remove_stale_temps(path)
+        yield

@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pytest_hpccomm.files import atomic_write, file_lock, remove_stale_temps
+from pytest_hpccomm.files import atomic_write, updating
 from pytest_hpccomm.measure.host_speed import HostSpeed, speed_ratio, typical
 
 SCHEMA = "pytest-hpccomm/host-probes"
@@ -57,9 +57,7 @@ def load(path: Path) -> list[tuple[str, HostSpeed]]:
 
 def record(path: Path, probe: HostSpeed, timestamp: str, limit: int) -> None:
     """Append this session's probe, keeping the last `limit`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(path.with_name(f".{path.name}.lock")):
-        remove_stale_temps(path)
+    with updating(path):
         sessions = load(path) + [(timestamp, probe)]
         doc: dict[str, Any] = {
             "schema": SCHEMA, "schema_version": SCHEMA_VERSION,

@@ -53,6 +53,7 @@ class BaselineJudge:
         self._probe = probe  # the host's reference probe, taken once, when first needed
         self._host: HostSpeed | None = None
         self._recorded: list[HostSpeed] | None = None  # the set's sessions' probes
+        self._other: str | None = None  # other_host(), once worked out
         self.refused = ""  # why update_baselines wrote nothing
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
         self._family_sd: dict[str, dict[tuple[str, str], float | None]] = {}
@@ -154,16 +155,16 @@ class BaselineJudge:
         """Why stored verdicts are informational on this host ("" when they count): it runs
         the reference probe outside the band around the set's sessions. A set recorded before
         the probe existed (no probe file) is judged as before: its host is unknown (the
-        probe is still taken: the results record this host's speed)."""
-        recorded, host = self.recorded_hosts(), self.host()
-        if not recorded:
-            return ""
-        band = host_probes.HOST_BAND
-        if host_probes.within(host, recorded, band):
-            return ""
-        return (f"informational: this host runs the reference probe at "
+        probe is still taken: the results record this host's speed). Asked for every stored
+        verdict; its inputs are fixed once read, so it is worked out once."""
+        if self._other is None:
+            recorded, host = self.recorded_hosts(), self.host()
+            band = host_probes.HOST_BAND
+            self._other = "" if not recorded or host_probes.within(host, recorded, band) else (
+                f"informational: this host runs the reference probe at "
                 f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
                 "the set was recorded on a host of another speed")
+        return self._other
 
     def host_summary(self) -> str:
         """One line for the terminal and the session record ("" if the probe never ran)."""

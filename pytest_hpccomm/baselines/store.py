@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from pytest_hpccomm.files import atomic_write, file_lock, remove_stale_temps
+from pytest_hpccomm.files import atomic_write, updating
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.stats import block_length, summarize
 
@@ -277,16 +277,15 @@ class JsonBaselineStore:
     max_samples: int = field(default=MAX_STORED_SAMPLES)
     max_sessions: int = field(default=MAX_SESSIONS)
 
-    def path(self, system: str, fabric: str, stack: str) -> Path:
-        return (
-            Path(self.root)
-            / _check_component("system", system)
+    def _set_dir(self, system: str, fabric: str) -> Path:
+        return Path(self.root) / _check_component("system", system) \
             / _check_component("fabric", fabric)
-            / f"{_check_component('stack', stack)}.json"
-        )
+
+    def path(self, system: str, fabric: str, stack: str) -> Path:
+        return self._set_dir(system, fabric) / f"{_check_component('stack', stack)}.json"
 
     def host_file(self, system: str, fabric: str) -> Path:
-        return self.path(system, fabric, "x").with_name("host-probes.json")
+        return self._set_dir(system, fabric) / "host-probes.json"
 
     def load(self, system: str, fabric: str, stack: str) -> dict[str, BaselineEntry]:
         """Entries by Measurement.key; {} if no file yet; BaselineFileError if unreadable."""
@@ -313,9 +312,7 @@ class JsonBaselineStore:
             if m.stack != stack:
                 raise ValueError(f"measurement {m.key!r} is for stack {m.stack!r}, not {stack!r}")
             new[m.key] = entry_from_measurement(m, fingerprint, stamp, self.max_samples)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with file_lock(path.with_name(f".{path.name}.lock")):  # hidden: baselines live in git
-            remove_stale_temps(path)  # we hold the lock: any temp file is a dead writer's
+        with updating(path):
             entries = self._read(path, system, fabric, stack)
             entries.update({k: carry_sessions(entries.get(k), e, self.max_sessions)
                             for k, e in new.items()})
