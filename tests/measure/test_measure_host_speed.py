@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from pytest_hpccomm.measure.host_speed import (COMPONENTS, HostSpeed, probe, speed_ratio,
-                                               typical)
+from pytest_hpccomm.measure.host_speed import (COMPONENTS, HostSpeed, _cpus, _waker, probe,
+                                               speed_ratio, typical)
 
 
 def test_the_probe_measures_every_component_on_this_host_and_reaps_its_child() -> None:
@@ -21,6 +21,25 @@ def test_the_probe_measures_every_component_on_this_host_and_reaps_its_child() -
             and os.path.exists(f"/proc/{p}/stat")
             and open(f"/proc/{p}/stat").read().split()[3] == str(os.getpid())]
     assert not left, left
+
+
+def test_the_wake_up_crosses_cores_whatever_the_scheduler_would_choose() -> None:
+    """Left to the scheduler, the echo child shared the probe's CPU whenever the other was
+    busy, and the wake component read 25x faster (host_speed._cpus)."""
+    own = os.sched_getaffinity(0)
+    mine, childs = _cpus()
+    assert {mine, childs} <= own
+    assert (mine != childs) == (len(own) > 1)
+    wake, close = _waker(childs)
+    try:
+        assert wake() > 0
+        kids = open(f"/proc/self/task/{os.getpid()}/children").read().split()
+        assert len(kids) == 1
+        assert os.sched_getaffinity(int(kids[0])) == {childs}
+    finally:
+        close()
+    probe(rounds=1)
+    assert os.sched_getaffinity(0) == own  # the probe gives this thread its CPUs back
 
 
 def test_speed_ratio_is_the_geometric_mean_over_shared_components() -> None:
