@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from pytest_hpccomm.baselines.verdict import Outcome, Verdict
+from pytest_hpccomm.baselines.verdict import Outcome, Verdict, band, within_band
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.measure.stats import MIN_SAMPLES
 
@@ -52,7 +52,7 @@ def potential_change(v: Verdict) -> bool:
     if v.outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT):
         return True
     return v.outcome is Outcome.INCONCLUSIVE and v.ratio is not None \
-        and not 1.0 - v.tolerance <= v.ratio <= 1.0 + v.tolerance
+        and not within_band(v.ratio, v.tolerance)
 
 
 def _more_jobs_could_decide(v: Verdict) -> bool:
@@ -61,7 +61,7 @@ def _more_jobs_could_decide(v: Verdict) -> bool:
             return v.n_current < MIN_SAMPLES
         return v.reason.startswith(MORE_DATA_HELPS) and settles_without_sessions_spread(v)
     if v.outcome is Outcome.PASS and v.ci_low is not None and v.ci_high is not None:
-        return (v.ci_low < 1.0 - v.tolerance or v.ci_high > 1.0 + v.tolerance) \
+        return not (within_band(v.ci_low, v.tolerance) and within_band(v.ci_high, v.tolerance)) \
             and settles_without_sessions_spread(v)
     return v.outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT)  # confirmed on more jobs
 
@@ -73,7 +73,7 @@ def settles_without_sessions_spread(v: Verdict) -> bool:
     if not v.session_margin or v.ratio is None or v.ratio <= 0:
         return True
     lo, hi = v.ratio * math.exp(-v.session_margin), v.ratio * math.exp(v.session_margin)
-    down, up = 1.0 - v.tolerance, 1.0 + v.tolerance
+    down, up = band(v.tolerance)
     return down <= lo and hi <= up or lo > up or hi < down
 
 

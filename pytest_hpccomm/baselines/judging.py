@@ -123,19 +123,24 @@ class BaselineJudge:
                                           "" if stored is None else shared_cores(stored.summary))
         notes = [adaptive.describe(m.extra)]
         if stored is not None:
+            if why := self._informational(stored, finger):
+                verdict = not_evidence(verdict, why)
             machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
-            if machine:
-                # e.g. the repo's CI baselines judged on a laptop: say how far off, claim nothing
-                verdict = not_evidence(verdict, "informational: the baseline is from another "
-                                       f"machine type ({_shown(machine)})")
-            elif other := self.other_host():
-                verdict = not_evidence(verdict, other)
             diff = [d for d in fingerprint_diff(stored.fingerprint, finger) if d not in machine]
             if diff:
                 notes.append(f"baseline fingerprint differs: {_shown(diff)}")
         for note in filter(None, notes):
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
+
+    def _informational(self, stored: BaselineEntry, finger: Mapping[str, Any]) -> str:
+        """Why a verdict against `stored` claims nothing ("" when it counts): the baseline is
+        from another machine type (e.g. the repo's CI set judged on a laptop), or this host
+        runs the reference probe outside the set's band (other_host)."""
+        machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
+        if machine:
+            return f"informational: the baseline is from another machine type ({_shown(machine)})"
+        return self.other_host()
 
     # -- the host's speed against the set's (baselines/host_probes.py) -------------------------
     def host(self) -> HostSpeed:
@@ -199,9 +204,7 @@ class BaselineJudge:
             return False
         finger = self._fingerprint(runtime_fingerprint)
         stored = self.baseline(m)
-        if stored is not None and (fingerprint_diff(stored.fingerprint, finger,
-                                                    fp.MACHINE_TYPE_FIELDS)
-                                   or self.other_host()):
+        if stored is not None and self._informational(stored, finger):
             return False  # informational whatever the jobs say: none is added for it
         return adaptive.undecided(self.stored_verdict(m, finger), self.hpc.cfg.repeat_scope)
 

@@ -31,8 +31,9 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, describe,
-                                              fmt_num, fmt_p, fmt_tol, verdict_line)
+from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, band, describe,
+                                              fmt_num, fmt_p, fmt_tol, verdict_line,
+                                              within_band)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 MIN_ROUNDS = 3  # a t interval from 2 rounds (1 degree of freedom) spans orders of magnitude
@@ -112,7 +113,7 @@ def classify_paired(ci: tuple[float, float], p_worse: float, p_better: float,
                     alpha: float) -> tuple[Outcome, str]:
     """The A/B decision rule on precomputed statistics (pure); returns (outcome, reason)."""
     lo, hi = ci
-    up, down = 1.0 + tolerance, 1.0 - tolerance
+    down, up = band(tolerance)
     if lower_is_better:  # worse = the ratio moved up
         worse_sig, better_sig = lo > 1.0, hi < 1.0
         worse_reach, better_reach = hi > up, lo < down
@@ -123,6 +124,6 @@ def classify_paired(ci: tuple[float, float], p_worse: float, p_better: float,
         return Outcome.REGRESSION, "candidate worse, a tolerance-sized change within the CI"
     if better_sig and p_better < alpha and better_reach:
         return Outcome.IMPROVEMENT, "candidate better, a tolerance-sized change within the CI"
-    if down <= lo and hi <= up:
+    if within_band(lo, tolerance) and within_band(hi, tolerance):
         return Outcome.PASS, "any change smaller than the tolerance"
     return Outcome.INCONCLUSIVE, "the CI reaches beyond the tolerance without a significant change"

@@ -248,6 +248,16 @@ def typical_sessions_sd(families_levels: Sequence[Sequence[float]]) -> float | N
     return math.sqrt(float(np.median(scaled)))
 
 
+def band(tolerance: float) -> tuple[float, float]:
+    """The tolerance band in ratio space, (down, up): a change inside it is no change."""
+    return 1.0 - tolerance, 1.0 + tolerance
+
+
+def within_band(ratio: float, tolerance: float) -> bool:
+    down, up = band(tolerance)
+    return down <= ratio <= up
+
+
 def widened(ratio: float, ci: tuple[float, float], margin: float) -> tuple[float, float]:
     """`ci` with each log half-width combined in quadrature with `margin` (a log half-width)."""
     lo, hi = ci
@@ -405,8 +415,8 @@ def judge(
         margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))
         ci = widened(ratio, ci, margin)
     outcome, reason = classify(ratio, ci, p_worse, p_better, lower_better, tol, alpha)
-    if s_b is not None and outcome is Outcome.INCONCLUSIVE \
-            and 2.0 * margin > math.log((1.0 + tol) / (1.0 - tol)):
+    down, up = band(tol)
+    if s_b is not None and outcome is Outcome.INCONCLUSIVE and 2.0 * margin > math.log(up / down):
         reason = (f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
                   f"{len(levels)} sessions): more jobs cannot narrow it")
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)
@@ -423,7 +433,7 @@ def classify(
 ) -> tuple[Outcome, str]:
     """The decision rule on precomputed statistics (pure); returns (outcome, reason)."""
     lo, hi = ci
-    up, down = 1.0 + tolerance, 1.0 - tolerance  # the tolerance band in ratio space
+    down, up = band(tolerance)
     # "worse" means the ratio moved up for latency, down for bandwidth.
     if lower_is_better:
         worse_sig, better_sig = lo > 1.0, hi < 1.0
