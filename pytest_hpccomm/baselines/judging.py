@@ -123,9 +123,9 @@ class BaselineJudge:
                                           "" if stored is None else shared_cores(stored.summary))
         notes = [adaptive.describe(m.extra)]
         if stored is not None:
-            machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
-            if why := self._informational(machine):
+            if why := self._informational(stored, finger):
                 verdict = not_evidence(verdict, why)
+            machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
             diff = [d for d in fingerprint_diff(stored.fingerprint, finger) if d not in machine]
             if diff:
                 notes.append(f"baseline fingerprint differs: {_shown(diff)}")
@@ -133,11 +133,11 @@ class BaselineJudge:
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
 
-    def _informational(self, machine: list[tuple[str, Any, Any]]) -> str:
-        """Why a verdict against a stored baseline claims nothing ("" when it counts): the
-        baseline is from another machine type (`machine`: the machine-type fields that differ;
-        e.g. the repo's CI set judged on a laptop), or this host runs the reference probe
-        outside the set's band (other_host)."""
+    def _informational(self, stored: BaselineEntry, finger: Mapping[str, Any]) -> str:
+        """Why a verdict against `stored` claims nothing ("" when it counts): the baseline is
+        from another machine type (e.g. the repo's CI set judged on a laptop), or this host
+        runs the reference probe outside the set's band (other_host)."""
+        machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
         if machine:
             return f"informational: the baseline is from another machine type ({_shown(machine)})"
         return self.other_host()
@@ -204,8 +204,7 @@ class BaselineJudge:
             return False
         finger = self._fingerprint(runtime_fingerprint)
         stored = self.baseline(m)
-        if stored is not None and self._informational(
-                fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)):
+        if stored is not None and self._informational(stored, finger):
             return False  # informational whatever the jobs say: none is added for it
         return adaptive.undecided(self.stored_verdict(m, finger), self.hpc.cfg.repeat_scope)
 
