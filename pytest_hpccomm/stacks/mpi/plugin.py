@@ -32,8 +32,9 @@ from pytest_hpccomm.stacks.mpi.wire import PLANTS
 from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
                                               job_groups, merge_sweeps, run_sweep)
 from pytest_hpccomm.stacks.mpi.probe import MpiProbe
-from pytest_hpccomm.stacks.mpi.runtime import (MpiBroken, MpiRuntime, MpiUnavailable, resolve,
-                                               spec_error)
+from pytest_hpccomm.cluster.mpi import MPI_ENVS
+from pytest_hpccomm.stacks.mpi.runtime import (MpiBroken, MpiRuntime, MpiUnavailable,
+                                               absence_error, resolve, spec_error)
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
 from pytest_hpccomm.stacks.mpi.transport import (EMULATED_DRIVERS, OFI_VERBS_FABRICS, RDMA_KINDS,
@@ -75,6 +76,18 @@ def mpi_names(config: pytest.Config) -> list[str]:
     return names
 
 
+def _check_named(names: list[str]) -> None:
+    """A path or command name in --hpc-mpi is the user's MPI, never a default: when it is
+    not here that is a usage error, not a skip that leaves the run green. An environment
+    name may still skip (the default list names environments a machine may lack)."""
+    for name in names:
+        if name in MPI_ENVS:
+            continue
+        error = absence_error(name)
+        if error:
+            raise pytest.UsageError(f"--hpc-mpi: {error}")
+
+
 def _check_paired(config: pytest.Config) -> None:
     sides = hpc_session_of(config).cfg.paired("mpi")
     if sides is None:
@@ -86,6 +99,10 @@ def _check_paired(config: pytest.Config) -> None:
         error = spec_error(spec)
         if error:
             raise pytest.UsageError(f"{flag}: mpi={error}")
+    for flag, spec in zip(("--hpc-base", "--hpc-candidate"), sides):
+        error = absence_error(spec)  # both sides are named: neither may skip
+        if error:
+            raise pytest.UsageError(f"{flag} mpi={spec}: {error}")
 
 
 JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's conformance job
@@ -93,10 +110,13 @@ JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's confo
 
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
-    mpi_names(config)  # a bad value is a usage error before any test runs
+    names = mpi_names(config)  # a bad value is a usage error before any test runs
     if not config.pluginmanager.has_plugin("hpccomm"):
+        _check_named(names)
         return  # `-p no:hpccomm`: the core plugin and its session are off
     _check_paired(config)
+    if hpc_session_of(config).cfg.paired("mpi") is None:
+        _check_named(names)
     register_settings(hpc_session_of(config).cfg.profile)
 
 
@@ -215,8 +235,9 @@ _RUNTIMES: dict[str, MpiRuntime | MpiUnavailable | MpiBroken] = {}
 
 
 def runtime_of(spec: str) -> MpiRuntime:
-    """The MPI `spec` names, resolved once per process: skips when it is absent here, fails
-    when it is installed but broken."""
+    """The MPI `spec` names, resolved once per process: skips when it is absent here (only an
+    environment name of --hpc-mpi gets here absent: pytest_configure refuses the others),
+    fails when it is installed but broken."""
     if spec not in _RUNTIMES:
         try:
             _RUNTIMES[spec] = resolve(spec)

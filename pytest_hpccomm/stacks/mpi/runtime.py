@@ -38,27 +38,41 @@ LAUNCHER_NAMES = ("mpirun", "mpiexec", "srun")  # a bare command name must be on
 def spec_error(spec: str) -> str | None:
     """Why `spec` cannot name an MPI at all (a typo, a usage error), else None. A known
     environment name, a path, or a launcher's command name (mpirun, mpiexec.hydra, ...) are
-    valid even when absent here: absence is a skip, decided by resolve()."""
+    valid even when absent here (absence_error says which absences are usage errors)."""
     if spec in MPI_ENVS or os.sep in spec or spec.startswith(LAUNCHER_NAMES):
         return None
     return (f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}) nor a path "
             f"or command name of an mpirun ({', '.join(LAUNCHER_NAMES)}...)")
 
 
+def absence_error(spec: str) -> str | None:
+    """Why the MPI `spec` names is not here (one line naming it), else None. Cheap (file
+    checks, PATH lookup): a paired run, a path or a command name is checked before any test
+    runs, since naming an MPI that is absent is a mistake, not a reason to skip."""
+    if spec in MPI_ENVS:
+        prefix = mpi_prefix(spec)
+        if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
+            return (f"MPI environment {spec!r} not found at {prefix}: create it with "
+                    f"`python -m pytest_hpccomm.cluster.mpi create {spec}`")
+        return None
+    found = shutil.which(spec) if os.sep not in spec else spec
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        return f"MPI {spec!r}: no such executable here"
+    return None
+
+
 def resolve(spec: str) -> MpiRuntime:
     """The runtime `spec` names; MpiUnavailable when it is absent here, MpiBroken when it is
     present but its mpirun does not answer `--version` as an MPI."""
+    absent = absence_error(spec)
+    if absent:
+        raise MpiUnavailable(absent)
     if spec in MPI_ENVS:
         prefix = mpi_prefix(spec)
-        mpirun, python = prefix / "bin" / "mpirun", prefix / "bin" / "python"
-        if not (mpirun.is_file() and python.is_file()):
-            raise MpiUnavailable(f"MPI environment {spec!r} not found at {prefix}: create it with "
-                                 f"`python -m pytest_hpccomm.cluster.mpi create {spec}`")
-        name = spec
+        mpirun, python, name = prefix / "bin" / "mpirun", prefix / "bin" / "python", spec
     else:
         found = shutil.which(spec) if os.sep not in spec else spec
-        if not found or not os.access(found, os.X_OK):
-            raise MpiUnavailable(f"MPI {spec!r}: no such executable here")
+        assert found is not None  # absence_error checked it
         mpirun, python, name = Path(found), Path(sys.executable), "system"
     try:
         flavor = detect_mpi(mpirun)

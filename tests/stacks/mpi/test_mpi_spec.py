@@ -1,5 +1,7 @@
 """What --hpc-mpi (and --hpc-base/--hpc-candidate mpi=) may name, and what each failure is:
-a typo is a usage error, an absent MPI a skip, a broken install a failure."""
+a typo is a usage error, an absent MPI a skip only when it is an environment name of
+--hpc-mpi (a named path or command, or either side of a paired run, is a usage error), a broken
+install a failure."""
 
 from __future__ import annotations
 
@@ -24,13 +26,14 @@ def test_typos_are_named(spec: str) -> None:
     assert error is not None and repr(spec) in error and "openmpi, openmpi4, mpich" in error
 
 
-def test_absent_mpi_skips_and_broken_mpi_fails(pytester: pytest.Pytester,
-                                               tmp_path: Path) -> None:
+def test_absent_mpi_path_is_a_usage_error_and_broken_mpi_fails(pytester: pytest.Pytester,
+                                                               tmp_path: Path) -> None:
     pytester.makepyfile(USES_RUNTIME)
     absent = pytester.runpytest_subprocess("--hpc-mpi=/nonexistent/bin/mpirun", "-rs",
                                            "--hpc-history=none", "-p", "no:cacheprovider")
-    absent.assert_outcomes(skipped=1)
-    absent.stdout.fnmatch_lines(["*MPI '/nonexistent/bin/mpirun': no such executable here*"])
+    assert absent.ret == pytest.ExitCode.USAGE_ERROR
+    absent.stderr.fnmatch_lines(
+        ["*--hpc-mpi: MPI '/nonexistent/bin/mpirun': no such executable here*"])
 
     broken = tmp_path / "mpirun"  # installed, but its --version fails (a broken install)
     broken.write_text("#!/bin/sh\necho 'error while loading shared libraries: libmpi.so' >&2\n"
