@@ -54,7 +54,8 @@ _PROBE_TIMEOUT = 30.0
 
 
 class NativeUnavailable(Exception):
-    """No compiler, gRPC headers or code generator here: one line, a skip reason."""
+    """No compiler, gRPC headers or code generator here: one line, a skip reason (a failure
+    when an option named this gRPC: GrpcLab.named)."""
 
 
 class NativeBuildError(Exception):
@@ -143,6 +144,20 @@ def _pc_dirs(prefix: Path) -> list[Path]:
     return [d for d in (prefix / "lib" / "pkgconfig", prefix / "lib64" / "pkgconfig",
                         prefix / "lib" / "x86_64-linux-gnu" / "pkgconfig",
                         prefix / "share" / "pkgconfig") if d.is_dir()]
+
+
+def prefix_error(prefix: Path) -> str | None:
+    """Why `prefix` cannot be a gRPC installation (one line), else None. Cheap (no compiler,
+    no pkg-config run): a prefix the user names is checked before any test runs, since a typo
+    there would otherwise skip every native item."""
+    if not prefix.is_dir():
+        return "not a directory"
+    if (prefix / "include" / "grpcpp" / "grpcpp.h").is_file():
+        return None
+    if any((d / "grpc++.pc").is_file() for d in _pc_dirs(prefix)):
+        return None
+    return "no gRPC installation there (neither include/grpcpp/grpcpp.h nor a grpc++.pc under " \
+           "lib/pkgconfig, lib64/pkgconfig or share/pkgconfig)"
 
 
 def find_toolchain(prefix: Path | None = None) -> Toolchain:

@@ -33,7 +33,7 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
-                                              ensure_built, prebuilt)
+                                              ensure_built, prebuilt, prefix_error)
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
 from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_settings
 from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcHosts, GrpcRunError,
@@ -83,7 +83,25 @@ def pytest_configure(config: pytest.Config) -> None:
     sides = hpc_session_of(config).cfg.paired("grpc")
     if sides is not None:
         opts = paired_options(opts, bool(config.getoption("hpc_grpc_prefix")))
+    check_named(opts, sides)
     config.stash[OPTIONS_KEY] = opts
+
+
+def check_named(opts: GrpcOptions, sides: tuple[str, str] | None) -> None:
+    """A gRPC installation or build the user names must be there: a usage error now, not a
+    skip of every native item later (a skip would leave a merge gate green)."""
+    if opts.prefix is not None:
+        error = prefix_error(opts.prefix)
+        if error:
+            raise pytest.UsageError(f"--hpc-grpc-prefix {opts.prefix}: {error}")
+    if opts.build is not None and not opts.build.is_dir():
+        raise pytest.UsageError(f"--hpc-grpc-build {opts.build}: not a directory")
+    for flag, impl in zip(("--hpc-base", "--hpc-candidate"), sides or ()):
+        prefix = prefix_of(impl)
+        error = prefix_error(prefix) if prefix is not None else None
+        if error:
+            raise pytest.UsageError(f"{flag} grpc={impl}: {error} (an install prefix or "
+                                    f"{SYSTEM})")
 
 
 def prefix_of(impl: str) -> Path | None:
@@ -141,8 +159,12 @@ class GrpcLab:
 
     def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path,
                  repeats: int = 1, max_repeats: int = 0,
-                 selection: FabricSelection | None = None, fabric: str = "") -> None:
+                 selection: FabricSelection | None = None, fabric: str = "",
+                 named: str = "") -> None:
         self.opts = opts
+        # the option that named this lab's gRPC ("": the default, the system's): when named,
+        # a missing toolchain fails the native items instead of skipping them
+        self.named = named
         self.selection, self.fabric = selection, fabric
         self._runtimes: dict[str, Runtime] | RuntimeUnavailable | None = None
         self.settings = BenchSettings.for_profile(profile)
@@ -158,7 +180,8 @@ class GrpcLab:
 
     # -- pieces ---------------------------------------------------------------------------------
     def native(self) -> NativeBuild:
-        """The built native peer; skips (no toolchain) or fails (build error)."""
+        """The built native peer; skips (no toolchain, none named) or fails (build error, or
+        the gRPC an option named cannot be built here)."""
         if self._native is None:
             try:
                 self._native = prebuilt(self.opts.build) if self.opts.build is not None \
@@ -166,6 +189,8 @@ class GrpcLab:
             except (NativeUnavailable, NativeBuildError) as e:
                 self._native = e
         if isinstance(self._native, NativeUnavailable):
+            if self.named:
+                pytest.fail(f"{self.named}: {self._native}", pytrace=False)
             pytest.skip(str(self._native))
         if isinstance(self._native, NativeBuildError):
             pytest.fail(str(self._native), pytrace=False)
@@ -479,9 +504,12 @@ def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.Fixture
                                                                   prefix=prefix_of(sides[1]))
     sel = request.getfixturevalue("hpc_rdma_fabric").local if opts.spec.rdma \
         else hpc_session_of(request.config).selection
+    named = "" if sides is None and opts.prefix is None \
+        else f"--hpc-grpc-prefix {opts.prefix}" if sides is None \
+        else f"--hpc-candidate grpc={sides[1]}"
     lab = GrpcLab(opts, hpc_config.profile, hpc_config.inject_slowdown,
                   tmp_path_factory.mktemp("grpc"), hpc_config.repeats, hpc_config.repeat_limit,
-                  sel if isinstance(sel, FabricSelection) else None, hpc_config.fabric)
+                  sel if isinstance(sel, FabricSelection) else None, hpc_config.fabric, named)
     try:
         yield lab
     finally:
@@ -499,7 +527,7 @@ def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: Any,
         return
     lab = GrpcLab(dataclasses.replace(grpc_options, prefix=prefix_of(sides[0])),
                   hpc_config.profile, 1.0, tmp_path_factory.mktemp("grpc-base"),
-                  hpc_config.repeats)
+                  hpc_config.repeats, named=f"--hpc-base grpc={sides[0]}")
     try:
         yield lab
     finally:

@@ -73,11 +73,12 @@ def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: l
 def test_runtime_options_and_ini(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_show=SHOW_RUNTIME)
     pytester.makeini("[pytest]\nhpc_grpc_env =\n    A=1\n    B={device}\n")
+    peer = pytester.mkdir("peer")  # --hpc-grpc-build must be a directory (a usage error else)
     r = pytester.runpytest(*PLUGIN, "-s", "--hpc-history=none", "--hpc-grpc-preset=rsocket",
-                           "--hpc-grpc-env=C=3", "--hpc-grpc-build=/opt/peer")
+                           "--hpc-grpc-env=C=3", f"--hpc-grpc-build={peer}")
     # under a runtime the conformance calls are the native peer's (grpcio stays outside it)
     r.stdout.fnmatch_lines(["*RUNTIME rsocket (('A', '1'), ('B', '{device}'), ('C', '3')) "
-                            "/opt/peer ('native',)*"])
+                            f"{peer} ('native',)*"])
 
 
 PEER_ITEMS = """
