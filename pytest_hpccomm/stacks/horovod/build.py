@@ -204,7 +204,11 @@ def user_env(python: str | os.PathLike[str]) -> HorovodEnv:
     path = python_in(python)
     if path is None:
         raise HorovodBuildError(f"--hpc-horovod-python: {python} is not a Python executable")
-    return env_from_probe(path, probe(path), "user")
+    try:
+        info = probe(path)
+    except HorovodBuildError as exc:  # the path alone does not say which option named it
+        raise HorovodBuildError(f"--hpc-horovod-python: {exc}") from None
+    return env_from_probe(path, info, "user")
 
 
 def ensure_built(cache: Path | None = None, timeout: float = BUILD_TIMEOUT,

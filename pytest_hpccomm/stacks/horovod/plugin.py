@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
@@ -80,9 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.has_plugin("hpccomm"):
         register_settings(hpc_session_of(config).cfg.profile)
     python = horovod_python(config)
-    if python not in (BUILD, NONE) and not Path(python).exists():
-        raise pytest.UsageError(f"--hpc-horovod-python: {python} does not exist "
-                                f"(a Python with Horovod, its venv, `{BUILD}` or `{NONE}`)")
+    if python not in (BUILD, NONE) and python_in(python) is None:
+        why = "is not a Python executable" if Path(python).exists() else "does not exist"
+        raise pytest.UsageError(f"--hpc-horovod-python: {python} {why} (a Python with "
+                                f"Horovod, its venv, `{BUILD}` or `{NONE}`)")
 
 
 @dataclass(frozen=True)

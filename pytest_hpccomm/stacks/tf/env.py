@@ -129,7 +129,11 @@ def user_env(python: str | os.PathLike[str]) -> TfEnv:
     path = python_in(python)
     if path is None:
         raise TfEnvError(f"--hpc-tf-python: {python} is not a Python executable")
-    return env_from_probe(path, probe(path), "user")
+    try:
+        info = probe(path)
+    except TfEnvError as exc:  # the path alone does not say which option named it
+        raise TfEnvError(f"--hpc-tf-python: {exc}") from None
+    return env_from_probe(path, info, "user")
 
 
 def ensure_env(cache: Path | None = None, timeout: float = CREATE_TIMEOUT,

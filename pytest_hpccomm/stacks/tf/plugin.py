@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricUnavailable
@@ -62,8 +63,9 @@ def tf_python(config: pytest.Config) -> str:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     python = tf_python(config)
-    if python not in (BUILD, NONE) and not Path(python).exists():
-        raise pytest.UsageError(f"--hpc-tf-python: {python} does not exist (a Python with "
+    if python not in (BUILD, NONE) and python_in(python) is None:
+        why = "is not a Python executable" if Path(python).exists() else "does not exist"
+        raise pytest.UsageError(f"--hpc-tf-python: {python} {why} (a Python with "
                                 f"TensorFlow, its venv, `{BUILD}` or `{NONE}`)")
 
 

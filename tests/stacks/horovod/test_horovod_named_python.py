@@ -1,0 +1,57 @@
+"""--hpc-horovod-python names the user's Horovod: a path that is no Python is a one-line usage error (exit
+4); a Python that does not run, or lacks horovod, fails the items naming the option, never
+skips them (a skip would leave a merge gate green)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SUITE = Path(__file__).resolve().parents[3] / "suites" / "horovod" / "test_conformance_horovod.py"
+ARGS = ("-k", "test_allreduce_matches_numpy", "--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
+        "--import-mode=importlib")
+
+
+def one_line_usage_error(result: pytest.RunResult) -> str:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_python_that_does_not_exist(pytester: pytest.Pytester) -> None:
+    pytester.copy_example(str(SUITE))
+    line = one_line_usage_error(pytester.runpytest_subprocess("--hpc-horovod-python=/typo/python", *ARGS))
+    assert "--hpc-horovod-python: /typo/python does not exist" in line
+
+
+def test_a_directory_without_a_python(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.copy_example(str(SUITE))
+    line = one_line_usage_error(pytester.runpytest_subprocess(f"--hpc-horovod-python={tmp_path}", *ARGS))
+    assert f"--hpc-horovod-python: {tmp_path} is not a Python executable" in line
+
+
+def fails_naming(result: pytest.RunResult, python: Path) -> None:
+    outcomes = result.parseoutcomes()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert "skipped" not in outcomes and "passed" not in outcomes, outcomes
+    result.stdout.fnmatch_lines([f"*--hpc-horovod-python: {python}: importing horovod.torch failed*"])
+
+
+def test_a_python_that_does_not_run_fails(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexit 3\n")
+    python.chmod(0o755)
+    pytester.copy_example(str(SUITE))
+    fails_naming(pytester.runpytest_subprocess(f"--hpc-horovod-python={python}", *ARGS), python)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is not None,
+                    reason="this Python has horovod: it cannot stand for one that lacks it")
+def test_a_python_without_horovod_fails(pytester: pytest.Pytester) -> None:
+    python = Path(sys.executable)
+    pytester.copy_example(str(SUITE))
+    fails_naming(pytester.runpytest_subprocess(f"--hpc-horovod-python={python}", *ARGS), python)
