@@ -4,10 +4,11 @@ One file per (system, fabric) beside the stack files (BaselineStore.host_file), 
 same lock discipline (atomic replace, flock of a hidden sibling). A set without it was
 recorded before the probe existed: its host speed is unknown.
 
-The rule it serves (judging.py): a stored verdict is evidence only on a host that runs the
-probe within HOST_BAND of the set's sessions; elsewhere it is informational, as against another
-machine type, and --hpc-update-baselines writes nothing (its numbers are another machine's:
-mixed into the set's sessions they would pass for its spread).
+The rule it serves (judging.py): on a host that runs the probe outside HOST_BAND of the set's
+sessions, stored verdicts widen the band on the side that host's speed explains
+(verdict.host_band), and --hpc-update-baselines writes nothing (its numbers are another host's:
+mixed into the set's sessions they would pass for its spread). Each session keeps the probe's
+method (host_speed.METHOD): readings of another method are not compared.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpccomm.files import atomic_write, updating
-from pytest_hpccomm.measure.host_speed import HostSpeed, speed_ratio, typical
+from pytest_hpccomm.measure.host_speed import METHOD, HostSpeed, speed_ratio, typical
 
 SCHEMA = "pytest-hpccomm/host-probes"
 SCHEMA_VERSION = 1
@@ -37,8 +38,9 @@ class HostProbesError(Exception):
         super().__init__(f"host probe file {path}: {problem}")
 
 
-def load(path: Path) -> list[tuple[str, HostSpeed]]:
-    """(timestamp, probe) of each recorded session, oldest first; [] without the file."""
+def load(path: Path) -> list[tuple[str, HostSpeed, int]]:
+    """(timestamp, probe, probe method) of each recorded session, oldest first; [] without the
+    file. A session written before methods were kept is method 1."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -49,7 +51,7 @@ def load(path: Path) -> list[tuple[str, HostSpeed]]:
             or doc.get("schema_version") != SCHEMA_VERSION:
         raise HostProbesError(path, f"is not {SCHEMA} version {SCHEMA_VERSION}")
     try:
-        return [(str(s["timestamp"]), HostSpeed.from_json(s["rates"]))
+        return [(str(s["timestamp"]), HostSpeed.from_json(s["rates"]), int(s.get("method", 1)))
                 for s in doc["sessions"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise HostProbesError(path, f"has a bad session: {exc}") from None
@@ -58,10 +60,11 @@ def load(path: Path) -> list[tuple[str, HostSpeed]]:
 def record(path: Path, probe: HostSpeed, timestamp: str, limit: int) -> None:
     """Append this session's probe, keeping the last `limit`."""
     with updating(path):
-        sessions = load(path) + [(timestamp, probe)]
+        sessions = load(path) + [(timestamp, probe, METHOD)]
         doc: dict[str, Any] = {
             "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-            "sessions": [{"timestamp": t, "rates": p.to_json()} for t, p in sessions[-limit:]],
+            "sessions": [{"timestamp": t, "rates": p.to_json(), "method": m}
+                         for t, p, m in sessions[-limit:]],
         }
         atomic_write(path, json.dumps(doc, sort_keys=True, indent=2) + "\n", mode=0o644)
 

@@ -4,9 +4,11 @@ Baselines are read once per (stack) file per session and written only at session
 with --hpc-update-baselines, and never from a canary run (--hpc-inject-slowdown > 1), so a
 gate can never learn its own injected regression.
 
-Stored verdicts count only where they can: on the baseline's machine type (fingerprint) and on
-a host that runs the reference probe near the set's sessions (host_probes.py); elsewhere they
-are informational and an update writes nothing.
+Stored verdicts count only on the baseline's machine type (fingerprint); elsewhere they are
+informational. A host that runs the reference probe outside its band around the set's sessions
+(host_probes.py) widens the band on the side its speed explains (verdict.host_band): it costs
+the gate power, which the gate status shows, and never switches it off; an update from such a
+host writes nothing.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ from pytest_hpccomm.baselines.store import (MAX_SESSIONS, BaselineEntry, Baselin
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
-                                              temper_for_shared_cores, typical_sessions_sd)
+                                              temper_for_shared_cores, typical_sessions_dof,
+                                              typical_sessions_sd)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure import host_speed
 from pytest_hpccomm.measure.host_speed import HostSpeed
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.session import HpcSession
+
+MACHINE_TYPE = "informational: the baseline is from another machine type"
 
 # Which outcomes each update mode writes: "new" = new and passing results (a regression or a
 # too-noisy run must not silently become the reference), "all" = everything.
@@ -56,7 +61,7 @@ class BaselineJudge:
         self._other: str | None = None  # other_host(), once worked out
         self.refused = ""  # why update_baselines wrote nothing
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
-        self._family_sd: dict[str, dict[tuple[str, str], float | None]] = {}
+        self._family_sd: dict[str, dict[tuple[str, str], tuple[float | None, int | None]]] = {}
         # the last verdict.judge per point and what it was judged on: undecided() asks for it
         # before judge() records it, and its bootstrap is 10 ms a point (1,247 points here)
         self._judged: dict[tuple[str, str], tuple[tuple[Any, ...], Verdict]] = {}
@@ -68,17 +73,18 @@ class BaselineJudge:
                                                     m.stack)
         return self._loaded[m.stack].get(m.key)
 
-    def family_sd(self, m: Measurement) -> float | None:
+    def family_sd(self, m: Measurement) -> tuple[float | None, int | None]:
         """The spread between sessions typical of `m`'s family (its benchmark and metric) in
-        its stack's baselines (verdict.typical_sessions_sd)."""
+        its stack's baselines and its degrees of freedom (verdict.typical_sessions_sd, _dof)."""
         if m.stack not in self._family_sd:
             self.baseline(m)
             families: dict[tuple[str, str], list[tuple[float, ...]]] = defaultdict(list)
             for entry in self._loaded[m.stack].values():
                 families[(entry.benchmark, entry.metric)].append(entry.session_medians)
-            self._family_sd[m.stack] = {f: typical_sessions_sd(levels)
+            self._family_sd[m.stack] = {f: (typical_sessions_sd(levels),
+                                            typical_sessions_dof(levels))
                                         for f, levels in families.items()}
-        return self._family_sd[m.stack].get((m.benchmark, m.metric))
+        return self._family_sd[m.stack].get((m.benchmark, m.metric), (None, None))
 
     def judge(self, nodeid: str, m: Measurement,
                runtime_fingerprint: Mapping[str, Any] | None = None,
@@ -135,12 +141,11 @@ class BaselineJudge:
 
     def _informational(self, stored: BaselineEntry, finger: Mapping[str, Any]) -> str:
         """Why a verdict against `stored` claims nothing ("" when it counts): the baseline is
-        from another machine type (e.g. the repo's CI set judged on a laptop), or this host
-        runs the reference probe outside the set's band (other_host)."""
+        from another machine type (e.g. the repo's CI set judged on a laptop)."""
         machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
         if machine:
-            return f"informational: the baseline is from another machine type ({_shown(machine)})"
-        return self.other_host()
+            return f"{MACHINE_TYPE} ({_shown(machine)})"
+        return ""
 
     # -- the host's speed against the set's (baselines/host_probes.py) -------------------------
     def host(self) -> HostSpeed:
@@ -149,24 +154,36 @@ class BaselineJudge:
         return self._host
 
     def recorded_hosts(self) -> list[HostSpeed]:
+        """The set's sessions' probes taken by this probe's method (host_speed.METHOD): a
+        reading of another method is no measure of this host against the set's."""
         if self._recorded is None:
-            self._recorded = [p for _, p in host_probes.load(self._host_file())]
+            self._recorded = [p for _, p, method in host_probes.load(self._host_file())
+                              if method == host_speed.METHOD]
         return self._recorded
+
+    def host_shift(self) -> float:
+        """This host's probe speed against the set's sessions' when it lies outside the
+        probe's band (host_probes.HOST_BAND), else 1.0: the same host as far as the probe can
+        tell. It widens the band on the side it explains (verdict.host_band)."""
+        if not self.other_host():  # takes the probe: the results keep this host's speed
+            return 1.0
+        ratio, _ = host_speed.speed_ratio(self.host(), host_speed.typical(self.recorded_hosts()))
+        return ratio
 
     def _host_file(self) -> Path:
         return self.store.host_file(self.hpc.system, self.hpc.fabric_kind)
 
     def other_host(self) -> str:
-        """Why stored verdicts are informational on this host ("" when they count): it runs
+        """Why this host is not the set's as far as the probe tells ("" when it is): it runs
         the reference probe outside the band around the set's sessions. A set recorded before
-        the probe existed (no probe file) is judged as before: its host is unknown (the
-        probe is still taken: the results record this host's speed). Asked for every stored
-        verdict; its inputs are fixed once read, so it is worked out once."""
+        the probe (or by another probe method) has no host to compare with: "" (the probe is
+        still taken: the results record this host's speed). Worked out once: its inputs are
+        fixed once read."""
         if self._other is None:
             recorded, host = self.recorded_hosts(), self.host()
             band = host_probes.HOST_BAND
             self._other = "" if not recorded or host_probes.within(host, recorded, band) else (
-                f"informational: this host runs the reference probe at "
+                f"this host runs the reference probe at "
                 f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
                 "the set was recorded on a host of another speed")
         return self._other
@@ -175,12 +192,13 @@ class BaselineJudge:
         """One line for the terminal and the session record ("" if the probe never ran)."""
         if self._host is None:
             return ""
-        rates = ", ".join(f"{k} {v:.4g} {host_speed.UNITS[k]}"
+        rates = ", ".join(f"{k} {v:.4g} {host_speed.UNITS.get(k, '')}".rstrip()
                           for k, v in self._host.rates.items())
         recorded = self._recorded or []
         where = (f"; {host_probes.describe(self._host, recorded)}" if recorded
                  else "; the baseline set has no probe (host speed unknown)")
-        verdicts = " (stored verdicts informational)" if recorded and self.other_host() else ""
+        verdicts = (" (stored verdicts: the band widened on the side the host's speed explains)"
+                    if recorded and self.other_host() else "")
         return f"host probe: {rates}{where}{verdicts}"
 
     def _verdict_of(self, m: Measurement, stored: BaselineEntry | None) -> Verdict:
@@ -190,8 +208,10 @@ class BaselineJudge:
                   m.direction)
         got = self._judged.get((m.stack, m.key))
         if got is None or got[0] != inputs:
+            family_sd, family_dof = self.family_sd(m)
             got = (inputs, verdict_of(m, stored, tolerance=self.hpc.cfg.tolerance,
-                                      family_sd=self.family_sd(m)))
+                                      family_sd=family_sd, family_dof=family_dof,
+                                      host_shift=self.host_shift() if stored else 1.0))
             self._judged[(m.stack, m.key)] = got
         return got[1]
 

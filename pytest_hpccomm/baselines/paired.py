@@ -32,8 +32,8 @@ import numpy as np
 from scipy import stats as sps
 
 from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, band, describe,
-                                              fmt_num, fmt_p, fmt_tol, verdict_line,
-                                              within_band)
+                                              fmt_num, fmt_p, fmt_tol, min_effect,
+                                              verdict_line, within_band)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 MIN_ROUNDS = 3  # a t interval from 2 rounds (1 degree of freedom) spans orders of magnitude
@@ -81,7 +81,9 @@ def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
                        ratio=ratio, ci_low=None if ci is None else ci[0],
                        ci_high=None if ci is None else ci[1], p_value=p_worse, tolerance=tol,
                        message=msg, reason=reason, n_current=len(cand_jobs),
-                       n_baseline=len(base_jobs), p_better=p_better)
+                       n_baseline=len(base_jobs), p_better=p_better,
+                       min_effect=None if ci is None or ratio is None
+                       else min_effect(ratio, ci, band(tol), lower_better, paired=True))
 
     if base.unit != candidate.unit or base.direction != candidate.direction:
         return verdict(Outcome.INCONCLUSIVE, f"base in {base.unit}, candidate in "

@@ -45,11 +45,13 @@ default) puts that spread into the samples and gave none in 120 trials (README).
 5. Between sessions. A baseline entry updated by MIN_SESSIONS (3) or more runs of the same kind
    (store.py: `sessions`) is judged against their level, the geometric mean of the sessions'
    medians (its samples are rescaled to it), and the CI's log half-widths are widened in
-   quadrature by z * s_b * sqrt(1 + 1/k): s_b is the sd of the k log session medians, the
-   current run's own session offset is one draw of it, the reference's is the mean of k. s_b
-   is read with z, not Student's t: it also holds each session's own sampling spread (counted
-   again by the bootstrap), which over-states it. When that term alone spans the tolerance band
-   the verdict is INCONCLUSIVE with a reason more jobs cannot mend (adaptive.py spends none).
+   quadrature by t * s_b * sqrt(1 + 1/k): s_b is the sd of the k log session medians, the
+   current run's own session offset is one draw of it, the reference's is the mean of k; t is
+   Student's quantile with the degrees of freedom s_b rests on (k - 1, or its family's pooled
+   ones where the family floor holds). With z in its place, 2-3 sessions gave false
+   regressions at 15-40x the nominal rate (benchmarks/stored_rule_mc.py). When that term alone
+   spans the tolerance band the verdict is INCONCLUSIVE with a reason more jobs cannot mend
+   (adaptive.py spends none).
    s_b is never taken below the spread typical of the entry's family (typical_sessions_sd:
    the same benchmark and metric over its sizes, placements and implementations): from three
    sessions one entry's sd rests on two degrees of freedom, and three of the main job's
@@ -116,6 +118,13 @@ class Verdict:
     between_sessions_sd: float | None = None  # sd of their log medians (MIN_SESSIONS or more)
     # the log half-width that spread adds to the CI: no number of this run's jobs removes it
     session_margin: float | None = None
+    # the smallest slowdown (a factor >= 1, in the metric's worse direction) this verdict's
+    # interval could have called a regression: its power (gate.py); None without an interval
+    min_effect: float | None = None
+    # this host's reference-probe speed against the baseline set's (above 1: faster), when it
+    # lay outside the probe's own noise and widened the band on the side it explains
+    host_shift: float | None = None
+    informational: str = ""  # why this verdict claims nothing ("" when it counts)
 
 
 def fmt_num(x: float) -> str:
@@ -248,6 +257,14 @@ def typical_sessions_sd(families_levels: Sequence[Sequence[float]]) -> float | N
     return math.sqrt(float(np.median(scaled)))
 
 
+def typical_sessions_dof(families_levels: Sequence[Sequence[float]]) -> int | None:
+    """Degrees of freedom of typical_sessions_sd's estimate, taken as a pooled variance's (the
+    sum of each entry's sessions less one); None where it gives no estimate."""
+    dofs = [len(levels) - 1 for levels in families_levels
+            if between_sessions_sd(levels) is not None]
+    return sum(dofs) if len(dofs) >= MIN_FAMILY else None
+
+
 def band(tolerance: float) -> tuple[float, float]:
     """The tolerance band in ratio space, (down, up): a change inside it is no change."""
     return 1.0 - tolerance, 1.0 + tolerance
@@ -256,6 +273,34 @@ def band(tolerance: float) -> tuple[float, float]:
 def within_band(ratio: float, tolerance: float) -> bool:
     down, up = band(tolerance)
     return down <= ratio <= up
+
+
+def host_band(tolerance: float, host_shift: float,
+              lower_is_better: bool) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(claim edges, pass edges) for a host `host_shift` times as fast as the baseline's,
+    which moves a latency by up to 1/host_shift and a bandwidth by up to host_shift (the probe
+    says how far, not how much of that reaches this stack): a change is claimed only beyond
+    what the host may explain (the band widened on that side), a PASS only where no share of
+    it could hide a tolerance-sized change (the band narrowed, possibly to nothing). A faster
+    host never excuses a regression: a 1.5x slowdown stays one on a host probed 1.2x faster."""
+    down, up = band(tolerance)
+    e = 1.0 / host_shift if lower_is_better else host_shift
+    return ((min(down, down * e), max(up, up * e)),
+            (max(down, down * e), min(up, up * e)))
+
+
+def min_effect(ratio: float, ci: tuple[float, float], edges: tuple[float, float],
+               lower_is_better: bool, paired: bool = False) -> float:
+    """The smallest slowdown factor (>= 1) that an interval of this one's width would have
+    called a regression: the stored rule asks the whole interval beyond the band's worse edge,
+    the paired rule an interval that excludes 1 and reaches beyond that edge (paired.py)."""
+    lo, hi = ci
+    down, up = edges
+    if lower_is_better:  # a slowdown r moves the interval to (r lo, r hi) / ratio
+        need = max(ratio / lo, up * ratio / hi) if paired else up * ratio / lo
+    else:  # a slowdown r moves it to (lo, hi) / (r ratio)
+        need = max(hi / ratio, lo / (down * ratio)) if paired else hi / (down * ratio)
+    return max(1.0, need)
 
 
 def widened(ratio: float, ci: tuple[float, float], margin: float) -> tuple[float, float]:
@@ -274,10 +319,15 @@ def judge(
     confidence_level: float | None = None,
     n_resamples: int = DEFAULT_RESAMPLES,
     family_sd: float | None = None,
+    family_dof: int | None = None,
+    host_shift: float = 1.0,
 ) -> Verdict:
     """Judge `current` against `baseline` (see the module docstring for the rule).
     `family_sd`: the spread between sessions typical of the baseline's family
-    (typical_sessions_sd), a floor under the entry's own from MIN_SESSIONS on.
+    (typical_sessions_sd), a floor under the entry's own from MIN_SESSIONS on, estimated with
+    `family_dof` degrees of freedom (None: many). `host_shift`: this host's probe speed against
+    the set's, outside the probe's noise (1.0: the same host speed as far as the probe can tell;
+    host_band).
 
     The tolerance used is the measurement's own, else the baseline's, else `tolerance`.
     `confidence_level` defaults to 1 - 2 * alpha (98 % for alpha 0.01). The same inputs and
@@ -326,6 +376,12 @@ def judge(
     levels = baseline.session_medians
     s_own = between_sessions_sd(levels)
     s_b = s_own if s_own is None or family_sd is None else max(s_own, family_sd)
+    # degrees of freedom of s_b: the entry's own sessions', or its family's where that floor
+    # holds (a t quantile: 2 sessions' differences give t = 6.96 at 98 %, not z = 2.33)
+    dof = (len(levels) - 1 if s_own is not None and (family_sd is None or s_own >= family_sd)
+           else family_dof)
+    edges, pass_edges = host_band(tol, host_shift,
+                                  current.direction == Direction.LOWER_IS_BETTER)
     if s_b is not None and base_med > 0 and np.all(base > 0):
         # the reference is the sessions' level; the stored samples give its shape
         ref = float(np.exp(np.mean(np.log(levels))))
@@ -337,6 +393,7 @@ def judge(
 
     jobs_note = ""  # set when the CI resamples jobs as units
     margin = 0.0  # set from MIN_SESSIONS baseline sessions on
+    shifted = host_shift if host_shift != 1.0 else None
 
     def verdict(
         outcome: Outcome,
@@ -361,6 +418,11 @@ def judge(
                           + (f" (its family's; its own {s_own * 100:.1f}%)"
                              if s_own is not None and s_b > s_own else ""))
         detail.append(f"tolerance {fmt_tol(tol)}")
+        if shifted is not None:
+            detail.append(f"host probed at {shifted:.2f}x the set's speed: a change claimed "
+                          f"beyond {edges[0]:.3f}\N{EN DASH}{edges[1]:.3f}")
+        mde = (None if ci is None or ratio is None
+               else min_effect(ratio, ci, edges, lower_better))
         msg = verdict_line(outcome, head, detail, reason)
         return Verdict(
             outcome=outcome,
@@ -379,6 +441,8 @@ def judge(
             baseline_sessions=len(levels),
             between_sessions_sd=s_b,
             session_margin=margin if s_b is not None else None,
+            min_effect=mde,
+            host_shift=shifted,
         )
 
     if baseline.unit != unit or baseline.direction != current.direction:
@@ -411,11 +475,13 @@ def judge(
     p_less = float(sps.mannwhitneyu(cur, base, alternative="less").pvalue)
     p_worse, p_better = (p_greater, p_less) if lower_better else (p_less, p_greater)
     if s_b is not None:
-        z = float(sps.norm.ppf(0.5 + level / 2.0))
+        q = 0.5 + level / 2.0
+        z = float(sps.norm.ppf(q) if dof is None else sps.t.ppf(q, dof))
         margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))
         ci = widened(ratio, ci, margin)
-    outcome, reason = classify(ratio, ci, p_worse, p_better, lower_better, tol, alpha)
-    down, up = band(tol)
+    outcome, reason = classify(ratio, ci, p_worse, p_better, lower_better, tol, alpha,
+                               edges=edges, pass_edges=pass_edges)
+    down, up = edges
     if s_b is not None and outcome is Outcome.INCONCLUSIVE and 2.0 * margin > math.log(up / down):
         reason = (f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
                   f"{len(levels)} sessions): more jobs cannot narrow it")
@@ -430,19 +496,21 @@ def classify(
     lower_is_better: bool,
     tolerance: float,
     alpha: float,
+    edges: tuple[float, float] | None = None,
+    pass_edges: tuple[float, float] | None = None,
 ) -> tuple[Outcome, str]:
-    """The decision rule on precomputed statistics (pure); returns (outcome, reason)."""
+    """The decision rule on precomputed statistics (pure); returns (outcome, reason).
+    `edges`, `pass_edges`: the bands for a claim and for a PASS (host_band) when they are not
+    band(tolerance)."""
     lo, hi = ci
-    down, up = band(tolerance)
+    down, up = edges or band(tolerance)
     # "worse" means the ratio moved up for latency, down for bandwidth.
     if lower_is_better:
         worse_sig, better_sig = lo > 1.0, hi < 1.0
         worse_beyond, better_beyond = lo > up, hi < down
-        point_worse, point_better = ratio > up, ratio < down
     else:
         worse_sig, better_sig = hi < 1.0, lo > 1.0
         worse_beyond, better_beyond = hi < down, lo > up
-        point_worse, point_better = ratio < down, ratio > up
     worse_sig = worse_sig and p_worse < alpha
     better_sig = better_sig and p_better < alpha
 
@@ -450,6 +518,12 @@ def classify(
         return Outcome.REGRESSION, "worse beyond tolerance"
     if better_sig and better_beyond:
         return Outcome.IMPROVEMENT, "better beyond tolerance"
+    down, up = pass_edges or (down, up)
+    if down >= up:
+        return Outcome.INCONCLUSIVE, ("the host's speed (reference probe) spans the tolerance "
+                                      "band: no change beyond it, none ruled out")
+    point_worse = ratio > up if lower_is_better else ratio < down
+    point_better = ratio < down if lower_is_better else ratio > up
     if hi / lo > up / down:
         return Outcome.INCONCLUSIVE, "too noisy: CI wider than the tolerance band"
     if not (point_worse or point_better):
@@ -465,9 +539,9 @@ def not_evidence(v: Verdict, why: str) -> Verdict:
     IMPROVEMENT becomes INCONCLUSIVE with that reason (which fails only under --hpc-strict);
     the other outcomes keep their verdict and carry the note."""
     if v.outcome not in (Outcome.REGRESSION, Outcome.IMPROVEMENT):
-        return replace(v, message=f"{v.message} [{why}]")
+        return replace(v, message=f"{v.message} [{why}]", informational=why)
     head = v.message.removeprefix(f"{v.outcome.value}: ")
-    return replace(v, outcome=Outcome.INCONCLUSIVE, reason=why,
+    return replace(v, outcome=Outcome.INCONCLUSIVE, reason=why, informational=why,
                    message=f"{Outcome.INCONCLUSIVE.value}: {head}; {v.outcome.value} not "
                            f"judged: {why}")
 

@@ -26,6 +26,9 @@ import numpy as np
 # each a rate, higher = faster
 COMPONENTS = ("python", "hash", "copy", "wake")
 UNITS = {"python": "Mloop/s", "hash": "MB/s", "copy": "GB/s", "wake": "kRTT/s"}
+# the probe's method: 2 since the wake-up runs across two pinned CPUs (1 left it to the
+# scheduler); readings of different methods are not compared (baselines/host_probes.py)
+METHOD = 2
 ROUNDS = 5  # rounds of every component, interleaved: a burst of noise hits one round of each
 # each timed run follows an untimed one: a vCPU that just sat in the wake-up test's waits
 # runs the next ~50 ms at a third of its speed (hashing 300 vs 1,000 MB/s here)
@@ -55,8 +58,7 @@ class HostSpeed:
 def speed_ratio(now: HostSpeed, then: HostSpeed) -> tuple[float, dict[str, float]]:
     """(geometric mean over the shared components of now/then, each component's ratio):
     above 1, this host is faster than the one `then` was probed on."""
-    ratios = {k: now.rates[k] / then.rates[k] for k in COMPONENTS
-              if k in now.rates and k in then.rates}
+    ratios = {k: now.rates[k] / then.rates[k] for k in now.rates if k in then.rates}
     if not ratios:
         return 1.0, {}
     return math.exp(statistics.fmean(math.log(r) for r in ratios.values())), ratios
@@ -64,7 +66,7 @@ def speed_ratio(now: HostSpeed, then: HostSpeed) -> tuple[float, dict[str, float
 
 def typical(probes: list[HostSpeed]) -> HostSpeed:
     """Component-wise median of several sessions' probes."""
-    keys = [k for k in COMPONENTS if all(k in p.rates for p in probes)]
+    keys = [k for k in probes[0].rates if all(k in p.rates for p in probes)] if probes else []
     return HostSpeed({k: statistics.median(p.rates[k] for p in probes) for k in keys})
 
 

@@ -10,7 +10,7 @@ import pytest
 from pytest_hpccomm.baselines import host_probes
 from pytest_hpccomm.baselines.host_probes import HOST_BAND, HostProbesError
 from pytest_hpccomm.baselines.store import JsonBaselineStore
-from pytest_hpccomm.measure.host_speed import HostSpeed
+from pytest_hpccomm.measure.host_speed import METHOD, HostSpeed, speed_ratio
 
 
 def speed(f: float) -> HostSpeed:
@@ -24,8 +24,9 @@ def test_record_and_load_keep_the_last_sessions(tmp_path: Path) -> None:
     for i in range(7):
         host_probes.record(path, speed(1.0 + i / 100), f"2026-11-27T12:0{i}:00+00:00", limit=5)
     got = host_probes.load(path)
-    assert [t for t, _ in got] == [f"2026-11-27T12:0{i}:00+00:00" for i in range(2, 7)]
+    assert [t for t, _, _ in got] == [f"2026-11-27T12:0{i}:00+00:00" for i in range(2, 7)]
     assert got[-1][1].rates["python"] == pytest.approx(36.0 * 1.06)
+    assert {m for _, _, m in got} == {METHOD}  # each session keeps the probe's method
     assert not list(path.parent.glob("*.tmp"))  # written atomically, nothing left over
 
 
@@ -46,3 +47,18 @@ def test_within_the_band_and_described() -> None:
     assert not host_probes.within(speed(1.2), recorded, HOST_BAND)
     said = host_probes.describe(speed(0.77), recorded)
     assert said.startswith("0.77x the speed of the baseline set's 3 sessions (python 0.77,"), said
+
+
+def test_a_session_without_a_method_is_method_1(tmp_path: Path) -> None:
+    path = tmp_path / "host-probes.json"
+    path.write_text(json.dumps({"schema": host_probes.SCHEMA, "schema_version": 1, "sessions": [
+        {"timestamp": "t", "rates": speed(1.0).to_json()}]}))
+    assert [m for _, _, m in host_probes.load(path)] == [1]
+
+
+def test_a_custom_probe_component_counts_in_the_ratio() -> None:
+    """A pytest_hpccomm_host_probe hook may time its own component: it is compared too."""
+    now = HostSpeed({**speed(1.0).rates, "ib_loop": 2.0})
+    then = HostSpeed({**speed(1.0).rates, "ib_loop": 1.0})
+    ratio, parts = speed_ratio(now, then)
+    assert parts["ib_loop"] == 2.0 and ratio == pytest.approx(2.0 ** (1 / 5))

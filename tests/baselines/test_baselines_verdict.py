@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
-from pytest_hpccomm.baselines.verdict import (Outcome, block_length, blocks, classify, judge,
+from pytest_hpccomm.baselines.verdict import (Outcome, block_length, blocks, classify,
+                                              host_band, judge, min_effect,
                                               typical_sessions_sd)
 from pytest_hpccomm.measure.measurement import Direction
 
@@ -275,14 +276,20 @@ def test_steady_sessions_keep_the_gate_sharp() -> None:
 
 
 def test_the_verdict_carries_the_sessions_part_of_its_interval() -> None:
-    # z(98 %) x s_b x sqrt(1 + 1/k): what no number of this run's jobs removes (adaptive.py)
+    # t(98 %, k - 1) x s_b x sqrt(1 + 1/k): what no number of this run's jobs removes
+    # (adaptive.py); Student's t, since s_b rests on k - 1 degrees of freedom
     levels = [1.02, 0.98, 1.01]
     base = with_sessions(baseline(lognormal(1.0, 0.01, 40, seed=1)), levels)
     v = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base)
     k = len(levels) + 1
     s_b = float(np.std(np.log([*levels, base.median]), ddof=1))
     assert v.between_sessions_sd == pytest.approx(s_b)
-    assert v.session_margin == pytest.approx(2.3263 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
+    assert v.session_margin == pytest.approx(4.5407 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
+    # where the family's spread is the floor, its many degrees of freedom: t close to z
+    floored = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base,
+                    family_sd=2 * s_b, family_dof=400)
+    assert floored.session_margin == pytest.approx(
+        2.3357 * 2 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
     alone = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)),
                   baseline(lognormal(1.0, 0.01, 40, seed=1)))
     assert alone.session_margin is None
@@ -319,3 +326,42 @@ def test_two_sessions_give_no_spread() -> None:
     v = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base)
     assert v.baseline_sessions == 2 and v.between_sessions_sd is None
     assert v.baseline_median == pytest.approx(base.median)  # the last session, as before
+
+
+def test_a_host_of_another_speed_widens_the_claim_and_narrows_the_pass() -> None:
+    """A host probed at 0.8x the set's moves a latency up by as much as 1.25x: a regression
+    is claimed beyond 1.05 x 1.25, a PASS only where 1.25x of host could not hide 5 %: never
+    (the pass band (1.1875, 1.05) is empty); a faster host leaves the regression side alone."""
+    claim, passing = host_band(0.05, 0.8, lower_is_better=True)
+    assert claim == pytest.approx((0.95, 1.3125)) and passing[0] > passing[1]
+    claim, passing = host_band(0.05, 1.25, lower_is_better=True)
+    assert claim == pytest.approx((0.76, 1.05)) and passing == pytest.approx((0.95, 0.84))
+    bw_claim, _ = host_band(0.05, 0.8, lower_is_better=False)
+    assert bw_claim == pytest.approx((0.76, 1.05))  # a slower host lowers a bandwidth
+    base = baseline(lognormal(1.0, 0.01, 40, seed=1))
+    for host, slowdown, outcome in ((0.8, 1.2, Outcome.INCONCLUSIVE),
+                                    (0.8, 1.5, Outcome.REGRESSION),
+                                    (1.25, 1.2, Outcome.REGRESSION),
+                                    (0.8, 1.0, Outcome.INCONCLUSIVE),
+                                    (1.0, 1.0, Outcome.PASS)):
+        v = judge(make_measurement(lognormal(slowdown, 0.01, 40, seed=2)), base, host_shift=host)
+        assert v.outcome is outcome, (host, slowdown, v.message)
+        assert v.host_shift == (None if host == 1.0 else host)
+
+
+def test_min_effect_is_the_smallest_slowdown_the_interval_could_claim() -> None:
+    # stored rule, latency: the whole interval beyond 1.05: ratio 1.0, lower edge 0.97
+    assert min_effect(1.0, (0.97, 1.03), (0.95, 1.05), True) == pytest.approx(1.05 / 0.97)
+    # bandwidth: the whole interval below 0.95
+    assert min_effect(1.0, (0.97, 1.03), (0.95, 1.05), False) == pytest.approx(1.03 / 0.95)
+    # paired rule: an interval excluding 1 that reaches beyond the band
+    assert min_effect(1.0, (0.97, 1.03), (0.95, 1.05), True, paired=True) == \
+        pytest.approx(max(1 / 0.97, 1.05 / 1.03))
+    # a verdict's own figure: a slowdown of that size, same spread, is claimed; 10 % less is not
+    base = baseline(lognormal(1.0, 0.02, 40, seed=1))
+    v = judge(make_measurement(lognormal(1.0, 0.02, 40, seed=2)), base)
+    assert v.min_effect is not None and v.min_effect > 1.05
+    hit = judge(make_measurement([x * v.min_effect * 1.01 for x in lognormal(1.0, 0.02, 40, seed=2)]), base)
+    miss = judge(make_measurement([x * v.min_effect * 0.97 for x in lognormal(1.0, 0.02, 40, seed=2)]), base)
+    assert hit.outcome is Outcome.REGRESSION, hit.message
+    assert miss.outcome is not Outcome.REGRESSION, miss.message
