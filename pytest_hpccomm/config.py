@@ -74,6 +74,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                0.05, kind="float"),
     OptionSpec("--hpc-strict", "inconclusive (too noisy) verdicts fail the test", False,
                kind="bool"),
+    OptionSpec("--hpc-require-armed", "fail the session when fewer than this fraction of its "
+               "performance points could claim a slowdown of twice the tolerance (the gate "
+               "status line says why not); 0 (default) only reports it", 0.0, kind="float"),
     OptionSpec("--hpc-repeats", "independent jobs per benchmark sweep, their batches pooled, so "
                "the verdict sees run-to-run variance (default 3)", 3, kind="int"),
     OptionSpec("--hpc-max-repeats", "adaptive repeats: a sweep with a point its jobs cannot "
@@ -129,6 +132,7 @@ class HpcConfig:
     update_baselines: str = "none"
     tolerance: float = 0.05
     strict: bool = False
+    require_armed: float = 0.0
     inject_slowdown: float = 1.0
     repeats: int = 3
     max_repeats: int = 0  # 0: 2 x repeats (repeat_limit)
@@ -301,6 +305,9 @@ def _check_ranges(values: dict[str, Any]) -> None:
     if not 0 <= values["tolerance"] < 1:
         raise pytest.UsageError(
             f"--hpc-tolerance: must be in [0, 1) (0.05 = 5 %), got {values['tolerance']}")
+    if not 0 <= values["require_armed"] <= 1:
+        raise pytest.UsageError(
+            f"--hpc-require-armed: a fraction in [0, 1], got {values['require_armed']}")
     if values["inject_slowdown"] < 1.0:
         raise pytest.UsageError(
             f"--hpc-inject-slowdown: must be >= 1.0, got {values['inject_slowdown']}")

@@ -316,18 +316,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return report
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the gate's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from pytest_hpccomm.report.session_end import write_session_outputs
+    from pytest_hpccomm.report.session_end import gate_verdict, write_session_outputs
 
     config = session.config
     if SESSION_KEY not in config.stash:
         return
-    lines = write_session_outputs(config, hpc_session_of(config), config.stash[JUDGE_KEY],
-                                  config.stash[STARTED_KEY], config.stash[TIMES_KEY])
+    hpc, judge = hpc_session_of(config), config.stash[JUDGE_KEY]
+    gate_lines, failed = gate_verdict(config, hpc, judge)
+    config.stash[GATE_KEY] = gate_lines
+    if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    lines = write_session_outputs(config, hpc, judge, config.stash[STARTED_KEY],
+                                  config.stash[TIMES_KEY])
     config.stash[SUMMARY_KEY] = lines
 
 
 SUMMARY_KEY = pytest.StashKey[list[str]]()
+GATE_KEY = pytest.StashKey[list[str]]()  # the gate status, first in the verdicts' summary
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -344,6 +351,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from pytest_hpccomm.report.terminal import summary_table
 
     terminalreporter.write_sep("=", "hpccomm performance verdicts")
+    for line in config.stash.get(GATE_KEY, []):
+        terminalreporter.write_line(line)
     # never narrower than 150: a cut parameter list hides which run a row is
     for line in summary_table(hpc.results, width=max(150, terminalreporter._tw.fullwidth),
                               verbose=config.get_verbosity()):

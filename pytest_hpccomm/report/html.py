@@ -73,6 +73,12 @@ def _e(x: Any) -> str:
 
 def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[str]:
     out = ["<h1>pytest-hpccomm performance report</h1>"]
+    gate = session.get("gate") or {}
+    if gate.get("line"):  # the gate's power, on the first screen
+        off = gate.get("armed") == 0
+        out.append(f'<p class="gate" style="font-weight:bold;padding:6px;border-left:6px solid '
+                   f'{"#c0392b" if off else "#27ae60"}">'
+                   f'{_e(gate["line"].removeprefix("hpccomm "))}</p>')
     facts = [(k, session.get(k)) for k in ("system", "fabric", "profile")]
     facts += [(k, iso_time(session.get(k))) for k in ("started", "finished")]
     shown = " &nbsp;·&nbsp; ".join(f"{_e(k)} <b>{_e(v)}</b>" for k, v in facts if v)

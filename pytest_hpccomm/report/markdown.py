@@ -111,6 +111,9 @@ def _headline(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[
     counts = outcome_counts(results)
     parts = [f"{ICONS[o]} {n:,} {o.value}" for o, n in counts.items() if n]
     lines = ["## pytest-hpccomm: " + (" · ".join(parts) or "no results")]
+    gate = session.get("gate") or {}
+    if gate.get("line"):  # the gate's power, before anything else
+        lines.append(f"**{gate['line'].removeprefix('hpccomm ')}**")
     where = " · ".join(f"{k} `{session[k]}`" for k in ("system", "fabric", "profile")
                        if session.get(k))
     if where:

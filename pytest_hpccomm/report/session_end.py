@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.baselines import adaptive
+from pytest_hpccomm.baselines import adaptive, gate
 from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.stack_time import StackTimes
@@ -31,6 +31,40 @@ def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
                 "ab_rounds": hpc.cfg.ab_rounds} if hpc.cfg.candidate else {})}
 
 
+def gate_verdict(config: pytest.Config, hpc: HpcSession,
+                 judge: BaselineJudge) -> tuple[list[str], bool]:
+    """The gate status lines for the terminal (first), and whether the session fails for them:
+    --hpc-require-armed not met, or a paired run / a run against an existing baseline set that
+    judged nothing. The same status goes to JUnit's global properties."""
+    results = list(hpc.results)
+    status = gate.gate_status(results, paired=bool(hpc.cfg.candidate))
+    if not status.total.points:
+        return [], False
+    against_set = hpc.cfg.update_baselines == "none" and any(
+        judge.store.path(hpc.system, hpc.fabric_kind, stack).exists()
+        for stack in status.stacks)
+    failures = [line for line in (
+        gate.required_armed(status, hpc.cfg.require_armed),
+        gate.nothing_judged(status, bool(hpc.cfg.candidate), against_set)) if line]
+    lines = [gate.status_line(status), *gate.stack_lines(status), *failures]
+    _junit_properties(config, status, failures)
+    return lines, bool(failures)
+
+
+def _junit_properties(config: pytest.Config, status: gate.GateStatus,
+                      failures: list[str]) -> None:
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    xml.add_global_property("hpccomm_gate", gate.status_line(status))
+    xml.add_global_property("hpccomm_gate_points", str(status.total.points))
+    xml.add_global_property("hpccomm_gate_armed", str(status.total.armed))
+    for line in failures:
+        xml.add_global_property("hpccomm_gate_failed", line)
+
+
 def benchmark_json_path(results: Path) -> Path:
     """pytest-benchmark's format beside ours: `pytest-benchmark compare` reads it."""
     return results.with_name(results.stem + ".pytest-benchmark.json")
@@ -44,6 +78,9 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
     if times is not None and times.items:
         info["stack_seconds"] = times.as_dict()  # the suite's own cost, in the results JSON
     results = list(hpc.results)
+    status = gate.gate_status(results, paired=bool(hpc.cfg.candidate))
+    if status.total.points:
+        info["gate"] = status.to_json()
     grown = adaptive.session_cost(r.measurement.extra for r in results)
     if grown:
         lines.append(grown)
