@@ -10,6 +10,11 @@
 # of a known link; its own baseline set (SYSTEM-vlink1g: a shaped link is another machine)
 # and reports in results/vlink-1g/. HPCCOMM_LINK_PASS=0 leaves it out. Extra arguments go to
 # the main pass; --hpc-update-baselines*, --hpc-tolerance* and --hpc-strict to both.
+# Last the A/B pass, which gives decided verdicts on any machine, with or without a stored set:
+# Open MPI 5 (candidate) against Open MPI 4.1 (base), both made by the bootstrap, MPI latency
+# and bandwidth over loopback in paired rounds, reports in results/ab/. Its verdicts compare two
+# MPI releases, not this checkout, so they do not set the exit status (a usage error or a
+# crash does); HPCCOMM_AB_PASS=0 leaves it out.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 bash ci/bootstrap.sh || exit
@@ -39,4 +44,14 @@ echo "run-suites: the link pass (virtual cluster shaped to 1 Gbit/s)"
   --hpc-results results/vlink-1g/results.json --hpc-report results/vlink-1g/report.html \
   --hpc-markdown results/vlink-1g/summary.md --hpc-tolerance="$TOLERANCE" ${both[@]+"${both[@]}"}
 link=$?
-exit $(( rc > link ? rc : link ))
+rc=$(( rc > link ? rc : link ))
+[ "${HPCCOMM_AB_PASS:-1}" = 0 ] && exit "$rc"
+echo "run-suites: the A/B pass (Open MPI 5 against Open MPI 4.1, paired rounds)"
+"$PY" -m pytest suites/mpi/test_perf_osu.py -k "osu_latency or osu_bw" \
+  --hpc-base mpi=openmpi4 --hpc-candidate mpi=openmpi --hpc-ab-rounds=8 \
+  --hpc-sizes=8,1K,64K,1M --hpc-fabric=ethernet --hpc-launcher=local \
+  --hpc-results results/ab/results.json --hpc-report results/ab/report.html \
+  --hpc-markdown results/ab/summary.md
+ab=$?
+[ "$ab" -le 1 ] || rc=$(( rc > ab ? rc : ab ))
+exit "$rc"

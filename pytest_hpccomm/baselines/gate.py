@@ -139,6 +139,19 @@ def stack_lines(g: GateStatus) -> list[str]:
             for s, sg in sorted(g.stacks.items())]
 
 
+def hints(g: GateStatus) -> list[str]:
+    """What would arm the points that are not, for the reasons a user can act on."""
+    out = []
+    if g.total.reasons.get(MACHINE_TYPE):
+        out.append("  to judge on this machine type: record a set of its own, 3 or more sessions "
+                   "hours apart, with --hpc-update-baselines=all --hpc-system=NAME; meanwhile a "
+                   "paired A/B run (--hpc-base/--hpc-candidate) judges two builds on any machine")
+    if g.total.reasons.get(SPREAD):
+        out.append("  the set's sessions moved more than the band between them: judge at a wider "
+                   "--hpc-tolerance, or gate merges with a paired A/B run")
+    return out
+
+
 def required_armed(g: GateStatus, fraction: float) -> str:
     """Why the session fails under --hpc-require-armed `fraction` ("" when it does not)."""
     if fraction <= 0 or not g.total.points:

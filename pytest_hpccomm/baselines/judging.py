@@ -17,7 +17,7 @@ import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class BaselineJudge:
         self._recorded: list[HostSpeed] | None = None  # the set's sessions' probes
         self._other: str | None = None  # other_host(), once worked out
         self.refused = ""  # why update_baselines wrote nothing
+        self.close_sessions = ""  # update_baselines' warning: this session is close to the last
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
         self._family_sd: dict[str, dict[tuple[str, str], tuple[float | None, int | None]]] = {}
         # the last verdict.judge per point and what it was judged on: undecided() asks for it
@@ -265,7 +266,9 @@ class BaselineJudge:
         self.refused = self.other_host()
         if self.refused:  # another host's numbers would pass for the set's spread
             return written
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(timezone.utc)
+        stamp = now.isoformat(timespec="seconds")
+        self.close_sessions = _close_to_last(self._host_file(), now)
         host_probes.record(self._host_file(), self.host(), stamp, MAX_SESSIONS)
         for stack, results in sorted(chosen.items()):
             # each entry keeps the fingerprint it was measured with: one stack file holds
@@ -280,6 +283,27 @@ class BaselineJudge:
                                   fp.merge([dict(group[0].fingerprint)]), timestamp=stamp)
             written[self.store.path(self.hpc.system, self.hpc.fabric_kind, stack)] = len(results)
         return written
+
+
+# Sessions of a set closer than this share the host's state: three sessions of the main job
+# taken within 40 minutes agreed by chance where a fourth, an hour later, ran 3-6 % slower on
+# every stack, so a set taken in one sitting understates the drift a later run meets.
+SESSION_SPACING = timedelta(hours=1)
+
+
+def _close_to_last(host_file: Path, now: datetime) -> str:
+    """A warning when the set's last session was taken less than SESSION_SPACING ago."""
+    try:
+        last = max((datetime.fromisoformat(t) for t, _, _ in host_probes.load(host_file)),
+                   default=None)
+    except (host_probes.HostProbesError, ValueError):
+        return ""
+    if last is None or now - last >= SESSION_SPACING:
+        return ""
+    minutes = (now - last).total_seconds() / 60
+    return (f"baselines: this session follows the set's last by {minutes:.0f} min: sessions "
+            f"closer than {SESSION_SPACING.total_seconds() / 3600:g} h share the host's state and "
+            "understate the drift a later run meets; take the next one later")
 
 
 def _shown(diff: list[tuple[str, Any, Any]], most: int = 4) -> str:

@@ -165,3 +165,23 @@ def iso_time(value: Any) -> str | None:
     if isinstance(value, (int, float)):
         return dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc).isoformat()
     return str(value)
+
+
+def reason_key(r: RunResult) -> str:
+    """An inconclusive verdict's reason without its numbers: what groups them in a report
+    ("too noisy", "cores shared", "the baseline is from another machine type")."""
+    why = (r.verdict.informational or r.verdict.reason or "no reason given")
+    why = why.removeprefix("informational: ")
+    for stop in (" (", ": "):
+        why = why.split(stop, 1)[0]
+    return why.strip() or "no reason given"
+
+
+def inconclusive_groups(results: Iterable[RunResult]) -> list[tuple[str, list[RunResult]]]:
+    """Inconclusive results grouped by reason_key, the largest group first: a report counts
+    them per reason instead of listing a line per point."""
+    groups: dict[str, list[RunResult]] = {}
+    for r in sorted_results(results):
+        if r.verdict.outcome is Outcome.INCONCLUSIVE:
+            groups.setdefault(reason_key(r), []).append(r)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))

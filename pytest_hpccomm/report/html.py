@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.files import atomic_write
-from pytest_hpccomm.report.common import (families, fmt_params,
+from pytest_hpccomm.report.common import (families, fmt_params, inconclusive_groups,
                                           iso_time, jsonable, outcome_counts,
                                           session_fingerprint, short_message, sorted_results,
                                           summary_stats)
@@ -27,7 +27,7 @@ from pytest_hpccomm.report.scheme_plot import is_scheme_family, scheme_png
 from pytest_hpccomm.report.units import fmt_range, fmt_ratio, fmt_value
 
 # what changed, listed under the counts (the table below has every result)
-ATTENTION = (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE)
+ATTENTION = (Outcome.REGRESSION, Outcome.IMPROVEMENT)  # inconclusive: counted per reason
 LISTED = 100
 _TINTS = {
     Outcome.REGRESSION: "#fde0df", Outcome.IMPROVEMENT: "#dff3df",
@@ -99,6 +99,18 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
         more = (f'<li>… {len(attn) - LISTED:,} more in the table below</li>'
                 if len(attn) > LISTED else "")
         out.append(f'<ul class="attn">{items}{more}</ul>')
+    groups = inconclusive_groups(results)
+    if groups:
+        colour = OUTCOME_COLOURS[Outcome.INCONCLUSIVE]
+        rows = "".join(
+            f'<li><b style="color:{colour}">{len(members):,} inconclusive</b>: {_e(why)} '
+            f'<span class="sub">(e.g. {_e(members[0].measurement.stack)}/'
+            f'{_e(members[0].measurement.benchmark)} '
+            f'{_e(fmt_params(members[0].measurement.params))}; every one in the table '
+            f'below)</span></li>' for why, members in groups[:12])
+        rest = (f'<li>… {len(groups) - 12} more reasons in the table below</li>'
+                if len(groups) > 12 else "")
+        out.append(f'<ul class="attn">{rows}{rest}</ul>')
     return out
 
 

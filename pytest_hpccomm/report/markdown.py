@@ -2,8 +2,8 @@
 
 It must fit a PR comment (GitHub refuses more than 65,536 characters) however many results the
 session has: 2,238 items without baselines once made 270 KB. So, in the order a reviewer needs:
-the counts (overall and per stack), what changed one line each (regressions, improvements,
-inconclusive), the cross-stack table, the side-by-side pairs, then every result in a compact
+the gate status, the counts (overall and per stack), what changed one line each (regressions,
+improvements), the inconclusive ones counted per reason, the cross-stack table, the side-by-side pairs, then every result in a compact
 table per stack folded in <details> (a row per series: one benchmark's sweep over sizes or
 payload schemes), and the environment fingerprint folded too. Whatever
 would pass MAX_CHARS is cut where it is and says how many rows are left and where they are
@@ -20,9 +20,9 @@ from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.report import cross_stack as xs
 from pytest_hpccomm.report.beside import Pair, pairs
 from pytest_hpccomm.report.series import points_text, series, verdict_counts
-from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, iso_time, jsonable,
-                                          metric_of, outcome_counts, session_fingerprint,
-                                          short_message, sorted_results)
+from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, inconclusive_groups,
+                                          iso_time, jsonable, metric_of, outcome_counts,
+                                          session_fingerprint, short_message, sorted_results)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 ICONS = {
@@ -37,8 +37,7 @@ MESSAGE_CHARS = 300  # a verdict message longer than this is cut in the list
 FINGERPRINT_CHARS = 4_000
 # The most a section may take of MAX_CHARS, so the per-stack tables after them keep room.
 SHARE = {"changes": 20_000, "cross-stack": 18_000, "side by side": 8_000}
-CHANGES = ((Outcome.REGRESSION, "Regressions"), (Outcome.IMPROVEMENT, "Improvements"),
-           (Outcome.INCONCLUSIVE, "Inconclusive"))
+CHANGES = ((Outcome.REGRESSION, "Regressions"), (Outcome.IMPROVEMENT, "Improvements"))
 
 
 def units(text: str) -> int:
@@ -147,8 +146,8 @@ def _stack_counts(stacks: Mapping[str, Sequence[RunResult]]) -> list[str]:
 
 
 def _changes(results: Sequence[RunResult], budget: Budget, where: str) -> list[str]:
-    """Regressions, improvements, inconclusive: one line each with the verdict's message, at
-    most LISTED per outcome."""
+    """Regressions and improvements one line each with the verdict's message (at most LISTED
+    per outcome), then the inconclusive ones counted per reason, one example each."""
     lines: list[str] = []
     ordered = sorted_results(results)
     for outcome, title in CHANGES:
@@ -165,6 +164,18 @@ def _changes(results: Sequence[RunResult], budget: Budget, where: str) -> list[s
         unlisted = len(hits) - len(items)
         tail = [f"- … {unlisted:,} more {outcome.value} in {where}"] if unlisted else []
         lines += _table(budget, head, items, tail, where)
+    groups = inconclusive_groups(results)
+    if groups:
+        total = sum(len(g) for _, g in groups)
+        head = ["", f"### Inconclusive ({total:,}), by reason", "",
+                "| points | reason | e.g. |", "|--:|---|---|"]
+        rows = []
+        for why, members in groups:
+            m = members[0].measurement
+            example = " ".join(x for x in (f"{m.stack}/{m.benchmark}", fmt_params(m.params)) if x)
+            rows.append(f"| {len(members):,} | {_cell(_cut(why, 160))} | "
+                        f"{_cell(_cut(example, 120))} |")
+        lines += _table(budget, head, rows, [], where)
     new = outcome_counts(results)[Outcome.NEW]
     if new:
         lines += budget.maybe(["", f"{ICONS[Outcome.NEW]} {new:,} results have no baseline on "

@@ -47,7 +47,8 @@ def gate_verdict(config: pytest.Config, hpc: HpcSession,
     failures = [line for line in (
         gate.required_armed(status, 0.0 if recording else hpc.cfg.require_armed),
         gate.nothing_judged(status, bool(hpc.cfg.candidate), against_set)) if line]
-    lines = [gate.status_line(status), *gate.stack_lines(status), *failures]
+    lines = [gate.status_line(status), *gate.stack_lines(status), *gate.hints(status),
+             *failures]
     _junit_properties(config, status, failures)
     return lines, bool(failures)
 
@@ -88,6 +89,8 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
     if hpc.cfg.update_baselines != "none":
         for path, count in judge.update_baselines().items():
             lines.append(f"baselines: wrote {count} entries to {path}")
+        if judge.close_sessions:
+            lines.append(judge.close_sessions)
         if judge.refused:
             lines.append(f"baselines: none written: {judge.refused.removeprefix('informational: ')}"
                          f" (record this host's set under another --hpc-system)")

@@ -2,8 +2,8 @@
 
 A session of thousands of results (ci/run-suites.sh: 2,238) printed a 2,268-row table nobody
 reads. So by default: the counts first (overall, then per stack), then only what changed, one
-line each (regressions, improvements, inconclusive; at most LISTED per outcome), then where the
-rest is. The full table (every result) comes with -v, or by itself when the session is small
+line each (regressions, improvements; at most LISTED per outcome), the inconclusive ones counted
+per reason, then where the rest is. The full table (every result) comes with -v, or by itself when the session is small
 enough to read (FULL_TABLE_MAX results).
 
 Plain ASCII (CI logs mangle box drawing and colour), names repeated on every line so that
@@ -17,13 +17,14 @@ from typing import Sequence
 
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.report.common import (counts_line, families, fmt_params, outcome_counts,
-                                          short_message, sorted_results)
+from pytest_hpccomm.report.common import (counts_line, families, fmt_params,
+                                          inconclusive_groups, outcome_counts, short_message,
+                                          sorted_results)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 FULL_TABLE_MAX = 40  # up to this many results the full table is shorter than a screen
 LISTED = 25  # changed results printed per outcome; the rest are counted
-CHANGES = (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE)
+CHANGES = (Outcome.REGRESSION, Outcome.IMPROVEMENT)  # one line each; inconclusive: per reason
 
 HEADER = ("stack", "benchmark", "params", "baseline", "current", "ratio", "verdict")
 _RIGHT = {"baseline", "current", "ratio"}  # numbers align on the right
@@ -81,7 +82,7 @@ def changes(results: Sequence[RunResult], width: int = 120, *,
         by_stack.setdefault(r.measurement.stack, []).append(r)
     if len(by_stack) > 1:
         lines.append("  " + "; ".join(f"{s} {counts_line(rs)}" for s, rs in by_stack.items()))
-    label = max(len(o.value) for o in CHANGES)
+    label = len(Outcome.INCONCLUSIVE.value)
     for outcome in CHANGES:
         hits = [r for r in sorted_results(results) if r.verdict.outcome is outcome]
         for r in hits[:LISTED]:
@@ -91,6 +92,11 @@ def changes(results: Sequence[RunResult], width: int = 120, *,
         if len(hits) > LISTED:
             lines.append(f"{outcome.value.upper():<{label}}  ... {len(hits) - LISTED} more "
                          "(pytest -v, or the results JSON / HTML report)")
+    for why, members in inconclusive_groups(results):
+        m = members[0].measurement
+        example = " ".join(x for x in (m.stack, m.benchmark, fmt_params(m.params)) if x)
+        lines.append(f"{Outcome.INCONCLUSIVE.value.upper():<{label}}  {len(members)} x {why} "
+                     f"(e.g. {example})")
     new = outcome_counts(results)[Outcome.NEW]
     if new:
         lines.append(f"new: {new} results have no baseline on this system yet "

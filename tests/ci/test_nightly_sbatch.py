@@ -3,7 +3,8 @@
 SLURM (Debian's munged, slurmctld, one slurmd per host) runs on a two-host virtual cluster
 (tests/slurm_hosts.py). The script runs the selection of tests/ci/cikit.py (Open MPI's
 osu_latency at 8 B and 1 KiB, one rank on each host, placed by srun): first taking baselines
-into a temp dir, then a run against them that passes (exit 0, the four reports there and
+into a temp dir, after a run without them that fails for an unarmed gate (the script requires one), then a run
+against them that passes (exit 0, the four reports there and
 parseable, the JUnit file holding the items), then the canary (--hpc-inject-slowdown=3), which
 must exit 1 with a regression verdict for every item. Bad input fails with exit status 2 and a
 line naming the cause, in seconds: an allocation of one node, an srun that cannot start a
@@ -54,6 +55,12 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
         record_property: Callable[[str, object], None]) -> None:
     baselines = tmp_path / "baselines"
     stored = baselines / "nightly-test" / "ethernet" / "mpi.json"
+    # no baselines yet: the script's default asks for an armed gate, so the night fails and
+    # says the gate was off, first in the summary
+    off, log, results = submit(slurm_hosts, tmp_path / "unarmed", baselines)
+    assert off.returncode == 1, off.describe() + log[-3000:]
+    assert "hpccomm gate: FAILED --hpc-require-armed 0.5: only 0 of 2 points" in log, log[-3000:]
+    assert (results / "summary.md").read_text().splitlines()[1].startswith("**gate OFF: 0 of 2")
     for attempt in range(2):  # a second pair only when the contention guard says it must
         t0 = time.monotonic()
         taken, log, _ = submit(slurm_hosts, tmp_path / f"take{attempt}", baselines,

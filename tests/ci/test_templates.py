@@ -36,6 +36,7 @@ from tests.ci.ci_steps import (
 )
 from tests.ci.cikit import ROOT, SCRIPT, SELECT, SUITE, VENV, check_reports, job_env
 
+from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 
 WORKFLOW = ROOT / "ci" / "github" / "hpccomm.yml"
@@ -44,7 +45,10 @@ PIPELINE = ROOT / "ci" / "gitlab" / "hpccomm.gitlab-ci.yml"
 BIN = Path(VENV) / "bin"
 needs_yaml = pytest.mark.skipif(bool(yaml_missing()), reason=yaml_missing() or "")
 # the stand-in build of the A/B jobs: records which commit it built, installs nothing runnable
-STUB_BUILD = 'mkdir -p "$PREFIX/bin" && git rev-parse HEAD >"$PREFIX/built-from"'
+# a "build" that installs the openmpi environment's mpirun under $PREFIX: a paired side must
+# name an MPI that is there (an absent one is a usage error, not a skip)
+STUB_BUILD = (f'mkdir -p "$PREFIX/bin" && ln -s {mpi_prefix("openmpi") / "bin" / "mpirun"} '
+              '"$PREFIX/bin/mpirun" && git rev-parse HEAD >"$PREFIX/built-from"')
 
 
 def tool(name: str, install: str) -> str:
@@ -170,7 +174,10 @@ def gh_vars(baselines: Path, **extra: str) -> dict[str, str]:
             "HPCCOMM_FABRIC": "ethernet", "HPCCOMM_NIGHTLY_SUITES": SUITE,
             "HPCCOMM_NIGHTLY_ARGS": SELECT, "HPCCOMM_AB_SUITES": SUITE,
             "HPCCOMM_AB_ARGS": AB_SELECT, "HPCCOMM_AB_ROUNDS": "3",
-            "HPCCOMM_BUILD": STUB_BUILD, **extra}
+            "HPCCOMM_BUILD": STUB_BUILD,
+            # no baselines here: the nightly's default (0.5) would fail it for an unarmed gate,
+            # as test_nightly_sbatch shows; these tests run the templates' plumbing
+            "HPCCOMM_REQUIRE_ARMED": "0", **extra}
 
 
 # the paired run: Open MPI against itself, 8 B, 3 rounds (the fewest allowed)
@@ -180,7 +187,7 @@ AB_SELECT = "-k osu_latency --hpc-sizes=8 --hpc-bind=none --hpc-history=none --h
 def gl_overrides(**extra: str) -> dict[str, str]:
     """GitLab: the template's variables as a project's CI/CD variables override them."""
     return {"HPCCOMM_DIR": str(ROOT), "HPCCOMM_VENV": str(VENV), "HPCCOMM_SYSTEM": "ci-test",
-            "HPCCOMM_FABRIC": "ethernet", **extra}
+            "HPCCOMM_FABRIC": "ethernet", "HPCCOMM_REQUIRE_ARMED": "0", **extra}
 
 
 @needs_yaml

@@ -445,3 +445,21 @@ def test_a_run_against_a_set_that_judges_nothing_fails(
                                 "baseline set gave no point a verdict (1 without a baseline)"])
     baseline_file(bench).unlink()  # no set at all: a first run, NEW is what it should say
     assert run(bench, monkeypatch).ret == 0
+
+
+def test_a_session_soon_after_the_sets_last_is_written_with_a_warning(
+        bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = run(bench, monkeypatch, "--hpc-update-baselines=all")
+    assert not any("follows the set's last" in ln for ln in first.outlines)
+    second = run(bench, monkeypatch, "--hpc-update-baselines=all", seed=2)
+    second.stdout.fnmatch_lines(["baselines: wrote 1 entries to *mpi.json",
+                                 "baselines: this session follows the set's last by 0 min: "
+                                 "sessions closer than 1 h share the host's state*"])
+    # an hour later: no warning
+    probes = bench.path / "bl" / "box" / "ethernet" / "host-probes.json"
+    doc = json.loads(probes.read_text())
+    for s in doc["sessions"]:
+        s["timestamp"] = "2026-01-01T00:00:00+00:00"
+    probes.write_text(json.dumps(doc))
+    third = run(bench, monkeypatch, "--hpc-update-baselines=all", seed=3)
+    assert not any("follows the set's last" in ln for ln in third.outlines)

@@ -103,9 +103,11 @@ def test_verdicts_are_coloured_and_changes_listed_first(demo, demo_page) -> None
     assert tints.count("background:#dff3df") == counts[Outcome.IMPROVEMENT]
     assert tints.count("background:#ececec") == counts[Outcome.NEW]
     attn = demo_page.split('<ul class="attn">')[1].split("</ul>")[0]
-    assert attn.count("<li>") == sum(counts[o] for o in (
-        Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE))
-    assert attn.index(">regression<") < attn.index(">improvement<") < attn.index(">inconclusive<")
+    assert attn.count("<li>") == sum(counts[o] for o in (Outcome.REGRESSION, Outcome.IMPROVEMENT))
+    assert attn.index(">regression<") < attn.index(">improvement<")
+    grouped = demo_page.split('<ul class="attn">')[2].split("</ul>")[0]  # counted per reason
+    assert sum(int(li.split(" inconclusive</b>")[0].rsplit(">", 1)[1].replace(",", ""))
+               for li in grouped.split("<li>")[1:]) == counts[Outcome.INCONCLUSIVE]
     assert demo_page.index('<ul class="attn">') < demo_page.index("<h2>Cross-stack") \
         < demo_page.index("<h2>Plots</h2>")
     assert "osu_latency size=8KiB ranks=2" in demo_page

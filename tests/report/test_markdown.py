@@ -24,7 +24,11 @@ def test_headline_changes_series_and_fingerprint(demo, session) -> None:
     assert any("mpi/osu_latency size=8KiB ranks=2" in ln and "tolerance" in ln for ln in regs)
     assert any("mpi/osu_barrier ranks=4" in ln for ln in regs)
     assert len([ln for ln in lines if ln.startswith("- 🚀")]) == counts[Outcome.IMPROVEMENT]
-    assert len([ln for ln in lines if ln.startswith("- ⚠️")]) == counts[Outcome.INCONCLUSIVE]
+    assert not any(ln.startswith("- ⚠️") for ln in lines)  # inconclusive: counted per reason
+    per_reason = [ln for ln in lines if ln.startswith("| ") and ln.count("|") == 4
+                  and ln.split("|")[1].strip().replace(",", "").isdigit()]
+    assert sum(int(ln.split("|")[1].strip().replace(",", ""))
+               for ln in per_reason) == counts[Outcome.INCONCLUSIVE]
     # what changed comes before the cross-stack table and the per-stack tables
     assert md.index("### Regressions") < md.index("### Improvements") \
         < md.index("### Cross-stack") < md.index("### Every result")
@@ -41,12 +45,29 @@ def test_headline_changes_series_and_fingerprint(demo, session) -> None:
 
 def test_per_stack_tables_are_folded_and_cells_escaped(result) -> None:
     rs = [result(stack="grpc", benchmark="unary", params={"size": 8, "scheme": "a|b"}),
-          result(stack="mpi", outcome=Outcome.INCONCLUSIVE, message="cv 40% | too noisy")]
+          result(stack="mpi", outcome=Outcome.INCONCLUSIVE, message="cv 40% | too noisy",
+                 reason="cv 40% | too noisy")]
     md = markdown_summary(rs, {})
     assert md.index("<b>grpc</b>") < md.index("<b>mpi</b>")
     assert md.count("<details>") == md.count("</details>") == 3  # and the fingerprint
     assert "scheme=a\\|b" in md
-    assert "### Inconclusive" in md and "cv 40% \\| too noisy" in md
+    assert "### Inconclusive (1), by reason" in md and "| 1 | cv 40% \\| too noisy |" in md
+
+
+def test_inconclusive_points_are_counted_per_reason_not_listed(result) -> None:
+    """A run of a thousand inconclusive points is a few rows, one per reason, largest first."""
+    rs = [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
+                 reason="spread between sessions wider than the tolerance band (sd 6.1% over 3 "
+                        f"sessions): more jobs cannot narrow it") for s in range(900)]
+    rs += [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
+                  reason="too noisy: CI wider than the tolerance band") for s in range(100)]
+    md = markdown_summary(rs, {"gate": {"line": "hpccomm gate OFF: 0 of 1000 points"}})
+    lines = md.splitlines()
+    assert lines[1] == "**gate OFF: 0 of 1000 points**"  # the gate first
+    rows = [ln for ln in lines if ln.startswith("| 900 |") or ln.startswith("| 100 |")]
+    assert rows[0].startswith("| 900 | spread between sessions wider than the tolerance band |")
+    assert rows[1].startswith("| 100 | too noisy |")
+    assert not any(ln.startswith("- ⚠️") for ln in lines)
 
 
 def test_empty_session(result) -> None:

@@ -110,6 +110,11 @@ def test_a_large_session_prints_counts_then_only_what_changed(result) -> None:
     cut = summary_table(many, width=150)
     assert sum(ln.startswith("REGRESSION") for ln in cut) == LISTED + 1
     assert f"... {total - LISTED} more" in cut[-2]
+    noisy = [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
+                    reason="too noisy: CI wider than the tolerance band") for s in range(300)]
+    grouped = summary_table(noisy, width=150)
+    assert [ln for ln in grouped if ln.startswith("INCONCLUSIVE")] == [
+        "INCONCLUSIVE  300 x too noisy (e.g. mpi osu_latency size=0B)"]
 
 
 def test_ci_run_without_baselines_is_a_few_lines() -> None:

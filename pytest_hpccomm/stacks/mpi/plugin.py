@@ -76,12 +76,13 @@ def mpi_names(config: pytest.Config) -> list[str]:
     return names
 
 
-def _check_named(names: list[str]) -> None:
-    """A path or command name in --hpc-mpi is the user's MPI, never a default: when it is
-    not here that is a usage error, not a skip that leaves the run green. An environment
-    name may still skip (the default list names environments a machine may lack)."""
+def _check_named(config: pytest.Config, names: list[str]) -> None:
+    """An MPI the user named in --hpc-mpi (or the ini) is theirs, never a default: when it is
+    not here that is a usage error, not a skip that leaves the run green. Only the default
+    list's environments may skip (it names environments a machine may lack)."""
+    named = bool(config.getoption("hpc_mpi") or config.getini("hpc_mpi") != DEFAULT_MPIS)
     for name in names:
-        if name in MPI_ENVS:
+        if name in MPI_ENVS and not named:
             continue
         error = absence_error(name)
         if error:
@@ -112,11 +113,11 @@ JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's confo
 def pytest_configure(config: pytest.Config) -> None:
     names = mpi_names(config)  # a bad value is a usage error before any test runs
     if not config.pluginmanager.has_plugin("hpccomm"):
-        _check_named(names)
+        _check_named(config, names)
         return  # `-p no:hpccomm`: the core plugin and its session are off
     _check_paired(config)
     if hpc_session_of(config).cfg.paired("mpi") is None:
-        _check_named(names)
+        _check_named(config, names)
     register_settings(hpc_session_of(config).cfg.profile)
 
 

@@ -60,3 +60,16 @@ def test_an_absent_environment_of_a_paired_run_is_a_usage_error(
         "--hpc-base=mpi=openmpi4", "--hpc-candidate=mpi=openmpi", "--hpc-history=none",
         "-p", "no:cacheprovider"))
     assert "--hpc-base mpi=openmpi4: MPI environment 'openmpi4' not found at" in line
+
+
+def test_a_named_environment_that_was_not_created_is_a_usage_error(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--hpc-mpi=mpich names it: absent, it is an error; the default list's may skip."""
+    monkeypatch.setenv(CACHE_VAR, str(tmp_path / "empty"))
+    pytester.makepyfile(USES_RUNTIME)
+    line = one_line_usage_error(pytester.runpytest_subprocess(
+        "--hpc-mpi=mpich", "--hpc-history=none", "-p", "no:cacheprovider"))
+    assert line.startswith("ERROR: --hpc-mpi: ") and "mpich" in line, line
+    default = pytester.runpytest_subprocess("--hpc-history=none", "-p", "no:cacheprovider", "-rs")
+    assert default.ret == pytest.ExitCode.OK, default.stdout.str()
+    default.assert_outcomes(skipped=2)
