@@ -48,8 +48,8 @@ rc=$(( rc > link ? rc : link ))
 [ "${HPCCOMM_AB_PASS:-1}" = 0 ] && exit "$rc"
 echo "run-suites: the A/B pass (Open MPI 5 against Open MPI 4.1, paired rounds)"
 "$PY" -m pytest suites/mpi/test_perf_osu.py -k "osu_latency or osu_bw" \
-  --hpc-base mpi=openmpi4 --hpc-candidate mpi=openmpi --hpc-ab-rounds=8 \
-  --hpc-sizes=8,1K,64K,1M --hpc-fabric=ethernet --hpc-launcher=local \
+  --hpc-base mpi=openmpi4 --hpc-candidate mpi=openmpi --hpc-ab-rounds=20 \
+  --hpc-sizes=8,1K,64K,1M --hpc-fabric=ethernet --hpc-launcher=local --hpc-tolerance="$TOLERANCE" \
   --hpc-results results/ab/results.json --hpc-report results/ab/report.html \
   --hpc-markdown results/ab/summary.md
 ab=$?
