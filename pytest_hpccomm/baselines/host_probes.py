@@ -25,11 +25,11 @@ SCHEMA = "pytest-hpccomm/host-probes"
 SCHEMA_VERSION = 1
 
 
-# How far this host's probe may lie from the set's sessions' (as a ratio, either way) for
-# stored verdicts to count. Not tied to the tolerance: the probe's own spread between
-# processes here is ~4 % and between sessions of one VM ~5 %; hosts of one machine type lay
-# 1.3x apart (README, Baselines). A 10 % shift also lies within what the sessions' spread
-# widens a verdict by (verdict.py, s_b).
+# How far this host's probe may lie from the set's sessions' (as a ratio, either way) before
+# it counts as another host's speed. From the probe's repeatability (benchmarks/RESULTS.md):
+# one reading's composite has a log sd of ~3 % on a quiet host, so a reading against the
+# median of the set's sessions moves by ~3.5 %, and 10 % is ~3 of those. Outside the band the
+# host widens the band of stored verdicts on the side it explains (verdict.host_band).
 HOST_BAND = 0.10
 
 
