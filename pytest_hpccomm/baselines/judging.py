@@ -130,9 +130,9 @@ class BaselineJudge:
                                           "" if stored is None else shared_cores(stored.summary))
         notes = [adaptive.describe(m.extra)]
         if stored is not None:
-            if why := self._informational(stored, finger):
-                verdict = not_evidence(verdict, why)
             machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
+            if why := self._informational(stored, finger, machine):
+                verdict = not_evidence(verdict, why)
             diff = [d for d in fingerprint_diff(stored.fingerprint, finger) if d not in machine]
             if diff:
                 notes.append(f"baseline fingerprint differs: {_shown(diff)}")
@@ -140,10 +140,13 @@ class BaselineJudge:
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
 
-    def _informational(self, stored: BaselineEntry, finger: Mapping[str, Any]) -> str:
+    def _informational(self, stored: BaselineEntry, finger: Mapping[str, Any],
+                       machine: list[tuple[str, Any, Any]] | None = None) -> str:
         """Why a verdict against `stored` claims nothing ("" when it counts): the baseline is
-        from another machine type (e.g. the repo's CI set judged on a laptop)."""
-        machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
+        from another machine type (e.g. the repo's CI set judged on a laptop). `machine`: the
+        machine-type fields that differ, when the caller has them already."""
+        if machine is None:
+            machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
         if machine:
             return f"{MACHINE_TYPE} ({_shown(machine)})"
         return ""

@@ -143,9 +143,9 @@ def probe(rounds: int = ROUNDS) -> HostSpeed:
     thread pinned to one CPU and the echo child to another (_cpus) for the probe's length."""
     own = os.sched_getaffinity(0)
     mine, childs = _cpus()
-    os.sched_setaffinity(0, {mine})
-    wake, close = _waker(childs)
+    wake, close = _waker(childs)  # the child pins itself
     try:
+        os.sched_setaffinity(0, {mine})  # inside: the thread gets its CPUs back whatever fails
         steps: dict[str, Callable[[], float]] = {"python": _python_loop, "hash": _hash,
                                                  "copy": _copier(), "wake": wake}
         wake()  # the child's start-up is no round trip
