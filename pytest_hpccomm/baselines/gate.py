@@ -100,6 +100,7 @@ class GateStatus:
     def to_json(self) -> dict[str, Any]:
         return {**self.total.to_json(), "armed_multiple": ARMED_MULTIPLE,
                 "rule": "paired" if self.paired else "stored", "line": status_line(self),
+                "hints": [h.strip() for h in hints(self)],
                 "stacks": {s: g.to_json() for s, g in sorted(self.stacks.items())}}
 
 

@@ -79,6 +79,7 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
         out.append(f'<p class="gate" style="font-weight:bold;padding:6px;border-left:6px solid '
                    f'{"#c0392b" if off else "#27ae60"}">'
                    f'{_e(gate["line"].removeprefix("hpccomm "))}</p>')
+        out += [f'<p class="sub">{_e(h)}</p>' for h in gate.get("hints") or []]
     facts = [(k, session.get(k)) for k in ("system", "fabric", "profile")]
     facts += [(k, iso_time(session.get(k))) for k in ("started", "finished")]
     shown = " &nbsp;·&nbsp; ".join(f"{_e(k)} <b>{_e(v)}</b>" for k, v in facts if v)

@@ -113,6 +113,7 @@ def _headline(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[
     gate = session.get("gate") or {}
     if gate.get("line"):  # the gate's power, before anything else
         lines.append(f"**{gate['line'].removeprefix('hpccomm ')}**")
+        lines += [f"<sub>{h}</sub>" for h in gate.get("hints") or []]
     where = " · ".join(f"{k} `{session[k]}`" for k in ("system", "fabric", "profile")
                        if session.get(k))
     if where:
