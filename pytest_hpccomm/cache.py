@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -16,11 +17,14 @@ from pytest_hpccomm.files import atomic_write, file_lock
 
 def cache_dir(name: str, env: Mapping[str, str] | None = None,
               override_var: str | None = None) -> Path:
-    """<cache>/pytest-hpccomm/<name>, or the path in `override_var` when that is set."""
+    """<cache>/pytest-hpccomm/<name>, or the path in `override_var` when that is set. Without
+    HOME, the user's home from the password database: never a shared path such as /tmp, whose
+    cached interpreters anyone could have put there and a root CI would then run."""
     env = os.environ if env is None else env
     if override_var and env.get(override_var):
         return Path(env[override_var])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "/tmp", ".cache")
+    home = env.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    base = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     return Path(base) / "pytest-hpccomm" / name
 
 

@@ -302,9 +302,9 @@ def _paired_sides(base: list[str] | None,
 
 
 def _check_ranges(values: dict[str, Any]) -> None:
-    if not 0 <= values["tolerance"] < 1:
+    if not 0 < values["tolerance"] < 1:  # 0 leaves no band: every verdict would raise
         raise pytest.UsageError(
-            f"--hpc-tolerance: must be in [0, 1) (0.05 = 5 %), got {values['tolerance']}")
+            f"--hpc-tolerance: must be in (0, 1) (0.05 = 5 %), got {values['tolerance']}")
     if not 0 <= values["require_armed"] <= 1:
         raise pytest.UsageError(
             f"--hpc-require-armed: a fraction in [0, 1], got {values['require_armed']}")

@@ -48,8 +48,9 @@ default) puts that spread into the samples and gave none in 120 trials (README).
    quadrature by t * s_b * sqrt(1 + 1/k): s_b is the sd of the k log session medians, the
    current run's own session offset is one draw of it, the reference's is the mean of k; t is
    Student's quantile with the degrees of freedom s_b rests on (k - 1, or its family's pooled
-   ones where the family floor holds). With z in its place, 2-3 sessions gave false
-   regressions at 15-40x the nominal rate (benchmarks/stored_rule_mc.py). When that term alone
+   ones where the family floor holds). With z in its place, 3 sessions gave up to 2.7x the
+   rule's nominal 1 % false regressions per point in a Monte Carlo, with t below it
+   (benchmarks/stored_rule_mc.py, benchmarks/RESULTS.md). When that term alone
    spans the tolerance band the verdict is INCONCLUSIVE with a reason more jobs cannot mend
    (adaptive.py spends none).
    s_b is never taken below the spread typical of the entry's family (typical_sessions_sd:
