@@ -12,7 +12,7 @@ daemon would become a zombie of PID 1, which never reaps here. The namespaces ar
 SLURM's standard ports are free in them, and nothing listens in the root namespace; munge's
 socket is a file, seen from every namespace.
 
-What 22.05 needs here (found by trying, see DESIGN.md): the munge socket directory 0755; no
+What 22.05 needs here (found by trying): the munge socket directory 0755; no
 cgroups (`ip netns exec` mounts a fresh, empty sysfs, yet slurmd always loads a cgroup plugin,
 so cgroup.conf names v1, which loads without mounting anything); proctrack/linuxproc and
 task/none; per-node paths with %n, TmpFS included (PMIx steps of two nodes collide in one

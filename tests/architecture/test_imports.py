@@ -1,8 +1,8 @@
 """The package's shape, checked from its imports: no cycles, and peer programs that stay on
-their side of the control channel (DESIGN rule 1).
+their side of the control channel.
 
-A peer program is a module named `peer` or `*_peer` in a stack's folder: it runs on the hosts
-(often under mpirun, in another Python environment) and may import only the shared peer-side
+The peer rule: a peer program is a module named `peer` or `*_peer` in a stack's folder: it
+runs on the hosts (often under mpirun, in another Python environment) and may import only the shared peer-side
 helpers (pytest_hpccomm.peer), its own stack's peer-side modules and third-party libraries; never
 pytest, Hypothesis, the core (plugin, session, cluster, measure, baselines, report, ...) or its
 stack's plugin or driver. The orchestrator, in turn, never imports a peer program: names both

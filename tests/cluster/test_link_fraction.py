@@ -4,7 +4,7 @@ host's link shaped to 1 Gbit/s (--hpc-vlink-rate=1G) and once unshaped.
 
 Shaped, every bandwidth record must carry link_rate_gbps == 1.0 with the tbf as its source,
 and at the sizes where the link is the bottleneck its fraction must lie in FRACTION: TCP
-payload over tbf carried ~0.95 Gbit/s per Gbit/s before (DESIGN field notes); measured here
+payload over tbf carried ~0.95 Gbit/s per Gbit/s before; measured here
 (2026-11-24, one run, repeats 1): osu_bw 256 KiB-4 MiB 0.939-0.957 (Open MPI), 0.948-0.956
 (MPICH), but 64 KiB only 0.834 (Open MPI) / 0.920 (MPICH): not link-bound enough to test;
 gRPC p2p bandwidth, 10 x 1 MiB payloads: 0.914 (python peer), 0.953 (native peer). A cold CI

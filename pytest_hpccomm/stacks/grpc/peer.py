@@ -6,7 +6,7 @@
 
 The command line is the native peer's (native/peer.cc), so the driver treats both alike. The
 server prints one READY line (its ports); the client prints one JSON document between marker
-lines. Imports neither pytest nor the orchestrator (DESIGN rule 1).
+lines. Imports neither pytest nor the orchestrator (peer rule).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """MPI benchmark peer: runs under mpirun/srun, times itself with MPI.Wtime, prints JSON.
 
 Runs alone: `mpirun -n 2 python -m pytest_hpccomm.stacks.mpi.peer --benchmark osu_latency,osu_bw`.
-It imports neither pytest nor the orchestrator (DESIGN rule 1). After each benchmark, rank 0
+It imports neither pytest nor the orchestrator (peer rule). After each benchmark, rank 0
 prints one JSON document between marker lines, so launcher chatter cannot corrupt it and the
 benchmarks finished before a crash or a timeout still count.
 

@@ -1,4 +1,4 @@
-"""The MPI stack's schema: names both sides use, standard library only (DESIGN rule 1).
+"""The MPI stack's schema: names both sides use, standard library only (peer rule).
 
 The benchmark peer (peer.py) and the conformance peer (conformance_peer.py) run under mpirun in
 the MPI's own environment; the orchestrator (driver.py, conformance.py, plugin.py, the suites)

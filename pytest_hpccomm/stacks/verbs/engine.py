@@ -1,6 +1,6 @@
 """Peer side of the verbs stack: pyverbs resources behind small JSON-able operations.
 
-Imported only by the peer program (peer.py), never by pytest (DESIGN rule 1). Every public
+Imported only by the peer program (peer.py), never by pytest (peer rule). Every public
 `op_*` method takes and returns plain JSON values; resources (MRs, QPs) are named by small
 integer ids that the orchestrator passes back. Buffers are never shipped whole: the
 orchestrator asks for a deterministic fill (seed) and compares SHA-256 digests, so a 4 MiB

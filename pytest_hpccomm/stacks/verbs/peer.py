@@ -7,7 +7,7 @@
         runs alone: two QPs on the device, connected to each other, move data by SEND, RDMA
         WRITE, RDMA READ and an atomic; prints one JSON line and exits 0 when all arrived intact
 
-It imports neither pytest nor the orchestrator (DESIGN rule 1): only the control channel, the
+It imports neither pytest nor the orchestrator (peer rule): only the control channel, the
 engine and pyverbs. The orchestrator runs two of these (one per side of every connection); on
 one host both use the same device and their QPs loop back through it.
 """
