@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
 from pytest_hpccomm.measure.measurement import Direction, Measurement
@@ -68,3 +70,11 @@ def make_result(stack: str = "mpi", benchmark: str = "osu_latency", params: Any 
     return RunResult(nodeid=nodeid or f"suites/{stack}/test_perf.py::test_{benchmark}",
                      system=system, fabric=fabric, measurement=m, verdict=v,
                      fingerprint=REPORT_FINGERPRINT if fingerprint is None else fingerprint)
+
+
+def usage_error_line(result: pytest.RunResult) -> str:
+    """The one line of a pytest usage error (exit 4): no argparse usage dump, no traceback."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]

@@ -6,15 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import usage_error_line
+
 TREES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 SIMPLE = "def test_one():\n    pass\n"
-
-
-def usage_error_line(result: pytest.RunResult) -> str:
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
-    lines = [line for line in result.stderr.lines if line.strip()]
-    assert len(lines) == 1, lines  # exactly one line, no argparse usage dump
-    return lines[0]
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -242,7 +237,7 @@ def test_disabling_the_plugin_leaves_a_plain_pytest(pytester: pytest.Pytester) -
     ("1GB", "--hpc-vlink-rate: expected a bit rate"),  # bytes: refused, not guessed
     ("10k", "--hpc-vlink-rate: '10k' is 10 kbit/s: must be 1 Mbit/s to 400 Gbit/s"),
 ])
-def test_bad_vlink_rate_is_a_one_line_usage_error(pytester: pytest.Pytester, value: str,
+def test_bad_vlink_rate_is_a_usage_error_line(pytester: pytest.Pytester, value: str,
                                                   expected: str) -> None:
     pytester.makepyfile(SIMPLE)
     assert expected in usage_error_line(pytester.runpytest_subprocess(f"--hpc-vlink-rate={value}"))

@@ -9,22 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import usage_error_line
+
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
 USES_NATIVE = "def test_native(grpc_lab):\n    grpc_lab.native()\n"
 ARGS = ("--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
         "--import-mode=importlib")
 
 
-def one_line_usage_error(result: pytest.RunResult) -> str:
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
-    lines = [line for line in result.stderr.lines if line.strip()]
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
 def test_a_prefix_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
     pytester.copy_example(str(SUITE))
-    line = one_line_usage_error(pytester.runpytest_subprocess("--hpc-grpc-prefix=/typo", *ARGS))
+    line = usage_error_line(pytester.runpytest_subprocess("--hpc-grpc-prefix=/typo", *ARGS))
     assert "--hpc-grpc-prefix /typo: not a directory" in line
 
 
@@ -32,14 +27,14 @@ def test_a_prefix_without_grpc(pytester: pytest.Pytester, tmp_path: Path) -> Non
     (tmp_path / "include").mkdir()
     (tmp_path / "lib" / "pkgconfig").mkdir(parents=True)
     pytester.copy_example(str(SUITE))
-    line = one_line_usage_error(pytester.runpytest_subprocess(f"--hpc-grpc-prefix={tmp_path}",
+    line = usage_error_line(pytester.runpytest_subprocess(f"--hpc-grpc-prefix={tmp_path}",
                                                               *ARGS))
     assert f"--hpc-grpc-prefix {tmp_path}: no gRPC installation there" in line
 
 
 def test_a_build_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
     pytester.copy_example(str(SUITE))
-    line = one_line_usage_error(pytester.runpytest_subprocess("--hpc-grpc-build=/typo", *ARGS))
+    line = usage_error_line(pytester.runpytest_subprocess("--hpc-grpc-build=/typo", *ARGS))
     assert "--hpc-grpc-build /typo: not a directory" in line
 
 
@@ -54,7 +49,7 @@ def test_a_build_without_a_peer_fails(pytester: pytest.Pytester, tmp_path: Path)
 def test_a_paired_prefix_that_is_absent(pytester: pytest.Pytester, side: str) -> None:
     sides = {"base": "system", "candidate": "system", side: "/typo"}
     pytester.copy_example(str(SUITE))
-    line = one_line_usage_error(pytester.runpytest_subprocess(
+    line = usage_error_line(pytester.runpytest_subprocess(
         f"--hpc-base=grpc={sides['base']}", f"--hpc-candidate=grpc={sides['candidate']}", *ARGS))
     assert f"--hpc-{side} grpc=/typo: not a directory" in line
 

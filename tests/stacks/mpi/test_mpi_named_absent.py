@@ -8,31 +8,26 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import usage_error_line
+
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpirun_path
 
 SUITE = Path(__file__).resolve().parents[3] / "suites" / "mpi" / "test_perf_osu.py"
 USES_RUNTIME = "def test_runtime(mpi_runtime):\n    assert mpi_runtime.flavor\n"
 
 
-def one_line_usage_error(result: pytest.RunResult) -> str:
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
-    lines = [line for line in result.stderr.lines if line.strip()]
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
 @pytest.mark.parametrize("spec", ["/typo/bin/mpirun", "mpirun-typo-not-on-path"])
 def test_a_named_mpi_that_is_absent_is_a_usage_error(pytester: pytest.Pytester,
                                                      spec: str) -> None:
     pytester.makepyfile(USES_RUNTIME)
-    line = one_line_usage_error(pytester.runpytest_subprocess(
+    line = usage_error_line(pytester.runpytest_subprocess(
         f"--hpc-mpi={spec}", "--hpc-history=none", "-p", "no:cacheprovider"))
     assert f"--hpc-mpi: MPI '{spec}': no such executable here" in line
 
 
 def test_a_directory_is_no_mpirun(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makepyfile(USES_RUNTIME)
-    line = one_line_usage_error(pytester.runpytest_subprocess(
+    line = usage_error_line(pytester.runpytest_subprocess(
         f"--hpc-mpi={tmp_path}", "--hpc-history=none", "-p", "no:cacheprovider"))
     assert f"--hpc-mpi: MPI '{tmp_path}': no such executable here" in line
 
@@ -44,7 +39,7 @@ def test_a_paired_side_that_is_absent_is_a_usage_error(pytester: pytest.Pytester
     good = "openmpi" if mpirun_path("openmpi") is not None else "/bin/sh"
     sides = {"base": good, "candidate": good, side: "/typo/bin/mpirun"}
     pytester.copy_example(str(SUITE))
-    line = one_line_usage_error(pytester.runpytest_subprocess(
+    line = usage_error_line(pytester.runpytest_subprocess(
         f"--hpc-base=mpi={sides['base']}", f"--hpc-candidate=mpi={sides['candidate']}",
         "--hpc-sizes=8", "-k", "osu_latency", "--hpc-history=none", "--hpc-baselines=bl",
         "-p", "no:cacheprovider", "--import-mode=importlib"))
@@ -56,7 +51,7 @@ def test_an_absent_environment_of_a_paired_run_is_a_usage_error(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_VAR, str(tmp_path / "empty"))
     pytester.makepyfile(USES_RUNTIME)
-    line = one_line_usage_error(pytester.runpytest_subprocess(
+    line = usage_error_line(pytester.runpytest_subprocess(
         "--hpc-base=mpi=openmpi4", "--hpc-candidate=mpi=openmpi", "--hpc-history=none",
         "-p", "no:cacheprovider"))
     assert "--hpc-base mpi=openmpi4: MPI environment 'openmpi4' not found at" in line
@@ -67,7 +62,7 @@ def test_a_named_environment_that_was_not_created_is_a_usage_error(
     """--hpc-mpi=mpich names it: absent, it is an error; the default list's may skip."""
     monkeypatch.setenv(CACHE_VAR, str(tmp_path / "empty"))
     pytester.makepyfile(USES_RUNTIME)
-    line = one_line_usage_error(pytester.runpytest_subprocess(
+    line = usage_error_line(pytester.runpytest_subprocess(
         "--hpc-mpi=mpich", "--hpc-history=none", "-p", "no:cacheprovider"))
     assert line.startswith("ERROR: --hpc-mpi: ") and "mpich" in line, line
     default = pytester.runpytest_subprocess("--hpc-history=none", "-p", "no:cacheprovider", "-rs")
