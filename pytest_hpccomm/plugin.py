@@ -324,12 +324,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if SESSION_KEY not in config.stash:
         return
     hpc, judge = hpc_session_of(config), config.stash[JUDGE_KEY]
-    gate_lines, failed = gate_verdict(config, hpc, judge)
+    status, gate_lines, failed = gate_verdict(config, hpc, judge)
     config.stash[GATE_KEY] = gate_lines
     if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     lines = write_session_outputs(config, hpc, judge, config.stash[STARTED_KEY],
-                                  config.stash[TIMES_KEY])
+                                  config.stash[TIMES_KEY], status)
     config.stash[SUMMARY_KEY] = lines
 
 

@@ -23,6 +23,8 @@ from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.baselines.verdict import BETWEEN_SESSIONS, Outcome, Verdict, band
 
 ARMED_MULTIPLE = 2.0
+# how a verdict against another machine type's baseline says why it claims nothing (judging.py)
+MACHINE_TYPE_NOTE = "informational: the baseline is from another machine type"
 
 # reasons a point could not claim a change, in the order they are checked and shown
 NO_BASELINE = "no baseline"
@@ -43,7 +45,7 @@ def unarmed_reason(v: Verdict) -> str:
     """Why `v` could not have claimed a change of ARMED_MULTIPLE x its tolerance."""
     if v.outcome is Outcome.NEW:
         return NO_BASELINE
-    if v.informational.startswith("informational: the baseline is from another machine type"):
+    if v.informational.startswith(MACHINE_TYPE_NOTE):
         return MACHINE_TYPE
     if "shared" in v.informational:
         return SHARED
@@ -51,11 +53,11 @@ def unarmed_reason(v: Verdict) -> str:
         return v.informational
     if v.min_effect is None:
         return f"{NO_INTERVAL}: {v.reason}" if v.reason else NO_INTERVAL
-    down, up = band(v.tolerance)
     if v.session_margin is not None and v.reason.startswith(BETWEEN_SESSIONS):
         return SPREAD
     if v.host_shift is not None:
         return HOST
+    down, up = band(v.tolerance)
     if v.session_margin is not None and 2.0 * v.session_margin > math.log(up / down):
         return SPREAD
     return WIDE

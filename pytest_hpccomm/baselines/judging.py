@@ -29,6 +29,7 @@ from pytest_hpccomm.baselines.store import (MAX_SESSIONS, BaselineEntry, Baselin
                                             JsonBaselineStore, fingerprint_diff, shared_cores)
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
+from pytest_hpccomm.baselines.gate import MACHINE_TYPE_NOTE
 from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
                                               temper_for_shared_cores, typical_sessions_dof,
                                               typical_sessions_sd)
@@ -38,8 +39,6 @@ from pytest_hpccomm.measure.host_speed import HostSpeed
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.session import HpcSession
-
-MACHINE_TYPE = "informational: the baseline is from another machine type"
 
 # Which outcomes each update mode writes: "new" = new and passing results (a regression or a
 # too-noisy run must not silently become the reference), "all" = everything.
@@ -59,6 +58,7 @@ class BaselineJudge:
         self._host: HostSpeed | None = None
         self._recorded: list[HostSpeed] | None = None  # the set's sessions' probes
         self._other: str | None = None  # other_host(), once worked out
+        self._shift = 1.0  # host_shift(), worked out with other_host()
         self.refused = ""  # why update_baselines wrote nothing
         self.close_sessions = ""  # update_baselines' warning: this session is close to the last
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
@@ -148,7 +148,7 @@ class BaselineJudge:
         if machine is None:
             machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
         if machine:
-            return f"{MACHINE_TYPE} ({_shown(machine)})"
+            return f"{MACHINE_TYPE_NOTE} ({_shown(machine)})"
         return ""
 
     # -- the host's speed against the set's (baselines/host_probes.py) -------------------------
@@ -169,10 +169,8 @@ class BaselineJudge:
         """This host's probe speed against the set's sessions' when it lies outside the
         probe's band (host_probes.HOST_BAND), else 1.0: the same host as far as the probe can
         tell. It widens the band on the side it explains (verdict.host_band)."""
-        if not self.other_host():  # takes the probe: the results keep this host's speed
-            return 1.0
-        ratio, _ = host_speed.speed_ratio(self.host(), host_speed.typical(self.recorded_hosts()))
-        return ratio
+        self.other_host()  # takes the probe: the results keep this host's speed
+        return self._shift
 
     def _host_file(self) -> Path:
         return self.store.host_file(self.hpc.system, self.hpc.fabric_kind)
@@ -190,6 +188,8 @@ class BaselineJudge:
                 f"this host runs the reference probe at "
                 f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
                 "the set was recorded on a host of another speed")
+            if self._other:
+                self._shift, _ = host_speed.speed_ratio(host, host_speed.typical(recorded))
         return self._other
 
     def host_summary(self) -> str:

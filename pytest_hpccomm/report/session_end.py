@@ -32,25 +32,24 @@ def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
 
 
 def gate_verdict(config: pytest.Config, hpc: HpcSession,
-                 judge: BaselineJudge) -> tuple[list[str], bool]:
-    """The gate status lines for the terminal (first), and whether the session fails for them:
-    --hpc-require-armed not met, or a paired run / a run against an existing baseline set that
-    judged nothing. The same status goes to JUnit's global properties."""
-    results = list(hpc.results)
-    status = gate.gate_status(results, paired=bool(hpc.cfg.candidate))
+                 judge: BaselineJudge) -> tuple[gate.GateStatus, list[str], bool]:
+    """The gate status, its lines for the terminal (first), and whether the session fails for
+    them: --hpc-require-armed not met, or a paired run / a run against an existing baseline
+    set that judged nothing. The same status goes to JUnit's global properties."""
+    status = gate.gate_status(hpc.results, paired=bool(hpc.cfg.candidate))
     if not status.total.points:
-        return [], False
-    against_set = hpc.cfg.update_baselines == "none" and any(
+        return status, [], False
+    recording = hpc.cfg.update_baselines != "none"  # a set being taken is not yet a gate
+    against_set = not recording and any(
         judge.store.path(hpc.system, hpc.fabric_kind, stack).exists()
         for stack in status.stacks)
-    recording = hpc.cfg.update_baselines != "none"  # a set being taken is not yet a gate
     failures = [line for line in (
         gate.required_armed(status, 0.0 if recording else hpc.cfg.require_armed),
         gate.nothing_judged(status, bool(hpc.cfg.candidate), against_set)) if line]
     lines = [gate.status_line(status), *gate.stack_lines(status), *gate.hints(status),
              *failures]
     _junit_properties(config, status, failures)
-    return lines, bool(failures)
+    return status, lines, bool(failures)
 
 
 def _junit_properties(config: pytest.Config, status: gate.GateStatus,
@@ -73,15 +72,16 @@ def benchmark_json_path(results: Path) -> Path:
 
 
 def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: BaselineJudge,
-                          started: float, times: StackTimes | None = None) -> list[str]:
-    """Write every requested output; returns lines for the terminal summary."""
+                          started: float, times: StackTimes | None = None,
+                          status: gate.GateStatus | None = None) -> list[str]:
+    """Write every requested output; returns lines for the terminal summary. `status`: the
+    gate's (gate_verdict), carried into the results JSON and the reports."""
     lines: list[str] = []
     info = session_info(hpc, started)
     if times is not None and times.items:
         info["stack_seconds"] = times.as_dict()  # the suite's own cost, in the results JSON
     results = list(hpc.results)
-    status = gate.gate_status(results, paired=bool(hpc.cfg.candidate))
-    if status.total.points:
+    if status is not None and status.total.points:
         info["gate"] = status.to_json()
     grown = adaptive.session_cost(r.measurement.extra for r in results)
     if grown:
