@@ -167,6 +167,12 @@ def iso_time(value: Any) -> str | None:
     return str(value)
 
 
+def point_name(m: Measurement, sep: str = " ") -> str:
+    """How a report names one point: "mpi osu_latency size=8B ranks=2" (sep "/" gives
+    "mpi/osu_latency size=8B ranks=2")."""
+    return " ".join(x for x in (f"{m.stack}{sep}{m.benchmark}", fmt_params(m.params)) if x)
+
+
 def reason_key(r: RunResult) -> str:
     """An inconclusive verdict's reason without its numbers: what groups them in a report
     ("too noisy", "cores shared", "the baseline is from another machine type")."""

@@ -17,7 +17,7 @@ from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.report.common import (families, fmt_params, inconclusive_groups,
-                                          iso_time, jsonable, outcome_counts,
+                                          iso_time, point_name, jsonable, outcome_counts,
                                           session_fingerprint, short_message, sorted_results,
                                           summary_stats)
 from pytest_hpccomm.report import cross_stack as xs
@@ -105,10 +105,8 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
         colour = OUTCOME_COLOURS[Outcome.INCONCLUSIVE]
         rows = "".join(
             f'<li><b style="color:{colour}">{len(members):,} inconclusive</b>: {_e(why)} '
-            f'<span class="sub">(e.g. {_e(members[0].measurement.stack)}/'
-            f'{_e(members[0].measurement.benchmark)} '
-            f'{_e(fmt_params(members[0].measurement.params))}; every one in the table '
-            f'below)</span></li>' for why, members in groups[:12])
+            f'<span class="sub">(e.g. {_e(point_name(members[0].measurement, "/"))}; every one '
+            f'in the table below)</span></li>' for why, members in groups[:12])
         rest = (f'<li>… {len(groups) - 12} more reasons in the table below</li>'
                 if len(groups) > 12 else "")
         out.append(f'<ul class="attn">{rows}{rest}</ul>')

@@ -3,7 +3,8 @@
 It must fit a PR comment (GitHub refuses more than 65,536 characters) however many results the
 session has: 2,238 items without baselines once made 270 KB. So, in the order a reviewer needs:
 the gate status, the counts (overall and per stack), what changed one line each (regressions,
-improvements), the inconclusive ones counted per reason, the cross-stack table, the side-by-side pairs, then every result in a compact
+improvements), the inconclusive ones counted per reason, the cross-stack table, the
+side-by-side pairs, then every result in a compact
 table per stack folded in <details> (a row per series: one benchmark's sweep over sizes or
 payload schemes), and the environment fingerprint folded too. Whatever
 would pass MAX_CHARS is cut where it is and says how many rows are left and where they are
@@ -22,7 +23,8 @@ from pytest_hpccomm.report.beside import Pair, pairs
 from pytest_hpccomm.report.series import points_text, series, verdict_counts
 from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, inconclusive_groups,
                                           iso_time, jsonable, metric_of, outcome_counts,
-                                          session_fingerprint, short_message, sorted_results)
+                                          point_name, session_fingerprint, short_message,
+                                          sorted_results)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 ICONS = {
@@ -158,8 +160,7 @@ def _changes(results: Sequence[RunResult], budget: Budget, where: str) -> list[s
         head = ["", f"### {title} ({len(hits):,})", ""]
         items = []
         for r in hits[:LISTED]:
-            m = r.measurement
-            name = " ".join(x for x in (f"{m.stack}/{m.benchmark}", fmt_params(m.params)) if x)
+            name = point_name(r.measurement, "/")
             items.append(f"- {ICONS[outcome]} **{_cell(_cut(name, 160))}**: "
                          f"{_cell(_cut(short_message(r), MESSAGE_CHARS))}")
         unlisted = len(hits) - len(items)
@@ -172,8 +173,7 @@ def _changes(results: Sequence[RunResult], budget: Budget, where: str) -> list[s
                 "| points | reason | e.g. |", "|--:|---|---|"]
         rows = []
         for why, members in groups:
-            m = members[0].measurement
-            example = " ".join(x for x in (f"{m.stack}/{m.benchmark}", fmt_params(m.params)) if x)
+            example = point_name(members[0].measurement, "/")
             rows.append(f"| {len(members):,} | {_cell(_cut(why, 160))} | "
                         f"{_cell(_cut(example, 120))} |")
         lines += _table(budget, head, rows, [], where)

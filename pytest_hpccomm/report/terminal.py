@@ -18,8 +18,8 @@ from typing import Sequence
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.report.common import (counts_line, families, fmt_params,
-                                          inconclusive_groups, outcome_counts, short_message,
-                                          sorted_results)
+                                          inconclusive_groups, outcome_counts, point_name,
+                                          short_message, sorted_results)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 FULL_TABLE_MAX = 40  # up to this many results the full table is shorter than a screen
@@ -86,15 +86,13 @@ def changes(results: Sequence[RunResult], width: int = 120, *,
     for outcome in CHANGES:
         hits = [r for r in sorted_results(results) if r.verdict.outcome is outcome]
         for r in hits[:LISTED]:
-            m = r.measurement
-            where = " ".join(x for x in (m.stack, m.benchmark, fmt_params(m.params)) if x)
+            where = point_name(r.measurement)
             lines.append(f"{outcome.value.upper():<{label}}  {where}: {short_message(r)}")
         if len(hits) > LISTED:
             lines.append(f"{outcome.value.upper():<{label}}  ... {len(hits) - LISTED} more "
                          "(pytest -v, or the results JSON / HTML report)")
     for why, members in inconclusive_groups(results):
-        m = members[0].measurement
-        example = " ".join(x for x in (m.stack, m.benchmark, fmt_params(m.params)) if x)
+        example = point_name(members[0].measurement)
         lines.append(f"{Outcome.INCONCLUSIVE.value.upper():<{label}}  {len(members)} x {why} "
                      f"(e.g. {example})")
     new = outcome_counts(results)[Outcome.NEW]
