@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from pytest_hpccomm import hookspecs
+from pytest_hpccomm import hookspecs, retries
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
@@ -318,12 +318,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the gate's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from pytest_hpccomm.report.session_end import gate_verdict, write_session_outputs
+    from pytest_hpccomm.report.session_end import (gate_verdict, retry_properties,
+                                                   write_session_outputs)
 
     config = session.config
     if SESSION_KEY not in config.stash:
         return
     hpc, judge = hpc_session_of(config), config.stash[JUDGE_KEY]
+    retry_properties(config, hpc)
     status, gate_lines, failed = gate_verdict(config, hpc, judge)
     config.stash[GATE_KEY] = gate_lines
     if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
@@ -341,10 +343,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if SESSION_KEY not in config.stash:
         return
     times = config.stash[TIMES_KEY]
-    if set(times.items) - {OTHER}:  # a run of the suites, not only of the plugin's own tests
+    suites = bool(set(times.items) - {OTHER})  # a run of the suites, not only of our own tests
+    if suites:
         terminalreporter.write_sep("=", "hpccomm time per stack (setup + call + teardown)")
         for line in times.lines(wall=time.time() - config.stash[STARTED_KEY]):
             terminalreporter.write_line(line)
+    retried = retries.counts(hpc_session_of(config).retries_mark)
+    if suites or retried:
+        terminalreporter.write_line(f"hpccomm {retries.summary_line(retried)}")
     hpc = hpc_session_of(config)
     if not hpc.results:
         return

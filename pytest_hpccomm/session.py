@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm import retries
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.fabrics import (AUTO, FabricProbe, FabricSelection, FabricUnavailable,
@@ -25,6 +26,7 @@ class HpcSession:
     fingerprint: dict[str, Any]
     system: str
     results: list[RunResult] = field(default_factory=list)
+    retries_mark: dict[str, int] = field(default_factory=retries.mark)  # counted from here
 
     @property
     def fabric_kind(self) -> str:

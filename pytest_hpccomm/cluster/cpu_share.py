@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.cluster import proctree
 
 # Other processes may use this much on average while a job measures (cluster daemons, a shell);
@@ -220,3 +221,4 @@ class QuietRetry:
                 return got, attempt
             attempt += 1
             self.extra_runs += 1
+            retries.count(retries.CONTENTION)

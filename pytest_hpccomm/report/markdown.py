@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping, Sequence
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.report import cross_stack as xs
@@ -120,6 +121,8 @@ def _headline(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[
                        if session.get(k))
     if where:
         lines.append(where)
+    if session.get("retries"):  # named transient causes only (retries.py): how many, why
+        lines.append("<sub>" + retries.summary_line(session["retries"]) + "</sub>")
     when = [f"{k} {iso_time(session[k])}" for k in ("started", "finished") if session.get(k)]
     if when:
         lines.append("<sub>" + ", ".join(when) + "</sub>")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.baselines import adaptive, gate
 from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.baselines.result import RunResult
@@ -22,7 +23,7 @@ def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
     return {"system": hpc.system, "fabric": hpc.fabric_kind, "profile": hpc.cfg.profile,
             "started": started, "finished": time.time(), "fingerprint": hpc.fingerprint,
             "inject_slowdown": hpc.cfg.inject_slowdown, "tolerance": hpc.cfg.tolerance,
-            "launcher": hpc.cfg.launcher,
+            "launcher": hpc.cfg.launcher, "retries": retries.counts(hpc.retries_mark),
             # the markdown summary names where the rest is
             **{k: Path(v).name for k, v in (("report", hpc.cfg.report),
                                             ("results", hpc.cfg.results)) if v},
@@ -64,6 +65,20 @@ def _junit_properties(config: pytest.Config, status: gate.GateStatus,
     xml.add_global_property("hpccomm_gate_armed", str(status.total.armed))
     for line in failures:
         xml.add_global_property("hpccomm_gate_failed", line)
+
+
+def retry_properties(config: pytest.Config, hpc: HpcSession) -> None:
+    """The session's retries per named cause (retries.py) in JUnit's global properties:
+    hpccomm_retries (the total, also 0) and hpccomm_retries_<cause>."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    got = retries.counts(hpc.retries_mark)
+    xml.add_global_property("hpccomm_retries", str(sum(got.values())))
+    for cause, n in got.items():
+        xml.add_global_property(retries.property_name(cause), str(n))
 
 
 def benchmark_json_path(results: Path) -> Path:

@@ -27,6 +27,7 @@ import tempfile
 import time
 from typing import Callable, Mapping
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.jobs import JobResult, PidsHook, start_job
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 from pytest_hpccomm.cluster.mpi import ROOT_ENV, MpiFlavor, detect_mpi
@@ -166,4 +167,5 @@ def run_retrying_init_flake(launch: Launch, *, timeout: float, grace: float = 2.
         result = job.wait()
         if attempt == attempts or INIT_FLAKE not in result.stderr:
             return result
+        retries.count(retries.MPICH_INIT)
     raise AssertionError("unreachable")

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.jobs import RunningJob, run_job
 from pytest_hpccomm.cluster.launchers import Launch
 from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
@@ -197,6 +198,7 @@ class ConformancePeer:
             except ConformanceError as exc:
                 result = job.stop(grace=0.5)
                 if attempt < START_ATTEMPTS and INIT_FLAKE in result.stderr:
+                    retries.count(retries.MPICH_INIT)
                     continue  # MPICH's MPI_Init flake: retry the start, as NetnsLauncher.run
                 raise ConformanceError(f"{exc}: {result.describe()}") from None
         raise AssertionError("unreachable")

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.jobs import JobResult, run_job, start_job
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
@@ -111,6 +112,7 @@ def _client(argv: list[str], target: str, timeout: float, program: str,
         refused = "Connection refused" in client.stdout + client.stderr
         if client.ok or not refused or attempt >= REFUSED_TRIES or server.poll() is not None:
             return client
+        retries.count(retries.PERFTEST_REFUSED)
         time.sleep(0.5 * attempt)
         attempt += 1
 
