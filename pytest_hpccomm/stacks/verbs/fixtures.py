@@ -174,8 +174,7 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
     """run(program, size): perftest's own program (server and client) on the suite's device,
     its report in the JUnit properties; skips when perftest or the device's atomics are
     missing, fails when the program does."""
-    from pytest_hpccomm.stacks.verbs.perftest import (PerftestFailed, RemoteServer, missing,
-                                                      run_pair)
+    from pytest_hpccomm.stacks.verbs.perftest import RemoteServer
 
     # across hosts, as the suite's own pair: client here, server on the pair's other host
     remote = None
@@ -187,27 +186,29 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
             gid_index=other.opts.gid_index, address=other.opts.address))
 
     def run(program: str, size: int) -> PerftestRun:
-        why = missing(program)
-        if why:
-            pytest.skip(why)
-        if "atomic" in program and not verbs_pair.info.get("atomic_cap"):
-            pytest.skip(f"{verbs_fabric.device} has no atomics (atomic_cap = NONE)")
-        iterations = 200 if verbs_emulated else (1000 if program.endswith("_lat") else 5000)
-        try:
-            got = run_pair(program, verbs_fabric, size, iterations, remote=remote)
-        except PerftestFailed as exc:
-            # a pair that hung is launched once more (a cold CI saw ib_send_lat's client hang
-            # 120 s on siw, once in eight programs); any other failure, or a second hang, fails
-            if not exc.hung:
-                pytest.fail(str(exc), pytrace=False)
-            record_property("perftest_hung_once", str(exc)[:300])
-            try:
-                got = run_pair(program, verbs_fabric, size, iterations, remote=remote)
-            except PerftestFailed as again:
-                pytest.fail(f"{again} (the first launch hung too: {exc})", pytrace=False)
-        for name, value in got.report.items():
-            record_property(f"perftest_{name}", value)
-        record_property("perftest_server", remote.host if remote else "this host (loopback)")
-        return got
+        return run_perftest(program, size, verbs_fabric, verbs_pair.info, verbs_emulated,
+                            record_property, remote)
 
     return run
+
+
+def run_perftest(program: str, size: int, fabric: FabricSelection, info: dict[str, Any],
+                 emulated: bool, record_property: Any, remote: Any = None) -> PerftestRun:
+    """perftest's `program` at `size` once: a missing program or device atomics skip; any
+    failure, a hang included, fails the item (a hang is the stack's: never launched again)."""
+    from pytest_hpccomm.stacks.verbs.perftest import PerftestFailed, missing, run_pair
+
+    why = missing(program)
+    if why:
+        pytest.skip(why)
+    if "atomic" in program and not info.get("atomic_cap"):
+        pytest.skip(f"{fabric.device} has no atomics (atomic_cap = NONE)")
+    iterations = 200 if emulated else (1000 if program.endswith("_lat") else 5000)
+    try:
+        got = run_pair(program, fabric, size, iterations, remote=remote)
+    except PerftestFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    for name, value in got.report.items():
+        record_property(f"perftest_{name}", value)
+    record_property("perftest_server", remote.host if remote else "this host (loopback)")
+    return got
