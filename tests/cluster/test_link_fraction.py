@@ -3,15 +3,14 @@ bandwidth item across the virtual cluster (--hpc-launcher=netns), once with ever
 host's link shaped to 1 Gbit/s (--hpc-vlink-rate=1G) and once unshaped.
 
 Shaped, every bandwidth record must carry link_rate_gbps == 1.0 with the tbf as its source,
-and at the sizes where the link is the bottleneck its fraction must lie in FRACTION: TCP
-payload over tbf carried ~0.95 Gbit/s per Gbit/s before; measured here
-(2026-11-24, one run, repeats 1): osu_bw 256 KiB-4 MiB 0.939-0.957 (Open MPI), 0.948-0.956
-(MPICH), but 64 KiB only 0.834 (Open MPI) / 0.920 (MPICH): not link-bound enough to test;
-gRPC p2p bandwidth, 10 x 1 MiB payloads: 0.914 (python peer), 0.953 (native peer). A cold CI
-read 0.792 once (the python peer short of a core): an item below the range is measured in up to
-two more sessions and keeps its best; above the range fails at once.
-Unshaped, the same records carry no link rate at all (a veth's `speed` is no rate), and they
-measure several times more, so the shaped ones were held by the link.
+and its fraction of the link must lie in FRACTION, whose edges follow from definitions: above,
+the tbf lets through at most one burst (1 ms of the rate, 125 kB) beyond the rate, under 2 % of
+a sample's bytes at these sizes; below, half the link, which a unit or shaping error (bytes for
+bits, the rate applied twice) crosses and a sender short of CPU on 2 shared cores does not
+(how close to 1 a run comes is the sender's performance: benchmarks, not this test). Unshaped,
+the same records carry no link rate at all (a veth's `speed` is no rate), and in the same
+session they measure more than twice as much, so the shaped ones were held by the link. Each
+session is run once.
 """
 
 from __future__ import annotations
@@ -35,11 +34,7 @@ SUITES = [str(ROOT / "suites" / "mpi" / "test_perf_osu.py"),
 MPI = next((m for m in ("openmpi", "mpich") if mpirun_path(m) is not None), None)
 SIZES = (256 << 10, 1 << 20)  # link-bound at 1 Gbit/s (64 KiB was not quite: docstring)
 GRPC_SCHEME = "uniform-large"  # 10 x 1 MiB per RPC
-# measured 0.914-0.957 (module docstring); the margin below is for a loaded 2-core CI machine
-# (the python gRPC peer needs a core); below 0.80 the link is not what limits, above 1.02 the
-# payload outran the tbf (or the rate is wrong)
-FRACTION = (0.80, 1.02)
-MEASURES = 3  # sessions at most, while an item reads below the range (never above it)
+FRACTION = (0.5, 1.02)  # module docstring: from the tbf's burst and from unit/shaping errors
 TBF_SOURCE = "tbf fab0 on h0,h1: 1 Gbit/s"
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow,
@@ -93,16 +88,6 @@ def label(m: dict[str, Any]) -> str:
 def test_shaped_link_shows_its_fraction_unshaped_says_unknown(
         no_leaks: Snapshot, tmp_path: Path, record_property: Any) -> None:
     shaped = bandwidth_records(tmp_path / "shaped", "--hpc-vlink-rate=1G")
-    for again in range(1, MEASURES):
-        # below the range is a sender short of CPU on 2 shared cores (a cold CI: the python
-        # gRPC peer at 0.792); each item keeps its best session, which the tbf still bounds
-        low = [label(m) for m in shaped if fraction_of(m) < FRACTION[0]]
-        if not low:
-            break
-        record_property(f"measured again {again}", ", ".join(low))
-        more = {label(m): m for m in bandwidth_records(tmp_path / f"shaped-{again}",
-                                                       "--hpc-vlink-rate=1G")}
-        shaped = [max(m, more[label(m)], key=lambda r: median(r["samples"])) for m in shaped]
     unshaped = bandwidth_records(tmp_path / "unshaped")
     for m in shaped:
         assert m["extra"]["link_rate_gbps"] == 1.0, label(m)
