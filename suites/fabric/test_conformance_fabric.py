@@ -56,7 +56,10 @@ def test_roce_gid_is_v2_and_matches_its_netdev(hpc_session: HpcSession,
     assert netdev is not None and netdev.is_up
     if gid.ipv4:
         assert gid.ipv4 in netdev.ipv4, "the GID must mirror an address of its netdev"
-    assert port.active_mtu is None or netdev.mtu is None or port.active_mtu <= netdev.mtu
+    assert netdev.mtu is not None, f"{netdev.name}: sysfs gives no mtu"
+    assert port.active_mtu is not None, \
+        "an ACTIVE RoCE port has an active MTU (ibv_devinfo's, or derived from its netdev's)"
+    assert port.active_mtu <= netdev.mtu, "RoCE frames carry the IB MTU inside the netdev's"
 
 
 @pytest.mark.fabric("iwarp")

@@ -278,4 +278,6 @@ def test_live_sysfs_reads() -> None:
     inv = read_inventory()
     lo = inv.netdev("lo")
     assert lo is not None and lo.type == 772 and lo.is_up
-    assert "127.0.0.1" in lo.addresses or shutil.which("ip") is None
+    if shutil.which("ip") is None:  # addresses come from `ip -j addr`
+        pytest.skip("no `ip` command (iproute2) on this machine: addresses unknown")
+    assert "127.0.0.1" in lo.addresses
