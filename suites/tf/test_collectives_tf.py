@@ -33,7 +33,7 @@ from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.stacks.tf.driver import RING, TaskLost, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site
-from pytest_hpccomm.stacks.tf.wire import REDUCE_OPS
+from pytest_hpccomm.stacks.tf.wire import KNOBS, REDUCE_OPS
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("tf"),
               pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY)]
@@ -191,6 +191,7 @@ def test_gzip_knob_compresses_collective_traffic(tf_env: TfEnv, tf_ring: TfTasks
     site = tf_site(hpc_placement, request)
     with TfTasks(tf_env, hpc_placement, site, replace(RING, knob="gzip")) as tasks:
         gzip = sum(reduce_counted(tasks, hpc_placement, request, x).values())
+        knob_reached_tensorflow(tasks, "gzip")
     assert plain >= x.nbytes // 2, f"the plain all-reduce sent {plain} bytes"
     if gzip > plain // 2:
         if gzip >= 0.9 * plain:
@@ -198,6 +199,16 @@ def test_gzip_knob_compresses_collective_traffic(tf_env: TfEnv, tf_ring: TfTasks
                          f"with rpc_options gzip: {gzip} bytes vs {plain} without")
         pytest.fail(f"gzip sent {gzip} bytes of zeros vs {plain} without: compressed only in "
                     "part")
+
+
+def knob_reached_tensorflow(tasks: TfTasks, knob: str) -> None:
+    """Every worker's TensorFlow holds the knob's RPCOptions once its server runs (each task
+    reads them back from TensorFlow's context and says so in its hello), so a knob without an
+    effect is TensorFlow's, not a variable our plumbing dropped."""
+    held = {t: h.get("rpc_options") for t, h in tasks.hellos.items() if t.startswith("worker")}
+    assert held and all(isinstance(v, dict) and all(v.get(k) == want for k, want in
+                                                    KNOBS[knob].items()) for v in held.values()), \
+        f"the {knob} knob {KNOBS[knob]} did not reach TensorFlow: its tasks hold {held}"
 
 
 def connections(pid: int, port: int) -> int:
@@ -233,6 +244,7 @@ def test_channels_knob_opens_channels(tf_env: TfEnv, hpc_placement: str,
             if "worker:0" not in tasks.local_pids():
                 pytest.skip("worker:0 runs on another host: its sockets cannot be read here")
             held[knob] = connections(tasks.pids()["worker:0"], port)
+            knob_reached_tensorflow(tasks, knob)
     assert held["default"] >= 1, f"no connection from worker:0 to worker:1 seen: {held}"
     if held["channels_4"] <= held["default"]:
         pytest.xfail(f"TensorFlow {tf_env.version}: num_channels_per_target=4 left worker:0 "

@@ -24,10 +24,11 @@ from pytest_hpccomm.stacks.tf.wire import GROUP_KEY, LEADER, REDUCE_OPS
 _MERGE_FINAL = {"SUM": ("Add", "Id"), "MEAN": ("Add", "Div")}
 
 
-def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> None:
+def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> dict[str, Any]:
     """Start this task's server with collective ops on (the leader in the server's session
     config too: without it every collective waits for its group until the timeout), its gRPC
-    channels set by `rpc_options` (RPCOptions fields: the knob under test)."""
+    channels set by `rpc_options` (RPCOptions fields: the knob under test). Returns the
+    RPCOptions fields TensorFlow's context holds once the server runs: what reached TF."""
     from tensorflow.core.protobuf import tensorflow_server_pb2
     from tensorflow.python.eager import context
 
@@ -39,6 +40,7 @@ def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> 
     ctx.enable_collective_ops(tensorflow_server_pb2.ServerDef(
         cluster=spec.as_cluster_def(), default_session_config=config, job_name="worker",
         task_index=task_index, protocol="grpc"))
+    return {f.name: v for f, v in context.context().config.rpc_options.ListFields()}
 
 
 class CollectiveWorker:

@@ -76,16 +76,17 @@ server = grpc.server(futures.ThreadPoolExecutor(1), handlers=[Seen()])
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
 import tensorflow as tf
+error = ""
 try:
     tf.config.experimental_connect_to_host(f"127.0.0.1:{port}")
     with tf.device("/job:worker/replica:0/task:0/device:CPU:0"):
         (tf.constant(1) + 1).numpy()
-except Exception:
-    pass
+except Exception as exc:  # expected: the server answers UNIMPLEMENTED
+    error = f"{type(exc).__name__}: {exc}"[:300]
 server.stop(0)
 m = re.search(r"grpc-c\+\+/(\S+)", agents[0] if agents else "")
 print(json.dumps({"tensorflow": tf.__version__, "git": tf.version.GIT_VERSION,
-                  "grpc": m.group(1) if m else ""}))
+                  "grpc": m.group(1) if m else "", "agents": agents[:1], "error": error}))
 """
 
 
@@ -115,6 +116,11 @@ def probe(python: Path, timeout: float = 300.0) -> dict[str, Any]:
     except (ValueError, IndexError):
         raise TfEnvError(f"{python}: the TensorFlow probe printed {res.stdout[-200:]!r}") \
             from None
+    if not out.get("grpc"):  # the fingerprint would not show a change of TensorFlow's gRPC
+        seen = out.get("agents") or ["no RPC"]
+        raise TfEnvError(f"{python}: TensorFlow's gRPC version is unknown: its client sent "
+                         f"the probe's loopback server {seen[0]!r} "
+                         f"(TensorFlow said: {out.get('error') or 'nothing'})")
     return out
 
 

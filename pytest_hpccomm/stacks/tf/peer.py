@@ -146,6 +146,7 @@ def main() -> int:
     worker: Any = None  # the object whose methods are this task's ops
     ops: tuple[str, ...] = ()
     server: Any = None  # held: it serves until the process ends
+    rpc_options: dict[str, Any] = {}  # what TensorFlow holds of the knob (collective mode)
     if job == "ps" or (job == "worker" and "chief" in cluster):
         server = tf.distribute.Server(spec, job_name=job, task_index=index, protocol="grpc")
     elif job == "chief":
@@ -157,7 +158,8 @@ def main() -> int:
     elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
         from pytest_hpccomm.stacks.tf import collective_peer
 
-        collective_peer.enable(tf, spec, index, KNOBS[os.environ.get(KNOB_VAR, "default")])
+        rpc_options = collective_peer.enable(tf, spec, index,
+                                             KNOBS[os.environ.get(KNOB_VAR, "default")])
         worker = collective_peer.CollectiveWorker(tf, index, len(cluster["worker"]))
         ops = ("allreduce", "allreduce_slices", "allreduce_bench")
     else:
@@ -177,7 +179,8 @@ def main() -> int:
 
     with PeerClient.from_env() as client:
         client.send({"op": "hello", "task": task, "pid": os.getpid(),
-                     "host": socket.gethostname(), "tensorflow": tf.__version__})
+                     "host": socket.gethostname(), "tensorflow": tf.__version__,
+                     "rpc_options": rpc_options})
         client.serve(handle)  # until "shutdown" or the orchestrator goes away
     sys.stdout.flush()
     sys.stderr.flush()

@@ -70,6 +70,26 @@ def test_a_user_python_that_is_not_there_is_an_error(tmp_path: Path) -> None:
         tf_env.user_env(tmp_path / "nope")
 
 
+def test_a_probe_that_saw_no_rpc_from_tensorflow_is_an_error(tmp_path: Path) -> None:
+    """An empty gRPC version would leave the fingerprint blind to a change of TensorFlow's
+    gRPC: the probe names what TensorFlow said instead (the Python here stands in for one
+    with TensorFlow and prints what PROBE_SCRIPT prints)."""
+    def python(answer: dict[str, Any]) -> Path:
+        path = tmp_path / "python"
+        path.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
+        path.chmod(0o755)
+        return path
+
+    blind = {"tensorflow": "2.21.0", "git": "v", "grpc": "", "agents": [],
+             "error": "UnavailableError: failed to connect"}
+    with pytest.raises(TfEnvError, match="gRPC version is unknown: its client sent the "
+                                         "probe's loopback server 'no RPC' "
+                                         r"\(TensorFlow said: UnavailableError"):
+        tf_env.probe(python(blind))
+    seen = {**blind, "grpc": "1.74.0", "agents": ["grpc-c++/1.74.0 grpc-c/49.0.0"]}
+    assert tf_env.probe(python(seen))["grpc"] == "1.74.0"
+
+
 def test_tasks_refuse_placements_they_cannot_run() -> None:
     with pytest.raises(TfError, match="run on loopback, netns or hosts"):
         TfTasks(FAKE, "moon")
