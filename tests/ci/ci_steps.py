@@ -7,7 +7,8 @@ bash, with the variables the template defines (GitHub `${{ }}` expressions evalu
 expanded, `expand: false` kept raw). What a hosted service does itself is emulated, and said
 so: actions/checkout clones a local repository; actions/upload-artifact and the JUnit report
 action only have their inputs checked (the files must exist). Steps run in order; after a
-failure only `if: always()` steps run, as on GitHub; GitLab's after_script always runs.
+failure only `if: always()` steps run, after a cancel `always()` and `cancelled()` ones, as on
+GitHub; GitLab's after_script always runs.
 
 `execute(argv, env, cwd)` is how a step runs: plain bash here, or inside a virtual-cluster host
 where SLURM's clients reach a real SLURM (tests/ci/test_templates.py).
@@ -115,15 +116,17 @@ def substitute(text: str, contexts: Mapping[str, Any]) -> str:
 def run_github_job(workflow: Path, job: str, *, workspace: Path, vars: Mapping[str, str],
                    base_env: Mapping[str, str], execute: Execute = run_bash,
                    event: Mapping[str, Any] | None = None,
-                   repo: Path | None = None) -> JobRun:
+                   repo: Path | None = None, cancel_at: int | None = None) -> JobRun:
     """Run `job` of `workflow` in `workspace`. `repo` is the local repository that
-    actions/checkout clones (its `ref` input, or HEAD)."""
+    actions/checkout clones (its `ref` input, or HEAD). `cancel_at`: the run is cancelled
+    while that step runs (it runs to its end here); after it, only `always()` and
+    `cancelled()` steps run, as on GitHub."""
     doc = load_yaml(workflow)
     spec = doc["jobs"][job]
     runner_temp = workspace / ".runner"
     runner_temp.mkdir(parents=True, exist_ok=True)
-    github = {"workspace": str(workspace), "run_id": "4242", "event_name": "test",
-              "event": dict(event or {})}
+    github = {"workspace": str(workspace), "run_id": "4242", "run_attempt": "1",
+              "event_name": "test", "event": dict(event or {})}
     steps: dict[str, Any] = {}
     ctx: dict[str, Any] = {"github": github, "vars": dict(vars), "steps": steps, "env": {}}
     env: dict[str, str] = {}
@@ -138,8 +141,12 @@ def run_github_job(workflow: Path, job: str, *, workspace: Path, vars: Mapping[s
     for i, step in enumerate(spec["steps"]):
         name = step.get("name") or step.get("uses") or f"step {i}"
         cond = str(step.get("if", "success()"))
-        if failed and "always()" not in cond:
-            run.steps.append(StepRun(name, None, "skipped after a failure"))
+        cancelled = cancel_at is not None and i > cancel_at
+        if "cancelled()" in cond and not cancelled:
+            run.steps.append(StepRun(name, None, "skipped: the run was not cancelled"))
+            continue
+        if (failed or cancelled) and "always()" not in cond and "cancelled()" not in cond:
+            run.steps.append(StepRun(name, None, "skipped after a failure or a cancel"))
             continue
         ctx["env"] = env
         step_env = {**env, **{k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()}}

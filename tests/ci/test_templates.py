@@ -14,6 +14,7 @@ reports checked where the templates hand them to the artifact and JUnit steps).
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -116,6 +117,7 @@ out=; args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --output=*) out=${1#--output=} ;;
+    --job-name=*) echo "sbatch $1" >>"${STANDIN_LOG:-/dev/null}" ;;
     --wait|--parsable) ;;
     -*) echo "stand-in sbatch: option $1 not emulated" >&2; exit 64 ;;
     *) break ;;
@@ -131,12 +133,14 @@ out=${out:-slurm-%j.out}
 bash "$script" "$@" >"${out//%j/0}" 2>&1
 """
 SRUN_STANDIN = "#!/bin/sh\necho stand-in srun: \"$@\"\n"
+SCANCEL_STANDIN = "#!/bin/sh\necho \"scancel $*\" >>\"${STANDIN_LOG:-/dev/null}\"\n"
 
 
 @pytest.fixture(scope="module")
 def standin_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("standin")
-    for name, text in (("sbatch", SBATCH_STANDIN), ("srun", SRUN_STANDIN)):
+    for name, text in (("sbatch", SBATCH_STANDIN), ("srun", SRUN_STANDIN),
+                       ("scancel", SCANCEL_STANDIN)):
         (d / name).write_text(text)
         (d / name).chmod(stat.S_IRWXU)
     return f"{d}:{os.environ.get('PATH', os.defpath)}"
@@ -236,6 +240,36 @@ def test_gitlab_jobs_collect_against_a_standin_slurm(standin_path: str, tmp_path
     assert (project / "install/base/built-from").read_text().strip() == base_sha
     assert (project / "install/candidate/built-from").read_text().strip() == head_sha
     assert collected(gate) == 1, gate.describe()
+
+
+@needs_yaml
+def test_a_cancelled_run_cancels_its_own_batch_job(standin_path: str, tmp_path: Path,
+                                                   repo: tuple[Path, str, str]) -> None:
+    """Cancelled while `sbatch --wait` runs, the run cancels the batch job it submitted, by
+    the name it gave it (its own run's), and no other; a run that was not cancelled does not."""
+    log = tmp_path / "slurm.log"
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
+                           STANDIN_LOG=str(log), **job_env())
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ok = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
+                        base_env=env, repo=repo[0])
+    assert ok.ok and log.read_text() == "sbatch --job-name=hpccomm-4242-1\n", ok.describe()
+    log.unlink()
+    cancelled = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
+                               base_env=env, repo=repo[0], cancel_at=0)
+    assert log.read_text().splitlines() == [
+        "sbatch --job-name=hpccomm-4242-1",
+        f"scancel --name=hpccomm-4242-1 --user={getpass.getuser()}"], cancelled.describe()
+    log.unlink()
+    project = tmp_path / "project"
+    subprocess.run(["git", "clone", "-q", str(repo[0]), str(project)], check=True)
+    gl = run_gitlab_job(PIPELINE, "hpccomm-nightly", project_dir=project,
+                        predefined={"CI_JOB_ID": "77"}, base_env=env,
+                        overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT))
+    assert log.read_text().splitlines() == [  # after_script: GitLab runs it on a cancel too
+        "sbatch --job-name=hpccomm-77",
+        f"scancel --name=hpccomm-77 --user={getpass.getuser()}"], gl.describe()
 
 
 @needs_yaml
