@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
+# a skip this machine is not expected to have (tests/expected_skips.py) fails the run
+export HPCCOMM_EXPECTED_SKIPS="${HPCCOMM_EXPECTED_SKIPS:-1}"
 # --durations: the slowest items in every CI log, to keep the run inside its budget
 exec "${HPCCOMM_VENV:-.venv}/bin/python" -m pytest --hpc-fabric=ethernet --durations=25 \
   -m "not perf" "$@"

@@ -1,0 +1,40 @@
+"""The test command's skip check (tests/expected_skips.py): a skip it does not expect fails
+the run and is listed with its reason; the expected ones pass; off, nothing changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.expected_skips import ENV
+
+SKIPPING = """
+import pytest
+
+def test_other_fabric():
+    pytest.skip("needs fabric ib; this session runs on ethernet (eth0 (Ethernet))")
+
+def test_namespace():
+    pytest.skip("cannot create a network namespace: Operation not permitted")
+"""
+
+
+def test_an_unexpected_skip_fails_the_run(pytester: pytest.Pytester,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makeconftest("from tests import expected_skips\n\n"
+                          "def pytest_configure(config):\n"
+                          "    expected_skips.register(config)\n")
+    pytester.makepyfile(test_skipping=SKIPPING)
+    monkeypatch.setenv(ENV, "1")
+    checked = pytester.runpytest("-p", "no:cacheprovider")
+    checked.assert_outcomes(skipped=2)
+    assert checked.ret == pytest.ExitCode.TESTS_FAILED
+    checked.stdout.fnmatch_lines([
+        "*expected skips: 1, unexpected: 1*",
+        "UNEXPECTED SKIP test_skipping.py::test_namespace: cannot create a network namespace: "
+        "Operation not permitted"])
+    alone = pytester.runpytest("-p", "no:cacheprovider", "-k", "other_fabric")
+    assert alone.ret == pytest.ExitCode.OK
+    monkeypatch.setenv(ENV, "0")
+    off = pytester.runpytest("-p", "no:cacheprovider")
+    assert off.ret == pytest.ExitCode.OK
+    assert "UNEXPECTED SKIP" not in off.stdout.str()
