@@ -536,10 +536,11 @@ def classify(
 
 
 def not_evidence(v: Verdict, why: str) -> Verdict:
-    """`v` from a comparison that says nothing about the stack (`why`): a REGRESSION or
-    IMPROVEMENT becomes INCONCLUSIVE with that reason (which fails only under --hpc-strict);
-    the other outcomes keep their verdict and carry the note."""
-    if v.outcome not in (Outcome.REGRESSION, Outcome.IMPROVEMENT):
+    """`v` from a comparison that says nothing about the stack (`why`): a REGRESSION,
+    IMPROVEMENT or PASS becomes INCONCLUSIVE with that reason (which fails only under
+    --hpc-strict): "no change" against another machine's numbers claims as little as a change
+    does. NEW and INCONCLUSIVE keep their verdict and carry the note."""
+    if v.outcome not in (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.PASS):
         return replace(v, message=f"{v.message} [{why}]", informational=why)
     head = v.message.removeprefix(f"{v.outcome.value}: ")
     return replace(v, outcome=Outcome.INCONCLUSIVE, reason=why, informational=why,

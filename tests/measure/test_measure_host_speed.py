@@ -63,3 +63,17 @@ def test_from_json_refuses_what_is_not_a_probe(bad: object) -> None:
     with pytest.raises(ValueError):
         HostSpeed.from_json(bad)
     assert HostSpeed.from_json({"python": 1}).rates == {"python": 1.0}
+
+
+def test_the_probe_reads_its_own_quiet_host_within_its_band() -> None:
+    """Repeatability: five readings of this host back to back each lie within HOST_BAND of the
+    others' median, the band the rule uses to tell another host's speed from the probe's own
+    noise. A probe noisier than its band would widen stored verdicts on a host that did not
+    change (the band follows from the probe's repeatability: host_probes.HOST_BAND)."""
+    from pytest_hpccomm.baselines.host_probes import HOST_BAND, describe, within
+
+    readings = [probe() for _ in range(5)]
+    for i, reading in enumerate(readings):
+        others = readings[:i] + readings[i + 1:]
+        assert within(reading, others, HOST_BAND), \
+            f"reading {i} of 5: {describe(reading, others)}, outside ±{HOST_BAND:.0%}"
