@@ -7,7 +7,7 @@ import pytest
 
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
-from tests import expected_skips
+from tests import expected_skips, group_times
 from tests.slurm_hosts import slurm_virtual_hosts
 from tests.sshd_hosts import ssh_virtual_hosts
 
@@ -16,6 +16,7 @@ pytest_plugins = ["pytester"]
 
 def pytest_configure(config: pytest.Config) -> None:
     expected_skips.register(config)  # HPCCOMM_EXPECTED_SKIPS=1 (ci/test.sh): others fail
+    group_times.register(config)  # where the test command's time goes, per directory
 
 
 @pytest.fixture(scope="module")

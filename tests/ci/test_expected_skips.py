@@ -38,3 +38,12 @@ def test_an_unexpected_skip_fails_the_run(pytester: pytest.Pytester,
     off = pytester.runpytest("-p", "no:cacheprovider")
     assert off.ret == pytest.ExitCode.OK
     assert "UNEXPECTED SKIP" not in off.stdout.str()
+
+
+def test_items_are_grouped_by_directory_for_the_time_summary() -> None:
+    from tests.group_times import group_of
+
+    assert group_of("tests/integration/test_mpi_gate.py::test_x") == "tests/integration"
+    assert group_of("tests/stacks/grpc/test_grpc_rdma_guest.py::t[a]") == "tests/stacks/grpc"
+    assert group_of("suites/mpi/test_perf_osu.py::test_osu[8]") == "suites/mpi"
+    assert group_of("test_top.py::t") == "test_top.py"
