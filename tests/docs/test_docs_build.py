@@ -1,0 +1,55 @@
+"""The documentation site builds under `mkdocs build --strict` (broken links, pages missing
+from the nav and bad config fail it), README.md stays a page for users (<= 200 lines), and the
+options reference equals what docs/gen_reference.py renders from pytest_hpccomm.config."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MKDOCS = Path(sys.executable).parent / "mkdocs"
+README_MAX_LINES = 200  # the issue's bound for a README a stranger reads
+
+
+def _gen_reference():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
+    if not MKDOCS.exists():
+        pytest.skip(f"mkdocs is not installed in this venv ({MKDOCS}): "
+                    f"{Path(sys.executable).parent / 'pip'} install mkdocs mkdocs-material")
+    proc = subprocess.run([str(MKDOCS), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "site" / "reference" / "options" / "index.html").is_file()
+
+
+def test_readme_is_at_most_200_lines() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+
+
+def test_options_page_matches_the_code() -> None:
+    gen = _gen_reference()
+    committed = (ROOT / "docs" / "reference" / "options.md").read_text()
+    assert committed == gen.render(), "docs/reference/options.md differs: run docs/gen_reference.py"
+
+
+def test_every_option_of_the_code_is_on_the_page() -> None:
+    from pytest_hpccomm.config import OPTIONS
+
+    page = (ROOT / "docs" / "reference" / "options.md").read_text()
+    missing = [spec.flag for spec in OPTIONS if f"`{spec.flag}`" not in page]
+    assert not missing
