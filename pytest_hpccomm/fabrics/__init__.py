@@ -118,6 +118,10 @@ def select_fabric(
         f"{k}={v}" for k, v in (("device", device), ("netdev", netdev)) if v is not None
     )
     where = f" for {overrides}" if overrides else ""
+    named = inv.netdev(netdev) if netdev is not None else None
+    if named is not None and not named.is_up:  # the reason, not a generic "none available"
+        return FabricUnavailable(AUTO, f"{netdev} is {named.operstate}: no fabric can use it "
+                                       f"(found {describe_inventory(inv)})")
     return FabricUnavailable(AUTO, f"no fabric available{where}: found {describe_inventory(inv)}")
 
 
@@ -168,6 +172,8 @@ def describe_inventory(inv: Inventory) -> str:
         if nd.type == 772:
             continue  # loopback is always there; naming it only adds noise
         label = netdev_kind(nd.type)
+        if nd.type == 32 and nd.mode:
+            label += f" {nd.mode}"  # IPoIB connected/datagram: it bounds the MTU
         if not nd.is_up:
             label += f", {nd.operstate}"
         parts.append(f"{nd.name} ({label})")

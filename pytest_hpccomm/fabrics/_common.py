@@ -28,9 +28,7 @@ def pick_devices(
         return [d for d in inv.rdma if wanted(d)]
     dev = inv.device(device)
     if dev is None:
-        return FabricUnavailable(
-            kind, f"no RDMA device named {device}: found {describe_inventory(inv)}"
-        )
+        return FabricUnavailable(kind, missing_device(inv, device))
     if not wanted(dev):
         return FabricUnavailable(kind, f"{device} is {describe_device(dev)}, not {label}")
     return [dev]
@@ -42,6 +40,22 @@ def describe_device(dev: RdmaDevice) -> str:
     if dev.driver == "siw":
         return "software iWARP (siw)"
     return device_kind(dev)
+
+
+def missing_netdev(inv: Inventory, netdev: str) -> str:
+    """Why --hpc-netdev names nothing usable: an entry left out as unreadable is said so (it
+    exists; "no interface named lo" beside "unreadable: lo (...)" contradicts itself)."""
+    why = inv.unreadable_entry("net", netdev)
+    if why is not None:
+        return f"network interface {netdev} is unreadable: {why}"
+    return f"no network interface named {netdev}: found {describe_inventory(inv)}"
+
+
+def missing_device(inv: Inventory, device: str) -> str:
+    why = inv.unreadable_entry("infiniband", device)
+    if why is not None:
+        return f"RDMA device {device} is unreadable: {why}"
+    return f"no RDMA device named {device}: found {describe_inventory(inv)}"
 
 
 def port_uses_netdev(port: Port, netdev: str) -> bool:
@@ -57,9 +71,7 @@ def filter_netdev(
     if kept:
         return kept
     if inv.netdev(netdev) is None:
-        return FabricUnavailable(
-            kind, f"no network interface named {netdev}: found {describe_inventory(inv)}"
-        )
+        return FabricUnavailable(kind, missing_netdev(inv, netdev))
     return FabricUnavailable(
         kind, f"no {label} port uses {netdev}: found {describe_inventory(inv)}"
     )
@@ -77,11 +89,10 @@ def port_state_text(dev: RdmaDevice, port: Port) -> str:
 def no_active_port(
     kind: str, inv: Inventory, refs: Sequence[PortRef], label: str
 ) -> FabricUnavailable:
-    head = f"no {label} port in state ACTIVE"
-    if refs:
-        states = "; ".join(port_state_text(d, p) for d, p in refs)
-        return FabricUnavailable(kind, f"{head}: {states}")
-    return FabricUnavailable(kind, f"{head}: found {describe_inventory(inv)}")
+    if not refs:  # nothing of that kind at all: not a question of port state
+        return FabricUnavailable(kind, f"no {label} device: found {describe_inventory(inv)}")
+    states = "; ".join(port_state_text(d, p) for d, p in refs)
+    return FabricUnavailable(kind, f"no {label} port in state ACTIVE: {states}")
 
 
 def active_ports(
@@ -203,9 +214,7 @@ def restrict_to_device(
         return None
     dev = inv.device(device)
     if dev is None:
-        return FabricUnavailable(
-            kind, f"no RDMA device named {device}: found {describe_inventory(inv)}"
-        )
+        return FabricUnavailable(kind, missing_device(inv, device))
     return set(dev.netdevs)
 
 
@@ -214,9 +223,7 @@ def named_netdev(
 ) -> NetDev | FabricUnavailable:
     nd = inv.netdev(netdev)
     if nd is None:
-        return FabricUnavailable(
-            kind, f"no network interface named {netdev}: found {describe_inventory(inv)}"
-        )
+        return FabricUnavailable(kind, missing_netdev(inv, netdev))
     if nd.type not in allowed_types:
         return FabricUnavailable(kind, f"{netdev} is {netdev_kind(nd.type)}, not {label}")
     if not nd.is_up:

@@ -11,9 +11,27 @@ from pytest_hpccomm.fabrics._common import (
     speed_gbps,
     speed_text,
 )
-from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, ARPHRD_INFINIBAND, Inventory, NetDev
+from pytest_hpccomm.fabrics.sysfs import (ADDRESS_UNKNOWN, ARPHRD_INFINIBAND, IB_MTUS,
+                                          IPOIB_ENCAP_LEN, Inventory, NetDev, Port)
 
 LABEL = "IPoIB"
+IPOIB_CM_MTU = 65520  # connected mode's largest MTU (drivers/infiniband/ulp/ipoib: IPOIB_CM_MTU)
+
+
+def mtu_problem(nd: NetDev, port: Port | None) -> str | None:
+    """What is wrong with an IPoIB netdev's MTU for its mode, or None.  Datagram mode carries
+    one IB packet per IP packet: MTU <= IB MTU - 4 (the IPoIB header), the IB MTU being at most
+    the port's active MTU (a partition's may be lower: 1020 on a 1K partition is right);
+    connected mode: up to 65520.  An unknown mode is held to the looser of the two."""
+    if nd.mtu is None:
+        return f"{nd.name}: sysfs gives no mtu"
+    ib_mtu = port.active_mtu if port is not None and port.active_mtu else max(IB_MTUS)
+    limit = ib_mtu - IPOIB_ENCAP_LEN if nd.mode == "datagram" else IPOIB_CM_MTU
+    if nd.mtu > limit:
+        why = (f"datagram mode: IB MTU {ib_mtu} - {IPOIB_ENCAP_LEN}" if nd.mode == "datagram"
+               else f"{nd.mode or 'unknown'} mode: IPOIB_CM_MTU")
+        return f"{nd.name}: MTU {nd.mtu} is above {limit} ({why})"
+    return None
 
 
 class IpoibProbe:
@@ -44,9 +62,10 @@ class IpoibProbe:
         return self._selection(inv, usable[0])
 
     def _unavailable(self, inv: Inventory, candidates: list[NetDev]) -> FabricUnavailable:
+        if not candidates:  # not "none is up with an address": there is none at all
+            return FabricUnavailable(self.kind,
+                                     f"no IPoIB interface: found {describe_inventory(inv)}")
         head = "no IPoIB interface that is up with an address"
-        if not candidates:
-            return FabricUnavailable(self.kind, f"{head}: found {describe_inventory(inv)}")
         states = "; ".join(
             f"{n.name} is {n.operstate}" if not n.is_up else f"{n.name} has no address"
             for n in candidates
@@ -58,6 +77,7 @@ class IpoibProbe:
         dev, port = ref if ref else (None, None)
         address = best_address(nd)
         on = f" on {dev.name} port {port.num}" if dev and port else ""
+        mode = f" {nd.mode}" if nd.mode else ""  # connected/datagram: what bounds its MTU
         return FabricSelection(
             kind=self.kind,
             device=dev.name if dev else None,
@@ -74,7 +94,7 @@ class IpoibProbe:
             driver=dev.driver if dev else nd.driver,
             link_layer="InfiniBand",
             description=(
-                f"{nd.name} ({LABEL}{on}, {address or ADDRESS_UNKNOWN}, MTU {nd.mtu}, "
+                f"{nd.name} ({LABEL}{mode}{on}, {address or ADDRESS_UNKNOWN}, MTU {nd.mtu}, "
                 f"{speed_text(nd) if nd.speed_mbps or not port else port.rate_text or speed_text(nd)})"
             ),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
 from pytest_hpccomm.fabrics._common import (active_ports, best_address, pick_devices,
                                             port_selection)
-from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
+from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, Inventory, RdmaDevice
 
 LABEL = "iWARP"
 
@@ -37,7 +37,11 @@ class IwarpProbe:
         dev, port = active[0]
         address = best_address(inv.netdev(port.netdev)) if port.netdev else None
         via = f"{dev.driver} over {port.netdev}" if port.netdev else dev.driver
-        parts = [f"{LABEL} via {via}", address or "no IP address"]
+        # "no IP address" only where that is known: a recording may not say which netdev, or
+        # which addresses (ADDRESS_UNKNOWN)
+        address_text = address or ("netdev unknown" if port.netdev is None else
+                                   "no IP address" if inv.addresses_known else ADDRESS_UNKNOWN)
+        parts = [f"{LABEL} via {via}", address_text]
         if port.rate_text:
             parts.append(port.rate_text)
         return port_selection(self.kind, dev, port, gid=port.gid(0), netdev=port.netdev,

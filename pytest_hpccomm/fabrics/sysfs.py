@@ -32,6 +32,7 @@ ADDRESS_UNKNOWN = "addresses unknown: no ip-addr.json beside the tree"
 # no node_type; i40iw/cxgb ports may read link_layer "InfiniBand" there), by device name
 # prefix or driver: Intel X722 (i40iw), Chelsio T3-T6 (cxgb3/cxgb4), NetEffect (nes), siw.
 IWARP_NAMES = ("i40iw", "iwp", "cxgb3", "cxgb4", "iw_cxgb", "nes", "siw")
+_IWARP_DRIVER_NAMES = ("i40iw", "cxgb3", "cxgb4", "iw_cxgb3", "iw_cxgb4", "nes")
 # Omni-Path (hfi1): link_layer "InfiniBand" and verbs, but its own fabric (PSM2/OPA).
 OPA_NAMES = ("hfi1",)
 IB_MTUS = (4096, 2048, 1024, 512, 256)
@@ -143,6 +144,7 @@ class NetDev:
     addresses: tuple[str, ...]  # without prefix length, IPv4 first as `ip` lists them
     driver: str | None
     flags: int | None = None  # IFF_* from the `flags` attribute
+    mode: str | None = None  # IPoIB only: "datagram" | "connected" (its `mode` attribute)
 
     @property
     def is_up(self) -> bool:
@@ -174,6 +176,11 @@ class Inventory:
 
     def netdev(self, name: str) -> NetDev | None:
         return next((n for n in self.netdevs if n.name == name), None)
+
+    def unreadable_entry(self, cls: str, name: str) -> str | None:
+        """Why class/<cls>/<name> was left out ("lo (class/net/lo leads to ...)"), if it was."""
+        return next((u for u in self.unreadable if u.startswith(f"{name} (class/{cls}/{name} ")),
+                    None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,12 +223,25 @@ def _listdir(path: Path) -> list[str]:
         return []
 
 
-def _strip_num(text: str | None, unknown: str) -> str:
-    """"4: ACTIVE" -> "ACTIVE"; the kernel prefixes the numeric value."""
+# The kernel writes state and phys_state as "<code>: <name>" (core/sysfs.c); the code is the
+# IBTA value, the name is whatever that kernel or driver prints for it, so the code decides.
+PORT_STATES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
+PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
+               5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
+
+
+def _state_name(text: str | None, names: dict[int, str], unknown: str) -> str:
+    """"4: ACTIVE" -> names[4]; the name after the colon only when the code is not a known
+    one; a bare name as it is."""
     if not text:
         return unknown
-    _, sep, name = text.partition(":")
-    return name.strip() if sep and name.strip() else text
+    code, sep, name = text.partition(":")
+    if not sep:
+        return text
+    try:
+        return names[int(code.strip())]
+    except (ValueError, KeyError):
+        return name.strip() or text
 
 
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
@@ -261,6 +281,7 @@ def read_netdev(netdir: Path, name: str, addresses: dict[str, tuple[str, ...]]) 
         addresses=addresses.get(name, ()),
         driver=_netdev_driver(netdir),
         flags=_read_int(netdir / "flags", 16),
+        mode=read_attr(netdir / "mode") or None,
     )
 
 
@@ -320,17 +341,23 @@ def _mac_of_gid(gid: Gid) -> str | None:
 
 def _device_driver(devdir: Path, name: str, node_kind: str) -> str:
     has_device_link = os.path.islink(devdir / "device")
+    # a hardware iWARP name (i40iw0, cxgb4_0, iwp24s0f0 as udev names irdma's): never siw
+    hw_iwarp = name.startswith(IWARP_NAMES) and not name.startswith("siw")
     # rxe exposes a `parent` attribute; rdma-core's udev rules (rdma-description.rules) and
     # provider name match (VERBS_NAME_MATCH("rxe")) identify it this way.
     if node_kind == "CA" and ((devdir / "parent").exists() or name.startswith("rxe")):
         return "rxe"
     # siw: before ~5.12 its ib_device had the NIC as parent, so device/driver named the
     # Ethernet driver (e.g. virtio_net); since then it is a virtual device without `device`.
-    if node_kind == "RNIC" and (name.startswith("siw") or not has_device_link):
+    if node_kind == "RNIC" and (name.startswith("siw")
+                                or (not has_device_link and not hw_iwarp)):
         return "siw"
     # Hardware: the driver bound to the PCI function the ib_device hangs off (as udev's
-    # DRIVERS== in rdma-description.rules sees it), e.g. mlx5_core, cxgb4, irdma, bnxt_en.
-    return _link_name(devdir / "device" / "driver") or "unknown"
+    # DRIVERS== in rdma-description.rules sees it), e.g. mlx5_core, cxgb4, irdma, bnxt_en;
+    # a recording without that link still names the driver where the device name is one
+    # (i40iw0 -> i40iw; a udev name such as iwp24s0f0 is not)
+    driver_name = next((p for p in _IWARP_DRIVER_NAMES if name.startswith(p)), None)
+    return _link_name(devdir / "device" / "driver") or driver_name or "unknown"
 
 
 def _port_netdev(
@@ -386,9 +413,12 @@ def _read_device(
 ) -> RdmaDevice:
     node_type = read_attr(devdir / "node_type") or "<unknown>"
     node_kind = node_type.partition(":")[2].strip()
+    # The name rule first: the driver is told apart by node kind (an RNIC without a device
+    # link is siw), so an i40iw0 without node_type must be an RNIC before its driver is read.
+    if not node_kind and name.startswith(IWARP_NAMES):
+        node_type, node_kind = "4: RNIC", "RNIC"  # classified by name: sysfs did not say
     driver = _device_driver(devdir, name, node_kind)
-    iwarp_by_name = name.startswith(IWARP_NAMES) or driver.startswith(IWARP_NAMES)
-    if not node_kind and iwarp_by_name:
+    if not node_kind and driver.startswith(IWARP_NAMES):
         node_type, node_kind = "4: RNIC", "RNIC"  # classified by driver: sysfs did not say
     # Netdevs in the order rdma-core / ibdev2netdev-style tools find them: the PCI function's
     # net/ directory (hardware, IPoIB), rxe's `parent` attribute, then the ports' netdevs.
@@ -404,7 +434,7 @@ def _read_device(
         link_layer = read_attr(portdir / "link_layer") or "Unknown"
         if node_kind == "RNIC":
             link_layer = "Ethernet"  # iWARP runs over TCP/IP on Ethernet, whatever is written
-        state = _strip_num(read_attr(portdir / "state"), "UNKNOWN")
+        state = _state_name(read_attr(portdir / "state"), PORT_STATES, "UNKNOWN")
         gids = _read_gids(portdir, link_layer)
         netdev = _port_netdev(
             num, gids, node_kind, fn_netdevs, len(port_names), parent, netdev_dirs
@@ -421,7 +451,8 @@ def _read_device(
             Port(
                 num=num,
                 state=state,
-                phys_state=_strip_num(read_attr(portdir / "phys_state"), "<unknown>"),
+                phys_state=_state_name(read_attr(portdir / "phys_state"), PHYS_STATES,
+                                       "<unknown>"),
                 link_layer=link_layer,
                 rate_gbps=parse_rate(rate_text),
                 rate_text=rate_text,
@@ -459,6 +490,8 @@ def _class_entries(root: Path, cls: str,
     base = root / "class" / cls
     real_root = root.resolve()
     for name in _listdir(base):
+        if not (base / name).is_symlink() and (base / name).is_file():
+            continue  # a class attribute, not a device (net/bonding_masters: bonding's control)
         try:
             real = (base / name).resolve()
         except (OSError, RuntimeError):

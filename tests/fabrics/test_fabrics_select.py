@@ -91,8 +91,8 @@ PRESENT = {
 }
 
 DESCRIBED = {
-    "ib-edr-mlx5": "mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB)",
-    "ib-port-down": "mlx5_0 (InfiniBand, DOWN), eth0 (Ethernet), ib0 (IPoIB, down)",
+    "ib-edr-mlx5": "mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB datagram)",
+    "ib-port-down": "mlx5_0 (InfiniBand, DOWN), eth0 (Ethernet), ib0 (IPoIB datagram, down)",
     "roce-v2-mlx5": "mlx5_0 (RoCE), ens1f0 (Ethernet), eth0 (Ethernet)",
     "softroce-rxe": "rxe0 (RoCE), eth0 (Ethernet)",
     "iwarp-siw": "siw0 (iWARP), eth0 (Ethernet)",
@@ -142,7 +142,8 @@ def test_ipoib_on_ib_tree() -> None:
     assert (sel.device, sel.port, sel.netdev, sel.address, sel.mtu, sel.rate_gbps) == (
         "mlx5_0", 1, "ib0", "192.0.2.11", 2044, 100.0)
     assert (sel.link_layer, sel.driver, sel.firmware) == ("InfiniBand", "mlx5_core", "16.35.2000")
-    assert sel.description == "ib0 (IPoIB on mlx5_0 port 1, 192.0.2.11, MTU 2044, 100 Gb/s)"
+    assert sel.description == (
+        "ib0 (IPoIB datagram on mlx5_0 port 1, 192.0.2.11, MTU 2044, 100 Gb/s)")
 
 
 def test_ethernet_prefers_the_fast_ipv4_interface() -> None:
@@ -156,7 +157,8 @@ def test_ethernet_prefers_the_fast_ipv4_interface() -> None:
 
 def test_ib_on_softroce_names_what_was_found() -> None:
     reason = unavailable(select_fabric(inventory("softroce-rxe"), "ib"))
-    assert reason == "no InfiniBand port in state ACTIVE: found rxe0 (RoCE), eth0 (Ethernet)"
+    # no InfiniBand device at all: not a question of port state
+    assert reason == "no InfiniBand device: found rxe0 (RoCE), eth0 (Ethernet)"
 
 
 def test_ib_port_down_gives_state() -> None:
@@ -189,7 +191,7 @@ def test_softroce_and_iwarp_reasons() -> None:
     assert unavailable(select_fabric(inventory("roce-v2-mlx5"), "iwarp")) == (
         "no iWARP (RNIC) device: found mlx5_0 (RoCE), ens1f0 (Ethernet), eth0 (Ethernet)")
     assert unavailable(select_fabric(inventory("ib-edr-mlx5"), "roce")) == (
-        "no RoCE port in state ACTIVE: found mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB)")
+        "no RoCE device: found mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB datagram)")
 
 
 # ------------------------------------------------------------------------ RoCE GID choice
@@ -240,7 +242,8 @@ def test_roce_without_gids_is_unavailable(tree_copy: Callable[[str], Path]) -> N
 def test_device_override_unknown_names_what_exists() -> None:
     reason = unavailable(select_fabric(inventory("ib-edr-mlx5"), "ib", device="mlx5_1"))
     assert reason == (
-        "no RDMA device named mlx5_1: found mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB)")
+        "no RDMA device named mlx5_1: found mlx5_0 (InfiniBand), eth0 (Ethernet), "
+        "ib0 (IPoIB datagram)")
 
 
 def test_device_override_of_the_wrong_kind() -> None:
