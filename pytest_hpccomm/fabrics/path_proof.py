@@ -1,12 +1,29 @@
 """Proof of path: did a job's payload cross the RDMA device, or did it go over kernel TCP?
 
 Read the fabric's port counters and the kernel's TCP segment counter before and after the job;
-the payload must show on the RDMA port (rxe counts packets of at most 4 KiB, IBTA ports count
-bytes) while TCP sent far fewer segments than the payload would need (at most ~64 KiB each,
-with segmentation offload). A runtime that silently fell back to TCP fails the first test and
-usually the second. siw counts nothing on its port (its RDMA rides on kernel TCP): there the
-proof is whose TCP it was (tcp_owners.py): the kernel's own sockets, siw's, must have sent at
-least the payload, the processes' sockets far less; without that meter, unprovable, and said so.
+the payload must show on the RDMA port (rxe counts packets, IBTA ports count bytes) while TCP
+sent fewer segments than a TCP carriage of the payload would need. A runtime that silently
+fell back to TCP fails the first test and, at any payload size, the second. siw counts nothing
+on its port (its RDMA rides on kernel TCP): there the proof is whose TCP it was
+(tcp_owners.py): the kernel's own sockets, siw's, must have sent at least the payload, the
+processes' sockets far less; without that meter, unprovable, and said so.
+
+Packets: a payload of P bytes takes at least ceil(P / MTU) packets, MTU being the port's
+active MTU (rdma_cm derives the path MTU from the same netdev, so packets carry no more; a
+queue pair set above it would show fewer packets and fail, never pass). When the caller does
+not know it, the largest path MTU (4096), which expects the fewest packets; the message says
+which one was used. Bytes (IBTA): at least P.
+
+TCP: Tcp OutSegs counts MSS-sized segments and TCP's MSS option is 16 bits, so a TCP carriage
+of P bytes counts at least ceil(P / 65536) segments. The counter is the host's (its network
+namespace's), not the job's, and nothing defines how much other TCP the host sends, so none is
+allowed: fewer segments than the payload needs proves TCP did not carry it, at every size; as
+many or more fail as unprovable. What small sizes change is the need: 16 segments at 1 MiB,
+one at 64 KiB or less. A fallback still fails there; a run that did cross the device passes
+only while the host's other TCP (ssh, a runtime's connection set-up) stays below that need,
+else it fails as unprovable: the counters cannot tell those segments from the payload's.
+siw's meter gives bytes: processes' sockets may send less than an eighth of the payload, at
+every size (a TCP carriage sends all of it through them).
 """
 
 from __future__ import annotations
@@ -19,9 +36,8 @@ from pytest_hpccomm.fabrics.counters import port_counters, sent_and_received, tc
 from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
 from pytest_hpccomm.fabrics.tcp_owners import TcpBytes, TcpOwnersMeter
 
-MAX_MTU = 4096  # the largest RoCE/IB path MTU: the fewest packets a payload can take
-MAX_SEGMENT = 65536  # the largest TCP segment the kernel counts (TSO/GSO)
-MIN_PAYLOAD = 1 << 20  # below this a few control segments could pass for the payload
+MAX_MTU = 4096  # the largest RoCE/IB path MTU: the fewest packets when the port's is unknown
+MAX_SEGMENT = 65536  # above the largest MSS (a 16-bit option): most bytes a counted segment holds
 
 
 @dataclass(frozen=True)
@@ -69,9 +85,11 @@ class Crossing:
     tcp_segments: int | None
     tcp_bytes: int | None = None  # all TCP bytes sent (siw: with a TcpOwnersMeter)
     owned_bytes: int | None = None  # of which through processes' own sockets
+    mtu: int | None = None  # the RDMA port's active MTU (None: not known, MAX_MTU is used)
 
     @classmethod
-    def between(cls, device: str, before: Reading, after: Reading, payload: int) -> Crossing:
+    def between(cls, device: str, before: Reading, after: Reading, payload: int,
+                mtu: int | None = None) -> Crossing:
         sent = rcvd = None
         if before.port is not None and after.port is not None:
             sent, rcvd = after.port[0] - before.port[0], after.port[1] - before.port[1]
@@ -83,26 +101,40 @@ class Crossing:
             total = after.tcp_bytes.total - before.tcp_bytes.total
             owned = after.tcp_bytes.owned - before.tcp_bytes.owned
         return cls(device, payload, sent, rcvd, "packets" if after.packets else "bytes", tcp,
-                   total, owned)
+                   total, owned, mtu)
+
+    @property
+    def packet_mtu(self) -> tuple[int, str]:
+        """The MTU that packets are counted against, and which one it is."""
+        if self.mtu is not None:
+            return self.mtu, f"the port's active MTU {self.mtu}"
+        return MAX_MTU, f"the largest path MTU {MAX_MTU}: the port's active MTU is not known"
 
     @property
     def least(self) -> int:
         """The fewest units the payload takes on the RDMA port."""
-        return self.payload // MAX_MTU if self.unit == "packets" else self.payload
+        return -(-self.payload // self.packet_mtu[0]) if self.unit == "packets" else self.payload
+
+    @property
+    def tcp_need(self) -> int:
+        """The fewest segments kernel TCP counts carrying the payload."""
+        return -(-self.payload // MAX_SEGMENT)
 
     def problem(self) -> str | None:
         """Why the payload is not shown to have crossed the device (None: it did)."""
         if self.rdma_sent is None or self.rdma_received is None:
             return self._kernel_tcp_problem()
         if self.rdma_sent < self.least or self.rdma_received < self.least:
+            per = f" at {self.packet_mtu[1]}" if self.unit == "packets" else ""
             return (f"{self.payload} B of payload, but {self.device} counted {self.rdma_sent} "
                     f"{self.unit} sent and {self.rdma_received} received (at least {self.least} "
-                    f"each expected): the payload did not cross the RDMA device")
-        if (self.tcp_segments is not None and self.payload >= MIN_PAYLOAD
-                and self.tcp_segments >= self.payload // MAX_SEGMENT):
+                    f"each expected{per}): the payload did not cross the RDMA device")
+        if self.tcp_segments is not None and self.tcp_segments >= self.tcp_need:
             return (f"kernel TCP sent {self.tcp_segments} segments while {self.payload} B moved, "
-                    f"as many as the payload over TCP would need: it went over TCP, not "
-                    f"{self.device}")
+                    f"as many as the payload over TCP would need (at least {self.tcp_need} of at "
+                    f"most {MAX_SEGMENT} B): it may have gone over TCP, not {self.device}; the "
+                    f"counter is the host's, so whether those were the payload's or other TCP "
+                    f"is unprovable")
         return None
 
     def _kernel_tcp_problem(self) -> str | None:
@@ -112,7 +144,7 @@ class Crossing:
             return (f"{self.device} counts no traffic on its port (siw has no RDMA counters) "
                     "and TCP was not metered by socket owner (nftables): the counters cannot "
                     "show which path the payload took")
-        if self.payload >= MIN_PAYLOAD and self.owned_bytes * 8 >= self.payload:
+        if self.owned_bytes * 8 >= self.payload:
             return (f"processes' own TCP sockets sent {self.owned_bytes} B while {self.payload} "
                     f"B of payload moved: it went over TCP, not {self.device}")
         kernel = self.tcp_bytes - self.owned_bytes
@@ -125,8 +157,9 @@ class Crossing:
         tcp = "?" if self.tcp_segments is None else str(self.tcp_segments)
         owners = "" if self.tcp_bytes is None else (
             f" ({self.tcp_bytes} B, {self.owned_bytes} B of them through processes' sockets)")
+        per = f" (at least {self.least} at {self.packet_mtu[1]})" if self.unit == "packets" else ""
         return (f"{self.payload} B payload; {self.device}: {self.rdma_sent} {self.unit} sent, "
-                f"{self.rdma_received} received; kernel TCP: {tcp} segments{owners}")
+                f"{self.rdma_received} received{per}; kernel TCP: {tcp} segments{owners}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,7 +172,8 @@ class PathProbe:
 
     device: str
     read: Callable[[], Reading]
+    mtu: int | None = None  # the port's active MTU (several ports: the largest; None: unknown)
 
     def crossing(self, before: Reading, payload: int) -> Crossing:
         """The job that moved `payload` since `before` was read."""
-        return Crossing.between(self.device, before, self.read(), payload)
+        return Crossing.between(self.device, before, self.read(), payload, self.mtu)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
+import pytest
+
+from pytest_hpccomm.fabrics import FabricSelection, select_fabric
+from pytest_hpccomm.fabrics.counters import port_counters
+from pytest_hpccomm.fabrics.path_proof import MAX_SEGMENT, Crossing, PathProbe, Reading, read
+from pytest_hpccomm.fabrics.sysfs import read_inventory
 from pytest_hpccomm.fabrics.tcp_owners import TcpBytes
 
-MiB = 1 << 20
+from tests.fabrics._fabric_trees import write
+
+KiB, MiB = 1 << 10, 1 << 20
 
 
 def crossing(port_before: tuple[int, int] | None, port_after: tuple[int, int] | None,
@@ -30,7 +38,68 @@ def test_a_silent_fallback_to_tcp_is_caught() -> None:
 
 def test_tcp_carrying_the_payload_beside_rdma_traffic_is_caught() -> None:
     c = crossing((0, 0), (4096, 4096), (0, 200), 8 * MiB)
-    assert "went over TCP, not rxe0" in str(c.problem())
+    assert "may have gone over TCP, not rxe0" in str(c.problem())
+    assert "unprovable" in str(c.problem())
+
+
+def test_rxe_packets_are_expected_at_the_ports_active_mtu(
+        tree_copy: Callable[[str], Path]) -> None:
+    """A recorded rxe port whose active MTU is 1024 (1500-byte eth0), its probe built as the
+    gRPC plugin builds it: 8 MiB takes at least 8192 packets of 1024 B, so 4000 (enough at
+    4096 B a packet) is under half of the payload, not proof of it."""
+    root = tree_copy("softroce-rxe")
+    sel = select_fabric(read_inventory(root), "softroce")
+    assert isinstance(sel, FabricSelection) and sel.device is not None and sel.port is not None
+    assert sel.mtu == 1024  # the port's active MTU, from the inventory
+    device, port = sel.device, sel.port
+    hw = root / "class" / "infiniband" / device / "ports" / str(port) / "hw_counters"
+
+    def count(packets: int) -> None:
+        write(hw / "sent_pkts", f"{packets}\n")
+        write(hw / "rcvd_pkts", f"{packets}\n")
+
+    # the port read from the tree; TCP held at 0, since this host's live count is not the job's
+    probe = PathProbe(device, lambda: Reading.of(port_counters(device, port, root), 0), sel.mtu)
+    count(0)
+    before = probe.read()
+    count(4000)
+    short = probe.crossing(before, 8 * MiB)
+    assert (short.rdma_sent, short.mtu, short.least) == (4000, 1024, 8192)
+    problem = str(short.problem())
+    assert "did not cross" in problem and "at least 8192 each expected at the port's active " \
+        "MTU 1024" in problem
+    count(8192)
+    ok = probe.crossing(before, 8 * MiB)
+    assert ok.problem() is None and Crossing(**ok.as_dict()) == ok  # as the plugin records it
+    assert "(at least 8192 at the port's active MTU 1024)" in ok.describe()
+
+
+def test_an_unknown_mtu_expects_the_fewest_packets_and_says_so() -> None:
+    c = crossing((0, 0), (2047, 2047), (0, 0), 8 * MiB)
+    assert c.mtu is None and c.least == 2048
+    assert "at the largest path MTU 4096: the port's active MTU is not known" in str(c.problem())
+    assert crossing((0, 0), (2048, 2048), (0, 0), 8 * MiB).problem() is None
+
+
+SIZES = (1, 1000, 4 * KiB, 64 * KiB, 64 * KiB + 1, 256 * KiB, MiB - 1, MiB, 8 * MiB)
+
+
+@pytest.mark.parametrize("payload", SIZES)
+def test_tcp_carrying_the_payload_is_caught_at_every_size(payload: int) -> None:
+    """The fewest segments a TCP carriage of the payload counts (each at most MAX_SEGMENT
+    bytes) fail the proof, however small the payload, while the port shows enough packets;
+    one segment fewer cannot be a TCP carriage of it, and passes."""
+    need = -(-payload // MAX_SEGMENT)
+    port = -(-payload // 4096)  # the fewest packets at the largest path MTU
+    fallback = crossing((0, 0), (port, port), (7, 7 + need), payload)
+    assert "may have gone over TCP, not rxe0" in str(fallback.problem())
+    assert f"at least {need} of at most {MAX_SEGMENT} B" in str(fallback.problem())
+    assert crossing((0, 0), (port, port), (7, 7 + need - 1), payload).problem() is None
+
+
+def test_a_port_that_counted_nothing_proves_no_payload_below_one_mtu() -> None:
+    c = crossing((5, 5), (5, 5), (0, 0), 1000)
+    assert c.least == 1 and "did not cross the RDMA device" in str(c.problem())
 
 
 def test_ibta_byte_counters() -> None:
@@ -59,6 +128,13 @@ def test_siw_is_proven_by_whose_tcp_it_was() -> None:
     assert "processes' own TCP sockets sent" in str(fallback.problem())
     nothing = siw(total=MiB, owned=0)  # neither: the payload did not move over siw
     assert "kernel's own TCP sockets (siw0's) sent 1048576 B" in str(nothing.problem())
+
+
+def test_siw_processes_tcp_carrying_a_small_payload_is_caught() -> None:
+    # 256 KiB through the processes' own sockets, as much again through the kernel's
+    both = siw(total=2 * 256 * KiB, owned=256 * KiB, payload=256 * KiB)
+    assert "processes' own TCP sockets sent 262144 B" in str(both.problem())
+    assert siw(total=256 * KiB, owned=0, payload=256 * KiB).problem() is None
 
 
 def test_read_takes_rxe_hw_counters(tmp_path: Path) -> None:

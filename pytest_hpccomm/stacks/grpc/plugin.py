@@ -438,7 +438,7 @@ class GrpcLab:
             raise GrpcRunError(f"gRPC runtime {rt.label}: the session has no RDMA port")
         if placement == LOOPBACK:
             device, port, owners = sel.device, sel.port, self._tcp_owners(sel)
-            return PathProbe(device, lambda: read(device, port, owners=owners))
+            return PathProbe(device, lambda: read(device, port, owners=owners), sel.mtu)
         if placement != HOSTS or not isinstance(site, GrpcHosts):
             raise GrpcRunError(f"gRPC runtime {rt.label} over RDMA runs on {LOOPBACK} or "
                                f"{HOSTS}; placement {placement} has no RDMA device")
@@ -454,7 +454,8 @@ class GrpcLab:
             return dataclasses.replace(total, tcp_bytes=owners.read()) if owners else total
 
         names = ", ".join(f"{h.selection.device} on {h.host}" for h in servers)
-        return PathProbe(names, reading)
+        mtus = [h.selection.mtu for h in servers if h.selection.mtu]  # ports' active MTUs
+        return PathProbe(names, reading, max(mtus) if len(mtus) == len(servers) else None)
 
     def _tcp_owners(self, sel: FabricSelection) -> TcpOwnersMeter | None:
         """siw's path is told apart by whose TCP it was: a meter for the session (None: not
