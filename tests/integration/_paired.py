@@ -18,26 +18,31 @@ import pytest
 
 
 def verdicts(path: Path) -> dict[str, dict[str, Any]]:
-    """Point (item parameters, or key) -> its verdict, from a results JSON."""
+    """Point (item parameters and key) -> its verdict, with its measurement's direction under
+    "direction", from a results JSON."""
     doc = json.loads(path.read_text())
     return {(r["nodeid"].split("[", 1)[1] if "[" in r["nodeid"] else "") + "|" + r["key"]:
-            r["verdict"] for r in doc["results"]}
+            dict(r["verdict"], direction=r["measurement"]["direction"]) for r in doc["results"]}
 
 
 def outcomes(path: Path) -> dict[str, str]:
     return {k: v["outcome"] for k, v in verdicts(path).items()}
 
 
-def canary_caught(result: pytest.RunResult, path: Path, items: int) -> dict[str, dict[str, Any]]:
+def canary_caught(result: pytest.RunResult, path: Path,
+                  items: int | None) -> dict[str, dict[str, Any]]:
     """Every point of the canary run a regression, or inconclusive with its reason, its median
-    ratio beyond the band; never PASS or an improvement. Returns the verdicts."""
+    ratio beyond the band on the slower side (above 1 + tolerance for a time, below
+    1 - tolerance for a rate); never PASS or an improvement. `items`: how many points the run
+    must have judged (None: at least one). Returns the verdicts."""
     judged = verdicts(path)
-    assert len(judged) == items, result.stdout.str()
+    assert len(judged) == items if items is not None else judged, result.stdout.str()
     for point, v in judged.items():
         tolerance = float(v["tolerance"])
-        assert v["ratio"] is not None and v["ratio"] > 1.0 + tolerance, \
-            f"{point}: the canary's median ratio {v['ratio']} is inside the band\n" \
-            f"{result.stdout.str()}"
+        slower = (v["ratio"] > 1.0 + tolerance if v["direction"] == "lower"
+                  else v["ratio"] < 1.0 - tolerance) if v["ratio"] is not None else False
+        assert slower, f"{point}: the canary's median ratio {v['ratio']} is not beyond the " \
+                       f"band on the slower side\n{result.stdout.str()}"
         assert v["outcome"] in ("regression", "inconclusive"), \
             f"{point}: the canary was not caught: {v['message']}\n{result.stdout.str()}"
     assert result.ret == (1 if any(v["outcome"] == "regression" for v in judged.values())

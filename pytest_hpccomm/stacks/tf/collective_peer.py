@@ -40,7 +40,12 @@ def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> 
     ctx.enable_collective_ops(tensorflow_server_pb2.ServerDef(
         cluster=spec.as_cluster_def(), default_session_config=config, job_name="worker",
         task_index=task_index, protocol="grpc"))
-    return {f.name: v for f, v in context.context().config.rpc_options.ListFields()}
+    # what TensorFlow keeps of the server it started (ctx.config builds a new proto on every
+    # read, so it cannot show what reached the server)
+    held = getattr(ctx, "_collective_ops_server_def", None)
+    if held is None:
+        return {"unknown": "TensorFlow keeps no _collective_ops_server_def"}
+    return {f.name: v for f, v in held.default_session_config.rpc_options.ListFields()}
 
 
 class CollectiveWorker:
