@@ -1,5 +1,6 @@
-"""Writes docs/reference/options.md from pytest_hpccomm.config.OPTIONS, so the options page
-is the code's own list (name, help, default), never a copy that drifts.
+"""Writes docs/reference/options.md from pytest_hpccomm.config.OPTIONS and
+docs/reference/retries.md from pytest_hpccomm.retries.CAUSES, so those pages are the code's own
+lists, never copies that drift.
 
     .venv/bin/python docs/gen_reference.py           # rewrite the page
     .venv/bin/python docs/gen_reference.py --check   # exit 1 when the committed page differs
@@ -11,6 +12,21 @@ import sys
 from pathlib import Path
 
 PAGE = Path(__file__).resolve().parent / "reference" / "options.md"
+RETRIES_PAGE = Path(__file__).resolve().parent / "reference" / "retries.md"
+
+RETRIES_HEADER = """# Retries
+
+Generated from `pytest_hpccomm.retries.CAUSES` by `docs/gen_reference.py`: do not edit by hand.
+
+The suite retries only for a named transient cause that the code detects by its signature,
+bounded, and counted: each session's count per cause is in the terminal summary
+(`hpccomm retries: ...`), the markdown summary, the results JSON (`session.retries`) and
+JUnit's global properties (`hpccomm_retries`, `hpccomm_retries_<cause>`). Nothing else is
+tried again: a hang, a wrong answer, a false alarm or a missed canary fails the first time.
+
+| cause | JUnit property | how it is detected, why it is transient, its bound |
+|---|---|---|
+"""
 
 HEADER = """# Options
 
@@ -53,14 +69,22 @@ def render() -> str:
     return HEADER + "".join(rows)
 
 
+def render_retries() -> str:
+    from pytest_hpccomm.retries import CAUSES, property_name
+
+    return RETRIES_HEADER + "".join(f"| {cause} | `{property_name(cause)}` | {_cell(why)} |\n"
+                                    for cause, why in CAUSES.items())
+
+
 def main(argv: list[str]) -> int:
-    text = render()
+    pages = {PAGE: render(), RETRIES_PAGE: render_retries()}
     if "--check" in argv:
-        if PAGE.read_text() != text:
-            print(f"{PAGE} differs from the code: run {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text)
+        stale = [p for p, text in pages.items() if not p.is_file() or p.read_text() != text]
+        for page in stale:
+            print(f"{page} differs from the code: run {Path(__file__).name}", file=sys.stderr)
+        return 1 if stale else 0
+    for page, text in pages.items():
+        page.write_text(text)
     return 0
 
 

@@ -53,3 +53,10 @@ def test_every_option_of_the_code_is_on_the_page() -> None:
     page = (ROOT / "docs" / "reference" / "options.md").read_text()
     missing = [spec.flag for spec in OPTIONS if f"`{spec.flag}`" not in page]
     assert not missing
+
+
+def test_retries_page_matches_the_code() -> None:
+    gen = _gen_reference()
+    committed = (ROOT / "docs" / "reference" / "retries.md").read_text()
+    assert committed == gen.render_retries(), \
+        "docs/reference/retries.md differs: run docs/gen_reference.py"
