@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
-from pytest_hpccomm.baselines.verdict import BETWEEN_SESSIONS, Outcome, Verdict, band
+from pytest_hpccomm.baselines.verdict import (BETWEEN_SESSIONS, FEW_SESSIONS, Outcome, Verdict,
+                                              band)
 
 ARMED_MULTIPLE = 2.0
 # how a verdict against another machine type's baseline says why it claims nothing (judging.py)
@@ -31,6 +32,7 @@ NO_BASELINE = "no baseline"
 MACHINE_TYPE = "baseline from another machine type"
 SHARED = "cores shared with other processes"
 SPREAD = "spread between sessions wider than the band"
+FEW = "fewer than 3 baseline sessions"
 HOST = "host probe outside its band (the band widened)"
 NO_INTERVAL = "no interval"
 WIDE = "interval too wide (too few jobs or samples)"
@@ -51,6 +53,8 @@ def unarmed_reason(v: Verdict) -> str:
         return SHARED
     if v.informational:
         return v.informational
+    if v.reason.startswith(FEW_SESSIONS):
+        return FEW
     if v.min_effect is None:
         return f"{NO_INTERVAL}: {v.reason}" if v.reason else NO_INTERVAL
     if v.session_margin is not None and v.reason.startswith(BETWEEN_SESSIONS):
@@ -149,6 +153,10 @@ def hints(g: GateStatus) -> list[str]:
         out.append("  to judge on this machine type: record a set of its own, 3 or more sessions "
                    "hours apart, with --hpc-update-baselines=all --hpc-system=NAME; meanwhile a "
                    "paired A/B run (--hpc-base/--hpc-candidate) judges two builds on any machine")
+    if g.total.reasons.get(FEW):
+        out.append("  the set has fewer than 3 sessions: until it knows how far this host moves "
+                   "between sessions it claims nothing; add sessions hours apart with "
+                   "--hpc-update-baselines=all, or gate with a paired A/B run")
     if g.total.reasons.get(SPREAD):
         out.append("  the set's sessions moved more than the band between them: judge at a wider "
                    "--hpc-tolerance, or gate merges with a paired A/B run")

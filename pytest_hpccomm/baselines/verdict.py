@@ -59,7 +59,10 @@ default) puts that spread into the samples and gave none in 120 trials (README).
    sessions taken within 40 minutes agreed by chance where a fourth, an hour later, ran
    3-6 % slower on every stack (README, Baselines).
    Measured why (README, Baselines): a same-build re-run against a one-session set gave 166
-   improvements and 4 regressions, all false; every CI was a within-run CI.
+   improvements and 4 regressions, all false; every CI was a within-run CI. So below
+   MIN_SESSIONS, without a family spread to stand in, a verdict claims nothing: a regression,
+   an improvement or a PASS is INCONCLUSIVE (FEW_SESSIONS), its jobs' reading kept in the
+   message, and the gate counts the point as not armed.
 
 A slowdown equal to the tolerance is, by design, mostly not a regression. When run-to-run noise
 is comparable to the tolerance the honest answer is INCONCLUSIVE (75 % of no-change runs in the
@@ -90,6 +93,7 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240611
 MIN_SESSIONS = 3  # fewer session medians give no usable spread (two give one difference)
 BETWEEN_SESSIONS = "spread between sessions"  # reason prefix: more jobs cannot narrow it
+FEW_SESSIONS = "spread between sessions unknown: too few baseline sessions"  # reason prefix
 
 
 class Outcome(str, enum.Enum):
@@ -126,6 +130,7 @@ class Verdict:
     # lay outside the probe's own noise and widened the band on the side it explains
     host_shift: float | None = None
     informational: str = ""  # why this verdict claims nothing ("" when it counts)
+    unclaimed: Outcome | None = None  # what the jobs showed where too few sessions claim it
 
 
 def fmt_num(x: float) -> str:
@@ -386,7 +391,8 @@ def judge(
     if s_b is not None and base_med > 0 and np.all(base > 0):
         # the reference is the sessions' level; the stored samples give its shape
         ref = float(np.exp(np.mean(np.log(levels))))
-        base, base_med = base * (ref / base_med), ref
+        if not math.isclose(ref, base_med, rel_tol=1e-12):  # sessions at one level: as stored
+            base, base_med = base * (ref / base_med), ref
     head = (
         f"{name}: median {fmt_num(cur_med)} {unit} "
         f"vs baseline {fmt_num(base_med)} {baseline.unit}"
@@ -486,6 +492,18 @@ def judge(
     if s_b is not None and outcome is Outcome.INCONCLUSIVE and 2.0 * margin > math.log(up / down):
         reason = (f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
                   f"{len(levels)} sessions): more jobs cannot narrow it")
+    if s_b is None and outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.PASS):
+        # Without the spread between sessions the interval holds only this session's jobs: a
+        # host whose speed moves between sessions (a 2-core VM's MPI jobs in two speed modes,
+        # 1.22x apart for minutes) would pass for a change of the code, and a PASS would rule
+        # out what it cannot. So the verdict claims nothing until the set has MIN_SESSIONS.
+        got = verdict(outcome, reason, ratio, ci, p_worse, p_better)
+        return replace(got, outcome=Outcome.INCONCLUSIVE, min_effect=None, unclaimed=outcome,
+                       reason=f"{FEW_SESSIONS} ({len(levels)} of {MIN_SESSIONS})",
+                       message=f"{Outcome.INCONCLUSIVE.value}: "
+                               f"{got.message.removeprefix(f'{outcome.value}: ')}; "
+                               f"{outcome.value} not claimed: {FEW_SESSIONS} ({len(levels)} of "
+                               f"{MIN_SESSIONS}; record more sessions, hours apart)")
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)
 
 

@@ -49,6 +49,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
     # asdict, so fields the verdict engine adds later are written without touching this module
     d = dataclasses.asdict(v)
     d["outcome"] = v.outcome.value
+    d["unclaimed"] = v.unclaimed.value if v.unclaimed is not None else None
     return d
 
 
@@ -56,6 +57,8 @@ def _verdict_from_json(d: Mapping[str, Any]) -> Verdict:
     known = {f.name for f in dataclasses.fields(Verdict)}
     kw = {k: v for k, v in d.items() if k in known}
     kw["outcome"] = Outcome(d["outcome"])
+    if kw.get("unclaimed") is not None:
+        kw["unclaimed"] = Outcome(kw["unclaimed"])
     if kw.get("current_median") is None:  # written as null when it was NaN
         kw["current_median"] = float("nan")
     return Verdict(**kw)

@@ -18,7 +18,8 @@ from scipy import stats as sps
 
 from pytest_hpccomm.baselines.paired import classify_paired, judge_paired
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
-from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, MIN_SESSIONS, Outcome, band,
+from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, FEW_SESSIONS, MIN_SESSIONS, Outcome,
+                                              band,
                                               classify, judge, within_band)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
@@ -38,10 +39,10 @@ def flat(value: float, direction: Direction = LOWER) -> Measurement:
 
 def entry(value: float, direction: Direction = LOWER,
           levels: list[float] | None = None) -> BaselineEntry:
-    """A stored entry of constant samples; `levels`: the medians of the sessions behind it."""
+    """A stored entry of constant samples; `levels`: the medians of the sessions behind it
+    (default: three sessions at `value`, a steady host, so the rule claims what the jobs show)."""
     e = entry_from_measurement(flat(value, direction), FINGERPRINT, "t")
-    if levels is None:
-        return e
+    levels = [value] * MIN_SESSIONS if levels is None else levels
     return dataclasses.replace(e, sessions=tuple((f"s{i}", m) for i, m in enumerate(levels)))
 
 
@@ -153,15 +154,23 @@ def test_a_family_floor_brings_its_pooled_degrees_of_freedom() -> None:
     assert own.session_margin == pytest.approx(margin_by_hand(levels), rel=1e-9)
 
 
-def test_fewer_than_three_sessions_add_no_margin() -> None:
-    """Two sessions give one difference: no spread is estimated, the interval stays the run's
-    own (a point here) and the reference stays the stored run's median."""
-    two = judge(flat(106.0), entry(100.0, levels=[90.0, 100.0]))
-    assert two.session_margin is None and two.between_sessions_sd is None
-    assert two.baseline_median == 100.0 and (two.ci_low, two.ci_high) == (1.06, 1.06)
-    assert two.outcome is Outcome.REGRESSION
+def test_fewer_than_three_sessions_claim_nothing() -> None:
+    """Two sessions give one difference: no spread is estimated, so the interval holds only
+    the run's own jobs and could not tell a host that moved between sessions from a change of
+    the code. The jobs' reading stays in the message; the verdict is INCONCLUSIVE and the
+    gate counts the point as not armed (no min_effect)."""
+    for levels in ([100.0], [90.0, 100.0]):
+        for current, said in ((106.0, "regression"), (94.0, "improvement"), (101.0, "pass")):
+            v = judge(flat(current), entry(100.0, levels=levels))
+            assert v.session_margin is None and v.between_sessions_sd is None
+            assert v.baseline_median == 100.0
+            assert v.outcome is Outcome.INCONCLUSIVE and v.min_effect is None, v.message
+            assert v.reason == f"{FEW_SESSIONS} ({len(levels)} of 3)"
+            assert f"{said} not claimed" in v.message
     three = judge(flat(106.0), entry(100.0, levels=[90.0, 100.0, 100.0]))
     assert three.session_margin is not None and three.outcome is not Outcome.REGRESSION
+    steady = judge(flat(106.0), entry(100.0, levels=[100.0, 100.0, 100.0]))
+    assert steady.outcome is Outcome.REGRESSION and steady.min_effect is not None
 
 
 def paired(medians: list[float], direction: Direction = LOWER) -> Measurement:

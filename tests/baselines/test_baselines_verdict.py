@@ -28,6 +28,15 @@ def lognormal(median: float, sigma: float, n: int, seed: int) -> list[float]:
 
 
 def baseline(samples: list[float], **kw: Any) -> BaselineEntry:
+    """A stored entry of three sessions at one level (a steady host): the rule then claims what
+    the jobs show (fewer sessions claim nothing: test_fewer_than_three_sessions_claim_nothing)."""
+    e = entry_from_measurement(make_measurement(samples, **kw), FINGERPRINT, "t")
+    return dataclasses.replace(e, sessions=tuple((f"s{i}", e.summary["median"])
+                                                 for i in range(3)))
+
+
+def one_session(samples: list[float], **kw: Any) -> BaselineEntry:
+    """A stored entry of the one session that wrote it."""
     return entry_from_measurement(make_measurement(samples, **kw), FINGERPRINT, "t")
 
 
@@ -235,11 +244,11 @@ def with_sessions(entry: BaselineEntry, medians: list[float]) -> BaselineEntry:
 def test_a_shift_inside_the_spread_between_sessions_is_not_a_regression() -> None:
     # tight batches, 8 % apart: one session's CI calls it a regression; four earlier sessions
     # that moved by ~6 % between them say a new session's level moves that much anyway
-    base = baseline(lognormal(1.0, 0.01, 40, seed=1))
+    base = one_session(lognormal(1.0, 0.01, 40, seed=1))
     cur = make_measurement(lognormal(1.08, 0.01, 40, seed=2))
-    alone = judge(cur, base)
-    assert alone.outcome is Outcome.REGRESSION and alone.baseline_sessions == 1
-    assert alone.between_sessions_sd is None
+    alone = judge(cur, base)  # its jobs say regression; one session cannot claim it
+    assert alone.outcome is Outcome.INCONCLUSIVE and alone.baseline_sessions == 1
+    assert "regression not claimed" in alone.message and alone.between_sessions_sd is None
     spread = judge(cur, with_sessions(base, [1.05, 0.95, 1.07, 0.97]))
     assert spread.outcome is Outcome.INCONCLUSIVE, spread.message
     assert spread.reason.startswith("spread between sessions wider than the tolerance band")
@@ -291,7 +300,7 @@ def test_the_verdict_carries_the_sessions_part_of_its_interval() -> None:
     assert floored.session_margin == pytest.approx(
         2.3357 * 2 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
     alone = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)),
-                  baseline(lognormal(1.0, 0.01, 40, seed=1)))
+                  one_session(lognormal(1.0, 0.01, 40, seed=1)))
     assert alone.session_margin is None
 
 

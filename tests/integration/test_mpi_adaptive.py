@@ -46,8 +46,13 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
     # number of jobs on this side makes its interval narrower than the 50 % band: its points
     # stay undecided and get jobs up to the limit, each a job of osu_latency alone. osu_bw's
     # points against their own run, at 50 %, are decided and get none
+    # Every entry as if three sessions at one level had written it (a steady host): what is
+    # under test is the jobs' spread, and fewer sessions claim nothing (verdict.MIN_SESSIONS)
     path = pytester.path / "bl/adaptive/ethernet/mpi.json"
     for e in stored["entries"].values():
+        level = e["sessions"][-1]["median"]
+        e["sessions"] = [{"median": level, "timestamp": f"2026-01-0{i + 1}T00:00:00+00:00"}
+                         for i in range(3)]
         if e["benchmark"] == "osu_latency":
             k = e["job_sizes"][0]
             e["samples"] = [x * (0.3 if i < k else 1.7) for i, x in enumerate(e["samples"])]

@@ -5,6 +5,7 @@ synthetic (seeded), because what is under test here is the orchestrator's own lo
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,16 @@ def run(p: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, shift: 
                        "--hpc-fabric=ethernet", *args)
 
 
+def record(p: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str,
+           **kw: Any) -> pytest.RunResult:
+    """Three recording sessions (seeds 101-103), the fewest a stored verdict claims from
+    (verdict.MIN_SESSIONS); each must pass. Returns the last."""
+    for seed in (101, 102, 103):
+        got = run(p, monkeypatch, *args, seed=seed, **kw)
+        got.assert_outcomes(passed=1)
+    return got
+
+
 def baseline_file(p: pytest.Pytester) -> Path:
     return p.path / "bl" / "box" / "ethernet" / "mpi.json"
 
@@ -67,6 +78,10 @@ def test_new_then_pass_then_regression(bench: pytest.Pytester,
     first = run(bench, monkeypatch, "--hpc-update-baselines")
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(["*fake_latency*NEW*", "baselines: wrote 1 entries to *mpi.json"])
+    alone = run(bench, monkeypatch, shift=1.3, seed=4)  # one session claims nothing
+    alone.assert_outcomes(passed=1)
+    alone.stdout.fnmatch_lines(["*fake_latency*INCONCLUSIVE*"])
+    record(bench, monkeypatch, "--hpc-update-baselines")
     assert baseline_file(bench).exists()
 
     run(bench, monkeypatch, seed=2).assert_outcomes(passed=1)
@@ -86,7 +101,7 @@ def test_without_update_nothing_is_written(bench: pytest.Pytester,
 
 def test_update_new_keeps_the_old_baseline_on_regression_all_replaces_it(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     before = baseline_file(bench).read_text()
     run(bench, monkeypatch, "--hpc-update-baselines", shift=1.5).assert_outcomes(failed=1)
     assert baseline_file(bench).read_text() == before  # a regression never becomes reference
@@ -97,7 +112,7 @@ def test_update_new_keeps_the_old_baseline_on_regression_all_replaces_it(
 
 def test_noisy_run_is_inconclusive_and_fails_only_when_strict(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     noisy = run(bench, monkeypatch, noise=0.6, seed=5)
     noisy.assert_outcomes(passed=1)
     noisy.stdout.fnmatch_lines(["*INCONCLUSIVE*"])
@@ -106,7 +121,7 @@ def test_noisy_run_is_inconclusive_and_fails_only_when_strict(
 
 def test_fingerprint_change_is_shown(bench: pytest.Pytester,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     data = json.loads(baseline_file(bench).read_text())
     for entry in data["entries"].values():
         entry["fingerprint"]["kernel"] = "4.18.0-old"
@@ -121,7 +136,7 @@ def test_a_baseline_from_another_machine_type_is_informational(
     """The repo's CI baselines judged on other hardware: a 40 % slower run is stated with the
     fingerprint difference, as inconclusive, never as a regression; on the baseline's own
     machine type the same run fails."""
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     data = json.loads(baseline_file(bench).read_text())
     for entry in data["entries"].values():
         entry["fingerprint"]["cpu_model"] = "Other CPU 9000"
@@ -136,7 +151,7 @@ def test_a_baseline_from_another_machine_type_is_informational(
         "(cpu_cores: 128 -> " in verdict["message"], verdict["message"]
     assert "cpu_model: 'Other CPU 9000' -> " in verdict["message"], verdict["message"]
     run(bench, monkeypatch, "--hpc-strict", shift=1.4).assert_outcomes(failed=1)
-    run(bench, monkeypatch, "--hpc-update-baselines=all").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines=all")  # sessions start again
     run(bench, monkeypatch, shift=1.4).assert_outcomes(failed=1)  # same machine type again
 
 
@@ -146,10 +161,10 @@ def test_a_host_of_another_speed_widens_the_side_it_explains_and_writes_no_basel
     lies outside the band of the set's sessions a change is claimed only beyond what its speed
     explains, and nothing is called a PASS that its speed could hide; a faster host never
     excuses a regression; an update writes nothing."""
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     probes = bench.path / "bl" / "box" / "ethernet" / "host-probes.json"
     recorded = json.loads(probes.read_text())["sessions"]
-    assert len(recorded) == 1 and recorded[0]["rates"]["python"] == 36.0
+    assert len(recorded) == 3 and recorded[0]["rates"]["python"] == 36.0
     run(bench, monkeypatch, shift=1.4).assert_outcomes(failed=1)  # the set's own host
     run(bench, monkeypatch, shift=1.4, host=1.08).assert_outcomes(failed=1)  # within 10 %
     faster = run(bench, monkeypatch, shift=1.4, host=1.3)  # cannot explain a slowdown
@@ -161,7 +176,7 @@ def test_a_host_of_another_speed_widens_the_side_it_explains_and_writes_no_basel
     slower.stdout.fnmatch_lines(["hpccomm gate OFF: 0 of 1 points *; not armed: 1 host probe "
                                  "outside its band*", "*INCONCLUSIVE*",
                                  "host probe: python 27 Mloop/s*; 0.75x the "
-                                 "speed of the baseline set's 1 session (python 0.75, *"])
+                                 "speed of the baseline set's 3 sessions (python 0.75, *"])
     doc = json.loads((bench.path / "out.json").read_text())
     verdict = doc["results"][0]["verdict"]
     assert verdict["outcome"] == "inconclusive", verdict
@@ -184,7 +199,7 @@ def test_a_host_of_another_speed_widens_the_side_it_explains_and_writes_no_basel
 
 def test_a_set_recorded_before_the_probe_is_judged_as_before(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     (bench.path / "bl" / "box" / "ethernet" / "host-probes.json").unlink()
     slow = run(bench, monkeypatch, shift=1.4, host=0.5)
     slow.assert_outcomes(failed=1)
@@ -320,7 +335,7 @@ SHARED = "cores shared: other processes used 0.70 of 2 cores over 1.2 s (quiet: 
 
 def test_shared_cores_turn_a_regression_inconclusive_with_the_measured_reason(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     loaded = run(bench, monkeypatch, "--hpc-results=r.json", shift=1.3, seed=3, shared=SHARED)
     loaded.assert_outcomes(passed=1)  # not a regression: a neighbour took the cores
     verdict = json.loads((bench.path / "r.json").read_text())["results"][0]["verdict"]
@@ -338,15 +353,15 @@ def test_a_run_on_shared_cores_never_becomes_the_reference_under_new(
     run(bench, monkeypatch, "--hpc-update-baselines", shared=SHARED).assert_outcomes(passed=1)
     assert not baseline_file(bench).exists()
     # "all" writes it, marked; a later verdict against it says the baseline was disturbed
-    run(bench, monkeypatch, "--hpc-update-baselines=all", shift=1.3,
-        shared=SHARED).assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines=all", shift=1.3, shared=SHARED)
     entry = next(iter(json.loads(baseline_file(bench).read_text())["entries"].values()))
     assert entry["summary"]["cores_shared"] == SHARED
     quiet = run(bench, monkeypatch, "--hpc-results=r.json", seed=4)
     quiet.assert_outcomes(passed=1)  # 1.3x faster than that baseline: no improvement claimed
     verdict = json.loads((bench.path / "r.json").read_text())["results"][0]["verdict"]
     assert verdict["outcome"] == "inconclusive"
-    assert verdict["reason"].startswith("baseline measured on shared cores: other processes")
+    assert verdict["informational"].startswith("baseline measured on shared cores: other "
+                                               "processes"), verdict
 
 
 FUNCTIONAL_BENCH = """
@@ -410,7 +425,7 @@ def test_an_unarmed_gate_fails_when_armed_points_are_required(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """--hpc-require-armed: a run whose points could not claim a change fails with the gate's
     one-line reason, in the terminal and in JUnit's properties; an armed run passes it."""
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     armed = run(bench, monkeypatch, "--hpc-require-armed=1", seed=2)
     assert armed.ret == 0
     armed.stdout.fnmatch_lines(["hpccomm gate ARMED: 1 of 1 points could claim a slowdown of 2x"
@@ -434,7 +449,7 @@ def test_a_run_against_a_set_that_judges_nothing_fails(
         bench: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A baseline set that matches no point (renamed benchmarks, another launcher) would
     leave every verdict NEW and the gate green: it fails, saying so."""
-    run(bench, monkeypatch, "--hpc-update-baselines").assert_outcomes(passed=1)
+    record(bench, monkeypatch, "--hpc-update-baselines")
     data = json.loads(baseline_file(bench).read_text())
     data["entries"] = {}
     baseline_file(bench).write_text(json.dumps(data))
