@@ -495,22 +495,32 @@ def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
     return pytestconfig.stash[OPTIONS_KEY]
 
 
+def _lab(side: str, grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
+         tmp_path_factory: pytest.TempPathFactory) -> GrpcLab:
+    """The lab of `side` ("": an unpaired run's; "candidate", "base"): both sides of a paired
+    run are made alike (the fabric's selection, repeats, limits) and differ only in the gRPC
+    they name and the canary, which slows the candidate only."""
+    sides = hpc_config.paired("grpc")
+    impl = None if sides is None else sides[0] if side == "base" else sides[1]
+    opts = grpc_options if impl is None else dataclasses.replace(grpc_options,
+                                                                 prefix=prefix_of(impl))
+    sel = request.getfixturevalue("hpc_rdma_fabric").local if opts.spec.rdma \
+        else hpc_session_of(request.config).selection
+    named = f"--hpc-{side} grpc={impl}" if impl is not None \
+        else f"--hpc-grpc-prefix {opts.prefix}" if opts.prefix is not None else ""
+    return GrpcLab(opts, hpc_config.profile, 1.0 if side == "base" else hpc_config.inject_slowdown,
+                   tmp_path_factory.mktemp(f"grpc-{side}" if side else "grpc"), hpc_config.repeats,
+                   hpc_config.repeat_limit, sel if isinstance(sel, FabricSelection) else None,
+                   hpc_config.fabric, named)
+
+
 @pytest.fixture(scope="session")
 def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
     """The session's lab; in a paired A/B run of grpc, the candidate's. An RDMA runtime gets
     the fabric's RDMA port (on softroce/iwarp the core's hpc_rdma_fabric creates the link)."""
-    sides = hpc_config.paired("grpc")
-    opts = grpc_options if sides is None else dataclasses.replace(grpc_options,
-                                                                  prefix=prefix_of(sides[1]))
-    sel = request.getfixturevalue("hpc_rdma_fabric").local if opts.spec.rdma \
-        else hpc_session_of(request.config).selection
-    named = "" if sides is None and opts.prefix is None \
-        else f"--hpc-grpc-prefix {opts.prefix}" if sides is None \
-        else f"--hpc-candidate grpc={sides[1]}"
-    lab = GrpcLab(opts, hpc_config.profile, hpc_config.inject_slowdown,
-                  tmp_path_factory.mktemp("grpc"), hpc_config.repeats, hpc_config.repeat_limit,
-                  sel if isinstance(sel, FabricSelection) else None, hpc_config.fabric, named)
+    side = "" if hpc_config.paired("grpc") is None else "candidate"
+    lab = _lab(side, grpc_options, hpc_config, request, tmp_path_factory)
     try:
         yield lab
     finally:
@@ -518,17 +528,14 @@ def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.Fixture
 
 
 @pytest.fixture(scope="session")
-def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: Any,
+def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab | None]:
     """The base side's lab of a paired A/B run of grpc (None: not a paired run): its own
     native build and servers, never slowed by the canary."""
-    sides = hpc_config.paired("grpc")
-    if sides is None:
+    if hpc_config.paired("grpc") is None:
         yield None
         return
-    lab = GrpcLab(dataclasses.replace(grpc_options, prefix=prefix_of(sides[0])),
-                  hpc_config.profile, 1.0, tmp_path_factory.mktemp("grpc-base"),
-                  hpc_config.repeats, named=f"--hpc-base grpc={sides[0]}")
+    lab = _lab("base", grpc_options, hpc_config, request, tmp_path_factory)
     try:
         yield lab
     finally:
