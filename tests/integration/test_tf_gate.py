@@ -1,9 +1,13 @@
-"""The stored-baseline gate on TensorFlow and Horovod, through real verdicts: a baseline run of
-one perf point (TensorFlow's RecvTensor read of 64 KiB between a ps and a worker task;
-Horovod's allreduce of 64 KiB over two ranks with the Gloo controller), then a 1.5x canary run
-of the same point judged against it (--hpc-inject-slowdown: the peers stretch every timed
-batch). The canary is caught or declined with the gate's reason, never PASS
-(tests/integration/_paired.py); each run is made once.
+"""The stored-baseline gate on TensorFlow, through real verdicts: a baseline run of one perf
+point (TensorFlow's RecvTensor read of 64 KiB between a ps and a worker task), then a 1.5x
+canary run of the same point judged against it (--hpc-inject-slowdown: the peers stretch every
+timed batch). The canary is caught or declined with the gate's reason, its median ratio
+beyond the band, never PASS (tests/integration/_paired.py); each run is made once.
+
+Horovod is not here: a single Horovod run on 2 cores can be many times slower than the next
+(an allreduce of 1 MiB over the MPI controller ran at 27.5 ms in one baseline run, 1.1 ms in
+others), so one baseline run gives no reference a canary's ratio can be read against; its
+canary is checked where it acts, batch by batch (tests/stacks/horovod).
 """
 
 from __future__ import annotations
@@ -22,13 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # read before pytester moves HOME: the bootstrap's environments
 CACHES = {MPI_CACHE_VAR: str(mpi_cache()), tf_env.CACHE_VAR: str(tf_env.cache_root()),
           hvd_build.CACHE_VAR: str(hvd_build.cache_root())}
-COMMON = ["--hpc-launcher=local", "--hpc-sizes=64K", "--hpc-baselines=bl",
+COMMON = ["--hpc-launcher=local", "--hpc-baselines=bl",
           "--hpc-system=gate", "--hpc-history=none", "--hpc-results=r.json",
           "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
 POINTS = {
-    "tf": ("suites/tf/test_perf_tf.py", ["-k", "test_tf_recv_tensor"]),
-    "horovod": ("suites/horovod/test_perf_horovod.py",
-                ["-k", "test_hvd_allreduce and not knobs", "--hpc-horovod-controllers=gloo"]),
+    "tf": ("suites/tf/test_perf_tf.py", ["-k", "test_tf_recv_tensor", "--hpc-sizes=64K"]),
 }
 
 pytestmark = pytest.mark.slow
