@@ -5,10 +5,11 @@ a regression or an improvement, run 3 with the canary (--hpc-inject-slowdown 1.5
 stretch every timed batch by 1.5x) must catch every point or say why it cannot decide, never
 PASS (tests/integration/_paired.py). Each run is made once.
 
-The clean re-run is judged at 10 %: a one-session baseline has no spread between sessions, so
-its intervals hold only the jobs' spread, and a host whose jobs of one session share a speed
-mode can move a whole session by more than 5 % (the stored rule's claim with three sessions or
-more is calibrated in tests/baselines/test_baselines_calibration.py).
+Against a one-session baseline the stored rule claims nothing (fewer than 3 sessions: the
+spread between sessions is unknown, and this VM type's MPI jobs move between two speed modes
+1.22x apart for minutes): the clean re-run and the canary are both INCONCLUSIVE, the canary's
+median ratio beyond the band. The stored rule's claims with sessions are calibrated in
+tests/baselines/test_baselines_calibration.py.
 """
 
 from __future__ import annotations
