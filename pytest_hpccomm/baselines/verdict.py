@@ -492,18 +492,21 @@ def judge(
     if s_b is not None and outcome is Outcome.INCONCLUSIVE and 2.0 * margin > math.log(up / down):
         reason = (f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
                   f"{len(levels)} sessions): more jobs cannot narrow it")
-    if s_b is None and outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.PASS):
+    if s_b is None:
         # Without the spread between sessions the interval holds only this session's jobs: a
         # host whose speed moves between sessions (a 2-core VM's MPI jobs in two speed modes,
         # 1.22x apart for minutes) would pass for a change of the code, and a PASS would rule
-        # out what it cannot. So the verdict claims nothing until the set has MIN_SESSIONS.
+        # out what it cannot. So the verdict claims nothing, and asks for no more jobs, until
+        # the set has MIN_SESSIONS.
         got = verdict(outcome, reason, ratio, ci, p_worse, p_better)
-        return replace(got, outcome=Outcome.INCONCLUSIVE, min_effect=None, unclaimed=outcome,
-                       reason=f"{FEW_SESSIONS} ({len(levels)} of {MIN_SESSIONS})",
-                       message=f"{Outcome.INCONCLUSIVE.value}: "
-                               f"{got.message.removeprefix(f'{outcome.value}: ')}; "
-                               f"{outcome.value} not claimed: {FEW_SESSIONS} ({len(levels)} of "
-                               f"{MIN_SESSIONS}; record more sessions, hours apart)")
+        few = f"{FEW_SESSIONS} ({len(levels)} of {MIN_SESSIONS})"
+        head = got.message.removeprefix(f"{outcome.value}: ")
+        said = (f"{outcome.value} not claimed" if outcome is not Outcome.INCONCLUSIVE
+                else f"the jobs alone: {reason}")
+        return replace(got, outcome=Outcome.INCONCLUSIVE, min_effect=None, reason=few,
+                       unclaimed=None if outcome is Outcome.INCONCLUSIVE else outcome,
+                       message=f"{Outcome.INCONCLUSIVE.value}: {head}; {said}: {few}; record "
+                               f"more sessions, hours apart")
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)
 
 
