@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job on this machine: every suite on the local Ethernet fabric (loopback and the
-# virtual cluster), judged against the committed set baselines/$HPCCOMM_SYSTEM (ci-2c: three
-# sessions on one host of this 2-core CI machine type, README, Baselines; on other hardware,
-# or on a host whose reference probe lies outside 10 % of the set's, the verdicts are
-# informational, the reason stated), with JSON, markdown and HTML reports in results/.
+# virtual cluster), judged against the committed set baselines/$HPCCOMM_SYSTEM (ci-2c: sessions
+# of a 2-core AMD EPYC VM taken hours apart, benchmarks/RESULTS.md; a set of fewer than 3
+# sessions claims nothing, and on another machine type the verdicts are informational, the
+# reason stated in the gate line), with JSON, markdown and HTML reports in results/.
 # Then the link pass: Open MPI osu_bw (256 KiB, 1 MiB) and native gRPC p2p bandwidth (raw,
 # one 1 MiB buffer, so it enters the cross-stack table beside osu_bw) across the virtual
 # cluster with every host's link shaped to 1 Gbit/s (tbf), so bandwidth shows as a fraction
@@ -20,8 +20,9 @@ cd "$(dirname "$0")/.." || exit
 bash ci/bootstrap.sh || exit
 PY="${HPCCOMM_VENV:-.venv}/bin/python"
 SYSTEM="${HPCCOMM_SYSTEM:-ci-2c}"
-# The main pass's tolerance: this 2-core VM's speed drifts between sessions (4-10 % apart on
-# the two hosts seen; README, Baselines), so at 5 % every stored verdict is inconclusive.
+# The main pass's tolerance: this 2-core VM's speed drifts between sessions (a median point
+# moved 4-11 % between two sessions 87 minutes apart, benchmarks/RESULTS.md), so at 5 % every
+# stored verdict is inconclusive.
 # A later --hpc-tolerance wins.
 TOLERANCE="${HPCCOMM_TOLERANCE:-0.15}"
 mkdir -p results
