@@ -29,12 +29,13 @@ def outcomes(path: Path) -> dict[str, str]:
     return {k: v["outcome"] for k, v in verdicts(path).items()}
 
 
-def canary_caught(result: pytest.RunResult, path: Path,
-                  items: int | None) -> dict[str, dict[str, Any]]:
+def canary_caught(result: pytest.RunResult, path: Path, items: int | None,
+                  regression_line: str | None = None) -> dict[str, dict[str, Any]]:
     """Every point of the canary run a regression, or inconclusive with its reason, its median
     ratio beyond the band on the slower side (above 1 + tolerance for a time, below
     1 - tolerance for a rate); never PASS or an improvement. `items`: how many points the run
-    must have judged (None: at least one). Returns the verdicts."""
+    must have judged (None: at least one); `regression_line`: the terminal line (fnmatch) a
+    regression must print, checked when one was claimed. Returns the verdicts."""
     judged = verdicts(path)
     assert len(judged) == items if items is not None else judged, result.stdout.str()
     for point, v in judged.items():
@@ -45,8 +46,10 @@ def canary_caught(result: pytest.RunResult, path: Path,
                        f"band on the slower side\n{result.stdout.str()}"
         assert v["outcome"] in ("regression", "inconclusive"), \
             f"{point}: the canary was not caught: {v['message']}\n{result.stdout.str()}"
-    assert result.ret == (1 if any(v["outcome"] == "regression" for v in judged.values())
-                          else 0), result.stdout.str()
+    caught = any(v["outcome"] == "regression" for v in judged.values())
+    assert result.ret == (1 if caught else 0), result.stdout.str()
+    if caught and regression_line is not None:
+        result.stdout.fnmatch_lines([regression_line])
     return judged
 
 
