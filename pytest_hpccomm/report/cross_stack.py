@@ -5,7 +5,7 @@ Which benchmark of each stack feeds the table (a "path"), and why that one:
 
   verbs    perftest's ib_send_lat / ib_send_bw over an RC QP: two-sided SEND/RECV, as MPI's
            and gRPC's messages are (ib_write_* has no receiver in its loop). Latency is
-           perftest's half round trip; its "MB/s" is 2^20 B/s, converted here.
+           perftest's half round trip; its "MB/sec" is 2^20 B/s, recorded as MiB/s.
   MPI      OSU osu_latency (half the round trip of a ping-pong) / osu_bw (a window of
            non-blocking sends), 2 ranks; one path per MPI implementation and placement.
   gRPC     TF-gRPC-Bench's tf_grpc_p2p_latency / tf_grpc_p2p_bandwidth with single-buffer
@@ -64,7 +64,6 @@ class Path:
     accept: Callable[[Mapping[str, Param]], bool] | None = None
     hidden: tuple[str, ...] = ()  # params that do not name a variant (fixed by the selection)
     half_latency: bool = False
-    binary_mb: bool = False
     collective: bool = False
 
 
@@ -72,7 +71,7 @@ PATHS: tuple[Path, ...] = (
     Path("verbs", "verbs", {LATENCY: ("ib_send_lat", "latency"),
                             BANDWIDTH: ("ib_send_bw", "bandwidth")},
          "perftest ib_send_lat / ib_send_bw, RC (half round trip; MB = 2^20 B)",
-         where={"connection": "RC"}, hidden=("connection",), binary_mb=True),
+         where={"connection": "RC"}, hidden=("connection",)),
     Path("MPI", "mpi", {LATENCY: ("osu_latency", "latency"), BANDWIDTH: ("osu_bw", "bandwidth")},
          "OSU osu_latency (half round trip) / osu_bw, 2 ranks",
          where={"ranks": 2}, hidden=("ranks",)),
@@ -168,7 +167,7 @@ def _value(path: Path, kind: str, r: RunResult) -> float | None:
         return to_seconds(v, unit) * (0.5 if path.half_latency else 1.0)
     if not is_byte_rate(unit):
         return None
-    return bytes_per_second(v, unit, binary_mb=path.binary_mb)
+    return bytes_per_second(v, unit)
 
 
 def _link(row: Row, m: Measurement) -> None:

@@ -109,11 +109,9 @@ def is_byte_rate(unit: str) -> bool:
     return link.gbit_per_s(1.0, unit) is not None
 
 
-def bytes_per_second(value: float, unit: str, *, binary_mb: bool = False) -> float:
-    """A data rate in B/s (measure/link.py's units: OSU's and TF-gRPC-Bench's MB/s is 10^6 B/s).
-    `binary_mb`: this source's "MB/s" means MiB/s (perftest's)."""
-    if binary_mb and unit.strip() == "MB/s":
-        unit = "MiB/s"
+def bytes_per_second(value: float, unit: str) -> float:
+    """A data rate in B/s (measure/link.py's units: OSU's and TF-gRPC-Bench's MB/s is 10^6 B/s,
+    perftest's records say MiB/s)."""
     gbps = link.gbit_per_s(value, unit)
     if gbps is None:
         raise ValueError(f"not a data rate: {unit!r}")

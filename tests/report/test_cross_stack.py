@@ -37,9 +37,10 @@ def test_each_stack_is_read_on_one_scale_and_ranked() -> None:
     rs = [_r("mpi", "osu_latency", {"size": 8, "ranks": 2, "mpi": "openmpi"}, 1.5),
           _r("mpi", "osu_bw", {"size": 8, "ranks": 2, "mpi": "openmpi"}, 10.0, "MB/s",
              "bandwidth"),
-          # perftest's MB/s is MiB/s; its latency is already half a round trip
+          # perftest's MB/sec is 2^20 B/s (recorded as MiB/s); its latency is already half
+          # a round trip
           _r("verbs", "ib_send_lat", {"size": 8, "connection": "RC"}, 1.0),
-          _r("verbs", "ib_send_bw", {"size": 8, "connection": "RC"}, 10.0, "MB/s",
+          _r("verbs", "ib_send_bw", {"size": 8, "connection": "RC"}, 10.0, "MiB/s",
              "bandwidth"),
           _r("verbs", "ib_send_lat", {"size": 8, "connection": "UD"}, 0.1),  # not the path
           # an echo RPC is a ping-pong: half of it is OSU's latency
@@ -93,7 +94,7 @@ def test_share_of_the_link_only_where_its_rate_is_known() -> None:
              link),
           _r("tf", "tf_recv_tensor", {"size": 1 << 20, "metric": "bandwidth"}, 500.0, "MB/s",
              "bandwidth"),
-          _r("verbs", "ib_send_bw", {"size": 1 << 20, "connection": "RC"}, 1000.0, "MB/s",
+          _r("verbs", "ib_send_bw", {"size": 1 << 20, "connection": "RC"}, 1000.0, "MiB/s",
              "bandwidth", {"link_rate_gbps": True}),  # not a rate
           _r("mpi", "osu_latency", {"size": 1 << 20, "ranks": 2}, 100.0)]
     cs = cross_stack(bw)

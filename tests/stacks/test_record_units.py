@@ -1,6 +1,7 @@
 """Unit and direction of every record the stacks emit, against what each metric's definition
 says: times (latency, step time) are lower-is-better in us or ms; bandwidths higher-is-better
-in MB/s (10^6 B/s, OSU / perftest / TF-gRPC-Bench) or GB/s (nccl-tests busbw); rates
+in MB/s (10^6 B/s, OSU / TF-gRPC-Bench), MiB/s (2^20 B/s, perftest's "MB/sec") or GB/s
+(nccl-tests busbw); rates
 (messages, RPCs, steps, images per second) higher-is-better. Each row is produced by the code
 that makes the records (the stacks' measurements functions and tables) from hand-made sweep
 results, so a flipped direction or a changed unit in any of them fails here; where a record
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.measure.link import link_fraction
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.stacks.grpc import tfbench
 from pytest_hpccomm.stacks.grpc.driver import Sweep as GrpcSweep
@@ -26,7 +28,7 @@ from pytest_hpccomm.stacks.verbs.stats import bandwidth_mb_s, message_rate_mpps
 
 LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
 TIME = {"us", "ms"}  # lower is better
-BANDWIDTH = {"MB/s", "GB/s"}  # higher is better
+BANDWIDTH = {"MB/s", "MiB/s", "GB/s"}  # higher is better
 RATE = {"msg/s", "rpc/s", "steps/s", "img/s"}  # higher is better
 
 US = 1000.0  # every hand-made time sample: 1000 us
@@ -168,10 +170,20 @@ def test_horovod_train_records() -> None:
 # -- verbs (perftest) --------------------------------------------------------------------------
 @pytest.mark.parametrize("bench", VERBS_BENCHMARKS, ids=lambda b: b.key)
 def test_verbs_metric(bench: Any) -> None:
-    """perftest: *_lat programs report latency in us (lower), *_bw programs MB/s (higher)."""
+    """perftest: *_lat programs report latency in us (lower), *_bw programs MB/sec (higher),
+    whose MB is 2^20 B: the record says MiB/s, so a link fraction and a cross-stack row read
+    it on the right scale."""
     want = (("latency", "us", LOWER) if bench.name.endswith("_lat")
-            else ("bandwidth", "MB/s", HIGHER))
+            else ("bandwidth", "MiB/s", HIGHER))
     assert bench.metric == want
+
+
+def test_verbs_link_fraction_known_answer() -> None:
+    """2^20 B x 1000 iterations in 1 s is perftest's 1000 MB/sec = 8.388608 Gbit/s: exactly
+    the whole of an 8.388608 Gbit/s link (read as OSU's decimal MB/s it would be 95.4 %)."""
+    bench = next(b for b in VERBS_BENCHMARKS if not b.latency)
+    value = bandwidth_mb_s(1 << 20, 1000, 10**9)
+    assert link_fraction(value, bench.metric[1], 8.388608) == pytest.approx(1.0, rel=1e-12)
 
 
 def test_verbs_bandwidth_and_rate_known_answer() -> None:

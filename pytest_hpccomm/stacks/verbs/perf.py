@@ -42,7 +42,7 @@ class Benchmark:
     def metric(self) -> tuple[str, str, Direction]:
         if self.latency:
             return "latency", "us", Direction.LOWER_IS_BETTER
-        return "bandwidth", "MB/s", Direction.HIGHER_IS_BETTER
+        return "bandwidth", "MiB/s", Direction.HIGHER_IS_BETTER  # perftest's "MB/sec" is 2^20 B/s
 
     @property
     def key(self) -> str:
