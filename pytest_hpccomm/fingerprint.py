@@ -48,7 +48,9 @@ def host_fingerprint() -> dict[str, Any]:
 def fabric_fingerprint(selection: FabricSelection | FabricUnavailable) -> dict[str, Any]:
     if isinstance(selection, FabricUnavailable):
         return {"fabric": selection.kind, "fabric_available": False}
+    mode = {"ipoib_mode": selection.ipoib_mode} if selection.ipoib_mode else {}
     return {
+        **mode,  # only where there is one: other fabrics' fingerprints keep their keys
         "fabric": selection.kind,
         "device": selection.device,
         "driver": selection.driver,

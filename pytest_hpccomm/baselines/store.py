@@ -372,7 +372,7 @@ FINGERPRINT_FIELDS = frozenset(
         "device", "devices", "hca", "rate", "speed", "link_layer", "mtu", "firmware", "fw",
         "driver", "mpi", "vendor", "version", "versions", "kernel", "os", "arch", "cpu",
         "model", "cores", "numa", "python", "stack", "stacks", "launcher", "nodes", "ranks",
-        "pytest_hpccomm",
+        "pytest_hpccomm", "ipoib_mode",
     }
 )
 # Change between runs on one system without making baselines incomparable (last component).

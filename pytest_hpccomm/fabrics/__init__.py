@@ -33,6 +33,7 @@ class FabricSelection:
     driver: str | None
     link_layer: str | None
     description: str  # e.g. "mlx5_0 port 1 (InfiniBand, 100 Gb/sec (4X EDR), LID 0x1a)"
+    ipoib_mode: str | None = None  # "connected" / "datagram": bounds the MTU, moves the speed
 
 
 @dataclass(frozen=True)

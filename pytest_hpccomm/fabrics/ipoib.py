@@ -93,6 +93,7 @@ class IpoibProbe:
             firmware=dev.fw_ver if dev else None,
             driver=dev.driver if dev else nd.driver,
             link_layer="InfiniBand",
+            ipoib_mode=nd.mode,
             description=(
                 f"{nd.name} ({LABEL}{mode}{on}, {address or ADDRESS_UNKNOWN}, MTU {nd.mtu}, "
                 f"{speed_text(nd) if nd.speed_mbps or not port else port.rate_text or speed_text(nd)})"

@@ -12,8 +12,10 @@ import pytest
 
 from pytest_hpccomm.fabrics import (FabricSelection, FabricUnavailable, describe_inventory,
                                     select_fabric)
+from pytest_hpccomm.baselines.store import fingerprint_diff
 from pytest_hpccomm.fabrics.ipoib import IPOIB_CM_MTU, mtu_problem
 from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, read_inventory
+from pytest_hpccomm.fingerprint import fabric_fingerprint
 
 from tests.fabrics._fabric_trees import inventory, write
 
@@ -156,6 +158,16 @@ def test_ipoib_mode_is_reported(tree_copy: Callable[[str], Path]) -> None:
     sel = selected(select_fabric(inv, "ipoib"))
     assert sel.description.startswith("ib0 (IPoIB connected on mlx5_0 port 1, ")
     assert "ib0 (IPoIB connected)" in describe_inventory(inv)
+    # the mode bounds the MTU and moves the throughput: a baseline taken in datagram mode
+    # must not judge a connected-mode run as like for like
+    assert sel.ipoib_mode == "connected"
+    assert fabric_fingerprint(sel)["ipoib_mode"] == "connected"
+    write(root / IB0 / "mode", "datagram\n")
+    write(root / IB0 / "mtu", "2044\n")
+    other = selected(select_fabric(read_inventory(root), "ipoib"))
+    assert fabric_fingerprint(other)["ipoib_mode"] == "datagram"
+    assert ("ipoib_mode", "connected", "datagram") in fingerprint_diff(
+        fabric_fingerprint(sel), fabric_fingerprint(other))
 
 
 @pytest.mark.parametrize(("mode", "mtu", "active_mtu", "ok"), [
