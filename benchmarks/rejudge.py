@@ -32,12 +32,11 @@ def measurement(doc: dict[str, Any]) -> Measurement:
                        extra=doc.get("extra") or {})
 
 
-def families(entries: dict[str, BaselineEntry]) -> dict[tuple[str, str], tuple[Any, Any]]:
+def families(entries: dict[str, BaselineEntry]) -> dict[tuple[str, str], float | None]:
     levels: dict[tuple[str, str], list[tuple[float, ...]]] = defaultdict(list)
     for e in entries.values():
         levels[(e.benchmark, e.metric)].append(e.session_medians)
-    return {f: (rule.typical_sessions_sd(v), rule.typical_sessions_dof(v))
-            for f, v in levels.items()}
+    return {f: rule.typical_sessions_sd(v) for f, v in levels.items()}
 
 
 def main() -> None:
@@ -52,7 +51,7 @@ def main() -> None:
     store = JsonBaselineStore(args.baselines)
     doc = json.loads(args.results.read_text())
     loaded: dict[str, dict[str, BaselineEntry]] = {}
-    fams: dict[str, dict[tuple[str, str], tuple[Any, Any]]] = {}
+    fams: dict[str, dict[tuple[str, str], float | None]] = {}
     print("| tolerance | stack | points judged | sessions in the set | regression | "
           "improvement | pass | inconclusive |")
     print("|---|---|---|---|---|---|---|---|")
@@ -69,8 +68,8 @@ def main() -> None:
             entry = loaded[m.stack].get(m.key)
             if entry is None:
                 continue
-            sd, dof = fams[m.stack].get((m.benchmark, m.metric), (None, None))
-            v = rule.judge(m, entry, tolerance=tol, family_sd=sd, family_dof=dof,
+            sd = fams[m.stack].get((m.benchmark, m.metric))
+            v = rule.judge(m, entry, tolerance=tol, family_sd=sd,
                            host_shift=args.host_shift, n_resamples=500)
             counts[m.stack][v.outcome.value] += 1
             sessions[m.stack][len(entry.session_medians)] += 1

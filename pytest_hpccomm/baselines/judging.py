@@ -31,8 +31,7 @@ from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.gate import MACHINE_TYPE_NOTE
 from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
-                                              temper_for_shared_cores, typical_sessions_dof,
-                                              typical_sessions_sd)
+                                              temper_for_shared_cores, typical_sessions_sd)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure import host_speed
 from pytest_hpccomm.measure.host_speed import HostSpeed
@@ -62,7 +61,7 @@ class BaselineJudge:
         self.refused = ""  # why update_baselines wrote nothing
         self.close_sessions = ""  # update_baselines' warning: this session is close to the last
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
-        self._family_sd: dict[str, dict[tuple[str, str], tuple[float | None, int | None]]] = {}
+        self._family_sd: dict[str, dict[tuple[str, str], float | None]] = {}
         # the last verdict.judge per point and what it was judged on: undecided() asks for it
         # before judge() records it, and its bootstrap is 10 ms a point (1,247 points here)
         self._judged: dict[tuple[str, str], tuple[tuple[Any, ...], Verdict]] = {}
@@ -74,18 +73,17 @@ class BaselineJudge:
                                                     m.stack)
         return self._loaded[m.stack].get(m.key)
 
-    def family_sd(self, m: Measurement) -> tuple[float | None, int | None]:
+    def family_sd(self, m: Measurement) -> float | None:
         """The spread between sessions typical of `m`'s family (its benchmark and metric) in
-        its stack's baselines and its degrees of freedom (verdict.typical_sessions_sd, _dof)."""
+        its stack's baselines (verdict.typical_sessions_sd)."""
         if m.stack not in self._family_sd:
             self.baseline(m)
             families: dict[tuple[str, str], list[tuple[float, ...]]] = defaultdict(list)
             for entry in self._loaded[m.stack].values():
                 families[(entry.benchmark, entry.metric)].append(entry.session_medians)
-            self._family_sd[m.stack] = {f: (typical_sessions_sd(levels),
-                                            typical_sessions_dof(levels))
+            self._family_sd[m.stack] = {f: typical_sessions_sd(levels)
                                         for f, levels in families.items()}
-        return self._family_sd[m.stack].get((m.benchmark, m.metric), (None, None))
+        return self._family_sd[m.stack].get((m.benchmark, m.metric))
 
     def judge(self, nodeid: str, m: Measurement,
                runtime_fingerprint: Mapping[str, Any] | None = None,
@@ -212,9 +210,8 @@ class BaselineJudge:
                   m.direction)
         got = self._judged.get((m.stack, m.key))
         if got is None or got[0] != inputs:
-            family_sd, family_dof = self.family_sd(m)
             got = (inputs, verdict_of(m, stored, tolerance=self.hpc.cfg.tolerance,
-                                      family_sd=family_sd, family_dof=family_dof,
+                                      family_sd=self.family_sd(m),
                                       host_shift=self.host_shift() if stored else 1.0))
             self._judged[(m.stack, m.key)] = got
         return got[1]

@@ -1,27 +1,12 @@
 """Paired A/B verdicts: a candidate build against a base build measured in the same session.
 
-Both sides run as independent jobs, interleaved in rounds (A B, B A, A B, ...: each round one
-job of each, adjacent in time, the order alternating so a linear drift cancels over two
-rounds). The unit of evidence is the job, not the batch: batches inside one job share its
-placement, memory layout and neighbours, and two jobs of unchanged code differ by several
-percent on a noisy node (measure/pooling.py), a spread no number of batches can show.
-
-The rule (judge_paired); d_i = log(median(candidate job i) / median(base job i)), per round i:
-- ratio = exp(mean d) (geometric mean of the rounds' ratios); its CI is the Student t
-  interval of mean d at level 1 - 2*alpha (98 %), the p-value the one-sided t test of mean d.
-  A percentile bootstrap over 6-10 rounds is too narrow (it ignores that the spread itself is
-  estimated from a handful of rounds); t is exact for normal d, and log ratios of job medians
-  are close to normal. One disturbed job widens the interval (INCONCLUSIVE), it does not fake
-  an effect.
-- REGRESSION: the candidate is significantly worse (p < alpha, CI excludes 1) AND the CI
-  reaches beyond the tolerance: a change of the tolerance's size is consistent with the data
-  and no change is not. (Stored-baseline mode asks the whole CI to clear the tolerance because
-  day-to-day drift is outside its samples; here drift is inside them, so a 5 % change needs to
-  be caught, not merely one far beyond 5 %.) IMPROVEMENT is the mirror image.
-- PASS: the whole CI inside the band [1-tol, 1+tol]: any change is smaller than the tolerance
-  (a significant 1 % change passes at 5 %).
-- INCONCLUSIVE otherwise: the data neither exclude a tolerance-sized change nor show one.
-Measured by benchmarks/canary.py --ab (README: false alarms and detection at 2, 5, 10 %).
+Both sides run as independent jobs in rounds (A B, B A, ...: a linear drift cancels); the unit
+of evidence is the job. `judge_paired`: d_i = log(candidate job median / base job median) per
+round; ratio = exp(mean d) with a Student t CI at 1 - 2*alpha and a one-sided t test (a
+bootstrap over a handful of rounds is too narrow). REGRESSION: p < alpha, CI excludes 1 and
+reaches beyond the tolerance (drift is inside the samples here, so a tolerance-sized change
+must be caught); PASS: the whole CI inside the band; INCONCLUSIVE otherwise. Why and what it
+was measured to catch: docs/explanation/paired-ab.md.
 """
 
 from __future__ import annotations

@@ -1,73 +1,14 @@
-"""Verdicts: this run's samples against the stored baseline for the same key.
+"""Verdicts: this run's samples against the stored baseline for the same key (pure).
 
-The rule (judge); r = median(current) / median(baseline), "worse" = up for lower-is-better
-metrics (latency), down for higher-is-better ones (bandwidth, rate); band = [1-tol, 1+tol].
-
-1. No baseline -> NEW. Unit or direction changed, fewer than MIN_SAMPLES (5) samples on a side,
-   or non-positive samples -> INCONCLUSIVE (ratio undefined or untestable).
-2. The CI of r is a block bootstrap: consecutive batches are grouped into non-overlapping
-   blocks of b = round(n^(1/3)) batches (at least 5 blocks), and scipy.stats.bootstrap resamples
-   whole blocks (percentile method, level 1 - 2*alpha: 98 %). Per-batch samples of one run are
-   autocorrelated (drift, interference longer than a batch), and an i.i.d. bootstrap would be
-   overconfident. When a side pools several jobs (--hpc-repeats; `job_sizes` says where each
-   job's batches end) the bootstrap is hierarchical: each resample draws the jobs with
-   replacement, then blocks within each drawn job, and no block crosses a job boundary. Jobs
-   differ by more than batches of one job do (placement, memory layout), and only resampling
-   jobs as units carries that into the interval. The one-sided Mann-Whitney U tests use the raw samples: rank tests shrug off
-   outlier bursts, which on ~10 block medians could veto a 20 % slowdown.
-3. REGRESSION needs both
-     evidence: Mann-Whitney p_worse < alpha AND the CI excludes 1 on the worse side, and
-     effect:   the WHOLE CI lies beyond the tolerance (ci_low > 1+tol for latency,
-               ci_high < 1-tol for bandwidth), not merely the point ratio.
-   IMPROVEMENT is the mirror image.
-4. Otherwise: a CI wider than the band itself -> INCONCLUSIVE (the data cannot resolve effects
-   of the size that matters); point ratio inside the band -> PASS; point ratio beyond the band
-   but not established by step 3 -> INCONCLUSIVE.
-
-Why the whole CI, and why this does not flap. Baseline and current come from different runs:
-their difference carries run-to-run variance (placement, frequency, neighbours) that no
-within-run statistic can see, so with tens of batches Mann-Whitney is "significant" for shifts
-of 1-2 % that are pure noise; significance alone flaps. Judging the point ratio against the
-tolerance flaps too: a no-change run lands beyond 5 % whenever run-to-run noise does. Asking the
-whole CI to clear the tolerance adds the CI half-width as a margin and makes the effect test a
-one-sided test of "effect > tol" at the same alpha as the rank test. Measured by
-benchmarks/verdict_power.py (1000 simulated run pairs per row; lognormal AR(1) batches with
-outlier bursts and run-to-run shifts; tolerance 5 %):
-- quiet cluster (batch noise 2 %, run-to-run 1 %), n=30: no false regression; 10 % slowdowns
-  caught in 94 % of runs (99 % with n=100);
-- noisy 2-core CI (batch noise 5 %, rho 0.6, run-to-run 2 %), n=30: false regressions 0.9 %
-  (point-ratio rule 7.4 %, naive Mann-Whitney rule 10.8 %); 10 % slowdowns caught in 39 %
-  (65 % with n=100), 20 % in 83 %; with tolerance 10 %: no false regression.
-Real runs are noisier than that model: two single jobs of unchanged code on the 2-core CI
-machine differ by sd 4.9 % (log median ratio), which gave 6.7 % false regressions at 5 %
-(benchmarks/canary.py); pooling three jobs per side (--hpc-repeats 3, the MPI suite's
-default) puts that spread into the samples and gave none in 120 trials (README).
-5. Between sessions. A baseline entry updated by MIN_SESSIONS (3) or more runs of the same kind
-   (store.py: `sessions`) is judged against their level, the geometric mean of the sessions'
-   medians (its samples are rescaled to it), and the CI's log half-widths are widened in
-   quadrature by t * s_b * sqrt(1 + 1/k): s_b is the sd of the k log session medians, the
-   current run's own session offset is one draw of it, the reference's is the mean of k; t is
-   Student's quantile with the degrees of freedom s_b rests on (k - 1, or its family's pooled
-   ones where the family floor holds). With z in its place, 3 sessions gave up to 2.7x the
-   rule's nominal 1 % false regressions per point in a Monte Carlo, with t below it
-   (benchmarks/stored_rule_mc.py, benchmarks/RESULTS.md). When that term alone
-   spans the tolerance band the verdict is INCONCLUSIVE with a reason more jobs cannot mend
-   (adaptive.py spends none).
-   s_b is never taken below the spread typical of the entry's family (typical_sessions_sd:
-   the same benchmark and metric over its sizes, placements and implementations): from three
-   sessions one entry's sd rests on two degrees of freedom, and three of the main job's
-   sessions taken within 40 minutes agreed by chance where a fourth, an hour later, ran
-   3-6 % slower on every stack (README, Baselines).
-   Measured why (README, Baselines): a same-build re-run against a one-session set gave 166
-   improvements and 4 regressions, all false; every CI was a within-run CI. So below
-   MIN_SESSIONS, without a family spread to stand in, a verdict claims nothing: a regression,
-   an improvement or a PASS is INCONCLUSIVE (FEW_SESSIONS), its jobs' reading kept in the
-   message, and the gate counts the point as not armed.
-
-A slowdown equal to the tolerance is, by design, mostly not a regression. When run-to-run noise
-is comparable to the tolerance the honest answer is INCONCLUSIVE (75 % of no-change runs in the
-noisy model at 5 %), which fails only under --hpc-strict: set the tolerance above ~2.5x the
-run-to-run spread that the history store shows, or take more batches.
+r = median(current) / median(baseline), "worse" = up for lower-is-better metrics, down for
+higher-is-better ones; band = [1-tol, 1+tol]. `judge` returns NEW without a baseline;
+REGRESSION when a one-sided Mann-Whitney test says worse (p < alpha) AND the whole block
+bootstrap CI of r (hierarchical over pooled jobs) lies beyond the band, IMPROVEMENT mirrored;
+PASS for a point ratio inside the band; INCONCLUSIVE otherwise (too few samples, a CI wider
+than the band, an effect the statistics do not confirm). A baseline of MIN_SESSIONS or more
+sessions widens the CI by the spread between them (Student's t); with fewer it claims nothing
+(FEW_SESSIONS). Why whole-CI, why sessions, and what the rule was measured to do:
+docs/explanation/verdicts.md.
 """
 
 from __future__ import annotations
@@ -263,14 +204,6 @@ def typical_sessions_sd(families_levels: Sequence[Sequence[float]]) -> float | N
     return math.sqrt(float(np.median(scaled)))
 
 
-def typical_sessions_dof(families_levels: Sequence[Sequence[float]]) -> int | None:
-    """Degrees of freedom of typical_sessions_sd's estimate, taken as a pooled variance's (the
-    sum of each entry's sessions less one); None where it gives no estimate."""
-    dofs = [len(levels) - 1 for levels in families_levels
-            if between_sessions_sd(levels) is not None]
-    return sum(dofs) if len(dofs) >= MIN_FAMILY else None
-
-
 def band(tolerance: float) -> tuple[float, float]:
     """The tolerance band in ratio space, (down, up): a change inside it is no change."""
     return 1.0 - tolerance, 1.0 + tolerance
@@ -325,13 +258,13 @@ def judge(
     confidence_level: float | None = None,
     n_resamples: int = DEFAULT_RESAMPLES,
     family_sd: float | None = None,
-    family_dof: int | None = None,
     host_shift: float = 1.0,
 ) -> Verdict:
     """Judge `current` against `baseline` (see the module docstring for the rule).
     `family_sd`: the spread between sessions typical of the baseline's family
-    (typical_sessions_sd), a floor under the entry's own from MIN_SESSIONS on, estimated with
-    `family_dof` degrees of freedom (None: many). `host_shift`: this host's probe speed against
+    (typical_sessions_sd), a floor under the entry's own from MIN_SESSIONS on; the t quantile
+    keeps the entry's k - 1 degrees of freedom either way (a family's entries were written by
+    the same k sessions: they add entries, not session draws). `host_shift`: this host's probe speed against
     the set's, outside the probe's noise (1.0: the same host speed as far as the probe can tell;
     host_band).
 
@@ -382,10 +315,11 @@ def judge(
     levels = baseline.session_medians
     s_own = between_sessions_sd(levels)
     s_b = s_own if s_own is None or family_sd is None else max(s_own, family_sd)
-    # degrees of freedom of s_b: the entry's own sessions', or its family's where that floor
-    # holds (a t quantile: 2 sessions' differences give t = 6.96 at 98 %, not z = 2.33)
-    dof = (len(levels) - 1 if s_own is not None and (family_sd is None or s_own >= family_sd)
-           else family_dof)
+    # degrees of freedom of s_b: its k sessions' k - 1, also where the family's floor sets s_b:
+    # one session's host speed moves every entry of the family alike, so pooling the family's
+    # entries adds no session draws (a t quantile: 2 sessions' differences give t = 6.96 at
+    # 98 %, not z = 2.33)
+    dof = len(levels) - 1
     edges, pass_edges = host_band(tol, host_shift,
                                   current.direction == Direction.LOWER_IS_BETTER)
     if s_b is not None and base_med > 0 and np.all(base > 0):
@@ -483,7 +417,7 @@ def judge(
     p_worse, p_better = (p_greater, p_less) if lower_better else (p_less, p_greater)
     if s_b is not None:
         q = 0.5 + level / 2.0
-        z = float(sps.norm.ppf(q) if dof is None else sps.t.ppf(q, dof))
+        z = float(sps.t.ppf(q, dof))
         margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))
         ci = widened(ratio, ci, margin)
     outcome, reason = classify(ratio, ci, p_worse, p_better, lower_better, tol, alpha,

@@ -2,12 +2,11 @@
 
 srun's tasks are children of slurmstepd, not of pytest, and a rank a remote shell started on a
 virtual host is sshd's: both share this machine's cores with the job, yet cpu_share's own time
-(this process tree) misses them, so they read as a neighbour's load. Measured with Open MPI's
-osu_latency under salloc on the virtual SLURM (2026-11-24): 1.38-1.47 foreign cores per job,
-every job "disturbed" and every verdict inconclusive, so a 3x canary through a batch job was
-never caught. Counting the job's tagged processes brought that to 0.05-0.17; counting the step
-daemons of this SLURM job (slurmstepd: [JOBID.STEP], which start the tasks and forward their
-output) as well is what srun costs, as mpirun's daemons are part of an mpirun job.
+(this process tree) misses them, so they read as a neighbour's load: every srun job would be
+"disturbed" and every verdict inconclusive (docs/explanation/contention-guard.md). The job's
+tagged processes count as its own, and so do the step daemons of this SLURM job (slurmstepd:
+[JOBID.STEP], which start the tasks and forward their output): that is what srun costs, as
+mpirun's daemons are part of an mpirun job.
 
 A thread samples the processes it knows every `period` seconds and looks for new ones every
 `scan` seconds (slower once it found some: reading every process's environment is not free on

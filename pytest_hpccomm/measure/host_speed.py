@@ -1,9 +1,8 @@
 """How fast this host runs a fixed, stack-independent workload: the reference probe.
 
-Two VMs of one machine type (same CPU model string, cores, kernel) need not run at one speed:
-on 2026-11-27 a fresh 2-core CI VM ran every stack 1.2-1.45x slower than the VM the ci-2c set
-was recorded on, and judged against that set claimed 534 regressions with no code changed
-(README, Baselines). The fingerprint cannot see this; a probe can. Each component times what
+Two VMs of one machine type (same CPU model string, cores, kernel) need not run at one speed,
+and a set recorded on a faster one claims regressions with no code changed
+(docs/explanation/host-probe.md). The fingerprint cannot see this; a probe can. Each component times what
 the stacks spend their time on: interpreted Python (TF, Horovod and mpi4py drive their work
 from Python), C-level ALU work (hashing), memory bandwidth (MPI's shared-memory and TCP
 copies) and a cross-process wake-up (every small message's round trip).
@@ -99,9 +98,8 @@ def _copier() -> Callable[[], float]:
 def _cpus() -> tuple[int, int]:
     """(the probe's CPU, its echo child's): two distinct CPUs where there are two. Left to
     the scheduler, the child lands on the probe's own CPU whenever the other is busy, and a
-    round trip is then a context switch, 25x faster than the wake-up across cores: measured
-    on 2026-11-27, 14 kRTT/s idle and 340 with the other core loaded, 41 in a CI session
-    where it made a 1.56x canary look like a 1.31x faster host (the canary was excused)."""
+    round trip is then a context switch, far faster than the wake-up across cores, and a
+    loaded host reads as a fast one (docs/explanation/host-probe.md)."""
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[0], cpus[1] if len(cpus) > 1 else cpus[0]
 

@@ -294,11 +294,12 @@ def test_the_verdict_carries_the_sessions_part_of_its_interval() -> None:
     s_b = float(np.std(np.log([*levels, base.median]), ddof=1))
     assert v.between_sessions_sd == pytest.approx(s_b)
     assert v.session_margin == pytest.approx(4.5407 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
-    # where the family's spread is the floor, its many degrees of freedom: t close to z
+    # where the family's spread is the floor, still the entry's k - 1 degrees of freedom:
+    # the family's entries share these k sessions
     floored = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base,
-                    family_sd=2 * s_b, family_dof=400)
+                    family_sd=2 * s_b)
     assert floored.session_margin == pytest.approx(
-        2.3357 * 2 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
+        4.5407 * 2 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
     alone = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)),
                   one_session(lognormal(1.0, 0.01, 40, seed=1)))
     assert alone.session_margin is None

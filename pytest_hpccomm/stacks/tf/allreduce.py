@@ -24,9 +24,9 @@ from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, SweepFailed
 
 BENCHMARK = "tf_allreduce"
 # The benchmark's collectives have no timeout_seconds (0): TensorFlow 2.21.0 holds two threads
-# per pending collective timeout until it expires (measured: +200 threads per 100 all-reduces
-# with 5 s, back to the start 7 s later; flat with 0), so a 2 ms all-reduce with a 120 s
-# timeout holds ~10^5 threads and the tasks die at the kernel's pid limit. A hang is caught by
+# per pending collective timeout until it expires (the thread count grows with every
+# all-reduce, flat with 0), so a 2 ms all-reduce with a 120 s timeout holds ~10^5 threads and
+# the tasks die at the kernel's pid limit. A hang is caught by
 # the request's own timeout, which ends the tasks.
 TIMEOUT = 0.0
 # instance keys of the benchmark's collectives: a key's shape is fixed, so every job and every

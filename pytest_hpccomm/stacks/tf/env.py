@@ -24,7 +24,7 @@ from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.files import LockTimeout
 
 TF_REQ = "tensorflow-cpu==2.21.0"  # current for Python 3.11; a new release is a new cache key
-# What tensorflow-cpu 2.21.0 resolved to on 2026-11-23, pinned: a new protobuf, keras or numpy
+# What tensorflow-cpu 2.21.0 resolved to, pinned: a new protobuf, keras or numpy
 # release must not change (or break) what a cached venv means, nor a cold one's import.
 TF_PINS = ("absl-py==2.5.1", "astunparse==1.6.3", "certifi==2026.10.18",
            "charset-normalizer==3.5.2", "flatbuffers==25.12.19", "gast==0.7.0",
