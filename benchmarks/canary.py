@@ -141,8 +141,8 @@ def tabulate_adaptive(trials: list[dict[str, Any]], factors: tuple[float, ...], 
                       jobs: int) -> None:
     rules = sorted({(start, start, start), (start, start, min(2 * start, jobs)),
                     (start, start, jobs), (min(2 * start, jobs), start, jobs)})
-    print(f"\n| tolerance | baseline jobs | run jobs | false alarms (no change) | inconclusive "
-          f"(no change) | " + " | ".join(f"{f - 1:.0%} caught" for f in factors[1:])
+    print("\n| tolerance | baseline jobs | run jobs | false alarms (no change) | inconclusive "
+          "(no change) | " + " | ".join(f"{f - 1:.0%} caught" for f in factors[1:])
           + " | mean jobs (no change) | mean jobs (" + f"{factors[-1] - 1:.0%})" + " |")
     print("|---" * (6 + len(factors)) + "|")
     for tol in (0.03, 0.05, 0.10):

@@ -72,8 +72,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
-    print(f"| sessions | sd between sessions | false regressions, t | false regressions, z "
-          f"| pass, t | pass, z | trials |\n|---|---|---|---|---|---|---|")
+    print("| sessions | sd between sessions | false regressions, t | false regressions, z "
+          "| pass, t | pass, z | trials |\n|---|---|---|---|---|---|---|")
     for k in (int(x) for x in a.sessions.split(",")):
         for sd_b in (float(x) for x in a.sd_b.split(",")):
             got = [trial(rng, k, sd_b, a.tolerance) for _ in range(a.trials)]

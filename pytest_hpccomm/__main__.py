@@ -1,9 +1,8 @@
-"""Command line: ``python -m pytest_hpccomm SUBCOMMAND`` (also installed as ``hpccomm``).
+"""Command line: ``hpccomm SUBCOMMAND`` (also ``python -m pytest_hpccomm``).
 
-Subcommands:
-  history   list the benchmarks in the history store, or one benchmark's series of run
-            medians with change points flagged; with --html PATH, the trends page (plots of
-            every matching series over runs, change points and their runs' fingerprint diffs)
+`history` reads the history store (series of run medians, change points, the trends page); the
+other subcommands hand their arguments to the tool that does the work (TOOLS), so each keeps
+its own options and help: ``hpccomm mpi create openmpi``, ``hpccomm build-grpc [PREFIX]``.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ def _fmt_median(x: float) -> str:
 
 def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.limit is not None and args.html is None:
-        err.write("python -m pytest_hpccomm history: error: --limit applies to --html only\n")
+        err.write("hpccomm history: error: --limit applies to --html only\n")
         return 2
     store = HistoryStore(args.db)
     if not store.path.exists():
@@ -166,6 +165,36 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# subcommand -> (module with main(argv) -> int, one line of help)
+TOOLS: dict[str, tuple[str, str]] = {
+    "mpi": ("pytest_hpccomm.cluster.mpi",
+            "create or list the MPI environments the suites run (openmpi, openmpi4, mpich)"),
+    "build-grpc": ("pytest_hpccomm.stacks.grpc.build",
+                   "build the native gRPC peer now, against the system's gRPC or a PREFIX"),
+    "build-horovod": ("pytest_hpccomm.stacks.horovod.build", "build the Horovod environment now"),
+    "tf-env": ("pytest_hpccomm.stacks.tf.env", "create the TensorFlow environment now"),
+    "probe": ("pytest_hpccomm.measure.host_speed", "this host's reference-probe rates"),
+    "snapshot": ("pytest_hpccomm.fabrics.snapshot",
+                 "record this host's RDMA/network sysfs as a fixture tree"),
+    "demo-report": ("pytest_hpccomm.report.demo", "write the reports of a made-up session"),
+    "screenshot": ("pytest_hpccomm.report.screenshot", "a PNG of an HTML report's first screen"),
+}
+
+
+def _tool(name: str, argv: list[str], out: TextIO, err: TextIO) -> int:
+    """Run TOOLS[name]'s main with the arguments after the subcommand, untouched (its own
+    parser reads them: `hpccomm mpi --help` is the MPI tool's help)."""
+    import importlib
+
+    module = importlib.import_module(TOOLS[name][0])
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = module.main(argv)
+        except SystemExit as exc:  # the tool's own argparse: --help, usage errors
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    return int(code or 0)
+
+
 class _Parser(argparse.ArgumentParser):
     """A usage error is one line (`prog: error: ...`), not argparse's usage dump."""
 
@@ -174,7 +203,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m pytest_hpccomm", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="hpccomm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND",
                                 parser_class=_Parser)
     h = sub.add_parser(
@@ -199,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--limit", type=_positive_int, default=None, metavar="N",
                    help="series on the trends page (default 30): change points first")
     h.set_defaults(func=_history)
+    for name, (_, text) in TOOLS.items():  # listed in the help; main() hands them on
+        sub.add_parser(name, help=text, description=f"{text} (`hpccomm {name} --help`: its "
+                       "own options)", add_help=False)
     return parser
 
 
@@ -207,11 +239,14 @@ def main(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in and args_in[0] in TOOLS:
+        return _tool(args_in[0], args_in[1:], out, err)
     parser = build_parser()
     try:
         # argparse prints to sys.stdout/sys.stderr: send its help and errors where ours go
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            args = parser.parse_args(argv)
+            args = parser.parse_args(args_in)
     except SystemExit as exc:  # usage errors and --help: return the code instead of exiting
         return int(exc.code or 0)
     result: int = args.func(args, out, err)

@@ -161,6 +161,12 @@ class HpcConfig:
         return tuple(parse_size_spec(f"1:{64 << 20}"))
 
     @property
+    def session_job_timeout(self) -> float:
+        """Hard cap (s) of a session-long conformance job (a stack's peers kept for every
+        conformance item): 20 min in the quick profile, 2 h in the full one."""
+        return 1200.0 if self.profile == "quick" else 7200.0
+
+    @property
     def repeat_limit(self) -> int:
         """Jobs a sweep may grow to for an undecided verdict (--hpc-max-repeats)."""
         return self.max_repeats or min(2 * self.repeats, MAX_REPEATS)

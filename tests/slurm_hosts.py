@@ -38,7 +38,7 @@ def skip_reason(mpi: str | None = "openmpi", pmix: bool = True) -> str | None:
         return reason
     if mpi and mpirun_path(mpi) is None:
         return (f"MPI environment {mpi!r} not created (ci/bootstrap.sh makes it: "
-                f"python -m pytest_hpccomm.cluster.mpi create {mpi})")
+                f"python -m pytest_hpccomm mpi create {mpi})")
     return None
 
 

@@ -171,7 +171,7 @@ boot_guest() {  # boot_guest INDEX: QEMU for guest hINDEX; guest 0 runs the job
         -nodefaults -no-user-config -display none -no-reboot "${net[@]}" \
         "${accel_opts[@]}" -smp "$smp" -m "$mem" \
         -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
-        -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=3 mitigations=off random.trust_cpu=on hpccomm.host=$i" \
+        -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4 mitigations=off random.trust_cpu=on hpccomm.host=$i" \
         -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on" \
         -virtfs "local,path=$JOB,mount_tag=job,security_model=none,id=job" \
         -virtfs "local,path=$PROJECT,mount_tag=project,security_model=none,readonly=on,id=project" \

@@ -20,8 +20,8 @@ message names.
 Scope (--hpc-repeat-for): `undecided` grows every point above; `changes` (the quick
 profile's default) only a potential change, a claimed REGRESSION/IMPROVEMENT or an
 INCONCLUSIVE whose point ratio lies beyond the band. A point inside the band is never made a
-change by more jobs, and in the main job here growing the rest cost 3.5 of its 13.6 minutes
-while as many verdicts went pass -> inconclusive as the other way (42 vs 34 of 826).
+change by more jobs, and growing the rest costs minutes of the main job while as many verdicts
+go pass -> inconclusive as the other way (docs/explanation/verdicts.md).
 """
 
 from __future__ import annotations

@@ -182,7 +182,9 @@ class BaselineJudge:
         if self._other is None:
             recorded, host = self.recorded_hosts(), self.host()
             band = host_probes.HOST_BAND
-            self._other = "" if not recorded or host_probes.within(host, recorded, band) else (
+            # a reading another process shared the cores with says nothing of this host
+            self._other = "" if not recorded or host.disturbed or host_probes.within(
+                host, recorded, band) else (
                 f"this host runs the reference probe at "
                 f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
                 "the set was recorded on a host of another speed")
@@ -201,7 +203,8 @@ class BaselineJudge:
                  else "; the baseline set has no probe (host speed unknown)")
         verdicts = (" (stored verdicts: the band widened on the side the host's speed explains)"
                     if recorded and self.other_host() else "")
-        return f"host probe: {rates}{where}{verdicts}"
+        disturbed = (f" [not used: {self._host.disturbed}]" if self._host.disturbed else "")
+        return f"host probe: {rates}{where}{verdicts}{disturbed}"
 
     def _verdict_of(self, m: Measurement, stored: BaselineEntry | None) -> Verdict:
         """verdict.judge of `m` against `stored`, once per point and samples (the stored
@@ -271,7 +274,8 @@ class BaselineJudge:
         now = datetime.now(timezone.utc)
         stamp = now.isoformat(timespec="seconds")
         self.close_sessions = _close_to_last(self._host_file(), now)
-        host_probes.record(self._host_file(), self.host(), stamp, MAX_SESSIONS)
+        if not self.host().disturbed:  # a reading of the cores shared is no host's speed
+            host_probes.record(self._host_file(), self.host(), stamp, MAX_SESSIONS)
         for stack, results in sorted(chosen.items()):
             # each entry keeps the fingerprint it was measured with: one stack file holds
             # several runtimes (Open MPI and MPICH, loopback and netns), and a merged

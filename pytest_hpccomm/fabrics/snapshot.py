@@ -1,6 +1,6 @@
 """Record the sysfs subset that fabric discovery reads into a new fixture tree.
 
-    python -m pytest_hpccomm.fabrics.snapshot DEST [--sysfs-root /sys]
+    hpccomm snapshot DEST [--sysfs-root /sys]
 
 DEST/sys/... mirrors the kernel's layout (class entries stay relative symlinks into devices/),
 DEST/ip-addr.json holds `ip -j addr show`, DEST/ibv_devinfo.txt the output of `ibv_devinfo`
@@ -23,7 +23,7 @@ from pytest_hpccomm.fabrics.not_in_sysfs import (
     _is_live,
     _run,
 )
-from pytest_hpccomm.fabrics.sysfs import _listdir, is_empty_gid
+from pytest_hpccomm.fabrics.sysfs import listdir, is_empty_gid
 
 # Only what discovery (sysfs.py) or rdma-core (libibverbs, libibumad) reads.
 IB_DEVICE_ATTRS = ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "board_id",
@@ -109,11 +109,11 @@ class _Snapshot:
         if device is not None:
             self.copy_attrs(device, PCI_ATTRS)
             self.copy_link(device / "driver")
-        for port in _listdir(real / "ports"):
+        for port in listdir(real / "ports"):
             pdir = real / "ports" / port
             self.copy_attrs(pdir, IB_PORT_ATTRS)
             self.copy_file(pdir / "pkeys" / "0")
-            for idx in _listdir(pdir / "gids"):
+            for idx in listdir(pdir / "gids"):
                 gid = pdir / "gids" / idx
                 try:
                     empty = is_empty_gid(gid.read_text())
@@ -136,12 +136,12 @@ def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     rec = _Snapshot(root, dest)
     rec.out.mkdir()
-    ibdevs = _listdir(root / "class" / "infiniband")
+    ibdevs = listdir(root / "class" / "infiniband")
     if (root / "class" / "infiniband").is_dir():
         (rec.out / "class" / "infiniband").mkdir(parents=True, exist_ok=True)
     for name in ibdevs:
         rec.copy_ibdev(name)
-    for name in _listdir(root / "class" / "net"):
+    for name in listdir(root / "class" / "net"):
         rec.copy_netdev(name)
     if rec.written == 0:
         shutil.rmtree(dest)  # an empty recording is no fixture: say so, leave nothing behind
@@ -162,7 +162,7 @@ def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_hpccomm.fabrics.snapshot",
+        prog="hpccomm snapshot",
         description="Record this host's RDMA/network sysfs subset as a fixture tree. "
         "The result holds MAC, GUID and IP addresses: review before sharing.",
     )

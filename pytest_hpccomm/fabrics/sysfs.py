@@ -216,7 +216,7 @@ def _link_name(path: Path) -> str | None:
         return None
 
 
-def _listdir(path: Path) -> list[str]:
+def listdir(path: Path) -> list[str]:
     try:
         return sorted(os.listdir(path))
     except OSError:
@@ -317,7 +317,7 @@ def is_empty_gid(text: str | None) -> bool:
 
 def _read_gids(portdir: Path, link_layer: str) -> tuple[Gid, ...]:
     gids: list[Gid] = []
-    names = [n for n in _listdir(portdir / "gids") if n.isdigit()]
+    names = [n for n in listdir(portdir / "gids") if n.isdigit()]
     for name in sorted(names, key=int):
         text = read_attr(portdir / "gids" / name)
         if is_empty_gid(text):
@@ -422,12 +422,12 @@ def _read_device(
         node_type, node_kind = "4: RNIC", "RNIC"  # classified by driver: sysfs did not say
     # Netdevs in the order rdma-core / ibdev2netdev-style tools find them: the PCI function's
     # net/ directory (hardware, IPoIB), rxe's `parent` attribute, then the ports' netdevs.
-    fn_netdevs = _listdir(devdir / "device" / "net")
+    fn_netdevs = listdir(devdir / "device" / "net")
     parent = read_attr(devdir / "parent") or None
     dev_netdevs = fn_netdevs + ([parent] if parent else [])
 
     ports: list[Port] = []
-    port_names = sorted((p for p in _listdir(devdir / "ports") if p.isdigit()), key=int)
+    port_names = sorted((p for p in listdir(devdir / "ports") if p.isdigit()), key=int)
     for pname in port_names:
         portdir = devdir / "ports" / pname
         num = int(pname)
@@ -489,7 +489,7 @@ def _class_entries(root: Path, cls: str,
     out: dict[str, Path] = {}
     base = root / "class" / cls
     real_root = root.resolve()
-    for name in _listdir(base):
+    for name in listdir(base):
         if not (base / name).is_symlink() and (base / name).is_file():
             continue  # a class attribute, not a device (net/bonding_masters: bonding's control)
         try:

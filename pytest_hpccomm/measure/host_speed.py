@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,9 +37,11 @@ _ECHO = ("import os,sys\nr,w,cpu=map(int,sys.argv[1:4])\nos.sched_setaffinity(0,
 
 @dataclass(frozen=True)
 class HostSpeed:
-    """Median rate of each component (COMPONENTS, UNITS)."""
+    """Median rate of each component (COMPONENTS, UNITS), and why the reading is not this
+    host's alone ("": the cores were the probe's; else the contention guard's reason)."""
 
     rates: Mapping[str, float]
+    disturbed: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in self.rates.items()}
@@ -139,8 +141,11 @@ def _waker(child_cpu: int,
 def probe(rounds: int = ROUNDS) -> HostSpeed:
     """The median of `rounds` interleaved rounds of every component (~1 s here), this
     thread pinned to one CPU and the echo child to another (_cpus) for the probe's length."""
+    from pytest_hpccomm.cluster.cpu_share import CpuMeter
+
     own = os.sched_getaffinity(0)
     mine, childs = _cpus()
+    meter = CpuMeter()  # the echo child is ours: only another process's use counts
     wake, close = _waker(childs)  # the child pins itself
     try:
         os.sched_setaffinity(0, {mine})  # inside: the thread gets its CPUs back whatever fails
@@ -155,11 +160,31 @@ def probe(rounds: int = ROUNDS) -> HostSpeed:
     finally:
         close()
         os.sched_setaffinity(0, own)
-    return HostSpeed({k: statistics.median(v) for k, v in got.items()})
+    return HostSpeed({k: statistics.median(v) for k, v in got.items()}, meter.stop().disturbed)
 
 
-if __name__ == "__main__":  # python -m pytest_hpccomm.measure.host_speed: this host's rates
+def quiet_probe() -> HostSpeed:
+    """probe() taken again while another process shared the cores (the contention guard's
+    bounded, counted re-runs: cluster/cpu_share.QuietRetry); the last reading says whether it
+    stayed disturbed. A neighbour's burst during the probe would read as a slower host."""
+    from pytest_hpccomm.cluster.cpu_share import QuietRetry
+
+    reading, _ = QuietRetry().run(probe, lambda s: s.disturbed)
+    return reading
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`hpccomm probe`: this host's reference-probe rates, one line."""
+    import sys
+    if list(sys.argv[1:] if argv is None else argv):
+        print("usage: hpccomm probe", file=sys.stderr)
+        return 2
     t0 = time.monotonic()
-    speed = probe()
+    speed = quiet_probe()
     print(" ".join(f"{k} {v:.4g} {UNITS[k]}" for k, v in speed.rates.items()),
-          f"({time.monotonic() - t0:.2f} s)")
+          f"({time.monotonic() - t0:.2f} s)" + (f"; {speed.disturbed}" if speed.disturbed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

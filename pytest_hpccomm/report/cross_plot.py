@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from pytest_hpccomm.report.cross_stack import CrossStack, Row
-from pytest_hpccomm.report.plots import (MARKERS, SERIES_COLOURS, _log_value_axis, _png,
+from pytest_hpccomm.report.plots import (MARKERS, SERIES_COLOURS, log_value_axis, png_bytes,
                                          _size_axis, legend_below, legend_rows)
 
 
@@ -29,7 +29,7 @@ def _panel(ax: Any, lines: dict[str, list[Row]], style: dict[str, tuple[str, str
         ys += [p[1] for p in pts]
     if xs:
         _size_axis(ax, xs, max_labels=7)  # half the page's width
-        _log_value_axis(ax, max(ys) / min(ys) if min(ys) > 0 else 1e9)
+        log_value_axis(ax, max(ys) / min(ys) if min(ys) > 0 else 1e9)
     ax.set_ylabel(ylabel)
     ax.set_xlabel("message size")
     ax.grid(True, which="major", alpha=0.3)
@@ -63,4 +63,4 @@ def cross_stack_png(cs: CrossStack) -> bytes:
     lat.set_title("Cross-stack: the same message sizes through each stack", loc="left",
                   fontsize=12, fontweight="bold")
     legend_below(fig, handles)
-    return _png(fig)
+    return png_bytes(fig)

@@ -1,7 +1,7 @@
 """Realistic synthetic results, to look at the reports without a cluster.
 
-    python -m pytest_hpccomm.report.demo OUTDIR        # writes every report into OUTDIR
-    python -m pytest_hpccomm.report.demo OUTDIR --ci   # ~2,300 results, nearly all new, as
+    hpccomm demo-report OUTDIR        # writes every report into OUTDIR
+    hpccomm demo-report OUTDIR --ci   # ~2,300 results, nearly all new, as
                                                        # ci/run-suites.sh makes without baselines
 
 The verdicts here come from a toy judge (Mann-Whitney U + a normal-approximation CI) whose

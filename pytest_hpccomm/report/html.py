@@ -170,8 +170,9 @@ def _table(results: Sequence[RunResult]) -> list[str]:
         ref = v.current_median if v.baseline_median is None else max(
             v.current_median, v.baseline_median)
 
-        def val(x: Any) -> str:
-            return fmt_value(None if x is None else float(x), m.unit, ref=ref, ascii_only=False)
+        def val(x: Any) -> str:  # used in this iteration only
+            return fmt_value(None if x is None else float(x), m.unit,  # noqa: B023
+                             ref=ref, ascii_only=False)  # noqa: B023
 
         spread = fmt_range(_f(s["p5"]), _f(s["p95"]), m.unit, ref=ref, ascii_only=False)
         ci = "-" if v.ci_low is None or v.ci_high is None else \

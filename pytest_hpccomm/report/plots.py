@@ -85,7 +85,7 @@ def _points(members: Sequence[RunResult], factor: float, x_of: Any) -> list[_Poi
     return pts
 
 
-def _png(fig: Figure) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
@@ -234,7 +234,7 @@ def line_png(members: Sequence[RunResult], title: str, *, x_of: Callable[[RunRes
                               label="baseline (median ± tolerance)"))
     positive = [v for v in values if v > 0]
     if positive and max(positive) / min(positive) > 20:
-        _log_value_axis(ax, max(positive) / min(positive))
+        log_value_axis(ax, max(positive) / min(positive))
     ax.set_ylabel(f"{metric_of(m0)} ({unit_label})")
     _titles(fig, ax, title, shared)
     ax.grid(True, which="major", alpha=0.3)
@@ -245,7 +245,7 @@ def line_png(members: Sequence[RunResult], title: str, *, x_of: Callable[[RunRes
     if rax is not None:
         _ratio_axis(rax, members, m0.direction)
     legend_below(fig, handles + _outcome_handles(outcomes))
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _size_x(r: RunResult) -> float:
@@ -264,7 +264,7 @@ def _plain(y: float, _pos: int | None = None) -> str:
     return f"{y:,.10g}" if y >= 1 else f"{y:.3g}"
 
 
-def _log_value_axis(ax: Any, span: float) -> None:
+def log_value_axis(ax: Any, span: float) -> None:
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(_plain))
     if span < 1e3:
@@ -345,7 +345,7 @@ def bar_png(members: Sequence[RunResult], title: str) -> bytes:
     if any(p.base is not None for p in pts):
         handles.append(Line2D([], [], color="black", lw=2, label="baseline (± tolerance)"))
     legend_below(fig, handles)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def family_png(members: Sequence[RunResult], title: str) -> bytes:

@@ -1,7 +1,7 @@
 """Look at a page as a person would: headless Chromium takes a screenshot, and checks say
 whether the picture and the page are whole.
 
-    python -m pytest_hpccomm.report.screenshot results/report.html [results/report.png]
+    hpccomm screenshot results/report.html [results/report.png]
 
 A page can be valid HTML and still show nothing useful: a plot that failed to encode, an
 <img> whose data is garbage (the browser draws a broken-image icon), a traceback or a
@@ -287,7 +287,7 @@ def take_screenshot(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_hpccomm.report.screenshot",
+    parser = argparse.ArgumentParser(prog="hpccomm screenshot",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("page", help="the HTML page")
     parser.add_argument("png", nargs="?", help="the screenshot (default: the page's .png)")

@@ -3,8 +3,8 @@
 A session of thousands of results (ci/run-suites.sh: 2,238) printed a 2,268-row table nobody
 reads. So by default: the counts first (overall, then per stack), then only what changed, one
 line each (regressions, improvements; at most LISTED per outcome), the inconclusive ones counted
-per reason, then where the rest is. The full table (every result) comes with -v, or by itself when the session is small
-enough to read (FULL_TABLE_MAX results).
+per reason, then where the rest is. The full table (every result) comes with -v, or by itself
+when the session is small enough to read (FULL_TABLE_MAX results).
 
 Plain ASCII (CI logs mangle box drawing and colour), names repeated on every line so that
 `grep -i regression` on a log gives complete lines, one blank line between stack/benchmark

@@ -1,6 +1,6 @@
 """The history's trends page: each series of run medians over runs, change points marked.
 
-    python -m pytest_hpccomm history --html trends.html [--system S] [--stack X] [--limit N]
+    hpccomm history --html trends.html [--system S] [--stack X] [--limit N]
 
 One self-contained HTML page (inline CSS, base64 PNGs, no script), like the run report. Change
 points come from Apache Otava (baselines.history.change_points); for each one the page says

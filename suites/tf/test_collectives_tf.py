@@ -184,7 +184,7 @@ def test_gzip_knob_compresses_collective_traffic(tf_env: TfEnv, tf_ring: TfTasks
     """rpc_options compression_algorithm=gzip (the `gzip` knob) on every task: a 4 MiB
     all-reduce of zeros is still right, and takes fewer bytes on the wire than with
     TensorFlow's default (no compression). TensorFlow 2.21.0 sends as many: RecvBuf's
-    responses, the bulk of a ring all-reduce, are not compressed (measured, 2026-11-23); that
+    responses, the bulk of a ring all-reduce, are not compressed (observed); that
     measured symptom, and only it, is an xfail. Own tasks for the knob."""
     x = np.zeros(1 << 20, np.float32)
     plain = sum(reduce_counted(tf_ring, hpc_placement, request, x).values())
@@ -230,7 +230,7 @@ def test_channels_knob_opens_channels(tf_env: TfEnv, hpc_placement: str,
                                       request: pytest.FixtureRequest) -> None:
     """rpc_options num_channels_per_target=4 (the `channels_4` knob): after all-reduces,
     worker:0 holds more than one TCP connection to worker:1, as with TensorFlow's default it
-    holds one. TensorFlow 2.21.0 holds one either way (measured, 2026-11-23: the worker cache
+    holds one. TensorFlow 2.21.0 holds one either way (observed: the worker cache
     keeps one remote worker, so one channel, per target; and gRPC shares the connection of
     channels with equal arguments); that measured symptom, and only it, is an xfail."""
     site = tf_site(hpc_placement, request)

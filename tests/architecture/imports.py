@@ -20,7 +20,8 @@ def modules() -> dict[str, Path]:
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """Every module this one imports at run time (any depth in the file: function-level imports
-    count, they run too; `if TYPE_CHECKING:` ones do not), resolved to modules of the package or to top-level third-party names."""
+    count, they run too; `if TYPE_CHECKING:` ones do not), resolved to modules of the package or to
+    top-level third-party names."""
     is_pkg = path.name == "__init__.py"
     here = name if is_pkg else name.rpartition(".")[0]
     found: set[str] = set()

@@ -3,7 +3,8 @@ their side of the control channel.
 
 The peer rule: a peer program is a module named `peer` or `*_peer` in a stack's folder: it
 runs on the hosts (often under mpirun, in another Python environment) and may import only
-the shared peer-side helpers (pytest_hpccomm.peer), its own stack's peer-side modules and third-party libraries; never
+the shared peer-side helpers (pytest_hpccomm.peer), its own stack's peer-side modules and
+third-party libraries; never
 pytest, Hypothesis, the core (plugin, session, cluster, measure, baselines, report, ...) or its
 stack's plugin or driver. The orchestrator, in turn, never imports a peer program: names both
 sides share live in the stack's standard-library-only wire module.

@@ -27,7 +27,7 @@ def mpi_env(name: str) -> MpiEnv:
     path = mpirun_path(name)
     if path is None:
         pytest.skip(f"no {name} environment at {mpi_prefix(name)}: "
-                    f"python -m pytest_hpccomm.cluster.mpi create {name}")
+                    f"python -m pytest_hpccomm mpi create {name}")
     return MpiEnv(name, str(path), str(mpi_prefix(name) / "bin" / "python"))
 
 

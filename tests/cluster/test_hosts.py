@@ -161,7 +161,8 @@ def test_slurm_nodelist_malformed(nodelist: str, problem: str) -> None:
 
 def test_hosts_from_slurm_tasks_per_node() -> None:
     env = {"SLURM_JOB_NODELIST": "node[01-04]", "SLURM_TASKS_PER_NODE": "2(x3),1"}
-    assert hosts_from_slurm(env) == [Host("node01", 2), Host("node02", 2), Host("node03", 2), Host("node04", 1)]
+    assert hosts_from_slurm(env) == [Host("node01", 2), Host("node02", 2), Host("node03", 2),
+                                     Host("node04", 1)]
 
 
 def test_hosts_from_slurm_ntasks_per_node_wins() -> None:
@@ -175,7 +176,8 @@ def test_hosts_from_slurm_defaults_and_fallback_variable() -> None:
 
 @pytest.mark.parametrize("env, problem", [
     ({}, "SLURM_JOB_NODELIST is not set"),
-    ({"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "2(x2)"}, "gives 2 nodes but the node list has 3"),
+    ({"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "2(x2)"},
+     "gives 2 nodes but the node list has 3"),
     ({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(3)"}, "bad entry"),
     ({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS_PER_NODE": "0"}, "not a positive integer"),
     ({"SLURM_JOB_NODELIST": "n1,n1"}, "names a node twice"),

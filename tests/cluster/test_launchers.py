@@ -42,7 +42,8 @@ def spec(**kw: object) -> LaunchSpec:
     ("prterun (PRRTE) 3.0.6\n", MpiFlavor("openmpi", (3, 0, 6))),
     ("HYDRA build details:\n    Version:                                 5.0.2\n"
      "    Release Date:                            Fri Sep 25\n", MPICH),
-    ("HYDRA build details:\n    Version:                                 4.0.2\n", MpiFlavor("mpich", (4, 0, 2))),
+    ("HYDRA build details:\n    Version:                                 4.0.2\n",
+     MpiFlavor("mpich", (4, 0, 2))),
 ])
 def test_parse_mpirun_version(text: str, flavor: MpiFlavor) -> None:
     assert parse_mpirun_version(text) == flavor

@@ -41,22 +41,37 @@ def test_readme_is_at_most_200_lines() -> None:
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
 
 
-def test_options_page_matches_the_code() -> None:
+@pytest.mark.parametrize("page", ["options.md", "markers-and-fixtures.md", "record-fields.md",
+                                  "cli.md", "retries.md"])
+def test_generated_page_matches_the_code(page: str) -> None:
     gen = _gen_reference()
-    committed = (ROOT / "docs" / "reference" / "options.md").read_text()
-    assert committed == gen.render(), "docs/reference/options.md differs: run docs/gen_reference.py"
+    committed = (ROOT / "docs" / "reference" / page).read_text()
+    assert committed == gen.PAGES[page](), f"docs/reference/{page} differs: run docs/gen_reference.py"
 
 
 def test_every_option_of_the_code_is_on_the_page() -> None:
+    """The core options and every stack plugin's (a stack's option left off its page fails)."""
     from pytest_hpccomm.config import OPTIONS
 
-    page = (ROOT / "docs" / "reference" / "options.md").read_text()
-    missing = [spec.flag for spec in OPTIONS if f"`{spec.flag}`" not in page]
-    assert not missing
-
-
-def test_retries_page_matches_the_code() -> None:
     gen = _gen_reference()
-    committed = (ROOT / "docs" / "reference" / "retries.md").read_text()
-    assert committed == gen.render_retries(), \
-        "docs/reference/retries.md differs: run docs/gen_reference.py"
+    page = (ROOT / "docs" / "reference" / "options.md").read_text()
+    flags = [spec.flag for spec in OPTIONS]
+    for stack in gen.STACK_PLUGINS:
+        flags += [max(names, key=len) for names, _ in gen.stack_options(stack).options]
+    missing = [flag for flag in flags if f"`{flag}`" not in page]
+    assert not missing
+    assert "`--hpc-mpi`" in page and "`--hpc-grpc-prefix`" in page  # the recorder saw the stacks
+
+
+def test_every_fixture_and_hook_is_on_the_page() -> None:
+    """Fixtures found by reading the plugins' decorators, hooks from hookspecs: the page lists
+    each (a fixture the AST walk missed would be a hole in the reference)."""
+    from pytest_hpccomm import hookspecs
+
+    gen = _gen_reference()
+    names = [name for name, *_ in gen.fixtures()]
+    assert {"hpc_session", "hpc_record", "grpc_lab", "mpi_osu"} <= set(names), names
+    page = (ROOT / "docs" / "reference" / "markers-and-fixtures.md").read_text()
+    hooks = [n for n in dir(hookspecs) if n.startswith("pytest_hpccomm_")]
+    assert hooks and all(f"`{h}`" in page for h in hooks)
+    assert all(f"`{n}`" in page for n in names)

@@ -28,7 +28,7 @@ ARGS = ["--hpc-base=mpi=openmpi", "--hpc-candidate=mpi=openmpi", "--hpc-ab-round
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(

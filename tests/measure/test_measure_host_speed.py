@@ -8,7 +8,7 @@ import os
 import pytest
 
 from pytest_hpccomm.measure.host_speed import (COMPONENTS, HostSpeed, _cpus, _waker, probe,
-                                               speed_ratio, typical)
+                                               quiet_probe, speed_ratio, typical)
 
 
 def test_the_probe_measures_every_component_on_this_host_and_reaps_its_child() -> None:
@@ -69,11 +69,29 @@ def test_the_probe_reads_its_own_quiet_host_within_its_band() -> None:
     """Repeatability: five readings of this host back to back each lie within HOST_BAND of the
     others' median, the band the rule uses to tell another host's speed from the probe's own
     noise. A probe noisier than its band would widen stored verdicts on a host that did not
-    change (the band follows from the probe's repeatability: host_probes.HOST_BAND)."""
+    change (the band follows from the probe's repeatability: host_probes.HOST_BAND). Each
+    reading is the session's (quiet_probe: the contention guard's counted re-runs while another
+    process shares the cores); one that stayed disturbed fails with the guard's evidence, since
+    then the host was not quiet and the premise does not hold."""
     from pytest_hpccomm.baselines.host_probes import HOST_BAND, describe, within
 
-    readings = [probe() for _ in range(5)]
+    readings = [quiet_probe() for _ in range(5)]
+    disturbed = [f"reading {i}: {r.disturbed}" for i, r in enumerate(readings) if r.disturbed]
+    assert not disturbed, f"the host was not quiet: {disturbed}"
     for i, reading in enumerate(readings):
         others = readings[:i] + readings[i + 1:]
         assert within(reading, others, HOST_BAND), \
             f"reading {i} of 5: {describe(reading, others)}, outside ±{HOST_BAND:.0%}"
+
+
+def test_a_neighbour_on_the_cores_marks_the_reading_disturbed() -> None:
+    """A busy process outside this process tree on every core while the probe runs: the
+    reading says so (the contention guard's reason), so the session neither compares it with
+    the set's hosts nor records it into a set."""
+    from tests.neighbour import busy_neighbour
+
+    with busy_neighbour(30.0), busy_neighbour(30.0):
+        reading = probe()
+    assert reading.disturbed.startswith("cores shared: other processes used"), reading
+    quiet = HostSpeed(reading.rates)
+    assert quiet == reading and not quiet.disturbed  # the reason is no part of the rates

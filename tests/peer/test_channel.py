@@ -176,7 +176,8 @@ def test_peer_process_from_env_request_response() -> None:
             # the key travelled by environment, never argv, and the peer dropped it from its own
             with open(f"/proc/{peer.pid}/cmdline", "rb") as f:
                 assert srv.authkey.hex().encode() not in f.read()
-            assert ch.request({"op": "env"}, timeout=10) == {ADDRESS_VAR: srv.env()[ADDRESS_VAR], KEY_VAR: None}
+            assert ch.request({"op": "env"}, timeout=10) == {ADDRESS_VAR: srv.env()[ADDRESS_VAR],
+                                                             KEY_VAR: None}
             # the peer side imports no pytest and no orchestrator module
             assert ch.request({"op": "modules"}, timeout=10) == ["pytest_hpccomm", "pytest_hpccomm.peer"]
             assert ch.request({"op": "echo", "x": [1, 2]}, timeout=10) == {"op": "echo", "x": [1, 2], "id": 3}

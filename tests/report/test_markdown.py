@@ -58,7 +58,7 @@ def test_inconclusive_points_are_counted_per_reason_not_listed(result) -> None:
     """A run of a thousand inconclusive points is a few rows, one per reason, largest first."""
     rs = [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
                  reason="spread between sessions wider than the tolerance band (sd 6.1% over 3 "
-                        f"sessions): more jobs cannot narrow it") for s in range(900)]
+                        "sessions): more jobs cannot narrow it") for s in range(900)]
     rs += [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
                   reason="too noisy: CI wider than the tolerance band") for s in range(100)]
     md = markdown_summary(rs, {"gate": {"line": "hpccomm gate OFF: 0 of 1000 points"}})

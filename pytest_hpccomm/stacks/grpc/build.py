@@ -321,7 +321,7 @@ def prebuilt(directory: Path) -> NativeBuild:
     if meta.get("sources") != source_digest():
         raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory} was built from "
                                "other sources than this checkout's: rebuild it "
-                               "(python -m pytest_hpccomm.stacks.grpc.build)")
+                               "(hpccomm build-grpc)")
     missing = [b for b in (*BINARIES, RSOCKET_COMPAT) if not (directory / b).is_file()]
     if missing:
         raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory} lacks "
@@ -382,11 +382,15 @@ def _build_lock(path: Path, timeout: float) -> Iterator[None]:
         raise NativeBuildError(f"{exc} (a native build)") from None
 
 
-def main() -> int:
-    """`python -m pytest_hpccomm.stacks.grpc.build [PREFIX]`: build now (e.g. in CI bootstrap),
-    so the first session does not pay for it. No toolchain is not an error: it says why."""
+def main(argv: list[str] | None = None) -> int:
+    """`hpccomm build-grpc [PREFIX]`: build now (e.g. in CI bootstrap), so the first session
+    does not pay for it. No toolchain is not an error: it says why."""
     import sys
-    prefix = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) > 1 or any(a.startswith("-") for a in args):
+        print("usage: hpccomm build-grpc [PREFIX]", file=sys.stderr)
+        return 2
+    prefix = Path(args[0]) if args else None
     try:
         b = ensure_built(prefix)
     except NativeUnavailable as e:

@@ -30,7 +30,7 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--hpc-grpc-prefix", "gRPC installation to build the native peer against (pkg-config "
      "files or include/ and lib/ under DIR); default: the system's (libgrpc++-dev)", ""),
     ("--hpc-grpc-build", "a native peer built elsewhere from this checkout (the directory "
-     "`python -m pytest_hpccomm.stacks.grpc.build` prints), used without a compiler here", ""),
+     "`hpccomm build-grpc` prints), used without a compiler here", ""),
     ("--hpc-grpc-peers", f"peer kinds, comma-separated ({', '.join(PEERS)})", ",".join(PEERS)),
     ("--hpc-grpc-clients", "conformance clients, comma-separated: python (grpcio in pytest) "
      "and/or native (the native peer makes the calls, inside the runtime); default: both, "

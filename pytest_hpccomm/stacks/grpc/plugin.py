@@ -27,6 +27,10 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.record import Record
+
+from pytest_hpccomm.config import HpcConfig
+
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
@@ -39,7 +43,7 @@ from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_set
 from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcHosts, GrpcRunError,
                                                ServerHandle, Site, Sweep, merge_sweeps, run_p2p,
                                                run_ps, start_server)
-from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.fabrics import TCP_FABRICS, FabricSelection
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate, slowest
 from pytest_hpccomm.measure.link import LinkRate
 from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
@@ -56,7 +60,6 @@ from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
 SYSTEM = "system"  # --hpc-base grpc=system: the system's gRPC (libgrpc++-dev)
-TCP_FABRICS = ("ethernet", "ipoib")  # where stock gRPC's benchmarks run
 FRESH_SERVERS = 1000  # server indices of paired rounds: 1000 * (round + 1) + i
 
 
@@ -495,7 +498,7 @@ def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
     return pytestconfig.stash[OPTIONS_KEY]
 
 
-def _lab(side: str, grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
+def _lab(side: str, grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.FixtureRequest,
          tmp_path_factory: pytest.TempPathFactory) -> GrpcLab:
     """The lab of `side` ("": an unpaired run's; "candidate", "base"): both sides of a paired
     run are made alike (the fabric's selection, repeats, limits) and differ only in the gRPC
@@ -515,7 +518,7 @@ def _lab(side: str, grpc_options: GrpcOptions, hpc_config: Any, request: pytest.
 
 
 @pytest.fixture(scope="session")
-def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
+def grpc_lab(grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
     """The session's lab; in a paired A/B run of grpc, the candidate's. An RDMA runtime gets
     the fabric's RDMA port (on softroce/iwarp the core's hpc_rdma_fabric creates the link)."""
@@ -528,7 +531,7 @@ def grpc_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.Fixture
 
 
 @pytest.fixture(scope="session")
-def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: Any, request: pytest.FixtureRequest,
+def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.FixtureRequest,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab | None]:
     """The base side's lab of a paired A/B run of grpc (None: not a paired run): its own
     native build and servers, never slowed by the canary."""
@@ -621,7 +624,7 @@ def grpc_runtime(grpc_options: GrpcOptions) -> str:
 @pytest.fixture
 def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement: str,
                grpc_lab: GrpcLab, grpc_base_lab: GrpcLab | None, grpc_options: GrpcOptions,
-               hpc_record: Any, hpc_config: Any, request: pytest.FixtureRequest) -> BenchRun:
+               hpc_record: Record, hpc_config: HpcConfig, request: pytest.FixtureRequest) -> BenchRun:
     """run(benchmark, scheme): the point of this item's (peer, mode, placement, runtime)
     sweep; its echoes and acknowledgements checked, an RDMA runtime's path proven by the
     counters, then recorded and judged (tfbench.measurement), beside its TCP twin. In a paired

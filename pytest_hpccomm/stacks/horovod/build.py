@@ -5,7 +5,7 @@ upstream fixed it after the release and never published the fix. So the suite bu
 with cxx17.patch (the two CMake lines, a real diff applied with `patch`), --no-build-isolation,
 against torch 2.13.0 CPU and the project's Open MPI venv (mpicc), with Gloo and MPI:
 
-    python -m pytest_hpccomm.stacks.horovod.build         # ~2-5 min cold on 2 cores
+    hpccomm build-horovod         # ~2-5 min cold on 2 cores
 
 Layout: <cache>/horovod/<key>/venv (torch, horovod, numpy: what the peers import) and
 <cache>/horovod/wheels/<key>/horovod-*.whl. The key hashes every input (Horovod version and
@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     an error here: it says why (the Horovod items then skip with that reason)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args:
-        print("usage: python -m pytest_hpccomm.stacks.horovod.build", file=sys.stderr)
+        print("usage: hpccomm build-horovod", file=sys.stderr)
         return 2
     try:
         env = ensure_built(log=sys.stdout)

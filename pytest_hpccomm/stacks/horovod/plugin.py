@@ -15,9 +15,10 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from pytest_hpccomm.record import Record
 
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.mpi import mpi_prefix
@@ -40,14 +41,13 @@ from pytest_hpccomm.stacks.horovod.wire import CONTROLLERS, PLANTS
 from pytest_hpccomm.stacks.registry import StackProbe
 
 BUILD, NONE = "build", "none"
-JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}
 LIVE_PEERS = pytest.StashKey[list[HorovodPeers]]()  # the session's conformance peers
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
     help_py = ("the Horovod to test: `build` (default: built once from the PyPI sdist into the "
-               "cache, python -m pytest_hpccomm.stacks.horovod.build), a Python or venv that has "
+               "cache, hpccomm build-horovod), a Python or venv that has "
                "Horovod (a cluster's), or `none` (skip the Horovod items)")
     group.addoption("--hpc-horovod-python", default=None, dest="hpc_horovod_python",
                     help=help_py)
@@ -101,7 +101,7 @@ class HorovodProbe:
             return None
         missing = [tool for tool in ("g++", "patch") if shutil.which(tool) is None]
         if not (mpi_prefix(MPI_ENV) / "bin" / "mpicc").is_file():
-            missing.append(f"the {MPI_ENV} venv (python -m pytest_hpccomm.cluster.mpi create "
+            missing.append(f"the {MPI_ENV} venv (hpccomm mpi create "
                            f"{MPI_ENV})")
         if missing:
             return f"Horovod cannot be built here: missing {', '.join(missing)}"
@@ -171,10 +171,9 @@ def horovod_peers(horovod_env: HorovodEnv, horovod_controller: str, hpc_placemen
     """The session's peers for (controller, placement), reaped at session end, also when a
     test or the start fails."""
     site = site_for(hpc_placement, hpc_session, request)
-    profile = hpc_session.cfg.profile
     peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, site,
                          plant=horovod_plant,
-                         job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]),
+                         job_timeout=hpc_session.cfg.session_job_timeout,
                          loopback_ranks=CONFORMANCE_LOOPBACK_RANKS)
     live = request.config.stash.setdefault(LIVE_PEERS, [])
     live.append(peers)
@@ -218,7 +217,7 @@ AllreduceRun = Callable[[int, str], None]
 
 @pytest.fixture
 def horovod_allreduce(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
-                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
+                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Record,
                       request: pytest.FixtureRequest) -> AllreduceRun:
     """run(size, knobs): the point of this (controller, placement, knobs) sweep, validated
     (every element is the number of ranks) and judged, latency then busbw; an undecided
@@ -229,7 +228,7 @@ def horovod_allreduce(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
 
 @pytest.fixture
 def horovod_allreduce_loopback(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
-                               hpc_session: HpcSession, hpc_record: Any,
+                               hpc_session: HpcSession, hpc_record: Record,
                                request: pytest.FixtureRequest) -> AllreduceRun:
     """As horovod_allreduce, on loopback only (the knobs: each setting is its own jobs)."""
     return _allreduce_runner(horovod_sweeps, horovod_controller, LOOPBACK, hpc_session,
@@ -251,7 +250,7 @@ SyntheticRun = Callable[[str], None]
 
 @pytest.fixture
 def horovod_synthetic(horovod_train_sweeps: Sweeps[TrainSweep], horovod_controller: str,
-                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
+                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Record,
                       request: pytest.FixtureRequest) -> SyntheticRun:
     """run(model): Horovod's synthetic training benchmark on this (controller, placement):
     images/s per rank judged; negotiation and reduction ms per step (the timeline) recorded
@@ -288,7 +287,7 @@ def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureReq
 
 
 def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
-                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Any,
+                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Record,
                       request: pytest.FixtureRequest) -> AllreduceRun:
     def run(size: int, knobs: str) -> None:
         params = {"controller": horovod_controller, "placement": hpc_placement, "knobs": knobs}
@@ -307,7 +306,7 @@ def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
 
 def _pooled_run(sweeps: Sweeps[S], where: tuple[str, str, str],
                 records: Callable[[S], list[Measurement]], hpc_session: HpcSession,
-                hpc_record: Any, request: pytest.FixtureRequest) -> None:
+                hpc_record: Record, request: pytest.FixtureRequest) -> None:
     """The (controller, placement, variant) sweep's point judged (Record.pooled)."""
     controller, placement, variant = where
     site = site_for(placement, hpc_session, request)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.record import Record
+
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, measurements
@@ -50,7 +52,7 @@ def selected(items: Iterable[pytest.Item]) -> Selected:
 
 
 def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
-          record: Any, emulated: bool = False, base: Sweep | None = None,
+          record: Record, emulated: bool = False, base: Sweep | None = None,
           more: Callable[[], Sweep | None] | None = None,
           cost: Callable[[], dict[str, Any]] = dict) -> None:
     """Validation first (a wrong byte fails whatever the timing), then every record; a

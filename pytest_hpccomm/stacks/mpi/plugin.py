@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.record import Record
+
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
@@ -48,7 +50,7 @@ EMULATED_TIMEOUT_SCALE = 10.0
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     help_ = ("MPIs to test, comma-separated: environment names (openmpi, openmpi4, mpich; made "
-             "by `python -m pytest_hpccomm.cluster.mpi create NAME`) or paths to a system "
+             "by `hpccomm mpi create NAME`) or paths to a system "
              f"mpirun (default {DEFAULT_MPIS})")
     parser.getgroup("hpccomm").addoption("--hpc-mpi", default=None, dest="hpc_mpi", help=help_)
     parser.addini("hpc_mpi", help_, default=DEFAULT_MPIS)
@@ -106,7 +108,6 @@ def _check_paired(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{flag} mpi={spec}: {error}")
 
 
-JOB_TIMEOUT = {"quick": 1200.0, "full": 7200.0}  # hard cap of a session's conformance job
 
 
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
@@ -282,7 +283,7 @@ OsuRun = Callable[[str, int], None]
 @pytest.fixture
 def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRuntime | None,
             mpi_sweeps: MpiSweeps, mpi_osu_selected: osu.Selected, hpc_session: HpcSession,
-            hpc_record: Any, request: pytest.FixtureRequest) -> OsuRun:
+            hpc_record: Record, request: pytest.FixtureRequest) -> OsuRun:
     """run(benchmark, size): the point of this item's (MPI, placement) sweep, judged. The
     sweep's job runs every selected benchmark it can share a job with (driver.job_groups).
     In a paired A/B run the sweep is the candidate's, judged against the base's jobs of the
@@ -331,9 +332,8 @@ def mpi_conformance_peer(mpi_runtime: MpiRuntime, hpc_placement: str,
         pytest.skip(f"conformance peer runs on {LOOPBACK} or {NETNS}; placement "
                     f"{hpc_placement!r} needs a TCP control channel (not implemented)")
     cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == NETNS else None
-    profile = hpc_session.cfg.profile
     peer = ConformancePeer(mpi_runtime, hpc_placement, cluster, plant=mpi_conformance_plant,
-                           job_timeout=JOB_TIMEOUT.get(profile, JOB_TIMEOUT["quick"]))
+                           job_timeout=hpc_session.cfg.session_job_timeout)
     try:
         try:
             _ = peer.info  # starts it

@@ -14,7 +14,7 @@ class MpiProbe:
         if any(mpirun_path(n) for n in MPI_ENVS) or shutil.which("mpirun"):
             return None
         return ("stack 'mpi' not available: no MPI environment and no mpirun on PATH (create "
-                "one: python -m pytest_hpccomm.cluster.mpi create openmpi mpich)")
+                "one: hpccomm mpi create openmpi mpich)")
 
     def versions(self) -> dict[str, str]:
         return {}  # the peers report the MPI library they actually ran (runtime fingerprint)

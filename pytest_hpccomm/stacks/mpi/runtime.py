@@ -1,6 +1,6 @@
 """Which MPI runs the peers: a per-MPI environment from the cache, or a system mpirun.
 
-`--hpc-mpi openmpi,mpich` (names of environments made by `python -m pytest_hpccomm.cluster.mpi
+`--hpc-mpi openmpi,mpich` (names of environments made by `hpccomm mpi
 create ...`) or a path to a system `mpirun` (then this Python must import mpi4py built for it).
 """
 
@@ -53,7 +53,7 @@ def absence_error(spec: str) -> str | None:
         prefix = mpi_prefix(spec)
         if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
             return (f"MPI environment {spec!r} not found at {prefix}: create it with "
-                    f"`python -m pytest_hpccomm.cluster.mpi create {spec}`")
+                    f"`hpccomm mpi create {spec}`")
         return None
     found = shutil.which(spec) if os.sep not in spec else spec
     if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):

@@ -105,7 +105,6 @@ class CollectiveWorker:
         `packing` (a fraction of the size, 0 for one pack), the size is split into that many
         tensors reduced as MultiWorkerMirroredStrategy reduces a model's gradients: packed by
         TensorFlow's group_by_size (bytes_per_pack), one batch_all_reduce per call."""
-        tf = self.tf
         iters, batches, warmup = int(msg["iters"]), int(msg["batches"]), int(msg["warmup"])
         factor = float(msg.get("slowdown", 1.0))
         points = []

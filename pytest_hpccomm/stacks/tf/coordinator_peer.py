@@ -75,7 +75,7 @@ class Coordinator:
             @tf.function
             def step() -> Any:
                 def fn() -> Any:
-                    for v in variables:
+                    for v in variables:  # noqa: B023 (traced in this iteration)
                         v.assign_sub(v.read_value() * 0.0 + 1.0)  # pulled, then pushed back
                     return tf.constant(0)
                 return strategy.run(fn)

@@ -1,7 +1,7 @@
 """The TensorFlow to test: a venv of its own under the project's cache, or the user's.
 
 TensorFlow pins its own numpy and protobuf, so it never goes into the project's venv: the
-bootstrap (`python -m pytest_hpccomm.stacks.tf.env`) makes `<cache>/tf/<key>/venv` with
+bootstrap (`hpccomm tf-env`) makes `<cache>/tf/<key>/venv` with
 tensorflow-cpu pinned, keyed by the requirement and the interpreter (~70 s, 1.6 GB cold; a
 later run reads a marker and takes milliseconds). `--hpc-tf-python PATH` names a cluster's
 TensorFlow instead. TensorFlow links gRPC statically, so its gRPC cannot be swapped at run time;
@@ -179,7 +179,7 @@ def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Create the venv now (CI bootstrap), so the first session does not pay for it."""
     if list(sys.argv[1:] if argv is None else argv):
-        print("usage: python -m pytest_hpccomm.stacks.tf.env", file=sys.stderr)
+        print("usage: hpccomm tf-env", file=sys.stderr)
         return 2
     try:
         env = ensure_env(log=sys.stdout)

@@ -93,7 +93,7 @@ class Worker:
             @tf.function
             def read() -> Any:
                 with tf.device(here):
-                    return tf.identity(var.read_value())
+                    return tf.identity(var.read_value())  # noqa: B023 (traced here)
 
             got = read().numpy()
             valid = got.size == size and bool(np.all(got == 7))
@@ -126,7 +126,8 @@ def wait_for(addresses: list[str], timeout: float) -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{address} did not accept connections in {timeout:g}s")
+                    raise TimeoutError(
+                        f"{address} did not accept connections in {timeout:g}s") from None
                 time.sleep(0.2)
 
 
@@ -148,7 +149,9 @@ def main() -> int:
     server: Any = None  # held: it serves until the process ends
     rpc_options: dict[str, Any] = {}  # what TensorFlow holds of the knob (collective mode)
     if job == "ps" or (job == "worker" and "chief" in cluster):
-        server = tf.distribute.Server(spec, job_name=job, task_index=index, protocol="grpc")
+        # held for the task's life: the server serves while this reference lives
+        server = tf.distribute.Server(spec, job_name=job, task_index=index,  # noqa: F841
+                                      protocol="grpc")
     elif job == "chief":
         from pytest_hpccomm.stacks.tf.coordinator_peer import Coordinator
 

@@ -23,9 +23,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from pytest_hpccomm.record import Record
 
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
@@ -50,7 +51,7 @@ TCP_ONLY = "TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
     help_py = ("the TensorFlow to test: `build` (default: a venv with tensorflow-cpu made once "
-               "in the cache, python -m pytest_hpccomm.stacks.tf.env), a Python or venv that "
+               "in the cache, hpccomm tf-env), a Python or venv that "
                "has TensorFlow (a cluster's), or `none` (skip the TensorFlow items)")
     group.addoption("--hpc-tf-python", default=None, dest="hpc_tf_python", help=help_py)
     parser.addini("hpc_tf_python", help_py, default=BUILD)
@@ -140,7 +141,7 @@ class SessionTasks:
         self.tf, self.request = tf, request
         self.live: OrderedDict[tuple[str, Layout], TfTasks] = OrderedDict()
 
-    def __call__(self, placement: str, layout: Layout = Layout()) -> TfTasks:
+    def __call__(self, placement: str, layout: Layout = Layout()) -> TfTasks:  # noqa: B008 (frozen)
         key = (placement, layout)
         if key not in self.live:
             while len(self.live) >= self.LIVE:
@@ -282,7 +283,7 @@ def tf_ps_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Swe
 RecvRun = Callable[[int], None]
 
 
-def judged(sweeps: Sweeps, placement: str, hpc_session: HpcSession, hpc_record: Any,
+def judged(sweeps: Sweeps, placement: str, hpc_session: HpcSession, hpc_record: Record,
            records: Callable[[RecvSweep, int], list[Measurement]], invalid: str) -> RecvRun:
     """run(size): that point of this placement's pooled sweep, validated (a point not `valid`
     fails with `invalid`) and judged; an undecided verdict pools one more job at a time
@@ -303,7 +304,7 @@ def judged(sweeps: Sweeps, placement: str, hpc_session: HpcSession, hpc_record: 
 
 @pytest.fixture
 def tf_recv_tensor(tf_recv_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
-                   hpc_record: Any) -> RecvRun:
+                   hpc_record: Record) -> RecvRun:
     """run(size): RecvTensor latency then bandwidth; every byte read must be the variable's."""
     params = {"placement": hpc_placement, "tasks": str(Layout())}
     return judged(tf_recv_sweeps, hpc_placement, hpc_session, hpc_record,
@@ -313,7 +314,7 @@ def tf_recv_tensor(tf_recv_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcS
 
 @pytest.fixture
 def tf_allreduce(tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
-                 hpc_record: Any) -> RecvRun:
+                 hpc_record: Record) -> RecvRun:
     """run(size): ring all-reduce latency then busbw; every element must be the workers'
     sum."""
     params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring", "knob": "default"}
@@ -324,7 +325,7 @@ def tf_allreduce(tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: H
 
 @pytest.fixture
 def tf_allreduce_knob(tf_knob_sweeps: dict[str, Sweeps], tf_knob: str, hpc_placement: str,
-                      hpc_session: HpcSession, hpc_record: Any) -> RecvRun:
+                      hpc_session: HpcSession, hpc_record: Record) -> RecvRun:
     """run(size): the ring all-reduce with the workers' gRPC set by `tf_knob` (wire.KNOBS),
     at allreduce.KNOB_SIZES; its records carry the knob, so `knob=default` beside it is
     TensorFlow's own setting."""
@@ -339,7 +340,7 @@ def tf_allreduce_knob(tf_knob_sweeps: dict[str, Sweeps], tf_knob: str, hpc_place
 
 @pytest.fixture
 def tf_ps_throughput(tf_ps_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
-                     hpc_record: Any) -> RecvRun:
+                     hpc_record: Record) -> RecvRun:
     """run(size): parameter-server steps per second; every variable must hold what the steps
     that ran pushed."""
     params = {"placement": hpc_placement, "tasks": str(PS_CLUSTER)}
@@ -351,7 +352,7 @@ def tf_ps_throughput(tf_ps_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcS
 @pytest.fixture
 def tf_allreduce_packed(tf_packed_sweeps: dict[str, Sweeps], tf_packing: str,
                         hpc_placement: str, hpc_session: HpcSession,
-                        hpc_record: Any) -> RecvRun:
+                        hpc_record: Record) -> RecvRun:
     """run(size): `size` bytes as allreduce.TENSORS gradients reduced in one
     batch_all_reduce, packed by bytes_per_pack (`tf_packing`: allreduce.PACKINGS)."""
     params: dict[str, Param] = {"placement": hpc_placement, "tasks": str(RING),

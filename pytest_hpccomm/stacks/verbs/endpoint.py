@@ -24,7 +24,7 @@ def pattern(length: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(length)
 
 
-def _errno(exc: Exception) -> int | None:
+def errno_of(exc: Exception) -> int | None:
     return getattr(exc, "error_code", None) if isinstance(exc, PyverbsRDMAError) else None
 
 

@@ -31,7 +31,7 @@ from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
-from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, _errno, pattern
+from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, errno_of, pattern
 from pytest_hpccomm.stacks.verbs.engine_cm import CmOps
 from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
 
@@ -268,7 +268,7 @@ class Engine(CmOps):
         try:
             ep.qp.modify(attr, mask)
         except PyverbsError as exc:
-            raise VerbsError(f"ibv_modify_qp(->{state}): errno {_errno(exc)}: {exc}") from None
+            raise VerbsError(f"ibv_modify_qp(->{state}): errno {errno_of(exc)}: {exc}") from None
         return self.op_query_qp(msg)
 
     def op_connect(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -337,7 +337,7 @@ class Engine(CmOps):
                 ep.qp.post_send(wr)
             except PyverbsError as exc:
                 raise VerbsError(f"ibv_post_send (WR {i}, {w.get('opcode', 'SEND')}, wr_id "
-                                 f"{w.get('wr_id', 0)}): errno {_errno(exc)}: {exc}") from None
+                                 f"{w.get('wr_id', 0)}): errno {errno_of(exc)}: {exc}") from None
 
     def op_execute(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         """post_send, then poll the send CQ: one round trip for the orchestrator."""

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pyverbs.enums as e
 from pyverbs.pyverbs_error import PyverbsRDMAError
 
-from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, _errno
+from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, errno_of
 
 
 class CmOps:
@@ -62,7 +62,7 @@ class CmOps:
             try:
                 return CMEvent(ep.channel)
             except PyverbsRDMAError as exc:
-                if _errno(exc) not in (errno.EAGAIN, errno.EINTR):
+                if errno_of(exc) not in (errno.EAGAIN, errno.EINTR):
                     raise
 
     def _cm_wait(self, ep: Endpoint, wanted: int, timeout: float) -> Any:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_hpccomm.record import Record
+
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.session import hpc_session_of
@@ -120,7 +122,7 @@ PerftestPoint = Callable[["Benchmark", int], None]
 
 @pytest.fixture
 def verbs_perftest(verbs_bench: BenchRunner, verbs_pair: VerbsPair, verbs_emulated: bool,
-                   hpc_record: Any, record_property: Any,
+                   hpc_record: Record, record_property: Any,
                    request: pytest.FixtureRequest) -> PerftestPoint:
     """run(benchmark, size): one point over the pair; skips what the device cannot run, fails
     on an error or a non-positive sample; then judges it, or on an emulated device puts its

