@@ -1,27 +1,6 @@
 """Adaptive repeats (--hpc-max-repeats): a point its pooled jobs cannot decide gets more jobs.
 
-A stored-mode verdict is undecided when more jobs could settle it: INCONCLUSIVE because the
-interval is too wide, too few samples, or a shift beyond the tolerance that the interval does
-not establish; or a PASS whose interval still reaches beyond the tolerance band. A REGRESSION
-or IMPROVEMENT is confirmed the same way before it is claimed: its sweep is grown to the most
-jobs allowed and judged again. Some points are bimodal between jobs (a Horovod allreduce of
-16 B at 1.07 ms in most jobs and 3-7 ms in some, osu_scatter 256 KiB across the virtual
-cluster at 55 or 155 us): three jobs of which two landed in the slow mode make a regression of
-an unchanged build that six jobs rarely do. What more jobs cannot mend is decided as it
-stands: a baseline in other units, non-positive samples, a baseline measured on shared cores,
-a NEW point; and a point whose interval would still straddle an edge of the tolerance band
-with this run's side known exactly, because the spread between the baseline's sessions alone
-reaches across it (verdict.py, rule 5). The stack adds one job at a time, to the whole sweep
-(every point of the sweep gains from it: measure/pooling.JobPool.more) or, where one job runs
-several benchmarks (MPI), of the undecided point's benchmark alone (JobPool.more_of), and
-records the cost with the measurement (`extra["adaptive"]`, JobPool.cost), which the verdict
-message names.
-
-Scope (--hpc-repeat-for): `undecided` grows every point above; `changes` (the quick
-profile's default) only a potential change, a claimed REGRESSION/IMPROVEMENT or an
-INCONCLUSIVE whose point ratio lies beyond the band. A point inside the band is never made a
-change by more jobs, and growing the rest costs minutes of the main job while as many verdicts
-go pass -> inconclusive as the other way (docs/explanation/verdicts.md).
+More: docs/explanation/internals.md (pytest_hpccomm.baselines.adaptive).
 """
 
 from __future__ import annotations

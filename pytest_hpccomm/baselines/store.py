@@ -11,14 +11,7 @@ file atomically (temp file in the same directory, fsync, ``os.replace``, fsync o
 directory): concurrent updaters (pytest-xdist workers, parallel CI jobs on a shared filesystem
 that honours flock) lose nothing, and a writer killed at any point leaves the previous file.
 
-A file that exists but cannot be understood raises BaselineFileError. It is never read as
-empty: that would turn every test into NEW and the next update would erase the baseline.
-
-Sessions. An entry's samples are its latest run's; `sessions` keeps the median of each run
-that updated it (up to MAX_SESSIONS, oldest first) while its fingerprint, unit and direction
-stay the same, and starts again at one when they change. From three sessions on, the verdict
-takes the sessions' level as the reference and widens its interval by their spread
-(verdict.py): a run differs from the next by more than its own batches show.
+More: docs/explanation/internals.md (pytest_hpccomm.baselines.store).
 """
 
 from __future__ import annotations

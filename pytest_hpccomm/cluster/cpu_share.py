@@ -4,22 +4,7 @@ A benchmark's samples cannot tell a slower stack from a neighbour that took the 
 pytest, a browser, a build on a shared CI runner); the machine's own accounting can. Over a
 job's lifetime:
 
-    busy    = the whole machine's CPU time in processes (/proc/stat: user, nice, system,
-              steal; guest time is already inside user/nice)
-    own     = this process (all threads), its reaped children, and every descendant, live or
-              ended but not yet reaped (utime + stime + cutime + cstime from /proc/PID/stat),
-              so a job's ranks, their daemons, session-long peers and sibling jobs running
-              beside it count as ours, also after a reaper collected them
-    foreign = busy - own, in cores (divided by the wall time)
-
-Beside that, each reading keeps what the kernel says about the machine as the job ends: the
-1-minute load average, the run queue (procs_running: runnable tasks, ours included) at start
-and end, and the CPU clock when it is visible (cpufreq, else /proc/cpuinfo's "cpu MHz"): the
-evidence a reader needs to judge a disturbed job, or a slow one that was not flagged.
-
-Steal (a hypervisor giving our vCPU to another guest) lands in foreign: it is someone else's
-use of our cores too. irq and softirq time are left out on both sides: with IRQ time accounting
-no process is charged for them, and most of it is the job's own traffic (TCP over loopback).
+More: docs/explanation/internals.md (pytest_hpccomm.cluster.cpu_share).
 """
 
 from __future__ import annotations

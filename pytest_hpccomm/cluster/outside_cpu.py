@@ -8,13 +8,7 @@ tagged processes count as its own, and so do the step daemons of this SLURM job 
 [JOBID.STEP], which start the tasks and forward their output): that is what srun costs, as
 mpirun's daemons are part of an mpirun job.
 
-A thread samples the processes it knows every `period` seconds and looks for new ones every
-`scan` seconds (slower once it found some: reading every process's environment is not free on
-the cores being measured). A process found after the first scan started during the job and
-counts from its start; one already there (the batch step's slurmstepd) counts from the first
-sight. Each process counts its own time only: slurmstepd's reaped children are the tasks, also
-counted themselves. Missed: what a process used after its last sample, and short-lived
-children of the tasks that were never seen.
+More: docs/explanation/internals.md (pytest_hpccomm.cluster.outside_cpu).
 """
 
 from __future__ import annotations

@@ -10,11 +10,7 @@ name pI netns SW`). Commands run on a host through exec_argv(): `ip netns exec` 
 bind-mounts /etc/netns/NS/hosts, our name -> address table) + `unshare --uts` + hostname, since
 with one shared hostname Open MPI takes all ranks for one node and Barrier hangs.
 
-Everything created is first written to a manifest (STATE_DIR/PREFIX.json), then created;
-teardown deletes exactly what the manifest lists and kills by PID every process in our
-namespaces. It runs on leaving the `with` block, on SIGINT/SIGTERM (handlers chained to the
-previous ones), at exit, and cleanup_leftovers() applies it to manifests of dead sessions
-(netns_teardown.py).
+More: docs/explanation/internals.md (pytest_hpccomm.cluster.virtual).
 """
 
 from __future__ import annotations

@@ -3,20 +3,7 @@
     with VirtualCluster(2) as vc, VirtualSlurm(vc, tmp_path) as slurm:
         slurm.run(0, ["srun", "-N2", "hostname"], timeout=30)
 
-Everything (config, munge key, spool, state, logs, pid files, TmpFS) lives under `workdir`.
-munged, slurmctld and every slurmd run in the virtual hosts' namespaces (munged and slurmctld
-in h0, slurmd `-N hI` in hI under its own hostname), in the foreground (-D) as timed jobs of
-the cluster: registered in its manifest and inside its namespaces, so the cluster's teardown
-(or cleanup_leftovers() after a crash) kills them by PID even when stop() never ran. A forked
-daemon would become a zombie of PID 1, which never reaps here. The namespaces are fresh, so
-SLURM's standard ports are free in them, and nothing listens in the root namespace; munge's
-socket is a file, seen from every namespace.
-
-What 22.05 needs here (found by trying): the munge socket directory 0755; no
-cgroups (`ip netns exec` mounts a fresh, empty sysfs, yet slurmd always loads a cgroup plugin,
-so cgroup.conf names v1, which loads without mounting anything); proctrack/linuxproc and
-task/none; per-node paths with %n, TmpFS included (PMIx steps of two nodes collide in one
-/tmp). SLURM's own timeouts are short, so a dead controller fails a client in seconds.
+More: docs/explanation/internals.md (pytest_hpccomm.cluster.virtual_slurm).
 """
 
 from __future__ import annotations

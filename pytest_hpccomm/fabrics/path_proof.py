@@ -8,22 +8,7 @@ on its port (its RDMA rides on kernel TCP): there the proof is whose TCP it was
 (tcp_owners.py): the kernel's own sockets, siw's, must have sent at least the payload, the
 processes' sockets far less; without that meter, unprovable, and said so.
 
-Packets: a payload of P bytes takes at least ceil(P / MTU) packets, MTU being the port's
-active MTU (rdma_cm derives the path MTU from the same netdev, so packets carry no more; a
-queue pair set above it would show fewer packets and fail, never pass). When the caller does
-not know it, the largest path MTU (4096), which expects the fewest packets; the message says
-which one was used. Bytes (IBTA): at least P.
-
-TCP: Tcp OutSegs counts MSS-sized segments and TCP's MSS option is 16 bits, so a TCP carriage
-of P bytes counts at least ceil(P / 65536) segments. The counter is the host's (its network
-namespace's), not the job's, and nothing defines how much other TCP the host sends, so none is
-allowed: fewer segments than the payload needs proves TCP did not carry it, at every size; as
-many or more fail as unprovable. What small sizes change is the need: 16 segments at 1 MiB,
-one at 64 KiB or less. A fallback still fails there; a run that did cross the device passes
-only while the host's other TCP (ssh, a runtime's connection set-up) stays below that need,
-else it fails as unprovable: the counters cannot tell those segments from the payload's.
-siw's meter gives bytes: processes' sockets may send less than an eighth of the payload, at
-every size (a TCP carriage sends all of it through them).
+More: docs/explanation/internals.md (pytest_hpccomm.fabrics.path_proof).
 """
 
 from __future__ import annotations

@@ -3,31 +3,7 @@ by side, each with its ratio to the fastest point-to-point path at that size.
 
 Which benchmark of each stack feeds the table (a "path"), and why that one:
 
-  verbs    perftest's ib_send_lat / ib_send_bw over an RC QP: two-sided SEND/RECV, as MPI's
-           and gRPC's messages are (ib_write_* has no receiver in its loop). Latency is
-           perftest's half round trip; its "MB/sec" is 2^20 B/s, recorded as MiB/s.
-  MPI      OSU osu_latency (half the round trip of a ping-pong) / osu_bw (a window of
-           non-blocking sends), 2 ranks; one path per MPI implementation and placement.
-  gRPC     TF-gRPC-Bench's tf_grpc_p2p_latency / tf_grpc_p2p_bandwidth with single-buffer
-           uniform payloads (buffers=1, scheme uniform-*: one message of `bytes`; a 10-buffer
-           iovec is not "a message of that size"), one path per peer kind (native C++, Python),
-           mode, runtime and placement. The latency benchmark times an echo RPC, a ping-pong
-           carrying the payload both ways: half of it is OSU's definition, and the table shows
-           that half.
-  TF       tf_recv_tensor (RecvTensor: the worker reads a variable from the ps task), per read
-           as TF-gRPC-Bench reports it. Not halved: only the response carries the tensor.
-  Horovod  hvd_allreduce latency and busbw, 2 ranks (busbw = algbw there). A collective, not a
-           point-to-point path: its rows say so and never count as the fastest, though they
-           show their ratio to it.
-
-A size is in the table where at least two stacks measured it; the others are listed as left
-out, and the plot shows every path at every size it measured.
-gRPC's default payloads (10 B, 10 KiB, 1 MiB) meet OSU's powers of two at 1 MiB only: run it
-with --hpc-grpc-buffers 1 --hpc-grpc-small 8 --hpc-grpc-medium 8K to meet them everywhere.
-
-Bandwidth rows show the share of the link where the measurement carries
-extra["link_rate_gbps"] (and extra["link_rate_source"], where that rate was read); elsewhere
-"link rate unknown", never an assumed rate.
+More: docs/explanation/internals.md (pytest_hpccomm.report.cross_stack).
 """
 
 from __future__ import annotations

@@ -9,15 +9,7 @@ pytest-benchmark's format (`write_pytest_benchmark_json`) lets `pytest-benchmark
 `py.test-benchmark list` and tools built on that format (CI dashboards) read our runs. That format
 has one unit, seconds per operation, and its tools assume lower is better. Mapping:
 
-- time-like units (ns, us, ms, s): samples converted to seconds; nothing else changes.
-- rate-like units (anything "<thing>/s": MB/s, GB/s, msg/s): each sample r is stored as its
-  reciprocal 1/r, i.e. seconds per <thing> (seconds per MB for MB/s). This is the same
-  measurement seen as a time, and lower stays better, so compare's deltas and --compare-fail keep
-  their meaning; pytest-benchmark's OPS column (1 / mean) then reads as the rate in <thing>/s.
-  The original unit, direction and rate median are in `extra_info`, and `group` names the family
-  ("mpi/osu_bw/bandwidth [MB/s as s/MB]") so a time and a rate never share one table.
-- any other unit (a ratio, a percentage) has no honest reading as seconds: such records are
-  left out, and the function returns their node ids so the caller can say so.
+More: docs/explanation/internals.md (pytest_hpccomm.report.results_json).
 """
 
 from __future__ import annotations

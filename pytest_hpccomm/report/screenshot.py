@@ -7,18 +7,7 @@ A page can be valid HTML and still show nothing useful: a plot that failed to en
 <img> whose data is garbage (the browser draws a broken-image icon), a traceback or a
 matplotlib warning that ended up in the text, an empty body. So there are two checks:
 
-- the page (check_html): every <img> is embedded, decodes, is larger than a thumbnail and is
-  not one flat colour; as many as expected; its visible text is not empty and has no
-  "Traceback", "...Error" or "...Warning" in it;
-- the picture (check_png): the PNG Chromium wrote exists, has the size asked for, and is not
-  blank (one colour, or next to nothing off the background).
-
-Chromium runs as a job (cluster.jobs.run_job: hard timeout, every process it started reaped)
-with a fresh --user-data-dir that is removed afterwards. A screenshot covers the window only
-and a page without script cannot say how tall it is, so the window is made taller than the
-page is estimated to be (images at their laid-out size, table rows as if their text wrapped,
-headings); if the page still reaches the window's bottom it is taken again at MAX_HEIGHT; then
-the empty background below the page is trimmed off.
+More: docs/explanation/internals.md (pytest_hpccomm.report.screenshot).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The wheel holds what an installed pytest-hpccomm needs: every package of the checkout, the
-native gRPC peer's sources and protos (its build reads them from the installed package), the
-Horovod build's patch, and the suites (pytest --pyargs pytest_hpccomm.suites)."""
+native gRPC peer's sources and protos (its build reads them from the installed package) and the
+Horovod build's patch."""
 
 from __future__ import annotations
 
@@ -24,10 +24,7 @@ def listed_packages() -> set[str]:
 
 def test_every_package_directory_is_listed() -> None:
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
-    suites = {"pytest_hpccomm.suites"} | {
-        f"pytest_hpccomm.suites.{d.name}" for d in (ROOT / "suites").iterdir()
-        if d.is_dir() and any(d.glob("test_*.py"))}
-    missing = (on_disk | suites) - listed_packages()
+    missing = on_disk - listed_packages()
     assert not missing, f"add to pyproject.toml [tool.setuptools] packages: {sorted(missing)}"
 
 
@@ -48,15 +45,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def test_the_wheel_holds_the_native_sources_the_patch_and_the_suites(
+def test_the_wheel_holds_the_native_sources_and_the_patch(
         wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     native = PACKAGE / "stacks" / "grpc" / "native"
     want = {f"pytest_hpccomm/stacks/grpc/native/{p.name}" for p in native.iterdir()
             if p.suffix in (".cc", ".h", ".c", ".proto")}
     want.add("pytest_hpccomm/stacks/horovod/cxx17.patch")
-    want |= {"pytest_hpccomm/suites/" + str(p.relative_to(ROOT / "suites"))
-             for p in (ROOT / "suites").rglob("*.py")}
     assert "pytest_hpccomm/stacks/grpc/native/tensor.proto" in want
     missing = sorted(want - names)
     assert not missing, missing

@@ -1,22 +1,6 @@
 """mpirun / mpiexec of Open MPI (4 and 5) and MPICH (Hydra): command lines per flavor.
 
-Flavor differences that matter (each one found the hard way):
-- Remote-shell agent: Open MPI 4.1 reads `--mca plm_rsh_agent`, Open MPI 5 (PRRTE) reads
-  `--prtemca plm_ssh_agent`; Hydra takes `-launcher ssh -launcher-exec AGENT`.
-- Ranks that share cores need `--bind-to none` (Hydra `-bind-to none`), else every virtual node
-  binds its first rank to core 0 and latencies go to milliseconds.
-- As root Open MPI refuses to start without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
-- Open MPI keeps its session directory in /tmp/ompi.<mpirun PID> (4.1: ompi.<host>.<uid>),
-  and a killed job leaves it behind. Where PIDs wrap (pid_max 32768) a later mpirun gets the
-  same PID, and under the same hostname (every virtual cluster names its hosts h0, h1...) its
-  PMIx server finds the stale rendezvous files: "The PMIx server's listener thread failed to
-  start", exit 213 within 0.1 s. Jobs on this machine (private_session) therefore get a
-  session directory of their own, made and removed around the job (Launch.scratch).
-- TCP only: Open MPI `--mca pml ob1 --mca btl tcp,self`; MPICH 4/5 (ch4) has no such switch on
-  the command line, so it is pinned by environment: MPIR_CVAR_NOLOCAL=1 (no shared memory even
-  for ranks it thinks are local), MPIR_CVAR_CH4_NETMOD=ofi with FI_PROVIDER=tcp (libfabric's
-  TCP provider; UCX would pick its shared-memory transports between namespaces, which share
-  /dev/shm) — see TCP_ONLY_MPICH_ENV.
+More: docs/explanation/internals.md (pytest_hpccomm.cluster.launchers.mpirun).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """pytest plugin of the gRPC stack (pytest11: hpccomm_grpc): its options and fixtures.
 
-Tests ask for
-  grpc_peer, grpc_mode  parametrized over --hpc-grpc-peers / --hpc-grpc-modes (session scope)
-  grpc_server           the session's loopback server of that peer kind (plaintext and TLS)
-  grpc_client_kind      parametrized over --hpc-grpc-clients: python (grpcio in pytest) or
-                        native (the native peer's relay makes the calls, inside the runtime)
-  grpc_connect          connect(target, mode, ca=, gzip=): a TensorClient of that kind
-  grpc_client           a client of grpc_server in grpc_mode, ready, closed after the test
-  grpc_settings         settings(cap=None): Hypothesis settings of a property built in a test
-  grpc_tls              the test CA and certificates (grpc_server's TLS port trusts "ca")
-  grpc_bench            run(benchmark, scheme): one TF-gRPC-Bench point, measured and judged
-  grpc_lab              the session's GrpcLab: native build, servers anywhere, sweeps, all cached
-  grpc_options          the parsed options (GrpcOptions)
-  grpc_runtime          the runtime's label; with a TCP twin (runtimes.py) parametrized over
-                        both, twin first, so the report shows them side by side
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.grpc.plugin).
 """
 
 from __future__ import annotations

@@ -7,15 +7,7 @@ against torch 2.13.0 CPU and the project's Open MPI venv (mpicc), with Gloo and 
 
     hpccomm build-horovod         # ~2-5 min cold on 2 cores
 
-Layout: <cache>/horovod/<key>/venv (torch, horovod, numpy: what the peers import) and
-<cache>/horovod/wheels/<key>/horovod-*.whl. The key hashes every input (Horovod version and
-sdist digest, the patch, torch, Python, the MPI it links, the compiler, this recipe). The venv
-is built in place, not renamed into place: the extension's RUNPATH names torch's and the MPI's
-library directories by absolute path. So a finished build is marked by `ready.json`, written
-last; a directory without it is a killed build and is rebuilt, under a file lock.
-
-A user's own Horovod (a cluster's) is named by its Python (--hpc-horovod-python); probe() reads
-its version, controllers and operations, and the MPI it was linked against, for the fingerprint.
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.horovod.build).
 """
 
 from __future__ import annotations

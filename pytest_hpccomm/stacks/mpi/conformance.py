@@ -11,11 +11,7 @@ order of a non-commutative reduction, a Split into groups of different sizes. `n
 rank per virtual host of the session's cluster (--hpc-vhosts, default 2; use 3 or more for the
 same strength there); the properties adapt to the size the peer reports in its hello.
 
-Reproducing a failure: Hypothesis prints the shrunk case ("Draw 1 (case): {...}") and, with
-print_blob, an `@reproduce_failure(...)` line to paste above the test. The quick profile is
-derandomized (the merge gate sees the same examples each run; rerunning reproduces), the full
-profile explores and keeps failures in .hypothesis/. Every assertion message also carries the
-case as JSON and a command that replays it with mpirun alone (conformance_peer --case).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.conformance).
 """
 
 from __future__ import annotations

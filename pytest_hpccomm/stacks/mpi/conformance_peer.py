@@ -11,12 +11,7 @@ messages cannot match the next case's receives) and reports what IT saw; rank 0 
 reports and replies. The peer only observes; judging against a NumPy reference is pytest's job.
 `--case` runs one case alone and prints the reports (replay of a failure without pytest).
 
-Imports neither pytest nor orchestrator modules (peer rule); mpi4py is imported late so the
-names it shares with the orchestrator live in wire.py, the case data in payload.py.
-
-Test-only plant: HPCCOMM_MPI_PLANT=corrupt-reduce flips one bit of the last element of every
-predefined-op Reduce/Allreduce result longer than PLANT_THRESHOLD elements (the suite's own
-validation: the reduction property must catch and shrink it).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.conformance_peer).
 """
 
 from __future__ import annotations

@@ -7,16 +7,7 @@ benchmark's document when it finishes, so a job that crashes or times out later 
 what it measured, but every item of a failed job fails with the job's reason: a crash in
 MPI_Finalize or a hung rank is a defect of the MPI however good the timings were.
 
-Records (see `measurements`): every item records its OSU metric (latency in us, bandwidth in
-MB/s). Two benchmarks also record a second view of the same batches, in the same item, because
-the field reads them that way: collectives their nccl-tests bus bandwidth (metric "busbw", GB/s,
-higher is better; algbw and the factor in `extra`), osu_mbw_mr its message rate (msg/s). Both
-are per-batch functions of the same samples, so their verdict agrees with the primary one (a
-regression fails the item once, naming both); they exist so reports plot busbw and message
-rate against size with a baseline band. The baseline key tells them apart by the parameter
-`metric`. Bandwidth records (MB/s, busbw) carry the rate of the link the ranks' bytes crossed
-when it is known (measure/link.py): the virtual cluster's shaping, or on real hosts the
-fabric's discovered rate; on loopback none.
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.driver).
 """
 
 from __future__ import annotations

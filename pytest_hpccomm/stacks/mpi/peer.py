@@ -5,26 +5,7 @@ It imports neither pytest nor the orchestrator (peer rule). After each benchmark
 prints one JSON document between marker lines, so launcher chatter cannot corrupt it and the
 benchmarks finished before a crash or a timeout still count.
 
-Definitions follow OSU Micro-Benchmarks 7.4 (c/mpi/pt2pt/standard, c/mpi/collective/blocking):
-- osu_latency: half the round trip of a blocking ping-pong; osu_multi_lat: the same over
-  pairs (rank i with i + ranks/2), averaged over the senders.
-- osu_bw: a window of non-blocking sends of one buffer, acknowledged by a 1-byte reply;
-  osu_bibw: both sides send a window at once (bytes counted twice, no acknowledgement);
-  osu_mbw_mr: osu_bw over ranks/2 pairs, bytes of all pairs over the senders' mean time, plus
-  the message rate (messages of all pairs per second).
-- collectives: each operation timed on its own, a barrier after it (outside the timed region,
-  so operations cannot pipeline); latency = the ranks' average (OSU's "Avg Latency"). Message
-  sizes as OSU counts them: per rank block for allgather/alltoall/gather/scatter, the whole
-  vector for reduce_scatter, the buffer otherwise; unsigned bytes, summed (OSU: MPI_CHAR).
-MB/s means 10^6 bytes/s as in OSU. One sample is one batch of iterations between barriers:
-point-to-point loops are timed as a whole; for collectives the sample is the mean over the
-batch of the individually timed operations. The timer's own cost is reported (timer_us).
-
-Every batch is validated (OSU's -c) without being timed: send buffers carry a pattern unique to
-(batch, rank, block) and every receiver checks what arrived (a reduction against the known sum).
-Buffers are allocated once and grown on demand; point-to-point loops use persistent requests,
-which skip mpi4py's per-call buffer parsing and bring the small-message latency close to OSU's
-C binary (benchmarks/mpi_fidelity.py).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.peer).
 """
 
 from __future__ import annotations

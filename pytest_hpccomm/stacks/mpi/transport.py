@@ -7,14 +7,7 @@
 | softroce         | as roce (UCX drives rxe through rc_verbs)  | as roce                              |
 | iwarp            | pml cm + mtl ofi, FI_PROVIDER=verbs;ofi_rxm | ofi, FI_PROVIDER=verbs;ofi_rxm      |
 
-On RDMA fabrics UCX may use only its RDMA transports (UCX_TLS=rc,ud,self: no TCP, no shared
-memory; MPICH also MPIR_CVAR_NOLOCAL=1): a missing or down HCA then fails the job instead of
-silently measuring TCP or memory copies under the fabric's name, and two ranks on one host go
-through the HCA's loopback as OSU's single-node runs with UCX_TLS set do. RoCE adds UCX_IB_GID_INDEX (the
-RoCE v2 GID the fabric probe chose). iWARP goes through libfabric because UCX has no iWARP
-support (Open MPI 5 also dropped the openib btl that drove it). IPoIB is TCP over ib0 by
-definition. The PyPI wheels of Open MPI and MPICH are built without UCX and libfabric's verbs
-provider: on an RDMA fabric point --hpc-mpi at the cluster's MPI (a path to its mpirun).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.transport).
 """
 
 from __future__ import annotations

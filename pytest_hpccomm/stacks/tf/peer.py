@@ -1,22 +1,10 @@
 """TensorFlow peer: one long-lived process per task of the cluster (ps, worker), driven over the
 control channel, never through the runtime under test.
 
-    HPCCOMM_TF_CLUSTER='{"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"]}' \
+    HPCCOMM_TF_CLUSTER='{"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"]}' \\
     HPCCOMM_TF_TASK=worker:0 python -m pytest_hpccomm.stacks.tf.peer
 
-A ps task runs a tf.distribute.Server and waits, and so does every worker of a cluster with a
-chief: the chief runs a ParameterServerStrategy and its ClusterCoordinator (coordinator_peer.py).
-In collective mode (HPCCOMM_TF_MODE=collective)
-every worker is a client of its own running TensorFlow's collective ops (collective_peer.py).
-Otherwise worker:0 joins the cluster as an eager client
-(tf.config.experimental_connect_to_cluster starts its own server in the spec) once every ps task
-accepts connections, and runs what the orchestrator asks: tf.functions whose graphs TensorFlow
-partitions across tasks, so a tensor crossing tasks is a Send/Recv pair carried by
-the WorkerService's RecvTensor RPC over TensorFlow's own gRPC (TF-gRPC-Bench's path).
-
-TensorFlow servers cannot be shut down (tensorflow#11872): "shutdown" replies, then ends the
-process with os._exit; the orchestrator's job reaper makes sure nothing is left. Imports
-neither pytest nor orchestrator modules; TensorFlow is imported late, in its own venv.
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.tf.peer).
 """
 
 from __future__ import annotations

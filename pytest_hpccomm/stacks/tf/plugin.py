@@ -1,20 +1,6 @@
 """pytest plugin of the TensorFlow stack (pytest11: hpccomm_tf): options, probe, fixtures.
 
-Tests ask for
-  tf_env        the TensorFlow to test: the cached venv (created now if missing) or the
-                user's (--hpc-tf-python); skips only when opted out, fails when creating or
-                importing it fails
-  tf_tasks      the session's tasks (1 ps, 1 worker) for this item's placement, started once
-                and reused (a task takes 20-35 s to start), reaped at session end
-  tf_ring       the session's two collective workers for this item's placement, likewise
-  tf_ps_cluster the session's 2 ps, 2 workers and chief (ParameterServerStrategy), likewise
-  tf_size       the session's sizes of the RecvTensor sweep (perf.bench_sizes)
-  tf_recv_tensor  run(size): that point of this placement's pooled sweep, validated and judged
-  tf_allreduce_size, tf_allreduce  the same for the ring all-reduce (allreduce.py)
-  tf_knob, tf_knob_size, tf_allreduce_knob  the ring all-reduce with a gRPC knob set
-                (wire.KNOBS: channels per target, compression)
-  tf_packing, tf_pack_size, tf_allreduce_packed  a model's gradients packed by bytes_per_pack
-  tf_ps_size, tf_ps_throughput     the same for parameter-server steps per second (ps.py)
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.tf.plugin).
 """
 
 from __future__ import annotations

@@ -11,15 +11,7 @@ Each loop follows the perftest program of the same name (linux-rdma/perftest, sr
              ends each batch with a zero-byte ack from the server, as osu_bw does, so an
              unreliable (UD) receiver is never overrun
 
-Latency loops return the time of every post (perftest's tposted[]); the orchestrator turns
-them into per-iteration deltas and perftest's statistics. Bandwidth loops return each batch's
-first-post-to-last-completion time (perftest: tcompleted[last] - tposted[0]).
-
-The canary (--hpc-inject-slowdown F, the request's `slowdown`) stretches the client's timed
-work inside these regions: each latency iteration, and each bandwidth batch, takes F times as
-long as the device took (warm-up is not stretched). Under the canary the client also reports,
-per batch, the nanoseconds its regions took before and after the stretch (`canary`), so a
-test can see where the stretch went without comparing against a plain run.
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.verbs.bench).
 """
 
 from __future__ import annotations

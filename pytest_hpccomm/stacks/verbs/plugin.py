@@ -1,33 +1,6 @@
 """pytest plugin of the verbs stack (pytest11: hpccomm_verbs): provisioning, peers, skips.
 
-Tests marked `stack("verbs")` ask for:
-  verbs_fabric     the selected RDMA port; on softroce/iwarp a missing rxe/siw link is created
-                   first (the core's hpc_rdma_fabric) and removed at session end
-  verbs_pair       two long-lived peers on that device (the conformance tests' counterpart);
-                   with two or more --hpc-hosts, one on each of the first two hosts
-  verbs_emulated   True on rxe/siw: benchmarks run as a functional pass without verdicts
-  verbs_bench      perftest's benchmark set over the pair (perf.BenchRunner), per session
-and, from fixtures.py (this plugin's pytest_plugins), what the suites ask for:
-  verbs_rc         the session's long-lived RC link with an MR on each side (links.py),
-                   re-made when a failed test left it broken; for tests that expect success
-  verbs_fresh_rc   make(b_access=..., length=...) -> a new link the test may break (an RC error
-                   moves both QPs to ERR), closed after the test
-  verbs_qps        make(qp_type) -> a new QP, on alternate peers, destroyed after the test
-  verbs_settings   the Hypothesis settings of a property on the pair (examples: links.py)
-  verbs_atomic_order  the byte order the device's atomics compute in (skips without atomics)
-  verbs_perftest   run(benchmark, size): one perftest point over the pair, judged (or, on an
-                   emulated device, put into the JUnit properties with verdict disabled)
-  verbs_perftest_program  run(program, size): perftest's own program on the same device
-
-Every verbs item runs under a deadline of its own (--hpc-verbs-deadline, watchdog.py) that
-raises past Hypothesis, below pytest-timeout's (the outer belt); an item that left a peer
-broken (stopped answering, or interrupted mid-request) gets the pair restarted before the
-next item, and the kernel log is marked at each item's start for dead-link reports.
-
-Skips: the core skips by the stack marker alone and only at collection, before any link could
-be provisioned. For verbs items this plugin decides first (tryfirst) and names everything that
-is missing in one reason: the stack (pyverbs) and the fabric (what was found instead, and why no
-link can be created) — a provisionable fabric is not a reason to skip.
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.verbs.plugin).
 """
 
 from __future__ import annotations
