@@ -22,6 +22,7 @@ from pytest_hpccomm.record import Record
 
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS  # emulated: timings say nothing of a fabric
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
@@ -39,7 +40,7 @@ from pytest_hpccomm.stacks.mpi.runtime import (MpiBroken, MpiRuntime, MpiUnavail
                                                absence_error, resolve, spec_error)
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
-from pytest_hpccomm.stacks.mpi.transport import (EMULATED_DRIVERS, OFI_VERBS_FABRICS, RDMA_KINDS,
+from pytest_hpccomm.stacks.mpi.transport import (OFI_VERBS_FABRICS, RDMA_KINDS,
                                                  NoTransport, transport_for)
 
 DEFAULT_MPIS = "openmpi,mpich"
@@ -227,7 +228,7 @@ def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
                            launcher=launcher, rsh_agent=cfg.rsh_agent,
                            bind_none=cfg.bind == "none",
                            timeout_scale=EMULATED_TIMEOUT_SCALE
-                           if fabric.driver in EMULATED_DRIVERS else 1.0,
+                           if fabric.driver in SOFTWARE_DRIVERS else 1.0,
                            link=discovered_link_rate(fabric, hpc_session.inventory))
     # loopback: TCP over lo on TCP fabrics, through the HCA on RDMA ones
     return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
@@ -305,7 +306,7 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRu
         except SweepFailed as exc:
             pytest.fail(str(exc), pytrace=False)
         fabric = hpc_session.selection
-        emulated = isinstance(fabric, FabricSelection) and fabric.driver in EMULATED_DRIVERS
+        emulated = isinstance(fabric, FabricSelection) and fabric.driver in SOFTWARE_DRIVERS
         key = (mpi_runtime, target, ",".join(group))
         osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
                   hpc_record, emulated, base,

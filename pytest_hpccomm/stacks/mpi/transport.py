@@ -16,12 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pytest_hpccomm.fabrics import RDMA_KINDS, TCP_FABRICS, FabricSelection
-from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 
 UCX_FABRICS = ("ib", "roce", "softroce")
 OFI_VERBS_FABRICS = ("iwarp",)
 assert set(UCX_FABRICS + OFI_VERBS_FABRICS) == set(RDMA_KINDS)  # a transport for every RDMA kind
-EMULATED_DRIVERS = SOFTWARE_DRIVERS  # software devices: their timings say nothing of a fabric
 
 
 class NoTransport(Exception):
