@@ -28,7 +28,7 @@ from pytest_hpccomm.stacks.mpi.driver import (SweepFailed, SweepSettings, hosts_
                                               peer_argv, run_sweep)
 from pytest_hpccomm.stacks.mpi.plugin import sweep_target
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
-from pytest_hpccomm.stacks.mpi.transport import RDMA_KINDS
+from pytest_hpccomm.fabrics import RDMA_KINDS
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi")]
 

@@ -23,7 +23,7 @@ from pytest_hpccomm.record import Record
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS  # emulated: timings say nothing of a fabric
-from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -40,7 +40,7 @@ from pytest_hpccomm.stacks.mpi.runtime import (MpiBroken, MpiRuntime, MpiUnavail
                                                absence_error, resolve, spec_error)
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
-from pytest_hpccomm.stacks.mpi.transport import (OFI_VERBS_FABRICS, RDMA_KINDS,
+from pytest_hpccomm.stacks.mpi.transport import (OFI_VERBS_FABRICS,
                                                  NoTransport, transport_for)
 
 DEFAULT_MPIS = "openmpi,mpich"

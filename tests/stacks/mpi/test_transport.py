@@ -155,3 +155,10 @@ def test_hosts_launch_keeps_the_peer_variables_before_the_transports(
                        SweepTarget("hosts", hosts=HOSTS, transport=t)).env
     new = [k for k in env if k not in os.environ and k != "PATH"]
     assert new == [*peer_env(), *t.env]
+
+
+def test_every_rdma_kind_has_a_transport() -> None:
+    from pytest_hpccomm.fabrics import RDMA_KINDS
+    from pytest_hpccomm.stacks.mpi.transport import OFI_VERBS_FABRICS, UCX_FABRICS
+
+    assert sorted(UCX_FABRICS + OFI_VERBS_FABRICS) == sorted(RDMA_KINDS)
