@@ -27,8 +27,15 @@ from typing import Any
 import numpy as np
 
 from pytest_hpccomm.peer.canary import stretch
-from pytest_hpccomm.stacks.horovod.wire import (PLANT_THRESHOLD, PLANT_VAR, PLANTS, SIZE_VAR,
-                                                decode, encode, static_process_sets)
+from pytest_hpccomm.stacks.horovod.wire import (
+    PLANT_THRESHOLD,
+    PLANT_VAR,
+    PLANTS,
+    SIZE_VAR,
+    decode,
+    encode,
+    static_process_sets,
+)
 
 
 class Peer:
@@ -219,15 +226,19 @@ class Peer:
         if path:
             hvd.start_timeline(path)
         per_iter, bounds, rates = int(req["batches_per_iter"]), [time.time()], []
+        factor, unstretched = float(req.get("slowdown", 1.0)), []
         for _ in range(int(req["iters"])):
             hvd.barrier()  # iterations start together (see bench)
             t0 = time.perf_counter()
             for _ in range(per_iter):
                 step()
-            stretch(t0, float(req.get("slowdown", 1.0)), idle=True)
+            unstretched.append(batch * per_iter / (time.perf_counter() - t0))
+            stretch(t0, factor, idle=True)
             rates.append(batch * per_iter / (time.perf_counter() - t0))
             bounds.append(time.time())
         out: dict[str, Any] = {"images_per_s": rates}
+        if factor > 1.0:  # the canary's own work (see bench)
+            out["unstretched_images_per_s"] = unstretched
         if path:
             hvd.stop_timeline()
             hvd.barrier()  # a cycle passes: the coordinator closes the file
@@ -294,8 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     if plant is not None and plant not in PLANTS:
         print(f"{PLANT_VAR}={plant!r}: known plants are {', '.join(PLANTS)}", file=sys.stderr)
         return 2
-    import torch  # late: the orchestrator imports this module without torch or Horovod
     import horovod.torch as hvd
+    import torch  # late: the orchestrator imports this module without torch or Horovod
 
     torch.set_num_threads(1)  # ranks share 2 cores with pytest
     size = int(os.environ.get(SIZE_VAR, "0"))
