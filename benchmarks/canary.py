@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.baselines.adaptive import undecided
 from pytest_hpccomm.baselines.store import entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, judge
@@ -40,7 +41,7 @@ from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.report.results_json import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "suites" / "mpi" / "test_perf_osu.py"
+SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 TOLERANCES = (0.01, 0.02, 0.03, 0.05, 0.10, 0.15, 0.20)
 
 

@@ -31,6 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
@@ -41,7 +42,7 @@ from pytest_hpccomm.stacks.mpi.runtime import resolve
 
 TOLERANCES = (0.02, 0.05, 0.10)
 ROOT = Path(__file__).resolve().parents[1]
-GRPC_SUITE = ROOT / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+GRPC_SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 BASE = "base"
 
 

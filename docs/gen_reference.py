@@ -314,7 +314,7 @@ def _help_of(parser: Any) -> str:
 
 
 def render_cli() -> str:
-    from pytest_hpccomm.__main__ import build_parser
+    from pytest_hpccomm.__main__ import TOOLS, build_parser
 
     parser = build_parser()
     parser.prog = "hpccomm"
@@ -322,6 +322,11 @@ def render_cli() -> str:
     subs = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
     for action in subs:
         for name, sub in getattr(action, "choices", {}).items():
+            if name in TOOLS:  # a tool's own parser, where the tool has one to show
+                import importlib
+
+                own = getattr(importlib.import_module(TOOLS[name][0]), "build_parser", None)
+                sub = own() if own is not None else sub
             sub.prog = f"hpccomm {name}"
             out += f"\n## hpccomm {name}\n\n"
             out += "\n".join("    " + line for line in _help_of(sub).splitlines()) + "\n"

@@ -167,6 +167,12 @@ def _positive_int(text: str) -> int:
 
 # subcommand -> (module with main(argv) -> int, one line of help)
 TOOLS: dict[str, tuple[str, str]] = {
+    "doctor": ("pytest_hpccomm.doctor",
+               "what this machine offers, and what each suite would run or skip, and why"),
+    "run": ("pytest_hpccomm.nightly",
+            "the nightly: every suite (or those named) with its reports in ./results"),
+    "setup": ("pytest_hpccomm.bootstrap",
+              "make the MPI environments, native gRPC peer, Horovod and TensorFlow now"),
     "mpi": ("pytest_hpccomm.cluster.mpi",
             "create or list the MPI environments the suites run (openmpi, openmpi4, mpich)"),
     "build-grpc": ("pytest_hpccomm.stacks.grpc.build",
@@ -176,6 +182,10 @@ TOOLS: dict[str, tuple[str, str]] = {
     "probe": ("pytest_hpccomm.measure.host_speed", "this host's reference-probe rates"),
     "snapshot": ("pytest_hpccomm.fabrics.snapshot",
                  "record this host's RDMA/network sysfs as a fixture tree"),
+    "baselines": ("pytest_hpccomm.baselines.admin",
+                  "show, diff, promote or prune stored baseline sets"),
+    "report": ("pytest_hpccomm.report.rerender",
+               "the HTML report and markdown summary again, from a results JSON"),
     "demo-report": ("pytest_hpccomm.report.demo", "write the reports of a made-up session"),
     "screenshot": ("pytest_hpccomm.report.screenshot", "a PNG of an HTML report's first screen"),
 }

@@ -13,10 +13,15 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
-from pytest_hpccomm.cluster.hosts import (Host, HostSpecError, hosts_from_slurm, parse_host_list,
-                                          parse_hostfile)
 from pytest_hpccomm.baselines.adaptive import SCOPES as REPEAT_SCOPES
 from pytest_hpccomm.baselines.history import default_history_path
+from pytest_hpccomm.cluster.hosts import (
+    Host,
+    HostSpecError,
+    hosts_from_slurm,
+    parse_host_list,
+    parse_hostfile,
+)
 from pytest_hpccomm.measure.link import RateError, parse_bit_rate
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size_spec
 

@@ -16,7 +16,6 @@ from typing import Any, Iterable
 from pytest_hpccomm import __version__
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 
-
 # What makes a machine type: a baseline taken where one of these differs measured other hardware,
 # so its verdicts are informational (baselines/judging.py). Versions (kernel, MPI, ...) are
 # compared and noted, not exempted: a new version on the same hardware is what a gate checks.

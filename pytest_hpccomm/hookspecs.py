@@ -8,9 +8,9 @@ import pluggy
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_hpccomm.baselines.result import RunResult
     from pytest_hpccomm.fabrics import FabricProbe
     from pytest_hpccomm.measure.host_speed import HostSpeed
-    from pytest_hpccomm.baselines.result import RunResult
     from pytest_hpccomm.stacks.registry import StackProbe
 
 hookspec = pluggy.HookspecMarker("pytest")

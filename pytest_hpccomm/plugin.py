@@ -8,21 +8,21 @@ baselines) and report/ (outputs).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
 
 from pytest_hpccomm import hookspecs, retries
+from pytest_hpccomm.baselines.judging import BaselineJudge
+from pytest_hpccomm.cluster.placement import kept_in_profile, placements
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.measure.host_speed import quiet_probe
-from pytest_hpccomm.cluster.placement import kept_in_profile, placements
-from pytest_hpccomm.report.stack_time import OTHER, StackTimes, stack_of
-from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.record import JUDGE_KEY, Record
+from pytest_hpccomm.report.stack_time import OTHER, StackTimes, stack_of
 from pytest_hpccomm.session import SESSION_KEY, HpcSession, hpc_session_of
 from pytest_hpccomm.skips import MARKERS, check_marker_args, skip_reason
 
@@ -117,8 +117,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def hpc_virtual_cluster(hpc_session: HpcSession) -> Iterator[Any]:
     """A virtual cluster of network namespaces for the session (needs root; else skips)."""
-    from pytest_hpccomm.cluster.virtual import (ClusterUnavailable, VirtualCluster,
-                                                cleanup_leftovers, unavailable_reason)
+    from pytest_hpccomm.cluster.virtual import (
+        ClusterUnavailable,
+        VirtualCluster,
+        cleanup_leftovers,
+        unavailable_reason,
+    )
 
     reason = unavailable_reason()
     if reason:
@@ -212,8 +216,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the gate's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from pytest_hpccomm.report.session_end import (gate_verdict, retry_properties,
-                                                   write_session_outputs)
+    from pytest_hpccomm.report.session_end import gate_verdict, retry_properties, write_session_outputs
 
     config = session.config
     if SESSION_KEY not in config.stash:

@@ -7,13 +7,20 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm import retries
 from pytest_hpccomm import fingerprint as fp
-from pytest_hpccomm.config import HpcConfig
-from pytest_hpccomm.fabrics import (AUTO, FabricProbe, FabricSelection, FabricUnavailable,
-                                    fabric_kinds, register_fabric, select_fabric)
-from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
+from pytest_hpccomm import retries
 from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.config import HpcConfig
+from pytest_hpccomm.fabrics import (
+    AUTO,
+    FabricProbe,
+    FabricSelection,
+    FabricUnavailable,
+    fabric_kinds,
+    register_fabric,
+    select_fabric,
+)
+from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
 from pytest_hpccomm.stacks.registry import StackProbe
 
 

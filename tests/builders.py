@@ -67,7 +67,7 @@ def make_result(stack: str = "mpi", benchmark: str = "osu_latency", params: Any 
                 ci_high=None if ratio is None else ratio * 1.03,
                 p_value=None if baseline is None else 0.004, tolerance=tolerance,
                 message=message or f"{outcome.value}: median {current:g} {unit}", reason=reason)
-    return RunResult(nodeid=nodeid or f"suites/{stack}/test_perf.py::test_{benchmark}",
+    return RunResult(nodeid=nodeid or f"hpccomm_suites/{stack}/test_perf.py::test_{benchmark}",
                      system=system, fabric=fabric, measurement=m, verdict=v,
                      fingerprint=REPORT_FINGERPRINT if fingerprint is None else fingerprint)
 

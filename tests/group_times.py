@@ -1,5 +1,6 @@
 """Time per group of the test command (setup + call + teardown of every item, summed by
-directory: tests/<area>, tests/stacks/<stack>, suites/<stack>), printed at the end as the main
+directory: tests/<area>, tests/stacks/<stack>, hpccomm_suites/<stack>), printed at the end as the
+main
 job prints its time per stack, so a CI log shows where its budget goes."""
 
 from __future__ import annotations

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.stacks.grpc.build import (CACHE_VAR, NativeBuild, NativeBuildError,
-                                              NativeUnavailable, cache_root, ensure_built)
+from pytest_hpccomm.stacks.grpc.build import (
+    CACHE_VAR,
+    NativeBuild,
+    NativeBuildError,
+    NativeUnavailable,
+    cache_root,
+    ensure_built,
+)
 
 CACHE = cache_root()  # read at import, before pytester moves HOME
 

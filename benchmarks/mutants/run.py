@@ -38,9 +38,9 @@ from catalogue import REPO, STACKS, Mutant, load, problems, scratch_copy  # noqa
 from pytest_hpccomm.cluster.jobs import run_job  # noqa: E402
 
 DEFAULT_SELECT = {
-    "mpi": ("suites/mpi", "-m", "conformance"),
-    "grpc": ("suites/grpc", "-m", "conformance"),
-    "verbs": ("-m", "conformance"),  # ci/guest/run.sh names suites/verbs itself
+    "mpi": ("hpccomm_suites/mpi", "-m", "conformance"),
+    "grpc": ("hpccomm_suites/grpc", "-m", "conformance"),
+    "verbs": ("-m", "conformance"),  # ci/guest/run.sh names hpccomm_suites/verbs itself
 }
 HOST_TIMEOUT = 1800.0  # one suite run against one mutant
 GUEST_ITEM_TIMEOUT = 300  # per mutant inside the guest
@@ -123,7 +123,7 @@ EOF
 )
   t0=$(date +%s.%N)
   timeout -k 10 {item_timeout} python3 -m pytest $plugins -p no:cacheprovider -x -q \
-      --timeout=300 --hpc-fabric=softroce --hpc-history=none suites/verbs {args} \
+      --timeout=300 --hpc-fabric=softroce --hpc-history=none hpccomm_suites/verbs {args} \
       >/tmp/log-$name 2>&1
   rc=$?
   t1=$(date +%s.%N)

@@ -6,7 +6,7 @@
 #   bash ci/guest/run.sh --exec 'ibv_devices; rdma link'      # any command, for debugging
 #   bash ci/guest/run.sh --hosts 2 --fabric softroce          # two guests, h0 and h1: verbs
 #                                       # peer per guest, MPI over UCX between them (cluster.sh)
-#   bash ci/guest/run.sh --fabric softroce --targets suites/grpc --stage DIR -- ARGS
+#   bash ci/guest/run.sh --fabric softroce --targets hpccomm_suites/grpc --stage DIR -- ARGS
 #                                       # other suites; DIR is /mnt/job/stage/NAME in the guest
 #
 # Results (junit.xml, results.json, summary.md, pytest.log, console.log, dmesg.txt) land in
@@ -134,7 +134,7 @@ else
             printf ' --hpc-hosts=%s --hpc-mpi=/usr/bin/mpirun' "$(seq -s, -f 'h%g' 0 $((hosts - 1)))"
             printf ' -o junit_suite_name=cluster-%s' "$fabric"
             # the verbs and MPI suites, unless --targets or the arguments name what to run
-            targets=(suites/verbs suites/mpi)
+            targets=(hpccomm_suites/verbs hpccomm_suites/mpi)
             [ -n "$suite_targets" ] && targets=($suite_targets)
             for a in "${pytest_args[@]}"; do
                 case $a in suites/*|tests/*) targets=() ;; esac

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
-from pytest_hpccomm.baselines.verdict import (BETWEEN_SESSIONS, FEW_SESSIONS, Outcome, Verdict,
-                                              band)
+from pytest_hpccomm.baselines.verdict import BETWEEN_SESSIONS, FEW_SESSIONS, Outcome, Verdict, band
 
 ARMED_MULTIPLE = 2.0
 # how a verdict against another machine type's baseline says why it claims nothing (judging.py)

@@ -25,9 +25,9 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.cache import cache_dir
 from pytest_hpccomm.measure.measurement import param_key
-from pytest_hpccomm.baselines.result import RunResult
 
 SCHEMA_VERSION = 1
 OTAVA_HINT = "change points need Apache Otava: pip install --no-deps apache-otava"

@@ -24,19 +24,30 @@ from typing import Any
 import numpy as np
 
 from pytest_hpccomm import fingerprint as fp
-from pytest_hpccomm.baselines import host_probes
-from pytest_hpccomm.baselines.store import (MAX_SESSIONS, BaselineEntry, BaselineStore,
-                                            JsonBaselineStore, fingerprint_diff, shared_cores)
-from pytest_hpccomm.baselines.paired import judge_paired
-from pytest_hpccomm.baselines import adaptive
+from pytest_hpccomm.baselines import adaptive, host_probes
 from pytest_hpccomm.baselines.gate import MACHINE_TYPE_NOTE
-from pytest_hpccomm.baselines.verdict import (Outcome, Verdict, describe, not_evidence,
-                                              temper_for_shared_cores, typical_sessions_sd)
+from pytest_hpccomm.baselines.paired import judge_paired
+from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
+from pytest_hpccomm.baselines.store import (
+    MAX_SESSIONS,
+    BaselineEntry,
+    BaselineStore,
+    JsonBaselineStore,
+    fingerprint_diff,
+    shared_cores,
+)
+from pytest_hpccomm.baselines.verdict import (
+    Outcome,
+    Verdict,
+    describe,
+    not_evidence,
+    temper_for_shared_cores,
+    typical_sessions_sd,
+)
 from pytest_hpccomm.baselines.verdict import judge as verdict_of
 from pytest_hpccomm.measure import host_speed
 from pytest_hpccomm.measure.host_speed import HostSpeed
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.session import HpcSession
 
 # Which outcomes each update mode writes: "new" = new and passing results (a regression or a

@@ -16,9 +16,19 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, Outcome, Verdict, band, describe,
-                                              fmt_num, fmt_p, fmt_tol, min_effect,
-                                              verdict_line, within_band)
+from pytest_hpccomm.baselines.verdict import (
+    DEFAULT_ALPHA,
+    Outcome,
+    Verdict,
+    band,
+    describe,
+    fmt_num,
+    fmt_p,
+    fmt_tol,
+    min_effect,
+    verdict_line,
+    within_band,
+)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 MIN_ROUNDS = 3  # a t interval from 2 rounds (1 degree of freedom) spans orders of magnitude

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 import numpy as np
 
@@ -252,6 +252,17 @@ class BaselineStore(Protocol):
         timestamp: str | None = None,
     ) -> dict[str, BaselineEntry]: ...
 
+    def sets(self) -> list[tuple[str, str, str]]:
+        """(system, fabric, stack) of every stored set, sorted (`hpccomm baselines show`)."""
+        ...
+
+    def rewrite(self, system: str, fabric: str, stack: str,
+                change: Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]],
+                ) -> dict[str, BaselineEntry]:
+        """Replace a set's entries by change(entries), as one atomic update (prune,
+        promote); a set left empty is removed."""
+        ...
+
 
 def _check_component(kind: str, value: str) -> str:
     # These become path components: refuse anything that could escape `root`.
@@ -298,17 +309,30 @@ class JsonBaselineStore:
 
         Returns the file's entries after the update.
         """
-        path = self.path(system, fabric, stack)
         stamp = timestamp or _utc_now()
         new: dict[str, BaselineEntry] = {}
         for m in measurements:
             if m.stack != stack:
                 raise ValueError(f"measurement {m.key!r} is for stack {m.stack!r}, not {stack!r}")
             new[m.key] = entry_from_measurement(m, fingerprint, stamp, self.max_samples)
+        return self.rewrite(system, fabric, stack, lambda entries: {
+            **entries, **{k: carry_sessions(entries.get(k), e, self.max_sessions)
+                          for k, e in new.items()}})
+
+    def sets(self) -> list[tuple[str, str, str]]:
+        return sorted((p.parent.parent.name, p.parent.name, p.stem)
+                      for p in Path(self.root).glob("*/*/*.json")
+                      if p.name != "host-probes.json")
+
+    def rewrite(self, system: str, fabric: str, stack: str,
+                change: Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]],
+                ) -> dict[str, BaselineEntry]:
+        path = self.path(system, fabric, stack)
         with updating(path):
-            entries = self._read(path, system, fabric, stack)
-            entries.update({k: carry_sessions(entries.get(k), e, self.max_sessions)
-                            for k, e in new.items()})
+            entries = change(self._read(path, system, fabric, stack))
+            if not entries:
+                path.unlink(missing_ok=True)
+                return entries
             doc = {
                 "schema": SCHEMA,
                 "schema_version": SCHEMA_VERSION,

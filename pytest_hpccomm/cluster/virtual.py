@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
+
 # re-exported: the plugin and tests know them as the virtual cluster's
 from pytest_hpccomm.cluster.netns_teardown import NETNS_ETC as NETNS_ETC
 from pytest_hpccomm.cluster.netns_teardown import ClusterError as ClusterError

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_hpccomm.fabrics import (FabricSelection, FabricUnavailable, describe_inventory,
-                                    netdev_kind)
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory, netdev_kind
 from pytest_hpccomm.fabrics._common import (
     best_address,
     named_netdev,
@@ -11,8 +10,7 @@ from pytest_hpccomm.fabrics._common import (
     speed_gbps,
     speed_text,
 )
-from pytest_hpccomm.fabrics.sysfs import (ADDRESS_UNKNOWN, ARPHRD_ETHER, ARPHRD_LOOPBACK,
-                                          Inventory, NetDev)
+from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, ARPHRD_ETHER, ARPHRD_LOOPBACK, Inventory, NetDev
 
 LABEL = "Ethernet"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
-from pytest_hpccomm.fabrics._common import (active_ports, best_address, pick_devices,
-                                            port_selection)
+from pytest_hpccomm.fabrics._common import active_ports, best_address, pick_devices, port_selection
 from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
 
 LABEL = "InfiniBand"

@@ -11,8 +11,15 @@ from pytest_hpccomm.fabrics._common import (
     speed_gbps,
     speed_text,
 )
-from pytest_hpccomm.fabrics.sysfs import (ADDRESS_UNKNOWN, ARPHRD_INFINIBAND, IB_MTUS,
-                                          IPOIB_ENCAP_LEN, Inventory, NetDev, Port)
+from pytest_hpccomm.fabrics.sysfs import (
+    ADDRESS_UNKNOWN,
+    ARPHRD_INFINIBAND,
+    IB_MTUS,
+    IPOIB_ENCAP_LEN,
+    Inventory,
+    NetDev,
+    Port,
+)
 
 LABEL = "IPoIB"
 IPOIB_CM_MTU = 65520  # connected mode's largest MTU (drivers/infiniband/ulp/ipoib: IPOIB_CM_MTU)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
-from pytest_hpccomm.fabrics._common import (active_ports, best_address, pick_devices,
-                                            port_selection)
+from pytest_hpccomm.fabrics._common import active_ports, best_address, pick_devices, port_selection
 from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, Inventory, RdmaDevice
 
 LABEL = "iWARP"

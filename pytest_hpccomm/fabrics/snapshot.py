@@ -23,7 +23,7 @@ from pytest_hpccomm.fabrics.not_in_sysfs import (
     _is_live,
     _run,
 )
-from pytest_hpccomm.fabrics.sysfs import listdir, is_empty_gid
+from pytest_hpccomm.fabrics.sysfs import is_empty_gid, listdir
 
 # Only what discovery (sysfs.py) or rdma-core (libibverbs, libibumad) reads.
 IB_DEVICE_ATTRS = ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "board_id",

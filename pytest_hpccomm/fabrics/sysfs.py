@@ -20,7 +20,6 @@ from pathlib import Path
 
 from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS, read_addresses, read_ibv_devinfo
 
-
 ARPHRD_ETHER = 1
 ARPHRD_INFINIBAND = 32
 ARPHRD_LOOPBACK = 772

@@ -10,9 +10,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.measure.measurement import Measurement, Param
-from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.units import fmt_size
 
 SIZE_PARAM = "size"

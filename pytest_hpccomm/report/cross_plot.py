@@ -10,8 +10,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from pytest_hpccomm.report.cross_stack import CrossStack, Row
-from pytest_hpccomm.report.plots import (MARKERS, SERIES_COLOURS, log_value_axis, png_bytes,
-                                         _size_axis, legend_below, legend_rows)
+from pytest_hpccomm.report.plots import (
+    MARKERS,
+    SERIES_COLOURS,
+    _size_axis,
+    legend_below,
+    legend_rows,
+    log_value_axis,
+    png_bytes,
+)
 
 
 def _panel(ax: Any, lines: dict[str, list[Row]], style: dict[str, tuple[str, str, str]],

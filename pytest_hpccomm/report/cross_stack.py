@@ -15,8 +15,15 @@ from typing import Callable, Mapping, Sequence
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.report.common import label_key, metric_of
-from pytest_hpccomm.report.units import (bytes_per_second, fmt_seconds, fmt_size, is_byte_rate,
-                                         is_time_unit, link_fraction, to_seconds)
+from pytest_hpccomm.report.units import (
+    bytes_per_second,
+    fmt_seconds,
+    fmt_size,
+    is_byte_rate,
+    is_time_unit,
+    link_fraction,
+    to_seconds,
+)
 
 LATENCY, BANDWIDTH = "latency", "bandwidth"
 LINK_RATE, LINK_SOURCE = "link_rate_gbps", "link_rate_source"

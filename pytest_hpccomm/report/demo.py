@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import mannwhitneyu
 
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-from pytest_hpccomm.baselines.result import RunResult
 
 SIZES = [1 << i for i in range(23)]  # OSU's default sweep: 1 B .. 4 MiB
 FINGERPRINT: dict[str, Any] = {
@@ -71,11 +71,10 @@ def _result(rng: np.random.Generator, stack: str, bench: str, metric: str, param
     m = Measurement(stack=stack, benchmark=bench, params=params, samples=tuple(cur.tolist()),
                     unit=unit, direction=direction, warmup_discarded=10, metric=metric,
                     tolerance=tol, extra=extra or {})
-    suite = {"mpi": "suites/mpi/test_perf_osu.py",
-             "grpc": "suites/grpc/test_perf_tf_grpc_bench.py",
-             "verbs": "suites/verbs/test_perf_perftest.py", "tf": "suites/tf/test_perf_tf.py",
-             "horovod": "suites/horovod/test_perf_horovod.py"}
-    nodeid = f"{suite.get(stack, 'suites/x.py')}::test_{bench}"
+    suite = {"mpi": "mpi/test_perf_osu.py", "grpc": "grpc/test_perf_tf_grpc_bench.py",
+             "verbs": "verbs/test_perf_perftest.py", "tf": "tf/test_perf_tf.py",
+             "horovod": "horovod/test_perf_horovod.py"}
+    nodeid = f"hpccomm_suites/{suite.get(stack, 'x.py')}::test_{bench}"
     return RunResult(nodeid=nodeid, system=FINGERPRINT["system"], fabric="ib", measurement=m,
                      verdict=_judge(cur, base, direction, tol, unit,
                                     " ".join([bench, *(f"{k}={v}" for k, v in
@@ -171,7 +170,7 @@ def _grpc(rng: np.random.Generator, *, peers: tuple[str, ...] = ("native", "pyth
 
 def _tf(rng: np.random.Generator, placements: tuple[str, ...] = ("loopback",),
         baseline: bool = True, n: int = 30) -> list[RunResult]:
-    """RecvTensor latency and bandwidth at the powers of 4, as suites/tf records them."""
+    """RecvTensor latency and bandwidth at the powers of 4, as hpccomm_suites/tf records them."""
     out: list[RunResult] = []
     for placement in placements:
         for s in SIZES[::2]:

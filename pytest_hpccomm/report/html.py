@@ -13,14 +13,23 @@ from html import escape
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.files import atomic_write
-from pytest_hpccomm.report.common import (families, fmt_params, inconclusive_groups,
-                                          iso_time, point_name, jsonable, outcome_counts,
-                                          session_fingerprint, short_message, sorted_results,
-                                          summary_stats)
 from pytest_hpccomm.report import cross_stack as xs
+from pytest_hpccomm.report.common import (
+    families,
+    fmt_params,
+    inconclusive_groups,
+    iso_time,
+    jsonable,
+    outcome_counts,
+    point_name,
+    session_fingerprint,
+    short_message,
+    sorted_results,
+    summary_stats,
+)
 from pytest_hpccomm.report.cross_plot import cross_stack_png
 from pytest_hpccomm.report.plots import OUTCOME_COLOURS, family_png
 from pytest_hpccomm.report.scheme_plot import is_scheme_family, scheme_png

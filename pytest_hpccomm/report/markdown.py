@@ -21,11 +21,20 @@ from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.report import cross_stack as xs
 from pytest_hpccomm.report.beside import Pair, pairs
+from pytest_hpccomm.report.common import (
+    OUTCOME_ORDER,
+    fmt_params,
+    inconclusive_groups,
+    iso_time,
+    jsonable,
+    metric_of,
+    outcome_counts,
+    point_name,
+    session_fingerprint,
+    short_message,
+    sorted_results,
+)
 from pytest_hpccomm.report.series import points_text, series, verdict_counts
-from pytest_hpccomm.report.common import (OUTCOME_ORDER, fmt_params, inconclusive_groups,
-                                          iso_time, jsonable, metric_of, outcome_counts,
-                                          point_name, session_fingerprint, short_message,
-                                          sorted_results)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 ICONS = {

@@ -22,13 +22,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
+from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.report.common import (SIZE_PARAM, fmt_params, label_key, metric_of,
-                                          summary_stats)
-from pytest_hpccomm.report.units import (fmt_size, is_time_unit, pretty_unit, time_display_unit,
-                                         to_seconds)
+from pytest_hpccomm.report.common import SIZE_PARAM, fmt_params, label_key, metric_of, summary_stats
+from pytest_hpccomm.report.units import fmt_size, is_time_unit, pretty_unit, time_display_unit, to_seconds
 
 OUTCOME_COLOURS = {
     Outcome.REGRESSION: "#d62728", Outcome.IMPROVEMENT: "#2ca02c",

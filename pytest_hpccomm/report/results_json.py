@@ -23,13 +23,19 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm import __version__
-from pytest_hpccomm.baselines.verdict import Outcome, Verdict
-from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.verdict import Outcome, Verdict
 from pytest_hpccomm.files import atomic_write
-from pytest_hpccomm.report.common import (iso_time, jsonable, metric_of,
-                                          outcome_counts, session_fingerprint, sorted_results,
-                                          summary_stats)
+from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.report.common import (
+    iso_time,
+    jsonable,
+    metric_of,
+    outcome_counts,
+    session_fingerprint,
+    sorted_results,
+    summary_stats,
+)
 from pytest_hpccomm.report.units import is_rate_unit, is_time_unit, to_seconds
 
 SCHEMA = "pytest-hpccomm/results"

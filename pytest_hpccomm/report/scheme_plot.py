@@ -18,6 +18,7 @@ from pytest_hpccomm.report.plots import line_png
 from pytest_hpccomm.report.series import BYTES, SCHEME, axis
 from pytest_hpccomm.report.units import fmt_size
 
+
 def is_scheme_family(members: Sequence[RunResult]) -> bool:
     return bool(members) and all(axis(r.measurement) == (SCHEME, BYTES) for r in members)
 

@@ -8,8 +8,7 @@ from typing import Any, Sequence
 
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.report.common import (SIZE_PARAM, fmt_params, metric_of, outcome_counts,
-                                          sorted_results)
+from pytest_hpccomm.report.common import SIZE_PARAM, fmt_params, metric_of, outcome_counts, sorted_results
 from pytest_hpccomm.report.units import fmt_size
 
 SCHEME, BYTES = "scheme", "bytes"

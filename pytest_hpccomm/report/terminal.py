@@ -17,9 +17,16 @@ from typing import Sequence
 
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.report.common import (counts_line, families, fmt_params,
-                                          inconclusive_groups, outcome_counts, point_name,
-                                          short_message, sorted_results)
+from pytest_hpccomm.report.common import (
+    counts_line,
+    families,
+    fmt_params,
+    inconclusive_groups,
+    outcome_counts,
+    point_name,
+    short_message,
+    sorted_results,
+)
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 FULL_TABLE_MAX = 40  # up to this many results the full table is shorter than a screen

@@ -34,8 +34,8 @@ from pytest_hpccomm.baselines.history import change_points as find_change_points
 from pytest_hpccomm.baselines.store import fingerprint_diff
 from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.report.html import PAGE_CSS
 from pytest_hpccomm.report.common import fmt_params
+from pytest_hpccomm.report.html import PAGE_CSS
 from pytest_hpccomm.report.units import pretty_unit
 
 DEFAULT_LIMIT = 30  # plots on one page: ~300 px each, the page stays a few screens per change

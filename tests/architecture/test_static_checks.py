@@ -16,13 +16,13 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_mypy_finds_no_type_error() -> None:
-    proc = _run([sys.executable, "-m", "mypy", "pytest_hpccomm"])
+    proc = _run([sys.executable, "-m", "mypy", "pytest_hpccomm", "hpccomm_suites"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 def test_ruff_finds_nothing() -> None:
     ruff = BIN / "ruff"
     assert ruff.exists(), f"ruff is not installed in this venv: {BIN / 'pip'} install ruff"
-    proc = _run([str(ruff), "check", "--no-cache", "pytest_hpccomm", "tests", "suites",
+    proc = _run([str(ruff), "check", "--no-cache", "pytest_hpccomm", "hpccomm_suites", "tests",
                  "benchmarks", "docs", "ci"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

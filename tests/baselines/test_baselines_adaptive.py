@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-
 import pytest
 
-from pytest_hpccomm.baselines.adaptive import (describe, session_cost,
-                                               settles_without_sessions_spread, undecided)
+from pytest_hpccomm.baselines.adaptive import (
+    describe,
+    session_cost,
+    settles_without_sessions_spread,
+    undecided,
+)
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict, temper_for_shared_cores
 
 

@@ -27,7 +27,6 @@ from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
 from pytest_hpccomm.baselines.verdict import Outcome, Verdict, judge, typical_sessions_sd
 from pytest_hpccomm.measure.measurement import Measurement
-
 from tests.builders import FINGERPRINT, make_measurement
 
 NOMINAL_ALPHA = 0.01  # the rule's documented level: 98 % two-sided intervals, 1 % one-sided

@@ -16,9 +16,9 @@ from pytest_hpccomm.baselines.history import (
     change_points,
     default_history_path,
 )
-from pytest_hpccomm.measure.measurement import param_key
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.measure.measurement import param_key
 from tests.builders import make_result
 
 T0 = datetime(2024, 6, 1, 2, 0, tzinfo=timezone.utc)
@@ -30,7 +30,8 @@ def result(
 ) -> RunResult:
     return make_result(benchmark=benchmark, params={"size": size},
                        samples=(median * 0.99, median, median * 1.01), outcome=Outcome.NEW,
-                       baseline=None, nodeid=f"suites/mpi/test_perf.py::test_{benchmark}[{size}]",
+                       baseline=None,
+                       nodeid=f"hpccomm_suites/mpi/test_perf.py::test_{benchmark}[{size}]",
                        system=system, fabric="ib", fingerprint=FP)
 
 

@@ -18,11 +18,17 @@ from scipy import stats as sps
 
 from pytest_hpccomm.baselines.paired import classify_paired, judge_paired
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
-from pytest_hpccomm.baselines.verdict import (DEFAULT_ALPHA, FEW_SESSIONS, MIN_SESSIONS, Outcome,
-                                              band,
-                                              classify, judge, within_band)
+from pytest_hpccomm.baselines.verdict import (
+    DEFAULT_ALPHA,
+    FEW_SESSIONS,
+    MIN_SESSIONS,
+    Outcome,
+    band,
+    classify,
+    judge,
+    within_band,
+)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-
 from tests.builders import FINGERPRINT, make_measurement
 
 LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER

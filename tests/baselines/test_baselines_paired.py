@@ -7,10 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pytest_hpccomm.baselines.paired import classify_paired, judge_paired, job_medians
+from pytest_hpccomm.baselines.paired import classify_paired, job_medians, judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-
 from tests.builders import make_measurement
 
 LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER

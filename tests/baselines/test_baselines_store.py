@@ -24,10 +24,7 @@ from pytest_hpccomm.baselines.store import (
     fingerprint_diff,
 )
 from pytest_hpccomm.measure.measurement import Direction
-
-
 from tests.builders import FINGERPRINT, make_measurement
-
 
 SYS, FAB, STACK = "epyc-64c-abc123", "ib", "mpi"
 

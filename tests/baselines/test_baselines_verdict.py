@@ -12,13 +12,18 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.baselines import adaptive
 from pytest_hpccomm.baselines.store import BaselineEntry, entry_from_measurement
-from pytest_hpccomm.baselines.verdict import (Outcome, block_length, blocks, classify,
-                                              host_band, judge, min_effect,
-                                              typical_sessions_sd)
+from pytest_hpccomm.baselines.verdict import (
+    Outcome,
+    block_length,
+    blocks,
+    classify,
+    host_band,
+    judge,
+    min_effect,
+    typical_sessions_sd,
+)
 from pytest_hpccomm.measure.measurement import Direction
-
 from tests.builders import FINGERPRINT, make_measurement
-
 
 LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
 

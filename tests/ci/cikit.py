@@ -15,7 +15,7 @@ from tests.slurm_hosts import job_env
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "ci" / "slurm" / "nightly.sbatch"
 VENV = Path(sys.prefix)  # the venv running these tests (it has pytest-hpccomm's dependencies)
-SUITE = "suites/mpi/test_perf_osu.py"
+SUITE = "hpccomm_suites/mpi/test_perf_osu.py"
 # Open MPI's latency at two sizes, one rank on each of h0 and h1, started by srun. The virtual
 # hosts share this machine's two cores (--hpc-bind=none), and its latency drifts between
 # sessions by up to 30 % (tests/integration/test_mpi_gate.py): a 50 % tolerance keeps a clean

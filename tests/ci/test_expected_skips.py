@@ -45,5 +45,5 @@ def test_items_are_grouped_by_directory_for_the_time_summary() -> None:
 
     assert group_of("tests/integration/test_mpi_gate.py::test_x") == "tests/integration"
     assert group_of("tests/stacks/grpc/test_grpc_rdma_guest.py::t[a]") == "tests/stacks/grpc"
-    assert group_of("suites/mpi/test_perf_osu.py::test_osu[8]") == "suites/mpi"
+    assert group_of("hpccomm_suites/mpi/test_perf_osu.py::test_osu[8]") == "hpccomm_suites/mpi"
     assert group_of("test_top.py::t") == "test_top.py"

@@ -19,6 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from tests.ci.cikit import (
     CANARY,
     ITEMS,
@@ -28,9 +31,6 @@ from tests.ci.cikit import (
     nightly_env,
     outcomes,
 )
-
-from pytest_hpccomm.cluster.jobs import JobResult
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 TIMEOUT = 600.0  # one sbatch --wait; a run here takes well under a minute

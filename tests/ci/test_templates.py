@@ -26,19 +26,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from pytest_hpccomm.cluster.mpi import mpi_prefix
+from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from tests.ci.ci_steps import (
     Execute,
     JobRun,
     base_environment,
     load_yaml,
-    yaml_missing,
     run_github_job,
     run_gitlab_job,
+    yaml_missing,
 )
 from tests.ci.cikit import ROOT, SCRIPT, SELECT, SUITE, VENV, check_reports, job_env
-
-from pytest_hpccomm.cluster.mpi import mpi_prefix
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 
 WORKFLOW = ROOT / "ci" / "github" / "hpccomm.yml"
 ACTIONLINT_CONFIG = ROOT / "ci" / "github" / "actionlint.yaml"

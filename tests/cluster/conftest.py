@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
-from tests.cluster.clusterkit import Snapshot
 
 from pytest_hpccomm.cluster.virtual import unavailable_reason
+from tests.cluster.clusterkit import Snapshot
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_hpccomm.cluster.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
 from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job, start_job
-
 from tests.neighbour import BUSY, busy_neighbour
+
 
 @pytest.fixture
 def neighbour() -> Iterator[int]:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.clusterkit import our_zombies, tagged_processes
-
 from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.jobs import TAG_VAR, last_words, run_job, start_job
+from tests.cluster.clusterkit import our_zombies, tagged_processes
 
 
 def gone(pid: int) -> bool:

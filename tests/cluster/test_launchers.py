@@ -14,7 +14,6 @@ from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
 from pytest_hpccomm.cluster.mpi import MpiDetectError, MpiFlavor, detect_mpi, parse_mpirun_version
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-
 from tests.cluster.clusterkit import mpi_env
 
 OMPI4 = MpiFlavor("openmpi", (4, 1, 8))

@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cluster.clusterkit import Snapshot
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.measure.link import link_fraction
+from tests.cluster.clusterkit import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITES = [str(ROOT / "suites" / "mpi" / "test_perf_osu.py"),
-          str(ROOT / "suites" / "grpc" / "test_perf_tf_grpc_bench.py")]
+SUITES = [str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
+          str(SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py")]
 MPI = next((m for m in ("openmpi", "mpich") if mpirun_path(m) is not None), None)
 SIZES = (256 << 10, 1 << 20)  # link-bound at 1 Gbit/s (64 KiB was not quite: docstring)
 GRPC_SCHEME = "uniform-large"  # 10 x 1 MiB per RPC

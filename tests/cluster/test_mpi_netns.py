@@ -11,15 +11,14 @@ import re
 import time
 
 import pytest
-from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
 
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import start_job
 from pytest_hpccomm.cluster.launchers import LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import (INIT_FLAKE, MpirunLauncher,
-                                                     run_retrying_init_flake)
+from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE, MpirunLauncher, run_retrying_init_flake
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
 
 pytestmark = pytest.mark.needs_root
 PROBE = str(HERE / "mpi_probe.py")

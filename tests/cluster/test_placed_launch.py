@@ -11,8 +11,13 @@ import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.mpi import MpiFlavor
-from pytest_hpccomm.cluster.placed_launch import (LOOPBACK_TCP_ENV, PlacementError, RemoteTarget,
-                                                 mpi_launch, process_launch)
+from pytest_hpccomm.cluster.placed_launch import (
+    LOOPBACK_TCP_ENV,
+    PlacementError,
+    RemoteTarget,
+    mpi_launch,
+    process_launch,
+)
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cluster.clusterkit import HERE, Snapshot
 
 from pytest_hpccomm.cluster.virtual import (
     NETNS_ETC,
@@ -19,6 +18,7 @@ from pytest_hpccomm.cluster.virtual import (
     cleanup_leftovers,
     pids_in_netns,
 )
+from tests.cluster.clusterkit import HERE, Snapshot
 
 pytestmark = pytest.mark.needs_root
 PY = sys.executable

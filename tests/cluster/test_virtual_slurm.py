@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.cluster.clusterkit import Snapshot, live
 
 from pytest_hpccomm.cluster.hosts import Host, hosts_from_slurm
 from pytest_hpccomm.cluster.virtual import (
@@ -30,6 +29,7 @@ from pytest_hpccomm.cluster.virtual import (
 from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
 from pytest_hpccomm.cluster.virtual_slurm import SLURMD_PORT, SlurmError, VirtualSlurm, slurm_conf
 from pytest_hpccomm.cluster.virtual_slurm import unavailable_reason as no_slurm
+from tests.cluster.clusterkit import Snapshot, live
 
 pytestmark = pytest.mark.needs_root
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from tests.fabrics._fabric_trees import FIXTURES
 
 

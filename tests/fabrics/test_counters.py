@@ -6,8 +6,12 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from pytest_hpccomm.fabrics.counters import (netdev_counters, port_counters, sent_and_received,
-                                             tcp_out_segments)
+from pytest_hpccomm.fabrics.counters import (
+    netdev_counters,
+    port_counters,
+    sent_and_received,
+    tcp_out_segments,
+)
 
 
 def _port(root: Path, device: str, folder: str, values: dict[str, str]) -> None:

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.fabrics._fabric_trees import FIXTURES
 
 from pytest_hpccomm.fabrics.snapshot import main, snapshot
 from pytest_hpccomm.fabrics.sysfs import is_empty_gid, read_inventory
+from tests.fabrics._fabric_trees import FIXTURES
 
 MLX5_PORT = ("devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0/ports/1")
 

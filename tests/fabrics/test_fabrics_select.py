@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fabrics._fabric_trees import TREES, inventory, write
 
 from pytest_hpccomm.fabrics import (
+    _REGISTRY,
     FabricProbe,
     FabricSelection,
     FabricUnavailable,
@@ -22,8 +22,8 @@ from pytest_hpccomm.fabrics import (
     register_fabric,
     select_fabric,
 )
-from pytest_hpccomm.fabrics import _REGISTRY
 from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
+from tests.fabrics._fabric_trees import TREES, inventory, write
 
 BUILTIN_KINDS = ("ib", "roce", "softroce", "iwarp", "ipoib", "ethernet")  # the package's modules
 MLX5_ROCE_PORT = "devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0/infiniband/mlx5_0/ports/1"

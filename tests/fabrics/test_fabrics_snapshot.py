@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.fabrics._fabric_trees import FIXTURES, TREES
 
 from pytest_hpccomm.fabrics import FabricSelection, select_fabric
 from pytest_hpccomm.fabrics.snapshot import main, snapshot
 from pytest_hpccomm.fabrics.sysfs import read_inventory
+from tests.fabrics._fabric_trees import FIXTURES, TREES
 
 
 def test_snapshot_live_sysfs_round_trips(tmp_path: Path) -> None:

@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.fabrics import not_in_sysfs
+from pytest_hpccomm.fabrics import describe_inventory, not_in_sysfs
 from pytest_hpccomm.fabrics.not_in_sysfs import parse_ibv_devinfo
-from pytest_hpccomm.fabrics import describe_inventory
 from pytest_hpccomm.fabrics.sysfs import (
     Gid,
     Inventory,
     parse_rate,
     read_inventory,
 )
-
 from tests.fabrics._fabric_trees import FIXTURES, TREES, inventory, write
 
 MLX5_IB = "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0"

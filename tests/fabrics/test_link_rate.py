@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.fabrics._fabric_trees import inventory
 
 from pytest_hpccomm.fabrics import FabricSelection, select_fabric
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate, slowest
 from pytest_hpccomm.fabrics.sysfs import read_inventory
 from pytest_hpccomm.measure.link import LinkRate
+from tests.fabrics._fabric_trees import inventory
 
 # (tree, fabric) -> (Gbit/s, source), or None where the rate is unknown
 EXPECTED: dict[tuple[str, str], tuple[float, str] | None] = {

@@ -12,7 +12,6 @@ from pytest_hpccomm.fabrics.counters import port_counters
 from pytest_hpccomm.fabrics.path_proof import MAX_SEGMENT, Crossing, PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import read_inventory
 from pytest_hpccomm.fabrics.tcp_owners import TcpBytes
-
 from tests.fabrics._fabric_trees import write
 
 KiB, MiB = 1 << 10, 1 << 20

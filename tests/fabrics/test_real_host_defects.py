@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.fabrics import (FabricSelection, FabricUnavailable, describe_inventory,
-                                    select_fabric)
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.baselines.store import fingerprint_diff
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory, select_fabric
 from pytest_hpccomm.fabrics.ipoib import IPOIB_CM_MTU, mtu_problem
 from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, read_inventory
 from pytest_hpccomm.fingerprint import fabric_fingerprint
-
 from tests.fabrics._fabric_trees import inventory, write
 
-SUITE = Path(__file__).resolve().parents[2] / "suites" / "fabric" / "test_conformance_fabric.py"
+SUITE = SUITES_DIR / "fabric" / "test_conformance_fabric.py"
 MLX5_IB_PORT = "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0/ports/1"
 IB0 = "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/net/ib0"
 I40IW = "devices/pci0000:00/0000:00:1f.0/infiniband/i40iw0"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, select_fabric
 from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, read_inventory
 
@@ -97,7 +98,7 @@ def test_fabric_suite_skips_address_checks_on_a_tree_without_addresses(
         pytester: pytest.Pytester, tree_copy: Callable[[str], Path]) -> None:
     root = tree_copy("ib-edr-mlx5")
     (root.parent / "ip-addr.json").unlink()
-    suite = Path(__file__).resolve().parents[2] / "suites" / "fabric" / \
+    suite = SUITES_DIR / "fabric" / \
         "test_conformance_fabric.py"
     pytester.copy_example(str(suite))
     for fabric in ("ethernet", "ipoib"):

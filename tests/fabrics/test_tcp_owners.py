@@ -11,8 +11,7 @@ import threading
 import pytest
 
 from pytest_hpccomm.cluster.jobs import run_job
-from pytest_hpccomm.fabrics.tcp_owners import (ALL, OWNED, OwnersUnavailable, TcpOwnersMeter,
-                                               parse_counters)
+from pytest_hpccomm.fabrics.tcp_owners import ALL, OWNED, OwnersUnavailable, TcpOwnersMeter, parse_counters
 
 MiB = 1 << 20
 

@@ -19,15 +19,14 @@ A vs A showed no side.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
+from tests.integration._paired import canary_caught, clean_judged_no_change
 from tests.native_grpc import native_peer_or_skip
 
-from tests.integration._paired import canary_caught, clean_judged_no_change
-
-SUITE = Path(__file__).resolve().parents[2] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 ARGS = ["--hpc-base=grpc=system", "--hpc-candidate=grpc=system", "--hpc-ab-rounds=6",
         "--hpc-launcher=local", "--hpc-grpc-modes=raw", "-k",
         "tf_grpc_p2p_latency and (uniform-small or uniform-medium)", "--hpc-history=h.sqlite",

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from tests.integration._paired import canary_caught, clean_judged_no_change
-
 from tests.native_grpc import native_peer_or_skip
 
-SUITE = Path(__file__).resolve().parents[2] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 ARGS = ["--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-launcher=local", "-k",
         "tf_grpc_p2p_latency and uniform-small", "--hpc-baselines=bl", "--hpc-system=gate",
         "--hpc-history=h.sqlite", "--hpc-results=r.json", "-p", "no:cacheprovider",

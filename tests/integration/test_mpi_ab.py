@@ -11,16 +11,15 @@ failing, and why).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-
 from tests.integration._paired import canary_caught, clean_judged_no_change
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
-SUITE = Path(__file__).resolve().parents[2] / "suites" / "mpi" / "test_perf_osu.py"
+SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 ARGS = ["--hpc-base=mpi=openmpi", "--hpc-candidate=mpi=openmpi", "--hpc-ab-rounds=4",
         "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k", "osu_latency", "--hpc-history=none",
         "--hpc-baselines=bl", "--hpc-results=r.json", "-p", "no:cacheprovider",

@@ -30,7 +30,7 @@ COMMON = ["--hpc-launcher=local", "--hpc-baselines=bl",
           "--hpc-system=gate", "--hpc-history=none", "--hpc-results=r.json",
           "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
 POINTS = {
-    "tf": ("suites/tf/test_perf_tf.py", ["-k", "test_tf_recv_tensor", "--hpc-sizes=64K"]),
+    "tf": ("hpccomm_suites/tf/test_perf_tf.py", ["-k", "test_tf_recv_tensor", "--hpc-sizes=64K"]),
 }
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,16 @@ import os
 
 import pytest
 
-from pytest_hpccomm.measure.host_speed import (COMPONENTS, HostSpeed, _cpus, _waker, probe,
-                                               quiet_probe, speed_ratio, typical)
+from pytest_hpccomm.measure.host_speed import (
+    COMPONENTS,
+    HostSpeed,
+    _cpus,
+    _waker,
+    probe,
+    quiet_probe,
+    speed_ratio,
+    typical,
+)
 
 
 def test_the_probe_measures_every_component_on_this_host_and_reaps_its_child() -> None:

@@ -6,9 +6,17 @@ import math
 
 import pytest
 
-from pytest_hpccomm.measure.link import (LinkRate, RateError, format_bit_rate, gbit_per_s,
-                                         is_bandwidth, link_fraction, link_of, parse_bit_rate,
-                                         with_link_rate)
+from pytest_hpccomm.measure.link import (
+    LinkRate,
+    RateError,
+    format_bit_rate,
+    gbit_per_s,
+    is_bandwidth,
+    link_fraction,
+    link_of,
+    parse_bit_rate,
+    with_link_rate,
+)
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 

@@ -13,7 +13,6 @@ import pytest
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
-
 from tests.builders import make_measurement
 
 

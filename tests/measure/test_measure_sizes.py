@@ -1,5 +1,6 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_hpccomm.measure.sizes import SizeSpecError, format_size, parse_size, parse_size_spec
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from pytest_hpccomm.peer import framing
 from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.stacks.grpc.build import constants_header
-
 
 
 def test_documents_survive_chatter_and_a_cut_off_last_one() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import pwd
 import os
+import pwd
 from pathlib import Path
 
 from pytest_hpccomm.cache import cache_dir

@@ -5,8 +5,8 @@ synthetic (seeded), because what is under test here is the orchestrator's own lo
 from __future__ import annotations
 
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 

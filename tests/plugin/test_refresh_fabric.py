@@ -6,13 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.fabrics._fabric_trees import FIXTURES
-
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, select_fabric
 from pytest_hpccomm.fabrics.sysfs import read_inventory
 from pytest_hpccomm.session import HpcSession
+from tests.fabrics._fabric_trees import FIXTURES
 
 
 def test_refresh_selects_the_provisioned_device(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@ are counted where a CI user looks (terminal, JUnit global properties, results JS
 
 from __future__ import annotations
 
-from collections import Counter
 import json
+from collections import Counter
 
 import pytest
 

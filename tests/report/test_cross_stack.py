@@ -10,8 +10,7 @@ import pytest
 
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.report.cross_stack import (LINK_UNKNOWN, cells, cross_stack, link_text,
-                                               notes, ratio_text)
+from pytest_hpccomm.report.cross_stack import LINK_UNKNOWN, cells, cross_stack, link_text, notes, ratio_text
 from tests.builders import make_result
 
 HI = Direction.HIGHER_IS_BETTER

@@ -14,8 +14,12 @@ import pytest
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.report import results_json
-from pytest_hpccomm.report.results_json import (benchmark_storage_path, load_results,
-                                                write_pytest_benchmark_json, write_results)
+from pytest_hpccomm.report.results_json import (
+    benchmark_storage_path,
+    load_results,
+    write_pytest_benchmark_json,
+    write_results,
+)
 
 SUMMARY_KEYS = {"n", "median", "mean", "min", "max", "p5", "p25", "p75", "p95", "p99", "stddev",
                 "iqr", "cv"}
@@ -134,7 +138,7 @@ def test_pytest_benchmark_shape_matches_its_own_export(tmp_path, result) -> None
     assert set(b) == {"group", "name", "fullname", "params", "param", "extra_info", "options",
                       "stats"}
     assert set(b["stats"]) == set(Stats.fields) | {"data", "iterations"}
-    assert b["fullname"] == "suites/mpi/test_perf.py::test_osu_latency"
+    assert b["fullname"] == "hpccomm_suites/mpi/test_perf.py::test_osu_latency"
     assert b["name"] == "test_osu_latency"
     assert b["stats"]["data"] == pytest.approx([1e-6, 2e-6, 3e-6])  # us -> s
     assert b["stats"]["median"] == pytest.approx(2e-6)

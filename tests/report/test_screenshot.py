@@ -19,8 +19,15 @@ from pytest_hpccomm.baselines.history import HistoryStore
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.report.demo import demo_results, demo_session
 from pytest_hpccomm.report.html import figure_count, render_html
-from pytest_hpccomm.report.screenshot import (ABSENT, ChromiumMissing, check_html, check_png,
-                                              content_bottom, find_chromium, take_screenshot)
+from pytest_hpccomm.report.screenshot import (
+    ABSENT,
+    ChromiumMissing,
+    check_html,
+    check_png,
+    content_bottom,
+    find_chromium,
+    take_screenshot,
+)
 from pytest_hpccomm.report.trends import write_trends_page
 from tests.report.test_trends import record, step_history
 

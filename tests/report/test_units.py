@@ -2,8 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.report.units import (bytes_per_second, fmt_range, fmt_seconds, fmt_size,
-                                         fmt_value, is_byte_rate, link_fraction)
+from pytest_hpccomm.report.units import (
+    bytes_per_second,
+    fmt_range,
+    fmt_seconds,
+    fmt_size,
+    fmt_value,
+    is_byte_rate,
+    link_fraction,
+)
 
 
 @pytest.mark.parametrize("value,unit,ref,text", [

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from tests.builders import usage_error_line
 
-SUITES = Path(__file__).resolve().parents[2] / "suites"
+SUITES = SUITES_DIR
 COMMON = ("--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
           "--import-mode=importlib")
 # option, its suite, one item of it, what the probe imports, the package a Python may lack

@@ -21,8 +21,11 @@ from pytest_hpccomm.stacks.grpc import tfbench
 from pytest_hpccomm.stacks.grpc.driver import Sweep as GrpcSweep
 from pytest_hpccomm.stacks.horovod import perf as hvd
 from pytest_hpccomm.stacks.mpi import driver as mpi
-from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS as MPI_BENCHMARKS, UNSIZED
-from pytest_hpccomm.stacks.tf import allreduce as tf_allreduce, perf as tf_recv, ps as tf_ps
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS as MPI_BENCHMARKS
+from pytest_hpccomm.stacks.mpi.wire import UNSIZED
+from pytest_hpccomm.stacks.tf import allreduce as tf_allreduce
+from pytest_hpccomm.stacks.tf import perf as tf_recv
+from pytest_hpccomm.stacks.tf import ps as tf_ps
 from pytest_hpccomm.stacks.verbs.perf import BENCHMARKS as VERBS_BENCHMARKS
 from pytest_hpccomm.stacks.verbs.stats import bandwidth_mb_s, message_rate_mpps
 

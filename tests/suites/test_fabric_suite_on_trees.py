@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
+
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / "suites" / "fabric" / "test_conformance_fabric.py"
+SUITE = SUITES_DIR / "fabric" / "test_conformance_fabric.py"
 
 
 @pytest.mark.parametrize(("tree", "fabric", "passed"), [

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 from pytest_hpccomm.cluster.launchers.mpirun import TCP_ONLY_MPICH_ENV, TCP_ONLY_OMPI_ENV
+from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 
 
 def mpi_plugin_for(vendor: str | None) -> str:

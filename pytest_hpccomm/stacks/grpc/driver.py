@@ -25,11 +25,11 @@ from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
 from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env as cluster_peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, process_launch
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint
 from pytest_hpccomm.measure.pooling import pool_point
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
-from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles

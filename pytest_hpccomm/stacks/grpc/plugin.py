@@ -14,35 +14,47 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.record import Record
-
-from pytest_hpccomm.config import HpcConfig
-
+from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.baselines.adaptive import until_decided
-from pytest_hpccomm.measure.pooling import JobPool
-from pytest_hpccomm.stacks.grpc.build import (NativeBuild, NativeBuildError, NativeUnavailable,
-                                              ensure_built, prebuilt, prefix_error)
-from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
-from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_settings
-from pytest_hpccomm.stacks.grpc.driver import (BenchSettings, GrpcHosts, GrpcRunError,
-                                               ServerHandle, Site, Sweep, merge_sweeps, run_p2p,
-                                               run_ps, start_server)
+from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.fabrics import TCP_FABRICS, FabricSelection
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate, slowest
-from pytest_hpccomm.measure.link import LinkRate
 from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
-from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+from pytest_hpccomm.measure.link import LinkRate
+from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.report.beside import beside
-from pytest_hpccomm.stacks.grpc.runtimes import (Runtime, RuntimeUnavailable, labels, resolve,
-                                                 uses)
-from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement, payload_moved
 from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.skips import fabric_reason
+from pytest_hpccomm.stacks.grpc.build import (
+    NativeBuild,
+    NativeBuildError,
+    NativeUnavailable,
+    ensure_built,
+    prebuilt,
+    prefix_error,
+)
+from pytest_hpccomm.stacks.grpc.certs import TlsFiles, TlsUnavailable, make_tls
+from pytest_hpccomm.stacks.grpc.conformance import SettingsFactory, property_settings
+from pytest_hpccomm.stacks.grpc.driver import (
+    BenchSettings,
+    GrpcHosts,
+    GrpcRunError,
+    ServerHandle,
+    Site,
+    Sweep,
+    merge_sweeps,
+    run_p2p,
+    run_ps,
+    start_server,
+)
+from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+from pytest_hpccomm.stacks.grpc.runtimes import Runtime, RuntimeUnavailable, labels, resolve, uses
+from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement, payload_moved
 from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from concurrent import futures
 from typing import Any, Callable

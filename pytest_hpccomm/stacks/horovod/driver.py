@@ -33,11 +33,9 @@ from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
 from pytest_hpccomm.files import atomic_write
-from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
-                                         RemoteError)
+from pytest_hpccomm.peer.channel import Channel, ChannelClosed, ControlServer, MessageError, RemoteError
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.wire import (CONTROLLER_ENV, CONTROLLERS, PLANT_VAR, PLANTS,
-                                                SIZE_VAR)
+from pytest_hpccomm.stacks.horovod.wire import CONTROLLER_ENV, CONTROLLERS, PLANT_VAR, PLANTS, SIZE_VAR
 
 PEER_MODULE = "pytest_hpccomm.stacks.horovod.peer"
 RENDEZVOUS_MODULE = "pytest_hpccomm.stacks.horovod.rendezvous"

@@ -27,8 +27,7 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, PeerLost, Site,
-                                                  bench_times)
+from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, PeerLost, Site, bench_times
 
 BENCHMARK = "hvd_allreduce"
 # name -> Horovod's variables; "default" is Horovod's own (fusion 128 MiB, cycle 1 ms)

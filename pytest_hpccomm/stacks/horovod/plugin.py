@@ -18,25 +18,39 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.record import Record
-
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
-from pytest_hpccomm.stacks.horovod.build import (MPI_ENV, HorovodBuildError, HorovodEnv,
-                                                 HorovodUnavailable, ensure_built, user_env)
+from pytest_hpccomm.stacks.horovod.build import (
+    MPI_ENV,
+    HorovodBuildError,
+    HorovodEnv,
+    HorovodUnavailable,
+    ensure_built,
+    user_env,
+)
 from pytest_hpccomm.stacks.horovod.conformance import LOOPBACK_RANKS as CONFORMANCE_LOOPBACK_RANKS
 from pytest_hpccomm.stacks.horovod.conformance import register_settings
-from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, HostsSite, Site,
-                                                  controller_list)
-from pytest_hpccomm.stacks.horovod.perf import (BENCHMARK, KNOB_SIZES, S, Sweep, Sweeps,
-                                                SweepFailed, TrainSweep, allreduce_sweeps,
-                                                bench_sizes, measurements, train_measurements,
-                                                train_sweeps)
+from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, HostsSite, Site, controller_list
+from pytest_hpccomm.stacks.horovod.perf import (
+    BENCHMARK,
+    KNOB_SIZES,
+    S,
+    Sweep,
+    SweepFailed,
+    Sweeps,
+    TrainSweep,
+    allreduce_sweeps,
+    bench_sizes,
+    measurements,
+    train_measurements,
+    train_sweeps,
+)
 from pytest_hpccomm.stacks.horovod.wire import CONTROLLERS, PLANTS
 from pytest_hpccomm.stacks.registry import StackProbe
 

@@ -32,12 +32,11 @@ from pytest_hpccomm.cluster.launchers import Launch
 from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
-from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
-                                         RemoteError)
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
-from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
+from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.peer.channel import Channel, ChannelClosed, ControlServer, MessageError, RemoteError
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
+from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
 PEER_MODULE = "pytest_hpccomm.stacks.mpi.conformance_peer"
 LOOPBACK_RANKS = 3

@@ -9,8 +9,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_hpccomm.stacks.mpi.payload import (MATMUL, PAIR_TYPES, digest, from_json, np_dtype,
-                                               pattern, to_json)
+from pytest_hpccomm.stacks.mpi.payload import (
+    MATMUL,
+    PAIR_TYPES,
+    digest,
+    from_json,
+    np_dtype,
+    pattern,
+    to_json,
+)
 from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
 
 IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a lost message

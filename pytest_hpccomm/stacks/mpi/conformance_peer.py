@@ -30,6 +30,7 @@ import numpy as np
 from pytest_hpccomm.stacks.mpi.conformance_cases import Cases
 from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_VAR, PLANTS, ULFM_MARK
 
+
 class Peer(Cases):
     """Runs cases on every rank (conformance_cases.Cases: one method per case kind, each
     returning this rank's report, JSON-able)."""

@@ -29,12 +29,12 @@ from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_rate
-from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
+from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.peer import framing
-from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import Transport
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS
 
 BANDWIDTH = ("osu_bw", "osu_bibw", "osu_mbw_mr")
 

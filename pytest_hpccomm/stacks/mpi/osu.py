@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.record import Record
-
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, measurements
 
 FIXTURE = "mpi_osu"

@@ -18,30 +18,46 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.record import Record
-
 from pytest_hpccomm.cluster.cpu_share import QuietRetry
-from pytest_hpccomm.measure.pooling import JobPool
-from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS  # emulated: timings say nothing of a fabric
+from pytest_hpccomm.cluster.mpi import MPI_ENVS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS  # emulated: timings say nothing of a fabric
+from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.mpi import osu
-from pytest_hpccomm.stacks.mpi.conformance import (ConformanceError, ConformancePeer,
-                                                   UlfmOutcome, register_settings, run_ulfm,
-                                                   ulfm_unavailable_reason)
-from pytest_hpccomm.stacks.mpi.wire import PLANTS
-from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, SweepTarget,
-                                              job_groups, merge_sweeps, run_sweep)
-from pytest_hpccomm.stacks.mpi.probe import MpiProbe
-from pytest_hpccomm.cluster.mpi import MPI_ENVS
-from pytest_hpccomm.stacks.mpi.runtime import (MpiBroken, MpiRuntime, MpiUnavailable,
-                                               absence_error, resolve, spec_error)
-from pytest_hpccomm.stacks.registry import StackProbe
+from pytest_hpccomm.stacks.mpi.conformance import (
+    ConformanceError,
+    ConformancePeer,
+    UlfmOutcome,
+    register_settings,
+    run_ulfm,
+    ulfm_unavailable_reason,
+)
+from pytest_hpccomm.stacks.mpi.driver import (
+    Sweep,
+    SweepFailed,
+    SweepSettings,
+    SweepTarget,
+    job_groups,
+    merge_sweeps,
+    run_sweep,
+)
 from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
-from pytest_hpccomm.stacks.mpi.transport import (OFI_VERBS_FABRICS,
-                                                 NoTransport, transport_for)
+from pytest_hpccomm.stacks.mpi.probe import MpiProbe
+from pytest_hpccomm.stacks.mpi.runtime import (
+    MpiBroken,
+    MpiRuntime,
+    MpiUnavailable,
+    absence_error,
+    resolve,
+    spec_error,
+)
+from pytest_hpccomm.stacks.mpi.transport import OFI_VERBS_FABRICS, NoTransport, transport_for
+from pytest_hpccomm.stacks.mpi.wire import PLANTS
+from pytest_hpccomm.stacks.registry import StackProbe
 
 DEFAULT_MPIS = "openmpi,mpich"
 # sweep timeouts are sized for real fabrics; rxe/siw between two TCG guests took 91 s and more

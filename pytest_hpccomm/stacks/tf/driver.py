@@ -32,11 +32,9 @@ from pytest_hpccomm.cluster.placed_launch import PlacementError, process_launch
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.peer.channel import (Channel, ChannelClosed, ControlServer, MessageError,
-                                         RemoteError)
+from pytest_hpccomm.peer.channel import Channel, ChannelClosed, ControlServer, MessageError, RemoteError
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.wire import (CLIENT, CLUSTER_VAR, COLLECTIVE, KNOB_VAR, KNOBS,
-                                           MODE_VAR, TASK_VAR)
+from pytest_hpccomm.stacks.tf.wire import CLIENT, CLUSTER_VAR, COLLECTIVE, KNOB_VAR, KNOBS, MODE_VAR, TASK_VAR
 
 PEER_MODULE = "pytest_hpccomm.stacks.tf.peer"
 NETNS_PORT = 2222  # TensorFlow's customary port, plus the task's index and the instance's block

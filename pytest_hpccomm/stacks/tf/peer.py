@@ -20,8 +20,16 @@ import numpy as np
 
 from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.peer.tensors import decode, encode
-from pytest_hpccomm.stacks.tf.wire import (CLIENT, CLUSTER_VAR, COLLECTIVE, KNOB_VAR, KNOBS,
-                                           MODE_VAR, TASK_VAR, parse_task)
+from pytest_hpccomm.stacks.tf.wire import (
+    CLIENT,
+    CLUSTER_VAR,
+    COLLECTIVE,
+    KNOB_VAR,
+    KNOBS,
+    MODE_VAR,
+    TASK_VAR,
+    parse_task,
+)
 
 CPU = "device:CPU:0"
 

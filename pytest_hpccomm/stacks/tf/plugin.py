@@ -12,21 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.record import Record
-
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement, Param
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.tf import allreduce, ps
-from pytest_hpccomm.stacks.tf.driver import (PS_CLUSTER, RING, Layout, Site, TfError, TfHosts,
-                                            TfTasks)
+from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, Site, TfError, TfHosts, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
-from pytest_hpccomm.stacks.tf.perf import (BENCHMARK, JobFn, RecvSweep, SweepFailed, Sweeps,
-                                           bench_sizes, measurements, run_job)
+from pytest_hpccomm.stacks.tf.perf import (
+    BENCHMARK,
+    JobFn,
+    RecvSweep,
+    SweepFailed,
+    Sweeps,
+    bench_sizes,
+    measurements,
+    run_job,
+)
 from pytest_hpccomm.stacks.tf.wire import KNOBS
 
 BUILD, NONE = "build", "none"

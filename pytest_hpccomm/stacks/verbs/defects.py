@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.driver import (CompletionOrderError, LinkDown, PeerError,
-                                                WorkRequestFailed)
+from pytest_hpccomm.stacks.verbs.driver import CompletionOrderError, LinkDown, PeerError, WorkRequestFailed
 
 
 @dataclass(frozen=True)

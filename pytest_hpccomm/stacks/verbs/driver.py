@@ -25,6 +25,7 @@ from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
+
 # the checks live in completions.py; re-exported here, where the suites import them from
 from pytest_hpccomm.stacks.verbs.completions import CompletionOrderError as CompletionOrderError
 from pytest_hpccomm.stacks.verbs.completions import WorkRequestFailed as WorkRequestFailed

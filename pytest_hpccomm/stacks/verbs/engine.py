@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 import pyverbs.enums as e
-from pyverbs.addr import AH, AHAttr, GID, GlobalRoute
+from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context, get_device_list
 from pyverbs.mr import MR

@@ -32,8 +32,8 @@ class CmOps:
 
     def _cm_context(self, address: str | None) -> tuple[Any, Any]:
         """librdmacm's verbs context and PD for the device that owns `address`."""
-        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
         import pyverbs.cm_enums as ce
+        from pyverbs.cmid import CMID, AddrInfo, CMEventChannel
 
         if not address:
             raise VerbsError(f"{self.device} is an iWARP device: rdma_cm needs an IP address")
@@ -88,8 +88,8 @@ class CmOps:
         return ep.cm_events
 
     def op_cm_listen(self, msg: dict[str, Any]) -> None:
-        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
         import pyverbs.cm_enums as ce
+        from pyverbs.cmid import CMID, AddrInfo, CMEventChannel
 
         ep = self.eps[int(msg["ep"])]
         ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
@@ -109,8 +109,8 @@ class CmOps:
         return ConnParam(resources=depth, depth=depth, qp_num=ep.qp.qp_num)
 
     def op_cm_accept(self, msg: dict[str, Any]) -> None:
-        from pyverbs.cmid import CMID
         import pyverbs.cm_enums as ce
+        from pyverbs.cmid import CMID
 
         ep = self.eps[int(msg["ep"])]
         event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST,
@@ -121,8 +121,8 @@ class CmOps:
         ep.cm.accept(self._conn_param(ep))
 
     def op_cm_connect(self, msg: dict[str, Any]) -> None:
-        from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
         import pyverbs.cm_enums as ce
+        from pyverbs.cmid import CMID, AddrInfo, CMEventChannel
 
         ep = self.eps[int(msg["ep"])]
         timeout = float(msg.get("limit", 30))

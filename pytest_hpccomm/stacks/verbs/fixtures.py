@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hpccomm.record import Record
-
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.stacks.verbs.plugin import note_emulated
 

@@ -11,8 +11,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from pytest_hpccomm.stacks.verbs.driver import (ALL_ACCESS, Connection, LinkDown, VerbsPair,
-                                                WorkRequestFailed)
+from pytest_hpccomm.stacks.verbs.driver import ALL_ACCESS, Connection, LinkDown, VerbsPair, WorkRequestFailed
 
 MR_BYTES = (4 << 20) + 8192  # several MiB payloads plus offsets and guard bytes
 

@@ -24,7 +24,6 @@ from typing import Any
 from pytest_hpccomm.stacks.verbs.wire import HELLO, READY
 
 
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.verbs.peer")
     p.add_argument("--device", required=True, help="RDMA device, e.g. mlx5_0, rxe0, siw0")

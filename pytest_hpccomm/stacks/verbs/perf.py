@@ -13,11 +13,15 @@ from typing import Any
 
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.stacks.verbs.driver import (Connection, PeerError, VerbsCallError, VerbsPair,
-                                                together)
+from pytest_hpccomm.stacks.verbs.driver import Connection, PeerError, VerbsCallError, VerbsPair, together
+from pytest_hpccomm.stacks.verbs.stats import (
+    LatencyStats,
+    bandwidth_mb_s,
+    deltas,
+    latency_stats,
+    message_rate_mpps,
+)
 from pytest_hpccomm.stacks.verbs.wire import READY
-from pytest_hpccomm.stacks.verbs.stats import (LatencyStats, bandwidth_mb_s, deltas,
-                                               latency_stats, message_rate_mpps)
 
 ATOMIC_SIZE = 8
 

@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.stacks.grpc import build, wire
-from pytest_hpccomm.stacks.grpc.build import (NativeBuildError, NativeUnavailable, Toolchain,
-                                              cache_key, ensure_built, find_toolchain)
+from pytest_hpccomm.stacks.grpc.build import (
+    NativeBuildError,
+    NativeUnavailable,
+    Toolchain,
+    cache_key,
+    ensure_built,
+    find_toolchain,
+)
 
 FAKE = Toolchain(cxx="/usr/bin/c++", protoc="/usr/bin/protoc", plugin="/usr/bin/grpc_cpp_plugin",
                  cflags=("-DX",), libs=("-lgrpc++",), prefix=None, versions=("c++ 12", "3.21"))

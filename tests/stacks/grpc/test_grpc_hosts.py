@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
@@ -25,7 +26,7 @@ from tests.native_grpc import native_build_or_skip
 from tests.sshd_hosts import still_running
 
 ROOT = Path(__file__).resolve().parents[3]
-SUITE = ROOT / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 PEER_MARKS = ("hpcc_grpc_peer", "pytest_hpccomm.stacks.grpc.peer")
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]

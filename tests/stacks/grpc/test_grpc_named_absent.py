@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from tests.builders import usage_error_line
 
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 USES_NATIVE = "def test_native(grpc_lab):\n    grpc_lab.native()\n"
 ARGS = ("--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
         "--import-mode=importlib")

@@ -6,9 +6,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_hpccomm.stacks.grpc.payload import (CATEGORIES, LARGE, MEDIUM, POOL_SIZE, SCHEMES,
-                                                SMALL, PayloadError, PayloadSpec, buffer_at,
-                                                buffers_for, categories_of, layout, skew_counts)
+from pytest_hpccomm.stacks.grpc.payload import (
+    CATEGORIES,
+    LARGE,
+    MEDIUM,
+    POOL_SIZE,
+    SCHEMES,
+    SMALL,
+    PayloadError,
+    PayloadSpec,
+    buffer_at,
+    buffers_for,
+    categories_of,
+    layout,
+    skew_counts,
+)
 
 KiB, MiB = 1 << 10, 1 << 20
 

@@ -7,13 +7,13 @@ passes. Runs the real suite file in a pytest subprocess."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from tests.native_grpc import native_peer_or_skip
 
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_conformance_grpc.py"
+SUITE = SUITES_DIR / "grpc" / "test_conformance_grpc.py"
 
 pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 

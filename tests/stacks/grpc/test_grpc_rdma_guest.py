@@ -31,8 +31,8 @@ from tests.native_grpc import native_build_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
-SUITE = "suites/grpc/test_perf_tf_grpc_bench.py"
-CONFORMANCE = "suites/grpc/test_conformance_grpc.py"
+SUITE = "hpccomm_suites/grpc/test_perf_tf_grpc_bench.py"
+CONFORMANCE = "hpccomm_suites/grpc/test_conformance_grpc.py"
 SETTINGS = ("--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-grpc-buffers=1",
             "--hpc-grpc-large=1M")
 ONE_ITEM = "test_tf_grpc_bench and loopback and p2p_latency and uniform-medium"

@@ -19,8 +19,7 @@ from tests.native_grpc import native_build_or_skip
 grpc = pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 from pytest_hpccomm.stacks.grpc import wire  # noqa: E402
 from pytest_hpccomm.stacks.grpc.pyclient import TensorClient  # noqa: E402
-from pytest_hpccomm.stacks.grpc.relay import (RelayBroken, RelayChannel, RelayError,  # noqa: E402
-                                              UNARY)
+from pytest_hpccomm.stacks.grpc.relay import UNARY, RelayBroken, RelayChannel, RelayError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

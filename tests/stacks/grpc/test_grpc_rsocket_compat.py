@@ -16,10 +16,9 @@ import sys
 import pytest
 
 from pytest_hpccomm.cluster.jobs import JobResult, run_job
-from pytest_hpccomm.stacks.grpc.runtimes import rspreload_path
-
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.driver import BenchSettings, run_p2p, start_server
+from pytest_hpccomm.stacks.grpc.runtimes import rspreload_path
 from tests.native_grpc import native_build_or_skip
 
 QUICK = BenchSettings(batches=3, batch_seconds=0.01, warmup_seconds=0.01, lifetime=60)

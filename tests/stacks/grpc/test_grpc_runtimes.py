@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.stacks.grpc.driver import grpc_cause
-from pytest_hpccomm.stacks.grpc.runtimes import (PRESETS, RuntimeSpecError, RuntimeUnavailable,
-                                                 labels, resolve, rspreload_path, spec_of)
+from pytest_hpccomm.stacks.grpc.runtimes import (
+    PRESETS,
+    RuntimeSpecError,
+    RuntimeUnavailable,
+    labels,
+    resolve,
+    rspreload_path,
+    spec_of,
+)
 
 RXE = FabricSelection(kind="softroce", device="rxe0", port=1, gid_index=1,
                       gid="::ffff:10.77.0.1", netdev="hpc0", address="10.77.0.1",
@@ -118,7 +126,7 @@ def test_a_servers_failure_names_grpcs_innermost_cause(stderr: str, cause: str) 
     assert grpc_cause(stderr) == cause
 
 
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "grpc" / "test_perf_tf_grpc_bench.py"
+SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 
 
 # items: 2 placements (loopback, the virtual cluster) x the runtimes (rsocket has a TCP twin)

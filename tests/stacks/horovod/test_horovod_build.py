@@ -12,10 +12,14 @@ import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.stacks.horovod import build
-from pytest_hpccomm.stacks.horovod.build import (HorovodBuildError, HorovodEnv, cache_key,
-                                                 env_from_probe, user_env)
-from pytest_hpccomm.stacks.horovod.driver import (HorovodError, HorovodPeers, HostsSite,
-                                                  controller_list)
+from pytest_hpccomm.stacks.horovod.build import (
+    HorovodBuildError,
+    HorovodEnv,
+    cache_key,
+    env_from_probe,
+    user_env,
+)
+from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, HostsSite, controller_list
 from pytest_hpccomm.stacks.horovod.wire import static_process_sets
 
 # The lines of Horovod 0.28.1's sdist around what cxx17.patch changes (CMakeLists.txt 16-22,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.cluster.virtual import VirtualCluster
@@ -38,7 +39,7 @@ def test_horovod_suite_runs_on_hosts_over_ssh(horovod_env: HorovodEnv,
                                               tmp_path: Path) -> None:
     cluster, agent = ssh_cluster
     results = tmp_path / "results.json"
-    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites" / "horovod"), "-q", "-rs",
+    argv = [sys.executable, "-m", "pytest", str(SUITES_DIR / "horovod"), "-q", "-rs",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-k", ITEMS,
             "--hpc-fabric=ethernet", "--hpc-hosts=h0,h1", f"--hpc-rsh-agent={agent}",
             "--hpc-bind=none", "--hpc-sizes=16,64K", "--hpc-history=none",

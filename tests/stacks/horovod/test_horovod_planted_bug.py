@@ -11,11 +11,11 @@ import json
 import os
 import re
 import shlex
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
@@ -23,7 +23,7 @@ from pytest_hpccomm.stacks.horovod.build import CACHE_VAR, cache_root
 from pytest_hpccomm.stacks.horovod.wire import PLANT_THRESHOLD, PLANT_VAR, decode
 
 CACHES = {MPI_CACHE_VAR: mpi_cache(), CACHE_VAR: cache_root()}  # before pytester moves HOME
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "horovod" / "test_conformance_horovod.py"
+SUITE = SUITES_DIR / "horovod" / "test_conformance_horovod.py"
 TEST = "test_conformance_horovod.py::test_allreduce_matches_numpy"
 
 

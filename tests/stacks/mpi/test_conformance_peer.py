@@ -13,10 +13,9 @@ from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job
 from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.cluster.placement import LOOPBACK
-from pytest_hpccomm.stacks.mpi.conformance import (PEER_MODULE, ConformancePeer, PeerLost,
-                                                   build_launch)
-from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
+from pytest_hpccomm.stacks.mpi.conformance import PEER_MODULE, ConformancePeer, PeerLost, build_launch
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
                                 reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "

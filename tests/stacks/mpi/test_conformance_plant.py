@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
-SUITES = Path(__file__).resolve().parents[3] / "suites" / "mpi"
+SUITES = SUITES_DIR / "mpi"
 TEST = "test_conformance_reduce.py::test_reduce_any_predefined_op"
 
 pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-from pytest_hpccomm.stacks.mpi.driver import (SweepFailed, SweepSettings, SweepTarget,
-                                              measurements, run_sweep)
+from pytest_hpccomm.stacks.mpi.driver import SweepFailed, SweepSettings, SweepTarget, measurements, run_sweep
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "mpi" / "test_perf_osu.py"
+SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 TINY = SweepSettings(batches=3, min_batches=3, budget=0.0, iterations=5, loops=2,
                      coll_iterations=5, batch_bytes=1 << 16, warmup=2)
 CRASH = 'echo "rank 1: segfault in MPI_Finalize" >&2; exit 3'

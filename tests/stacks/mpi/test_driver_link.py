@@ -5,15 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tests.stacks.mpi.test_driver_records import collective_sweep, doc, job
 
 from pytest_hpccomm.cluster import virtual
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.link import LinkRate, link_fraction
-from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepTarget, _link_rate, measurements,
-                                              merge_sweeps)
+from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepTarget, _link_rate, measurements, merge_sweeps
+from tests.stacks.mpi.test_driver_records import collective_sweep, doc, job
 
 LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
 

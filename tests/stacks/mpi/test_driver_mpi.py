@@ -3,17 +3,16 @@ runs, validates clean data, and reports a wrong byte; a wrong byte fails the sui
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, measurements, run_sweep
-from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, UNSIZED
 from pytest_hpccomm.stacks.mpi.runtime import resolve
+from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, UNSIZED
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "mpi" / "test_perf_osu.py"
+SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 TINY = SweepSettings(batches=3, min_batches=3, budget=0.0, iterations=5, loops=2,
                      coll_iterations=5, batch_bytes=1 << 16, warmup=2)
 

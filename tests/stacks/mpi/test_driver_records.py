@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from typing import Any
 
@@ -12,11 +11,21 @@ import pytest
 
 from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.stacks.mpi.driver import (Sweep, SweepFailed, SweepSettings, _finish,
-                                              busbw_factor, collective_bytes, job_groups,
-                                              measurements, merge_sweeps, parse_output,
-                                              peer_argv, timeout_for)
 from pytest_hpccomm.peer.framing import BEGIN, END
+from pytest_hpccomm.stacks.mpi.driver import (
+    Sweep,
+    SweepFailed,
+    SweepSettings,
+    _finish,
+    busbw_factor,
+    collective_bytes,
+    job_groups,
+    measurements,
+    merge_sweeps,
+    parse_output,
+    peer_argv,
+    timeout_for,
+)
 from pytest_hpccomm.stacks.mpi.peer import parse_args
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import mpi_cache, mpirun_path
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 
@@ -34,7 +35,7 @@ def test_suite_runs_on_hosts_over_ssh(ssh_cluster: tuple[VirtualCluster, Path],
                                       tmp_path: Path) -> None:
     cluster, agent = ssh_cluster
     results = tmp_path / "results.json"
-    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites" / "mpi" / "test_perf_osu.py"),
+    argv = [sys.executable, "-m", "pytest", str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
             "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
             "-k", "osu_latency or osu_bw or osu_allreduce", "--hpc-fabric=ethernet",
             "--hpc-hosts=h0,h1", f"--hpc-rsh-agent={agent}", "--hpc-bind=none", f"--hpc-mpi={','.join(MPIS)}",
@@ -72,7 +73,7 @@ def test_unreachable_host_fails_with_its_name(ssh_cluster: tuple[VirtualCluster,
     """A host that does not answer ssh fails the items, naming the MPI job's error, well
     inside the job's timeout (no hang)."""
     cluster, agent = ssh_cluster
-    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites" / "mpi" / "test_perf_osu.py"),
+    argv = [sys.executable, "-m", "pytest", str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
             "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "-k", "osu_latency",
             "--hpc-fabric=ethernet", "--hpc-hosts=h0,10.255.255.1", f"--hpc-rsh-agent={agent}",
             "--hpc-bind=none",

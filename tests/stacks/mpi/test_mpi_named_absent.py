@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
+from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpirun_path
 from tests.builders import usage_error_line
 
-from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpirun_path
-
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "mpi" / "test_perf_osu.py"
+SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 USES_RUNTIME = "def test_runtime(mpi_runtime):\n    assert mpi_runtime.flavor\n"
 
 

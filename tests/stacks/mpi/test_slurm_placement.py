@@ -2,7 +2,7 @@
 
 SLURM (Debian's munge, slurmctld, one slurmd per host) runs on a virtual cluster
 (cluster/virtual_slurm.py). pytest runs as a user runs it on a cluster's first node:
-`salloc -N2 pytest --hpc-launcher=srun suites/mpi ...`, with no host list given, so the hosts
+`salloc -N2 pytest --hpc-launcher=srun hpccomm_suites/mpi ...`, with no host list given, so the hosts
 come from SLURM_JOB_NODELIST / SLURM_TASKS_PER_NODE as SLURM set them. srun starts the ranks
 with --mpi=pmix for Open MPI 4 and 5, --mpi=pmi2 for MPICH (launchers/srun.py says why).
 Checked: the items pass for every MPI with placement=hosts, the fingerprint names h0,h1 and
@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.slurm_hosts import job_env, slurm_virtual_hosts
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
+from tests.slurm_hosts import job_env, slurm_virtual_hosts
 
 ROOT = Path(__file__).resolve().parents[3]
 MPIS = [m for m in ("openmpi", "openmpi4", "mpich") if mpirun_path(m) is not None]
@@ -40,7 +41,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlurm]:
 
 
 def _pytest(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", str(ROOT / "suites" / "mpi" / "test_perf_osu.py"),
+    return [sys.executable, "-m", "pytest", str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
             "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "-k", "osu_latency",
             "--hpc-fabric=ethernet", "--hpc-launcher=srun", "--hpc-bind=none",
             "--hpc-history=none", f"--hpc-baselines={tmp_path / 'bl'}",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.stacks.tf.env import CACHE_VAR, TfEnv, cache_root
 from pytest_hpccomm.stacks.tf.wire import TASK_VAR
@@ -37,7 +38,7 @@ def test_tf_suite_runs_on_hosts_over_ssh(tf_env: TfEnv,
                                          tmp_path: Path) -> None:
     cluster, agent = ssh_cluster
     results = tmp_path / "results.json"
-    argv = [sys.executable, "-m", "pytest", str(ROOT / "suites" / "tf"), "-q", "-rs",
+    argv = [sys.executable, "-m", "pytest", str(SUITES_DIR / "tf"), "-q", "-rs",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-k", ITEMS,
             "--hpc-fabric=ethernet", "--hpc-hosts=h0,h1", f"--hpc-rsh-agent={agent}",
             "--hpc-sizes=16,64K", "--hpc-history=none", f"--hpc-baselines={tmp_path / 'bl'}",

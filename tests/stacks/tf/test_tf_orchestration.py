@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.stacks.tf import env as tf_env
-from pytest_hpccomm.stacks.tf import allreduce, ps
-from pytest_hpccomm.stacks.tf.driver import (PS_CLUSTER, RING, Layout, TfError, TfHosts,
-                                            TfTasks)
+from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cache import READY
+from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.stacks.tf import allreduce, ps
+from pytest_hpccomm.stacks.tf import env as tf_env
+from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, TfHosts, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, cache_key, ensure_env
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, bench_sizes, measurements, merge
 from pytest_hpccomm.stacks.tf.wire import parse_task
@@ -190,7 +190,7 @@ def test_packed_jobs_ask_every_worker_alike_and_report_their_mean() -> None:
     assert point["samples"] == [1000.0, 2000.0] and point["max_samples"] == [1000.0, 3000.0]
 
 
-SUITE = Path(__file__).resolve().parents[3] / "suites" / "tf"
+SUITE = SUITES_DIR / "tf"
 TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm import retries
+from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.stacks.verbs import perftest
 
 

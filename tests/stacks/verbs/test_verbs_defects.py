@@ -15,8 +15,13 @@ import pytest
 
 from pytest_hpccomm.stacks.verbs import defects
 from pytest_hpccomm.stacks.verbs.defects import diagnose, known_defects
-from pytest_hpccomm.stacks.verbs.driver import (CompletionOrderError, LinkDown, PeerError,
-                                                WorkRequestFailed, expect_posting_order)
+from pytest_hpccomm.stacks.verbs.driver import (
+    CompletionOrderError,
+    LinkDown,
+    PeerError,
+    WorkRequestFailed,
+    expect_posting_order,
+)
 from pytest_hpccomm.stacks.verbs.kernel_log import KernelLog, parse_record
 
 READS = ("siw-read-completion-order", "siw-rresp-terminate")

@@ -1,7 +1,7 @@
 """The verbs suite inside the SoftRoCE / iWARP guest (ci/guest): rxe and siw under QEMU.
 
 Builds (or reuses) the cached guest, boots it once per case, and reads the guest's JUnit XML:
-- softroce / iwarp: `pytest --hpc-fabric=<kind> suites/verbs` must pass; the suite provisions
+- softroce / iwarp: `pytest --hpc-fabric=<kind> hpccomm_suites/verbs` must pass; the suite provisions
   rxe0 / siw0 itself; perftest's programs run next to it as a cross-check; an xfail is allowed
   only as a known defect observed in that run (stacks/verbs/defects.py), and the guest's kernel
   and driver go into this test's properties; test_verbs_canary_stretch.py runs beside it
@@ -91,8 +91,8 @@ CLUSTER_TIMEOUT = 1500
 # osu_latency sweep alone took 283 s of a 712 s test on 2026-11-24). The full run (every OSU
 # benchmark, up to 4 MiB) is `bash ci/guest/run.sh --hosts 2 --fabric softroce`; osu_bw alone
 # to 64 KiB took ~6 min between the two emulated guests.
-CLUSTER_SELECTION = ("suites/verbs", "suites/mpi/test_rdma_transport.py",
-                     "suites/mpi/test_perf_osu.py", "-k", "not test_perf_osu or osu_latency",
+CLUSTER_SELECTION = ("hpccomm_suites/verbs", "hpccomm_suites/mpi/test_rdma_transport.py",
+                     "hpccomm_suites/mpi/test_perf_osu.py", "-k", "not test_perf_osu or osu_latency",
                      "--hpc-sizes", "1:64K", "--hpc-repeats", "1")
 # the items that only a two-host run has, and what each must leave in the JUnit properties
 CLUSTER_ITEMS = {

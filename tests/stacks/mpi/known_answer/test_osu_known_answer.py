@@ -31,8 +31,7 @@ from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import mpi_prefix, mpirun_path
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.stacks.mpi.driver import (SweepSettings, loopback_launch, measurements,
-                                              run_sweep)
+from pytest_hpccomm.stacks.mpi.driver import SweepSettings, loopback_launch, measurements, run_sweep
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 
 SOURCE = Path(__file__).with_name("osu_pingpong.c")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.perf import ATOMIC_SIZE, BENCHMARKS, Benchmark
 from pytest_hpccomm.stacks.verbs.fixtures import PerftestPoint
+from pytest_hpccomm.stacks.verbs.perf import ATOMIC_SIZE, BENCHMARKS, Benchmark
 
 pytestmark = [pytest.mark.perf, pytest.mark.stack("verbs")]
 

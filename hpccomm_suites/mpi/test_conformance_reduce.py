@@ -17,8 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm.stacks.mpi.conformance import (COMPLEX_DTYPES, FLOAT_DTYPES, INT_DTYPES,
-                                                   ConformancePeer, conformance_settings)
+from pytest_hpccomm.stacks.mpi.conformance import (
+    COMPLEX_DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    ConformancePeer,
+    conformance_settings,
+)
 from pytest_hpccomm.stacks.mpi.payload import MATMUL, PAIR_TYPES, from_json, np_dtype
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),

@@ -14,9 +14,14 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.driver import (LinkDown, VerbsCallError, VerbsPair,
-                                                WorkRequestFailed, completion_wait,
-                                                expect_success)
+from pytest_hpccomm.stacks.verbs.driver import (
+    LinkDown,
+    VerbsCallError,
+    VerbsPair,
+    WorkRequestFailed,
+    completion_wait,
+    expect_success,
+)
 from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]

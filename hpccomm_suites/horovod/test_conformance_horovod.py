@@ -21,9 +21,18 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.remote_shell import is_this_host
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.conformance import (Reduction, array_of, check_reduced,
-                                                       describe_case, element, horovod_settings,
-                                                       outputs, reductions, shapes, wire)
+from pytest_hpccomm.stacks.horovod.conformance import (
+    Reduction,
+    array_of,
+    check_reduced,
+    describe_case,
+    element,
+    horovod_settings,
+    outputs,
+    reductions,
+    shapes,
+    wire,
+)
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
 from pytest_hpccomm.stacks.horovod.wire import DTYPES
 

@@ -26,8 +26,7 @@ from pytest_hpccomm.stacks.grpc.driver import ServerHandle, hostport
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffers_for
 from pytest_hpccomm.stacks.grpc.plugin import Connect
-from pytest_hpccomm.stacks.grpc.properties import (MiB, Pattern, layouts, materialize, metadata,
-                                                   total)
+from pytest_hpccomm.stacks.grpc.properties import MiB, Pattern, layouts, materialize, metadata, total
 
 # without grpcio the module cannot import: skip it with the stack's own reason, never error
 grpc = pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc (install: "

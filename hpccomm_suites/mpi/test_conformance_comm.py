@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.placement import LOOPBACK
-from pytest_hpccomm.stacks.mpi.conformance import (LOOPBACK_RANKS, ConformancePeer,
-                                                   conformance_settings)
+from pytest_hpccomm.stacks.mpi.conformance import LOOPBACK_RANKS, ConformancePeer, conformance_settings
 from pytest_hpccomm.stacks.mpi.payload import digest, pattern
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),

@@ -16,8 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.config import HpcConfig
-from pytest_hpccomm.stacks.mpi.conformance import (MAX_BYTES, P2P_DTYPES, ConformancePeer,
-                                                   byte_sizes, conformance_settings)
+from pytest_hpccomm.stacks.mpi.conformance import (
+    MAX_BYTES,
+    P2P_DTYPES,
+    ConformancePeer,
+    byte_sizes,
+    conformance_settings,
+)
 from pytest_hpccomm.stacks.mpi.payload import digest, pattern
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),

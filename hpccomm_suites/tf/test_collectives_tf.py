@@ -22,6 +22,7 @@ import re
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -60,7 +61,8 @@ def reductions(draw: st.DrawFn) -> tuple[str, list[np.ndarray]]:
     shape = tuple(draw(st.lists(st.integers(1, 5), max_size=3), label="shape"))
     n = int(np.prod(shape, dtype=np.int64))
     if dtype.kind == "f":
-        elements = st.floats(-1e3, 1e3, width=dtype.itemsize * 8, allow_subnormal=False)
+        width: Literal[16, 32, 64] = 16 if dtype.itemsize == 2 else 32 if dtype.itemsize == 4 else 64
+        elements = st.floats(-1e3, 1e3, width=width, allow_subnormal=False)
     else:
         elements = st.integers(-(2 ** 20), 2 ** 20)
     arrays = [np.array(draw(st.lists(elements, min_size=n, max_size=n)), dtype).reshape(shape)

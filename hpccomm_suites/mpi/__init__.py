@@ -1,0 +1,2 @@
+"""MPI: conformance properties of mpi4py peers and the OSU benchmarks as perf points
+(docs/stacks/mpi.md)."""

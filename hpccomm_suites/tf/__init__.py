@@ -1,0 +1,2 @@
+"""TensorFlow tasks over gRPC: collectives, parameter server, RecvTensor perf points
+(docs/stacks/tensorflow.md)."""

@@ -1,0 +1,2 @@
+"""RDMA verbs (pyverbs peers): conformance properties and perftest-style perf points
+(docs/stacks/verbs.md)."""

@@ -1,0 +1,220 @@
+"""The verbs around a session: `report` re-renders a results JSON, `baselines` shows, diffs,
+promotes and prunes stored sets through the store, `run` is the nightly over the installed
+suites, `setup` makes the parts, `doctor` says what would run and skip with the suites' own
+reasons. Real sessions where a session is what the verb starts."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.__main__ import main
+from pytest_hpccomm.baselines.store import JsonBaselineStore
+from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.bootstrap import Part, run_parts
+from pytest_hpccomm.doctor import command_line as doctor_args
+from pytest_hpccomm.nightly import command_line as run_args
+from pytest_hpccomm.report.markdown import markdown_summary
+from pytest_hpccomm.report.results_json import load_results, write_results
+from tests.builders import make_measurement, make_result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+# -- report -----------------------------------------------------------------------------------
+
+def test_report_renders_the_sessions_verdicts_again(tmp_path: Path) -> None:
+    results = [make_result(benchmark="osu_latency", outcome=Outcome.REGRESSION, baseline=0.8,
+                           message="REGRESSION: osu_latency 8 B slower"),
+               make_result(benchmark="osu_bw", unit="MB/s", outcome=Outcome.PASS)]
+    src = write_results(tmp_path / "r.json", results, {"system": "s", "fabric": "ethernet",
+                                                       "started": 0, "finished": 1})
+    code, out, err = run("report", str(src), "--html", str(tmp_path / "r.html"),
+                         "--markdown", str(tmp_path / "s.md"))
+    assert code == 0, err
+    html = (tmp_path / "r.html").read_text()
+    assert "osu_latency size=8B ranks=2: osu_latency 8 B slower" in html and "osu_bw" in html
+    again, session = load_results(src)
+    assert (tmp_path / "s.md").read_text() == markdown_summary(again, session)
+
+
+@pytest.mark.parametrize("argv", [["report", "missing.json", "--html", "x.html"],
+                                  ["report", "{src}"]])
+def test_report_usage_errors(tmp_path: Path, argv: list[str]) -> None:
+    src = write_results(tmp_path / "r.json", [make_result()], {"system": "s"})
+    code, _, err = run(*[a.replace("{src}", str(src)) for a in argv])
+    assert code == 2 and "hpccomm report: error" in err
+
+
+# -- baselines --------------------------------------------------------------------------------
+
+def _store(root: Path, system: str, scale: float = 1.0, sessions: int = 3) -> JsonBaselineStore:
+    store = JsonBaselineStore(root)
+    for n in range(sessions):
+        ms = [make_measurement([x * scale for x in (10.0, 10.2, 9.8)], size=s) for s in (8, 64)]
+        store.update(system, "ethernet", "mpi", ms, {"kernel": "6.1"},
+                     timestamp=f"2026-01-0{n + 1}T00:00:00+00:00")
+    return store
+
+
+def test_baselines_show_lists_the_sets_and_one_sets_entries(tmp_path: Path) -> None:
+    _store(tmp_path, "a")
+    code, out, _ = run("baselines", "--root", str(tmp_path), "show")
+    assert code == 0 and re.search(r"a\s+ethernet\s+mpi\s+2\s+3\s+2026-01-03", out), out
+    code, out, _ = run("baselines", "--root", str(tmp_path), "show", "--system", "a",
+                       "--fabric", "ethernet", "--stack", "mpi", "--entries")
+    assert code == 0
+    assert re.search(r'osu_latency\{"ranks":2,"size":8\}\s+3\s+10\s+us\s+0\.0%', out), out
+
+
+def test_baselines_diff_gives_the_ratio_of_medians(tmp_path: Path) -> None:
+    _store(tmp_path, "a")
+    _store(tmp_path, "b", scale=1.1)
+    code, out, _ = run("baselines", "--root", str(tmp_path), "diff", "a", "b")
+    assert code == 0
+    assert out.count("1.100") == 2, out
+
+
+def test_baselines_promote_copies_under_the_new_name_and_refuses_to_overwrite(
+        tmp_path: Path) -> None:
+    store = _store(tmp_path, "candidate")
+    code, _, err = run("baselines", "--root", str(tmp_path), "promote", "candidate", "nightly")
+    assert code == 0, err
+    assert store.load("nightly", "ethernet", "mpi") == store.load("candidate", "ethernet", "mpi")
+    doc = json.loads(store.path("nightly", "ethernet", "mpi").read_text())
+    assert doc["system"] == "nightly"
+    code, _, err = run("baselines", "--root", str(tmp_path), "promote", "candidate", "nightly")
+    assert code == 2 and "--force" in err
+
+
+def test_baselines_prune_keeps_the_last_sessions_and_drops_by_key(tmp_path: Path) -> None:
+    store = _store(tmp_path, "a", sessions=4)
+    before = store.path("a", "ethernet", "mpi").read_text()
+    code, out, _ = run("baselines", "--root", str(tmp_path), "prune", "--system", "a",
+                       "--sessions", "3", "--dry-run")
+    assert code == 0 and "would have" in out
+    assert store.path("a", "ethernet", "mpi").read_text() == before
+    run("baselines", "--root", str(tmp_path), "prune", "--system", "a", "--sessions", "3")
+    entries = store.load("a", "ethernet", "mpi")
+    assert [len(e.sessions) for e in entries.values()] == [3, 3]
+    assert all(e.sessions[0][0].startswith("2026-01-02") for e in entries.values())
+    run("baselines", "--root", str(tmp_path), "prune", "--system", "a", "--key", '*"size":64}')
+    assert len(store.load("a", "ethernet", "mpi")) == 1
+    run("baselines", "--root", str(tmp_path), "prune", "--system", "a", "--before", "2027")
+    assert not store.path("a", "ethernet", "mpi").exists()  # an emptied set is removed
+
+
+# -- run, doctor, setup -------------------------------------------------------------------------
+
+def test_run_defaults_to_every_suite_with_its_reports_and_keeps_the_users_options() -> None:
+    got = run_args(["--hpc-fabric=ib", "-k", "osu_latency", "--out", "r"])
+    assert got[-2:] == ["--pyargs", "hpccomm_suites"]
+    assert "--hpc-results=r/results.json" in got and "--junitxml=r/junit.xml" in got
+    assert got.index("-k") + 1 == got.index("osu_latency")
+    got = run_args(["--suite", "mpi", "--suite", "hpccomm_suites.grpc",
+                    "--hpc-results", "mine.json"])
+    assert got[-3:] == ["--pyargs", "hpccomm_suites.mpi", "hpccomm_suites.grpc"]
+    assert not [a for a in got if a.startswith("--hpc-results=")]
+
+
+def _hpccomm(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return subprocess.run([sys.executable, "-m", "pytest_hpccomm", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_runs_the_installed_fabric_suite_and_writes_its_reports(tmp_path: Path) -> None:
+    proc = _hpccomm(["run", "--suite", "fabric", "--hpc-fabric=ethernet", "--hpc-history=none",
+                     "-p", "no:cacheprovider"], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-2000:]
+    assert (tmp_path / "results" / "junit.xml").is_file()
+
+
+def _skip_reasons(junit: Path) -> Counter[str]:
+    """The reason of every skipped item of a session's JUnit XML, counted."""
+    import xml.etree.ElementTree as ET
+
+    got: Counter[str] = Counter()
+    for skipped in ET.parse(junit).getroot().iter("skipped"):
+        got[str(skipped.get("message", "")).removeprefix("Skipped: ")] += 1
+    return got
+
+
+@pytest.mark.parametrize("suite", ["fabric", "verbs"])
+def test_doctor_says_what_a_suite_would_skip_with_the_suites_own_reasons(
+        tmp_path: Path, suite: str) -> None:
+    doctor = _hpccomm(["doctor", "--suite", suite, "--hpc-fabric=ethernet"], tmp_path)
+    assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-2000:]
+    lines = doctor.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith(f"{suite}: "))
+    said: Counter[str] = Counter()
+    for line in lines[head + 1:]:
+        m = re.match(r"  skip +(\d+): (.*)$", line)
+        if not m:
+            break
+        said[m.group(2)] += int(m.group(1))
+    real = _hpccomm(["run", "--suite", suite, "--hpc-fabric=ethernet", "--hpc-history=none",
+                     "-p", "no:cacheprovider", "--out", str(tmp_path / "r")], tmp_path)
+    assert real.returncode in (0, 5), real.stdout[-3000:]
+    assert said == _skip_reasons(tmp_path / "r" / "junit.xml"), doctor.stdout[-2000:]
+    runs = int(re.match(rf"{suite}: (\d+) would run", lines[head]).group(1))  # type: ignore[union-attr]
+    passed = re.search(r"(\d+) passed", real.stdout)
+    assert runs == (int(passed.group(1)) if passed else 0), (lines[head], real.stdout[-500:])
+
+
+def test_doctor_lists_what_the_machine_offers(tmp_path: Path) -> None:
+    proc = _hpccomm(["doctor", "--suite", "fabric", "--hpc-fabric=ethernet"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for head in ("session fabric: ethernet", "fabric ib: ", "stack mpi: ",
+                 "MPI environment openmpi: ", "network namespaces (virtual cluster): ",
+                 "RDMA guests "):
+        assert head in proc.stdout, (head, proc.stdout[-3000:])
+
+
+def test_doctor_hands_pytest_its_options() -> None:
+    got = doctor_args(["--suite", "mpi", "--hpc-fabric=ib", "-m", "conformance"])
+    assert got[:2] == ["--collect-only", "-qq"]
+    assert got[-2:] == ["--pyargs", "hpccomm_suites.mpi"] and "--hpc-fabric=ib" in got
+
+
+def test_setup_counts_a_part_that_says_skipped_and_fails_on_a_failed_one() -> None:
+    def says(text: str, code: int) -> Part:
+        def go() -> int:
+            print(text)
+            return code
+        return Part(text.split(":")[0], "a part", go)
+
+    def crashes() -> int:
+        raise RuntimeError("boom")
+
+    out = io.StringIO()
+    done = run_parts([says("a: built", 0), says("skipped: no toolchain", 0),
+                      says("c: broken", 1), Part("d", "crashes", crashes)], out)
+    assert [how for _, how, _ in done] == ["ok", "skipped", "failed", "failed"]
+    assert "[2/4] skipped" in out.getvalue() and "RuntimeError: boom" in out.getvalue()
+
+
+def test_setup_of_a_made_environment_says_cached() -> None:
+    code, out, err = run("setup", "mpi-openmpi")
+    assert code == 0, err
+    assert "(cached)" in out and "mpi-openmpi ok" in out
+
+
+def test_setup_names_an_unknown_part() -> None:
+    code, _, err = run("setup", "nccl")
+    assert code == 2 and "no part nccl" in err
