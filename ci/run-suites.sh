@@ -26,7 +26,7 @@ SYSTEM="${HPCCOMM_SYSTEM:-ci-2c}"
 # A later --hpc-tolerance wins.
 TOLERANCE="${HPCCOMM_TOLERANCE:-0.15}"
 mkdir -p results
-"$PY" -m pytest suites --hpc-fabric=ethernet --hpc-system="$SYSTEM" --hpc-baselines=baselines \
+"$PY" -m pytest hpccomm_suites --hpc-fabric=ethernet --hpc-system="$SYSTEM" --hpc-baselines=baselines \
   --hpc-tolerance="$TOLERANCE" --hpc-results results/results.json \
   --hpc-report results/report.html --hpc-markdown results/summary.md --hpc-screenshots "$@"
 rc=$?

@@ -18,8 +18,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 STACKS = ("mpi", "grpc", "verbs")
-# what a scratch copy holds: the package (its suites too) and the pytest configuration
-COPIED = ("pytest_hpccomm", "pyproject.toml", "ci")
+# what a scratch copy holds: the package, the suites and the pytest configuration
+COPIED = ("pytest_hpccomm", "hpccomm_suites", "pyproject.toml", "ci")
 
 
 @dataclass(frozen=True)

@@ -137,11 +137,11 @@ else
             targets=(hpccomm_suites/verbs hpccomm_suites/mpi)
             [ -n "$suite_targets" ] && targets=($suite_targets)
             for a in "${pytest_args[@]}"; do
-                case $a in suites/*|tests/*) targets=() ;; esac
+                case $a in hpccomm_suites/*|tests/*) targets=() ;; esac
             done
             printf ' %s' "${targets[@]}"
         else
-            printf ' -o junit_suite_name=guest-%s %s' "$fabric" "${suite_targets:-suites/verbs}"
+            printf ' -o junit_suite_name=guest-%s %s' "$fabric" "${suite_targets:-hpccomm_suites/verbs}"
         fi
         [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
         echo ' 2>&1 | tee /mnt/job/pytest.log'

@@ -93,7 +93,7 @@ def test_mpi_payload_goes_through_the_rdma_device(mpi_runtime: MpiRuntime, hpc_p
 # The fault: a long osu_bw job, the RDMA path cut under it once its traffic flows. UCX's RC
 # transport retries UCX_RC_RETRY_COUNT times, UCX_RC_TIMEOUT (1 s) apart, then fails the
 # endpoint and Open MPI aborts the job. The count is 6 here, not UCX's default 7: rxe retries
-# forever at 7 (see suites/verbs/test_host_to_host.py), and the job would only end at its
+# forever at 7 (see hpccomm_suites/verbs/test_host_to_host.py), and the job would only end at its
 # timeout.
 LONG = SweepSettings(batches=40, min_batches=40, budget=0.0, iterations=4, loops=4,
                      coll_iterations=1, batch_bytes=64 << 20, warmup=1, window=16)

@@ -35,18 +35,42 @@ def test_every_package_directory_is_listed() -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
-    # built from a copy, so the checkout gets no build/ or egg-info of the build's
+    return zipfile.ZipFile(_pip_wheel(_source(tmp_path_factory), out))
+
+
+def _source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the checkout to build from, so the checkout gets no build/ or egg-info."""
     src = tmp_path_factory.mktemp("src") / "pytest-hpccomm"
     shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
         ".git", ".venv", ".mypy_cache", ".ruff_cache", "__pycache__", "results", "build",
         "*.egg-info", "fixtures", "site"))
-    # with build isolation: the build backend pyproject.toml names, as a user's pip gets it
+    return src
+
+
+def _pip_wheel(src: Path, out: Path) -> Path:
+    """pip's wheel of a source tree or sdist, with build isolation: the build backend
+    pyproject.toml names, as a user's pip gets it."""
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                            "--disable-pip-version-check", "-q", "-w", str(out), str(src)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (path,) = out.glob("pytest_hpccomm-*.whl")
-    return zipfile.ZipFile(path)
+    return path
+
+
+def test_a_wheel_built_from_the_sdist_holds_what_the_wheel_holds(
+        wheel: zipfile.ZipFile, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The sdist carries everything the wheel is made of (a distribution that rebuilds from
+    the sdist, as conda-forge and distributions do, must not lose the native sources)."""
+    src = _source(tmp_path_factory)
+    out = tmp_path_factory.mktemp("sdist")
+    proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out),
+                           str(src)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (sdist,) = out.glob("pytest_hpccomm-*.tar.gz")
+    again = zipfile.ZipFile(_pip_wheel(sdist, tmp_path_factory.mktemp("rewheel")))
+    files = {n for n in wheel.namelist() if ".dist-info/" not in n}
+    assert files == {n for n in again.namelist() if ".dist-info/" not in n}
 
 
 def test_the_wheel_holds_the_native_sources_and_the_patch(
