@@ -24,15 +24,7 @@ from pytest_hpccomm.baselines.history import (
     default_history_path,
 )
 from pytest_hpccomm.measure.measurement import param_key
-
-
-def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    """Left-aligned text columns; the first row is the header."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
-        if n == 0:
-            out.write("  ".join("-" * w for w in widths) + "\n")
+from pytest_hpccomm.report.terminal import text_table
 
 
 def _params_text(params_key: str) -> str:
@@ -71,7 +63,7 @@ def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
              k.last.strftime("%Y-%m-%d %H:%M")]
             for k in keys
         ]
-        _table(rows, out)
+        text_table(rows, out)
         return 0
     status = 0
     for n, key in enumerate(keys):
@@ -140,7 +132,7 @@ def _one_series(
             [str(i), p.timestamp.strftime("%Y-%m-%d %H:%M:%S"), p.run_id,
              (commits.get(p.run_id) or "-")[:12], _fmt_median(p.median), flag]
         )
-    _table(rows, out)
+    text_table(rows, out)
     out.write(f"{len(cps)} change point(s)\n")
     return status
 

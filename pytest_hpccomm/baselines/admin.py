@@ -16,18 +16,11 @@ import math
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import Callable, TextIO
 
 from pytest_hpccomm.baselines.store import BaselineEntry, BaselineFileError, BaselineStore, JsonBaselineStore
 from pytest_hpccomm.files import atomic_write, updating
-
-
-def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
-        if n == 0:
-            out.write("  ".join("-" * w for w in widths) + "\n")
+from pytest_hpccomm.report.terminal import text_table
 
 
 def _num(x: float) -> str:
@@ -65,7 +58,7 @@ def show(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
             rows.append([system, fabric, stack, str(len(counts)),
                          f"{counts[0]}-{counts[-1]}" if counts and counts[0] != counts[-1]
                          else str(counts[0] if counts else 0), last])
-        _table(rows, out)
+        text_table(rows, out)
         if args.entries and len(sets) > 1:
             out.write("--entries lists one set: name --system, --fabric and --stack\n")
         return 0
@@ -73,7 +66,7 @@ def show(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
     rows = [["KEY", "SESSIONS", "MEDIAN", "UNIT", "SPREAD", "LAST SESSION (UTC)"]]
     for key, e in sorted(store.load(system, fabric, stack).items()):
         rows.append([key, str(len(e.levels)), _num(e.median), e.unit, _spread(e), e.levels[-1][0]])
-    _table(rows, out)
+    text_table(rows, out)
     return 0
 
 
@@ -97,7 +90,7 @@ def diff(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"neither {args.a} nor {args.b} has a matching set under {args.root}\n")
         return 1
     if len(rows) > 1:
-        _table(rows, out)
+        text_table(rows, out)
     for line in only:
         out.write(line + "\n")
     return 0

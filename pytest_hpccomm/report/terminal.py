@@ -13,7 +13,7 @@ groups of the full table.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, TextIO
 
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
@@ -139,3 +139,12 @@ def full_table(results: Sequence[RunResult], width: int = 120) -> list[str]:
     lines += ["" if row is None else line(row) for row in rows]
     lines.append(f"hpccomm: {len(results)} results: {counts_line(results)}")
     return lines
+
+
+def text_table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Left-aligned text columns, the first row the header, underlined (the CLI's tables)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+        if n == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
