@@ -14,7 +14,6 @@ from collections import Counter
 
 CONTENTION = "cores shared"
 MPICH_INIT = "MPICH MPI_Init ep_enable"
-PERFTEST_REFUSED = "perftest connect refused"
 
 # cause -> how the code detects it, and why it is transient (not the stack's answer)
 CAUSES: dict[str, str] = {
@@ -24,9 +23,6 @@ CAUSES: dict[str, str] = {
     MPICH_INIT: "MPICH's MPI_Init failed in libfabric's TCP endpoint setup ('OFI call "
                 "ep_enable failed') before any communication; the launch is repeated, at most "
                 "3 launches (cluster/launchers/mpirun.py)",
-    PERFTEST_REFUSED: "perftest's client was refused while its server still waited (the "
-                      "rdma_cm listener exists before it accepts); the client starts again, "
-                      "at most 3 starts (stacks/verbs/perftest.py)",
 }
 
 _counts: Counter[str] = Counter()

@@ -37,8 +37,8 @@ def test_a_retry_for_an_unnamed_cause_is_refused() -> None:
 
 def test_the_summary_line_counts_per_cause() -> None:
     assert retries.summary_line({}) == "retries: none"
-    assert retries.summary_line({"cores shared": 2, "perftest connect refused": 1}) == \
-        "retries: 3 (cores shared 2, perftest connect refused 1)"
+    assert retries.summary_line({"cores shared": 2, "MPICH MPI_Init ep_enable": 1}) == \
+        "retries: 3 (cores shared 2, MPICH MPI_Init ep_enable 1)"
     assert retries.property_name("MPICH MPI_Init ep_enable") == \
         "hpccomm_retries_mpich_mpi_init_ep_enable"
 

@@ -582,9 +582,19 @@ def grpc_connect(grpc_client_kind: str, grpc_lab: GrpcLab) -> Iterator[Connect]:
 
 @pytest.fixture
 def grpc_client(grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect) -> Any:
-    """A client of grpc_server in grpc_mode, of this item's kind, ready."""
+    """A client of grpc_server in grpc_mode, of this item's kind, ready; if not in 10 s, the
+    failure says whether the server still runs and what it and a relay said last."""
+    import grpc  # the grpc extra: only here, where a client exists
+
     c = grpc_connect(grpc_server.target, grpc_mode)
-    c.wait_ready(10)
+    try:
+        c.wait_ready(10)
+    except grpc.FutureTimeoutError as e:
+        server = "running" if grpc_server.alive() else f"ended: {grpc_server.stop().describe()}"
+        out, err = grpc_server.job.peek_output()
+        relay = f"; {c.channel.last_words()}" if getattr(c, "relayed", False) else ""
+        pytest.fail(f"{e}: server {grpc_server.kind} at {grpc_server.target} {server}, "
+                    f"its last output: {(err or out).strip()[-600:]!r}{relay}", pytrace=False)
     return c
 
 

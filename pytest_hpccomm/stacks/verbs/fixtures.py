@@ -196,8 +196,14 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
 def run_perftest(program: str, size: int, fabric: FabricSelection, info: dict[str, Any],
                  emulated: bool, record_property: Any, remote: Any = None) -> PerftestRun:
     """perftest's `program` at `size` once: a missing program or device atomics skip; any
-    failure, a hang included, fails the item (a hang is the stack's: never launched again)."""
-    from pytest_hpccomm.stacks.verbs.perftest import PerftestFailed, missing, run_pair
+    failure, a hang included, fails the item (a hang is the stack's: never launched again),
+    except perftest's own known defect, an xfail naming what this run showed of it."""
+    from pytest_hpccomm.stacks.verbs.perftest import (
+        REFUSED_CRASH,
+        PerftestFailed,
+        missing,
+        run_pair,
+    )
 
     why = missing(program)
     if why:
@@ -208,6 +214,8 @@ def run_perftest(program: str, size: int, fabric: FabricSelection, info: dict[st
     try:
         got = run_pair(program, fabric, size, iterations, remote=remote)
     except PerftestFailed as exc:
+        if exc.defect:
+            pytest.xfail(f"known perftest defect: observed {exc.defect}. {REFUSED_CRASH}")
         pytest.fail(str(exc), pytrace=False)
     for name, value in got.report.items():
         record_property(f"perftest_{name}", value)

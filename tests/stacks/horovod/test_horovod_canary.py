@@ -4,11 +4,13 @@ gate's power can be checked on this stack as on the others. Real peers.
 
 Two questions, asked apart. Does the stretch land where it should? Each timed region is
 checked against the canary's own unstretched time of the same region (its definition: F times
-it, plus a sleep's wake-up). Does the gate see it? Plain and canary training requests run in
-pairs (P C, P C, ...) and the paired A/B rule judges the canary's images/s against the plain
-ones', as an A/B run would: it must call a regression. A pair's plain/canary ratio is not F:
-training requests of one session spread +-15 % from one to the next on this VM type (plain and
-canary alike), which a band around F on a few pairs cannot hold and the paired rule measures."""
+it, plus a sleep's wake-up). Does the gate see it? Plain and canary training requests run as
+an A/B run's rounds do (the default --hpc-ab-rounds, order alternating: P C, C P, ...) and the
+paired A/B rule judges the canary's images/s against the plain ones': it must call a
+regression. A round's plain/canary ratio is not F: training requests spread +-15 % from one to
+the next, and now and then a plain one runs at half speed or less (seen with the MPI
+controller; why is not established), which a band around F cannot hold and fewer rounds than
+the gate's own cannot carry (with 4 rounds, one such round left a 3x canary inconclusive)."""
 
 from __future__ import annotations
 
@@ -18,13 +20,14 @@ import pytest
 
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, bench_times
 from pytest_hpccomm.stacks.horovod.perf import SYNTHETIC, TRAIN
 
 FACTOR = 3.0
-PAIRS = 4  # the paired rule's t has PAIRS - 1 degrees of freedom
+ROUNDS = HpcConfig.ab_rounds  # what an A/B run takes unless told otherwise
 TOLERANCE = 0.05  # the plugin's default
 
 
@@ -44,8 +47,8 @@ def test_slowdown_stretches_allreduce_batches_and_training(horovod_env: HorovodE
                 f"{p['bytes']} B: reported/unstretched per batch = {ratios}, expected {FACTOR}"
         plain: list[list[float]] = []
         canary: list[list[float]] = []
-        for _ in range(PAIRS):  # P C, P C, ...: the jobs the paired rule pairs
-            for factor in (1.0, FACTOR):
+        for i in range(ROUNDS):  # P C, C P, ...: the rounds the paired rule pairs
+            for factor in ((1.0, FACTOR) if i % 2 == 0 else (FACTOR, 1.0)):
                 replies = peers.request({**train, "slowdown": factor}, 300.0)
                 assert all(r["valid"] for r in replies)
                 rates = [statistics.fmean(it)
@@ -59,7 +62,9 @@ def test_slowdown_stretches_allreduce_batches_and_training(horovod_env: HorovodE
                         f"training: unstretched/reported images/s per iteration = {ratios}"
                 (canary if factor > 1.0 else plain).append(rates)
     v = judge_paired(_images(canary), _images(plain), TOLERANCE, labels=("canary", "plain"))
-    assert v.outcome is Outcome.REGRESSION, v.message
+    rounds = [(round(statistics.median(p)), round(statistics.median(c)))
+              for p, c in zip(plain, canary, strict=True)]
+    assert v.outcome is Outcome.REGRESSION, f"{v.message}; (plain, canary) per round: {rounds}"
 
 
 def _images(jobs: list[list[float]]) -> Measurement:

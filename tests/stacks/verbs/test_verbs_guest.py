@@ -60,7 +60,7 @@ def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabri
     for name, reason in got["xfailed"].items():
         record_property(f"guest_xfail {name.rsplit('.', 1)[-1]}", reason[:500])
     assert not got["failed"], f"{fabric} in the guest: {len(got['failed'])} failed: " \
-        + "; ".join(f"{k}: {v[:300]}" for k, v in list(got["failed"].items())[:5])
+        + "; ".join(f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5])
     unexplained = {k: v for k, v in got["xfailed"].items()
                    if not (v.startswith(f"known {device} defect ") and "observed" in v)}
     assert not unexplained, f"xfails that are no observed known defect: {unexplained}"
@@ -114,7 +114,7 @@ def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(guest_image: str, tmp_
     record_property("cluster_passed", len(got["passed"]))
     record_property("cluster_skipped", len(got["skipped"]))
     assert not got["failed"], f"two-guest cluster: {len(got['failed'])} failed: " \
-        + "; ".join(f"{k}: {v[:300]}" for k, v in list(got["failed"].items())[:5])
+        + "; ".join(f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5])
     assert job.ok, f"cluster run failed: {job.describe()}\n{tail(tmp_path)}"
     root = ET.parse(tmp_path / "junit.xml").getroot()
     suite = {p.get("name"): p.get("value") for p in root.iter("property")
