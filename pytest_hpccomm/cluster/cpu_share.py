@@ -9,6 +9,7 @@ More: docs/explanation/internals.md (pytest_hpccomm.cluster.cpu_share).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import resource
@@ -96,6 +97,9 @@ class CpuShare:
     load1: float | None = None  # 1-minute load average as the job ended
     run_queue: tuple[int | None, int | None] = (None, None)  # procs_running at start, end
     mhz: float | None = None  # mean CPU clock as the job ended, where visible
+    # who else used the cores, when they were shared: "PID command" and its cores, busiest
+    # first (processes still there at the end; one that ended in between is not seen)
+    others: tuple[tuple[str, float], ...] = ()
 
     @property
     def foreign_cores(self) -> float:
@@ -119,8 +123,10 @@ class CpuShare:
         load = f", load average {self.load1:.2f}" if self.load1 is not None else ""
         start, end = self.run_queue
         queue = "" if start is None or end is None else f", {max(start, end)} runnable"
+        busiest = "; busiest: " + ", ".join(f"{who} ({cores:.2f})" for who, cores in
+                                           self.others) if self.others else ""
         return (f"other processes used {self.foreign_cores:.2f} of {self.cpus} cores "
-                f"over {self.wall:.1f} s{steal}{load}{queue}")
+                f"over {self.wall:.1f} s{steal}{load}{queue}{busiest}")
 
     def to_json(self) -> dict[str, Any]:
         return {"wall_s": round(self.wall, 3), "cpus": self.cpus,
@@ -128,7 +134,8 @@ class CpuShare:
                 "foreign_cores": round(self.foreign_cores, 3),
                 "steal_cores": round(self.steal_cores, 3), "load1": self.load1,
                 "run_queue": list(self.run_queue),
-                "mhz": None if self.mhz is None else round(self.mhz, 1)}
+                "mhz": None if self.mhz is None else round(self.mhz, 1),
+                "others": [[who, round(cores, 3)] for who, cores in self.others]}
 
 
 class CpuMeter:
@@ -138,6 +145,7 @@ class CpuMeter:
         self._t0 = time.monotonic()
         self._busy0, self._steal0, self._queue0 = _machine()
         self._own0 = _own()
+        self._ticks0 = proctree.self_ticks_all()
 
     def stop(self, extra_own: float = 0.0) -> CpuShare:
         """extra_own: CPU seconds of the job's processes outside this process tree (srun's
@@ -145,12 +153,31 @@ class CpuMeter:
         wall = max(time.monotonic() - self._t0, 1e-6)
         busy, steal, queue = _machine()
         own = _own()
-        return CpuShare(wall=wall, cpus=os.cpu_count() or 1,
-                        busy_cores=(busy - self._busy0) / wall,
-                        own_cores=max(0.0, own - self._own0 + extra_own) / wall,
-                        steal_cores=(steal - self._steal0) / wall,
-                        load1=_load1(), run_queue=(self._queue0, queue),
-                        mhz=_mhz())
+        share = CpuShare(wall=wall, cpus=os.cpu_count() or 1,
+                         busy_cores=(busy - self._busy0) / wall,
+                         own_cores=max(0.0, own - self._own0 + extra_own) / wall,
+                         steal_cores=(steal - self._steal0) / wall,
+                         load1=_load1(), run_queue=(self._queue0, queue),
+                         mhz=_mhz())
+        if share.disturbed:  # name them: only then is the second pass over /proc paid
+            share = dataclasses.replace(share, others=self._busiest(wall))
+        return share
+
+    def _busiest(self, wall: float, top: int = 3, least: float = 0.05) -> tuple[
+            tuple[str, float], ...]:
+        """The processes outside this tree that used the most CPU since the snapshot (one
+        started since then counts whole), at least `least` cores each."""
+        mine = {p.pid for p in proctree.descendants([os.getpid()], zombies=True)} | {os.getpid()}
+        used = [(ticks - self._ticks0.get(p, 0), p) for p, ticks in
+                proctree.self_ticks_all().items() if p.pid not in mine]
+        used.sort(reverse=True)
+        out = []
+        for ticks, p in used[:top]:
+            cores = ticks / _TICK / wall
+            if cores < least:
+                break
+            out.append((f"{p.pid} {proctree.name(p.pid)[:80]}", cores))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -176,7 +203,8 @@ def evidence(shares: Sequence[Mapping[str, float]], disturbed: str,
     return {"foreign_cores": [s["foreign_cores"] for s in shares], "disturbed": disturbed,
             "reruns": reruns, "load1": [s.get("load1") for s in shares],
             "run_queue": [s.get("run_queue") for s in shares],
-            "mhz": [s.get("mhz") for s in shares]}
+            "mhz": [s.get("mhz") for s in shares],
+            "others": [s.get("others") or [] for s in shares]}
 
 
 T = TypeVar("T")

@@ -55,6 +55,16 @@ def self_ticks_of(p: Proc) -> int | None:
     return int(rest[11]) + int(rest[12])
 
 
+def self_ticks_all() -> dict[Proc, int]:
+    """utime + stime of every process there is now, by Proc (one pass over /proc)."""
+    out: dict[Proc, int] = {}
+    for pid in _pids():
+        rest = _fields(pid)
+        if rest is not None:
+            out[Proc(pid, int(rest[19]))] = int(rest[11]) + int(rest[12])
+    return out
+
+
 def _pids() -> list[int]:
     return [int(n) for n in os.listdir(PROC) if n.isdigit()]
 
@@ -115,6 +125,18 @@ def cmdline(pid: int) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def name(pid: int) -> str:
+    """pid's command line on one line, or [its comm] for a kernel thread (which has none)."""
+    line = cmdline(pid).replace(b"\0", b" ").decode(errors="replace").strip()
+    if line:
+        return line
+    try:
+        with open(f"{PROC}/{pid}/comm") as f:
+            return f"[{f.read().strip()}]"
+    except OSError:
+        return "[gone]"
 
 
 def with_cmdline_prefix(prefix: bytes) -> set[Proc]:

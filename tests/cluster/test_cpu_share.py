@@ -30,6 +30,10 @@ def test_a_neighbours_busy_loop_marks_the_job_disturbed(neighbour: int) -> None:
     assert res.cpu.disturbed.startswith("cores shared: other processes used ")
     # the machine's own account goes with it: load average and runnable tasks
     assert "load average" in res.cpu.disturbed and "runnable" in res.cpu.disturbed
+    # and who it was: the neighbour first among the busiest, by PID and command line
+    assert res.cpu.others and res.cpu.others[0][0].startswith(f"{neighbour} "), res.cpu.others
+    assert "time.monotonic" in res.cpu.others[0][0] and res.cpu.others[0][1] >= 0.3
+    assert f"busiest: {neighbour} " in res.cpu.disturbed
 
 
 def test_a_reading_keeps_load_run_queue_and_clock() -> None:
@@ -61,11 +65,17 @@ def test_disturbed_needs_more_than_the_quiet_share() -> None:
     loud = CpuShare(wall=2.0, cpus=2, busy_cores=1.6, own_cores=1.0, steal_cores=0.2)
     assert loud.disturbed == ("cores shared: other processes used 0.60 of 2 cores over 2.0 s, "
                               "0.20 stolen by the hypervisor (quiet: <= 0.10)")
+    named = CpuShare(wall=2.0, cpus=2, busy_cores=1.6, own_cores=1.0, steal_cores=0.0,
+                     others=(("812 python3 peer.py", 0.5), ("9 [ksoftirqd/1]", 0.08)))
+    assert named.disturbed.endswith("; busiest: 812 python3 peer.py (0.50), "
+                                    "9 [ksoftirqd/1] (0.08) (quiet: <= 0.10)")
+    assert named.to_json()["others"] == [["812 python3 peer.py", 0.5], ["9 [ksoftirqd/1]", 0.08]]
     wide = CpuShare(wall=2.0, cpus=128, busy_cores=3.0, own_cores=1.0, steal_cores=0.0)
     assert wide.quiet_limit == pytest.approx(2.56) and wide.disturbed == ""
     assert evidence([quiet.to_json(), loud.to_json()], loud.disturbed, 1) == {
         "foreign_cores": [0.05, 0.6], "disturbed": loud.disturbed, "reruns": 1,
-        "load1": [None, None], "run_queue": [[None, None], [None, None]], "mhz": [None, None]}
+        "load1": [None, None], "run_queue": [[None, None], [None, None]], "mhz": [None, None],
+        "others": [[], []]}
 
 
 def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet() -> None:

@@ -12,6 +12,7 @@ known answer: the test fails naming that, not as a missed canary."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +32,21 @@ def outcomes(path: Path) -> dict[str, str]:
 
 
 def canary_caught(result: pytest.RunResult, path: Path, items: int | None,
-                  regression_line: str | None = None) -> dict[str, dict[str, Any]]:
+                  regression_line: str | None = None,
+                  stretched: Callable[[str], bool] | None = None) -> dict[str, dict[str, Any]]:
     """Every point of the canary run a regression, or inconclusive with its reason, its median
     ratio beyond the band on the slower side (above 1 + tolerance for a time, below
     1 - tolerance for a rate); never PASS or an improvement. `items`: how many points the run
     must have judged (None: at least one); `regression_line`: the terminal line (fnmatch) a
-    regression must print, checked when one was claimed. Returns the verdicts."""
+    regression must print, checked when one was claimed; `stretched`: which points the canary
+    stretches (None: all; the others have no known answer and are not asked). Returns the
+    verdicts."""
     judged = verdicts(path)
     assert len(judged) == items if items is not None else judged, result.stdout.str()
-    for point, v in judged.items():
+    asked = [p for p in judged if stretched is None or stretched(p)]
+    assert asked, f"no stretched point among {sorted(judged)}"
+    for point in asked:
+        v = judged[point]
         # the ratio is the canary's known answer only where both runs had the cores: a run
         # that shared them (the contention guard's reason, in the gate line too) cannot test
         # the gate, and says so rather than as a missed canary

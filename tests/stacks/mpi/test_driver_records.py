@@ -222,4 +222,5 @@ def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_f
     assert got.disturbed == "cores shared: 0.6" and got.reruns == 3
     cpu = measurements(got, "osu_latency", 8, {"mpi": "openmpi"})[0].extra["cpu"]
     assert cpu == {"foreign_cores": [0.0, 0.6], "disturbed": "cores shared: 0.6", "reruns": 3,
-                   "load1": [None, None], "run_queue": [None, None], "mhz": [None, None]}
+                   "load1": [None, None], "run_queue": [None, None], "mhz": [None, None],
+                   "others": [[], []]}
