@@ -61,23 +61,43 @@ def collect(args: argparse.Namespace, factors: tuple[float, ...]) -> dict[str, A
         rng.shuffle(order)
         for label in order:
             slowdown = 1.0 if label == BASE else float(label)
-            sweep, _ = retry.run(lambda: run_sweep(runtime, "loopback", "osu_latency", sizes,
-                                                   settings, slowdown), lambda s: s.disturbed)
-            jobs[label].append([statistics.median(
-                measurements(sweep, "osu_latency", s, {})[0].samples) for s in sizes])
+            sweep, _ = retry.run(
+                lambda: run_sweep(runtime, "loopback", "osu_latency", sizes, settings, slowdown),
+                lambda s: s.disturbed,
+            )
+            jobs[label].append(
+                [
+                    statistics.median(measurements(sweep, "osu_latency", s, {})[0].samples)
+                    for s in sizes
+                ]
+            )
         if (rnd + 1) % 10 == 0:
-            print(f"round {rnd + 1}/{args.rounds} ({time.monotonic() - t0:.0f} s, "
-                  f"{retry.extra_runs} disturbed jobs re-run)", file=sys.stderr)
-    return {"jobs": jobs, "seconds": time.monotonic() - t0,
-            "n_jobs": args.rounds * len(labels), "reruns": retry.extra_runs,
-            "what": f"{args.mpi} osu_latency {sizes[0]} B-{sizes[-1]} B, TCP over loopback; "
-                    f"one base job per round shared by the factors"}
+            print(
+                f"round {rnd + 1}/{args.rounds} ({time.monotonic() - t0:.0f} s, "
+                f"{retry.extra_runs} disturbed jobs re-run)",
+                file=sys.stderr,
+            )
+    return {
+        "jobs": jobs,
+        "seconds": time.monotonic() - t0,
+        "n_jobs": args.rounds * len(labels),
+        "reruns": retry.extra_runs,
+        "what": f"{args.mpi} osu_latency {sizes[0]} B-{sizes[-1]} B, TCP over loopback; "
+        f"one base job per round shared by the factors",
+    }
 
 
 def _side(medians: list[float], unit: str, lower_better: bool) -> Measurement:
     direction = Direction.LOWER_IS_BETTER if lower_better else Direction.HIGHER_IS_BETTER
-    return Measurement(stack="ab", benchmark="point", params={}, samples=tuple(medians),
-                       unit=unit, direction=direction, extra={"job_medians": medians})
+    return Measurement(
+        stack="ab",
+        benchmark="point",
+        params={},
+        samples=tuple(medians),
+        unit=unit,
+        direction=direction,
+        extra={"job_medians": medians},
+    )
 
 
 def pairs_of(data: dict[str, Any]) -> dict[float, tuple[list[list[float]], list[list[float]]]]:
@@ -98,12 +118,17 @@ def tabulate(data: dict[str, Any], windows: list[int]) -> None:
     n_jobs = data.get("n_jobs") or sum(len(v) for v in data["jobs"].values())
     what = data.get("what") or f"{data['mpi']} osu_latency, TCP over loopback"
     per_job = data["seconds"] / max(1, n_jobs)
-    print(f"\n{what}: {rounds} rounds, {n_jobs} jobs in "
-          f"{data['seconds'] / 60:.1f} min ({per_job:.1f} s per job), {points} points, "
-          f"{data.get('reruns', 0)} disturbed jobs re-run\n")
-    print("| rounds (job pairs) | cost per session | tolerance | trials per condition | "
-          "false alarms (A vs A) | inconclusive (A vs A) | "
-          + " | ".join(f"{f - 1:.0%} caught" for f in factors if f != 1.0) + " |")
+    print(
+        f"\n{what}: {rounds} rounds, {n_jobs} jobs in "
+        f"{data['seconds'] / 60:.1f} min ({per_job:.1f} s per job), {points} points, "
+        f"{data.get('reruns', 0)} disturbed jobs re-run\n"
+    )
+    print(
+        "| rounds (job pairs) | cost per session | tolerance | trials per condition | "
+        "false alarms (A vs A) | inconclusive (A vs A) | "
+        + " | ".join(f"{f - 1:.0%} caught" for f in factors if f != 1.0)
+        + " |"
+    )
     print("|---" * (6 + sum(f != 1.0 for f in factors)) + "|")
     for k in windows:
         for tol in TOLERANCES:
@@ -120,11 +145,15 @@ def tabulate(data: dict[str, Any], windows: list[int]) -> None:
             def pct(f: float, o: Outcome) -> str:
                 c = counts[f]
                 return f"{100 * c[o] / max(1, sum(c.values())):.1f} %"
+
             n = sum(counts[1.0].values())
             cost = 2 * k * per_job / 60
-            print(f"| {k} | {cost:.1f} min | {tol:.0%} | {n} | {pct(1.0, Outcome.REGRESSION)} "
-                  f"| {pct(1.0, Outcome.INCONCLUSIVE)} | "
-                  + " | ".join(pct(f, Outcome.REGRESSION) for f in factors if f != 1.0) + " |")
+            print(
+                f"| {k} | {cost:.1f} min | {tol:.0%} | {n} | {pct(1.0, Outcome.REGRESSION)} "
+                f"| {pct(1.0, Outcome.INCONCLUSIVE)} | "
+                + " | ".join(pct(f, Outcome.REGRESSION) for f in factors if f != 1.0)
+                + " |"
+            )
 
 
 def collect_grpc(args: argparse.Namespace, factors: tuple[float, ...]) -> dict[str, Any]:
@@ -138,27 +167,52 @@ def collect_grpc(args: argparse.Namespace, factors: tuple[float, ...]) -> dict[s
     for f in order:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r.json"
-            cmd = [sys.executable, "-m", "pytest", str(GRPC_SUITE), "-q", "-p",
-                   "no:cacheprovider", "-k", "tf_grpc_p2p_latency", "--hpc-launcher=local",
-                   "--hpc-grpc-modes=raw", "--hpc-base=grpc=system",
-                   "--hpc-candidate=grpc=system", f"--hpc-ab-rounds={args.rounds}",
-                   f"--hpc-inject-slowdown={f}", "--hpc-history=none",
-                   f"--hpc-results={out}", "--import-mode=importlib"]
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                                  timeout=60 * args.rounds + 600, check=False)
+            cmd = [
+                sys.executable,
+                "-m",
+                "pytest",
+                str(GRPC_SUITE),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-k",
+                "tf_grpc_p2p_latency",
+                "--hpc-launcher=local",
+                "--hpc-grpc-modes=raw",
+                "--hpc-base=grpc=system",
+                "--hpc-candidate=grpc=system",
+                f"--hpc-ab-rounds={args.rounds}",
+                f"--hpc-inject-slowdown={f}",
+                "--hpc-history=none",
+                f"--hpc-results={out}",
+                "--import-mode=importlib",
+            ]
+            proc = subprocess.run(
+                cmd,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60 * args.rounds + 600,
+                check=False,
+            )
             if not out.exists():
-                raise SystemExit(f"factor {f}: pytest exit {proc.returncode}: "
-                                 f"{proc.stdout[-600:]}")
+                raise SystemExit(f"factor {f}: pytest exit {proc.returncode}: {proc.stdout[-600:]}")
             results = json.loads(out.read_text())["results"]
         cand = [r["measurement"]["extra"]["job_medians"] for r in results]
         base = [r["measurement"]["extra"]["paired_base"]["job_medians"] for r in results]
-        pairs[str(f)] = {"base": [list(x) for x in zip(*base)],
-                         "candidate": [list(x) for x in zip(*cand)]}
+        pairs[str(f)] = {
+            "base": [list(x) for x in zip(*base)],
+            "candidate": [list(x) for x in zip(*cand)],
+        }
         jobs += 2 * args.rounds
         print(f"factor {f} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
-    return {"pairs": pairs, "seconds": time.monotonic() - t0, "n_jobs": jobs,
-            "what": "gRPC native peer (system gRPC) tf_grpc_p2p_latency, 5 schemes, raw, "
-                    "loopback; a session per factor"}
+    return {
+        "pairs": pairs,
+        "seconds": time.monotonic() - t0,
+        "n_jobs": jobs,
+        "what": "gRPC native peer (system gRPC) tf_grpc_p2p_latency, 5 schemes, raw, "
+        "loopback; a session per factor",
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -40,8 +40,11 @@ COLUMNS = {
 
 
 def start_hello(build: NativeBuild) -> tuple[RunningJob, str]:
-    job = start_job([str(build.hello), "server", "--bind", "127.0.0.1:0", "--lifetime", "1800"],
-                    timeout=1860, label="hello server")
+    job = start_job(
+        [str(build.hello), "server", "--bind", "127.0.0.1:0", "--lifetime", "1800"],
+        timeout=1860,
+        label="hello server",
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         info = wire.parse_ready(job.peek_output()[0])
@@ -54,14 +57,24 @@ def start_hello(build: NativeBuild) -> tuple[RunningJob, str]:
     raise SystemExit("hello server printed no READY line")
 
 
-def run_client(column: str, build: NativeBuild, target: str, sizes: list[int],
-               s: driver.BenchSettings) -> dict[str, Any]:
+def run_client(
+    column: str, build: NativeBuild, target: str, sizes: list[int], s: driver.BenchSettings
+) -> dict[str, Any]:
     kind, mode = COLUMNS[column]
     layouts = [(str(n), [n]) for n in sizes]
     if kind == "hello":
-        argv = [str(build.hello), "client", "--target", target, "--batches", str(s.batches),
-                "--batch-seconds", repr(s.batch_seconds), "--warmup-seconds",
-                repr(s.warmup_seconds)]
+        argv = [
+            str(build.hello),
+            "client",
+            "--target",
+            target,
+            "--batches",
+            str(s.batches),
+            "--batch-seconds",
+            repr(s.batch_seconds),
+            "--warmup-seconds",
+            repr(s.warmup_seconds),
+        ]
         for name, sz in layouts:
             argv += ["--layout", f"{name}={sz[0]}"]
     else:
@@ -77,20 +90,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--sizes", default="1,64,1K,4K,16K,64K")
     p.add_argument("--batches", type=int, default=20)
-    p.add_argument("--batch-seconds", type=float, default=0.005,
-                   help="short batches: on a shared machine many of them see no neighbour")
+    p.add_argument(
+        "--batch-seconds",
+        type=float,
+        default=0.005,
+        help="short batches: on a shared machine many of them see no neighbour",
+    )
     p.add_argument("--columns", default=",".join(COLUMNS))
-    p.add_argument("--prefix", type=Path, default=None, help="gRPC installation (as "
-                   "--hpc-grpc-prefix)")
+    p.add_argument(
+        "--prefix", type=Path, default=None, help="gRPC installation (as --hpc-grpc-prefix)"
+    )
     args = p.parse_args(argv)
     sizes = parse_size_spec(args.sizes)
     columns = [c.strip() for c in args.columns.split(",") if c.strip() in COLUMNS]
-    s = driver.BenchSettings(batches=args.batches, batch_seconds=args.batch_seconds,
-                             warmup_seconds=0.05, lifetime=1800)
+    s = driver.BenchSettings(
+        batches=args.batches, batch_seconds=args.batch_seconds, warmup_seconds=0.05, lifetime=1800
+    )
     build = ensure_built(args.prefix)
-    print(f"# native peer and hello-world built against gRPC {build.grpc_version} "
-          f"({'cached' if build.cached else f'built in {build.seconds:.0f}s'}): {build.directory}",
-          file=sys.stderr)
+    print(
+        f"# native peer and hello-world built against gRPC {build.grpc_version} "
+        f"({'cached' if build.cached else f'built in {build.seconds:.0f}s'}): {build.directory}",
+        file=sys.stderr,
+    )
     servers: dict[str, driver.ServerHandle] = {}
     hello_job, hello_target = start_hello(build)
     samples: dict[tuple[str, int], list[float]] = {}
@@ -108,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         for kind in {COLUMNS[c][0] for c in columns} - {"hello"}:
-            servers[kind] = driver.start_server(kind, build if kind == "native" else None,
-                                                lifetime=1800)
+            servers[kind] = driver.start_server(
+                kind, build if kind == "native" else None, lifetime=1800
+            )
         for r in range(args.rounds):
             # C++ clients start in ~10 ms: one job per (size, column), so the columns compared
             # for a size are measured within a second of each other. Python clients take ~0.5 s
@@ -133,15 +155,22 @@ def p10(xs: list[float]) -> float:
     return sorted(xs)[len(xs) // 10]
 
 
-def report(columns: list[str], sizes: list[int], samples: dict[tuple[str, int], list[float]],
-           round_medians: dict[tuple[str, int], list[float]], rounds: int) -> int:
+def report(
+    columns: list[str],
+    sizes: list[int],
+    samples: dict[tuple[str, int], list[float]],
+    round_medians: dict[tuple[str, int], list[float]],
+    rounds: int,
+) -> int:
     """Markdown table. Latency: median over every batch of every round. Ratios to hello-world:
     the median of per-round ratios, and the ratio of 10th percentiles ("floor"): on a shared
     machine neighbours only ever add time, so the floor ratio is the harness's own cost; the
     target is judged on it, the median ratio shows how much noise there was."""
+
     def ratio(c: str, n: int) -> float:
-        per_round = [a / b for a, b in zip(round_medians[(c, n)],
-                                           round_medians[("hello-world", n)])]
+        per_round = [
+            a / b for a, b in zip(round_medians[(c, n)], round_medians[("hello-world", n)])
+        ]
         return statistics.median(per_round)
 
     def floor_ratio(c: str, n: int) -> float:

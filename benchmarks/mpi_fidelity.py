@@ -63,21 +63,24 @@ def run_suite(runtime: MpiRuntime, sizes: list[int]) -> dict[str, dict[int, floa
     """Per benchmark and size: the batches' median (what verdicts compare) and, under
     "<benchmark>:mean", the time-weighted mean (total bytes or iterations over total time),
     OSU's own statistic."""
-    sweep = run_sweep(runtime, "loopback", "osu_latency,osu_bw", sizes,
-                      SweepSettings.for_profile("quick"))
+    sweep = run_sweep(
+        runtime, "loopback", "osu_latency,osu_bw", sizes, SweepSettings.for_profile("quick")
+    )
     out: dict[str, dict[int, float]] = {}
     for b in ("osu_latency", "osu_bw"):
         for s in sizes:
             xs = sweep.point(b, s)["samples"]
             out.setdefault(b, {})[s] = statistics.median(xs)
             # latency: mean of per-batch means; bandwidth: harmonic mean = bytes / total time
-            out.setdefault(f"{b}:mean", {})[s] = (statistics.fmean(xs) if b == "osu_latency"
-                                                  else statistics.harmonic_mean(xs))
+            out.setdefault(f"{b}:mean", {})[s] = (
+                statistics.fmean(xs) if b == "osu_latency" else statistics.harmonic_mean(xs)
+            )
     return out
 
 
 def busy_fraction(seconds: float = 1.0) -> float:
     """Share of this machine's CPU time others used over `seconds` (we are idle meanwhile)."""
+
     def ticks() -> tuple[int, int]:
         with open("/proc/stat") as f:
             v = [int(x) for x in f.readline().split()[1:]]
@@ -100,13 +103,22 @@ def wait_quiet(limit: float, max_wait: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--osu", action="append", default=[], metavar="MPI=DIR",
-                   help="an OSU build tree per MPI environment (openmpi, openmpi4, mpich)")
+    p.add_argument(
+        "--osu",
+        action="append",
+        default=[],
+        metavar="MPI=DIR",
+        help="an OSU build tree per MPI environment (openmpi, openmpi4, mpich)",
+    )
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--lat-sizes", default="8,1K,64K,1M")
     p.add_argument("--bw-sizes", default="64K,256K,1M,4M")
-    p.add_argument("--quiet", type=float, default=0.2,
-                   help="start a round when others use less than this share of the CPUs")
+    p.add_argument(
+        "--quiet",
+        type=float,
+        default=0.2,
+        help="start a round when others use less than this share of the CPUs",
+    )
     p.add_argument("--max-wait", type=float, default=300.0)
     args = p.parse_args(argv)
     if not args.osu:
@@ -118,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         name, _, tree = item.partition("=")
         bindir = Path(tree) / PT2PT
         if not (bindir / "osu_latency").is_file() or not (bindir / "osu_bw").is_file():
-            print(f"no osu_latency/osu_bw under {bindir}\n"
-                  + BUILD.format(name=name, prefix=mpi_prefix(name)), file=sys.stderr)
+            print(
+                f"no osu_latency/osu_bw under {bindir}\n"
+                + BUILD.format(name=name, prefix=mpi_prefix(name)),
+                file=sys.stderr,
+            )
             return 2
         tools.append((name, resolve(name), bindir))
     # (mpi, side, statistic) -> size -> one value per round
@@ -134,21 +149,33 @@ def main(argv: list[str] | None = None) -> int:
             busy = wait_quiet(args.quiet, args.max_wait)
             for side in ("osu", "suite") if r % 2 == 0 else ("suite", "osu"):
                 if side == "osu":
-                    keep(name, side, "osu_latency",
-                         run_osu(runtime, bindir / "osu_latency", min(lat), max(lat)))
-                    keep(name, side, "osu_bw", run_osu(runtime, bindir / "osu_bw", min(bw), max(bw)))
+                    keep(
+                        name,
+                        side,
+                        "osu_latency",
+                        run_osu(runtime, bindir / "osu_latency", min(lat), max(lat)),
+                    )
+                    keep(
+                        name, side, "osu_bw", run_osu(runtime, bindir / "osu_bw", min(bw), max(bw))
+                    )
                 else:
                     for stat, values in run_suite(runtime, sorted(set(lat) | set(bw))).items():
                         keep(name, side, stat, values)
-            print(f"round {r + 1}/{args.rounds} {name}: others used {busy:.0%} of the CPUs "
-                  "before it", file=sys.stderr)
+            print(
+                f"round {r + 1}/{args.rounds} {name}: others used {busy:.0%} of the CPUs before it",
+                file=sys.stderr,
+            )
 
     for name, runtime, _ in tools:
         print(f"\n### {runtime.flavor} ({name}): {args.rounds} interleaved rounds\n")
-        print("Values: median over rounds. Ratios: median (and interquartile range) over rounds "
-              "of suite / OSU C.\n")
-        print("| benchmark | size | OSU C | suite (median) | ratio | ratio IQR | suite (mean) "
-              "| ratio | target |")
+        print(
+            "Values: median over rounds. Ratios: median (and interquartile range) over rounds "
+            "of suite / OSU C.\n"
+        )
+        print(
+            "| benchmark | size | OSU C | suite (median) | ratio | ratio IQR | suite (mean) "
+            "| ratio | target |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for bench, unit, sizes in (("osu_latency", "us", lat), ("osu_bw", "MB/s", bw)):
             for size in sizes:
@@ -159,12 +186,18 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = statistics.median(ratios)
                 q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratio] * 3
                 ratio_mean = statistics.median(m / o for m, o in zip(mean, c))
-                target = (f"<= {TARGETS['latency'][size]}" if bench == "osu_latency"
-                          and size in TARGETS["latency"] else ">= 0.95"
-                          if bench == "osu_bw" and size >= 64 << 10 else "")
-                print(f"| {bench} | {format_size(size)} | {statistics.median(c):.2f} {unit} | "
-                      f"{statistics.median(med):.2f} {unit} | {ratio:.3f} | {q1:.2f}-{q3:.2f} | "
-                      f"{statistics.median(mean):.2f} {unit} | {ratio_mean:.3f} | {target} |")
+                target = (
+                    f"<= {TARGETS['latency'][size]}"
+                    if bench == "osu_latency" and size in TARGETS["latency"]
+                    else ">= 0.95"
+                    if bench == "osu_bw" and size >= 64 << 10
+                    else ""
+                )
+                print(
+                    f"| {bench} | {format_size(size)} | {statistics.median(c):.2f} {unit} | "
+                    f"{statistics.median(med):.2f} {unit} | {ratio:.3f} | {q1:.2f}-{q3:.2f} | "
+                    f"{statistics.median(mean):.2f} {unit} | {ratio_mean:.3f} | {target} |"
+                )
     return 0
 
 

@@ -24,12 +24,18 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 
 def measurement(doc: dict[str, Any]) -> Measurement:
-    return Measurement(stack=doc["stack"], benchmark=doc["benchmark"], params=doc["params"],
-                       samples=tuple(doc["samples"]), unit=doc["unit"],
-                       direction=Direction(doc["direction"]),
-                       warmup_discarded=doc.get("warmup_discarded", 0),
-                       metric=doc.get("metric", ""), tolerance=doc.get("tolerance"),
-                       extra=doc.get("extra") or {})
+    return Measurement(
+        stack=doc["stack"],
+        benchmark=doc["benchmark"],
+        params=doc["params"],
+        samples=tuple(doc["samples"]),
+        unit=doc["unit"],
+        direction=Direction(doc["direction"]),
+        warmup_discarded=doc.get("warmup_discarded", 0),
+        metric=doc.get("metric", ""),
+        tolerance=doc.get("tolerance"),
+        extra=doc.get("extra") or {},
+    )
 
 
 def families(entries: dict[str, BaselineEntry]) -> dict[tuple[str, str], float | None]:
@@ -52,8 +58,10 @@ def main() -> None:
     doc = json.loads(args.results.read_text())
     loaded: dict[str, dict[str, BaselineEntry]] = {}
     fams: dict[str, dict[tuple[str, str], float | None]] = {}
-    print("| tolerance | stack | points judged | sessions in the set | regression | "
-          "improvement | pass | inconclusive |")
+    print(
+        "| tolerance | stack | points judged | sessions in the set | regression | "
+        "improvement | pass | inconclusive |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for tol in args.tolerance:
         counts: dict[str, Counter[str]] = defaultdict(Counter)
@@ -69,15 +77,18 @@ def main() -> None:
             if entry is None:
                 continue
             sd = fams[m.stack].get((m.benchmark, m.metric))
-            v = rule.judge(m, entry, tolerance=tol, family_sd=sd,
-                           host_shift=args.host_shift, n_resamples=500)
+            v = rule.judge(
+                m, entry, tolerance=tol, family_sd=sd, host_shift=args.host_shift, n_resamples=500
+            )
             counts[m.stack][v.outcome.value] += 1
             sessions[m.stack][len(entry.session_medians)] += 1
         for stack in sorted(counts):
             c = counts[stack]
             k = ", ".join(f"{n}: {p}" for n, p in sorted(sessions[stack].items()))
-            print(f"| {tol:g} | {stack} | {sum(c.values())} | {k} | {c['regression']} | "
-                  f"{c['improvement']} | {c['pass']} | {c['inconclusive']} |")
+            print(
+                f"| {tol:g} | {stack} | {sum(c.values())} | {k} | {c['regression']} | "
+                f"{c['improvement']} | {c['pass']} | {c['inconclusive']} |"
+            )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,16 @@ def session(rng: np.random.Generator, sd_b: float) -> tuple[list[float], list[in
 
 
 def measurement(samples: list[float], sizes: list[int]) -> Measurement:
-    return Measurement(stack="mpi", benchmark="osu_latency", params={"size": 8},
-                       samples=tuple(samples), unit="us", direction=Direction.LOWER_IS_BETTER,
-                       metric="latency", extra={"job_sizes": sizes})
+    return Measurement(
+        stack="mpi",
+        benchmark="osu_latency",
+        params={"size": 8},
+        samples=tuple(samples),
+        unit="us",
+        direction=Direction.LOWER_IS_BETTER,
+        metric="latency",
+        extra={"job_sizes": sizes},
+    )
 
 
 def trial(rng: np.random.Generator, k: int, sd_b: float, tol: float) -> dict[str, str]:
@@ -48,14 +55,18 @@ def trial(rng: np.random.Generator, k: int, sd_b: float, tol: float) -> dict[str
         samples, sizes = session(rng, sd_b)
         medians.append(float(np.median(samples)))
     entry = entry_from_measurement(measurement(samples, sizes), {}, "t")
-    entry = dataclasses.replace(entry, sessions=tuple((f"s{i}", m) for i, m in enumerate(medians)),
-                                job_sizes=tuple(sizes))
+    entry = dataclasses.replace(
+        entry, sessions=tuple((f"s{i}", m) for i, m in enumerate(medians)), job_sizes=tuple(sizes)
+    )
     cur = measurement(*session(rng, sd_b))
     out = {"t": rule.judge(cur, entry, tolerance=tol, n_resamples=500).outcome.value}
     real = rule.sps
     rule.sps = types.SimpleNamespace(  # type: ignore[assignment]
-        t=types.SimpleNamespace(ppf=lambda q, df: sps.norm.ppf(q)), norm=sps.norm,
-        mannwhitneyu=sps.mannwhitneyu, chi2=sps.chi2)
+        t=types.SimpleNamespace(ppf=lambda q, df: sps.norm.ppf(q)),
+        norm=sps.norm,
+        mannwhitneyu=sps.mannwhitneyu,
+        chi2=sps.chi2,
+    )
     try:
         out["z"] = rule.judge(cur, entry, tolerance=tol, n_resamples=500).outcome.value
     finally:
@@ -72,8 +83,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
-    print("| sessions | sd between sessions | false regressions, t | false regressions, z "
-          "| pass, t | pass, z | trials |\n|---|---|---|---|---|---|---|")
+    print(
+        "| sessions | sd between sessions | false regressions, t | false regressions, z "
+        "| pass, t | pass, z | trials |\n|---|---|---|---|---|---|---|"
+    )
     for k in (int(x) for x in a.sessions.split(",")):
         for sd_b in (float(x) for x in a.sd_b.split(",")):
             got = [trial(rng, k, sd_b, a.tolerance) for _ in range(a.trials)]
@@ -81,9 +94,12 @@ def main() -> None:
             def rate(side: str, outcome: str) -> str:
                 n = sum(g[side] == outcome for g in got)
                 return f"{100 * n / len(got):.1f} %"
-            print(f"| {k} | {sd_b * 100:g} % | {rate('t', 'regression')} | "
-                  f"{rate('z', 'regression')} | {rate('t', 'pass')} | {rate('z', 'pass')} | "
-                  f"{a.trials} |")
+
+            print(
+                f"| {k} | {sd_b * 100:g} % | {rate('t', 'regression')} | "
+                f"{rate('z', 'regression')} | {rate('t', 'pass')} | {rate('z', 'pass')} | "
+                f"{a.trials} |"
+            )
 
 
 if __name__ == "__main__":

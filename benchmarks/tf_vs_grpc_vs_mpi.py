@@ -31,16 +31,29 @@ from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.measure.sizes import format_size, parse_size_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMON = ["-q", "-p", "no:cacheprovider", "--hpc-history=none", "--hpc-fabric=ethernet",
-          "--hpc-update-baselines=all"]
+COMMON = [
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "--hpc-history=none",
+    "--hpc-fabric=ethernet",
+    "--hpc-update-baselines=all",
+]
 TIMEOUT = 1800.0
 # gRPC's payload categories: the size decides which uniform scheme carries it
 CATEGORY = ((1 << 10, "small"), (1 << 20, "medium"), ((10 << 20) + 1, "large"))
 
 
 def pytest_run(args: list[str], results: Path, scratch: Path) -> list[dict[str, Any]]:
-    argv = [sys.executable, "-m", "pytest", *COMMON, f"--hpc-baselines={scratch / 'bl'}",
-            f"--hpc-results={results}", *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *COMMON,
+        f"--hpc-baselines={scratch / 'bl'}",
+        f"--hpc-results={results}",
+        *args,
+    ]
     got = run_job(argv, timeout=TIMEOUT, label=" ".join(args[:1]))
     if got.returncode not in (0, 1) or not results.exists():
         raise SystemExit(f"{' '.join(args[:2])}: exit {got.returncode}\n{got.stdout[-3000:]}")
@@ -48,11 +61,14 @@ def pytest_run(args: list[str], results: Path, scratch: Path) -> list[dict[str, 
     return records
 
 
-def medians(records: list[dict[str, Any]], benchmark: str, metric: str,
-            size_of: str = "size") -> dict[int, float]:
-    return {int(r["measurement"]["params"][size_of]): float(r["summary"]["median"])
-            for r in records if r["measurement"]["benchmark"] == benchmark
-            and r["measurement"]["metric"] == metric}
+def medians(
+    records: list[dict[str, Any]], benchmark: str, metric: str, size_of: str = "size"
+) -> dict[int, float]:
+    return {
+        int(r["measurement"]["params"][size_of]): float(r["summary"]["median"])
+        for r in records
+        if r["measurement"]["benchmark"] == benchmark and r["measurement"]["metric"] == metric
+    }
 
 
 def category(size: int) -> str:
@@ -68,24 +84,57 @@ def main() -> int:
     spec = ",".join(str(s) for s in sizes)
     with tempfile.TemporaryDirectory(prefix="hpccomm-tfvs-") as tmp:
         scratch = Path(tmp)
-        tf = medians(pytest_run([str(ROOT / "hpccomm_suites/tf/test_perf_tf.py"), "-k",
-                                 "test_tf_recv_tensor and loopback", f"--hpc-sizes={spec}"],
-                                scratch / "tf.json", scratch), "tf_recv_tensor", "latency")
+        tf = medians(
+            pytest_run(
+                [
+                    str(ROOT / "hpccomm_suites/tf/test_perf_tf.py"),
+                    "-k",
+                    "test_tf_recv_tensor and loopback",
+                    f"--hpc-sizes={spec}",
+                ],
+                scratch / "tf.json",
+                scratch,
+            ),
+            "tf_recv_tensor",
+            "latency",
+        )
         grpc: dict[int, float] = {}
         for size in sizes:  # one session per size: the category's size is an option
             cat = category(size)
-            got = pytest_run([str(ROOT / "hpccomm_suites/grpc/test_perf_tf_grpc_bench.py"), "-k",
-                              f"tf_grpc_p2p_latency and uniform-{cat} and loopback",
-                              "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw",
-                              "--hpc-grpc-buffers=1", f"--hpc-grpc-{cat}={size}"],
-                             scratch / f"grpc-{size}.json", scratch)
+            got = pytest_run(
+                [
+                    str(ROOT / "hpccomm_suites/grpc/test_perf_tf_grpc_bench.py"),
+                    "-k",
+                    f"tf_grpc_p2p_latency and uniform-{cat} and loopback",
+                    "--hpc-grpc-peers=native",
+                    "--hpc-grpc-modes=raw",
+                    "--hpc-grpc-buffers=1",
+                    f"--hpc-grpc-{cat}={size}",
+                ],
+                scratch / f"grpc-{size}.json",
+                scratch,
+            )
             grpc |= medians(got, "tf_grpc_p2p_latency", "latency", size_of="bytes")
-        mpi = medians(pytest_run([str(ROOT / "hpccomm_suites/mpi/test_perf_osu.py"), "-k",
-                                  "osu_latency and loopback", f"--hpc-mpi={a.mpi}",
-                                  "--hpc-launcher=local", f"--hpc-sizes={spec}"],
-                                 scratch / "mpi.json", scratch), "osu_latency", "latency")
-    print("| size | TensorFlow read (us) | gRPC echo (us) | MPI ping-pong (us) | TF / gRPC "
-          "| gRPC / MPI |")
+        mpi = medians(
+            pytest_run(
+                [
+                    str(ROOT / "hpccomm_suites/mpi/test_perf_osu.py"),
+                    "-k",
+                    "osu_latency and loopback",
+                    f"--hpc-mpi={a.mpi}",
+                    "--hpc-launcher=local",
+                    f"--hpc-sizes={spec}",
+                ],
+                scratch / "mpi.json",
+                scratch,
+            ),
+            "osu_latency",
+            "latency",
+        )
+    print(
+        "| size | TensorFlow read (us) | gRPC echo (us) | MPI ping-pong (us) | TF / gRPC "
+        "| gRPC / MPI |"
+    )
     print("|--:|--:|--:|--:|--:|--:|")
     for size in sizes:
         t, g, m = tf.get(size), grpc.get(size), mpi.get(size)

@@ -112,8 +112,9 @@ def baseline_of(rng: np.random.Generator, sc: Scenario, sessions: int) -> Baseli
     """The entry `sessions` independent runs leave: the last run's samples, every run's median."""
     runs = [simulate_run(rng, sc) for _ in range(sessions)]
     entry = entry_from_measurement(measurement(runs[-1]), {}, "sim")
-    return replace(entry, sessions=tuple((f"s{i}", float(np.median(r)))
-                                         for i, r in enumerate(runs)))
+    return replace(
+        entry, sessions=tuple((f"s{i}", float(np.median(r))) for i, r in enumerate(runs))
+    )
 
 
 def run(trials: int, seed: int, session_counts: list[int], scenarios: list[Scenario]) -> None:
@@ -152,10 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sessions", default="1",
-                    help="baseline sessions per row, comma-separated (e.g. 1,5)")
-    ap.add_argument("--scenario", default="",
-                    help="only the scenarios whose name contains this")
+    ap.add_argument(
+        "--sessions", default="1", help="baseline sessions per row, comma-separated (e.g. 1,5)"
+    )
+    ap.add_argument("--scenario", default="", help="only the scenarios whose name contains this")
     args = ap.parse_args(argv)
     counts = [int(k) for k in args.sessions.split(",")]
     if any(k < 1 for k in counts):

@@ -31,12 +31,17 @@ REFERENCE = Path(__file__).resolve().parent / "reference"
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_hpccomm"
 STACK_PLUGINS = ("mpi", "grpc", "tf", "horovod", "verbs")  # pyproject's pytest11 entry points
 
-GENERATED = ("Generated from the code by `docs/gen_reference.py`: do not edit by hand "
-             "(`tests/docs/test_docs_build.py` fails when this page and the code differ).\n")
+GENERATED = (
+    "Generated from the code by `docs/gen_reference.py`: do not edit by hand "
+    "(`tests/docs/test_docs_build.py` fails when this page and the code differ).\n"
+)
 
-RETRIES_HEADER = """# Retries
+RETRIES_HEADER = (
+    """# Retries
 
-""" + GENERATED + """
+"""
+    + GENERATED
+    + """
 The suite retries only for a named transient cause that the code detects by its signature,
 bounded, and counted: each session's count per cause is in the terminal summary
 (`hpccomm retries: ...`), the markdown summary, the results JSON (`session.retries`) and
@@ -46,10 +51,14 @@ tried again: a hang, a wrong answer, a false alarm or a missed canary fails the 
 | cause | JUnit property | how it is detected, why it is transient, its bound |
 |---|---|---|
 """
+)
 
-OPTIONS_HEADER = """# Options
+OPTIONS_HEADER = (
+    """# Options
 
-""" + GENERATED + """
+"""
+    + GENERATED
+    + """
 Every option is also an ini key (`hpc_fabric = ib` in `pytest.ini`: the name without the
 leading dashes, dashes as underscores, unless the table names another); the command line wins.
 A bad value is a one-line usage error (exit status 4).
@@ -59,10 +68,14 @@ A bad value is a one-line usage error (exit status 4).
 | option | help | default |
 |---|---|---|
 """
+)
 
-MARKERS_HEADER = """# Markers, fixtures and hooks
+MARKERS_HEADER = (
+    """# Markers, fixtures and hooks
 
-""" + GENERATED + """
+"""
+    + GENERATED
+    + """
 ## Markers
 
 Registered by the core plugin (`--strict-markers` clean). A test that needs an absent fabric,
@@ -73,6 +86,7 @@ device or stack is **skipped with one precise reason** naming what was found ins
 | marker | meaning |
 |---|---|
 """
+)
 
 FIXTURES_HEADER = """
 ## Fixtures
@@ -92,21 +106,29 @@ Declared in `pytest_hpccomm/hookspecs.py`; a plugin or a `conftest.py` implement
 
 """
 
-FIELDS_HEADER = """# Record fields
+FIELDS_HEADER = (
+    """# Record fields
 
-""" + GENERATED + """
+"""
+    + GENERATED
+    + """
 The results JSON (`--hpc-results`, see [Results JSON](results-json.md)) holds, per record, its
 `measurement`, `summary`, `verdict` and (where it differs from the session's) `fingerprint`;
 the baseline files (see [Baseline files](baseline-files.md)) hold one entry per point. Their
 fields, from the dataclasses that write them:
 """
+)
 
-CLI_HEADER = """# Command line
+CLI_HEADER = (
+    """# Command line
 
-""" + GENERATED + """
+"""
+    + GENERATED
+    + """
 `hpccomm` (also `python -m pytest_hpccomm`) reads what the suites wrote. Its help:
 
 """
+)
 
 
 def _cell(text: str) -> str:
@@ -139,8 +161,9 @@ class _Recorder:
     def addoption(self, *names: str, **attrs: Any) -> None:
         self.options.append((names, attrs))
 
-    def addini(self, name: str, help: str, type: Any = None, default: Any = None,
-               **kw: Any) -> None:
+    def addini(
+        self, name: str, help: str, type: Any = None, default: Any = None, **kw: Any
+    ) -> None:
         self.inis[name] = (help, default)
 
 
@@ -163,9 +186,11 @@ def render_options() -> str:
     out = OPTIONS_HEADER + "".join(rows)
     for stack in STACK_PLUGINS:
         rec = stack_options(stack)
-        out += (f"\n## {stack} options\n\nRegistered by `pytest_hpccomm.stacks.{stack}.plugin`"
-                " (see its page under Stacks).\n\n| option | ini key | help | default |\n"
-                "|---|---|---|---|\n")
+        out += (
+            f"\n## {stack} options\n\nRegistered by `pytest_hpccomm.stacks.{stack}.plugin`"
+            " (see its page under Stacks).\n\n| option | ini key | help | default |\n"
+            "|---|---|---|---|\n"
+        )
         seen: set[str] = set()
         for names, attrs in rec.options:
             flag = max(names, key=len)
@@ -174,8 +199,9 @@ def render_options() -> str:
             seen.add(dest)
             choices = attrs.get("choices")
             name = f"`{flag}`" + (" {" + ",".join(map(str, choices)) + "}" if choices else "")
-            default = ini[1] if ini is not None and attrs.get("default") is None \
-                else attrs.get("default")
+            default = (
+                ini[1] if ini is not None and attrs.get("default") is None else attrs.get("default")
+            )
             shown = "—" if default is None else f"`{_cell(str(default))}`"
             rows_ini = f"`{dest}`" if ini is not None else "—"
             out += f"| {name} | {rows_ini} | {_cell(str(attrs.get('help', '')))} | {shown} |\n"
@@ -193,8 +219,11 @@ def _plugin_modules() -> list[Path]:
     """The modules pytest loads as plugins (and the fixture modules they pull in)."""
     found = [PACKAGE / "plugin.py"]
     for stack in STACK_PLUGINS:
-        found += sorted(p for p in (PACKAGE / "stacks" / stack).glob("*.py")
-                        if "pytest.fixture" in p.read_text(encoding="utf-8"))
+        found += sorted(
+            p
+            for p in (PACKAGE / "stacks" / stack).glob("*.py")
+            if "pytest.fixture" in p.read_text(encoding="utf-8")
+        )
     return found
 
 
@@ -228,8 +257,9 @@ def fixtures() -> list[tuple[str, str, str, str]]:
                 continue
             scopes = [s for s in map(_fixture_scope, node.decorator_list) if s is not None]
             if scopes and not node.name.startswith("_"):  # private ones are no user's
-                rows.append((node.name, scopes[0], module,
-                             _first_sentence(ast.get_docstring(node))))
+                rows.append(
+                    (node.name, scopes[0], module, _first_sentence(ast.get_docstring(node)))
+                )
     return sorted(rows)
 
 
@@ -287,16 +317,25 @@ def render_fields() -> str:
     from pytest_hpccomm.measure.measurement import Direction, Measurement
 
     out = FIELDS_HEADER
-    where = {Measurement: "a record's `measurement`", Verdict: "a record's `verdict`",
-             BaselineEntry: "a baseline file's entry", RunResult: "one record (in memory)"}
+    where = {
+        Measurement: "a record's `measurement`",
+        Verdict: "a record's `verdict`",
+        BaselineEntry: "a baseline file's entry",
+        RunResult: "one record (in memory)",
+    }
     for cls, what in where.items():
-        doc = _first_sentence(cls.__doc__ if cls.__doc__ and not
-                              cls.__doc__.startswith(cls.__name__ + "(") else "")
-        out += f"\n## {cls.__name__}: {what}\n\n{doc}\n\n| field | type | meaning |\n|---|---|---|\n"
+        doc = _first_sentence(
+            cls.__doc__ if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "(") else ""
+        )
+        out += (
+            f"\n## {cls.__name__}: {what}\n\n{doc}\n\n| field | type | meaning |\n|---|---|---|\n"
+        )
         comments = field_comments(cls)
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            out += (f"| `{f.name}` | `{_cell(_type_text(f.type))}` | "
-                    f"{_cell(comments.get(f.name, '')) or '—'} |\n")
+            out += (
+                f"| `{f.name}` | `{_cell(_type_text(f.type))}` | "
+                f"{_cell(comments.get(f.name, '')) or '—'} |\n"
+            )
     out += "\n## Enumerations\n\n"
     out += "- `outcome`: " + ", ".join(f"`{o.value}`" for o in Outcome) + "\n"
     out += "- `direction`: " + ", ".join(f"`{d.value}`" for d in Direction) + "\n"
@@ -336,8 +375,9 @@ def render_cli() -> str:
 def render_retries() -> str:
     from pytest_hpccomm.retries import CAUSES, property_name
 
-    return RETRIES_HEADER + "".join(f"| {cause} | `{property_name(cause)}` | {_cell(why)} |\n"
-                                    for cause, why in CAUSES.items())
+    return RETRIES_HEADER + "".join(
+        f"| {cause} | `{property_name(cause)}` | {_cell(why)} |\n" for cause, why in CAUSES.items()
+    )
 
 
 PAGES: dict[str, Callable[[], str]] = {

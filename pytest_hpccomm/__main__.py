@@ -59,8 +59,15 @@ def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.benchmark is None:
         rows = [["SYSTEM", "FABRIC", "STACK", "BENCHMARK", "PARAMS", "RUNS", "LAST RUN (UTC)"]]
         rows += [
-            [k.system, k.fabric, k.stack, k.benchmark, _params_text(k.params_key), str(k.runs),
-             k.last.strftime("%Y-%m-%d %H:%M")]
+            [
+                k.system,
+                k.fabric,
+                k.stack,
+                k.benchmark,
+                _params_text(k.params_key),
+                str(k.runs),
+                k.last.strftime("%Y-%m-%d %H:%M"),
+            ]
             for k in keys
         ]
         text_table(rows, out)
@@ -82,23 +89,34 @@ def _filters(args: argparse.Namespace) -> str:
 
 
 def _trends_page(
-    store: HistoryStore, keys: Sequence[SeriesKey], args: argparse.Namespace, out: TextIO,
-    err: TextIO
+    store: HistoryStore,
+    keys: Sequence[SeriesKey],
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
 ) -> int:
     from pytest_hpccomm.report.trends import DEFAULT_LIMIT, write_trends_page  # matplotlib
 
     try:
-        page = write_trends_page(args.html, store, keys, limit=args.limit or DEFAULT_LIMIT,
-                                 max_pvalue=args.max_pvalue, min_magnitude=args.min_magnitude,
-                                 filters=_filters(args))
+        page = write_trends_page(
+            args.html,
+            store,
+            keys,
+            limit=args.limit or DEFAULT_LIMIT,
+            max_pvalue=args.max_pvalue,
+            min_magnitude=args.min_magnitude,
+            filters=_filters(args),
+        )
     except RuntimeError:
         err.write(OTAVA_HINT + "\n")
         return 1
     except OSError as exc:
         err.write(f"cannot write the trends page {args.html}: {exc.strerror or exc}\n")
         return 1
-    out.write(f"trends page: {page.path} ({len(page.shown)} of {page.matched} series, "
-              f"{page.change_count} change point(s))\n")
+    out.write(
+        f"trends page: {page.path} ({len(page.shown)} of {page.matched} series, "
+        f"{page.change_count} change point(s))\n"
+    )
     return 0
 
 
@@ -129,8 +147,14 @@ def _one_series(
             cp = cps[i]
             flag = f"<-- change {cp.rel_change * 100:+.1f}% (p={cp.p_value:.1g})"
         rows.append(
-            [str(i), p.timestamp.strftime("%Y-%m-%d %H:%M:%S"), p.run_id,
-             (commits.get(p.run_id) or "-")[:12], _fmt_median(p.median), flag]
+            [
+                str(i),
+                p.timestamp.strftime("%Y-%m-%d %H:%M:%S"),
+                p.run_id,
+                (commits.get(p.run_id) or "-")[:12],
+                _fmt_median(p.median),
+                flag,
+            ]
         )
     text_table(rows, out)
     out.write(f"{len(cps)} change point(s)\n")
@@ -143,7 +167,7 @@ def _json_object(text: str) -> dict[str, object]:
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError('must be a JSON object, e.g. \'{"size": 8}\'')
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"size\": 8}'")
     return value
 
 
@@ -159,25 +183,41 @@ def _positive_int(text: str) -> int:
 
 # subcommand -> (module with main(argv) -> int, one line of help)
 TOOLS: dict[str, tuple[str, str]] = {
-    "doctor": ("pytest_hpccomm.doctor",
-               "what this machine offers, and what each suite would run or skip, and why"),
-    "run": ("pytest_hpccomm.nightly",
-            "the nightly: every suite (or those named) with its reports in ./results"),
-    "setup": ("pytest_hpccomm.bootstrap",
-              "make the MPI environments, native gRPC peer, Horovod and TensorFlow now"),
-    "mpi": ("pytest_hpccomm.cluster.mpi",
-            "create or list the MPI environments the suites run (openmpi, openmpi4, mpich)"),
-    "build-grpc": ("pytest_hpccomm.stacks.grpc.build",
-                   "build the native gRPC peer now, against the system's gRPC or a PREFIX"),
+    "doctor": (
+        "pytest_hpccomm.doctor",
+        "what this machine offers, and what each suite would run or skip, and why",
+    ),
+    "run": (
+        "pytest_hpccomm.nightly",
+        "the nightly: every suite (or those named) with its reports in ./results",
+    ),
+    "setup": (
+        "pytest_hpccomm.bootstrap",
+        "make the MPI environments, native gRPC peer, Horovod and TensorFlow now",
+    ),
+    "mpi": (
+        "pytest_hpccomm.cluster.mpi",
+        "create or list the MPI environments the suites run (openmpi, openmpi4, mpich)",
+    ),
+    "build-grpc": (
+        "pytest_hpccomm.stacks.grpc.build",
+        "build the native gRPC peer now, against the system's gRPC or a PREFIX",
+    ),
     "build-horovod": ("pytest_hpccomm.stacks.horovod.build", "build the Horovod environment now"),
     "tf-env": ("pytest_hpccomm.stacks.tf.env", "create the TensorFlow environment now"),
     "probe": ("pytest_hpccomm.measure.host_speed", "this host's reference-probe rates"),
-    "snapshot": ("pytest_hpccomm.fabrics.snapshot",
-                 "record this host's RDMA/network sysfs as a fixture tree"),
-    "baselines": ("pytest_hpccomm.baselines.admin",
-                  "show, diff, promote or prune stored baseline sets"),
-    "report": ("pytest_hpccomm.report.rerender",
-               "the HTML report and markdown summary again, from a results JSON"),
+    "snapshot": (
+        "pytest_hpccomm.fabrics.snapshot",
+        "record this host's RDMA/network sysfs as a fixture tree",
+    ),
+    "baselines": (
+        "pytest_hpccomm.baselines.admin",
+        "show, diff, promote or prune stored baseline sets",
+    ),
+    "report": (
+        "pytest_hpccomm.report.rerender",
+        "the HTML report and markdown summary again, from a results JSON",
+    ),
     "demo-report": ("pytest_hpccomm.report.demo", "write the reports of a made-up session"),
     "screenshot": ("pytest_hpccomm.report.screenshot", "a PNG of an HTML report's first screen"),
 }
@@ -206,8 +246,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hpccomm", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND",
-                                parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="SUBCOMMAND", parser_class=_Parser
+    )
     h = sub.add_parser(
         "history",
         help="list recorded series and flag change points",
@@ -220,19 +261,29 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--fabric")
     h.add_argument("--stack")
     h.add_argument("--benchmark", help="show this benchmark's series (else list benchmarks)")
-    h.add_argument("--params", type=_json_object, help='parameters as JSON, e.g. \'{"size": 8}\'')
+    h.add_argument("--params", type=_json_object, help="parameters as JSON, e.g. '{\"size\": 8}'")
     h.add_argument("--max-pvalue", type=float, default=0.001, help="change point significance")
     h.add_argument(
         "--min-magnitude", type=float, default=0.0, help="ignore relative changes below this"
     )
-    h.add_argument("--html", metavar="PATH",
-                   help="write the trends page here (self-contained HTML with plots)")
-    h.add_argument("--limit", type=_positive_int, default=None, metavar="N",
-                   help="series on the trends page (default 30): change points first")
+    h.add_argument(
+        "--html", metavar="PATH", help="write the trends page here (self-contained HTML with plots)"
+    )
+    h.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="series on the trends page (default 30): change points first",
+    )
     h.set_defaults(func=_history)
     for name, (_, text) in TOOLS.items():  # listed in the help; main() hands them on
-        sub.add_parser(name, help=text, description=f"{text} (`hpccomm {name} --help`: its "
-                       "own options)", add_help=False)
+        sub.add_parser(
+            name,
+            help=text,
+            description=f"{text} (`hpccomm {name} --help`: its own options)",
+            add_help=False,
+        )
     return parser
 
 

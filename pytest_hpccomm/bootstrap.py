@@ -35,6 +35,7 @@ def _mpi(name: str) -> Callable[[], int]:
             print(f"{name}: {mpi.mpi_prefix(name)} (cached)")
             return 0
         return mpi.main(["create", name])
+
     return run
 
 
@@ -44,14 +45,18 @@ def _tool(module: str) -> Callable[[], int]:
 
         code: int = importlib.import_module(module).main([])
         return code
+
     return run
 
 
 PARTS = (
     *(Part(f"mpi-{m}", f"the {m} MPI environment", _mpi(m)) for m in MPIS),
     Part("grpc", "the native gRPC peer", _tool("pytest_hpccomm.stacks.grpc.build")),
-    Part("horovod", "Horovod (patched, with Gloo and Open MPI)",
-         _tool("pytest_hpccomm.stacks.horovod.build")),
+    Part(
+        "horovod",
+        "Horovod (patched, with Gloo and Open MPI)",
+        _tool("pytest_hpccomm.stacks.horovod.build"),
+    ),
     Part("tf", "the TensorFlow environment", _tool("pytest_hpccomm.stacks.tf.env")),
 )
 
@@ -70,10 +75,12 @@ def run_parts(parts: list[Part], out: TextIO) -> list[tuple[str, str, float]]:
         except Exception as exc:  # noqa: BLE001 - a part's crash is that part's failure
             out.write(f"{part.name}: {type(exc).__name__}: {exc}\n")
             code = 1
-        skipped = code == 0 and any(line.startswith("skipped:")
-                                    for line in tee.seen.getvalue().splitlines())
-        done.append((part.name, "failed" if code else "skipped" if skipped else "ok",
-                     time.monotonic() - t0))
+        skipped = code == 0 and any(
+            line.startswith("skipped:") for line in tee.seen.getvalue().splitlines()
+        )
+        done.append(
+            (part.name, "failed" if code else "skipped" if skipped else "ok", time.monotonic() - t0)
+        )
     return done
 
 
@@ -92,9 +99,13 @@ class _Tee(io.TextIOBase):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hpccomm setup", description=__doc__.split("\n\n")[0])
-    ap.add_argument("parts", nargs="*", metavar="PART",
-                    help=f"what to make (default: all): {', '.join(p.name for p in PARTS)}, "
-                         "or mpi for the three MPI environments")
+    ap.add_argument(
+        "parts",
+        nargs="*",
+        metavar="PART",
+        help=f"what to make (default: all): {', '.join(p.name for p in PARTS)}, "
+        "or mpi for the three MPI environments",
+    )
     return ap
 
 
@@ -102,12 +113,17 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     names = [p.name for p in PARTS]
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    wanted = [n for w in args.parts for n in (
-        [x for x in names if x.startswith("mpi-")] if w == "mpi" else [w])] or names
+    wanted = [
+        n
+        for w in args.parts
+        for n in ([x for x in names if x.startswith("mpi-")] if w == "mpi" else [w])
+    ] or names
     unknown = sorted(set(wanted) - set(names))
     if unknown:
-        print(f"hpccomm setup: error: no part {', '.join(unknown)} (parts: {', '.join(names)}, "
-              "mpi)", file=sys.stderr)
+        print(
+            f"hpccomm setup: error: no part {', '.join(unknown)} (parts: {', '.join(names)}, mpi)",
+            file=sys.stderr,
+        )
         return 2
     done = run_parts([p for p in PARTS if p.name in wanted], out)
     out.write("\nsetup: " + ", ".join(f"{n} {how} ({s:.0f} s)" for n, how, s in done) + "\n")

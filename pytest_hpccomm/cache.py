@@ -15,8 +15,9 @@ from typing import Any
 from pytest_hpccomm.files import atomic_write, file_lock
 
 
-def cache_dir(name: str, env: Mapping[str, str] | None = None,
-              override_var: str | None = None) -> Path:
+def cache_dir(
+    name: str, env: Mapping[str, str] | None = None, override_var: str | None = None
+) -> Path:
     """<cache>/pytest-hpccomm/<name>, or the path in `override_var` when that is set. Without
     HOME, the user's home from the password database: never a shared path such as /tmp, whose
     cached interpreters anyone could have put there and a root CI would then run."""
@@ -52,9 +53,13 @@ def ready(home: Path, key: str) -> dict[str, Any] | None:
     return meta
 
 
-def build_once(root: Path, key: str, make: Callable[[Path, float], dict[str, Any]],
-               timeout: float, note: Mapping[str, Any] | None = None
-               ) -> tuple[dict[str, Any], float]:
+def build_once(
+    root: Path,
+    key: str,
+    make: Callable[[Path, float], dict[str, Any]],
+    timeout: float,
+    note: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], float]:
     """<root>/<key>'s marker, made first if missing: one maker at a time (a lock beside it;
     LockTimeout past `timeout`), who clears a killed build's leftovers and calls
     make(home, deadline); what make returns is kept in the marker under "probe", `note` beside
@@ -74,7 +79,6 @@ def build_once(root: Path, key: str, make: Callable[[Path, float], dict[str, Any
         home.mkdir(parents=True)
         info = make(home, t0 + timeout)
         seconds = round(time.monotonic() - t0, 1)
-        meta = {"key": key, "probe": info, "seconds": seconds, "built": time.time(),
-                **(note or {})}
+        meta = {"key": key, "probe": info, "seconds": seconds, "built": time.time(), **(note or {})}
         atomic_write(home / READY, json.dumps(meta, indent=1))
     return meta, seconds

@@ -47,74 +47,165 @@ class OptionSpec:
 
 OPTIONS: tuple[OptionSpec, ...] = (
     # checked by HpcSession.open against the registered kinds: plugins add kinds by a hook
-    OptionSpec("--hpc-fabric", "fabric to test on: auto (best present), ib, roce, softroce, "
-               "iwarp, ipoib, ethernet, or a kind a plugin registers", "auto"),
+    OptionSpec(
+        "--hpc-fabric",
+        "fabric to test on: auto (best present), ib, roce, softroce, "
+        "iwarp, ipoib, ethernet, or a kind a plugin registers",
+        "auto",
+    ),
     OptionSpec("--hpc-device", "RDMA device to use (e.g. mlx5_0); default: chosen from the fabric"),
-    OptionSpec("--hpc-netdev", "network interface to use (e.g. ib0, eth0); default: from the fabric"),
+    OptionSpec(
+        "--hpc-netdev", "network interface to use (e.g. ib0, eth0); default: from the fabric"
+    ),
     OptionSpec("--hpc-hosts", "comma-separated hosts, optionally host:slots (a,b:2,c)"),
     OptionSpec("--hpc-hostfile", "Open MPI or MPICH hostfile", kind="path"),
-    OptionSpec("--hpc-launcher", "how peers are started: auto, local, netns (virtual cluster of "
-               "network namespaces), mpirun, srun", "auto", choices=LAUNCHER_CHOICES),
-    OptionSpec("--hpc-rsh-agent", "remote shell mpirun uses to reach --hpc-hosts (default ssh), "
-               "e.g. a wrapper running `ssh -F my_config`"),
-    OptionSpec("--hpc-bind", "binding of ranks on --hpc-hosts: auto (the MPI's default) or none "
-               "(hosts that share cores, e.g. containers on one machine); loopback and the "
-               "virtual cluster never bind", "auto", choices=BIND_CHOICES),
-    OptionSpec("--hpc-vhosts", "number of hosts of the virtual cluster (--hpc-launcher=netns)", 2,
-               kind="int"),
-    OptionSpec("--hpc-vlink-rate", "shape every virtual host's link to this bit rate (tbf), "
-               "e.g. 1G or 100M: bandwidths then show a known fraction of the link"),
-    OptionSpec("--hpc-profile", "quick (CI: 1 B-4 MiB in powers of 4, short runs, TCP-only "
-               "stacks timed at loopback only, adaptive repeats for potential changes only) or "
-               "full (1 B-64 MiB in powers of 2, every placement, every undecided point "
-               "repeated)", "quick", choices=PROFILE_CHOICES),
-    OptionSpec("--hpc-sizes", "message sizes overriding the profile: MIN:MAX (powers of two) "
-               "and/or a list, e.g. 1:4M or 0,8,1K,1M"),
+    OptionSpec(
+        "--hpc-launcher",
+        "how peers are started: auto, local, netns (virtual cluster of "
+        "network namespaces), mpirun, srun",
+        "auto",
+        choices=LAUNCHER_CHOICES,
+    ),
+    OptionSpec(
+        "--hpc-rsh-agent",
+        "remote shell mpirun uses to reach --hpc-hosts (default ssh), "
+        "e.g. a wrapper running `ssh -F my_config`",
+    ),
+    OptionSpec(
+        "--hpc-bind",
+        "binding of ranks on --hpc-hosts: auto (the MPI's default) or none "
+        "(hosts that share cores, e.g. containers on one machine); loopback and the "
+        "virtual cluster never bind",
+        "auto",
+        choices=BIND_CHOICES,
+    ),
+    OptionSpec(
+        "--hpc-vhosts",
+        "number of hosts of the virtual cluster (--hpc-launcher=netns)",
+        2,
+        kind="int",
+    ),
+    OptionSpec(
+        "--hpc-vlink-rate",
+        "shape every virtual host's link to this bit rate (tbf), "
+        "e.g. 1G or 100M: bandwidths then show a known fraction of the link",
+    ),
+    OptionSpec(
+        "--hpc-profile",
+        "quick (CI: 1 B-4 MiB in powers of 4, short runs, TCP-only "
+        "stacks timed at loopback only, adaptive repeats for potential changes only) or "
+        "full (1 B-64 MiB in powers of 2, every placement, every undecided point "
+        "repeated)",
+        "quick",
+        choices=PROFILE_CHOICES,
+    ),
+    OptionSpec(
+        "--hpc-sizes",
+        "message sizes overriding the profile: MIN:MAX (powers of two) "
+        "and/or a list, e.g. 1:4M or 0,8,1K,1M",
+    ),
     OptionSpec("--hpc-system", "name of the baseline set (default: derived from the fingerprint)"),
     OptionSpec("--hpc-baselines", "baseline directory", "baselines", kind="path"),
-    OptionSpec("--hpc-update-baselines", "write baselines: 'new' (default when given: new and "
-               "passing results) or 'all' (everything, incl. regressions)", kind="update",
-               choices=UPDATE_CHOICES),
-    OptionSpec("--hpc-tolerance", "relative effect that counts as a change (default 0.05 = 5 %%)",
-               0.05, kind="float"),
-    OptionSpec("--hpc-strict", "inconclusive (too noisy) verdicts fail the test", False,
-               kind="bool"),
-    OptionSpec("--hpc-require-armed", "fail the session when fewer than this fraction of its "
-               "performance points could claim a slowdown of twice the tolerance (the gate "
-               "status line says why not); 0 (default) only reports it", 0.0, kind="float"),
-    OptionSpec("--hpc-repeats", "independent jobs per benchmark sweep, their batches pooled, so "
-               "the verdict sees run-to-run variance (default 3)", 3, kind="int"),
-    OptionSpec("--hpc-max-repeats", "adaptive repeats: a sweep with a point its jobs cannot "
-               "decide (inconclusive, or an interval reaching beyond the tolerance; which of "
-               "them: --hpc-repeat-for) gets one more job at a time, up to this many (default "
-               "2 x --hpc-repeats; equal to --hpc-repeats: off)", 0, kind="int"),
-    OptionSpec("--hpc-repeat-for", "which points adaptive repeats grow: 'changes' (a claimed "
-               "regression/improvement or a point ratio beyond the tolerance; the quick "
-               "profile's default) or 'undecided' (also a pass whose interval reaches beyond "
-               "the tolerance and a too-noisy point inside it; the full profile's)",
-               choices=REPEAT_SCOPES),
-    OptionSpec("--hpc-inject-slowdown", "canary: peers stretch every timed operation by this "
-               "factor (>= 1.0) to prove the gate catches a regression of that size", 1.0,
-               kind="float"),
+    OptionSpec(
+        "--hpc-update-baselines",
+        "write baselines: 'new' (default when given: new and "
+        "passing results) or 'all' (everything, incl. regressions)",
+        kind="update",
+        choices=UPDATE_CHOICES,
+    ),
+    OptionSpec(
+        "--hpc-tolerance",
+        "relative effect that counts as a change (default 0.05 = 5 %%)",
+        0.05,
+        kind="float",
+    ),
+    OptionSpec(
+        "--hpc-strict", "inconclusive (too noisy) verdicts fail the test", False, kind="bool"
+    ),
+    OptionSpec(
+        "--hpc-require-armed",
+        "fail the session when fewer than this fraction of its "
+        "performance points could claim a slowdown of twice the tolerance (the gate "
+        "status line says why not); 0 (default) only reports it",
+        0.0,
+        kind="float",
+    ),
+    OptionSpec(
+        "--hpc-repeats",
+        "independent jobs per benchmark sweep, their batches pooled, so "
+        "the verdict sees run-to-run variance (default 3)",
+        3,
+        kind="int",
+    ),
+    OptionSpec(
+        "--hpc-max-repeats",
+        "adaptive repeats: a sweep with a point its jobs cannot "
+        "decide (inconclusive, or an interval reaching beyond the tolerance; which of "
+        "them: --hpc-repeat-for) gets one more job at a time, up to this many (default "
+        "2 x --hpc-repeats; equal to --hpc-repeats: off)",
+        0,
+        kind="int",
+    ),
+    OptionSpec(
+        "--hpc-repeat-for",
+        "which points adaptive repeats grow: 'changes' (a claimed "
+        "regression/improvement or a point ratio beyond the tolerance; the quick "
+        "profile's default) or 'undecided' (also a pass whose interval reaches beyond "
+        "the tolerance and a too-noisy point inside it; the full profile's)",
+        choices=REPEAT_SCOPES,
+    ),
+    OptionSpec(
+        "--hpc-inject-slowdown",
+        "canary: peers stretch every timed operation by this "
+        "factor (>= 1.0) to prove the gate catches a regression of that size",
+        1.0,
+        kind="float",
+    ),
     # paired A/B: checked by HpcSession.open against the stacks that can swap implementations
-    OptionSpec("--hpc-base", "paired A/B run, base side: STACK=IMPL, e.g. mpi=openmpi4 or "
-               "grpc=/opt/grpc-1.60 (repeat per stack); every point is judged candidate vs base "
-               "from this session's jobs, no stored baseline", kind="assign"),
-    OptionSpec("--hpc-candidate", "paired A/B run, candidate side: STACK=IMPL (see --hpc-base)",
-               kind="assign"),
-    OptionSpec("--hpc-ab-rounds", "rounds of a paired A/B run: one job of each side per round, "
-               "adjacent, in alternating order (A B, B A, ...; default 20)", 20, kind="int"),
+    OptionSpec(
+        "--hpc-base",
+        "paired A/B run, base side: STACK=IMPL, e.g. mpi=openmpi4 or "
+        "grpc=/opt/grpc-1.60 (repeat per stack); every point is judged candidate vs base "
+        "from this session's jobs, no stored baseline",
+        kind="assign",
+    ),
+    OptionSpec(
+        "--hpc-candidate",
+        "paired A/B run, candidate side: STACK=IMPL (see --hpc-base)",
+        kind="assign",
+    ),
+    OptionSpec(
+        "--hpc-ab-rounds",
+        "rounds of a paired A/B run: one job of each side per round, "
+        "adjacent, in alternating order (A B, B A, ...; default 20)",
+        20,
+        kind="int",
+    ),
     OptionSpec("--hpc-results", "write every measurement and verdict as JSON here", kind="path"),
     OptionSpec("--hpc-report", "write an HTML report with plots here", kind="path"),
-    OptionSpec("--hpc-screenshots", "beside the HTML report: the history's trends page "
-               "(trends.html) and a checked headless-Chromium screenshot of each (.png)", False,
-               kind="bool"),
-    OptionSpec("--hpc-markdown", "write a markdown summary here (default: $GITHUB_STEP_SUMMARY "
-               "when set)", kind="path"),
-    OptionSpec("--hpc-history", "SQLite history store (default ~/.cache/pytest-hpccomm/"
-               "history.sqlite; 'none' disables)", kind="str"),
-    OptionSpec("--hpc-sysfs-root", "read fabric state from this sysfs tree (recorded trees in "
-               "fixtures/sysfs/*/sys)", "/sys", kind="path"),
+    OptionSpec(
+        "--hpc-screenshots",
+        "beside the HTML report: the history's trends page "
+        "(trends.html) and a checked headless-Chromium screenshot of each (.png)",
+        False,
+        kind="bool",
+    ),
+    OptionSpec(
+        "--hpc-markdown",
+        "write a markdown summary here (default: $GITHUB_STEP_SUMMARY when set)",
+        kind="path",
+    ),
+    OptionSpec(
+        "--hpc-history",
+        "SQLite history store (default ~/.cache/pytest-hpccomm/history.sqlite; 'none' disables)",
+        kind="str",
+    ),
+    OptionSpec(
+        "--hpc-sysfs-root",
+        "read fabric state from this sysfs tree (recorded trees in fixtures/sysfs/*/sys)",
+        "/sys",
+        kind="path",
+    ),
 )
 
 
@@ -162,7 +253,7 @@ class HpcConfig:
         if self.sizes is not None:
             return self.sizes
         if self.profile == "quick":
-            return tuple(4 ** k for k in range(12))
+            return tuple(4**k for k in range(12))
         return tuple(parse_size_spec(f"1:{64 << 20}"))
 
     @property
@@ -193,16 +284,30 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm", "HPC communication stacks (pytest-hpccomm)")
     for spec in OPTIONS:
         if spec.kind == "bool":
-            group.addoption(spec.flag, action="store_true", default=None, dest=spec.dest,
-                            help=spec.help)
+            group.addoption(
+                spec.flag, action="store_true", default=None, dest=spec.dest, help=spec.help
+            )
             parser.addini(spec.dest, spec.help, type="bool", default=spec.default)
         elif spec.kind == "assign":
-            group.addoption(spec.flag, action="append", default=None, dest=spec.dest,
-                            metavar="STACK=IMPL", help=spec.help)
+            group.addoption(
+                spec.flag,
+                action="append",
+                default=None,
+                dest=spec.dest,
+                metavar="STACK=IMPL",
+                help=spec.help,
+            )
             parser.addini(spec.dest, spec.help, type="linelist", default=[])
         elif spec.kind == "update":
-            group.addoption(spec.flag, nargs="?", const="new", default=None, dest=spec.dest,
-                            metavar="new|all", help=spec.help)
+            group.addoption(
+                spec.flag,
+                nargs="?",
+                const="new",
+                default=None,
+                dest=spec.dest,
+                metavar="new|all",
+                help=spec.help,
+            )
             parser.addini(spec.dest, spec.help, default="none")
         else:
             group.addoption(spec.flag, default=None, dest=spec.dest, help=spec.help)
@@ -232,7 +337,8 @@ def build_config(config: pytest.Config) -> HpcConfig:
         value = _raw_value(config, spec)
         if spec.choices and value is not None and str(value) not in spec.choices:
             raise pytest.UsageError(
-                f"{spec.flag}: invalid value {value!r} (choose from {', '.join(spec.choices)})")
+                f"{spec.flag}: invalid value {value!r} (choose from {', '.join(spec.choices)})"
+            )
         if spec.kind == "float" and value is not None:
             value = _number(spec, value, float)
         elif spec.kind == "int" and value is not None:
@@ -262,14 +368,17 @@ def build_config(config: pytest.Config) -> HpcConfig:
     values["update_baselines"] = values["update_baselines"] or "none"
     values["base"], values["candidate"] = _paired_sides(values["base"], values["candidate"])
     if values["candidate"] and values["update_baselines"] != "none":
-        raise pytest.UsageError("--hpc-base/--hpc-candidate judge two builds against each "
-                                "other: they cannot be combined with --hpc-update-baselines")
+        raise pytest.UsageError(
+            "--hpc-base/--hpc-candidate judge two builds against each "
+            "other: they cannot be combined with --hpc-update-baselines"
+        )
     values["host_list"] = resolve_hosts(values["hosts"], hostfile, os.environ)
     return HpcConfig(**values)
 
 
-def resolve_hosts(hosts: str | None, hostfile: Path | None,
-                  env: Mapping[str, str]) -> tuple[Host, ...]:
+def resolve_hosts(
+    hosts: str | None, hostfile: Path | None, env: Mapping[str, str]
+) -> tuple[Host, ...]:
     """Explicit hosts win over a hostfile, which wins over the SLURM allocation."""
     try:
         if hosts:
@@ -290,16 +399,18 @@ def _assignments(flag: str, items: list[str] | None) -> dict[str, str]:
         stack, sep, impl = str(item).partition("=")
         stack, impl = stack.strip(), impl.strip()
         if not sep or not stack or not impl:
-            raise pytest.UsageError(f"{flag}: expected STACK=IMPL (e.g. mpi=openmpi4), "
-                                    f"got {item!r}")
+            raise pytest.UsageError(
+                f"{flag}: expected STACK=IMPL (e.g. mpi=openmpi4), got {item!r}"
+            )
         if stack in out:
             raise pytest.UsageError(f"{flag}: stack {stack!r} given twice")
         out[stack] = impl
     return out
 
 
-def _paired_sides(base: list[str] | None,
-                  candidate: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
+def _paired_sides(
+    base: list[str] | None, candidate: list[str] | None
+) -> tuple[dict[str, str], dict[str, str]]:
     """--hpc-base and --hpc-candidate must name the same stacks (one side alone compares
     nothing)."""
     b, c = _assignments("--hpc-base", base), _assignments("--hpc-candidate", candidate)
@@ -307,21 +418,26 @@ def _paired_sides(base: list[str] | None,
     if lone:
         side = "--hpc-base" if lone[0] in b else "--hpc-candidate"
         other = "--hpc-candidate" if side == "--hpc-base" else "--hpc-base"
-        raise pytest.UsageError(f"{side} names stack {lone[0]!r} but {other} does not: a paired "
-                                f"A/B run needs both sides")
+        raise pytest.UsageError(
+            f"{side} names stack {lone[0]!r} but {other} does not: a paired "
+            f"A/B run needs both sides"
+        )
     return b, c
 
 
 def _check_ranges(values: dict[str, Any]) -> None:
     if not 0 < values["tolerance"] < 1:  # 0 leaves no band: every verdict would raise
         raise pytest.UsageError(
-            f"--hpc-tolerance: must be in (0, 1) (0.05 = 5 %), got {values['tolerance']}")
+            f"--hpc-tolerance: must be in (0, 1) (0.05 = 5 %), got {values['tolerance']}"
+        )
     if not 0 <= values["require_armed"] <= 1:
         raise pytest.UsageError(
-            f"--hpc-require-armed: a fraction in [0, 1], got {values['require_armed']}")
+            f"--hpc-require-armed: a fraction in [0, 1], got {values['require_armed']}"
+        )
     if values["inject_slowdown"] < 1.0:
         raise pytest.UsageError(
-            f"--hpc-inject-slowdown: must be >= 1.0, got {values['inject_slowdown']}")
+            f"--hpc-inject-slowdown: must be >= 1.0, got {values['inject_slowdown']}"
+        )
     if not 2 <= values["vhosts"] <= 16:
         raise pytest.UsageError(f"--hpc-vhosts: must be 2..16, got {values['vhosts']}")
     if not 3 <= values["ab_rounds"] <= 100:
@@ -329,7 +445,8 @@ def _check_ranges(values: dict[str, Any]) -> None:
     if not 1 <= values["repeats"] <= 20:
         raise pytest.UsageError(f"--hpc-repeats: must be 1..20, got {values['repeats']}")
     if values["max_repeats"] and not values["repeats"] <= values["max_repeats"] <= MAX_REPEATS:
-        raise pytest.UsageError(f"--hpc-max-repeats: must be --hpc-repeats "
-                                f"({values['repeats']})..{MAX_REPEATS}, got "
-                                f"{values['max_repeats']}")
-
+        raise pytest.UsageError(
+            f"--hpc-max-repeats: must be --hpc-repeats "
+            f"({values['repeats']})..{MAX_REPEATS}, got "
+            f"{values['max_repeats']}"
+        )

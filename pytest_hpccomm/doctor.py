@@ -57,8 +57,9 @@ class Doctor:
         self.config: pytest.Config | None = None
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         self.config = config
         for item in items:
             suite, reason = suite_of(item), item_skip(item)
@@ -75,8 +76,9 @@ class Doctor:
         tr.write_sep("=", "hpccomm doctor: the suites")
         for suite in sorted(set(self.runs) | set(self.skips)):
             skips = self.skips.get(suite, Counter())
-            tr.write_line(f"{suite}: {self.runs.get(suite, 0)} would run, "
-                          f"{sum(skips.values())} would skip")
+            tr.write_line(
+                f"{suite}: {self.runs.get(suite, 0)} would run, {sum(skips.values())} would skip"
+            )
             for reason, n in skips.most_common():
                 tr.write_line(f"  skip {n:4d}: {reason}")
         if not self.runs and not self.skips:
@@ -92,38 +94,60 @@ def machine_lines(config: pytest.Config) -> list[str]:
 
     hpc = hpc_session_of(config)
     inv = hpc.inventory
-    out = [f"session fabric: {hpc.fabric_kind}: " + (
-        hpc.selection.description if isinstance(hpc.selection, FabricSelection)
-        else hpc.selection.reason)]
-    out.append("RDMA devices: " + (", ".join(f"{d.name} ({d.driver or '?'})" for d in inv.rdma)
-                                   or "none"))
+    out = [
+        f"session fabric: {hpc.fabric_kind}: "
+        + (
+            hpc.selection.description
+            if isinstance(hpc.selection, FabricSelection)
+            else hpc.selection.reason
+        )
+    ]
+    out.append(
+        "RDMA devices: " + (", ".join(f"{d.name} ({d.driver or '?'})" for d in inv.rdma) or "none")
+    )
     out.append("network interfaces: " + (", ".join(n.name for n in inv.netdevs) or "none"))
     for probe in probes():
         got = probe.select(inv, hpc.cfg.device, hpc.cfg.netdev)
-        out.append(f"fabric {probe.kind}: " + (got.description if isinstance(got, FabricSelection)
-                                               else got.reason))
+        out.append(
+            f"fabric {probe.kind}: "
+            + (got.description if isinstance(got, FabricSelection) else got.reason)
+        )
     for name, stack in sorted(hpc.stacks.items()):
         why = stack.unavailable_reason()
         versions = ", ".join(f"{k} {v}" for k, v in sorted(stack.versions().items()))
-        out.append(f"stack {name}: " + (why or "available" + (f" ({versions})" if versions else "")))
+        out.append(
+            f"stack {name}: " + (why or "available" + (f" ({versions})" if versions else ""))
+        )
     for name in MPI_ENVS:
         path = mpirun_path(name)
-        out.append(f"MPI environment {name}: " + (str(path) if path else
-                                                  f"missing (hpccomm setup mpi-{name})"))
+        out.append(
+            f"MPI environment {name}: "
+            + (str(path) if path else f"missing (hpccomm setup mpi-{name})")
+        )
     out.append(f"user: uid {os.geteuid()}" + (" (root)" if os.geteuid() == 0 else ""))
     out.append("network namespaces (virtual cluster): " + (unavailable_reason() or "available"))
     qemu = shutil.which("qemu-system-x86_64")
-    out.append("RDMA guests (a checkout's ci/guest, TCG unless --accel kvm): " + (
-        f"QEMU {qemu}" if qemu else "no qemu-system-x86_64 on PATH"))
+    out.append(
+        "RDMA guests (a checkout's ci/guest, TCG unless --accel kvm): "
+        + (f"QEMU {qemu}" if qemu else "no qemu-system-x86_64 on PATH")
+    )
     return out
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hpccomm doctor", description=__doc__.split("\n\n")[0],
-                                allow_abbrev=False, epilog="Other arguments go to pytest "
-                                "(e.g. --hpc-fabric, --hpc-mpi, -m).")
-    p.add_argument("--suite", action="append", default=[], metavar="NAME",
-                   help="a suite to look at (repeatable; a stack or a module); default: all")
+    p = argparse.ArgumentParser(
+        prog="hpccomm doctor",
+        description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
+        epilog="Other arguments go to pytest (e.g. --hpc-fabric, --hpc-mpi, -m).",
+    )
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a suite to look at (repeatable; a stack or a module); default: all",
+    )
     return p
 
 
@@ -136,8 +160,9 @@ def command_line(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    code = int(pytest.main(command_line(list(sys.argv[1:] if argv is None else argv)),
-                           plugins=[Doctor()]))
+    code = int(
+        pytest.main(command_line(list(sys.argv[1:] if argv is None else argv)), plugins=[Doctor()])
+    )
     return 0 if code == pytest.ExitCode.NO_TESTS_COLLECTED else code
 
 

@@ -33,8 +33,7 @@ def remove_stale_temps(path: Path) -> None:
             stale.unlink()
 
 
-def atomic_write(path: str | os.PathLike[str], data: str | bytes,
-                 mode: int | None = None) -> Path:
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> Path:
     """Write via a temp file in the same directory, fsync, os.replace, fsync of the directory.
 
     `mode` defaults to what the umask allows (mkstemp alone would make 0600 files, and these
@@ -75,15 +74,15 @@ def file_lock(lock_path: Path, timeout: float | None = None) -> Iterator[None]:
     with open(lock_path, "a+b") as fh:
         while True:
             try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if deadline is None
-                                                          else fcntl.LOCK_NB))
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if deadline is not None and time.monotonic() > deadline:
-                    raise LockTimeout(f"waited {timeout:.0f}s for {lock_path}: another "
-                                      "process holds it") from None
+                    raise LockTimeout(
+                        f"waited {timeout:.0f}s for {lock_path}: another process holds it"
+                    ) from None
                 time.sleep(0.2)
         try:
             yield

@@ -67,8 +67,9 @@ def default_system_name(fp: dict[str, Any]) -> str:
     cpu = re.sub(r"\(r\)|\(tm\)|cpu|processor|@.*$", "", str(fp.get("cpu_model", "")), flags=re.I)
     slug = re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-")[:32] or "host"
     # Only what changes performance belongs in the hash; versions are compared, not keyed.
-    basis = "|".join(str(fp.get(k)) for k in ("cpu_model", "cpu_cores", "arch", "driver",
-                                               "link_rate_gbps"))
+    basis = "|".join(
+        str(fp.get(k)) for k in ("cpu_model", "cpu_cores", "arch", "driver", "link_rate_gbps")
+    )
     return f"{slug}-{fp.get('cpu_cores')}c-{hashlib.sha1(basis.encode()).hexdigest()[:6]}"
 
 

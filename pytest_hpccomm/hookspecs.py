@@ -48,6 +48,7 @@ def pytest_hpccomm_fingerprint(config: pytest.Config) -> dict[str, Any]:
 
 
 @hookspec
-def pytest_hpccomm_report(config: pytest.Config, results: list[RunResult],
-                          session_info: dict[str, Any]) -> None:
+def pytest_hpccomm_report(
+    config: pytest.Config, results: list[RunResult], session_info: dict[str, Any]
+) -> None:
     """Called once at session end with every judged result: write an extra report."""

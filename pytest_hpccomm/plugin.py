@@ -45,12 +45,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     cfg = build_config(config)
     if cfg.inject_slowdown > 1.0 and cfg.update_baselines != "none":
-        raise pytest.UsageError("--hpc-inject-slowdown is a canary run: it cannot be combined "
-                                "with --hpc-update-baselines")
+        raise pytest.UsageError(
+            "--hpc-inject-slowdown is a canary run: it cannot be combined "
+            "with --hpc-update-baselines"
+        )
     hpc = HpcSession.open(config, cfg)
     config.stash[SESSION_KEY] = hpc
     config.stash[JUDGE_KEY] = BaselineJudge(
-        hpc, probe=lambda: config.hook.pytest_hpccomm_host_probe(config=config) or quiet_probe())
+        hpc, probe=lambda: config.hook.pytest_hpccomm_host_probe(config=config) or quiet_probe()
+    )
     config.stash[STARTED_KEY] = time.time()
     config.stash[LINKS_KEY] = []
     config.stash[TIMES_KEY] = StackTimes()
@@ -73,16 +76,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     hpc = hpc_session_of(config)
     sel = hpc.selection
     where = sel.description if isinstance(sel, FabricSelection) else f"ABSENT: {sel.reason}"
-    return [f"hpccomm: fabric={hpc.cfg.fabric} -> {sel.kind}: {where}",
-            f"hpccomm: system={hpc.system} profile={hpc.cfg.profile} "
-            f"launcher={hpc.cfg.launcher} baselines={hpc.cfg.baselines}"]
+    return [
+        f"hpccomm: fabric={hpc.cfg.fabric} -> {sel.kind}: {where}",
+        f"hpccomm: system={hpc.system} profile={hpc.cfg.profile} "
+        f"launcher={hpc.cfg.launcher} baselines={hpc.cfg.baselines}",
+    ]
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
     narrowed = config.stash.get(NARROWED_KEY, {})
-    return [f"hpccomm: quick profile: {stack} timed at {', '.join(kept)} only (the same "
-            "code path at every placement; --hpc-profile=full runs each)"
-            for stack, kept in sorted(narrowed.items())]
+    return [
+        f"hpccomm: quick profile: {stack} timed at {', '.join(kept)} only (the same "
+        "code path at every placement; --hpc-profile=full runs each)"
+        for stack, kept in sorted(narrowed.items())
+    ]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -172,11 +179,20 @@ def hpc_rdma_fabric(pytestconfig: pytest.Config) -> Iterator[Any]:
     cfg = hpc.cfg
     stack = ExitStack()  # entered here, left after the session: a failed removal is an error
     try:
-        fabric = stack.enter_context(provisioned(
-            hpc.selection.kind, hpc.selection, hpc.inventory, hpc.refresh_fabric,
-            hosts=[h.name for h in cfg.host_list], rsh_agent=cfg.rsh_agent, device=cfg.device,
-            netdev=cfg.netdev, sysfs_root=Path(cfg.sysfs_root),
-            made_here=pytestconfig.stash[LINKS_KEY]))
+        fabric = stack.enter_context(
+            provisioned(
+                hpc.selection.kind,
+                hpc.selection,
+                hpc.inventory,
+                hpc.refresh_fabric,
+                hosts=[h.name for h in cfg.host_list],
+                rsh_agent=cfg.rsh_agent,
+                device=cfg.device,
+                netdev=cfg.netdev,
+                sysfs_root=Path(cfg.sysfs_root),
+                made_here=pytestconfig.stash[LINKS_KEY],
+            )
+        )
     except FabricNotReady as exc:
         pytest.skip(str(exc))
     with stack:
@@ -189,8 +205,11 @@ def hpc_fingerprint(hpc_session: HpcSession) -> dict[str, Any]:
 
 
 @pytest.fixture
-def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
-               record_property: Callable[[str, object], None]) -> Record:
+def hpc_record(
+    request: pytest.FixtureRequest,
+    hpc_session: HpcSession,
+    record_property: Callable[[str, object], None],
+) -> Record:
     """record(measurement, runtime_fingerprint=None, base=None) -> RunResult.
 
     Judges the measurement against its baseline (in a paired A/B run: against `base`, the
@@ -202,21 +221,29 @@ def hpc_record(request: pytest.FixtureRequest, hpc_session: HpcSession,
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Setup, call and teardown of every item, summed per stack (the suite's own cost)."""
     report = yield
     if TIMES_KEY in item.config.stash:
         callspec = getattr(item, "callspec", None)
         item.config.stash[TIMES_KEY].add(
-            stack_of(item.iter_markers(), callspec.params if callspec else {}), item.nodeid,
-            report.duration, skipped=report.when == "setup" and report.skipped)
+            stack_of(item.iter_markers(), callspec.params if callspec else {}),
+            item.nodeid,
+            report.duration,
+            skipped=report.when == "setup" and report.skipped,
+        )
     return report
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the gate's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from pytest_hpccomm.report.session_end import gate_verdict, retry_properties, write_session_outputs
+    from pytest_hpccomm.report.session_end import (
+        gate_verdict,
+        retry_properties,
+        write_session_outputs,
+    )
 
     config = session.config
     if SESSION_KEY not in config.stash:
@@ -227,8 +254,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config.stash[GATE_KEY] = gate_lines
     if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    lines = write_session_outputs(config, hpc, judge, config.stash[STARTED_KEY],
-                                  config.stash[TIMES_KEY], status)
+    lines = write_session_outputs(
+        config, hpc, judge, config.stash[STARTED_KEY], config.stash[TIMES_KEY], status
+    )
     config.stash[SUMMARY_KEY] = lines
 
 
@@ -257,8 +285,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in config.stash.get(GATE_KEY, []):
         terminalreporter.write_line(line)
     # never narrower than 150: a cut parameter list hides which run a row is
-    for line in summary_table(hpc.results, width=max(150, terminalreporter._tw.fullwidth),
-                              verbose=config.get_verbosity()):
+    for line in summary_table(
+        hpc.results, width=max(150, terminalreporter._tw.fullwidth), verbose=config.get_verbosity()
+    ):
         terminalreporter.write_line(line)
     for line in config.stash.get(SUMMARY_KEY, []):
         terminalreporter.write_line(line)

@@ -36,14 +36,25 @@ class Record:
     says whether more jobs could decide its verdict (adaptive repeats), recording nothing;
     record.pooled(...) does both for a point of a pooled sweep."""
 
-    def __init__(self, request: pytest.FixtureRequest, hpc_session: HpcSession,
-                 record_property: Callable[[str, object], None]) -> None:
-        self.request, self.hpc_session, self.record_property = (request, hpc_session,
-                                                                record_property)
+    def __init__(
+        self,
+        request: pytest.FixtureRequest,
+        hpc_session: HpcSession,
+        record_property: Callable[[str, object], None],
+    ) -> None:
+        self.request, self.hpc_session, self.record_property = (
+            request,
+            hpc_session,
+            record_property,
+        )
         self.judge: BaselineJudge = request.config.stash[JUDGE_KEY]
 
-    def __call__(self, m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None,
-                 base: Measurement | None = None) -> RunResult:
+    def __call__(
+        self,
+        m: Measurement,
+        runtime_fingerprint: Mapping[str, Any] | None = None,
+        base: Measurement | None = None,
+    ) -> RunResult:
         from pytest_hpccomm.report.junit import junit_properties
 
         with _baseline_file_errors_fail():
@@ -57,8 +68,9 @@ class Record:
             pytest.fail(f"{result.verdict.message} (--hpc-strict)", pytrace=False)
         return result
 
-    def functional(self, m: Measurement, why: str,
-                   runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+    def functional(
+        self, m: Measurement, why: str, runtime_fingerprint: Mapping[str, Any] | None = None
+    ) -> RunResult:
         """Report `m` without judging it (why: e.g. an emulated device); never a baseline."""
         from pytest_hpccomm.report.junit import junit_properties
 
@@ -67,8 +79,12 @@ class Record:
             self.record_property(name, value)
         return result
 
-    def all(self, ms: Sequence[Measurement], runtime_fingerprint: Mapping[str, Any] | None = None,
-            bases: Sequence[Measurement | None] | None = None) -> None:
+    def all(
+        self,
+        ms: Sequence[Measurement],
+        runtime_fingerprint: Mapping[str, Any] | None = None,
+        bases: Sequence[Measurement | None] | None = None,
+    ) -> None:
         """Record every measurement (each against its base, in a paired run); a regression in
         one fails the item only once all are recorded, naming every failed one."""
         failures = []
@@ -80,14 +96,20 @@ class Record:
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)
 
-    def undecided(self, m: Measurement,
-                  runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:
+    def undecided(
+        self, m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None
+    ) -> bool:
         with _baseline_file_errors_fail():
             return self.judge.undecided(m, runtime_fingerprint)
 
-    def pooled(self, get: Callable[[], P], more: Callable[[], P | None],
-               cost: Callable[[], dict[str, Any]], records: Callable[[P], list[Measurement]],
-               failures: tuple[type[Exception], ...]) -> None:
+    def pooled(
+        self,
+        get: Callable[[], P],
+        more: Callable[[], P | None],
+        cost: Callable[[], dict[str, Any]],
+        records: Callable[[P], list[Measurement]],
+        failures: tuple[type[Exception], ...],
+    ) -> None:
         """A point of a pooled sweep (get(): the session's sweep) judged, every record kept
         before a regression fails the item; while a verdict is undecided, more() pools one more
         job (None: no more allowed) and the records are re-made (baselines/adaptive); cost()
@@ -108,8 +130,10 @@ class Record:
             return None if grown is None else records(grown)
 
         fingerprint = sweep.fingerprint
-        self.all(until_decided(records(sweep), lambda m: self.undecided(m, fingerprint), grow,
-                               cost), fingerprint)
+        self.all(
+            until_decided(records(sweep), lambda m: self.undecided(m, fingerprint), grow, cost),
+            fingerprint,
+        )
 
 
 @contextmanager

@@ -41,8 +41,9 @@ class HpcSession:
 
     @classmethod
     def open(cls, config: pytest.Config, cfg: HpcConfig) -> HpcSession:
-        probes: list[FabricProbe] = [p for group in config.hook.pytest_hpccomm_fabric_probes(
-            config=config) for p in group]
+        probes: list[FabricProbe] = [
+            p for group in config.hook.pytest_hpccomm_fabric_probes(config=config) for p in group
+        ]
         for probe in probes:
             try:
                 register_fabric(probe)
@@ -50,8 +51,10 @@ class HpcSession:
                 raise pytest.UsageError(f"pytest_hpccomm_fabric_probes: {exc}") from None
         kinds = fabric_kinds()  # only now: a kind added by the hook is a valid choice
         if cfg.fabric != AUTO and cfg.fabric not in kinds:
-            raise pytest.UsageError(f"--hpc-fabric: invalid value {cfg.fabric!r} (choose from "
-                                    f"{AUTO}, {', '.join(kinds)})")
+            raise pytest.UsageError(
+                f"--hpc-fabric: invalid value {cfg.fabric!r} (choose from "
+                f"{AUTO}, {', '.join(kinds)})"
+            )
         try:
             inventory = read_inventory(cfg.sysfs_root)
         except ValueError as exc:
@@ -60,12 +63,15 @@ class HpcSession:
         stacks: dict[str, StackProbe] = {}  # each stack's plugin contributes its own probe
         for group in config.hook.pytest_hpccomm_stack_probes(config=config):
             stacks.update({s.name: s for s in group})
-        check_paired(cfg, [s for group in config.hook.pytest_hpccomm_paired_stacks(
-            config=config) for s in group])
+        check_paired(
+            cfg,
+            [s for group in config.hook.pytest_hpccomm_paired_stacks(config=config) for s in group],
+        )
         versions = [s.versions() for s in stacks.values()]
         contributed = config.hook.pytest_hpccomm_fingerprint(config=config)
-        fingerprint = fp.merge([fp.host_fingerprint(), fp.fabric_fingerprint(selection),
-                                *versions, *contributed])
+        fingerprint = fp.merge(
+            [fp.host_fingerprint(), fp.fabric_fingerprint(selection), *versions, *contributed]
+        )
         system = cfg.system or fp.default_system_name(fingerprint)
         fingerprint["system"] = system
         return cls(cfg, inventory, selection, stacks, fingerprint, system)
@@ -76,8 +82,9 @@ class HpcSession:
         for key in fp.fabric_fingerprint(self.selection):
             self.fingerprint.pop(key, None)
         self.inventory = read_inventory(self.cfg.sysfs_root)
-        self.selection = select_fabric(self.inventory, self.cfg.fabric, self.cfg.device,
-                                       self.cfg.netdev)
+        self.selection = select_fabric(
+            self.inventory, self.cfg.fabric, self.cfg.device, self.cfg.netdev
+        )
         self.fingerprint.update(fp.fabric_fingerprint(self.selection))
         return self.selection
 
@@ -87,8 +94,10 @@ def check_paired(cfg: HpcConfig, pairable: list[str]) -> None:
     for stack in sorted(cfg.candidate):
         if stack not in pairable:
             known = ", ".join(sorted(pairable)) or "none installed"
-            raise pytest.UsageError(f"--hpc-candidate/--hpc-base: stack {stack!r} cannot run "
-                                    f"a paired A/B comparison (stacks that can: {known})")
+            raise pytest.UsageError(
+                f"--hpc-candidate/--hpc-base: stack {stack!r} cannot run "
+                f"a paired A/B comparison (stacks that can: {known})"
+            )
 
 
 SESSION_KEY = pytest.StashKey[HpcSession]()

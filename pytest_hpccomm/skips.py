@@ -31,25 +31,29 @@ def check_marker_args(nodeid: str, markers: Iterable[pytest.Mark], session: HpcS
     for mark in markers:
         if mark.name == "stack":
             if len(mark.args) != 1 or mark.args[0] not in session.stacks:
-                raise pytest.UsageError(f"{nodeid}: @pytest.mark.stack{mark.args!r}: expected one "
-                                         f"of {', '.join(sorted(session.stacks))}")
+                raise pytest.UsageError(
+                    f"{nodeid}: @pytest.mark.stack{mark.args!r}: expected one "
+                    f"of {', '.join(sorted(session.stacks))}"
+                )
         elif mark.name == "quick_placements":
             if not mark.args or any(p not in (LOOPBACK, NETNS) for p in mark.args):
-                raise pytest.UsageError(f"{nodeid}: @pytest.mark.quick_placements{mark.args!r}: "
-                                         f"placements are {LOOPBACK}, {NETNS}")
+                raise pytest.UsageError(
+                    f"{nodeid}: @pytest.mark.quick_placements{mark.args!r}: "
+                    f"placements are {LOOPBACK}, {NETNS}"
+                )
         elif mark.name == "fabric":
             kinds = fabric_kinds()  # built-in and registered through the fabric hook
             if not mark.args or any(k not in kinds for k in mark.args):
-                raise pytest.UsageError(f"{nodeid}: @pytest.mark.fabric{mark.args!r}: kinds are "
-                                         f"{', '.join(kinds)}")
+                raise pytest.UsageError(
+                    f"{nodeid}: @pytest.mark.fabric{mark.args!r}: kinds are {', '.join(kinds)}"
+                )
 
 
 def skip_reason(markers: Iterable[pytest.Mark], session: HpcSession) -> str | None:
     """The first unmet requirement of a test, as one line, or None when it can run."""
     for mark in markers:
         if mark.name == "needs_root" and os.geteuid() != 0:
-            return "needs root (network namespaces / RDMA links); running as uid " \
-                   f"{os.geteuid()}"
+            return f"needs root (network namespaces / RDMA links); running as uid {os.geteuid()}"
         if mark.name == "fabric":
             reason = fabric_reason(mark.args, session)
             if reason:  # why=: the stack's own word on other fabrics, first
@@ -66,9 +70,13 @@ def fabric_reason(kinds: tuple[str, ...], session: HpcSession) -> str | None:
     if isinstance(selection, FabricUnavailable):
         if selection.kind in kinds or not kinds:
             return selection.reason
-        return f"needs fabric {'|'.join(kinds)}; session fabric {selection.kind} is absent: " \
-               f"{selection.reason}"
+        return (
+            f"needs fabric {'|'.join(kinds)}; session fabric {selection.kind} is absent: "
+            f"{selection.reason}"
+        )
     if selection.kind not in kinds:
-        return f"needs fabric {'|'.join(kinds)}; this session runs on {selection.kind} " \
-               f"({selection.description})"
+        return (
+            f"needs fabric {'|'.join(kinds)}; this session runs on {selection.kind} "
+            f"({selection.description})"
+        )
     return None

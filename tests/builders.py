@@ -50,26 +50,57 @@ def make_measurement(
     )
 
 
-def make_result(stack: str = "mpi", benchmark: str = "osu_latency", params: Any = None,
-                samples: tuple[float, ...] = (1.0, 1.1, 0.9, 1.05, 0.95),
-                unit: str = "us", direction: Direction = Direction.LOWER_IS_BETTER,
-                outcome: Outcome = Outcome.PASS, baseline: float | None = 1.0,
-                metric: str = "latency", message: str = "", nodeid: str | None = None,
-                fingerprint: Any = None, tolerance: float = 0.05, system: str = "testsys",
-                fabric: str = "ethernet", reason: str = "") -> RunResult:
+def make_result(
+    stack: str = "mpi",
+    benchmark: str = "osu_latency",
+    params: Any = None,
+    samples: tuple[float, ...] = (1.0, 1.1, 0.9, 1.05, 0.95),
+    unit: str = "us",
+    direction: Direction = Direction.LOWER_IS_BETTER,
+    outcome: Outcome = Outcome.PASS,
+    baseline: float | None = 1.0,
+    metric: str = "latency",
+    message: str = "",
+    nodeid: str | None = None,
+    fingerprint: Any = None,
+    tolerance: float = 0.05,
+    system: str = "testsys",
+    fabric: str = "ethernet",
+    reason: str = "",
+) -> RunResult:
     params = {"size": 8, "ranks": 2} if params is None else params
     current = sorted(samples)[len(samples) // 2] if samples else float("nan")
     ratio = None if baseline is None else current / baseline
-    m = Measurement(stack=stack, benchmark=benchmark, params=params, samples=samples, unit=unit,
-                    direction=direction, warmup_discarded=2, metric=metric)
-    v = Verdict(outcome=outcome, current_median=current, baseline_median=baseline, ratio=ratio,
-                ci_low=None if ratio is None else ratio * 0.97,
-                ci_high=None if ratio is None else ratio * 1.03,
-                p_value=None if baseline is None else 0.004, tolerance=tolerance,
-                message=message or f"{outcome.value}: median {current:g} {unit}", reason=reason)
-    return RunResult(nodeid=nodeid or f"hpccomm_suites/{stack}/test_perf.py::test_{benchmark}",
-                     system=system, fabric=fabric, measurement=m, verdict=v,
-                     fingerprint=REPORT_FINGERPRINT if fingerprint is None else fingerprint)
+    m = Measurement(
+        stack=stack,
+        benchmark=benchmark,
+        params=params,
+        samples=samples,
+        unit=unit,
+        direction=direction,
+        warmup_discarded=2,
+        metric=metric,
+    )
+    v = Verdict(
+        outcome=outcome,
+        current_median=current,
+        baseline_median=baseline,
+        ratio=ratio,
+        ci_low=None if ratio is None else ratio * 0.97,
+        ci_high=None if ratio is None else ratio * 1.03,
+        p_value=None if baseline is None else 0.004,
+        tolerance=tolerance,
+        message=message or f"{outcome.value}: median {current:g} {unit}",
+        reason=reason,
+    )
+    return RunResult(
+        nodeid=nodeid or f"hpccomm_suites/{stack}/test_perf.py::test_{benchmark}",
+        system=system,
+        fabric=fabric,
+        measurement=m,
+        verdict=v,
+        fingerprint=REPORT_FINGERPRINT if fingerprint is None else fingerprint,
+    )
 
 
 def usage_error_line(result: pytest.RunResult) -> str:

@@ -20,8 +20,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="module")
-def ssh_cluster(
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
+def ssh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VirtualCluster, Path]]:
     """Two virtual-cluster hosts, each with its own sshd (tests/sshd_hosts.py): (cluster, the
     --hpc-rsh-agent that reaches them); one per test module, torn down after it."""
     with ssh_virtual_hosts(tmp_path_factory.mktemp("ssh")) as got:

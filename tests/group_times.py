@@ -32,8 +32,9 @@ class GroupTimes:
             return
         terminalreporter.write_sep("=", "test time per group (setup + call + teardown)")
         for group, secs in self.seconds.most_common():
-            terminalreporter.write_line(f"{secs / 60:7.1f} min  {self.items[group]:5d} items  "
-                                        f"{group}")
+            terminalreporter.write_line(
+                f"{secs / 60:7.1f} min  {self.items[group]:5d} items  {group}"
+            )
 
 
 def register(config: pytest.Config) -> None:

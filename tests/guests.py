@@ -35,23 +35,44 @@ def guest_image_or_skip() -> str:
     return build.stdout.strip().splitlines()[-1]
 
 
-def boot(image: str, results: Path, fabric: str, *pytest_args: str, hosts: int = 1,
-         job_timeout: int = JOB_TIMEOUT, targets: str = "",
-         stage: tuple[Path, ...] = ()) -> JobResult:
+def boot(
+    image: str,
+    results: Path,
+    fabric: str,
+    *pytest_args: str,
+    hosts: int = 1,
+    job_timeout: int = JOB_TIMEOUT,
+    targets: str = "",
+    stage: tuple[Path, ...] = (),
+) -> JobResult:
     """run.sh: `targets` replaces the default suites; `stage` directories appear in the guest
     as /mnt/job/stage/NAME."""
-    argv = ["bash", str(RUN), "--image", image, "--fabric", fabric, "--results", str(results),
-            "--timeout", str(job_timeout), "--hosts", str(hosts)]
+    argv = [
+        "bash",
+        str(RUN),
+        "--image",
+        image,
+        "--fabric",
+        fabric,
+        "--results",
+        str(results),
+        "--timeout",
+        str(job_timeout),
+        "--hosts",
+        str(hosts),
+    ]
     if targets:
         argv += ["--targets", targets]
     for d in stage:
         argv += ["--stage", str(d)]
     argv += ["--", "--timeout=300", *pytest_args]
     # two guests: the second powers off up to a minute after the first
-    return run_job(argv, timeout=job_timeout + 300 + 60 * (hosts - 1),
-                   label=f"guest {fabric} x{hosts}",
-                   env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get(
-                       "HPCCOMM_GUEST_ACCEL", "tcg")})
+    return run_job(
+        argv,
+        timeout=job_timeout + 300 + 60 * (hosts - 1),
+        label=f"guest {fabric} x{hosts}",
+        env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get("HPCCOMM_GUEST_ACCEL", "tcg")},
+    )
 
 
 def junit(results: Path) -> dict[str, Any]:

@@ -20,7 +20,11 @@ def busy_neighbour(seconds: float = 60.0) -> Iterator[int]:
     loop = BUSY.format(s=seconds)
     out = subprocess.run(
         ["sh", "-c", f"{sys.executable} -c '{loop}' >/dev/null 2>&1 & echo $!"],
-        capture_output=True, text=True, timeout=10, check=True)
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    )
     pid = int(out.stdout.split()[0])
     time.sleep(0.3)
     try:

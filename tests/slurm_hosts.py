@@ -26,8 +26,11 @@ from pytest_hpccomm.cluster.virtual_slurm import unavailable_reason as no_slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 # SLURM's mpi/pmix plugin dlopens an unversioned libpmix.so, which only libpmix-dev ships
-NO_PMIX = "" if glob.glob("/usr/lib/*/pmix2/lib/libpmix.so") else (
-    "srun --mpi=pmix (Open MPI) needs libpmix.so: apt-get install libpmix-dev")
+NO_PMIX = (
+    ""
+    if glob.glob("/usr/lib/*/pmix2/lib/libpmix.so")
+    else ("srun --mpi=pmix (Open MPI) needs libpmix.so: apt-get install libpmix-dev")
+)
 
 
 def skip_reason(mpi: str | None = "openmpi", pmix: bool = True) -> str | None:
@@ -37,14 +40,17 @@ def skip_reason(mpi: str | None = "openmpi", pmix: bool = True) -> str | None:
     if reason:
         return reason
     if mpi and mpirun_path(mpi) is None:
-        return (f"MPI environment {mpi!r} not created (ci/bootstrap.sh makes it: "
-                f"python -m pytest_hpccomm mpi create {mpi})")
+        return (
+            f"MPI environment {mpi!r} not created (ci/bootstrap.sh makes it: "
+            f"python -m pytest_hpccomm mpi create {mpi})"
+        )
     return None
 
 
 @contextmanager
-def slurm_virtual_hosts(workdir: Path, *, mpi: str | None = "openmpi", pmix: bool = True,
-                        daemon_timeout: float = 1200.0) -> Iterator[VirtualSlurm]:
+def slurm_virtual_hosts(
+    workdir: Path, *, mpi: str | None = "openmpi", pmix: bool = True, daemon_timeout: float = 1200.0
+) -> Iterator[VirtualSlurm]:
     """SLURM on a fresh two-host virtual cluster (skips saying why when it cannot be had, see
     skip_reason); its daemons and the cluster are gone when the block is left."""
     reason = skip_reason(mpi, pmix)

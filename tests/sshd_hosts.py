@@ -24,27 +24,35 @@ PRIVSEP = Path("/run/sshd")  # sshd refuses to start without its privilege separ
 
 def unavailable_reason() -> str | None:
     missing = [tool for tool in (SSHD, "ssh", "ssh-keygen") if not shutil.which(tool)]
-    return f"OpenSSH missing ({', '.join(missing)}): apt-get install openssh-server " \
-           "openssh-client" if missing else None
+    return (
+        f"OpenSSH missing ({', '.join(missing)}): apt-get install openssh-server openssh-client"
+        if missing
+        else None
+    )
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True, timeout=30, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+        check=True,
+        timeout=30,
+        capture_output=True,
+    )
 
 
 @contextmanager
-def sshd_on_hosts(cluster: VirtualCluster, workdir: Path,
-                  timeout: float = 900.0) -> Iterator[Path]:
+def sshd_on_hosts(cluster: VirtualCluster, workdir: Path, timeout: float = 900.0) -> Iterator[Path]:
     """Start sshd on every host of `cluster`; yield the agent script; stop them (by PID)."""
     workdir.mkdir(parents=True, exist_ok=True)
     _keygen(workdir / "hostkey")
     _keygen(workdir / "id")
     (workdir / "authorized_keys").write_text((workdir / "id.pub").read_text())
     client = workdir / "ssh_config"
-    client.write_text(f"Host *\n  IdentityFile {workdir / 'id'}\n  User root\n"
-                      "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
-                      "  BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 10\n")
+    client.write_text(
+        f"Host *\n  IdentityFile {workdir / 'id'}\n  User root\n"
+        "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+        "  BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 10\n"
+    )
     agent = workdir / "ssh-agent-wrapper"
     agent.write_text(f'#!/bin/sh\nexec ssh -F {client} "$@"\n')
     agent.chmod(0o755)
@@ -59,9 +67,11 @@ def sshd_on_hosts(cluster: VirtualCluster, workdir: Path,
                 f"AuthorizedKeysFile {workdir / 'authorized_keys'}\nPidFile none\n"
                 "StrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                "X11Forwarding no\nLogLevel ERROR\n")
-            jobs.append(cluster.start_job(h, [SSHD, "-D", "-e", "-f", str(config)],
-                                          timeout=timeout))
+                "X11Forwarding no\nLogLevel ERROR\n"
+            )
+            jobs.append(
+                cluster.start_job(h, [SSHD, "-D", "-e", "-f", str(config)], timeout=timeout)
+            )
         _wait_reachable(cluster, agent, jobs)
         yield agent
     finally:
@@ -80,8 +90,10 @@ def _wait_reachable(cluster: VirtualCluster, agent: Path, jobs: list[RunningJob]
             if got.ok and got.stdout.strip() == h.name:
                 break
             if time.monotonic() > deadline or any(j.poll() is not None for j in jobs):
-                raise RuntimeError(f"sshd on {h.name} unreachable: {got.describe()}; sshd: "
-                                   + "; ".join(j.peek_output()[1][-200:] for j in jobs))
+                raise RuntimeError(
+                    f"sshd on {h.name} unreachable: {got.describe()}; sshd: "
+                    + "; ".join(j.peek_output()[1][-200:] for j in jobs)
+                )
             time.sleep(0.2)
 
 
@@ -109,11 +121,13 @@ def ssh_virtual_hosts(workdir: Path, n: int = 2) -> Iterator[tuple[VirtualCluste
         cluster.teardown()
 
 
-def still_running(cluster: VirtualCluster, proc_file: str, marks: Sequence[bytes],
-                  grace: float = 10.0) -> list[int]:
+def still_running(
+    cluster: VirtualCluster, proc_file: str, marks: Sequence[bytes], grace: float = 10.0
+) -> list[int]:
     """Processes of the virtual hosts whose /proc/PID/`proc_file` (cmdline, environ) holds one
     of `marks`, once `grace` seconds passed without them all ending (remote peers end with
     their ssh sessions, a moment after the job that started them)."""
+
     def matching() -> list[int]:
         found = []
         for pid in cluster.pids():

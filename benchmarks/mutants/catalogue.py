@@ -42,10 +42,17 @@ def load(stacks: tuple[str, ...] = STACKS, directory: Path = HERE) -> list[Mutan
         with path.open("rb") as f:
             doc = tomllib.load(f)
         for raw in doc.get("mutant", []):
-            out.append(Mutant(id=str(raw["id"]), stack=stack, defect=str(raw["defect"]),
-                              file=str(raw["file"]), find=str(raw["find"]),
-                              replace=str(raw["replace"]),
-                              select=tuple(str(a) for a in raw.get("select", ()))))
+            out.append(
+                Mutant(
+                    id=str(raw["id"]),
+                    stack=stack,
+                    defect=str(raw["defect"]),
+                    file=str(raw["file"]),
+                    find=str(raw["find"]),
+                    replace=str(raw["replace"]),
+                    select=tuple(str(a) for a in raw.get("select", ())),
+                )
+            )
     return out
 
 
@@ -84,8 +91,12 @@ def problems(mutants: list[Mutant], root: Path = REPO) -> list[str]:
 
 def scratch_copy(dest: Path, mutant: Mutant | None, root: Path = REPO) -> Path:
     """A copy of the tracked files the suites need, with `mutant` applied; returns `dest`."""
-    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *COPIED],
-                            check=True, capture_output=True, timeout=60).stdout
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--", *COPIED],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    ).stdout
     for rel in filter(None, listed.decode().split("\0")):
         src = root / rel
         if not src.is_file():  # deleted in the work tree

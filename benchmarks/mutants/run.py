@@ -69,33 +69,62 @@ def failed_tests(junit: Path) -> list[str]:
 def expect_pass(control: Outcome, stack: str, select: tuple[str, ...], run: int) -> None:
     what = " ".join(select or DEFAULT_SELECT[stack])
     if control.status != "survived":
-        raise SystemExit(f"control run of {stack} ({what}) did not pass ({control.status}: "
-                         f"{control.caught_by or control.detail}): nothing counted")
-    print(f"control {stack} ({what}) run {run + 1}: passed in {control.seconds:.0f} s",
-          flush=True)
+        raise SystemExit(
+            f"control run of {stack} ({what}) did not pass ({control.status}: "
+            f"{control.caught_by or control.detail}): nothing counted"
+        )
+    print(f"control {stack} ({what}) run {run + 1}: passed in {control.seconds:.0f} s", flush=True)
 
 
-def run_on_host(mutant: Mutant | None, stack: str, work: Path, grpc_cache: Path,
-                run: int, select: tuple[str, ...]) -> Outcome:
+def run_on_host(
+    mutant: Mutant | None,
+    stack: str,
+    work: Path,
+    grpc_cache: Path,
+    run: int,
+    select: tuple[str, ...],
+) -> Outcome:
     name = mutant.id if mutant else f"control-{stack}"
     tree = scratch_copy(work / f"{name}-{run}", mutant)
     junit = tree / "junit.xml"
     select = select or DEFAULT_SELECT[stack]
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
-            "--timeout=300", f"--junitxml={junit}", *select]
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1",
-           "HPCCOMM_GRPC_CACHE": str(grpc_cache),
-           "HYPOTHESIS_STORAGE_DIRECTORY": str(tree / ".hypothesis")}  # nothing carried over
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-x",
+        "-q",
+        "--timeout=300",
+        f"--junitxml={junit}",
+        *select,
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HPCCOMM_GRPC_CACHE": str(grpc_cache),
+        "HYPOTHESIS_STORAGE_DIRECTORY": str(tree / ".hypothesis"),
+    }  # nothing carried over
     res = run_job(argv, env=env, cwd=tree, timeout=HOST_TIMEOUT, label=f"pytest {name}")
     try:
-        return judge(name, run, res.returncode, res.timed_out, failed_tests(junit),
-                     res.elapsed, res.stdout + res.stderr)
+        return judge(
+            name,
+            run,
+            res.returncode,
+            res.timed_out,
+            failed_tests(junit),
+            res.elapsed,
+            res.stdout + res.stderr,
+        )
     finally:
         shutil.rmtree(tree, ignore_errors=True)
 
 
-def judge(name: str, run: int, rc: int, timed_out: bool, failed: list[str], seconds: float,
-          output: str) -> Outcome:
+def judge(
+    name: str, run: int, rc: int, timed_out: bool, failed: list[str], seconds: float, output: str
+) -> Outcome:
     if timed_out:
         return Outcome(name, run, "hung", [], seconds, "outer timeout")
     if rc == 1 and failed:
@@ -139,8 +168,9 @@ done
 
 def run_in_guest(mutants: list[Mutant | None], work: Path, run: int) -> list[Outcome]:
     """All verbs mutants (and the control, first) in one boot of the SoftRoCE guest."""
-    build = run_job(["bash", str(REPO / "ci/guest/build.sh")], timeout=1800,
-                    label="ci/guest/build.sh")
+    build = run_job(
+        ["bash", str(REPO / "ci/guest/build.sh")], timeout=1800, label="ci/guest/build.sh"
+    )
     if not build.ok:
         raise SystemExit(f"cannot build the guest: {build.describe()}")
     image = build.stdout.strip().splitlines()[-1]
@@ -151,16 +181,37 @@ def run_in_guest(mutants: list[Mutant | None], work: Path, run: int) -> list[Out
         scratch_copy(root / "m" / name, m)
         names.append(name)
     select = DEFAULT_SELECT["verbs"]
-    script = GUEST_SCRIPT.format(names=" ".join(names), item_timeout=GUEST_ITEM_TIMEOUT,
-                                 args=" ".join(shlex.quote(a) for a in select))
+    script = GUEST_SCRIPT.format(
+        names=" ".join(names),
+        item_timeout=GUEST_ITEM_TIMEOUT,
+        args=" ".join(shlex.quote(a) for a in select),
+    )
     results = work / f"guest-results-{run}"
     budget = (GUEST_ITEM_TIMEOUT + 30) * len(names)
-    res = run_job(["bash", str(root / "ci/guest/run.sh"), "--image", image, "--fabric",
-                   "softroce", "--results", str(results), "--timeout", str(budget),
-                   "--exec", script], timeout=budget + 300, label="guest catalogue",
-                  env={**os.environ, "HPCCOMM_GUEST_ACCEL": "tcg"})
-    console = (results / "console.log").read_text() if (results / "console.log").is_file() \
+    res = run_job(
+        [
+            "bash",
+            str(root / "ci/guest/run.sh"),
+            "--image",
+            image,
+            "--fabric",
+            "softroce",
+            "--results",
+            str(results),
+            "--timeout",
+            str(budget),
+            "--exec",
+            script,
+        ],
+        timeout=budget + 300,
+        label="guest catalogue",
+        env={**os.environ, "HPCCOMM_GUEST_ACCEL": "tcg"},
+    )
+    console = (
+        (results / "console.log").read_text()
+        if (results / "console.log").is_file()
         else res.stdout + res.stderr
+    )
     shutil.rmtree(root, ignore_errors=True)
     out = []
     for name in names:
@@ -170,33 +221,52 @@ def run_in_guest(mutants: list[Mutant | None], work: Path, run: int) -> list[Out
             out.append(Outcome(name, run, "error", [], 0.0, f"no result ({res.describe()})"))
             continue
         tails = re.findall(rf"^MUTANT-TAIL {re.escape(name)} (.*)$", console, re.M)
-        out.append(judge(name, run, int(done[1]), int(done[1]) == 124,
-                         [f.split("/")[-1] for f in failed], float(done[2]), " ".join(tails)))
+        out.append(
+            judge(
+                name,
+                run,
+                int(done[1]),
+                int(done[1]) == 124,
+                [f.split("/")[-1] for f in failed],
+                float(done[2]),
+                " ".join(tails),
+            )
+        )
     return out
 
 
 def table(mutants: list[Mutant], outcomes: list[Outcome], runs: int) -> str:
     by = {(o.mutant, o.run): o for o in outcomes}
-    lines = ["| mutant | defect | caught by | " + " | ".join(f"run {r + 1}" for r in range(runs))
-             + " | time (median s) |", "|---|---|---|" + "---|" * runs + "---|"]
+    lines = [
+        "| mutant | defect | caught by | "
+        + " | ".join(f"run {r + 1}" for r in range(runs))
+        + " | time (median s) |",
+        "|---|---|---|" + "---|" * runs + "---|",
+    ]
     for m in mutants:
         got = [by.get((m.id, r)) for r in range(runs)]
         caught = next((o.caught_by[0] for o in got if o and o.caught_by), "-")
         times = [o.seconds for o in got if o]
         median = f"{statistics.median(times):.0f}" if times else "-"
-        lines.append(f"| {m.id} | {m.defect} | {caught} | "
-                     + " | ".join(o.status if o else "-" for o in got) + f" | {median} |")
+        lines.append(
+            f"| {m.id} | {m.defect} | {caught} | "
+            + " | ".join(o.status if o else "-" for o in got)
+            + f" | {median} |"
+        )
     for r in range(runs):
         killed = sum(1 for m in mutants if (o := by.get((m.id, r))) and o.status == "killed")
-        lines.append(f"\nrun {r + 1}: kill ratio {killed}/{len(mutants)} = "
-                     f"{100 * killed / max(1, len(mutants)):.0f} %")
+        lines.append(
+            f"\nrun {r + 1}: kill ratio {killed}/{len(mutants)} = "
+            f"{100 * killed / max(1, len(mutants)):.0f} %"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", nargs="*", metavar="STACK",
-                    help="only check that the mutants apply and compile")
+    ap.add_argument(
+        "--check", nargs="*", metavar="STACK", help="only check that the mutants apply and compile"
+    )
     ap.add_argument("--stack", default=",".join(STACKS))
     ap.add_argument("--only", default="", help="comma-separated mutant ids")
     ap.add_argument("--runs", type=int, default=1)
@@ -240,11 +310,17 @@ def main(argv: list[str] | None = None) -> int:
                     for select in dict.fromkeys(m.select for m in mine):
                         control = run_on_host(None, stack, work, grpc_cache, run, select)
                         expect_pass(control, stack, select, run)
-                        got += [run_on_host(m, stack, work, grpc_cache, run, select)
-                                for m in mine if m.select == select]
+                        got += [
+                            run_on_host(m, stack, work, grpc_cache, run, select)
+                            for m in mine
+                            if m.select == select
+                        ]
                 for o in got:
-                    print(f"  {o.mutant}: {o.status} {o.caught_by[:1] or o.detail} "
-                          f"({o.seconds:.0f} s)", flush=True)
+                    print(
+                        f"  {o.mutant}: {o.status} {o.caught_by[:1] or o.detail} "
+                        f"({o.seconds:.0f} s)",
+                        flush=True,
+                    )
                 outcomes += got
     print(table(mutants, outcomes, args.runs))
     print(f"\ntotal {time.monotonic() - t0:.0f} s for {args.runs} run(s)")

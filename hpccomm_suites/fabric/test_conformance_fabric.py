@@ -28,8 +28,9 @@ def port_of(hpc_session: HpcSession, sel: FabricSelection) -> Port:
 
 
 @pytest.mark.fabric("ib")
-def test_ib_port_is_active_and_addressed(hpc_session: HpcSession,
-                                         hpc_fabric: FabricSelection) -> None:
+def test_ib_port_is_active_and_addressed(
+    hpc_session: HpcSession, hpc_fabric: FabricSelection
+) -> None:
     port = port_of(hpc_session, hpc_fabric)
     where = f"{hpc_fabric.device} port {port.num}"
     assert port.state == "ACTIVE", f"{where}: state {port.state}"
@@ -37,8 +38,10 @@ def test_ib_port_is_active_and_addressed(hpc_session: HpcSession,
     assert hpc_fabric.rate_gbps and hpc_fabric.rate_gbps > 0
     if port.lid is None and port.sm_lid is None and not port.gids:
         # the kernel always has these files for an IB port: only a partial recording lacks them
-        pytest.skip(f"{hpc_fabric.device} port {port.num}: the tree records no lid, sm_lid "
-                    "or gids (a partial recording): addressing cannot be checked")
+        pytest.skip(
+            f"{hpc_fabric.device} port {port.num}: the tree records no lid, sm_lid "
+            "or gids (a partial recording): addressing cannot be checked"
+        )
     assert port.lid not in (None, 0, 0xFFFF), "an active IB port has a unicast LID from the SM"
     assert port.sm_lid not in (None, 0), "no subnet manager has swept this port"
     gid0 = port.gid(0)
@@ -47,8 +50,9 @@ def test_ib_port_is_active_and_addressed(hpc_session: HpcSession,
 
 
 @pytest.mark.fabric("roce", "softroce")
-def test_roce_gid_is_v2_and_matches_its_netdev(hpc_session: HpcSession,
-                                               hpc_fabric: FabricSelection) -> None:
+def test_roce_gid_is_v2_and_matches_its_netdev(
+    hpc_session: HpcSession, hpc_fabric: FabricSelection
+) -> None:
     port = port_of(hpc_session, hpc_fabric)
     assert port.link_layer == "Ethernet" and port.is_active
     assert hpc_fabric.gid_index is not None
@@ -59,21 +63,25 @@ def test_roce_gid_is_v2_and_matches_its_netdev(hpc_session: HpcSession,
     if gid.ipv4:
         assert gid.ipv4 in netdev.ipv4, "the GID must mirror an address of its netdev"
     assert netdev.mtu is not None, f"{netdev.name}: sysfs gives no mtu"
-    assert port.active_mtu is not None, \
+    assert port.active_mtu is not None, (
         "an ACTIVE RoCE port has an active MTU (ibv_devinfo's, or derived from its netdev's)"
+    )
     assert port.active_mtu <= netdev.mtu, "RoCE frames carry the IB MTU inside the netdev's"
 
 
 @pytest.mark.fabric("iwarp")
-def test_iwarp_device_is_an_rnic_on_an_addressed_netdev(hpc_session: HpcSession,
-                                                        hpc_fabric: FabricSelection) -> None:
+def test_iwarp_device_is_an_rnic_on_an_addressed_netdev(
+    hpc_session: HpcSession, hpc_fabric: FabricSelection
+) -> None:
     dev = hpc_session.inventory.device(hpc_fabric.device or "")
     assert dev is not None and dev.node_kind == "RNIC"
     if hpc_fabric.netdev is None:
         # sysfs pairs an RNIC port with its netdev only through a GID's ndev, dev_port or
         # the PCI function's single netdev; a recording without them cannot say which
-        pytest.skip(f"{dev.name} port {hpc_fabric.port}: sysfs does not say which netdev it "
-                    "uses (no GID netdev, no dev_port): its address cannot be checked")
+        pytest.skip(
+            f"{dev.name} port {hpc_fabric.port}: sysfs does not say which netdev it "
+            "uses (no GID netdev, no dev_port): its address cannot be checked"
+        )
     netdev = hpc_session.inventory.netdev(hpc_fabric.netdev)
     assert netdev is not None and netdev.is_up, f"{hpc_fabric.netdev} is not up"
     skip_if_addresses_unknown(hpc_session)
@@ -81,8 +89,9 @@ def test_iwarp_device_is_an_rnic_on_an_addressed_netdev(hpc_session: HpcSession,
 
 
 @pytest.mark.fabric("ipoib")
-def test_ipoib_netdev_is_up_with_address(hpc_session: HpcSession,
-                                         hpc_fabric: FabricSelection) -> None:
+def test_ipoib_netdev_is_up_with_address(
+    hpc_session: HpcSession, hpc_fabric: FabricSelection
+) -> None:
     netdev = hpc_session.inventory.netdev(hpc_fabric.netdev or "")
     assert netdev is not None and netdev.type == ARPHRD_INFINIBAND and netdev.is_up
     # what the mode defines: datagram <= IB MTU - 4 (1020 on a 1K partition), connected <= 65520
@@ -94,8 +103,7 @@ def test_ipoib_netdev_is_up_with_address(hpc_session: HpcSession,
 
 
 @pytest.mark.fabric("ethernet")
-def test_ethernet_netdev_is_usable(hpc_session: HpcSession,
-                                   hpc_fabric: FabricSelection) -> None:
+def test_ethernet_netdev_is_usable(hpc_session: HpcSession, hpc_fabric: FabricSelection) -> None:
     netdev = hpc_session.inventory.netdev(hpc_fabric.netdev or "")
     assert netdev is not None and netdev.is_up
     assert netdev.mtu is not None and netdev.mtu >= 1280, "IPv6 minimum MTU"

@@ -26,11 +26,20 @@ from pytest_hpccomm.stacks.grpc.driver import ServerHandle, hostport
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffers_for
 from pytest_hpccomm.stacks.grpc.plugin import Connect
-from pytest_hpccomm.stacks.grpc.properties import MiB, Pattern, layouts, materialize, metadata, total
+from pytest_hpccomm.stacks.grpc.properties import (
+    MiB,
+    Pattern,
+    layouts,
+    materialize,
+    metadata,
+    total,
+)
 
 # without grpcio the module cannot import: skip it with the stack's own reason, never error
-grpc = pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc (install: "
-                                          "pip install 'pytest-hpccomm[grpc]')")
+grpc = pytest.importorskip(
+    "grpc",
+    reason="stack 'grpc' not available: missing grpc (install: pip install 'pytest-hpccomm[grpc]')",
+)
 from pytest_hpccomm.stacks.grpc.pyclient import TensorClient, request  # noqa: E402
 
 # stock gRPC skips off TCP fabrics (grpc_server); an RDMA runtime runs on its device's
@@ -47,10 +56,12 @@ def check_round_trip(client: TensorClient, layout: list[Any]) -> None:
         assert a == b, f"buffer {i} of {len(a)} bytes came back as {len(b)} different bytes"
 
 
-def test_round_trip_is_byte_exact(grpc_client: TensorClient, grpc_options: GrpcOptions,
-                                  grpc_settings: SettingsFactory) -> None:
+def test_round_trip_is_byte_exact(
+    grpc_client: TensorClient, grpc_options: GrpcOptions, grpc_settings: SettingsFactory
+) -> None:
     """Echo returns every buffer, in order, byte for byte: arbitrary layouts of 0 B to 6 MiB
     buffers, totals up to half the server's limit (> 4 MiB, gRPC's default limit)."""
+
     @grpc_settings()
     @given(layout=layouts(budget=grpc_options.max_message // 2))
     def round_trip(layout: list[Any]) -> None:
@@ -77,9 +88,13 @@ def test_round_trip_edges(grpc_client: TensorClient, edge: str) -> None:
 
 def test_stream_keeps_order(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """EchoStream answers message i with message i (seq and buffers), in order."""
+
     @grpc_settings()
-    @given(messages=st.lists(layouts(max_buffers=8, max_buffer=64 << 10, budget=256 << 10),
-                             min_size=1, max_size=20))
+    @given(
+        messages=st.lists(
+            layouts(max_buffers=8, max_buffer=64 << 10, budget=256 << 10), min_size=1, max_size=20
+        )
+    )
     def stream(messages: list[list[Any]]) -> None:
         sent = [materialize(m) for m in messages]
         got = grpc_client.stream(sent, timeout=60)
@@ -89,8 +104,7 @@ def test_stream_keeps_order(grpc_client: TensorClient, grpc_settings: SettingsFa
     stream()
 
 
-def test_send_counts_every_byte(grpc_client: TensorClient,
-                                grpc_settings: SettingsFactory) -> None:
+def test_send_counts_every_byte(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     @grpc_settings()
     @given(layout=layouts(max_buffer=MiB, budget=4 * MiB))
     def send(layout: list[Any]) -> None:
@@ -99,14 +113,19 @@ def test_send_counts_every_byte(grpc_client: TensorClient,
     send()
 
 
-def test_pull_serves_the_wanted_tensors(grpc_client: TensorClient,
-                                        grpc_settings: SettingsFactory) -> None:
+def test_pull_serves_the_wanted_tensors(
+    grpc_client: TensorClient, grpc_settings: SettingsFactory
+) -> None:
     """Pull (the RecvTensor path the benchmarks time) answers a list of wanted sizes with
     tensor i of the shared pool at each size: exact bytes, sizes and order; a size beyond the
     pool is INVALID_ARGUMENT."""
+
     @grpc_settings()
-    @given(sizes=st.lists(st.one_of(st.integers(0, 64), st.integers(0, MiB)), max_size=12)
-           .filter(lambda sz: sum(sz) <= 3 * MiB))
+    @given(
+        sizes=st.lists(st.one_of(st.integers(0, 64), st.integers(0, MiB)), max_size=12).filter(
+            lambda sz: sum(sz) <= 3 * MiB
+        )
+    )
     def pull(sizes: list[int]) -> None:
         got = grpc_client.pull(sizes, timeout=60)
         assert [len(b) for b in got] == sizes, "Pull returned tensors of other sizes"
@@ -124,9 +143,12 @@ def test_stats_count_each_call(grpc_client: TensorClient, grpc_settings: Setting
     """GetStats counts every call of either service and the payload bytes it received, per
     call: one Echo/Send of n bytes is exactly one more RPC and n more bytes, one Pull one more
     RPC (GetStats itself counts nothing). The server is this test's alone while it runs."""
+
     @grpc_settings(12)
-    @given(layout=layouts(max_buffers=8, max_buffer=MiB, budget=2 * MiB),
-           rpc=st.sampled_from(["echo", "send", "pull"]))
+    @given(
+        layout=layouts(max_buffers=8, max_buffer=MiB, budget=2 * MiB),
+        rpc=st.sampled_from(["echo", "send", "pull"]),
+    )
     def counted(layout: list[Any], rpc: str) -> None:
         before = grpc_client.stats(timeout=10)
         sent = materialize(layout)
@@ -136,30 +158,37 @@ def test_stats_count_each_call(grpc_client: TensorClient, grpc_settings: Setting
             getattr(grpc_client, rpc)(sent, timeout=60)
         after = grpc_client.stats(timeout=10)
         moved = (after["rpcs"] - before["rpcs"], after["bytes"] - before["bytes"])
-        assert moved == (1, 0 if rpc == "pull" else total(layout)), \
+        assert moved == (1, 0 if rpc == "pull" else total(layout)), (
             f"one {rpc} of {total(layout)} bytes moved (rpcs, bytes) by {moved}"
+        )
 
     counted()
 
 
-def test_malformed_frames_are_invalid_argument(grpc_server: ServerHandle, grpc_connect: Connect,
-                                               grpc_settings: SettingsFactory) -> None:
+def test_malformed_frames_are_invalid_argument(
+    grpc_server: ServerHandle, grpc_connect: Connect, grpc_settings: SettingsFactory
+) -> None:
     """The raw service refuses a frame whose length table does not match its body (cut short,
     or with bytes left over) with INVALID_ARGUMENT, on every method that takes a frame."""
     with grpc_connect(grpc_server.target, "raw") as c:
         c.wait_ready(10)
 
         @grpc_settings(20)
-        @given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6),
-               cut=st.integers(1, 10**6), extra=st.binary(min_size=1, max_size=8),
-               how=st.sampled_from(["short", "long"]), rpc=st.sampled_from(["Echo", "Send"]))
+        @given(
+            sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6),
+            cut=st.integers(1, 10**6),
+            extra=st.binary(min_size=1, max_size=8),
+            how=st.sampled_from(["short", "long"]),
+            rpc=st.sampled_from(["Echo", "Send"]),
+        )
         def refused(sizes: list[int], cut: int, extra: bytes, how: str, rpc: str) -> None:
             frame = wire.encode_frame(buffers_for(sizes), seq=3)
-            bad = frame[:len(frame) - 1 - cut % len(frame)] if how == "short" else frame + extra
+            bad = frame[: len(frame) - 1 - cut % len(frame)] if how == "short" else frame + extra
             with pytest.raises(grpc.RpcError) as err:
                 c.m[rpc](bad, timeout=30)
-            assert err.value.code() == Codes.INVALID_ARGUMENT, \
+            assert err.value.code() == Codes.INVALID_ARGUMENT, (
                 f"{rpc} of a frame {how} by {len(frame) - len(bad)} bytes: {err.value.code()}"
+            )
 
         refused()
 
@@ -173,8 +202,9 @@ def noticed(c: TensorClient, seq: int) -> bool:
 NOTICE_BOUND = 2.0  # s; the servers look every 2 ms, the rest is scheduling on 2 loaded cores
 
 
-def test_deadline_exceeded_within_bound(grpc_server: ServerHandle, grpc_connect: Connect,
-                                        grpc_settings: SettingsFactory) -> None:
+def test_deadline_exceeded_within_bound(
+    grpc_server: ServerHandle, grpc_connect: Connect, grpc_settings: SettingsFactory
+) -> None:
     """A call whose server is slower than its deadline fails with DEADLINE_EXCEEDED no sooner
     than the deadline and not much later; the server notices that very call within a bound.
     Deadlines start at 20 ms, or 20 round trips of this connection when that is longer: a call
@@ -202,8 +232,9 @@ def test_deadline_exceeded_within_bound(grpc_server: ServerHandle, grpc_connect:
             elapsed = time.monotonic() - t0
             assert err.value.code() == Codes.DEADLINE_EXCEEDED
             assert deadline_ms / 1000 - 0.005 <= elapsed <= deadline_ms / 1000 + slack
-            assert noticed(c, seq), f"the server did not notice call {seq}'s deadline " \
-                                    f"within {NOTICE_BOUND} s"
+            assert noticed(c, seq), (
+                f"the server did not notice call {seq}'s deadline within {NOTICE_BOUND} s"
+            )
 
         deadline()
 
@@ -215,11 +246,13 @@ def test_cancellation(grpc_server: ServerHandle, grpc_connect: Connect) -> None:
         c.wait_ready(10)
         seq = (1 << 41) + 1
         assert c.cancelled_delay(10_000, seq, after=0.1, timeout=30) == Codes.CANCELLED
-        assert noticed(c, seq), f"the server did not notice the cancellation within " \
-                                f"{NOTICE_BOUND} s"
+        assert noticed(c, seq), (
+            f"the server did not notice the cancellation within {NOTICE_BOUND} s"
+        )
         read, code = c.cancelled_stream(3, timeout=30)
-        assert code == Codes.CANCELLED and read >= 1, \
+        assert code == Codes.CANCELLED and read >= 1, (
             f"a stream cancelled after its first answer ended {code.name} after {read} answers"
+        )
 
 
 def encoded_size(nbytes: int, mode: str) -> int:
@@ -236,8 +269,9 @@ def buffer_for_message_of(limit: int, mode: str) -> int:
     return n
 
 
-def test_message_limit_holds_at_the_boundary(grpc_client: TensorClient, grpc_mode: str,
-                                             grpc_server: ServerHandle) -> None:
+def test_message_limit_holds_at_the_boundary(
+    grpc_client: TensorClient, grpc_mode: str, grpc_server: ServerHandle
+) -> None:
     """A request of exactly the server's receive limit is served, byte for byte; one byte more
     is RESOURCE_EXHAUSTED (a server enforcing a smaller limit fails the first half, one
     enforcing none the second)."""
@@ -251,6 +285,7 @@ def test_message_limit_holds_at_the_boundary(grpc_client: TensorClient, grpc_mod
 
 def test_metadata_round_trip(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """x-hpcc-* request metadata (text and -bin) comes back as trailing metadata, exactly."""
+
     @grpc_settings()
     @given(md=metadata())
     def round_trip(md: list[tuple[str, Any]]) -> None:
@@ -261,12 +296,15 @@ def test_metadata_round_trip(grpc_client: TensorClient, grpc_settings: SettingsF
     round_trip()
 
 
-def test_compression_gives_the_same_bytes(grpc_server: ServerHandle, grpc_mode: str,
-                                          grpc_connect: Connect,
-                                          grpc_settings: SettingsFactory) -> None:
+def test_compression_gives_the_same_bytes(
+    grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect, grpc_settings: SettingsFactory
+) -> None:
     """gzip both ways (the client's channel and the server's response) changes no byte."""
-    with grpc_connect(grpc_server.target, grpc_mode, gzip=True) as gz, \
-            grpc_connect(grpc_server.target, grpc_mode) as plain:
+    with (
+        grpc_connect(grpc_server.target, grpc_mode, gzip=True) as gz,
+        grpc_connect(grpc_server.target, grpc_mode) as plain,
+    ):
+
         @grpc_settings(15)
         @given(layout=layouts(max_buffers=16, max_buffer=MiB, budget=2 * MiB))
         def same(layout: list[Any]) -> None:
@@ -277,14 +315,17 @@ def test_compression_gives_the_same_bytes(grpc_server: ServerHandle, grpc_mode: 
         same()
 
 
-def test_compression_takes_effect_on_the_wire(grpc_server: ServerHandle, grpc_mode: str,
-                                              grpc_connect: Connect, grpc_lab: Any) -> None:
+def test_compression_takes_effect_on_the_wire(
+    grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect, grpc_lab: Any
+) -> None:
     """Compression requested is compression applied: 4 MiB of zeros cross the wire in far
     fewer bytes when the channel compresses (request) and x-hpcc-compress asks for a gzip
     response; the same call uncompressed carries them all. Counted by a relay in between."""
     if grpc_lab.opts.spec.rdma:
-        pytest.skip(f"the bytes are counted by a kernel-TCP relay on loopback; gRPC runtime "
-                    f"{grpc_lab.opts.runtime} carries its calls over the RDMA device")
+        pytest.skip(
+            f"the bytes are counted by a kernel-TCP relay on loopback; gRPC runtime "
+            f"{grpc_lab.opts.runtime} carries its calls over the RDMA device"
+        )
     sent = [bytes(2 * MiB), bytes(2 * MiB)]
     with CountingProxy(grpc_server.target) as relay:
         with grpc_connect(relay.target, grpc_mode) as plain:
@@ -292,8 +333,9 @@ def test_compression_takes_effect_on_the_wire(grpc_server: ServerHandle, grpc_mo
             base = relay.counts()
             assert plain.echo(sent, timeout=60) == sent
             up, down = (a - b for a, b in zip(relay.counts(), base))
-            assert up >= 4 * MiB and down >= 4 * MiB, \
+            assert up >= 4 * MiB and down >= 4 * MiB, (
                 f"uncompressed echo of 4 MiB moved {up} bytes up, {down} down"
+            )
         with grpc_connect(relay.target, grpc_mode, gzip=True) as gz:
             gz.wait_ready(10)
             base = relay.counts()
@@ -305,14 +347,18 @@ def test_compression_takes_effect_on_the_wire(grpc_server: ServerHandle, grpc_mo
             # context.set_compression(Gzip) leaves the response uncompressed (1 MiB of zeros:
             # 1048846 bytes on the wire; the same server with compression=Gzip: 1313 bytes).
             # Known, so an expected failure, and only where it is observed in this run.
-            pytest.xfail(f"grpcio {grpc.__version__} asyncio server ignores a handler's "
-                         f"set_compression(): response of 4 MiB zeros took {down} bytes")
-        assert down < MiB // 4, f"the response took {down} bytes on the wire: the server " \
-                                f"ignored x-hpcc-compress: gzip"
+            pytest.xfail(
+                f"grpcio {grpc.__version__} asyncio server ignores a handler's "
+                f"set_compression(): response of 4 MiB zeros took {down} bytes"
+            )
+        assert down < MiB // 4, (
+            f"the response took {down} bytes on the wire: the server ignored x-hpcc-compress: gzip"
+        )
 
 
-def test_tls(grpc_server: ServerHandle, grpc_mode: str, grpc_tls: Any,
-             grpc_connect: Connect) -> None:
+def test_tls(
+    grpc_server: ServerHandle, grpc_mode: str, grpc_tls: Any, grpc_connect: Connect
+) -> None:
     """A client trusting our test CA talks to the TLS port; a plaintext client and a client
     trusting another CA cannot."""
     with grpc_connect(grpc_server.tls_target, grpc_mode, ca=grpc_tls.ca) as c:
@@ -330,8 +376,9 @@ def test_tls(grpc_server: ServerHandle, grpc_mode: str, grpc_tls: Any,
         assert err.value.code() == Codes.UNAVAILABLE
 
 
-def test_no_server_is_unavailable(grpc_server: ServerHandle, grpc_mode: str,
-                                  grpc_connect: Connect) -> None:
+def test_no_server_is_unavailable(
+    grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect
+) -> None:
     """A port with no listener (bound here, never listening, so no one else can take it), on
     the servers' address (an RDMA runtime's is its device's)."""
     with socket.socket() as s:
@@ -345,16 +392,18 @@ def test_no_server_is_unavailable(grpc_server: ServerHandle, grpc_mode: str,
             assert time.monotonic() - t0 < 5, "UNAVAILABLE should come fast, not at the deadline"
 
 
-def test_calls_take_the_runtimes_path(grpc_client: TensorClient, grpc_lab: Any,
-                                      request: pytest.FixtureRequest) -> None:
+def test_calls_take_the_runtimes_path(
+    grpc_client: TensorClient, grpc_lab: Any, request: pytest.FixtureRequest
+) -> None:
     """Under an RDMA runtime the properties above check the runtime, not a fallback: 8 MiB of
     echoes show on the RDMA port's counters, and TCP carried far fewer segments than they
     would need (fabrics/path_proof.py)."""
     rt = grpc_lab.runtime()
     probe = grpc_lab.path_probe(rt, LOOPBACK)
     if probe is None:
-        pytest.skip(f"gRPC runtime {rt.describe()} has no RDMA path to prove: it runs over "
-                    "kernel TCP")
+        pytest.skip(
+            f"gRPC runtime {rt.describe()} has no RDMA path to prove: it runs over kernel TCP"
+        )
     sent = [Pattern(2 * MiB, seed=s).materialize() for s in range(2)]
     before = probe.read()
     for _ in range(2):

@@ -39,8 +39,9 @@ def test_tf_grpc_bench(bench: str, scheme: str, grpc_bench: BenchRun) -> None:
     grpc_bench(bench, scheme)
 
 
-def test_netns_traffic_crosses_the_veth(grpc_peer: str, grpc_mode: str, grpc_lab: GrpcLab,
-                                        hpc_virtual_cluster: Any) -> None:
+def test_netns_traffic_crosses_the_veth(
+    grpc_peer: str, grpc_mode: str, grpc_lab: GrpcLab, hpc_virtual_cluster: Any
+) -> None:
     """Across the virtual cluster the server listens on its namespace's fabric address and the
     client's fab0 counters carry at least every byte the bandwidth benchmark sent."""
     sweep, server = grpc_lab.p2p_across(grpc_peer, grpc_mode, hpc_virtual_cluster)

@@ -36,8 +36,11 @@ from pytest_hpccomm.stacks.horovod.conformance import (
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
 from pytest_hpccomm.stacks.horovod.wire import DTYPES
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("horovod"),
-              pytest.mark.fabric("ethernet", "ipoib")]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("horovod"),
+    pytest.mark.fabric("ethernet", "ipoib"),
+]
 
 ERROR_WITHIN = 30.0  # seconds: a mismatch must come back as an error, not a hang
 
@@ -50,8 +53,9 @@ def _context(peers: HorovodPeers, case: dict[str, Any]) -> str:
     return f"\ncase: {describe_case(case)}\n{peers.replay_hint(case)}"
 
 
-def _judge(peers: HorovodPeers, case: dict[str, Any], out: dict[str, Any], r: Reduction,
-           what: str) -> None:
+def _judge(
+    peers: HorovodPeers, case: dict[str, Any], out: dict[str, Any], r: Reduction, what: str
+) -> None:
     """check_reduced, with the case and its replay command in the message."""
     try:
         check_reduced(array_of(out), r, what)
@@ -78,10 +82,14 @@ def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> 
     reduction."""
     n = horovod_peers.size
     op = data.draw(st.sampled_from(["sum", "average", "min", "max"]), label="op")
-    group = data.draw(st.lists(reductions(n, ops=[op], scaled=False), min_size=1, max_size=4),
-                      label="group")
-    case = {"kind": "grouped_allreduce", "op": op,
-            "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)]}
+    group = data.draw(
+        st.lists(reductions(n, ops=[op], scaled=False), min_size=1, max_size=4), label="group"
+    )
+    case = {
+        "kind": "grouped_allreduce",
+        "op": op,
+        "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)],
+    }
     for rank, outs in enumerate(outputs(_run(horovod_peers, case), "outputs")):
         assert len(outs) == len(group), f"rank {rank}: {len(outs)} outputs for {len(group)}"
         for i, (out, r) in enumerate(zip(outs, group)):
@@ -90,8 +98,9 @@ def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> 
 
 @horovod_settings()
 @given(data=st.data())
-def test_fused_async_allreduces_equal_sequential(horovod_peers: HorovodPeers,
-                                                 data: st.DataObject) -> None:
+def test_fused_async_allreduces_equal_sequential(
+    horovod_peers: HorovodPeers, data: st.DataObject
+) -> None:
     """2-6 allreduces enqueued at once (Tensor Fusion packs them into one buffer) give what
     the same allreduces give one by one, and both are the reduction: bit for bit for integers
     and for floats over 2 ranks (a + b is a + b in any order); over more ranks the fused
@@ -100,18 +109,25 @@ def test_fused_async_allreduces_equal_sequential(horovod_peers: HorovodPeers,
     n = horovod_peers.size
     op = data.draw(st.sampled_from(["sum", "average"]), label="op")
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
-    group = data.draw(st.lists(reductions(n, ops=[op], dtypes=[dtype], scaled=False),
-                               min_size=2, max_size=6), label="tensors")
-    case = {"kind": "fused_allreduce", "op": op,
-            "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)]}
+    group = data.draw(
+        st.lists(reductions(n, ops=[op], dtypes=[dtype], scaled=False), min_size=2, max_size=6),
+        label="tensors",
+    )
+    case = {
+        "kind": "fused_allreduce",
+        "op": op,
+        "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)],
+    }
     reports = _run(horovod_peers, case)
-    for rank, (fused, seq) in enumerate(zip(outputs(reports, "outputs"),
-                                            outputs(reports, "sequential"))):
+    for rank, (fused, seq) in enumerate(
+        zip(outputs(reports, "outputs"), outputs(reports, "sequential"))
+    ):
         for i, (f, s, r) in enumerate(zip(fused, seq, group)):
             a, b = array_of(f), array_of(s)
             assert a.tobytes() == b.tobytes() or (a.dtype.kind == "f" and n > 2), (
                 f"rank {rank} tensor {i}: fused {a.tolist()} != sequential {b.tolist()}"
-                f"{_context(horovod_peers, case)}")
+                f"{_context(horovod_peers, case)}"
+            )
             _judge(horovod_peers, case, f, r, f"rank {rank} tensor {i} (fused)")
             _judge(horovod_peers, case, s, r, f"rank {rank} tensor {i} (sequential)")
 
@@ -134,34 +150,39 @@ def test_reducescatter(horovod_peers: HorovodPeers, data: st.DataObject) -> None
     rows = _rows(shape[0], n)
     starts = np.concatenate([[0], np.cumsum(rows)])
     for rank, out in enumerate(outputs(_run(horovod_peers, case))):
-        mine = Reduction(r.op, [x[starts[rank]:starts[rank + 1]] for x in r.inputs],
-                         r.prescale, r.postscale)
+        mine = Reduction(
+            r.op, [x[starts[rank] : starts[rank + 1]] for x in r.inputs], r.prescale, r.postscale
+        )
         _judge(horovod_peers, case, out, mine, f"rank {rank}")
 
 
 @horovod_settings()
 @given(data=st.data())
-def test_allgather_variable_first_dimension(horovod_peers: HorovodPeers,
-                                            data: st.DataObject) -> None:
+def test_allgather_variable_first_dimension(
+    horovod_peers: HorovodPeers, data: st.DataObject
+) -> None:
     n = horovod_peers.size
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
     tail = data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims")
     firsts = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n), label="first dims")
-    inputs = [data.draw(_values(dtype, (f, *tail)), label=f"rank {i}")
-              for i, f in enumerate(firsts)]
+    inputs = [
+        data.draw(_values(dtype, (f, *tail)), label=f"rank {i}") for i, f in enumerate(firsts)
+    ]
     case = {"kind": "allgather", "inputs": [wire(a) for a in inputs]}
     want = np.concatenate(inputs)
     for rank, out in enumerate(outputs(_run(horovod_peers, case))):
         got = array_of(out)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
             f"rank {rank}: allgather gave {got.tolist()}, expected {want.tolist()}"
-            f"{_context(horovod_peers, case)}")
+            f"{_context(horovod_peers, case)}"
+        )
 
 
 def _values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
     size = int(np.prod(shape))
     return st.lists(element(dtype, "min", 1), min_size=size, max_size=size).map(
-        lambda v: np.array(v, dtype=dtype).reshape(shape))
+        lambda v: np.array(v, dtype=dtype).reshape(shape)
+    )
 
 
 @horovod_settings()
@@ -172,13 +193,18 @@ def test_broadcast_from_every_root(horovod_peers: HorovodPeers, data: st.DataObj
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
     shape = data.draw(shapes(), label="shape")
     inputs = [data.draw(_values(dtype, shape), label=f"rank {i}") for i in range(n)]
-    case = {"kind": "broadcast", "root": root, "in_place": data.draw(st.booleans()),
-            "inputs": [wire(a) for a in inputs]}
+    case = {
+        "kind": "broadcast",
+        "root": root,
+        "in_place": data.draw(st.booleans()),
+        "inputs": [wire(a) for a in inputs],
+    }
     for rank, out in enumerate(outputs(_run(horovod_peers, case))):
         got = array_of(out)
         assert got.tobytes() == inputs[root].tobytes(), (
             f"rank {rank}: broadcast from {root} gave {got.tolist()}, expected "
-            f"{inputs[root].tolist()}{_context(horovod_peers, case)}")
+            f"{inputs[root].tolist()}{_context(horovod_peers, case)}"
+        )
 
 
 @pytest.mark.parametrize("splits", ["explicit", "equal"])
@@ -191,28 +217,38 @@ def test_alltoall(horovod_peers: HorovodPeers, splits: str, data: st.DataObject)
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
     tail = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims"))
     if splits == "explicit":
-        table = data.draw(st.lists(st.lists(st.integers(0, 3), min_size=n, max_size=n),
-                                   min_size=n, max_size=n).filter(
-            lambda t: all(sum(row) > 0 for row in t)), label="splits")
+        table = data.draw(
+            st.lists(
+                st.lists(st.integers(0, 3), min_size=n, max_size=n), min_size=n, max_size=n
+            ).filter(lambda t: all(sum(row) > 0 for row in t)),
+            label="splits",
+        )
     else:
         k = data.draw(st.integers(1, 3), label="rows per rank")
         table = [[k] * n for _ in range(n)]
-    inputs = [data.draw(_values(dtype, (sum(row), *tail)), label=f"rank {i}")
-              for i, row in enumerate(table)]
-    case = {"kind": "alltoall", "inputs": [wire(a) for a in inputs],
-            "splits": table if splits == "explicit" else None}
+    inputs = [
+        data.draw(_values(dtype, (sum(row), *tail)), label=f"rank {i}")
+        for i, row in enumerate(table)
+    ]
+    case = {
+        "kind": "alltoall",
+        "inputs": [wire(a) for a in inputs],
+        "splits": table if splits == "explicit" else None,
+    }
     starts = [np.concatenate([[0], np.cumsum(row)]) for row in table]
     reports = _run(horovod_peers, case)
     for dst, out in enumerate(outputs(reports)):
-        want = np.concatenate([inputs[s][starts[s][dst]:starts[s][dst + 1]] for s in range(n)])
+        want = np.concatenate([inputs[s][starts[s][dst] : starts[s][dst + 1]] for s in range(n)])
         got = array_of(out)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
             f"rank {dst}: alltoall gave {got.tolist()}, expected {want.tolist()}"
-            f"{_context(horovod_peers, case)}")
+            f"{_context(horovod_peers, case)}"
+        )
         if splits == "explicit":
             assert reports[dst]["received_splits"] == [table[s][dst] for s in range(n)], (
                 f"rank {dst}: received_splits {reports[dst]['received_splits']}"
-                f"{_context(horovod_peers, case)}")
+                f"{_context(horovod_peers, case)}"
+            )
 
 
 @horovod_settings()
@@ -251,15 +287,17 @@ def test_mismatch_is_an_error_not_a_hang(horovod_peers: HorovodPeers, mismatch: 
     case = {"kind": "allreduce", "op": "sum", "inputs": [wire(a) for a in inputs]}
     reports = horovod_peers.run(case, timeout=ERROR_WITHIN)
     for rank, rep in enumerate(reports):
-        assert "raised" in rep and "Mismatched" in rep["raised"], \
+        assert "raised" in rep and "Mismatched" in rep["raised"], (
             f"rank {rank}: expected a 'Mismatched ...' error, got {rep}"
+        )
     good = Reduction("sum", [np.full((3,), rank, np.int64) for rank in range(n)])
     for rank, out in enumerate(outputs(horovod_peers.run(good.case()))):
         check_reduced(array_of(out), good, f"rank {rank} after the error")
 
 
-def test_peers_report_their_controller(horovod_peers: HorovodPeers,
-                                       horovod_controller: str, hpc_placement: str) -> None:
+def test_peers_report_their_controller(
+    horovod_peers: HorovodPeers, horovod_controller: str, hpc_placement: str
+) -> None:
     """The controller asked for is the one running, on the hosts the placement names."""
     assert {r.controller for r in horovod_peers.ranks} == {horovod_controller}
     hosts = [r.host for r in horovod_peers.ranks]
@@ -267,13 +305,13 @@ def test_peers_report_their_controller(horovod_peers: HorovodPeers,
         assert len(set(hosts)) == len(hosts), f"one rank per virtual host, got {hosts}"
 
 
-
 def _tx(netdev: str) -> int:
     return int(Path(f"/sys/class/net/{netdev}/statistics/tx_bytes").read_text())
 
 
-def test_traffic_takes_the_fabric(horovod_peers: HorovodPeers, hpc_placement: str,
-                                  request: pytest.FixtureRequest) -> None:
+def test_traffic_takes_the_fabric(
+    horovod_peers: HorovodPeers, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """The collective's bytes cross the network the placement names: every virtual host's
     veth (netns), this host's fabric netdev (hosts), or TCP over lo (loopback: not shared
     memory). A ring allreduce of B bytes sends 2 (n-1)/n B from every rank; at least half of
@@ -308,8 +346,9 @@ def test_traffic_takes_the_fabric(horovod_peers: HorovodPeers, hpc_placement: st
 KILL_ENDS_WITHIN = 60.0  # seconds for the survivors to error out or be ended
 
 
-def test_a_killed_rank_ends_the_job(horovod_env: HorovodEnv, horovod_controller: str,
-                                    hpc_placement: str, horovod_site: Site) -> None:
+def test_a_killed_rank_ends_the_job(
+    horovod_env: HorovodEnv, horovod_controller: str, hpc_placement: str, horovod_site: Site
+) -> None:
     """A rank SIGKILLed inside an allreduce: within KILL_ENDS_WITHIN seconds every survivor has
     raised a Horovod error or been ended by its launcher, never waited on; and once the peers
     are closed no process of theirs is left (on hosts: of those on this host). Own peers: this
@@ -320,14 +359,15 @@ def test_a_killed_rank_ends_the_job(horovod_env: HorovodEnv, horovod_controller:
         n = peers.size
         pids = [r.pid for r in peers.ranks if hpc_placement != "hosts" or is_this_host(r.host)]
         t0 = time.monotonic()
-        outcomes = peers.outcomes({"op": "case", "case": {"kind": "die_in_allreduce",
-                                                          "victim": n - 1}},
-                                  timeout=KILL_ENDS_WITHIN)
+        outcomes = peers.outcomes(
+            {"op": "case", "case": {"kind": "die_in_allreduce", "victim": n - 1}},
+            timeout=KILL_ENDS_WITHIN,
+        )
         took = time.monotonic() - t0
     finally:
         peers.close()
     assert outcomes[n - 1].kind == "closed", f"the victim: {outcomes[n - 1]}"
-    for rank, got in enumerate(outcomes[:n - 1]):
+    for rank, got in enumerate(outcomes[: n - 1]):
         ended = got.kind == "closed"  # its launcher ended it
         raised = got.kind == "error" or (got.kind == "replied" and "raised" in got.reply)
         assert ended or raised, f"rank {rank} after {took:.1f}s: {got}"

@@ -13,8 +13,12 @@ from pytest_hpccomm.stacks.horovod.perf import KNOBS
 from pytest_hpccomm.stacks.horovod.plugin import AllreduceRun, SyntheticRun
 
 # TCP at every placement, MPI's too (driver.py): the quick profile times it over loopback only
-pytestmark = [pytest.mark.perf, pytest.mark.stack("horovod"),
-              pytest.mark.fabric("ethernet", "ipoib"), pytest.mark.quick_placements("loopback")]
+pytestmark = [
+    pytest.mark.perf,
+    pytest.mark.stack("horovod"),
+    pytest.mark.fabric("ethernet", "ipoib"),
+    pytest.mark.quick_placements("loopback"),
+]
 
 
 def test_hvd_allreduce(horovod_size: int, horovod_allreduce: AllreduceRun) -> None:
@@ -22,8 +26,9 @@ def test_hvd_allreduce(horovod_size: int, horovod_allreduce: AllreduceRun) -> No
 
 
 @pytest.mark.parametrize("knobs", [k for k in KNOBS if k != "default"])
-def test_hvd_allreduce_knobs(horovod_knob_size: int, knobs: str,
-                             horovod_allreduce_loopback: AllreduceRun) -> None:
+def test_hvd_allreduce_knobs(
+    horovod_knob_size: int, knobs: str, horovod_allreduce_loopback: AllreduceRun
+) -> None:
     """Cycle time 5 ms and Tensor Fusion off, beside the default sweep's same sizes
     (perf.KNOB_SIZES: one per regime of the curve, those the session selected)."""
     horovod_allreduce_loopback(horovod_knob_size, knobs)

@@ -10,18 +10,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.placement import LOOPBACK
-from pytest_hpccomm.stacks.mpi.conformance import LOOPBACK_RANKS, ConformancePeer, conformance_settings
+from pytest_hpccomm.stacks.mpi.conformance import (
+    LOOPBACK_RANKS,
+    ConformancePeer,
+    conformance_settings,
+)
 from pytest_hpccomm.stacks.mpi.payload import digest, pattern
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
-              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("mpi"),
+    pytest.mark.fabric("ethernet", "ipoib", "ib", "roce"),
+]
 
 
 @st.composite
 def split_cases(draw: Any, n: int) -> dict[str, Any]:
     color = st.one_of(st.integers(0, 3), st.none())  # None: MPI.UNDEFINED
-    return {"kind": "split", "colors": draw(st.lists(color, min_size=n, max_size=n)),
-            "keys": draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n))}
+    return {
+        "kind": "split",
+        "colors": draw(st.lists(color, min_size=n, max_size=n)),
+        "keys": draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n)),
+    }
 
 
 @settings(conformance_settings())
@@ -29,8 +39,9 @@ def split_cases(draw: Any, n: int) -> dict[str, Any]:
 def test_comm_split(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
     """Split(color, key): each color gets a communicator of its ranks ordered by (key, old
     rank); UNDEFINED gets COMM_NULL; an Allgather/Allreduce in it sees only its members."""
-    check_split(mpi_conformance_peer, data.draw(split_cases(mpi_conformance_peer.ranks),
-                                                label="case"))
+    check_split(
+        mpi_conformance_peer, data.draw(split_cases(mpi_conformance_peer.ranks), label="case")
+    )
 
 
 def covering_splits(n: int) -> list[tuple[str, list[int | None], list[int]]]:
@@ -48,8 +59,7 @@ def covering_splits(n: int) -> list[tuple[str, list[int | None], list[int]]]:
 
 def test_comm_split_covering_set(mpi_conformance_peer: ConformancePeer) -> None:
     for name, colors, keys in covering_splits(mpi_conformance_peer.ranks):
-        check_split(mpi_conformance_peer, {"kind": "split", "colors": colors, "keys": keys},
-                    name)
+        check_split(mpi_conformance_peer, {"kind": "split", "colors": colors, "keys": keys}, name)
 
 
 def check_split(peer: ConformancePeer, case: dict[str, Any], name: str = "") -> None:
@@ -58,26 +68,40 @@ def check_split(peer: ConformancePeer, case: dict[str, Any], name: str = "") -> 
     colors, keys = case["colors"], case["keys"]
     for rank, rep in enumerate(reports):
         if colors[rank] is None:
-            assert rep == {"null": True}, f"rank {rank}: UNDEFINED color must give " \
-                                          f"COMM_NULL, got {rep}\n{hint}"
+            assert rep == {"null": True}, (
+                f"rank {rank}: UNDEFINED color must give COMM_NULL, got {rep}\n{hint}"
+            )
             continue
-        members = sorted((r for r in range(peer.ranks) if colors[r] == colors[rank]),
-                         key=lambda r: (keys[r], r))
-        want = {"size": len(members), "rank": members.index(rank), "members": members,
-                "sum": sum(m + 1 for m in members)}
-        assert rep == want, f"rank {rank} (color {colors[rank]}, key {keys[rank]}): got " \
-                            f"{rep}, expected {want}\n{hint}"
+        members = sorted(
+            (r for r in range(peer.ranks) if colors[r] == colors[rank]), key=lambda r: (keys[r], r)
+        )
+        want = {
+            "size": len(members),
+            "rank": members.index(rank),
+            "members": members,
+            "sum": sum(m + 1 for m in members),
+        }
+        assert rep == want, (
+            f"rank {rank} (color {colors[rank]}, key {keys[rank]}): got "
+            f"{rep}, expected {want}\n{hint}"
+        )
 
 
 @st.composite
 def dup_cases(draw: Any, n: int) -> dict[str, Any]:
     order = st.permutations(["base", "dup"])
-    return {"kind": "dup", "src": draw(st.integers(0, n - 1)), "dst": draw(st.integers(0, n - 1)),
-            "tag": draw(st.integers(0, 100)),
-            "dtype": draw(st.sampled_from(["uint8", "int32", "float64"])),
-            "count": draw(st.one_of(st.integers(0, 16), st.integers(0, 40000))),
-            "send_order": draw(order), "recv_order": draw(order), "wild": draw(st.booleans()),
-            "seed": draw(st.integers(0, 1000))}
+    return {
+        "kind": "dup",
+        "src": draw(st.integers(0, n - 1)),
+        "dst": draw(st.integers(0, n - 1)),
+        "tag": draw(st.integers(0, 100)),
+        "dtype": draw(st.sampled_from(["uint8", "int32", "float64"])),
+        "count": draw(st.one_of(st.integers(0, 16), st.integers(0, 40000))),
+        "send_order": draw(order),
+        "recv_order": draw(order),
+        "wild": draw(st.booleans()),
+        "seed": draw(st.integers(0, 1000)),
+    }
 
 
 @settings(conformance_settings())
@@ -90,20 +114,27 @@ def test_comm_dup_isolation(mpi_conformance_peer: ConformancePeer, data: st.Data
     reports = peer.run(case)
     hint = peer.replay_hint(case)
     for rank, rep in enumerate(reports):
-        assert (rep["size"], rep["rank"], rep["congruent"]) == (peer.ranks, rank, True), \
-            f"rank {rank}: Dup has size {rep['size']}, rank {rep['rank']}, congruent " \
+        assert (rep["size"], rep["rank"], rep["congruent"]) == (peer.ranks, rank, True), (
+            f"rank {rank}: Dup has size {rep['size']}, rank {rep['rank']}, congruent "
             f"{rep['congruent']}\n{hint}"
+        )
     got = reports[case["dst"]]["got"]
     for which, seed in (("base", case["seed"]), ("dup", case["seed"] + 1)):
         g = got[which]
-        want = (case["src"], case["tag"], case["count"],
-                digest(pattern(case["dtype"], case["count"], seed)))
-        assert (g["source"], g["tag"], g["count"], g["sha"]) == want, \
+        want = (
+            case["src"],
+            case["tag"],
+            case["count"],
+            digest(pattern(case["dtype"], case["count"], seed)),
+        )
+        assert (g["source"], g["tag"], g["count"], g["sha"]) == want, (
             f"the receive on {which} did not get the message sent on {which}\n{hint}"
+        )
 
 
-def test_peer_world_matches_placement(mpi_conformance_peer: ConformancePeer,
-                                      hpc_placement: str) -> None:
+def test_peer_world_matches_placement(
+    mpi_conformance_peer: ConformancePeer, hpc_placement: str
+) -> None:
     """Not a property, the premise of all of them: the peer's COMM_WORLD is what the placement
     promises and, on the virtual cluster, its bytes cross the veth fabric (namespaces share
     /dev/shm: a silent shared-memory path would test the wrong transport)."""
@@ -117,7 +148,19 @@ def test_peer_world_matches_placement(mpi_conformance_peer: ConformancePeer,
     assert info.hosts == [h.name for h in cluster.hosts], "not one rank per virtual host"
     size = 1 << 20
     before = cluster.counters(info.hosts[0])
-    peer.run({"kind": "p2p", "dtype": "uint8", "count": size, "send": "send", "recv": "recv",
-              "src": 0, "dst": 1, "tag": 0, "slack": 0, "seed": 0})
+    peer.run(
+        {
+            "kind": "p2p",
+            "dtype": "uint8",
+            "count": size,
+            "send": "send",
+            "recv": "recv",
+            "src": 0,
+            "dst": 1,
+            "tag": 0,
+            "slack": 0,
+            "seed": 0,
+        }
+    )
     sent = cluster.counters(info.hosts[0])[1] - before[1]
     assert sent >= size, f"rank 0's fab0 sent {sent} bytes for a {size}-byte message"

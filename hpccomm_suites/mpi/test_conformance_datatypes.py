@@ -13,24 +13,34 @@ from hypothesis import strategies as st
 from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
 from pytest_hpccomm.stacks.mpi.payload import digest, pattern
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
-              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("mpi"),
+    pytest.mark.fabric("ethernet", "ipoib", "ib", "roce"),
+]
 
 DTYPES = ["int32", "uint8", "int16", "float64", "complex128"]
 
 
 def common(draw: Any, n: int) -> dict[str, Any]:
-    return {"kind": "datatype", "dtype": draw(st.sampled_from(DTYPES)),
-            "typed": draw(st.sampled_from(["send", "recv"])),
-            "src": draw(st.integers(0, n - 1)), "dst": draw(st.integers(0, n - 1)),
-            "seed": draw(st.integers(0, 1000))}
+    return {
+        "kind": "datatype",
+        "dtype": draw(st.sampled_from(DTYPES)),
+        "typed": draw(st.sampled_from(["send", "recv"])),
+        "src": draw(st.integers(0, n - 1)),
+        "dst": draw(st.integers(0, n - 1)),
+        "seed": draw(st.integers(0, 1000)),
+    }
 
 
 @st.composite
 def vector_cases(draw: Any, n: int) -> dict[str, Any]:
     blocklength = draw(st.integers(1, 6))
-    vector = {"count": draw(st.integers(0, 40)), "blocklength": blocklength,
-              "stride": blocklength + draw(st.integers(0, 6))}  # no overlap: receivable
+    vector = {
+        "count": draw(st.integers(0, 40)),
+        "blocklength": blocklength,
+        "stride": blocklength + draw(st.integers(0, 6)),
+    }  # no overlap: receivable
     return common(draw, n) | {"layout": "vector", "vector": vector}
 
 
@@ -39,25 +49,36 @@ def subarray_cases(draw: Any, n: int) -> dict[str, Any]:
     sizes = draw(st.lists(st.integers(1, 7), min_size=1, max_size=3))
     subsizes = [draw(st.integers(1, s)) for s in sizes]
     starts = [draw(st.integers(0, s - ss)) for s, ss in zip(sizes, subsizes)]
-    sub = {"sizes": sizes, "subsizes": subsizes, "starts": starts,
-           "order": draw(st.sampled_from(["C", "F"]))}
+    sub = {
+        "sizes": sizes,
+        "subsizes": subsizes,
+        "starts": starts,
+        "order": draw(st.sampled_from(["C", "F"])),
+    }
     return common(draw, n) | {"layout": "subarray", "subarray": sub}
 
 
-def check(peer: ConformancePeer, case: dict[str, Any], picked: np.ndarray,
-          view: np.ndarray, flat: np.ndarray) -> None:
+def check(
+    peer: ConformancePeer,
+    case: dict[str, Any],
+    picked: np.ndarray,
+    view: np.ndarray,
+    flat: np.ndarray,
+) -> None:
     """picked: NumPy's selection of the typed buffer `flat`, in the type's order; view: that
     selection as a view of flat (typed receives: the sent data is written through it)."""
     rep = peer.run(case)[case["dst"]]
     hint = peer.replay_hint(case)
-    assert rep["count"] == picked.size, f"Get_count() = {rep['count']}, the type selects " \
-                                        f"{picked.size} elements\n{hint}"
+    assert rep["count"] == picked.size, (
+        f"Get_count() = {rep['count']}, the type selects {picked.size} elements\n{hint}"
+    )
     if case["typed"] == "send":
         want = digest(picked)
         what = "the contiguous receive does not hold the slice NumPy selects"
     else:
         view[...] = pattern(case["dtype"], picked.size, case["seed"]).reshape(
-            view.shape, order=case.get("subarray", {}).get("order", "C"))
+            view.shape, order=case.get("subarray", {}).get("order", "C")
+        )
         want = digest(flat)
         what = "the typed receive did not scatter into exactly NumPy's slice"
     assert rep["sha"] == want, f"{what}\n{hint}"
@@ -74,8 +95,9 @@ def test_vector_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObj
     extent = (count - 1) * stride + bl if count else 0
     seed = case["seed"] if case["typed"] == "send" else case["seed"] + 1  # sender / sentinel
     # NumPy's idea of the vector type: rows of `stride` elements, the first bl of each
-    padded = np.concatenate([pattern(dtype, extent, seed),
-                             np.zeros(count * stride - extent, np.dtype(dtype))])
+    padded = np.concatenate(
+        [pattern(dtype, extent, seed), np.zeros(count * stride - extent, np.dtype(dtype))]
+    )
     view = padded.reshape(count, stride)[:, :bl]
     check(peer, case, view.ravel(), view, padded[:extent])
 
@@ -85,27 +107,41 @@ def test_vector_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObj
 def test_subarray_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
     """Create_subarray(sizes, subsizes, starts, order C/Fortran) sends/receives
     a[starts:starts+subsizes] of the array laid out in that order."""
-    check_subarray(mpi_conformance_peer, data.draw(subarray_cases(mpi_conformance_peer.ranks),
-                                                   label="case"))
+    check_subarray(
+        mpi_conformance_peer, data.draw(subarray_cases(mpi_conformance_peer.ranks), label="case")
+    )
 
 
 # Both orders, each side typed: subarrays whose dimensions all differ (sizes,
 # subsizes and starts), so a type that mixes up two dimensions or the order cannot pass by
 # symmetry; the random draws above meet such shapes only by chance.
-SUBARRAY_SHAPES = ({"sizes": [7], "subsizes": [3], "starts": [2]},
-                   {"sizes": [3, 5], "subsizes": [2, 3], "starts": [1, 2]},
-                   {"sizes": [2, 3, 4], "subsizes": [1, 2, 3], "starts": [1, 0, 1]},
-                   {"sizes": [4, 3, 5], "subsizes": [3, 1, 2], "starts": [0, 2, 3]})
+SUBARRAY_SHAPES = (
+    {"sizes": [7], "subsizes": [3], "starts": [2]},
+    {"sizes": [3, 5], "subsizes": [2, 3], "starts": [1, 2]},
+    {"sizes": [2, 3, 4], "subsizes": [1, 2, 3], "starts": [1, 0, 1]},
+    {"sizes": [4, 3, 5], "subsizes": [3, 1, 2], "starts": [0, 2, 3]},
+)
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("typed", ["send", "recv"])
-def test_subarray_covering_set(mpi_conformance_peer: ConformancePeer, typed: str,
-                               order: str) -> None:
+def test_subarray_covering_set(
+    mpi_conformance_peer: ConformancePeer, typed: str, order: str
+) -> None:
     for i, shape in enumerate(SUBARRAY_SHAPES):
-        check_subarray(mpi_conformance_peer, {
-            "kind": "datatype", "dtype": DTYPES[i % len(DTYPES)], "typed": typed, "src": 0,
-            "dst": 1, "seed": i, "layout": "subarray", "subarray": {**shape, "order": order}})
+        check_subarray(
+            mpi_conformance_peer,
+            {
+                "kind": "datatype",
+                "dtype": DTYPES[i % len(DTYPES)],
+                "typed": typed,
+                "src": 0,
+                "dst": 1,
+                "seed": i,
+                "layout": "subarray",
+                "subarray": {**shape, "order": order},
+            },
+        )
 
 
 def check_subarray(peer: ConformancePeer, case: dict[str, Any]) -> None:

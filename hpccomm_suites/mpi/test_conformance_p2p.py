@@ -25,8 +25,11 @@ from pytest_hpccomm.stacks.mpi.conformance import (
 )
 from pytest_hpccomm.stacks.mpi.payload import digest, pattern
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
-              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("mpi"),
+    pytest.mark.fabric("ethernet", "ipoib", "ib", "roce"),
+]
 
 INT32_MAX = 2**31 - 1
 
@@ -51,22 +54,31 @@ def p2p_cases(draw: Any, peer: ConformancePeer, max_bytes: int) -> dict[str, Any
     src = draw(st.integers(0, n - 1))
     # a blocking send to oneself may deadlock by the standard: only Isend/Sendrecv may
     dst = draw(st.integers(0, n - 1)) if send in ("isend", "sendrecv") else other_rank(draw, n, src)
-    return {"kind": "p2p", "dtype": dtype,
-            "count": draw(byte_sizes(max_bytes)) // np.dtype(dtype).itemsize,
-            "send": send, "recv": draw(st.sampled_from(["recv", "irecv"])), "src": src,
-            "dst": dst, "tag": draw(tags(peer)), "slack": draw(st.integers(0, 3)),
-            "seed": draw(st.integers(0, 1000))}
+    return {
+        "kind": "p2p",
+        "dtype": dtype,
+        "count": draw(byte_sizes(max_bytes)) // np.dtype(dtype).itemsize,
+        "send": send,
+        "recv": draw(st.sampled_from(["recv", "irecv"])),
+        "src": src,
+        "dst": dst,
+        "tag": draw(tags(peer)),
+        "slack": draw(st.integers(0, 3)),
+        "seed": draw(st.integers(0, 1000)),
+    }
 
 
 @settings(conformance_settings())
 @given(data=st.data())
-def test_p2p_integrity(mpi_conformance_peer: ConformancePeer, hpc_config: HpcConfig,
-                       data: st.DataObject) -> None:
+def test_p2p_integrity(
+    mpi_conformance_peer: ConformancePeer, hpc_config: HpcConfig, data: st.DataObject
+) -> None:
     """Send/Isend/Ssend/Sendrecv -> Recv/Irecv deliver exactly the bytes sent, for any size
     (0 too), dtype and tag; Status reports count/source/tag; the buffer past count is intact."""
     peer = mpi_conformance_peer
-    case = data.draw(p2p_cases(peer, MAX_BYTES.get(hpc_config.profile, MAX_BYTES["quick"])),
-                     label="case")
+    case = data.draw(
+        p2p_cases(peer, MAX_BYTES.get(hpc_config.profile, MAX_BYTES["quick"])), label="case"
+    )
     check_p2p(peer, case)
 
 
@@ -78,13 +90,26 @@ PROTOCOL_BYTES = (0, 8, 65536 - 8, 65536, 65536 + 8, 131072 + 8, 1 << 20)
 
 @pytest.mark.parametrize("recv", ["recv", "irecv"])
 @pytest.mark.parametrize("send", ["send", "isend", "ssend", "sendrecv"])
-def test_p2p_across_the_protocol_limits(mpi_conformance_peer: ConformancePeer, send: str,
-                                        recv: str) -> None:
+def test_p2p_across_the_protocol_limits(
+    mpi_conformance_peer: ConformancePeer, send: str, recv: str
+) -> None:
     peer = mpi_conformance_peer
     for i, nbytes in enumerate(PROTOCOL_BYTES):
-        check_p2p(peer, {"kind": "p2p", "dtype": "uint64", "count": nbytes // 8, "send": send,
-                         "recv": recv, "src": i % 2, "dst": 1 - i % 2, "tag": 7 + i,
-                         "slack": 2, "seed": i})
+        check_p2p(
+            peer,
+            {
+                "kind": "p2p",
+                "dtype": "uint64",
+                "count": nbytes // 8,
+                "send": send,
+                "recv": recv,
+                "src": i % 2,
+                "dst": 1 - i % 2,
+                "tag": 7 + i,
+                "slack": 2,
+                "seed": i,
+            },
+        )
 
 
 def check_p2p(peer: ConformancePeer, case: dict[str, Any]) -> None:
@@ -96,16 +121,21 @@ def check_p2p(peer: ConformancePeer, case: dict[str, Any]) -> None:
     hint = peer.replay_hint(case)
     for rank, rep in enumerate(reports):
         got, exp = rep["got"], want.get(rank, [])
-        assert len(got) == len(exp), f"rank {rank} received {len(got)} messages, not " \
-                                     f"{len(exp)}\n{hint}"
+        assert len(got) == len(exp), (
+            f"rank {rank} received {len(got)} messages, not {len(exp)}\n{hint}"
+        )
         for g, (frm, digest_) in zip(got, exp):
             seen = (g["source"], g["tag"], g["count"])
-            assert seen == (frm, case["tag"], count), f"rank {rank}: Status (source, tag, " \
+            assert seen == (frm, case["tag"], count), (
+                f"rank {rank}: Status (source, tag, "
                 f"count) = {seen}, sent {(frm, case['tag'], count)}\n{hint}"
-            assert g["sha"] == digest_, f"rank {rank}: data differs from what rank {frm} " \
-                                        f"sent\n{hint}"
-            assert g["guard"], f"rank {rank}: receive wrote past the message's {count} " \
-                               f"elements\n{hint}"
+            )
+            assert g["sha"] == digest_, (
+                f"rank {rank}: data differs from what rank {frm} sent\n{hint}"
+            )
+            assert g["guard"], (
+                f"rank {rank}: receive wrote past the message's {count} elements\n{hint}"
+            )
 
 
 @st.composite
@@ -114,14 +144,20 @@ def order_cases(draw: Any, peer: ConformancePeer) -> dict[str, Any]:
     dtype = draw(st.sampled_from(["uint8", "int32", "float64"]))
     item = np.dtype(dtype).itemsize
     # mixed sizes: a small message must not overtake a large (rendezvous) one sent before it
-    counts = draw(st.lists(byte_sizes(256 << 10).map(lambda b: b // item), min_size=2,
-                           max_size=12))
+    counts = draw(st.lists(byte_sizes(256 << 10).map(lambda b: b // item), min_size=2, max_size=12))
     src = draw(st.integers(0, n - 1))
-    return {"kind": "order", "dtype": dtype, "counts": counts, "src": src,
-            "dst": other_rank(draw, n, src), "tag": draw(st.integers(0, 1000)),
-            "send": draw(st.sampled_from(["isend", "send"])),
-            "recv": draw(st.sampled_from(["recv", "irecv", "any_source", "any_tag"])),
-            "noise": draw(st.booleans()), "seed": draw(st.integers(0, 1000))}
+    return {
+        "kind": "order",
+        "dtype": dtype,
+        "counts": counts,
+        "src": src,
+        "dst": other_rank(draw, n, src),
+        "tag": draw(st.integers(0, 1000)),
+        "send": draw(st.sampled_from(["isend", "send"])),
+        "recv": draw(st.sampled_from(["recv", "irecv", "any_source", "any_tag"])),
+        "noise": draw(st.booleans()),
+        "seed": draw(st.integers(0, 1000)),
+    }
 
 
 @settings(conformance_settings())
@@ -136,32 +172,49 @@ def test_non_overtaking(mpi_conformance_peer: ConformancePeer, data: st.DataObje
     assert len(got) == len(case["counts"]), hint
     for i, (g, count) in enumerate(zip(got, case["counts"])):
         assert (g["source"], g["tag"]) == (case["src"], case["tag"]), f"receive {i}\n{hint}"
-        assert (g["count"], g["sha"]) == (count, sha(case["dtype"], count, case["seed"] + i)), \
-            f"receive {i} got a {g['count']}-element message that is not message {i} " \
+        assert (g["count"], g["sha"]) == (count, sha(case["dtype"], count, case["seed"] + i)), (
+            f"receive {i} got a {g['count']}-element message that is not message {i} "
             f"(overtaken or corrupted)\n{hint}"
+        )
 
 
 @st.composite
 def wildcard_cases(draw: Any, peer: ConformancePeer) -> dict[str, Any]:
     n = peer.ranks
-    sends = draw(st.lists(st.fixed_dictionaries({
-        "rank": st.integers(0, n - 1), "tag": tags(peer),
-        "count": st.one_of(st.integers(0, 16), st.integers(0, 20000))}), min_size=1, max_size=8))
+    sends = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "rank": st.integers(0, n - 1),
+                    "tag": tags(peer),
+                    "count": st.one_of(st.integers(0, 16), st.integers(0, 20000)),
+                }
+            ),
+            min_size=1,
+            max_size=8,
+        )
+    )
     for i, s in enumerate(sends):
         s["seed"] = i
-    return {"kind": "wildcard", "dtype": draw(st.sampled_from(["int16", "float32", "uint64"])),
-            "dst": draw(st.integers(0, n - 1)), "sends": sends,
-            "how": draw(st.sampled_from(["recv", "probe", "iprobe", "mprobe"]))}
+    return {
+        "kind": "wildcard",
+        "dtype": draw(st.sampled_from(["int16", "float32", "uint64"])),
+        "dst": draw(st.integers(0, n - 1)),
+        "sends": sends,
+        "how": draw(st.sampled_from(["recv", "probe", "iprobe", "mprobe"])),
+    }
 
 
 @settings(conformance_settings())
 @given(data=st.data())
-def test_wildcard_receive_and_probe(mpi_conformance_peer: ConformancePeer,
-                                    data: st.DataObject) -> None:
+def test_wildcard_receive_and_probe(
+    mpi_conformance_peer: ConformancePeer, data: st.DataObject
+) -> None:
     """ANY_SOURCE/ANY_TAG receives (plain, after Probe, Iprobe or Mprobe) get every message
     once, with the right Status (Get_source/Get_tag/Get_count), each source's in send order."""
-    check_wildcard(mpi_conformance_peer, data.draw(wildcard_cases(mpi_conformance_peer),
-                                                   label="case"))
+    check_wildcard(
+        mpi_conformance_peer, data.draw(wildcard_cases(mpi_conformance_peer), label="case")
+    )
 
 
 # Every source at once into one wildcard receiver, at the protocol boundaries (PROTOCOL_BYTES),
@@ -169,14 +222,16 @@ def test_wildcard_receive_and_probe(mpi_conformance_peer: ConformancePeer,
 
 
 @pytest.mark.parametrize("how", ["recv", "probe", "iprobe", "mprobe"])
-def test_wildcard_across_the_eager_limit(mpi_conformance_peer: ConformancePeer,
-                                         how: str) -> None:
+def test_wildcard_across_the_eager_limit(mpi_conformance_peer: ConformancePeer, how: str) -> None:
     peer = mpi_conformance_peer
     n, dst = peer.ranks, peer.ranks - 1
-    sends = [{"rank": i % n, "tag": i % 3, "count": nbytes // 8, "seed": i}
-             for i, nbytes in enumerate(PROTOCOL_BYTES * 2)]  # each size from two sources
-    check_wildcard(peer, {"kind": "wildcard", "dtype": "uint64", "dst": dst, "sends": sends,
-                          "how": how})
+    sends = [
+        {"rank": i % n, "tag": i % 3, "count": nbytes // 8, "seed": i}
+        for i, nbytes in enumerate(PROTOCOL_BYTES * 2)
+    ]  # each size from two sources
+    check_wildcard(
+        peer, {"kind": "wildcard", "dtype": "uint64", "dst": dst, "sends": sends, "how": how}
+    )
 
 
 def check_wildcard(peer: ConformancePeer, case: dict[str, Any]) -> None:
@@ -187,23 +242,27 @@ def check_wildcard(peer: ConformancePeer, case: dict[str, Any]) -> None:
         pending[s["rank"]].append(s)
     assert len(got) == len(case["sends"]), hint
     for i, g in enumerate(got):
-        assert pending[g["source"]], f"receive {i}: Get_source()={g['source']}, which had " \
-                                     f"nothing (more) to send\n{hint}"
+        assert pending[g["source"]], (
+            f"receive {i}: Get_source()={g['source']}, which had nothing (more) to send\n{hint}"
+        )
         s = pending[g["source"]].pop(0)  # the earliest unreceived from that source
         seen = (g["tag"], g["count"], g["sha"])
-        assert seen == (s["tag"], s["count"], sha(case["dtype"], s["count"], s["seed"])), \
-            f"receive {i} from rank {g['source']}: (tag, count) = {seen[:2]}, expected its " \
+        assert seen == (s["tag"], s["count"], sha(case["dtype"], s["count"], s["seed"])), (
+            f"receive {i} from rank {g['source']}: (tag, count) = {seen[:2]}, expected its "
             f"next message {(s['tag'], s['count'])} (or its data differs)\n{hint}"
+        )
         if "probed" in g:
-            assert g["probed"] == [g["source"], g["tag"], g["count"]], \
+            assert g["probed"] == [g["source"], g["tag"], g["count"]], (
                 f"receive {i}: the probe's Status {g['probed']} is not the message received\n{hint}"
+            )
 
 
 def invalid_ranks(peer: ConformancePeer) -> st.SearchStrategy[int]:
     c = peer.info.constants
     special = {c["PROC_NULL"], c["ANY_SOURCE"], c["ROOT"]}  # valid (or intercomm) values
-    return st.one_of(st.integers(peer.ranks, INT32_MAX),
-                     st.integers(-INT32_MAX - 1, -1)).filter(lambda v: v not in special)
+    return st.one_of(st.integers(peer.ranks, INT32_MAX), st.integers(-INT32_MAX - 1, -1)).filter(
+        lambda v: v not in special
+    )
 
 
 def invalid_tags(peer: ConformancePeer) -> st.SearchStrategy[int]:
@@ -220,19 +279,26 @@ CALLS = ["send", "isend", "recv", "irecv", "probe", "iprobe"]
 @pytest.mark.parametrize("what,error", [("rank", "ERR_RANK"), ("tag", "ERR_TAG")])
 @settings(conformance_settings())
 @given(data=st.data())
-def test_errors_return(mpi_conformance_peer: ConformancePeer, what: str, error: str,
-                       data: st.DataObject) -> None:
+def test_errors_return(
+    mpi_conformance_peer: ConformancePeer, what: str, error: str, data: st.DataObject
+) -> None:
     """Under MPI.ERRORS_RETURN an invalid rank raises MPI.Exception of class ERR_RANK and an
     invalid tag ERR_TAG, in every call that takes one, and the communicator keeps working."""
     peer = mpi_conformance_peer
     values = invalid_ranks(peer) if what == "rank" else invalid_tags(peer)
-    case = {"kind": "error", "what": what, "call": data.draw(st.sampled_from(CALLS), label="call"),
-            "value": data.draw(values, label="value")}
+    case = {
+        "kind": "error",
+        "what": what,
+        "call": data.draw(st.sampled_from(CALLS), label="call"),
+        "value": data.draw(values, label="value"),
+    }
     data.draw(st.just(case), label="case")  # shown whole in the falsifying example
     want = peer.info.constants[error]
     hint = peer.replay_hint(case)
     for rank, rep in enumerate(peer.run(case)):
-        assert rep["error_class"] == want, f"rank {rank}: {case['call']} with {what} " \
-            f"{case['value']} gave error class {rep['error_class']} ({rep.get('message')}), " \
+        assert rep["error_class"] == want, (
+            f"rank {rank}: {case['call']} with {what} "
+            f"{case['value']} gave error class {rep['error_class']} ({rep.get('message')}), "
             f"not MPI.{error} ({want})\n{hint}"
+        )
         assert rep["ring_ok"], f"rank {rank}: communicator broken after the error\n{hint}"

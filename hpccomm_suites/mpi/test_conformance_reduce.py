@@ -26,17 +26,26 @@ from pytest_hpccomm.stacks.mpi.conformance import (
 )
 from pytest_hpccomm.stacks.mpi.payload import MATMUL, PAIR_TYPES, from_json, np_dtype
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi"),
-              pytest.mark.fabric("ethernet", "ipoib", "ib", "roce")]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("mpi"),
+    pytest.mark.fabric("ethernet", "ipoib", "ib", "roce"),
+]
 
 NUMERIC = INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
 OPS: dict[str, tuple[str, ...]] = {  # op -> dtypes it applies to (MPI 4.1, 6.9.2); first = simplest
-    "SUM": NUMERIC, "PROD": NUMERIC,
-    "MIN": INT_DTYPES + FLOAT_DTYPES, "MAX": INT_DTYPES + FLOAT_DTYPES,
-    "LAND": INT_DTYPES + ("bool",), "LOR": INT_DTYPES + ("bool",),
+    "SUM": NUMERIC,
+    "PROD": NUMERIC,
+    "MIN": INT_DTYPES + FLOAT_DTYPES,
+    "MAX": INT_DTYPES + FLOAT_DTYPES,
+    "LAND": INT_DTYPES + ("bool",),
+    "LOR": INT_DTYPES + ("bool",),
     "LXOR": INT_DTYPES + ("bool",),
-    "BAND": INT_DTYPES, "BOR": INT_DTYPES, "BXOR": INT_DTYPES,
-    "MAXLOC": tuple(PAIR_TYPES), "MINLOC": tuple(PAIR_TYPES),
+    "BAND": INT_DTYPES,
+    "BOR": INT_DTYPES,
+    "BXOR": INT_DTYPES,
+    "MAXLOC": tuple(PAIR_TYPES),
+    "MINLOC": tuple(PAIR_TYPES),
 }
 VARIANTS = ["allreduce", "reduce", "allreduce_inplace", "reduce_inplace"]
 MAX_COUNT = 64
@@ -56,8 +65,9 @@ def values(op: str, dtype: str, n: int) -> st.SearchStrategy[Any]:
     """One element of one rank's input, as JSON (complex [re, im], pairs [value, index])."""
     if dtype in PAIR_TYPES:
         v = st.integers(-3, 3)  # few distinct values: ties, where the lowest index must win
-        return st.tuples(v.map(float) if np_dtype(dtype)["v"].kind == "f" else v,
-                         st.integers(0, 10)).map(list)
+        return st.tuples(
+            v.map(float) if np_dtype(dtype)["v"].kind == "f" else v, st.integers(0, 10)
+        ).map(list)
     if dtype == "bool":
         return st.booleans()
     dt = np.dtype(dtype)
@@ -78,8 +88,9 @@ def values(op: str, dtype: str, n: int) -> st.SearchStrategy[Any]:
         top = iroot(1 << mantissa, n) if dt.kind == "f" else max(1, iroot(1 << 20, n) // 2)
         part = st.integers(-min(top, 10**4), min(top, 10**4)).map(float)
     else:
-        part = st.floats(allow_nan=False, allow_infinity=False,
-                         width=32 if dt == np.float32 else 64)
+        part = st.floats(
+            allow_nan=False, allow_infinity=False, width=32 if dt == np.float32 else 64
+        )
     return st.tuples(part, part).map(list) if dt.kind == "c" else part
 
 
@@ -87,8 +98,9 @@ PAIRS = [(op, dtype) for op, dtypes in OPS.items() for dtype in dtypes]
 
 
 @st.composite
-def reduce_cases(draw: Any, n: int, op: str | None = None, dtype: str | None = None) -> \
-        dict[str, Any]:
+def reduce_cases(
+    draw: Any, n: int, op: str | None = None, dtype: str | None = None
+) -> dict[str, Any]:
     op = op or draw(st.sampled_from(list(OPS)))
     dtype = dtype or draw(st.sampled_from(OPS[op]))
     variant = draw(st.sampled_from(VARIANTS))
@@ -96,13 +108,29 @@ def reduce_cases(draw: Any, n: int, op: str | None = None, dtype: str | None = N
     count = draw(st.integers(0, MAX_COUNT))
     elem = values(op, dtype, n)
     inputs = [draw(st.lists(elem, min_size=count, max_size=count)) for _ in range(n)]
-    return {"kind": "reduce", "op": op, "dtype": dtype, "variant": variant, "root": root,
-            "count": count, "inputs": inputs}
+    return {
+        "kind": "reduce",
+        "op": op,
+        "dtype": dtype,
+        "variant": variant,
+        "root": root,
+        "count": count,
+        "inputs": inputs,
+    }
 
 
-UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
-          "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor,
-          "LAND": np.logical_and, "LOR": np.logical_or, "LXOR": np.logical_xor}
+UFUNCS = {
+    "SUM": np.add,
+    "PROD": np.multiply,
+    "MIN": np.minimum,
+    "MAX": np.maximum,
+    "BAND": np.bitwise_and,
+    "BOR": np.bitwise_or,
+    "BXOR": np.bitwise_xor,
+    "LAND": np.logical_and,
+    "LOR": np.logical_or,
+    "LXOR": np.logical_xor,
+}
 
 
 def reference(op: str, dtype: str, inputs: list[np.ndarray]) -> np.ndarray:
@@ -128,22 +156,26 @@ def holders(case: dict[str, Any], n: int) -> list[int]:
 
 def check_reduce(peer: ConformancePeer, case: dict[str, Any]) -> None:
     reports = peer.run(case)
-    want = reference(case["op"], case["dtype"], [from_json(x, case["dtype"])
-                                                 for x in case["inputs"]])
+    want = reference(
+        case["op"], case["dtype"], [from_json(x, case["dtype"]) for x in case["inputs"]]
+    )
     hint = peer.replay_hint(case)
     for rank in holders(case, peer.ranks):
         got = from_json(reports[rank]["result"], case["dtype"])
         bad = [i for i in range(len(want)) if got[i] != want[i]]
-        assert not bad, f"rank {rank}: {case['variant']} {case['op']} over {case['dtype']} " \
-            f"x{case['count']}: element {bad[0]} is {got[bad[0]]!r}, NumPy says " \
+        assert not bad, (
+            f"rank {rank}: {case['variant']} {case['op']} over {case['dtype']} "
+            f"x{case['count']}: element {bad[0]} is {got[bad[0]]!r}, NumPy says "
             f"{want[bad[0]]!r} ({len(bad)} wrong)\n{hint}"
+        )
 
 
 @pytest.mark.parametrize("op,dtype", PAIRS, ids=[f"{o}-{d}" for o, d in PAIRS])
 @settings(conformance_settings(share=0.2))
 @given(data=st.data())
-def test_reduce_predefined_ops(mpi_conformance_peer: ConformancePeer, op: str, dtype: str,
-                               data: st.DataObject) -> None:
+def test_reduce_predefined_ops(
+    mpi_conformance_peer: ConformancePeer, op: str, dtype: str, data: st.DataObject
+) -> None:
     """Reduce/Allreduce (and their IN_PLACE forms) of every predefined op over every dtype it
     applies to equal NumPy's fold of the ranks' inputs (MAXLOC/MINLOC: lowest index on ties).
     One item per (op, dtype), so every pair runs every time; Hypothesis draws the rest."""
@@ -153,8 +185,9 @@ def test_reduce_predefined_ops(mpi_conformance_peer: ConformancePeer, op: str, d
 
 @settings(conformance_settings())
 @given(data=st.data())
-def test_reduce_any_predefined_op(mpi_conformance_peer: ConformancePeer,
-                                  data: st.DataObject) -> None:
+def test_reduce_any_predefined_op(
+    mpi_conformance_peer: ConformancePeer, data: st.DataObject
+) -> None:
     """The same property with the op and dtype drawn too: a failure shrinks to the simplest
     op and dtype that show it (SUM over int8 comes first), and to the shortest vector."""
     peer = mpi_conformance_peer
@@ -166,15 +199,22 @@ def matmul_cases(draw: Any, n: int) -> dict[str, Any]:
     count = draw(st.integers(0, 6))  # 2x2 matrices per rank
     entry = st.integers(-3, 3)
     inputs = [draw(st.lists(entry, min_size=4 * count, max_size=4 * count)) for _ in range(n)]
-    return {"kind": "reduce", "op": MATMUL, "dtype": "int64",
-            "variant": draw(st.sampled_from(VARIANTS)), "root": draw(st.integers(0, n - 1)),
-            "count": count, "inputs": inputs}
+    return {
+        "kind": "reduce",
+        "op": MATMUL,
+        "dtype": "int64",
+        "variant": draw(st.sampled_from(VARIANTS)),
+        "root": draw(st.integers(0, n - 1)),
+        "count": count,
+        "inputs": inputs,
+    }
 
 
 @settings(conformance_settings())
 @given(data=st.data())
-def test_reduce_noncommutative_user_op(mpi_conformance_peer: ConformancePeer,
-                                       data: st.DataObject) -> None:
+def test_reduce_noncommutative_user_op(
+    mpi_conformance_peer: ConformancePeer, data: st.DataObject
+) -> None:
     """A user op created with commute=False (2x2 matrix product) reduces in rank order:
     the result is A0 @ A1 @ ... @ A(n-1), never a reordering."""
     peer = mpi_conformance_peer
@@ -187,6 +227,8 @@ def test_reduce_noncommutative_user_op(mpi_conformance_peer: ConformancePeer,
     hint = peer.replay_hint(case)
     for rank in holders(case, peer.ranks):
         got = np.array(reports[rank]["result"], np.int64).reshape(-1, 2, 2)
-        assert np.array_equal(got, want), f"rank {rank}: {case['variant']} of the " \
-            f"non-commutative op gave {got.tolist()}, rank-order product is {want.tolist()}" \
+        assert np.array_equal(got, want), (
+            f"rank {rank}: {case['variant']} of the "
+            f"non-commutative op gave {got.tolist()}, rank-order product is {want.tolist()}"
             f"\n{hint}"
+        )

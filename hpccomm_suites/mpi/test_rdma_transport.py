@@ -24,7 +24,13 @@ from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection
 from pytest_hpccomm.fabrics.counters import sent_and_received
 from pytest_hpccomm.fabrics.link_cut import roce_cut
 from pytest_hpccomm.session import HpcSession
-from pytest_hpccomm.stacks.mpi.driver import SweepFailed, SweepSettings, hosts_launch, peer_argv, run_sweep
+from pytest_hpccomm.stacks.mpi.driver import (
+    SweepFailed,
+    SweepSettings,
+    hosts_launch,
+    peer_argv,
+    run_sweep,
+)
 from pytest_hpccomm.stacks.mpi.plugin import sweep_target
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 
@@ -33,27 +39,44 @@ pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi")]
 SIZE = 1 << 20
 MAX_MTU = 4096
 # few, large messages: 2 batches x 8 in flight x 1 MiB (plus one warm-up batch) = 16-24 MiB
-SETTINGS = SweepSettings(batches=2, min_batches=2, budget=0.0, iterations=4, loops=1,
-                         coll_iterations=1, batch_bytes=8 << 20, warmup=1, window=8)
+SETTINGS = SweepSettings(
+    batches=2,
+    min_batches=2,
+    budget=0.0,
+    iterations=4,
+    loops=1,
+    coll_iterations=1,
+    batch_bytes=8 << 20,
+    warmup=1,
+    window=8,
+)
 PAYLOAD = 2 * SETTINGS.window * SIZE  # the least osu_bw moves from rank 0 to rank 1
 JOB_TIMEOUT = 240.0
 
 
 def _traffic(fabric: ClusterFabric, host: HostFabric) -> dict[str, Any]:
     got = fabric.counters(host)
-    return {"port": sent_and_received(got["port"]), "tcp": got["tcp_out_segments"],
-            "packets": "hw.sent_pkts" in got["port"]}
+    return {
+        "port": sent_and_received(got["port"]),
+        "tcp": got["tcp_out_segments"],
+        "packets": "hw.sent_pkts" in got["port"],
+    }
 
 
-def test_mpi_payload_goes_through_the_rdma_device(mpi_runtime: MpiRuntime, hpc_placement: str,
-                                                  hpc_session: HpcSession,
-                                                  request: pytest.FixtureRequest,
-                                                  record_property: Any) -> None:
+def test_mpi_payload_goes_through_the_rdma_device(
+    mpi_runtime: MpiRuntime,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
+    record_property: Any,
+) -> None:
     if hpc_placement != HOSTS:
         pytest.skip(f"runs across hosts (--hpc-hosts); placement {hpc_placement}")
     if hpc_session.cfg.fabric not in RDMA_KINDS:
-        pytest.skip(f"needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
-                    f"{hpc_session.cfg.fabric}")
+        pytest.skip(
+            f"needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
+            f"{hpc_session.cfg.fabric}"
+        )
     target = sweep_target(HOSTS, mpi_runtime, hpc_session, request)
     fabric: ClusterFabric = request.getfixturevalue("hpc_rdma_fabric")
     sel = hpc_session.selection
@@ -61,14 +84,18 @@ def test_mpi_payload_goes_through_the_rdma_device(mpi_runtime: MpiRuntime, hpc_p
     src, dst = fabric.hosts[0], fabric.hosts[1]
     before = {h.host: _traffic(fabric, h) for h in (src, dst)}
     if before[src.host]["port"] is None:
-        pytest.skip(f"{sel.device} ({sel.driver}) counts no traffic on its port (siw has no "
-                    "RDMA counters): nothing can show the bytes took the device")
+        pytest.skip(
+            f"{sel.device} ({sel.driver}) counts no traffic on its port (siw has no "
+            "RDMA counters): nothing can show the bytes took the device"
+        )
     try:
         sweep = run_sweep(mpi_runtime, target, "osu_bw", [SIZE], SETTINGS)
         sweep.point("osu_bw", SIZE)
     except SweepFailed as exc:
-        pytest.fail(f"osu_bw over {target.transport_summary} from {src.host} to {dst.host}: "
-                    f"{exc}", pytrace=False)
+        pytest.fail(
+            f"osu_bw over {target.transport_summary} from {src.host} to {dst.host}: {exc}",
+            pytrace=False,
+        )
     assert not sweep.errors_for("osu_bw", SIZE), sweep.errors_for("osu_bw", SIZE)[:3]
     after = {h.host: _traffic(fabric, h) for h in (src, dst)}
     sent = after[src.host]["port"][0] - before[src.host]["port"][0]
@@ -76,18 +103,23 @@ def test_mpi_payload_goes_through_the_rdma_device(mpi_runtime: MpiRuntime, hpc_p
     tcp = sum(after[h]["tcp"] - before[h]["tcp"] for h in (src.host, dst.host))
     unit = "packets" if after[src.host]["packets"] else "bytes"
     least = PAYLOAD // MAX_MTU if unit == "packets" else PAYLOAD
-    record_property("counters", f"transport {sweep.transport}: {src.host} sent {sent} {unit}, "
-                                f"{dst.host} received {rcvd} {unit} on {sel.device}; TCP "
-                                f"segments sent by both hosts: {tcp}")
+    record_property(
+        "counters",
+        f"transport {sweep.transport}: {src.host} sent {sent} {unit}, "
+        f"{dst.host} received {rcvd} {unit} on {sel.device}; TCP "
+        f"segments sent by both hosts: {tcp}",
+    )
     assert sent >= least and rcvd >= least, (
         f"osu_bw moved at least {PAYLOAD} B from {src.host} to {dst.host}, but the RDMA ports "
         f"counted {sent} {unit} sent and {rcvd} received (at least {least} each expected): "
-        f"the payload did not go through {sel.device}")
+        f"the payload did not go through {sel.device}"
+    )
     # a TCP segment carries at most ~64 KiB (TSO); the payload over TCP would need
     # PAYLOAD / 65536 segments at the very least
     assert tcp < PAYLOAD // 65536, (
         f"TCP sent {tcp} segments during the job, as many as {PAYLOAD} B over TCP would need: "
-        f"the MPI's payload went over TCP, not {sel.device}")
+        f"the MPI's payload went over TCP, not {sel.device}"
+    )
 
 
 # The fault: a long osu_bw job, the RDMA path cut under it once its traffic flows. UCX's RC
@@ -95,28 +127,44 @@ def test_mpi_payload_goes_through_the_rdma_device(mpi_runtime: MpiRuntime, hpc_p
 # endpoint and Open MPI aborts the job. The count is 6 here, not UCX's default 7: rxe retries
 # forever at 7 (see hpccomm_suites/verbs/test_host_to_host.py), and the job would only end at its
 # timeout.
-LONG = SweepSettings(batches=40, min_batches=40, budget=0.0, iterations=4, loops=4,
-                     coll_iterations=1, batch_bytes=64 << 20, warmup=1, window=16)
+LONG = SweepSettings(
+    batches=40,
+    min_batches=40,
+    budget=0.0,
+    iterations=4,
+    loops=4,
+    coll_iterations=1,
+    batch_bytes=64 << 20,
+    warmup=1,
+    window=16,
+)
 FAULT_ENV = {"UCX_RC_RETRY_COUNT": "6"}
 FLOWING = 2000  # packets sent by the first host before the cut: the job is past MPI_Init
 FAULT_BOUND = 90.0  # seconds from the cut to the job's end: 7 x 1 s of retries, then teardown
 
 
-def test_mpi_job_over_a_cut_link_ends_with_an_error(mpi_runtime: MpiRuntime, hpc_placement: str,
-                                                    hpc_session: HpcSession,
-                                                    request: pytest.FixtureRequest,
-                                                    record_property: Any) -> None:
+def test_mpi_job_over_a_cut_link_ends_with_an_error(
+    mpi_runtime: MpiRuntime,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
+    record_property: Any,
+) -> None:
     if hpc_placement != HOSTS:
         pytest.skip(f"runs across hosts (--hpc-hosts); placement {hpc_placement}")
     if hpc_session.cfg.fabric not in RDMA_KINDS:
-        pytest.skip(f"needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
-                    f"{hpc_session.cfg.fabric}")
+        pytest.skip(
+            f"needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
+            f"{hpc_session.cfg.fabric}"
+        )
     target = sweep_target(HOSTS, mpi_runtime, hpc_session, request)
     fabric: ClusterFabric = request.getfixturevalue("hpc_rdma_fabric")
     src = fabric.hosts[0]
     if not src.local or not src.selection.netdev or src.selection.driver == "siw":
-        pytest.skip("the cut drops RoCE v2 arriving at the first host, which must be the one "
-                    "running pytest, on a RoCE fabric")
+        pytest.skip(
+            "the cut drops RoCE v2 arriving at the first host, which must be the one "
+            "running pytest, on a RoCE fabric"
+        )
     hosts = target.hosts[:2]
     argv = peer_argv(mpi_runtime, "osu_bw", [SIZE], LONG, 1.0, False)
     env = peer_env(FAULT_ENV, own_python=mpi_runtime.name == "system")
@@ -139,12 +187,22 @@ def test_mpi_job_over_a_cut_link_ends_with_an_error(mpi_runtime: MpiRuntime, hpc
     finally:
         job.stop()
     output = result.stdout + result.stderr
-    reason = next((ln.strip() for ln in output.splitlines()
-                   if "retry" in ln.lower() or "timeout" in ln.lower()), "")
-    record_property("fault_outcome", f"job ended {took:.1f} s after the cut, exit "
-                                     f"{result.returncode}: {reason or result.describe()}")
-    assert not result.timed_out, \
+    reason = next(
+        (
+            ln.strip()
+            for ln in output.splitlines()
+            if "retry" in ln.lower() or "timeout" in ln.lower()
+        ),
+        "",
+    )
+    record_property(
+        "fault_outcome",
+        f"job ended {took:.1f} s after the cut, exit "
+        f"{result.returncode}: {reason or result.describe()}",
+    )
+    assert not result.timed_out, (
         f"{fault}: the MPI job was still running {FAULT_BOUND:g} s after the cut"
+    )
     assert not result.ok, f"{fault}: the MPI job reported success over a cut link"
     leftovers = [h.host for h in fabric.hosts[:2] if _peer_alive(fabric, h)]
     assert not leftovers, f"{fault}: MPI ranks still running on {', '.join(leftovers)}"

@@ -36,8 +36,11 @@ from pytest_hpccomm.stacks.tf.env import TfEnv
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site
 from pytest_hpccomm.stacks.tf.wire import KNOBS, REDUCE_OPS
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("tf"),
-              pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY)]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("tf"),
+    pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY),
+]
 
 # the dtypes CollectiveReduceV2 has CPU kernels for
 REDUCED = ("float16", "float32", "float64", "int32", "int64")
@@ -61,12 +64,16 @@ def reductions(draw: st.DrawFn) -> tuple[str, list[np.ndarray]]:
     shape = tuple(draw(st.lists(st.integers(1, 5), max_size=3), label="shape"))
     n = int(np.prod(shape, dtype=np.int64))
     if dtype.kind == "f":
-        width: Literal[16, 32, 64] = 16 if dtype.itemsize == 2 else 32 if dtype.itemsize == 4 else 64
+        width: Literal[16, 32, 64] = (
+            16 if dtype.itemsize == 2 else 32 if dtype.itemsize == 4 else 64
+        )
         elements = st.floats(-1e3, 1e3, width=width, allow_subnormal=False)
     else:
-        elements = st.integers(-(2 ** 20), 2 ** 20)
-    arrays = [np.array(draw(st.lists(elements, min_size=n, max_size=n)), dtype).reshape(shape)
-              for _ in range(RING.workers)]
+        elements = st.integers(-(2**20), 2**20)
+    arrays = [
+        np.array(draw(st.lists(elements, min_size=n, max_size=n)), dtype).reshape(shape)
+        for _ in range(RING.workers)
+    ]
     return op, arrays
 
 
@@ -77,17 +84,30 @@ def reference(op: str, arrays: list[np.ndarray]) -> np.ndarray:
     return total / np.array(len(arrays), total.dtype) if op == "MEAN" else total
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=reductions())
-def test_allreduce_equals_the_local_reference(tf_ring: TfTasks,
-                                              case: tuple[str, list[np.ndarray]]) -> None:
+def test_allreduce_equals_the_local_reference(
+    tf_ring: TfTasks, case: tuple[str, list[np.ndarray]]
+) -> None:
     op, arrays = case
     key = next(_KEYS)
-    replies = tf_ring.request_all({
-        task: {"op": "allreduce", "op_name": op, "instance_key": key, "timeout": TIMEOUT,
-               "tensor": encode(str(a.dtype), a.shape, a.tobytes())}
-        for task, a in zip(RING.workers_tasks, arrays)})
+    replies = tf_ring.request_all(
+        {
+            task: {
+                "op": "allreduce",
+                "op_name": op,
+                "instance_key": key,
+                "timeout": TIMEOUT,
+                "tensor": encode(str(a.dtype), a.shape, a.tobytes()),
+            }
+            for task, a in zip(RING.workers_tasks, arrays)
+        }
+    )
     want = reference(op, arrays)
     for task, reply in replies.items():
         dtype, shape, data = as_bytes(reply["result"])
@@ -100,8 +120,10 @@ def test_allreduce_equals_the_local_reference(tf_ring: TfTasks,
 def slices(draw: st.DrawFn) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per worker (indices, values): a length of its own (0 included, not on every worker:
     test_empty_indexed_slices), rows of 3 float32s."""
-    lengths = draw(st.lists(st.integers(0, 12), min_size=RING.workers, max_size=RING.workers)
-                   .filter(any), label="rows per worker")
+    lengths = draw(
+        st.lists(st.integers(0, 12), min_size=RING.workers, max_size=RING.workers).filter(any),
+        label="rows per worker",
+    )
     out = []
     for w, n in enumerate(lengths):
         indices = np.array(draw(st.lists(st.integers(0, 99), min_size=n, max_size=n)), np.int64)
@@ -110,41 +132,64 @@ def slices(draw: st.DrawFn) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-@settings(max_examples=10, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(parts=slices())
 def test_indexed_slices_gather_in_task_order(
-        tf_ring: TfTasks, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    tf_ring: TfTasks, parts: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
     check_slices(tf_ring, parts)
 
 
 def check_slices(tasks: TfTasks, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
     group = next(_GROUPS)
-    replies = tasks.request_all({
-        task: {"op": "allreduce_slices", "group_key": group, "timeout": TIMEOUT,
-               "dense_shape": [100, 3],
-               "indices": encode("int64", i.shape, i.tobytes()),
-               "values": encode("float32", v.shape, v.tobytes())}
-        for task, (i, v) in zip(RING.workers_tasks, parts)})
+    replies = tasks.request_all(
+        {
+            task: {
+                "op": "allreduce_slices",
+                "group_key": group,
+                "timeout": TIMEOUT,
+                "dense_shape": [100, 3],
+                "indices": encode("int64", i.shape, i.tobytes()),
+                "values": encode("float32", v.shape, v.tobytes()),
+            }
+            for task, (i, v) in zip(RING.workers_tasks, parts)
+        }
+    )
     want_i = np.concatenate([i for i, _ in parts])
     want_v = np.concatenate([v for _, v in parts])
     for task, reply in replies.items():
         _, ishape, idata = as_bytes(reply["indices"])
         _, vshape, vdata = as_bytes(reply["values"])
-        np.testing.assert_array_equal(np.frombuffer(idata, np.int64).reshape(ishape), want_i,
-                                      err_msg=f"indices on {task}")
-        np.testing.assert_array_equal(np.frombuffer(vdata, np.float32).reshape(vshape), want_v,
-                                      err_msg=f"values on {task}")
+        np.testing.assert_array_equal(
+            np.frombuffer(idata, np.int64).reshape(ishape), want_i, err_msg=f"indices on {task}"
+        )
+        np.testing.assert_array_equal(
+            np.frombuffer(vdata, np.float32).reshape(vshape), want_v, err_msg=f"values on {task}"
+        )
 
 
-def reduce_counted(tasks: TfTasks, placement: str, request: pytest.FixtureRequest,
-                   x: np.ndarray) -> dict[str, int]:
+def reduce_counted(
+    tasks: TfTasks, placement: str, request: pytest.FixtureRequest, x: np.ndarray
+) -> dict[str, int]:
     """x all-reduced (SUM) by the workers, each checked, and the bytes each network device of
     the placement sent meanwhile: every worker host's veth (netns: one worker per virtual
     host), this host's fabric netdev (hosts: worker:0 here), or lo (loopback)."""
     key = next(_KEYS)
-    msgs = {t: {"op": "allreduce", "op_name": "SUM", "timeout": TIMEOUT, "instance_key": key,
-                "tensor": encode(str(x.dtype), x.shape, x.tobytes())} for t in RING.workers_tasks}
+    msgs = {
+        t: {
+            "op": "allreduce",
+            "op_name": "SUM",
+            "timeout": TIMEOUT,
+            "instance_key": key,
+            "tensor": encode(str(x.dtype), x.shape, x.tobytes()),
+        }
+        for t in RING.workers_tasks
+    }
     if placement == "hosts":
         assert list(tasks.local_pids()) == ["worker:0"], f"worker:0 alone here: {tasks.hosts}"
         netdev = request.getfixturevalue("hpc_session").selection.netdev
@@ -169,8 +214,9 @@ def reduce_counted(tasks: TfTasks, placement: str, request: pytest.FixtureReques
     return sent
 
 
-def test_allreduce_traffic_takes_the_fabric(tf_ring: TfTasks, hpc_placement: str,
-                                           request: pytest.FixtureRequest) -> None:
+def test_allreduce_traffic_takes_the_fabric(
+    tf_ring: TfTasks, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """A 4 MiB all-reduce crosses the network the placement names: each worker host's veth
     sends at least the half of the tensor a two-worker ring passes on twice, or TCP over lo
     carries both workers' share."""
@@ -180,9 +226,9 @@ def test_allreduce_traffic_takes_the_fabric(tf_ring: TfTasks, hpc_placement: str
     assert all(v >= need for v in sent.values()), f"bytes sent {sent}, need {need} each"
 
 
-def test_gzip_knob_compresses_collective_traffic(tf_env: TfEnv, tf_ring: TfTasks,
-                                                 hpc_placement: str,
-                                                 request: pytest.FixtureRequest) -> None:
+def test_gzip_knob_compresses_collective_traffic(
+    tf_env: TfEnv, tf_ring: TfTasks, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """rpc_options compression_algorithm=gzip (the `gzip` knob) on every task: a 4 MiB
     all-reduce of zeros is still right, and takes fewer bytes on the wire than with
     TensorFlow's default (no compression). TensorFlow 2.21.0 sends as many: RecvBuf's
@@ -197,10 +243,11 @@ def test_gzip_knob_compresses_collective_traffic(tf_env: TfEnv, tf_ring: TfTasks
     assert plain >= x.nbytes // 2, f"the plain all-reduce sent {plain} bytes"
     if gzip > plain // 2:
         if gzip >= 0.9 * plain:
-            pytest.xfail(f"TensorFlow {tf_env.version} does not compress collective traffic "
-                         f"with rpc_options gzip: {gzip} bytes vs {plain} without")
-        pytest.fail(f"gzip sent {gzip} bytes of zeros vs {plain} without: compressed only in "
-                    "part")
+            pytest.xfail(
+                f"TensorFlow {tf_env.version} does not compress collective traffic "
+                f"with rpc_options gzip: {gzip} bytes vs {plain} without"
+            )
+        pytest.fail(f"gzip sent {gzip} bytes of zeros vs {plain} without: compressed only in part")
 
 
 def knob_reached_tensorflow(tasks: TfTasks, knob: str) -> None:
@@ -208,16 +255,20 @@ def knob_reached_tensorflow(tasks: TfTasks, knob: str) -> None:
     reads them back from TensorFlow's context and says so in its hello), so a knob without an
     effect is TensorFlow's, not a variable our plumbing dropped."""
     held = {t: h.get("rpc_options") for t, h in tasks.hellos.items() if t.startswith("worker")}
-    assert held and all(isinstance(v, dict) and all(v.get(k) == want for k, want in
-                                                    KNOBS[knob].items()) for v in held.values()), \
-        f"the {knob} knob {KNOBS[knob]} did not reach TensorFlow: its tasks hold {held}"
+    assert held and all(
+        isinstance(v, dict) and all(v.get(k) == want for k, want in KNOBS[knob].items())
+        for v in held.values()
+    ), f"the {knob} knob {KNOBS[knob]} did not reach TensorFlow: its tasks hold {held}"
 
 
 def connections(pid: int, port: int) -> int:
     """Established TCP connections of process `pid` to remote `port` (its own network
     namespace's tables, through /proc: netns placement too)."""
-    mine = {link.readlink().name[len("socket:["):-1] for link in Path(f"/proc/{pid}/fd").iterdir()
-            if link.readlink().name.startswith("socket:[")}
+    mine = {
+        link.readlink().name[len("socket:[") : -1]
+        for link in Path(f"/proc/{pid}/fd").iterdir()
+        if link.readlink().name.startswith("socket:[")
+    }
     count = 0
     for table in ("tcp", "tcp6"):
         for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
@@ -228,8 +279,9 @@ def connections(pid: int, port: int) -> int:
     return count
 
 
-def test_channels_knob_opens_channels(tf_env: TfEnv, hpc_placement: str,
-                                      request: pytest.FixtureRequest) -> None:
+def test_channels_knob_opens_channels(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """rpc_options num_channels_per_target=4 (the `channels_4` knob): after all-reduces,
     worker:0 holds more than one TCP connection to worker:1, as with TensorFlow's default it
     holds one. TensorFlow 2.21.0 holds one either way (observed: the worker cache
@@ -249,9 +301,11 @@ def test_channels_knob_opens_channels(tf_env: TfEnv, hpc_placement: str,
             knob_reached_tensorflow(tasks, knob)
     assert held["default"] >= 1, f"no connection from worker:0 to worker:1 seen: {held}"
     if held["channels_4"] <= held["default"]:
-        pytest.xfail(f"TensorFlow {tf_env.version}: num_channels_per_target=4 left worker:0 "
-                     f"with {held['channels_4']} connection(s) to worker:1, as the default "
-                     f"({held['default']})")
+        pytest.xfail(
+            f"TensorFlow {tf_env.version}: num_channels_per_target=4 left worker:0 "
+            f"with {held['channels_4']} connection(s) to worker:1, as the default "
+            f"({held['default']})"
+        )
 
 
 def _tx(netdev: str) -> int:
@@ -261,8 +315,9 @@ def _tx(netdev: str) -> int:
 SEGFAULT_65785 = re.compile(r"worker:\d+ exit -11\b")
 
 
-def test_empty_indexed_slices(tf_env: TfEnv, hpc_placement: str,
-                              request: pytest.FixtureRequest) -> None:
+def test_empty_indexed_slices(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """No rows on any worker: the result has none either. TensorFlow 2.21.0 crashes the leader
     task (SIGSEGV in CollectiveGatherV2 of the empty lengths-equal inputs; the other worker
     then fails or crashes too); a worker killed by SIGSEGV during this request, and only that,
@@ -275,17 +330,20 @@ def test_empty_indexed_slices(tf_env: TfEnv, hpc_placement: str,
         except TaskLost as exc:
             seen = SEGFAULT_65785.search(str(exc))
             if seen and "lost during allreduce_slices" in str(exc):
-                pytest.xfail(f"tensorflow#65785: CollectiveGatherV2 of empty inputs crashed "
-                             f"a task ({seen.group(0)}, TensorFlow "
-                             f"{tf_env.fingerprint().get('tensorflow')})")
+                pytest.xfail(
+                    f"tensorflow#65785: CollectiveGatherV2 of empty inputs crashed "
+                    f"a task ({seen.group(0)}, TensorFlow "
+                    f"{tf_env.fingerprint().get('tensorflow')})"
+                )
             raise
 
 
 GROUP_TIMEOUT = 2.0  # timeout_seconds of the collective that never fills
 
 
-def test_a_missing_worker_is_deadline_exceeded(tf_env: TfEnv, hpc_placement: str,
-                                               request: pytest.FixtureRequest) -> None:
+def test_a_missing_worker_is_deadline_exceeded(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """worker:0 all-reduces alone in a group of two: DeadlineExceeded once its timeout_seconds
     have passed (and not long after), then the tasks end with nothing left. Own tasks: a
     failed collective aborts the task's collective executor."""
@@ -297,9 +355,17 @@ def test_a_missing_worker_is_deadline_exceeded(tf_env: TfEnv, hpc_placement: str
         procs = [p for p in map(proctree.proc_of, tasks.local_pids().values()) if p is not None]
         t0 = time.monotonic()
         with pytest.raises(TfError) as err:
-            tasks.request_all({"worker:0": {
-                "op": "allreduce", "op_name": "SUM", "instance_key": 1,
-                "timeout": GROUP_TIMEOUT, "tensor": encode("float32", x.shape, x.tobytes())}})
+            tasks.request_all(
+                {
+                    "worker:0": {
+                        "op": "allreduce",
+                        "op_name": "SUM",
+                        "instance_key": 1,
+                        "timeout": GROUP_TIMEOUT,
+                        "tensor": encode("float32", x.shape, x.tobytes()),
+                    }
+                }
+            )
         took = time.monotonic() - t0
     finally:
         tasks.close()

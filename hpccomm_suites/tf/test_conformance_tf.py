@@ -26,8 +26,11 @@ from pytest_hpccomm.stacks.tf.env import TfEnv
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site
 from pytest_hpccomm.stacks.tf.wire import DTYPES
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("tf"),
-              pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY)]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("tf"),
+    pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY),
+]
 
 
 @st.composite
@@ -36,30 +39,41 @@ def tensors(draw: st.DrawFn) -> np.ndarray:
     shape = tuple(draw(st.lists(st.integers(0, 6), max_size=3), label="shape"))
     n = int(np.prod(shape, dtype=np.int64))
     if dtype == np.bool_:  # a bool is one byte that must be 0 or 1
-        return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)),
-                        dtype=bool).reshape(shape)
+        return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool).reshape(
+            shape
+        )
     raw = draw(st.binary(min_size=n * dtype.itemsize, max_size=n * dtype.itemsize), label="bytes")
     return np.frombuffer(raw, dtype).reshape(shape)
 
 
 def check_round_trip(tasks: TfTasks, x: np.ndarray) -> None:
-    reply = tasks.request("worker:0", {"op": "transfer", "to": "ps:0",
-                                       "tensor": encode(str(x.dtype), x.shape, x.tobytes())})
+    reply = tasks.request(
+        "worker:0",
+        {"op": "transfer", "to": "ps:0", "tensor": encode(str(x.dtype), x.shape, x.tobytes())},
+    )
     for side in ("there", "back"):
         dtype, shape, data = decode(reply[side])
-        what = f"{x.dtype}{list(x.shape)} worker:0 -> ps:0" + (" -> worker:0" if side == "back"
-                                                               else " (as ps:0 holds it)")
-        assert (dtype, tuple(shape)) == (str(x.dtype), x.shape), \
+        what = f"{x.dtype}{list(x.shape)} worker:0 -> ps:0" + (
+            " -> worker:0" if side == "back" else " (as ps:0 holds it)"
+        )
+        assert (dtype, tuple(shape)) == (str(x.dtype), x.shape), (
             f"{what}: arrived as {dtype}{shape}"
+        )
         if data != x.tobytes():
             got = np.frombuffer(data, np.uint8)
             first = int(np.flatnonzero(got != np.frombuffer(x.tobytes(), np.uint8))[0])
-            raise AssertionError(f"{what}: {len(data)} bytes arrived, first difference at "
-                                 f"byte {first} (element {first // x.dtype.itemsize})")
+            raise AssertionError(
+                f"{what}: {len(data)} bytes arrived, first difference at "
+                f"byte {first} (element {first // x.dtype.itemsize})"
+            )
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(x=tensors())
 def test_tensors_cross_tasks_bit_exact(tf_tasks: TfTasks, x: np.ndarray) -> None:
     check_round_trip(tf_tasks, x)
@@ -81,8 +95,9 @@ def _rx(netdev: str) -> int:
     return int(Path(f"/sys/class/net/{netdev}/statistics/rx_bytes").read_text())
 
 
-def test_traffic_takes_the_fabric(tf_tasks: TfTasks, hpc_placement: str,
-                                  request: pytest.FixtureRequest) -> None:
+def test_traffic_takes_the_fabric(
+    tf_tasks: TfTasks, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """A 2 MiB tensor each way crosses the network the placement names: the ps and the
     worker host's veths (netns: they are on different virtual hosts), this host's fabric
     netdev both ways (hosts: ps:0 here, worker:0 on the next host), or TCP over lo
@@ -90,8 +105,9 @@ def test_traffic_takes_the_fabric(tf_tasks: TfTasks, hpc_placement: str,
     x = np.arange(1 << 19, dtype=np.float32)  # 2 MiB
     need = x.nbytes
     if hpc_placement == "hosts":
-        assert "ps:0" in tf_tasks.local_pids() and "worker:0" not in tf_tasks.local_pids(), \
+        assert "ps:0" in tf_tasks.local_pids() and "worker:0" not in tf_tasks.local_pids(), (
             f"ps:0 runs here and worker:0 elsewhere: {tf_tasks.hosts}"
+        )
         netdev = request.getfixturevalue("hpc_session").selection.netdev
         before = _tx(netdev), _rx(netdev)
         check_round_trip(tf_tasks, x)
@@ -115,8 +131,9 @@ def test_traffic_takes_the_fabric(tf_tasks: TfTasks, hpc_placement: str,
 KILLED_WITHIN = 60.0  # seconds for the worker to report a killed ps task
 
 
-def test_a_killed_task_is_an_error_not_a_hang(tf_env: TfEnv, hpc_placement: str,
-                                              request: pytest.FixtureRequest) -> None:
+def test_a_killed_task_is_an_error_not_a_hang(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
     """ps:0 SIGKILLed: the worker's next transfer to it raises (gRPC's Unavailable, as
     TensorFlow reports a dead peer) within KILLED_WITHIN seconds; once the tasks are closed no
     process of theirs is left. Own tasks: this ends them."""

@@ -15,8 +15,11 @@ from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.stacks.tf.driver import TfTasks
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("tf"),
-              pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY)]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("tf"),
+    pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY),
+]
 
 STEPS, BATCH, FEATURES, RATE = 6, 16, 4, 0.1
 
@@ -43,13 +46,20 @@ def test_coordinated_training_matches_one_process(tf_ps_cluster: TfTasks, seed: 
     xs = [rng.normal(size=(BATCH, FEATURES)) for _ in range(STEPS)]
     true_w = rng.normal(size=(FEATURES, 1))
     ys = [x @ true_w + 0.5 + 0.01 * rng.normal(size=(BATCH, 1)) for x in xs]
-    reply = tf_ps_cluster.request("chief:0", {
-        "op": "train", "learning_rate": RATE,
-        "x": [encode("float64", x.shape, x.tobytes()) for x in xs],
-        "y": [encode("float64", y.shape, y.tobytes()) for y in ys]})
+    reply = tf_ps_cluster.request(
+        "chief:0",
+        {
+            "op": "train",
+            "learning_rate": RATE,
+            "x": [encode("float64", x.shape, x.tobytes()) for x in xs],
+            "y": [encode("float64", y.shape, y.tobytes()) for y in ys],
+        },
+    )
     want_w, want_b = reference(xs, ys)
     np.testing.assert_allclose(_array(reply["w"]), want_w, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(_array(reply["b"]), want_b, rtol=1e-12, atol=1e-14)
     assert not np.allclose(want_w, 0.0), "the reference did not train"
-    assert sorted(d.split("/device:")[0] for d in reply["devices"]) == \
-        ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"], reply["devices"]
+    assert sorted(d.split("/device:")[0] for d in reply["devices"]) == [
+        "/job:ps/replica:0/task:0",
+        "/job:ps/replica:0/task:1",
+    ], reply["devices"]

@@ -22,9 +22,12 @@ import pytest
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, RecvRun
 
 # TCP at every placement: the quick profile times it over loopback only (placement.py)
-pytestmark = [pytest.mark.perf, pytest.mark.stack("tf"),
-              pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY),
-              pytest.mark.quick_placements("loopback")]
+pytestmark = [
+    pytest.mark.perf,
+    pytest.mark.stack("tf"),
+    pytest.mark.fabric("ethernet", "ipoib", why=TCP_ONLY),
+    pytest.mark.quick_placements("loopback"),
+]
 
 
 def test_tf_recv_tensor(tf_size: int, tf_recv_tensor: RecvRun) -> None:
@@ -43,6 +46,7 @@ def test_tf_allreduce_knob(tf_knob: str, tf_knob_size: int, tf_allreduce_knob: R
     tf_allreduce_knob(tf_knob_size)
 
 
-def test_tf_allreduce_packed(tf_packing: str, tf_pack_size: int,
-                             tf_allreduce_packed: RecvRun) -> None:
+def test_tf_allreduce_packed(
+    tf_packing: str, tf_pack_size: int, tf_allreduce_packed: RecvRun
+) -> None:
     tf_allreduce_packed(tf_pack_size)

@@ -39,12 +39,20 @@ RECEIVE_TOO_SMALL = (LOCAL_LENGTH_ERROR, LOCAL_QP_OPERATION_ERROR)
 SENDER_OF_TOO_LARGE = (REMOTE_INVALID_REQUEST, REMOTE_OPERATION_ERROR)
 
 
-def test_bad_lkey_fails_with_a_local_error(verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink,
-                                           record_property: Any) -> None:
+def test_bad_lkey_fails_with_a_local_error(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
+) -> None:
     link = verbs_fresh_rc()
-    wr = {"opcode": "RDMA_WRITE", "mr": link.mr_a["mr"], "offset": 0, "length": 256,
-          "lkey": link.mr_a["lkey"] ^ 0x7f7f00, "remote_addr": link.mr_b["addr"],
-          "rkey": link.mr_b["rkey"], "wr_id": 42}
+    wr = {
+        "opcode": "RDMA_WRITE",
+        "mr": link.mr_a["mr"],
+        "offset": 0,
+        "length": 256,
+        "lkey": link.mr_a["lkey"] ^ 0x7F7F00,
+        "remote_addr": link.mr_b["addr"],
+        "rkey": link.mr_b["rkey"],
+        "wr_id": 42,
+    }
     try:
         wcs = verbs_pair.execute(link.a, [wr])
     except VerbsCallError as exc:  # some providers check the key when posting
@@ -55,27 +63,30 @@ def test_bad_lkey_fails_with_a_local_error(verbs_pair: VerbsPair, verbs_fresh_rc
     text = str(info.value)
     assert "wr_id=42" in text and "RDMA_WRITE" in text, text
     record_property("bad_lkey_status", wcs[0]["status_text"])
-    assert wcs[0]["status"] in BAD_LKEY, \
+    assert wcs[0]["status"] in BAD_LKEY, (
         f"bad lkey completed with {wcs[0]['status_text']}, not local protection error"
+    )
 
 
 def test_send_larger_than_the_receive_buffer_fails_on_both_sides(
-        verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any) -> None:
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
+) -> None:
     link = verbs_fresh_rc()
-    link.b.peer.call("post_recv", ep=link.b.ep, mr=link.mr_b["mr"], offset=0, length=64,
-                     wr_id=7)
+    link.b.peer.call("post_recv", ep=link.b.ep, mr=link.mr_b["mr"], offset=0, length=64, wr_id=7)
     wr = {"opcode": "SEND", "mr": link.mr_a["mr"], "offset": 0, "length": 4096, "wr_id": 8}
     sent = verbs_pair.execute(link.a, [wr], allow_missing=True)
     got = verbs_pair.poll(link.b, "recv", count=1, nbytes=4096, allow_missing=True)
     assert got, "the receiver saw no completion for an oversized SEND"
     record_property("receiver_status", got[0]["status_text"])
     record_property("sender_status", sent[0]["status_text"] if sent else "none")
-    assert got[0]["status"] in RECEIVE_TOO_SMALL, \
+    assert got[0]["status"] in RECEIVE_TOO_SMALL, (
         f"receiver: {got[0]['status_text']}, not local length error"
+    )
     if not verbs_pair.iwarp:  # iWARP completes a SEND once TCP has it
-        assert sent and sent[0]["status"] in SENDER_OF_TOO_LARGE, \
-            f"sender: {sent[0]['status_text'] if sent else 'no completion'}, " \
+        assert sent and sent[0]["status"] in SENDER_OF_TOO_LARGE, (
+            f"sender: {sent[0]['status_text'] if sent else 'no completion'}, "
             "not remote invalid request error"
+        )
 
 
 def test_post_to_a_qp_that_is_not_ready_is_refused(verbs_pair: VerbsPair) -> None:
@@ -97,13 +108,21 @@ def test_post_to_a_qp_that_is_not_ready_is_refused(verbs_pair: VerbsPair) -> Non
 
 
 def test_work_on_a_broken_connection_fails_within_its_deadline(
-        verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any) -> None:
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
+) -> None:
     """The responder rejects an RDMA WRITE (RC: both QPs go to ERR; iWARP: the responder
     TERMINATEs the connection); the READ posted next must fail within its deadline, not wait
     out a minute (issue 11: on siw it never completes, so only the deadline ends it)."""
     link = verbs_fresh_rc(b_access=("local_write", "remote_read", "remote_atomic"))
-    wr = {"opcode": "RDMA_WRITE", "mr": link.mr_a["mr"], "offset": 0, "length": 4096,
-          "remote_addr": link.mr_b["addr"], "rkey": link.mr_b["rkey"], "wr_id": 1}
+    wr = {
+        "opcode": "RDMA_WRITE",
+        "mr": link.mr_a["mr"],
+        "offset": 0,
+        "length": 4096,
+        "remote_addr": link.mr_b["addr"],
+        "rkey": link.mr_b["rkey"],
+        "wr_id": 1,
+    }
     after = {**wr, "opcode": "RDMA_READ", "length": 8, "wr_id": 2}
     started = time.monotonic()
     try:

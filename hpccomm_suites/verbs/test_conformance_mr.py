@@ -31,11 +31,25 @@ def without(flag: str) -> tuple[str, ...]:
     return tuple(a for a in ALL_ACCESS if a != flag)
 
 
-def op(opcode: str, link: Any, *, offset: int = 0, length: int = LENGTH,
-       rkey: int | None = None, **extra: Any) -> dict[str, Any]:
-    return {"opcode": opcode, "mr": link.mr_a["mr"], "offset": 0, "length": length,
-            "remote_addr": link.mr_b["addr"] + offset,
-            "rkey": link.mr_b["rkey"] if rkey is None else rkey, "wr_id": 1, **extra}
+def op(
+    opcode: str,
+    link: Any,
+    *,
+    offset: int = 0,
+    length: int = LENGTH,
+    rkey: int | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "opcode": opcode,
+        "mr": link.mr_a["mr"],
+        "offset": 0,
+        "length": length,
+        "remote_addr": link.mr_b["addr"] + offset,
+        "rkey": link.mr_b["rkey"] if rkey is None else rkey,
+        "wr_id": 1,
+        **extra,
+    }
 
 
 def violation(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
@@ -55,27 +69,33 @@ def violation(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
             return f"connection terminated: {exc}"
         if not after or after[0]["status"] != 0:  # (siw reports no QP state to ask instead)
             return "connection terminated"
-    pytest.fail(f"{wr['opcode']} violating the responder's MR completed with "
-                f"{wcs[0]['status_text']} and the connection carried on", pytrace=False)
+    pytest.fail(
+        f"{wr['opcode']} violating the responder's MR completed with "
+        f"{wcs[0]['status_text']} and the connection carried on",
+        pytrace=False,
+    )
 
 
 def target_digest(link: Any) -> str:
     return str(link.b.peer.call("digest", mr=link.mr_b["mr"], offset=0, length=LENGTH))
 
 
-def test_rdma_write_into_mr_with_remote_write_lands(verbs_pair: VerbsPair,
-                                                    verbs_fresh_rc: FreshLink) -> None:
+def test_rdma_write_into_mr_with_remote_write_lands(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
+) -> None:
     link = verbs_fresh_rc()
     want = link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=7)
     wr = op("RDMA_WRITE", link)
-    verbs_pair.expect_success(verbs_pair.execute(link.a, [wr]), [wr],
-                              "RDMA_WRITE into an MR registered with REMOTE_WRITE")
+    verbs_pair.expect_success(
+        verbs_pair.execute(link.a, [wr]), [wr], "RDMA_WRITE into an MR registered with REMOTE_WRITE"
+    )
     link.placed()
     assert target_digest(link) == want, "the RDMA WRITE completed but its bytes did not land"
 
 
-def test_rdma_write_without_remote_write_is_rejected(verbs_pair: VerbsPair,
-                                                     verbs_fresh_rc: FreshLink) -> None:
+def test_rdma_write_without_remote_write_is_rejected(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
+) -> None:
     link = verbs_fresh_rc(b_access=without("remote_write"))
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=8)
     before = target_digest(link)
@@ -83,8 +103,9 @@ def test_rdma_write_without_remote_write_is_rejected(verbs_pair: VerbsPair,
     assert target_digest(link) == before, f"forbidden write changed the target ({how})"
 
 
-def test_rdma_read_without_remote_read_is_rejected(verbs_pair: VerbsPair,
-                                                   verbs_fresh_rc: FreshLink) -> None:
+def test_rdma_read_without_remote_read_is_rejected(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
+) -> None:
     link = verbs_fresh_rc(b_access=without("remote_read"))
     secret = link.b.peer.call("fill", mr=link.mr_b["mr"], offset=0, length=LENGTH, seed=9)
     with known_defects(verbs_pair.selection.driver, "siw-no-remote-read-check"):
@@ -93,8 +114,9 @@ def test_rdma_read_without_remote_read_is_rejected(verbs_pair: VerbsPair,
         assert got != secret, "a forbidden RDMA READ returned the target's bytes"
 
 
-def test_atomic_without_remote_atomic_is_rejected(verbs_pair: VerbsPair,
-                                                  verbs_fresh_rc: FreshLink) -> None:
+def test_atomic_without_remote_atomic_is_rejected(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
+) -> None:
     if not verbs_pair.info.get("atomic_cap"):
         pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
     link = verbs_fresh_rc(b_access=without("remote_atomic"))
@@ -103,17 +125,17 @@ def test_atomic_without_remote_atomic_is_rejected(verbs_pair: VerbsPair,
     assert target_digest(link) == before, "a forbidden atomic changed the target"
 
 
-def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair,
-                                verbs_fresh_rc: FreshLink) -> None:
+def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink) -> None:
     link = verbs_fresh_rc()
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=10)
     before = target_digest(link)
-    violation(verbs_pair, link, op("RDMA_WRITE", link, rkey=link.mr_b["rkey"] ^ 0x5a5a00))
+    violation(verbs_pair, link, op("RDMA_WRITE", link, rkey=link.mr_b["rkey"] ^ 0x5A5A00))
     assert target_digest(link) == before
 
 
-def test_write_past_the_end_of_the_mr_is_rejected(verbs_pair: VerbsPair,
-                                                  verbs_fresh_rc: FreshLink) -> None:
+def test_write_past_the_end_of_the_mr_is_rejected(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
+) -> None:
     link = verbs_fresh_rc(length=LENGTH)
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=11)
     before = target_digest(link)

@@ -29,19 +29,29 @@ RC_REQUIRED = {
 @pytest.fixture
 def manual_only(verbs_pair: VerbsPair) -> None:
     if verbs_pair.iwarp:
-        pytest.skip("iWARP QPs reach RTR and RTS only through the connection manager "
-                    "(test_cm_connection_reaches_rts covers them)")
+        pytest.skip(
+            "iWARP QPs reach RTR and RTS only through the connection manager "
+            "(test_cm_connection_reaches_rts covers them)"
+        )
 
 
 def state(side: Side) -> str:
     return str(side.peer.call("query_qp", ep=side.ep)["state"])
 
 
-def modify(side: Side, to: str, remote: dict[str, Any] | None = None,
-           omit: tuple[str, ...] = ()) -> str:
-    return str(side.peer.call("modify_qp", ep=side.ep, state=to, remote=remote,
-                              omit=list(omit),
-                              access=["local_write", "remote_write", "remote_read"])["state"])
+def modify(
+    side: Side, to: str, remote: dict[str, Any] | None = None, omit: tuple[str, ...] = ()
+) -> str:
+    return str(
+        side.peer.call(
+            "modify_qp",
+            ep=side.ep,
+            state=to,
+            remote=remote,
+            omit=list(omit),
+            access=["local_write", "remote_write", "remote_read"],
+        )["state"]
+    )
 
 
 def rejected(side: Side, to: str, **kw: Any) -> str:
@@ -67,17 +77,22 @@ def test_rc_walks_reset_init_rtr_rts(verbs_qps: NewQp, manual_only: None) -> Non
     assert modify(a, "RTS") == "RTS"
 
 
-def test_ud_walks_reset_init_rtr_rts(verbs_pair: VerbsPair, verbs_qps: NewQp,
-                                     manual_only: None) -> None:
+def test_ud_walks_reset_init_rtr_rts(
+    verbs_pair: VerbsPair, verbs_qps: NewQp, manual_only: None
+) -> None:
     a = verbs_qps("UD")
     for to in ("INIT", "RTR", "RTS"):
         assert modify(a, to) == to
 
 
-@pytest.mark.parametrize("start,to", [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS")],
-                         ids=["RESET-RTR", "RESET-RTS", "INIT-RTS"])
-def test_skipping_a_state_is_rejected(verbs_qps: NewQp, manual_only: None, start: str,
-                                      to: str) -> None:
+@pytest.mark.parametrize(
+    "start,to",
+    [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS")],
+    ids=["RESET-RTR", "RESET-RTS", "INIT-RTS"],
+)
+def test_skipping_a_state_is_rejected(
+    verbs_qps: NewQp, manual_only: None, start: str, to: str
+) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     if start == "INIT":
         modify(a, "INIT")
@@ -85,13 +100,17 @@ def test_skipping_a_state_is_rejected(verbs_qps: NewQp, manual_only: None, start
     assert state(a) == start, f"a rejected {start}->{to} must leave the QP in {start}"
 
 
-@pytest.mark.parametrize("to,missing", [(to, m) for to, ms in RC_REQUIRED.items() for m in ms],
-                         ids=[f"{to}-no-{m}" for to, ms in RC_REQUIRED.items() for m in ms])
+@pytest.mark.parametrize(
+    "to,missing",
+    [(to, m) for to, ms in RC_REQUIRED.items() for m in ms],
+    ids=[f"{to}-no-{m}" for to, ms in RC_REQUIRED.items() for m in ms],
+)
 def test_transition_without_a_required_attribute_is_rejected(
-        verbs_qps: NewQp, manual_only: None, to: str, missing: str) -> None:
+    verbs_qps: NewQp, manual_only: None, to: str, missing: str
+) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     walk = ["INIT", "RTR", "RTS"]
-    for step in walk[:walk.index(to)]:
+    for step in walk[: walk.index(to)]:
         modify(a, step, remote=b.address)
     before = state(a)
     rejected(a, to, remote=b.address, omit=(missing,))

@@ -44,8 +44,10 @@ RETRY_BOUND = 10.0
 
 def _hosts(pair: VerbsPair, fabric: ClusterFabric) -> tuple[HostFabric, HostFabric]:
     if pair.hosts is None:
-        pytest.skip("needs two hosts (--hpc-hosts a,b): this session's peers share one device "
-                    "(loopback QPs)")
+        pytest.skip(
+            "needs two hosts (--hpc-hosts a,b): this session's peers share one device "
+            "(loopback QPs)"
+        )
     by_name = {h.host: h for h in fabric.hosts}
     return by_name[pair.hosts[0]], by_name[pair.hosts[1]]
 
@@ -59,33 +61,50 @@ def _moved(fabric: ClusterFabric, host: HostFabric) -> tuple[int, int, str]:
         unit = "packets" if "hw.sent_pkts" in got["port"] else "bytes"
         return port[0], port[1], f"{unit} on {host.selection.device}"
     nd = got["netdev"]
-    return int(nd.get("tx_bytes", 0)), int(nd.get("rx_bytes", 0)), \
-        f"bytes on {host.selection.netdev}"
+    return (
+        int(nd.get("tx_bytes", 0)),
+        int(nd.get("rx_bytes", 0)),
+        f"bytes on {host.selection.netdev}",
+    )
 
 
 @pytest.mark.parametrize("opcode", ["SEND", "RDMA_WRITE", "RDMA_READ"])
-def test_payload_crosses_the_link(opcode: str, verbs_pair: VerbsPair, verbs_rc: Link,
-                                  hpc_rdma_fabric: ClusterFabric,
-                                  record_property: Any) -> None:
+def test_payload_crosses_the_link(
+    opcode: str,
+    verbs_pair: VerbsPair,
+    verbs_rc: Link,
+    hpc_rdma_fabric: ClusterFabric,
+    record_property: Any,
+) -> None:
     ha, hb = _hosts(verbs_pair, hpc_rdma_fabric)
     rc = verbs_rc
     # READ pulls b's bytes to a; SEND and WRITE push a's to b
-    (src, src_host), (dst, dst_host) = ((rc.b, hb), (rc.a, ha)) if opcode == "RDMA_READ" \
-        else ((rc.a, ha), (rc.b, hb))
+    (src, src_host), (dst, dst_host) = (
+        ((rc.b, hb), (rc.a, ha)) if opcode == "RDMA_READ" else ((rc.a, ha), (rc.b, hb))
+    )
     src_mr = rc.mr_b if opcode == "RDMA_READ" else rc.mr_a
     want = src.peer.call("fill", mr=src_mr["mr"], offset=0, length=PAYLOAD, seed=7)
     before = {h.host: _moved(hpc_rdma_fabric, h) for h in (ha, hb)}
     if opcode == "SEND":
-        rc.b.peer.call("post_recv", ep=rc.b.ep, mr=rc.mr_b["mr"], offset=0, length=PAYLOAD,
-                       wr_id=1)
-    wr = {"opcode": opcode, "mr": rc.mr_a["mr"], "wr_id": 2, "offset": 0, "length": PAYLOAD,
-          "remote_addr": rc.mr_b["addr"], "rkey": rc.mr_b["rkey"]}
+        rc.b.peer.call("post_recv", ep=rc.b.ep, mr=rc.mr_b["mr"], offset=0, length=PAYLOAD, wr_id=1)
+    wr = {
+        "opcode": opcode,
+        "mr": rc.mr_a["mr"],
+        "wr_id": 2,
+        "offset": 0,
+        "length": PAYLOAD,
+        "remote_addr": rc.mr_b["addr"],
+        "rkey": rc.mr_b["rkey"],
+    }
     verbs_pair.expect_success(verbs_pair.execute(rc.a, [wr]), [wr], f"{opcode} {PAYLOAD} B")
     if opcode == "RDMA_WRITE":
         rc.placed()
     if opcode == "SEND":
-        verbs_pair.expect_success(verbs_pair.poll(rc.b, "recv", count=1, nbytes=PAYLOAD),
-                                  [{"wr_id": 1, "opcode": "RECV"}], "RECV")
+        verbs_pair.expect_success(
+            verbs_pair.poll(rc.b, "recv", count=1, nbytes=PAYLOAD),
+            [{"wr_id": 1, "opcode": "RECV"}],
+            "RECV",
+        )
     dst_mr = rc.mr_a if opcode == "RDMA_READ" else rc.mr_b
     got = dst.peer.call("digests", mr=dst_mr["mr"], regions=[[0, PAYLOAD]])[0]
     assert got == want, f"{opcode}: the {PAYLOAD} bytes that arrived on {dst_host.host} differ"
@@ -93,32 +112,52 @@ def test_payload_crosses_the_link(opcode: str, verbs_pair: VerbsPair, verbs_rc: 
     sent = after[src_host.host][0] - before[src_host.host][0]
     rcvd = after[dst_host.host][1] - before[dst_host.host][1]
     unit = after[src_host.host][2]
-    record_property("counters", f"{src_host.host} sent {sent} {unit}; {dst_host.host} received "
-                                f"{rcvd} {after[dst_host.host][2]}")
+    record_property(
+        "counters",
+        f"{src_host.host} sent {sent} {unit}; {dst_host.host} received "
+        f"{rcvd} {after[dst_host.host][2]}",
+    )
     least = PAYLOAD // MAX_MTU if unit.startswith("packets") else PAYLOAD
-    assert sent >= least, (f"{opcode} of {PAYLOAD} B from {src_host.host}: its port counted "
-                           f"{sent} {unit}, fewer than the payload needs ({least})")
-    assert rcvd >= least, (f"{opcode} of {PAYLOAD} B to {dst_host.host}: its port counted "
-                           f"{rcvd} {after[dst_host.host][2]}, fewer than the payload needs "
-                           f"({least})")
+    assert sent >= least, (
+        f"{opcode} of {PAYLOAD} B from {src_host.host}: its port counted "
+        f"{sent} {unit}, fewer than the payload needs ({least})"
+    )
+    assert rcvd >= least, (
+        f"{opcode} of {PAYLOAD} B to {dst_host.host}: its port counted "
+        f"{rcvd} {after[dst_host.host][2]}, fewer than the payload needs "
+        f"({least})"
+    )
 
 
-def test_cut_link_fails_the_qp_with_retry_exceeded(verbs_pair: VerbsPair, verbs_fresh_rc: Any,
-                                                   hpc_rdma_fabric: ClusterFabric,
-                                                   record_property: Any) -> None:
+def test_cut_link_fails_the_qp_with_retry_exceeded(
+    verbs_pair: VerbsPair, verbs_fresh_rc: Any, hpc_rdma_fabric: ClusterFabric, record_property: Any
+) -> None:
     ha, hb = _hosts(verbs_pair, hpc_rdma_fabric)
     if verbs_pair.iwarp:
-        pytest.skip("iWARP runs over TCP: a cut link stalls in TCP retransmission (minutes, "
-                    "tcp_retries2) before siw reports anything; this item cuts RoCE v2")
+        pytest.skip(
+            "iWARP runs over TCP: a cut link stalls in TCP retransmission (minutes, "
+            "tcp_retries2) before siw reports anything; this item cuts RoCE v2"
+        )
     if not ha.local or not ha.selection.netdev:
-        pytest.skip(f"the cut is made on the requester's host ({ha.host}), which must be the "
-                    "one running pytest")
+        pytest.skip(
+            f"the cut is made on the requester's host ({ha.host}), which must be the "
+            "one running pytest"
+        )
     chunk = 4 * PAYLOAD
     link = verbs_fresh_rc(length=chunk, retry_cnt=RETRY_CNT)
     n = 64  # 256 MiB posted at once, the cut follows at once: it lands mid-transfer
-    wrs = [{"opcode": "RDMA_WRITE", "mr": link.mr_a["mr"], "wr_id": 100 + i, "offset": 0,
-            "length": chunk, "remote_addr": link.mr_b["addr"], "rkey": link.mr_b["rkey"]}
-           for i in range(n)]
+    wrs = [
+        {
+            "opcode": "RDMA_WRITE",
+            "mr": link.mr_a["mr"],
+            "wr_id": 100 + i,
+            "offset": 0,
+            "length": chunk,
+            "remote_addr": link.mr_b["addr"],
+            "rkey": link.mr_b["rkey"],
+        }
+        for i in range(n)
+    ]
     rid = link.a.peer.start("execute", ep=link.a.ep, wrs=wrs, count=n, wait=RETRY_BOUND + 20)
     with roce_cut(ha.selection.netdev, ha.host) as fault:
         record_property("fault", fault)
@@ -127,16 +166,22 @@ def test_cut_link_fails_the_qp_with_retry_exceeded(verbs_pair: VerbsPair, verbs_
         took = time.monotonic() - cut_at
     statuses = [w["status"] for w in wcs]
     failed = [w for w in wcs if w["status"] == RETRY_EXC_ERR]
-    assert failed, (f"{fault}: no work request completed with retry-exceeded in {took:.1f} s; "
-                    f"completions: {statuses[:8]}{'...' if len(statuses) > 8 else ''} of {n}")
+    assert failed, (
+        f"{fault}: no work request completed with retry-exceeded in {took:.1f} s; "
+        f"completions: {statuses[:8]}{'...' if len(statuses) > 8 else ''} of {n}"
+    )
     assert len(wcs) == n, f"{fault}: {n - len(wcs)} of {n} work requests never completed"
     first = statuses.index(RETRY_EXC_ERR)
-    assert all(s == 0 for s in statuses[:first]) and \
-        all(s == FLUSH_ERR for s in statuses[first + 1:]), \
-        f"{fault}: expected successes, one retry-exceeded, then flushes; got {statuses}"
-    assert took <= RETRY_BOUND, f"{fault}: the QP took {took:.1f} s to fail (bound " \
-                                f"{RETRY_BOUND:g} s)"
-    record_property("fault_outcome", f"WR #{first} retry-exceeded after {took:.2f} s, "
-                                     f"{first} completed before, {n - first - 1} flushed")
+    assert all(s == 0 for s in statuses[:first]) and all(
+        s == FLUSH_ERR for s in statuses[first + 1 :]
+    ), f"{fault}: expected successes, one retry-exceeded, then flushes; got {statuses}"
+    assert took <= RETRY_BOUND, (
+        f"{fault}: the QP took {took:.1f} s to fail (bound {RETRY_BOUND:g} s)"
+    )
+    record_property(
+        "fault_outcome",
+        f"WR #{first} retry-exceeded after {took:.2f} s, "
+        f"{first} completed before, {n - first - 1} flushed",
+    )
     assert link.conn.state(link.a) == "ERR"
     link.suspect = True

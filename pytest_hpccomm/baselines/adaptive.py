@@ -30,8 +30,11 @@ def potential_change(v: Verdict) -> bool:
     interval, would be one)."""
     if v.outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT):
         return True
-    return v.outcome is Outcome.INCONCLUSIVE and v.ratio is not None \
+    return (
+        v.outcome is Outcome.INCONCLUSIVE
+        and v.ratio is not None
         and not within_band(v.ratio, v.tolerance)
+    )
 
 
 def _more_jobs_could_decide(v: Verdict) -> bool:
@@ -40,8 +43,9 @@ def _more_jobs_could_decide(v: Verdict) -> bool:
             return v.n_current < MIN_SAMPLES
         return v.reason.startswith(MORE_DATA_HELPS) and settles_without_sessions_spread(v)
     if v.outcome is Outcome.PASS and v.ci_low is not None and v.ci_high is not None:
-        return not (within_band(v.ci_low, v.tolerance) and within_band(v.ci_high, v.tolerance)) \
-            and settles_without_sessions_spread(v)
+        return not (
+            within_band(v.ci_low, v.tolerance) and within_band(v.ci_high, v.tolerance)
+        ) and settles_without_sessions_spread(v)
     return v.outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT)  # confirmed on more jobs
 
 
@@ -61,16 +65,21 @@ def describe(extra: Mapping[str, Any]) -> str:
     got = extra.get("adaptive")
     if not isinstance(got, Mapping) or not got.get("added"):
         return ""
-    return (f"{got['jobs']} jobs, {got['added']} of them added for an undecided verdict "
-            f"({got['seconds']:.1f} s)")
+    return (
+        f"{got['jobs']} jobs, {got['added']} of them added for an undecided verdict "
+        f"({got['seconds']:.1f} s)"
+    )
 
 
 M = TypeVar("M", bound=Measurement)
 
 
-def until_decided(records: list[M], undecided: Callable[[M], bool],
-                  grow: Callable[[], list[M] | None],
-                  cost: Callable[[], dict[str, Any]]) -> list[M]:
+def until_decided(
+    records: list[M],
+    undecided: Callable[[M], bool],
+    grow: Callable[[], list[M] | None],
+    cost: Callable[[], dict[str, Any]],
+) -> list[M]:
     """The records once none is undecided, or once `grow` (one more job pooled in, the
     point's records re-made) says no more jobs may be added (None); each then carries what
     the repeats cost (`extra["adaptive"]`: JobPool.cost)."""
@@ -80,16 +89,20 @@ def until_decided(records: list[M], undecided: Callable[[M], bool],
             break
         records = grown
     spent = cost()
-    return [dataclasses.replace(m, extra={**m.extra, "adaptive": spent})
-            for m in records]
+    return [dataclasses.replace(m, extra={**m.extra, "adaptive": spent}) for m in records]
 
 
 def session_cost(extras: Iterable[Mapping[str, Any]]) -> str:
     """The terminal summary's line on adaptive repeats ("" when no job was added)."""
-    grown = [e["adaptive"] for e in extras
-             if isinstance(e.get("adaptive"), Mapping) and e["adaptive"].get("added")]
+    grown = [
+        e["adaptive"]
+        for e in extras
+        if isinstance(e.get("adaptive"), Mapping) and e["adaptive"].get("added")
+    ]
     if not grown:
         return ""
-    return (f"adaptive repeats: {len(grown)} records were judged on added jobs (up to "
-            f"{max(g['jobs'] for g in grown)} jobs per sweep, "
-            f"{max(g['seconds'] for g in grown):.1f} s at most for one sweep's added jobs)")
+    return (
+        f"adaptive repeats: {len(grown)} records were judged on added jobs (up to "
+        f"{max(g['jobs'] for g in grown)} jobs per sweep, "
+        f"{max(g['seconds'] for g in grown):.1f} s at most for one sweep's added jobs)"
+    )

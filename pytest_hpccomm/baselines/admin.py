@@ -18,7 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, TextIO
 
-from pytest_hpccomm.baselines.store import BaselineEntry, BaselineFileError, BaselineStore, JsonBaselineStore
+from pytest_hpccomm.baselines.store import (
+    BaselineEntry,
+    BaselineFileError,
+    BaselineStore,
+    JsonBaselineStore,
+)
 from pytest_hpccomm.files import atomic_write, updating
 from pytest_hpccomm.report.terminal import text_table
 
@@ -36,12 +41,17 @@ def _spread(e: BaselineEntry) -> str:
     return f"{math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) * 100:.1f}%"
 
 
-def _selected(store: BaselineStore, args: argparse.Namespace,
-              system: str | None = None) -> list[tuple[str, str, str]]:
+def _selected(
+    store: BaselineStore, args: argparse.Namespace, system: str | None = None
+) -> list[tuple[str, str, str]]:
     want = system if system is not None else args.system
-    return [s for s in store.sets()
-            if (want is None or s[0] == want) and (args.fabric is None or s[1] == args.fabric)
-            and (args.stack is None or s[2] == args.stack)]
+    return [
+        s
+        for s in store.sets()
+        if (want is None or s[0] == want)
+        and (args.fabric is None or s[1] == args.fabric)
+        and (args.stack is None or s[2] == args.stack)
+    ]
 
 
 def show(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
@@ -55,9 +65,18 @@ def show(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
             entries = store.load(system, fabric, stack).values()
             counts = sorted(len(e.levels) for e in entries)
             last = max((e.levels[-1][0] for e in entries), default="-")
-            rows.append([system, fabric, stack, str(len(counts)),
-                         f"{counts[0]}-{counts[-1]}" if counts and counts[0] != counts[-1]
-                         else str(counts[0] if counts else 0), last])
+            rows.append(
+                [
+                    system,
+                    fabric,
+                    stack,
+                    str(len(counts)),
+                    f"{counts[0]}-{counts[-1]}"
+                    if counts and counts[0] != counts[-1]
+                    else str(counts[0] if counts else 0),
+                    last,
+                ]
+            )
         text_table(rows, out)
         if args.entries and len(sets) > 1:
             out.write("--entries lists one set: name --system, --fabric and --stack\n")
@@ -84,8 +103,16 @@ def diff(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
         for key in sorted(a.keys() & b.keys()):
             ea, eb = a[key], b[key]
             ratio = eb.median / ea.median if ea.median else math.nan
-            rows.append([fabric, stack, key, f"{_num(ea.median)} {ea.unit}",
-                         f"{_num(eb.median)} {eb.unit}", f"{ratio:.3f}"])
+            rows.append(
+                [
+                    fabric,
+                    stack,
+                    key,
+                    f"{_num(ea.median)} {ea.unit}",
+                    f"{_num(eb.median)} {eb.unit}",
+                    f"{ratio:.3f}",
+                ]
+            )
     if len(rows) == 1 and not only:
         out.write(f"neither {args.a} nor {args.b} has a matching set under {args.root}\n")
         return 1
@@ -96,30 +123,36 @@ def diff(store: BaselineStore, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _replacing(entries: dict[str, BaselineEntry],
-               ) -> Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]]:
+def _replacing(
+    entries: dict[str, BaselineEntry],
+) -> Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]]:
     return lambda _old: dict(entries)
 
 
-def promote(store: JsonBaselineStore, args: argparse.Namespace, out: TextIO,
-            err: TextIO) -> int:
+def promote(store: JsonBaselineStore, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Copy FROM's sets under TO (entries as they are; each file rewritten with TO's name)."""
     sets = _selected(store, args, args.source)
     if not sets:
-        err.write(f"hpccomm baselines: error: no set of system {args.source!r} matches under "
-                  f"{args.root}\n")
+        err.write(
+            f"hpccomm baselines: error: no set of system {args.source!r} matches under "
+            f"{args.root}\n"
+        )
         return 2
     taken = [s for s in sets if store.path(args.target, s[1], s[2]).exists()]
     if taken and not args.force:
-        err.write("hpccomm baselines: error: " + ", ".join(
-            str(store.path(args.target, f, st)) for _, f, st in taken)
-            + " exist (--force replaces them)\n")
+        err.write(
+            "hpccomm baselines: error: "
+            + ", ".join(str(store.path(args.target, f, st)) for _, f, st in taken)
+            + " exist (--force replaces them)\n"
+        )
         return 2
     for _, fabric, stack in sets:
         entries = store.load(args.source, fabric, stack)
         store.rewrite(args.target, fabric, stack, _replacing(entries))
-        out.write(f"{store.path(args.source, fabric, stack)} -> "
-                  f"{store.path(args.target, fabric, stack)} ({len(entries)} entries)\n")
+        out.write(
+            f"{store.path(args.source, fabric, stack)} -> "
+            f"{store.path(args.target, fabric, stack)} ({len(entries)} entries)\n"
+        )
     for fabric in sorted({f for _, f, _ in sets}):
         src, dst = store.host_file(args.source, fabric), store.host_file(args.target, fabric)
         if src.exists():
@@ -146,8 +179,9 @@ def prune(store: BaselineStore, args: argparse.Namespace, out: TextIO, err: Text
     return 0
 
 
-def _pruned(entries: dict[str, BaselineEntry], args: argparse.Namespace,
-            notes: list[str]) -> dict[str, BaselineEntry]:
+def _pruned(
+    entries: dict[str, BaselineEntry], args: argparse.Namespace, notes: list[str]
+) -> dict[str, BaselineEntry]:
     """What prune leaves of a set (all of it on --dry-run), each change said in `notes`."""
     kept: dict[str, BaselineEntry] = {}
     for key, e in entries.items():
@@ -157,7 +191,7 @@ def _pruned(entries: dict[str, BaselineEntry], args: argparse.Namespace,
             notes.append(f"removed {key} (last session {e.levels[-1][0]})")
         elif args.sessions is not None and len(e.sessions) > args.sessions:
             notes.append(f"{key}: kept the last {args.sessions} of {len(e.sessions)} sessions")
-            kept[key] = replace(e, sessions=e.sessions[-args.sessions:])
+            kept[key] = replace(e, sessions=e.sessions[-args.sessions :])
         else:
             kept[key] = e
     return entries if args.dry_run else kept
@@ -165,8 +199,12 @@ def _pruned(entries: dict[str, BaselineEntry], args: argparse.Namespace,
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hpccomm baselines", description=__doc__.split("\n\n")[0])
-    p.add_argument("--root", type=Path, default=Path("baselines"),
-                   help="the baseline directory (--hpc-baselines; default ./baselines)")
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=Path("baselines"),
+        help="the baseline directory (--hpc-baselines; default ./baselines)",
+    )
     sub = p.add_subparsers(dest="verb", required=True)
 
     def scoped(q: argparse.ArgumentParser, system: bool = True) -> None:
@@ -189,17 +227,25 @@ def build_parser() -> argparse.ArgumentParser:
     scoped(m, system=False)
     r = sub.add_parser("prune", help="drop old sessions, or entries by key or date")
     scoped(r)
-    r.add_argument("--sessions", type=int, metavar="N",
-                   help="keep the last N sessions of each entry (a set claims nothing below 3)")
-    r.add_argument("--before", metavar="DATE",
-                   help="remove entries whose last session is older (ISO date, UTC)")
+    r.add_argument(
+        "--sessions",
+        type=int,
+        metavar="N",
+        help="keep the last N sessions of each entry (a set claims nothing below 3)",
+    )
+    r.add_argument(
+        "--before",
+        metavar="DATE",
+        help="remove entries whose last session is older (ISO date, UTC)",
+    )
     r.add_argument("--key", metavar="GLOB", help="remove entries whose key matches")
     r.add_argument("--dry-run", action="store_true", help="say what would change")
     return p
 
 
-def main(argv: list[str] | None = None, out: TextIO | None = None,
-         err: TextIO | None = None) -> int:
+def main(
+    argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "sessions", None) is not None and args.sessions < 1:

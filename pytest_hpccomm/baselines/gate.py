@@ -38,8 +38,11 @@ WIDE = "interval too wide (too few jobs or samples)"
 
 
 def armed(v: Verdict) -> bool:
-    return (not v.informational and v.min_effect is not None
-            and v.min_effect <= 1.0 + ARMED_MULTIPLE * v.tolerance)
+    return (
+        not v.informational
+        and v.min_effect is not None
+        and v.min_effect <= 1.0 + ARMED_MULTIPLE * v.tolerance
+    )
 
 
 def unarmed_reason(v: Verdict) -> str:
@@ -83,10 +86,14 @@ class StackGate:
             self.reasons[unarmed_reason(v)] += 1
 
     def to_json(self) -> dict[str, Any]:
-        return {"points": self.points, "armed": self.armed,
-                "not_armed": dict(self.reasons.most_common()),
-                "median_min_effect": (round(statistics.median(self.effects), 4)
-                                      if self.effects else None)}
+        return {
+            "points": self.points,
+            "armed": self.armed,
+            "not_armed": dict(self.reasons.most_common()),
+            "median_min_effect": (
+                round(statistics.median(self.effects), 4) if self.effects else None
+            ),
+        }
 
 
 @dataclass
@@ -103,10 +110,14 @@ class GateStatus:
         return self.total.armed / self.total.points if self.total.points else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.total.to_json(), "armed_multiple": ARMED_MULTIPLE,
-                "rule": "paired" if self.paired else "stored", "line": status_line(self),
-                "hints": [h.strip() for h in hints(self)],
-                "stacks": {s: g.to_json() for s, g in sorted(self.stacks.items())}}
+        return {
+            **self.total.to_json(),
+            "armed_multiple": ARMED_MULTIPLE,
+            "rule": "paired" if self.paired else "stored",
+            "line": status_line(self),
+            "hints": [h.strip() for h in hints(self)],
+            "stacks": {s: g.to_json() for s, g in sorted(self.stacks.items())},
+        }
 
 
 def gate_status(results: Iterable[RunResult], paired: bool = False) -> GateStatus:
@@ -130,35 +141,48 @@ def status_line(g: GateStatus) -> str:
     if not t.points:
         return "hpccomm gate: no performance point judged"
     state = "OFF" if g.off else "ARMED" if t.armed == t.points else "PARTLY ARMED"
-    effect = (f" (median smallest claimable slowdown {statistics.median(t.effects):.2f}x)"
-              if t.effects else "")
+    effect = (
+        f" (median smallest claimable slowdown {statistics.median(t.effects):.2f}x)"
+        if t.effects
+        else ""
+    )
     rest = f"; not armed: {_reasons(t)}" if t.reasons else ""
-    return (f"hpccomm gate {state}: {t.armed} of {t.points} points could claim a slowdown of "
-            f"{ARMED_MULTIPLE:g}x the tolerance{effect}{rest}")
+    return (
+        f"hpccomm gate {state}: {t.armed} of {t.points} points could claim a slowdown of "
+        f"{ARMED_MULTIPLE:g}x the tolerance{effect}{rest}"
+    )
 
 
 def stack_lines(g: GateStatus) -> list[str]:
     """One line per stack, when there are several."""
     if len(g.stacks) < 2:
         return []
-    return [f"  {s}: {sg.armed} of {sg.points} armed" + (f"; {_reasons(sg)}" if sg.reasons else "")
-            for s, sg in sorted(g.stacks.items())]
+    return [
+        f"  {s}: {sg.armed} of {sg.points} armed" + (f"; {_reasons(sg)}" if sg.reasons else "")
+        for s, sg in sorted(g.stacks.items())
+    ]
 
 
 def hints(g: GateStatus) -> list[str]:
     """What would arm the points that are not, for the reasons a user can act on."""
     out = []
     if g.total.reasons.get(MACHINE_TYPE):
-        out.append("  to judge on this machine type: record a set of its own, 3 or more sessions "
-                   "hours apart, with --hpc-update-baselines=all --hpc-system=NAME; meanwhile a "
-                   "paired A/B run (--hpc-base/--hpc-candidate) judges two builds on any machine")
+        out.append(
+            "  to judge on this machine type: record a set of its own, 3 or more sessions "
+            "hours apart, with --hpc-update-baselines=all --hpc-system=NAME; meanwhile a "
+            "paired A/B run (--hpc-base/--hpc-candidate) judges two builds on any machine"
+        )
     if g.total.reasons.get(FEW):
-        out.append("  the set has fewer than 3 sessions: until it knows how far this host moves "
-                   "between sessions it claims nothing; add sessions hours apart with "
-                   "--hpc-update-baselines=all, or gate with a paired A/B run")
+        out.append(
+            "  the set has fewer than 3 sessions: until it knows how far this host moves "
+            "between sessions it claims nothing; add sessions hours apart with "
+            "--hpc-update-baselines=all, or gate with a paired A/B run"
+        )
     if g.total.reasons.get(SPREAD):
-        out.append("  the set's sessions moved more than the band between them: judge at a wider "
-                   "--hpc-tolerance, or gate merges with a paired A/B run")
+        out.append(
+            "  the set's sessions moved more than the band between them: judge at a wider "
+            "--hpc-tolerance, or gate merges with a paired A/B run"
+        )
     return out
 
 
@@ -168,9 +192,11 @@ def required_armed(g: GateStatus, fraction: float) -> str:
         return ""
     if g.fraction() + 1e-12 >= fraction:
         return ""
-    return (f"hpccomm gate: FAILED --hpc-require-armed {fraction:g}: only {g.total.armed} of "
-            f"{g.total.points} points ({g.fraction() * 100:.0f}%) could claim a change"
-            + (f"; not armed: {_reasons(g.total)}" if g.total.reasons else ""))
+    return (
+        f"hpccomm gate: FAILED --hpc-require-armed {fraction:g}: only {g.total.armed} of "
+        f"{g.total.points} points ({g.fraction() * 100:.0f}%) could claim a change"
+        + (f"; not armed: {_reasons(g.total)}" if g.total.reasons else "")
+    )
 
 
 def nothing_judged(g: GateStatus, paired: bool, against_set: bool) -> str:
@@ -182,5 +208,7 @@ def nothing_judged(g: GateStatus, paired: bool, against_set: bool) -> str:
     if judged:
         return ""
     what = "the paired A/B run" if paired else "the run against the baseline set"
-    return (f"hpccomm gate: FAILED nothing judged: {what} gave no point a verdict "
-            f"({g.total.points} without a baseline)")
+    return (
+        f"hpccomm gate: FAILED nothing judged: {what} gave no point a verdict "
+        f"({g.total.points} without a baseline)"
+    )

@@ -206,8 +206,9 @@ class HistoryStore:
             conn.close()
         return len(rows)
 
-    def _of_key(self, columns: str, system: str, fabric: str, stack: str, benchmark: str,
-                params_key: str) -> list[tuple[Any, ...]]:
+    def _of_key(
+        self, columns: str, system: str, fabric: str, stack: str, benchmark: str, params_key: str
+    ) -> list[tuple[Any, ...]]:
         """`columns` of every result of one key with its run, oldest first (ties: run_id)."""
         conn = self._connect(create=False)
         try:
@@ -224,19 +225,33 @@ class HistoryStore:
         self, system: str, fabric: str, stack: str, benchmark: str, params_key: str
     ) -> list[SeriesPoint]:
         """Run medians of one key, oldest first (ties broken by run_id)."""
-        rows = self._of_key("runs.timestamp, results.run_id, results.median, results.unit",
-                            system, fabric, stack, benchmark, params_key)
+        rows = self._of_key(
+            "runs.timestamp, results.run_id, results.median, results.unit",
+            system,
+            fabric,
+            stack,
+            benchmark,
+            params_key,
+        )
         return [SeriesPoint(_as_datetime(t), rid, med, unit) for t, rid, med, unit in rows]
 
     def records(
         self, system: str, fabric: str, stack: str, benchmark: str, params_key: str
     ) -> list[RunRecord]:
         """As series(), with each run's commit, the direction and the result's fingerprint."""
-        rows = self._of_key("runs.timestamp, results.run_id, runs.commit_id, results.median, "
-                            "results.unit, results.direction, results.fingerprint",
-                            system, fabric, stack, benchmark, params_key)
-        return [RunRecord(_as_datetime(t), rid, commit, med, unit, direction, _fingerprint(fp))
-                for t, rid, commit, med, unit, direction, fp in rows]
+        rows = self._of_key(
+            "runs.timestamp, results.run_id, runs.commit_id, results.median, "
+            "results.unit, results.direction, results.fingerprint",
+            system,
+            fabric,
+            stack,
+            benchmark,
+            params_key,
+        )
+        return [
+            RunRecord(_as_datetime(t), rid, commit, med, unit, direction, _fingerprint(fp))
+            for t, rid, commit, med, unit, direction, fp in rows
+        ]
 
     def commits(self, run_ids: Sequence[str]) -> dict[str, str | None]:
         conn = self._connect(create=False)
@@ -327,4 +342,3 @@ def change_points(
         )
         for cp in found
     ]
-

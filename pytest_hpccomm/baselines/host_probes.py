@@ -47,12 +47,17 @@ def load(path: Path) -> list[tuple[str, HostSpeed, int]]:
         return []
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HostProbesError(path, f"cannot be read: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA \
-            or doc.get("schema_version") != SCHEMA_VERSION:
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema") != SCHEMA
+        or doc.get("schema_version") != SCHEMA_VERSION
+    ):
         raise HostProbesError(path, f"is not {SCHEMA} version {SCHEMA_VERSION}")
     try:
-        return [(str(s["timestamp"]), HostSpeed.from_json(s["rates"]), int(s.get("method", 1)))
-                for s in doc["sessions"]]
+        return [
+            (str(s["timestamp"]), HostSpeed.from_json(s["rates"]), int(s.get("method", 1)))
+            for s in doc["sessions"]
+        ]
     except (KeyError, TypeError, ValueError) as exc:
         raise HostProbesError(path, f"has a bad session: {exc}") from None
 
@@ -62,9 +67,11 @@ def record(path: Path, probe: HostSpeed, timestamp: str, limit: int) -> None:
     with updating(path):
         sessions = load(path) + [(timestamp, probe, METHOD)]
         doc: dict[str, Any] = {
-            "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-            "sessions": [{"timestamp": t, "rates": p.to_json(), "method": m}
-                         for t, p, m in sessions[-limit:]],
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "sessions": [
+                {"timestamp": t, "rates": p.to_json(), "method": m} for t, p, m in sessions[-limit:]
+            ],
         }
         atomic_write(path, json.dumps(doc, sort_keys=True, indent=2) + "\n", mode=0o644)
 
@@ -78,5 +85,7 @@ def describe(probe: HostSpeed, recorded: list[HostSpeed]) -> str:
     """'0.77x the speed of the set's 5 sessions (python 0.76, ...)'."""
     ratio, parts = speed_ratio(probe, typical(recorded))
     shown = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
-    return (f"{ratio:.2f}x the speed of the baseline set's {len(recorded)} session"
-            f"{'s' if len(recorded) != 1 else ''} ({shown})")
+    return (
+        f"{ratio:.2f}x the speed of the baseline set's {len(recorded)} session"
+        f"{'s' if len(recorded) != 1 else ''} ({shown})"
+    )

@@ -60,8 +60,12 @@ WRITTEN = {
 
 
 class BaselineJudge:
-    def __init__(self, hpc: HpcSession, store: BaselineStore | None = None,
-                 probe: Callable[[], HostSpeed] = host_speed.probe) -> None:
+    def __init__(
+        self,
+        hpc: HpcSession,
+        store: BaselineStore | None = None,
+        probe: Callable[[], HostSpeed] = host_speed.probe,
+    ) -> None:
         self.hpc = hpc
         self.store = store or JsonBaselineStore(Path(hpc.cfg.baselines))
         self._probe = probe  # the host's reference probe, taken once, when first needed
@@ -80,8 +84,7 @@ class BaselineJudge:
     def baseline(self, m: Measurement) -> BaselineEntry | None:
         """BaselineFileError propagates: a malformed file fails the test, naming the file."""
         if m.stack not in self._loaded:
-            self._loaded[m.stack] = self.store.load(self.hpc.system, self.hpc.fabric_kind,
-                                                    m.stack)
+            self._loaded[m.stack] = self.store.load(self.hpc.system, self.hpc.fabric_kind, m.stack)
         return self._loaded[m.stack].get(m.key)
 
     def family_sd(self, m: Measurement) -> float | None:
@@ -92,13 +95,18 @@ class BaselineJudge:
             families: dict[tuple[str, str], list[tuple[float, ...]]] = defaultdict(list)
             for entry in self._loaded[m.stack].values():
                 families[(entry.benchmark, entry.metric)].append(entry.session_medians)
-            self._family_sd[m.stack] = {f: typical_sessions_sd(levels)
-                                        for f, levels in families.items()}
+            self._family_sd[m.stack] = {
+                f: typical_sessions_sd(levels) for f, levels in families.items()
+            }
         return self._family_sd[m.stack].get((m.benchmark, m.metric))
 
-    def judge(self, nodeid: str, m: Measurement,
-               runtime_fingerprint: Mapping[str, Any] | None = None,
-               base: Measurement | None = None) -> RunResult:
+    def judge(
+        self,
+        nodeid: str,
+        m: Measurement,
+        runtime_fingerprint: Mapping[str, Any] | None = None,
+        base: Measurement | None = None,
+    ) -> RunResult:
         """Judge `m`; `runtime_fingerprint` adds what only the peers know (MPI library, hosts).
         With `base` (a paired A/B run: the same point measured by the base build in this
         session) `m` is the candidate and is judged against it, not against a stored baseline."""
@@ -106,25 +114,49 @@ class BaselineJudge:
         if base is not None:
             return self._judge_paired(nodeid, m, base, finger)
         verdict = self.stored_verdict(m, finger)
-        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
-                           measurement=m, verdict=verdict, fingerprint=finger)
+        result = RunResult(
+            nodeid=nodeid,
+            system=self.hpc.system,
+            fabric=self.hpc.fabric_kind,
+            measurement=m,
+            verdict=verdict,
+            fingerprint=finger,
+        )
         self.hpc.results.append(result)
         return result
 
-    def functional(self, nodeid: str, m: Measurement, why: str,
-                   runtime_fingerprint: Mapping[str, Any] | None = None) -> RunResult:
+    def functional(
+        self,
+        nodeid: str,
+        m: Measurement,
+        why: str,
+        runtime_fingerprint: Mapping[str, Any] | None = None,
+    ) -> RunResult:
         """`m` reported without a verdict (e.g. timed on an emulated device, where timings say
         nothing about a fabric): outcome NEW with `why`, never written as a baseline."""
         med = float(np.median(m.samples))
-        verdict = Verdict(Outcome.NEW, med, None, None, None, None, None,
-                          m.tolerance or self.hpc.cfg.tolerance,
-                          f"function only: {describe(m.benchmark, m.params)}: median "
-                          f"{med:.4g} {m.unit} (n={len(m.samples)}), no verdict: {why}",
-                          reason="function only", n_current=len(m.samples))
-        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
-                           measurement=dataclasses.replace(m, extra={**m.extra,
-                                                                     FUNCTIONAL: why}),
-                           verdict=verdict, fingerprint=self._fingerprint(runtime_fingerprint))
+        verdict = Verdict(
+            Outcome.NEW,
+            med,
+            None,
+            None,
+            None,
+            None,
+            None,
+            m.tolerance or self.hpc.cfg.tolerance,
+            f"function only: {describe(m.benchmark, m.params)}: median "
+            f"{med:.4g} {m.unit} (n={len(m.samples)}), no verdict: {why}",
+            reason="function only",
+            n_current=len(m.samples),
+        )
+        result = RunResult(
+            nodeid=nodeid,
+            system=self.hpc.system,
+            fabric=self.hpc.fabric_kind,
+            measurement=dataclasses.replace(m, extra={**m.extra, FUNCTIONAL: why}),
+            verdict=verdict,
+            fingerprint=self._fingerprint(runtime_fingerprint),
+        )
         self.hpc.results.append(result)
         return result
 
@@ -135,8 +167,11 @@ class BaselineJudge:
         """`m` against its stored baseline, tempered for shared cores and for a baseline from
         another machine type (informational); nothing is recorded."""
         stored = self.baseline(m)
-        verdict = temper_for_shared_cores(self._verdict_of(m, stored), shared_cores(m.extra),
-                                          "" if stored is None else shared_cores(stored.summary))
+        verdict = temper_for_shared_cores(
+            self._verdict_of(m, stored),
+            shared_cores(m.extra),
+            "" if stored is None else shared_cores(stored.summary),
+        )
         notes = [adaptive.describe(m.extra)]
         if stored is not None:
             machine = fingerprint_diff(stored.fingerprint, finger, fp.MACHINE_TYPE_FIELDS)
@@ -149,8 +184,12 @@ class BaselineJudge:
             verdict = dataclasses.replace(verdict, message=f"{verdict.message} [{note}]")
         return verdict
 
-    def _informational(self, stored: BaselineEntry, finger: Mapping[str, Any],
-                       machine: list[tuple[str, Any, Any]] | None = None) -> str:
+    def _informational(
+        self,
+        stored: BaselineEntry,
+        finger: Mapping[str, Any],
+        machine: list[tuple[str, Any, Any]] | None = None,
+    ) -> str:
         """Why a verdict against `stored` claims nothing ("" when it counts): the baseline is
         from another machine type (e.g. the repo's CI set judged on a laptop). `machine`: the
         machine-type fields that differ, when the caller has them already."""
@@ -170,8 +209,11 @@ class BaselineJudge:
         """The set's sessions' probes taken by this probe's method (host_speed.METHOD): a
         reading of another method is no measure of this host against the set's."""
         if self._recorded is None:
-            self._recorded = [p for _, p, method in host_probes.load(self._host_file())
-                              if method == host_speed.METHOD]
+            self._recorded = [
+                p
+                for _, p, method in host_probes.load(self._host_file())
+                if method == host_speed.METHOD
+            ]
         return self._recorded
 
     def host_shift(self) -> float:
@@ -194,11 +236,15 @@ class BaselineJudge:
             recorded, host = self.recorded_hosts(), self.host()
             band = host_probes.HOST_BAND
             # a reading another process shared the cores with says nothing of this host
-            self._other = "" if not recorded or host.disturbed or host_probes.within(
-                host, recorded, band) else (
-                f"this host runs the reference probe at "
-                f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
-                "the set was recorded on a host of another speed")
+            self._other = (
+                ""
+                if not recorded or host.disturbed or host_probes.within(host, recorded, band)
+                else (
+                    f"this host runs the reference probe at "
+                    f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
+                    "the set was recorded on a host of another speed"
+                )
+            )
             if self._other:
                 self._shift, _ = host_speed.speed_ratio(host, host_speed.typical(recorded))
         return self._other
@@ -207,31 +253,52 @@ class BaselineJudge:
         """One line for the terminal and the session record ("" if the probe never ran)."""
         if self._host is None:
             return ""
-        rates = ", ".join(f"{k} {v:.4g} {host_speed.UNITS.get(k, '')}".rstrip()
-                          for k, v in self._host.rates.items())
+        rates = ", ".join(
+            f"{k} {v:.4g} {host_speed.UNITS.get(k, '')}".rstrip()
+            for k, v in self._host.rates.items()
+        )
         recorded = self._recorded or []
-        where = (f"; {host_probes.describe(self._host, recorded)}" if recorded
-                 else "; the baseline set has no probe (host speed unknown)")
-        verdicts = (" (stored verdicts: the band widened on the side the host's speed explains)"
-                    if recorded and self.other_host() else "")
-        disturbed = (f" [not used: {self._host.disturbed}]" if self._host.disturbed else "")
+        where = (
+            f"; {host_probes.describe(self._host, recorded)}"
+            if recorded
+            else "; the baseline set has no probe (host speed unknown)"
+        )
+        verdicts = (
+            " (stored verdicts: the band widened on the side the host's speed explains)"
+            if recorded and self.other_host()
+            else ""
+        )
+        disturbed = f" [not used: {self._host.disturbed}]" if self._host.disturbed else ""
         return f"host probe: {rates}{where}{verdicts}{disturbed}"
 
     def _verdict_of(self, m: Measurement, stored: BaselineEntry | None) -> Verdict:
         """verdict.judge of `m` against `stored`, once per point and samples (the stored
         entries are read once a session)."""
-        inputs = (m.samples, tuple(m.extra.get("job_sizes") or ()), m.tolerance, m.unit,
-                  m.direction)
+        inputs = (
+            m.samples,
+            tuple(m.extra.get("job_sizes") or ()),
+            m.tolerance,
+            m.unit,
+            m.direction,
+        )
         got = self._judged.get((m.stack, m.key))
         if got is None or got[0] != inputs:
-            got = (inputs, verdict_of(m, stored, tolerance=self.hpc.cfg.tolerance,
-                                      family_sd=self.family_sd(m),
-                                      host_shift=self.host_shift() if stored else 1.0))
+            got = (
+                inputs,
+                verdict_of(
+                    m,
+                    stored,
+                    tolerance=self.hpc.cfg.tolerance,
+                    family_sd=self.family_sd(m),
+                    host_shift=self.host_shift() if stored else 1.0,
+                ),
+            )
             self._judged[(m.stack, m.key)] = got
         return got[1]
 
-    def undecided(self, m: Measurement,
-                  runtime_fingerprint: Mapping[str, Any] | None = None) -> bool:
+    def undecided(
+        self, m: Measurement, runtime_fingerprint: Mapping[str, Any] | None = None
+    ) -> bool:
         """Whether more jobs could decide `m`'s stored-mode verdict (adaptive.py); never in
         a paired A/B run, whose rounds are fixed, nor against a baseline from another machine
         type, whose verdicts are informational."""
@@ -243,22 +310,37 @@ class BaselineJudge:
             return False  # informational whatever the jobs say: none is added for it
         return adaptive.undecided(self.stored_verdict(m, finger), self.hpc.cfg.repeat_scope)
 
-    def _judge_paired(self, nodeid: str, m: Measurement, base: Measurement,
-                      finger: dict[str, Any]) -> RunResult:
+    def _judge_paired(
+        self, nodeid: str, m: Measurement, base: Measurement, finger: dict[str, Any]
+    ) -> RunResult:
         sides = self.hpc.cfg.paired(m.stack)
         if sides is None:
-            raise ValueError(f"a base measurement for stack {m.stack!r}, which this session "
-                             "does not pair (--hpc-base/--hpc-candidate)")
+            raise ValueError(
+                f"a base measurement for stack {m.stack!r}, which this session "
+                "does not pair (--hpc-base/--hpc-candidate)"
+            )
         verdict = temper_for_shared_cores(
             judge_paired(m, base, self.hpc.cfg.tolerance, labels=(sides[1], sides[0])),
-            shared_cores(m.extra), shared_cores(base.extra))
-        extra = dict(m.extra, paired_base={"implementation": sides[0],
-                                           "samples": list(base.samples),
-                                           "job_medians": base.extra.get("job_medians")})
+            shared_cores(m.extra),
+            shared_cores(base.extra),
+        )
+        extra = dict(
+            m.extra,
+            paired_base={
+                "implementation": sides[0],
+                "samples": list(base.samples),
+                "job_medians": base.extra.get("job_medians"),
+            },
+        )
         finger = dict(finger, paired_base=sides[0], paired_candidate=sides[1])
-        result = RunResult(nodeid=nodeid, system=self.hpc.system, fabric=self.hpc.fabric_kind,
-                           measurement=dataclasses.replace(m, extra=extra), verdict=verdict,
-                           fingerprint=finger)
+        result = RunResult(
+            nodeid=nodeid,
+            system=self.hpc.system,
+            fabric=self.hpc.fabric_kind,
+            measurement=dataclasses.replace(m, extra=extra),
+            verdict=verdict,
+            fingerprint=finger,
+        )
         self.hpc.results.append(result)
         return result
 
@@ -295,9 +377,14 @@ class BaselineJudge:
             for r in results:
                 by_finger[json.dumps(r.fingerprint, sort_keys=True, default=str)].append(r)
             for group in by_finger.values():
-                self.store.update(self.hpc.system, self.hpc.fabric_kind, stack,
-                                  [r.measurement for r in group],
-                                  fp.merge([dict(group[0].fingerprint)]), timestamp=stamp)
+                self.store.update(
+                    self.hpc.system,
+                    self.hpc.fabric_kind,
+                    stack,
+                    [r.measurement for r in group],
+                    fp.merge([dict(group[0].fingerprint)]),
+                    timestamp=stamp,
+                )
             written[self.store.path(self.hpc.system, self.hpc.fabric_kind, stack)] = len(results)
         return written
 
@@ -311,16 +398,19 @@ SESSION_SPACING = timedelta(hours=1)
 def _close_to_last(host_file: Path, now: datetime) -> str:
     """A warning when the set's last session was taken less than SESSION_SPACING ago."""
     try:
-        last = max((datetime.fromisoformat(t) for t, _, _ in host_probes.load(host_file)),
-                   default=None)
+        last = max(
+            (datetime.fromisoformat(t) for t, _, _ in host_probes.load(host_file)), default=None
+        )
     except (host_probes.HostProbesError, ValueError):
         return ""
     if last is None or now - last >= SESSION_SPACING:
         return ""
     minutes = (now - last).total_seconds() / 60
-    return (f"baselines: this session follows the set's last by {minutes:.0f} min: sessions "
-            f"closer than {SESSION_SPACING.total_seconds() / 3600:g} h share the host's state and "
-            "understate the drift a later run meets; take the next one later")
+    return (
+        f"baselines: this session follows the set's last by {minutes:.0f} min: sessions "
+        f"closer than {SESSION_SPACING.total_seconds() / 3600:g} h share the host's state and "
+        "understate the drift a later run meets; take the next one later"
+    )
 
 
 def _shown(diff: list[tuple[str, Any, Any]], most: int = 4) -> str:

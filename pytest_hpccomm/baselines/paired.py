@@ -40,9 +40,13 @@ def job_medians(m: Measurement) -> list[float]:
     return [float(x) for x in medians] if medians else [float(np.median(m.samples))]
 
 
-def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
-                 alpha: float = DEFAULT_ALPHA, labels: tuple[str, str] = ("candidate", "base"),
-                 ) -> Verdict:
+def judge_paired(
+    candidate: Measurement,
+    base: Measurement,
+    tolerance: float,
+    alpha: float = DEFAULT_ALPHA,
+    labels: tuple[str, str] = ("candidate", "base"),
+) -> Verdict:
     """Candidate vs base of one benchmark point, rounds paired by job order (module docstring).
     `labels` name the two sides in the message, e.g. ("openmpi", "openmpi4")."""
     tol = candidate.tolerance if candidate.tolerance is not None else tolerance
@@ -54,13 +58,20 @@ def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
     base_med = float(np.median(base.samples))
     level = 1.0 - 2.0 * alpha
     lower_better = candidate.direction == Direction.LOWER_IS_BETTER
-    head = (f"{describe(candidate.benchmark, candidate.params)}: {labels[0]} (candidate) "
-            f"median {fmt_num(cur_med)} {candidate.unit} vs {labels[1]} (base) "
-            f"{fmt_num(base_med)} {base.unit}")
+    head = (
+        f"{describe(candidate.benchmark, candidate.params)}: {labels[0]} (candidate) "
+        f"median {fmt_num(cur_med)} {candidate.unit} vs {labels[1]} (base) "
+        f"{fmt_num(base_med)} {base.unit}"
+    )
 
-    def verdict(outcome: Outcome, reason: str, ratio: float | None = None,
-                ci: tuple[float, float] | None = None, p_worse: float | None = None,
-                p_better: float | None = None) -> Verdict:
+    def verdict(
+        outcome: Outcome,
+        reason: str,
+        ratio: float | None = None,
+        ci: tuple[float, float] | None = None,
+        p_worse: float | None = None,
+        p_better: float | None = None,
+    ) -> Verdict:
         detail = [f"{rounds} job pairs"]
         if ratio is not None:
             detail.append(f"paired ratio {ratio:.3f}")
@@ -72,20 +83,35 @@ def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
             detail.append(f"p={fmt_p(p)}")
         detail.append(f"tolerance {fmt_tol(tol)}")
         msg = verdict_line(outcome, head, detail, reason)
-        return Verdict(outcome=outcome, current_median=cur_med, baseline_median=base_med,
-                       ratio=ratio, ci_low=None if ci is None else ci[0],
-                       ci_high=None if ci is None else ci[1], p_value=p_worse, tolerance=tol,
-                       message=msg, reason=reason, n_current=len(cand_jobs),
-                       n_baseline=len(base_jobs), p_better=p_better,
-                       min_effect=None if ci is None or ratio is None
-                       else min_effect(ratio, ci, band(tol), lower_better, paired=True))
+        return Verdict(
+            outcome=outcome,
+            current_median=cur_med,
+            baseline_median=base_med,
+            ratio=ratio,
+            ci_low=None if ci is None else ci[0],
+            ci_high=None if ci is None else ci[1],
+            p_value=p_worse,
+            tolerance=tol,
+            message=msg,
+            reason=reason,
+            n_current=len(cand_jobs),
+            n_baseline=len(base_jobs),
+            p_better=p_better,
+            min_effect=None
+            if ci is None or ratio is None
+            else min_effect(ratio, ci, band(tol), lower_better, paired=True),
+        )
 
     if base.unit != candidate.unit or base.direction != candidate.direction:
-        return verdict(Outcome.INCONCLUSIVE, f"base in {base.unit}, candidate in "
-                                             f"{candidate.unit}: not comparable")
+        return verdict(
+            Outcome.INCONCLUSIVE,
+            f"base in {base.unit}, candidate in {candidate.unit}: not comparable",
+        )
     if len(cand_jobs) != len(base_jobs):
-        return verdict(Outcome.INCONCLUSIVE, f"unpaired jobs ({len(cand_jobs)} candidate, "
-                                             f"{len(base_jobs)} base)")
+        return verdict(
+            Outcome.INCONCLUSIVE,
+            f"unpaired jobs ({len(cand_jobs)} candidate, {len(base_jobs)} base)",
+        )
     if rounds < MIN_ROUNDS:
         return verdict(Outcome.INCONCLUSIVE, f"too few job pairs ({rounds}; need {MIN_ROUNDS})")
     if min(cand_jobs) <= 0 or min(base_jobs) <= 0:
@@ -105,9 +131,14 @@ def judge_paired(candidate: Measurement, base: Measurement, tolerance: float,
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)
 
 
-def classify_paired(ci: tuple[float, float], p_worse: float, p_better: float,
-                    lower_is_better: bool, tolerance: float,
-                    alpha: float) -> tuple[Outcome, str]:
+def classify_paired(
+    ci: tuple[float, float],
+    p_worse: float,
+    p_better: float,
+    lower_is_better: bool,
+    tolerance: float,
+    alpha: float,
+) -> tuple[Outcome, str]:
     """The A/B decision rule on precomputed statistics (pure); returns (outcome, reason)."""
     lo, hi = ci
     down, up = band(tolerance)

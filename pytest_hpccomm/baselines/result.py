@@ -25,4 +25,3 @@ class RunResult:
     measurement: Measurement
     verdict: Verdict
     fingerprint: Mapping[str, Any]
-

@@ -93,8 +93,11 @@ class BaselineEntry:
             "summary": dict(self.summary),
             "fingerprint": dict(self.fingerprint),
             **({"job_sizes": list(self.job_sizes)} if self.job_sizes else {}),
-            **({"sessions": [{"timestamp": t, "median": m} for t, m in self.sessions]}
-               if self.sessions else {}),
+            **(
+                {"sessions": [{"timestamp": t, "median": m} for t, m in self.sessions]}
+                if self.sessions
+                else {}
+            ),
         }
 
     @classmethod
@@ -122,19 +125,24 @@ class BaselineEntry:
                 fingerprint=dict(data["fingerprint"]),
                 summary=dict(data["summary"]),
                 metric=str(data.get("metric", "")),
-                job_sizes=None if data.get("job_sizes") is None
+                job_sizes=None
+                if data.get("job_sizes") is None
                 else tuple(int(k) for k in data["job_sizes"]),
-                sessions=tuple((str(x["timestamp"]), float(x["median"]))
-                               for x in data.get("sessions") or ()),
+                sessions=tuple(
+                    (str(x["timestamp"]), float(x["median"])) for x in data.get("sessions") or ()
+                ),
             )
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"entry {key!r} has a bad value: {exc}") from None
         if not samples or not all(math.isfinite(x) for x in samples):
             raise ValueError(f"entry {key!r} needs at least one finite sample")
-        if entry.job_sizes is not None and (sum(entry.job_sizes) != len(samples)
-                                            or min(entry.job_sizes, default=0) < 1):
-            raise ValueError(f"entry {key!r}: job_sizes {list(entry.job_sizes)} do not split "
-                             f"its {len(samples)} samples")
+        if entry.job_sizes is not None and (
+            sum(entry.job_sizes) != len(samples) or min(entry.job_sizes, default=0) < 1
+        ):
+            raise ValueError(
+                f"entry {key!r}: job_sizes {list(entry.job_sizes)} do not split "
+                f"its {len(samples)} samples"
+            )
         if not all(math.isfinite(m) for _, m in entry.sessions):
             raise ValueError(f"entry {key!r}: a session median is not a finite number")
         return entry
@@ -165,8 +173,9 @@ def thin(samples: tuple[float, ...], limit: int = MAX_STORED_SAMPLES) -> tuple[f
     return tuple(samples[i] for start in starts for i in range(start, start + b))
 
 
-def thin_jobs(samples: tuple[float, ...], sizes: list[int] | None,
-              limit: int = MAX_STORED_SAMPLES) -> tuple[tuple[float, ...], tuple[int, ...] | None]:
+def thin_jobs(
+    samples: tuple[float, ...], sizes: list[int] | None, limit: int = MAX_STORED_SAMPLES
+) -> tuple[tuple[float, ...], tuple[int, ...] | None]:
     """(samples, job sizes) with at most `limit` samples: every pooled job keeps its share,
     thinned within itself (thin), so jobs stay units the verdict can resample."""
     if not sizes or sum(sizes) != len(samples):
@@ -175,7 +184,7 @@ def thin_jobs(samples: tuple[float, ...], sizes: list[int] | None,
     out: list[tuple[float, ...]] = []
     at = 0
     for k in sizes:
-        out.append(thin(samples[at:at + k], share))
+        out.append(thin(samples[at : at + k], share))
         at += k
     return tuple(x for part in out for x in part), tuple(len(part) for part in out)
 
@@ -186,8 +195,9 @@ def entry_from_measurement(
     timestamp: str,
     max_samples: int = MAX_STORED_SAMPLES,
 ) -> BaselineEntry:
-    samples, job_sizes = thin_jobs(tuple(float(x) for x in m.samples),
-                                   m.extra.get("job_sizes"), max_samples)
+    samples, job_sizes = thin_jobs(
+        tuple(float(x) for x in m.samples), m.extra.get("job_sizes"), max_samples
+    )
     summary = summarize(m.samples)
     return BaselineEntry(
         key=m.key,
@@ -200,23 +210,30 @@ def entry_from_measurement(
         tolerance=m.tolerance,
         timestamp=timestamp,
         fingerprint=dict(fingerprint),
-        summary={**summary.to_json(),
-                 **({"cores_shared": why} if (why := shared_cores(m.extra)) else {})},
+        summary={
+            **summary.to_json(),
+            **({"cores_shared": why} if (why := shared_cores(m.extra)) else {}),
+        },
         metric=m.metric,
         job_sizes=job_sizes,
         sessions=((timestamp, summary.median),),
     )
 
 
-def carry_sessions(old: BaselineEntry | None, new: BaselineEntry,
-                   limit: int = MAX_SESSIONS) -> BaselineEntry:
+def carry_sessions(
+    old: BaselineEntry | None, new: BaselineEntry, limit: int = MAX_SESSIONS
+) -> BaselineEntry:
     """`new` with the sessions of the entry it replaces, when both measured the same thing on
     the same kind of run: same unit, direction and relevant fingerprint (fingerprint_diff).
     A run on shared cores (`=all` writes it, marked) adds no session: a neighbour's load moves
     a point either way (gRPC's small-message latency ran 0.4-0.5x its quiet level beside a
     test run that kept the cores awake), which is no spread of the build's own."""
-    if old is None or old.unit != new.unit or old.direction != new.direction \
-            or fingerprint_diff(old.fingerprint, new.fingerprint):
+    if (
+        old is None
+        or old.unit != new.unit
+        or old.direction != new.direction
+        or fingerprint_diff(old.fingerprint, new.fingerprint)
+    ):
         return new
     added = () if shared_cores(new.summary) else new.levels
     return replace(new, sessions=(old.levels + added)[-limit:])
@@ -256,9 +273,13 @@ class BaselineStore(Protocol):
         """(system, fabric, stack) of every stored set, sorted (`hpccomm baselines show`)."""
         ...
 
-    def rewrite(self, system: str, fabric: str, stack: str,
-                change: Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]],
-                ) -> dict[str, BaselineEntry]:
+    def rewrite(
+        self,
+        system: str,
+        fabric: str,
+        stack: str,
+        change: Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]],
+    ) -> dict[str, BaselineEntry]:
         """Replace a set's entries by change(entries), as one atomic update (prune,
         promote); a set left empty is removed."""
         ...
@@ -282,8 +303,11 @@ class JsonBaselineStore:
     max_sessions: int = field(default=MAX_SESSIONS)
 
     def _set_dir(self, system: str, fabric: str) -> Path:
-        return Path(self.root) / _check_component("system", system) \
+        return (
+            Path(self.root)
+            / _check_component("system", system)
             / _check_component("fabric", fabric)
+        )
 
     def path(self, system: str, fabric: str, stack: str) -> Path:
         return self._set_dir(system, fabric) / f"{_check_component('stack', stack)}.json"
@@ -315,18 +339,30 @@ class JsonBaselineStore:
             if m.stack != stack:
                 raise ValueError(f"measurement {m.key!r} is for stack {m.stack!r}, not {stack!r}")
             new[m.key] = entry_from_measurement(m, fingerprint, stamp, self.max_samples)
-        return self.rewrite(system, fabric, stack, lambda entries: {
-            **entries, **{k: carry_sessions(entries.get(k), e, self.max_sessions)
-                          for k, e in new.items()}})
+        return self.rewrite(
+            system,
+            fabric,
+            stack,
+            lambda entries: {
+                **entries,
+                **{k: carry_sessions(entries.get(k), e, self.max_sessions) for k, e in new.items()},
+            },
+        )
 
     def sets(self) -> list[tuple[str, str, str]]:
-        return sorted((p.parent.parent.name, p.parent.name, p.stem)
-                      for p in Path(self.root).glob("*/*/*.json")
-                      if p.name != "host-probes.json")
+        return sorted(
+            (p.parent.parent.name, p.parent.name, p.stem)
+            for p in Path(self.root).glob("*/*/*.json")
+            if p.name != "host-probes.json"
+        )
 
-    def rewrite(self, system: str, fabric: str, stack: str,
-                change: Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]],
-                ) -> dict[str, BaselineEntry]:
+    def rewrite(
+        self,
+        system: str,
+        fabric: str,
+        stack: str,
+        change: Callable[[dict[str, BaselineEntry]], dict[str, BaselineEntry]],
+    ) -> dict[str, BaselineEntry]:
         path = self.path(system, fabric, stack)
         with updating(path):
             entries = change(self._read(path, system, fabric, stack))
@@ -386,10 +422,35 @@ class JsonBaselineStore:
 # the "_"-separated words of a component, is listed here.
 FINGERPRINT_FIELDS = frozenset(
     {
-        "device", "devices", "hca", "rate", "speed", "link_layer", "mtu", "firmware", "fw",
-        "driver", "mpi", "vendor", "version", "versions", "kernel", "os", "arch", "cpu",
-        "model", "cores", "numa", "python", "stack", "stacks", "launcher", "nodes", "ranks",
-        "pytest_hpccomm", "ipoib_mode",
+        "device",
+        "devices",
+        "hca",
+        "rate",
+        "speed",
+        "link_layer",
+        "mtu",
+        "firmware",
+        "fw",
+        "driver",
+        "mpi",
+        "vendor",
+        "version",
+        "versions",
+        "kernel",
+        "os",
+        "arch",
+        "cpu",
+        "model",
+        "cores",
+        "numa",
+        "python",
+        "stack",
+        "stacks",
+        "launcher",
+        "nodes",
+        "ranks",
+        "pytest_hpccomm",
+        "ipoib_mode",
     }
 )
 # Change between runs on one system without making baselines incomparable (last component).

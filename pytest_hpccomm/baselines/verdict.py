@@ -129,12 +129,14 @@ def _ratio_ci(
         return np.median(xc, axis=-1) / np.median(xb, axis=-1)
 
     indices = (np.arange(len(cur_blocks), dtype=float), np.arange(len(base_blocks), dtype=float))
-    return percentile_bootstrap(indices, ratio, confidence_level, n_resamples, seed,
-                                paired=False, vectorized=True)
+    return percentile_bootstrap(
+        indices, ratio, confidence_level, n_resamples, seed, paired=False, vectorized=True
+    )
 
 
-def job_parts(samples: npt.NDArray[np.float64],
-              sizes: Sequence[int] | None) -> list[npt.NDArray[np.float64]]:
+def job_parts(
+    samples: npt.NDArray[np.float64], sizes: Sequence[int] | None
+) -> list[npt.NDArray[np.float64]]:
     """The samples split into their jobs, in order; one part when the sizes are absent or do
     not add up to the samples (a record that was not pooled)."""
     if not sizes or sum(sizes) != samples.size or any(int(k) < 1 for k in sizes):
@@ -149,11 +151,12 @@ def _job_blocks(parts: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]
     b = block_length(min(p.size for p in parts))
     per_job = [blocks(p, b) for p in parts]
     nb = min(len(x) for x in per_job)
-    return np.stack([x[len(x) - nb:] for x in per_job])
+    return np.stack([x[len(x) - nb :] for x in per_job])
 
 
-def _resampled_medians(jobs: npt.NDArray[np.float64], n_resamples: int,
-                       rng: np.random.Generator) -> npt.NDArray[np.float64]:
+def _resampled_medians(
+    jobs: npt.NDArray[np.float64], n_resamples: int, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
     """Medians of hierarchical resamples: jobs with replacement, then each drawn job's blocks."""
     k, nb, _ = jobs.shape
     pick_jobs = rng.integers(0, k, size=(n_resamples, k))
@@ -162,14 +165,19 @@ def _resampled_medians(jobs: npt.NDArray[np.float64], n_resamples: int,
     return np.asarray(np.median(drawn.reshape(n_resamples, -1), axis=1), dtype=np.float64)
 
 
-def _jobs_ratio_ci(cur: list[npt.NDArray[np.float64]], base: list[npt.NDArray[np.float64]],
-                   confidence_level: float, n_resamples: int,
-                   seed: int) -> tuple[float, float]:
+def _jobs_ratio_ci(
+    cur: list[npt.NDArray[np.float64]],
+    base: list[npt.NDArray[np.float64]],
+    confidence_level: float,
+    n_resamples: int,
+    seed: int,
+) -> tuple[float, float]:
     """Percentile CI of median(cur) / median(base) from the hierarchical bootstrap, each side
     resampled apart. (Not scipy.stats.bootstrap: it resamples one level only.)"""
     rng = np.random.default_rng(seed)
-    ratios = (_resampled_medians(_job_blocks(cur), n_resamples, rng)
-              / _resampled_medians(_job_blocks(base), n_resamples, rng))
+    ratios = _resampled_medians(_job_blocks(cur), n_resamples, rng) / _resampled_medians(
+        _job_blocks(base), n_resamples, rng
+    )
     tail = (1.0 - confidence_level) / 2.0
     lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
     return float(lo), float(hi)
@@ -214,8 +222,9 @@ def within_band(ratio: float, tolerance: float) -> bool:
     return down <= ratio <= up
 
 
-def host_band(tolerance: float, host_shift: float,
-              lower_is_better: bool) -> tuple[tuple[float, float], tuple[float, float]]:
+def host_band(
+    tolerance: float, host_shift: float, lower_is_better: bool
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """(claim edges, pass edges) for a host `host_shift` times as fast as the baseline's,
     which moves a latency by up to 1/host_shift and a bandwidth by up to host_shift (the probe
     says how far, not how much of that reaches this stack): a change is claimed only beyond
@@ -224,12 +233,16 @@ def host_band(tolerance: float, host_shift: float,
     host never excuses a regression: a 1.5x slowdown stays one on a host probed 1.2x faster."""
     down, up = band(tolerance)
     e = 1.0 / host_shift if lower_is_better else host_shift
-    return ((min(down, down * e), max(up, up * e)),
-            (max(down, down * e), min(up, up * e)))
+    return ((min(down, down * e), max(up, up * e)), (max(down, down * e), min(up, up * e)))
 
 
-def min_effect(ratio: float, ci: tuple[float, float], edges: tuple[float, float],
-               lower_is_better: bool, paired: bool = False) -> float:
+def min_effect(
+    ratio: float,
+    ci: tuple[float, float],
+    edges: tuple[float, float],
+    lower_is_better: bool,
+    paired: bool = False,
+) -> float:
     """The smallest slowdown factor (>= 1) that an interval of this one's width would have
     called a regression: the stored rule asks the whole interval beyond the band's worse edge,
     the paired rule an interval that excludes 1 and reaches beyond that edge (paired.py)."""
@@ -245,8 +258,10 @@ def min_effect(ratio: float, ci: tuple[float, float], edges: tuple[float, float]
 def widened(ratio: float, ci: tuple[float, float], margin: float) -> tuple[float, float]:
     """`ci` with each log half-width combined in quadrature with `margin` (a log half-width)."""
     lo, hi = ci
-    return (ratio * math.exp(-math.hypot(math.log(ratio / lo), margin)),
-            ratio * math.exp(math.hypot(math.log(hi / ratio), margin)))
+    return (
+        ratio * math.exp(-math.hypot(math.log(ratio / lo), margin)),
+        ratio * math.exp(math.hypot(math.log(hi / ratio), margin)),
+    )
 
 
 def judge(
@@ -320,16 +335,14 @@ def judge(
     # entries adds no session draws (a t quantile: 2 sessions' differences give t = 6.96 at
     # 98 %, not z = 2.33)
     dof = len(levels) - 1
-    edges, pass_edges = host_band(tol, host_shift,
-                                  current.direction == Direction.LOWER_IS_BETTER)
+    edges, pass_edges = host_band(tol, host_shift, current.direction == Direction.LOWER_IS_BETTER)
     if s_b is not None and base_med > 0 and np.all(base > 0):
         # the reference is the sessions' level; the stored samples give its shape
         ref = float(np.exp(np.mean(np.log(levels))))
         if not math.isclose(ref, base_med, rel_tol=1e-12):  # sessions at one level: as stored
             base, base_med = base * (ref / base_med), ref
     head = (
-        f"{name}: median {fmt_num(cur_med)} {unit} "
-        f"vs baseline {fmt_num(base_med)} {baseline.unit}"
+        f"{name}: median {fmt_num(cur_med)} {unit} vs baseline {fmt_num(base_med)} {baseline.unit}"
     )
 
     jobs_note = ""  # set when the CI resamples jobs as units
@@ -350,20 +363,28 @@ def judge(
         if ratio is not None:
             detail.append(f"ratio {ratio:.3f}")
         if ci is not None:
-            detail.append(f"{level * 100:g}% CI {ci[0]:.3f}\N{EN DASH}{ci[1]:.3f}"
-                          + (f" over {jobs_note}" if jobs_note else ""))
+            detail.append(
+                f"{level * 100:g}% CI {ci[0]:.3f}\N{EN DASH}{ci[1]:.3f}"
+                + (f" over {jobs_note}" if jobs_note else "")
+            )
         if p is not None:
             detail.append(f"p={fmt_p(p)}")
         if s_b is not None:
-            detail.append(f"sd {s_b * 100:.1f}% between {len(levels)} baseline sessions"
-                          + (f" (its family's; its own {s_own * 100:.1f}%)"
-                             if s_own is not None and s_b > s_own else ""))
+            detail.append(
+                f"sd {s_b * 100:.1f}% between {len(levels)} baseline sessions"
+                + (
+                    f" (its family's; its own {s_own * 100:.1f}%)"
+                    if s_own is not None and s_b > s_own
+                    else ""
+                )
+            )
         detail.append(f"tolerance {fmt_tol(tol)}")
         if shifted is not None:
-            detail.append(f"host probed at {shifted:.2f}x the set's speed: a change claimed "
-                          f"beyond {edges[0]:.3f}\N{EN DASH}{edges[1]:.3f}")
-        mde = (None if ci is None or ratio is None
-               else min_effect(ratio, ci, edges, lower_better))
+            detail.append(
+                f"host probed at {shifted:.2f}x the set's speed: a change claimed "
+                f"beyond {edges[0]:.3f}\N{EN DASH}{edges[1]:.3f}"
+            )
+        mde = None if ci is None or ratio is None else min_effect(ratio, ci, edges, lower_better)
         msg = verdict_line(outcome, head, detail, reason)
         return Verdict(
             outcome=outcome,
@@ -420,12 +441,15 @@ def judge(
         z = float(sps.t.ppf(q, dof))
         margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))
         ci = widened(ratio, ci, margin)
-    outcome, reason = classify(ratio, ci, p_worse, p_better, lower_better, tol, alpha,
-                               edges=edges, pass_edges=pass_edges)
+    outcome, reason = classify(
+        ratio, ci, p_worse, p_better, lower_better, tol, alpha, edges=edges, pass_edges=pass_edges
+    )
     down, up = edges
     if s_b is not None and outcome is Outcome.INCONCLUSIVE and 2.0 * margin > math.log(up / down):
-        reason = (f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
-                  f"{len(levels)} sessions): more jobs cannot narrow it")
+        reason = (
+            f"{BETWEEN_SESSIONS} wider than the tolerance band (sd {s_b * 100:.1f}% over "
+            f"{len(levels)} sessions): more jobs cannot narrow it"
+        )
     if s_b is None:
         # Without the spread between sessions the interval holds only this session's jobs: a
         # host whose speed moves between sessions (a 2-core VM's MPI jobs in two speed modes,
@@ -435,12 +459,20 @@ def judge(
         got = verdict(outcome, reason, ratio, ci, p_worse, p_better)
         few = f"{FEW_SESSIONS} ({len(levels)} of {MIN_SESSIONS})"
         head = got.message.removeprefix(f"{outcome.value}: ")
-        said = (f"{outcome.value} not claimed" if outcome is not Outcome.INCONCLUSIVE
-                else f"the jobs alone: {reason}")
-        return replace(got, outcome=Outcome.INCONCLUSIVE, min_effect=None, reason=few,
-                       unclaimed=None if outcome is Outcome.INCONCLUSIVE else outcome,
-                       message=f"{Outcome.INCONCLUSIVE.value}: {head}; {said}: {few}; record "
-                               f"more sessions, hours apart")
+        said = (
+            f"{outcome.value} not claimed"
+            if outcome is not Outcome.INCONCLUSIVE
+            else f"the jobs alone: {reason}"
+        )
+        return replace(
+            got,
+            outcome=Outcome.INCONCLUSIVE,
+            min_effect=None,
+            reason=few,
+            unclaimed=None if outcome is Outcome.INCONCLUSIVE else outcome,
+            message=f"{Outcome.INCONCLUSIVE.value}: {head}; {said}: {few}; record "
+            f"more sessions, hours apart",
+        )
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)
 
 
@@ -476,8 +508,10 @@ def classify(
         return Outcome.IMPROVEMENT, "better beyond tolerance"
     down, up = pass_edges or (down, up)
     if down >= up:
-        return Outcome.INCONCLUSIVE, ("the host's speed (reference probe) spans the tolerance "
-                                      "band: no change beyond it, none ruled out")
+        return Outcome.INCONCLUSIVE, (
+            "the host's speed (reference probe) spans the tolerance "
+            "band: no change beyond it, none ruled out"
+        )
     point_worse = ratio > up if lower_is_better else ratio < down
     point_better = ratio < down if lower_is_better else ratio > up
     if hi / lo > up / down:
@@ -485,7 +519,7 @@ def classify(
     if not (point_worse or point_better):
         return Outcome.PASS, "within tolerance"
     side = "worse" if point_worse else "better"
-    if (worse_sig if point_worse else better_sig):
+    if worse_sig if point_worse else better_sig:
         return Outcome.INCONCLUSIVE, f"{side} than tolerance, but the CI reaches inside it"
     return Outcome.INCONCLUSIVE, f"{side} than tolerance, but not significant"
 
@@ -498,9 +532,13 @@ def not_evidence(v: Verdict, why: str) -> Verdict:
     if v.outcome not in (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.PASS):
         return replace(v, message=f"{v.message} [{why}]", informational=why)
     head = v.message.removeprefix(f"{v.outcome.value}: ")
-    return replace(v, outcome=Outcome.INCONCLUSIVE, reason=why, informational=why,
-                   message=f"{Outcome.INCONCLUSIVE.value}: {head}; {v.outcome.value} not "
-                           f"judged: {why}")
+    return replace(
+        v,
+        outcome=Outcome.INCONCLUSIVE,
+        reason=why,
+        informational=why,
+        message=f"{Outcome.INCONCLUSIVE.value}: {head}; {v.outcome.value} not judged: {why}",
+    )
 
 
 def temper_for_shared_cores(v: Verdict, current: str, baseline: str = "") -> Verdict:

@@ -91,7 +91,9 @@ def main() -> int:
     nap = 0.005
     while True:
         now = time.monotonic()
-        if kill_at is None and (main_rc is not None or stop_reason or (deadline and now >= deadline)):
+        if kill_at is None and (
+            main_rc is not None or stop_reason or (deadline and now >= deadline)
+        ):
             _signal_tree(signal.SIGTERM)
             kill_at = now + grace
         elif kill_at is not None and now >= kill_at:

@@ -39,8 +39,9 @@ def _machine() -> tuple[float, float, int | None]:
     ticks = [int(x) for x in first[1:]]
     busy = sum(ticks[i] for i in _BUSY_FIELDS if i < len(ticks))
     steal = ticks[_STEAL] if len(ticks) > _STEAL else 0
-    queue = next((int(line.split()[1]) for line in lines
-                  if line.startswith(b"procs_running ")), None)
+    queue = next(
+        (int(line.split()[1]) for line in lines if line.startswith(b"procs_running ")), None
+    )
     return busy / _TICK, steal / _TICK, queue
 
 
@@ -80,8 +81,7 @@ def _own() -> float:
     # zombies too: a sibling job that ended but is reaped after this one (parallel workers,
     # finished in order) is no longer live and not yet our children's: its time would count
     # as a neighbour's
-    live = sum(proctree.cpu_ticks(p.pid)
-               for p in proctree.descendants([os.getpid()], zombies=True))
+    live = sum(proctree.cpu_ticks(p.pid) for p in proctree.descendants([os.getpid()], zombies=True))
     return total + live / _TICK
 
 
@@ -118,24 +118,35 @@ class CpuShare:
         return f"cores shared: {self.describe()} (quiet: <= {self.quiet_limit:.2f})"
 
     def describe(self) -> str:
-        steal = f", {self.steal_cores:.2f} stolen by the hypervisor" if self.steal_cores >= 0.01 \
-            else ""
+        steal = (
+            f", {self.steal_cores:.2f} stolen by the hypervisor" if self.steal_cores >= 0.01 else ""
+        )
         load = f", load average {self.load1:.2f}" if self.load1 is not None else ""
         start, end = self.run_queue
         queue = "" if start is None or end is None else f", {max(start, end)} runnable"
-        busiest = "; busiest: " + ", ".join(f"{who} ({cores:.2f})" for who, cores in
-                                           self.others) if self.others else ""
-        return (f"other processes used {self.foreign_cores:.2f} of {self.cpus} cores "
-                f"over {self.wall:.1f} s{steal}{load}{queue}{busiest}")
+        busiest = (
+            "; busiest: " + ", ".join(f"{who} ({cores:.2f})" for who, cores in self.others)
+            if self.others
+            else ""
+        )
+        return (
+            f"other processes used {self.foreign_cores:.2f} of {self.cpus} cores "
+            f"over {self.wall:.1f} s{steal}{load}{queue}{busiest}"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"wall_s": round(self.wall, 3), "cpus": self.cpus,
-                "busy_cores": round(self.busy_cores, 3), "own_cores": round(self.own_cores, 3),
-                "foreign_cores": round(self.foreign_cores, 3),
-                "steal_cores": round(self.steal_cores, 3), "load1": self.load1,
-                "run_queue": list(self.run_queue),
-                "mhz": None if self.mhz is None else round(self.mhz, 1),
-                "others": [[who, round(cores, 3)] for who, cores in self.others]}
+        return {
+            "wall_s": round(self.wall, 3),
+            "cpus": self.cpus,
+            "busy_cores": round(self.busy_cores, 3),
+            "own_cores": round(self.own_cores, 3),
+            "foreign_cores": round(self.foreign_cores, 3),
+            "steal_cores": round(self.steal_cores, 3),
+            "load1": self.load1,
+            "run_queue": list(self.run_queue),
+            "mhz": None if self.mhz is None else round(self.mhz, 1),
+            "others": [[who, round(cores, 3)] for who, cores in self.others],
+        }
 
 
 class CpuMeter:
@@ -153,23 +164,31 @@ class CpuMeter:
         wall = max(time.monotonic() - self._t0, 1e-6)
         busy, steal, queue = _machine()
         own = _own()
-        share = CpuShare(wall=wall, cpus=os.cpu_count() or 1,
-                         busy_cores=(busy - self._busy0) / wall,
-                         own_cores=max(0.0, own - self._own0 + extra_own) / wall,
-                         steal_cores=(steal - self._steal0) / wall,
-                         load1=_load1(), run_queue=(self._queue0, queue),
-                         mhz=_mhz())
+        share = CpuShare(
+            wall=wall,
+            cpus=os.cpu_count() or 1,
+            busy_cores=(busy - self._busy0) / wall,
+            own_cores=max(0.0, own - self._own0 + extra_own) / wall,
+            steal_cores=(steal - self._steal0) / wall,
+            load1=_load1(),
+            run_queue=(self._queue0, queue),
+            mhz=_mhz(),
+        )
         if share.disturbed:  # name them: only then is the second pass over /proc paid
             share = dataclasses.replace(share, others=self._busiest(wall))
         return share
 
-    def _busiest(self, wall: float, top: int = 3, least: float = 0.05) -> tuple[
-            tuple[str, float], ...]:
+    def _busiest(
+        self, wall: float, top: int = 3, least: float = 0.05
+    ) -> tuple[tuple[str, float], ...]:
         """The processes outside this tree that used the most CPU since the snapshot (one
         started since then counts whole), at least `least` cores each."""
         mine = {p.pid for p in proctree.descendants([os.getpid()], zombies=True)} | {os.getpid()}
-        used = [(ticks - self._ticks0.get(p, 0), p) for p, ticks in
-                proctree.self_ticks_all().items() if p.pid not in mine]
+        used = [
+            (ticks - self._ticks0.get(p, 0), p)
+            for p, ticks in proctree.self_ticks_all().items()
+            if p.pid not in mine
+        ]
         used.sort(reverse=True)
         out = []
         for ticks, p in used[:top]:
@@ -192,19 +211,23 @@ class JobsCpu:
 def of_jobs(shares: Iterable[CpuShare | None]) -> JobsCpu:
     """JobsCpu of jobs in order; a job without a reading (None) is left out."""
     got = [s for s in shares if s is not None]
-    return JobsCpu(tuple(s.to_json() for s in got),
-                   next((s.disturbed for s in got if s.disturbed), ""))
+    return JobsCpu(
+        tuple(s.to_json() for s in got), next((s.disturbed for s in got if s.disturbed), "")
+    )
 
 
-def evidence(shares: Sequence[Mapping[str, float]], disturbed: str,
-             reruns: int) -> dict[str, Any]:
+def evidence(shares: Sequence[Mapping[str, float]], disturbed: str, reruns: int) -> dict[str, Any]:
     """What a measurement's `extra["cpu"]` records of its jobs (baselines/store.shared_cores
     reads the `disturbed` reason back)."""
-    return {"foreign_cores": [s["foreign_cores"] for s in shares], "disturbed": disturbed,
-            "reruns": reruns, "load1": [s.get("load1") for s in shares],
-            "run_queue": [s.get("run_queue") for s in shares],
-            "mhz": [s.get("mhz") for s in shares],
-            "others": [s.get("others") or [] for s in shares]}
+    return {
+        "foreign_cores": [s["foreign_cores"] for s in shares],
+        "disturbed": disturbed,
+        "reruns": reruns,
+        "load1": [s.get("load1") for s in shares],
+        "run_queue": [s.get("run_queue") for s in shares],
+        "mhz": [s.get("mhz") for s in shares],
+        "others": [s.get("others") or [] for s in shares],
+    }
 
 
 T = TypeVar("T")

@@ -48,6 +48,7 @@ class HostFabric:
 @dataclass
 class ClusterFabric:
     """The session's fabric: here, and on each host of --hpc-hosts in their order."""
+
     local: FabricSelection
     hosts: tuple[HostFabric, ...] = ()
     shell: RemoteShell = field(default_factory=RemoteShell)
@@ -61,9 +62,11 @@ class ClusterFabric:
         sel = host.selection
         assert sel.device is not None and sel.port is not None
         if host.local:
-            return {"port": port_counters(sel.device, sel.port),
-                    "netdev": netdev_counters(sel.netdev) if sel.netdev else {},
-                    "tcp_out_segments": tcp_out_segments()}
+            return {
+                "port": port_counters(sel.device, sel.port),
+                "netdev": netdev_counters(sel.netdev) if sel.netdev else {},
+                "tcp_out_segments": tcp_out_segments(),
+            }
         argv = ["counters", "--device", sel.device, "--port", str(sel.port)]
         if sel.netdev:
             argv += ["--netdev", sel.netdev]
@@ -87,8 +90,9 @@ def _ask(shell: RemoteShell, host: str, argv: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _remote(shell: RemoteShell, host: str, kind: str, device: str | None,
-            netdev: str | None) -> HostFabric:
+def _remote(
+    shell: RemoteShell, host: str, kind: str, device: str | None, netdev: str | None
+) -> HostFabric:
     argv = ["select", "--fabric", kind]
     argv += ["--device", device] if device else []
     argv += ["--netdev", netdev] if netdev else []
@@ -96,16 +100,28 @@ def _remote(shell: RemoteShell, host: str, kind: str, device: str | None,
     out = _ask(shell, host, argv)
     created = out.pop("created", None)
     fields = {f for f in FabricSelection.__dataclass_fields__}
-    return HostFabric(host, FabricSelection(**{k: v for k, v in out.items() if k in fields}),
-                      local=False, created=created)
+    return HostFabric(
+        host,
+        FabricSelection(**{k: v for k, v in out.items() if k in fields}),
+        local=False,
+        created=created,
+    )
 
 
 @contextmanager
-def provisioned(kind: str, selection: FabricSelection | FabricUnavailable, inventory: Inventory,
-                refresh: Callable[[], FabricSelection | FabricUnavailable], *,
-                hosts: Sequence[str] = (), rsh_agent: str | None = None,
-                device: str | None = None, netdev: str | None = None,
-                sysfs_root: Path, made_here: list[prov.Provisioned]) -> Iterator[ClusterFabric]:
+def provisioned(
+    kind: str,
+    selection: FabricSelection | FabricUnavailable,
+    inventory: Inventory,
+    refresh: Callable[[], FabricSelection | FabricUnavailable],
+    *,
+    hosts: Sequence[str] = (),
+    rsh_agent: str | None = None,
+    device: str | None = None,
+    netdev: str | None = None,
+    sysfs_root: Path,
+    made_here: list[prov.Provisioned],
+) -> Iterator[ClusterFabric]:
     """The fabric here (a link created when kind is softroce/iwarp and none exists) and on
     every other host of `hosts`; what was created is removed on leaving, also on errors.
     `made_here` is the session's list of local links (its unconfigure hook is a belt)."""

@@ -55,7 +55,7 @@ def _name(text: str, where: str) -> str:
 
 
 def parse_host_list(spec: str) -> list[Host]:
-    """"a,b:2,c" -> [Host(a,1), Host(b,2), Host(c,1)] (the --hpc-hosts form, as Hydra's -hosts)."""
+    """ "a,b:2,c" -> [Host(a,1), Host(b,2), Host(c,1)] (the --hpc-hosts form, as Hydra's -hosts)."""
     where = f"host list {spec!r}"
     if not spec.strip():
         raise HostSpecError(f"{where}: empty")
@@ -94,7 +94,9 @@ def parse_hostfile(path: str | os.PathLike[str]) -> list[Host]:
         for word in words[1:]:
             key, eq, value = word.partition("=")
             if not eq or key not in _OMPI_KEYS:
-                raise HostSpecError(f"{where}: unknown field {word!r} (expected slots=N or max_slots=N)")
+                raise HostSpecError(
+                    f"{where}: unknown field {word!r} (expected slots=N or max_slots=N)"
+                )
             if key in ("max_slots", "max-slots"):
                 max_slots = _slots(value, where)
             elif slots is not None:
@@ -110,6 +112,7 @@ def parse_hostfile(path: str | os.PathLike[str]) -> list[Host]:
 
 
 # -- SLURM ------------------------------------------------------------------------------------
+
 
 def _split_top(text: str, where: str) -> list[str]:
     """Split on commas that are not inside [...]."""
@@ -154,7 +157,7 @@ def _expand_ranges(body: str, where: str) -> list[str]:
 
 
 def expand_slurm_nodelist(nodelist: str) -> list[str]:
-    """"node[01-04,07],gpu-a[1-2],login" -> node01..node04, node07, gpu-a1, gpu-a2, login.
+    """ "node[01-04,07],gpu-a[1-2],login" -> node01..node04, node07, gpu-a1, gpu-a2, login.
     Several bracket groups in one name expand as a product: "r[1-2]n[1-2]" -> r1n1, r1n2, ..."""
     where = f"SLURM node list {nodelist!r}"
     if not nodelist.strip():

@@ -67,10 +67,10 @@ def last_words(text: str, limit: int = 300) -> str:
     while lines and _is_rule(lines[-1]):
         end = len(lines) - 1
         start = max((i for i in range(end) if _is_rule(lines[i])), default=-1)
-        block = [line for line in lines[start + 1:end] if line]
+        block = [line for line in lines[start + 1 : end] if line]
         if block:
             return " ".join(block)[:limit]
-        lines = lines[:max(start, 0)]
+        lines = lines[: max(start, 0)]
     return lines[-1][:limit] if lines else ""
 
 
@@ -128,11 +128,26 @@ class RunningJob:
             os.close(in_w)
         try:
             self._shim = subprocess.Popen(
-                [sys.executable, "-E", "-s", "-S", _REAPER, str(wfd), str(os.getpid()),
-                 str(grace), str(backstop), "--", *self.argv],
+                [
+                    sys.executable,
+                    "-E",
+                    "-s",
+                    "-S",
+                    _REAPER,
+                    str(wfd),
+                    str(os.getpid()),
+                    str(grace),
+                    str(backstop),
+                    "--",
+                    *self.argv,
+                ],
                 stdin=subprocess.DEVNULL if in_fd is None else in_fd,
-                stdout=self._out, stderr=self._err,
-                env=full_env, cwd=cwd, pass_fds=(wfd,), start_new_session=True,
+                stdout=self._out,
+                stderr=self._err,
+                env=full_env,
+                cwd=cwd,
+                pass_fds=(wfd,),
+                start_new_session=True,
             )
         except BaseException:
             os.close(rfd)
@@ -146,8 +161,9 @@ class RunningJob:
             if in_fd is not None:
                 os.close(in_fd)
         self.pid = self._shim.pid
-        self._outside = OutsideCpu(TAG_VAR, self.tag, os.environ.get("SLURM_JOB_ID")) \
-            if outside_cpu else None
+        self._outside = (
+            OutsideCpu(TAG_VAR, self.tag, os.environ.get("SLURM_JOB_ID")) if outside_cpu else None
+        )
         self._shim_proc = proctree.proc_of(self.pid)
         self._result: JobResult | None = None
         self._timed_out = False
@@ -320,10 +336,19 @@ def start_job(
     scratch: a directory made for the job (0700) and removed once it is reaped. stdin: up to
     4 KiB the job reads from its standard input, then end of file (default: /dev/null).
     outside_cpu: count the job's processes outside this tree as its own (OutsideCpu)."""
-    return RunningJob(argv, env=env, cwd=cwd, timeout=timeout, grace=grace,
-                      netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                      outside_cpu=outside_cpu,
-                      scratch=scratch, stdin=stdin)
+    return RunningJob(
+        argv,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        grace=grace,
+        netns_pids_hook=netns_pids_hook,
+        on_start=on_start,
+        label=label,
+        outside_cpu=outside_cpu,
+        scratch=scratch,
+        stdin=stdin,
+    )
 
 
 def run_job(
@@ -342,9 +367,19 @@ def run_job(
 ) -> JobResult:
     """Run argv to completion or until timeout; always reaped, never raises for the job's own
     failure (check .ok / .timed_out). Output is captured whole (temp files, no pipe stalls)."""
-    job = start_job(argv, env, timeout=timeout, cwd=cwd, grace=grace,
-                    netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                    scratch=scratch, stdin=stdin, outside_cpu=outside_cpu)
+    job = start_job(
+        argv,
+        env,
+        timeout=timeout,
+        cwd=cwd,
+        grace=grace,
+        netns_pids_hook=netns_pids_hook,
+        on_start=on_start,
+        label=label,
+        scratch=scratch,
+        stdin=stdin,
+        outside_cpu=outside_cpu,
+    )
     try:
         return job.wait()
     finally:

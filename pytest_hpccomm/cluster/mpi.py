@@ -80,6 +80,7 @@ def detect_mpi(mpirun_path: str | os.PathLike[str], timeout: float = 30.0) -> Mp
 
 # -- per-MPI environments ---------------------------------------------------------------------
 
+
 def mpi_cache(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir("mpi", env, CACHE_VAR)
 
@@ -102,9 +103,18 @@ def create_mpi_env(name: str, python: str = sys.executable, timeout: float = 600
     prefix.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([python, "-m", "venv", str(prefix)], check=True, timeout=timeout)
     subprocess.run(
-        [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", MPI4PY_REQ, MPI_ENVS[name],
-         *PEER_REQS],
-        check=True, timeout=timeout,
+        [
+            str(prefix / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            MPI4PY_REQ,
+            MPI_ENVS[name],
+            *PEER_REQS,
+        ],
+        check=True,
+        timeout=timeout,
     )
     return prefix
 
@@ -122,8 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         for name in MPI_ENVS:
             path = mpirun_path(name)
-            print(f"{name}: {path if path else 'missing'}"
-                  + (f" ({detect_mpi(path)})" if path else ""))
+            print(
+                f"{name}: {path if path else 'missing'}"
+                + (f" ({detect_mpi(path)})" if path else "")
+            )
     return 0
 
 

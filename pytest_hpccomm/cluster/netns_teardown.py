@@ -35,8 +35,9 @@ def default_state_dir() -> Path:
 def run_command(argv: Sequence[str], *, input: str | None = None, check: bool = True) -> str:
     """One short management command (ip/tc/nft) with a timeout; raises ClusterError."""
     try:
-        res = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                             timeout=_CMD_TIMEOUT)
+        res = subprocess.run(
+            list(argv), input=input, capture_output=True, text=True, timeout=_CMD_TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         raise ClusterError(f"{' '.join(argv)}: no answer in {_CMD_TIMEOUT:.0f}s") from None
     if check and res.returncode != 0:
@@ -69,6 +70,7 @@ def pids_in_netns(namespaces: Iterable[str]) -> list[int]:
 
 
 # -- manifest and teardown --------------------------------------------------------------------
+
 
 def write_manifest(path: Path, data: Mapping[str, Any]) -> None:
     """Whole or not at all: a half-written manifest would leave its namespaces to nobody."""

@@ -32,8 +32,15 @@ class OutsideCpu:
     processes tagged `tag` (jobs.TAG_VAR) outside this process tree and, inside a SLURM job,
     by that job's step daemons."""
 
-    def __init__(self, tag_var: str, tag: str, slurm_job: str | None = None,
-                 period: float = 0.02, scan: float = 0.25, settled_scan: float = 2.0) -> None:
+    def __init__(
+        self,
+        tag_var: str,
+        tag: str,
+        slurm_job: str | None = None,
+        period: float = 0.02,
+        scan: float = 0.25,
+        settled_scan: float = 2.0,
+    ) -> None:
         self.tag_var, self.tag, self.slurm_job = tag_var, tag, slurm_job
         self.period, self.scan, self.settled_scan = period, scan, settled_scan
         self._ticks: dict[proctree.Proc, int] = {}  # last reading

@@ -22,8 +22,9 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def peer_env(extra: Mapping[str, str] | None = None, *, inherit: bool = False,
-             own_python: bool = False) -> dict[str, str]:
+def peer_env(
+    extra: Mapping[str, str] | None = None, *, inherit: bool = False, own_python: bool = False
+) -> dict[str, str]:
     """PYTHONPATH, PYTHONDONTWRITEBYTECODE, then `extra`; over os.environ when `inherit`.
     own_python: the peers run this very interpreter (a system mpirun with this Python's
     mpi4py), so the PYTHONPATH it was given names its modules and is kept after the root."""
@@ -31,11 +32,13 @@ def peer_env(extra: Mapping[str, str] | None = None, *, inherit: bool = False,
         path = [str(PROJECT_ROOT)]
         if own_python and os.environ.get("PYTHONPATH"):
             path.append(os.environ["PYTHONPATH"])
-        return {"PYTHONPATH": os.pathsep.join(path), "PYTHONDONTWRITEBYTECODE": "1",
-                **(extra or {})}
+        return {
+            "PYTHONPATH": os.pathsep.join(path),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **(extra or {}),
+        }
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH"))
-                                        if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})
     return env

@@ -78,36 +78,65 @@ class PlacedLaunch:
 
     def start(self, timeout: float, label: str = "") -> RunningJob:
         if self.remote is not None:
-            return self.remote.shell.start(self.remote.host, self.launch.argv, self.launch.env,
-                                           timeout, label or self.label)
-        return start_job(self.launch.argv, self.launch.env, timeout=timeout,
-                         label=label or self.label, scratch=self.launch.scratch,
-                         outside_cpu=self.outside_cpu, **self.hooks())
+            return self.remote.shell.start(
+                self.remote.host, self.launch.argv, self.launch.env, timeout, label or self.label
+            )
+        return start_job(
+            self.launch.argv,
+            self.launch.env,
+            timeout=timeout,
+            label=label or self.label,
+            scratch=self.launch.scratch,
+            outside_cpu=self.outside_cpu,
+            **self.hooks(),
+        )
 
     def run(self, timeout: float) -> JobResult:
-        return run_job(self.launch.argv, self.launch.env, timeout=timeout, label=self.label,
-                       scratch=self.launch.scratch, outside_cpu=self.outside_cpu, **self.hooks())
+        return run_job(
+            self.launch.argv,
+            self.launch.env,
+            timeout=timeout,
+            label=self.label,
+            scratch=self.launch.scratch,
+            outside_cpu=self.outside_cpu,
+            **self.hooks(),
+        )
 
     def run_retrying_init_flake(self, timeout: float) -> JobResult:
         """run(), retrying only MPICH's MPI_Init flake (launchers/mpirun.py)."""
-        return run_retrying_init_flake(self.launch, timeout=timeout, label=self.label,
-                                       outside_cpu=self.outside_cpu, **self.hooks())
+        return run_retrying_init_flake(
+            self.launch,
+            timeout=timeout,
+            label=self.label,
+            outside_cpu=self.outside_cpu,
+            **self.hooks(),
+        )
 
-    def with_mpirun_args(self, args: Sequence[str], mpirun: str | os.PathLike[str]) -> \
-            PlacedLaunch:
+    def with_mpirun_args(self, args: Sequence[str], mpirun: str | os.PathLike[str]) -> PlacedLaunch:
         """The same command with `args` right after mpirun (e.g. `--with-ft ulfm`)."""
         argv = self.launch.argv
         at = argv.index(os.fspath(mpirun)) + 1
-        return dataclasses.replace(self, launch=dataclasses.replace(
-            self.launch, argv=argv[:at] + list(args) + argv[at:]))
+        return dataclasses.replace(
+            self, launch=dataclasses.replace(self.launch, argv=argv[:at] + list(args) + argv[at:])
+        )
 
 
-def mpi_launch(placement: str, argv: Sequence[str], env: Mapping[str, str],
-               mpirun: str | os.PathLike[str], flavor: MpiFlavor | None = None, *,
-               hosts: Sequence[Host] | None = None, cluster: VirtualCluster | None = None,
-               loopback_ranks: int = 2, pins: Pins | None = None, launcher: str = "mpirun",
-               rsh_agent: str | None = None, bind_none: bool = False,
-               mpirun_args: Sequence[str] = ()) -> PlacedLaunch:
+def mpi_launch(
+    placement: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    mpirun: str | os.PathLike[str],
+    flavor: MpiFlavor | None = None,
+    *,
+    hosts: Sequence[Host] | None = None,
+    cluster: VirtualCluster | None = None,
+    loopback_ranks: int = 2,
+    pins: Pins | None = None,
+    launcher: str = "mpirun",
+    rsh_agent: str | None = None,
+    bind_none: bool = False,
+    mpirun_args: Sequence[str] = (),
+) -> PlacedLaunch:
     """The MPI job running argv in every rank, with `env` for every rank:
 
     loopback: `loopback_ranks` ranks here, bound to no core; TCP over lo (LOOPBACK_TCP_ENV),
@@ -123,8 +152,9 @@ def mpi_launch(placement: str, argv: Sequence[str], env: Mapping[str, str],
     elif placement == NETNS:
         placed = _netns(argv, env, mpirun, flavor, cluster, hosts)
     elif placement == HOSTS:
-        placed = _hosts(argv, env, mpirun, flavor, hosts or (), pins, launcher, rsh_agent,
-                        bind_none)
+        placed = _hosts(
+            argv, env, mpirun, flavor, hosts or (), pins, launcher, rsh_agent, bind_none
+        )
     else:
         raise PlacementError(f"unknown placement {placement!r}")
     return placed.with_mpirun_args(mpirun_args, mpirun) if mpirun_args else placed
@@ -134,40 +164,71 @@ def _label(flavor: MpiFlavor | None, hosts: Sequence[Host]) -> str:
     return f"{flavor or 'MPI'} job on {','.join(h.name for h in hosts)}"
 
 
-def _loopback(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLike[str],
-              flavor: MpiFlavor | None, ranks: int, pins: Pins | None) -> PlacedLaunch:
+def _loopback(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    mpirun: str | os.PathLike[str],
+    flavor: MpiFlavor | None,
+    ranks: int,
+    pins: Pins | None,
+) -> PlacedLaunch:
     here = [Host("localhost")]
     if pins is not None and not pins.tcp_only:
-        spec = LaunchSpec(argv, here, ranks_per_host=ranks, env={**env, **pins.env},
-                          bind_none=True)
+        spec = LaunchSpec(argv, here, ranks_per_host=ranks, env={**env, **pins.env}, bind_none=True)
     else:
-        spec = LaunchSpec(argv, here, ranks_per_host=ranks, env={**env, **LOOPBACK_TCP_ENV},
-                          tcp_only=True, bind_none=True)
+        spec = LaunchSpec(
+            argv,
+            here,
+            ranks_per_host=ranks,
+            env={**env, **LOOPBACK_TCP_ENV},
+            tcp_only=True,
+            bind_none=True,
+        )
     launcher = MpirunLauncher(mpirun, flavor, private_session=True)
     return PlacedLaunch(launcher.command(spec), ranks, _label(flavor, here))
 
 
-def _netns(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLike[str],
-           flavor: MpiFlavor | None, cluster: VirtualCluster | None,
-           hosts: Sequence[Host] | None) -> PlacedLaunch:
+def _netns(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    mpirun: str | os.PathLike[str],
+    flavor: MpiFlavor | None,
+    cluster: VirtualCluster | None,
+    hosts: Sequence[Host] | None,
+) -> PlacedLaunch:
     if cluster is None:
         raise PlacementError("netns placement needs a virtual cluster")
     netns = NetnsLauncher(cluster, mpirun, flavor)
     chosen = list(hosts) if hosts is not None else netns.hosts()
     launch = netns.command(LaunchSpec(argv, chosen, env=env))
-    return PlacedLaunch(launch, len(chosen), _label(flavor, chosen), netns.pids_hook,
-                        cluster.register_pid)
+    return PlacedLaunch(
+        launch, len(chosen), _label(flavor, chosen), netns.pids_hook, cluster.register_pid
+    )
 
 
-def _hosts(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLike[str],
-           flavor: MpiFlavor | None, hosts: Sequence[Host], pins: Pins | None, launcher: str,
-           rsh_agent: str | None, bind_none: bool) -> PlacedLaunch:
+def _hosts(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    mpirun: str | os.PathLike[str],
+    flavor: MpiFlavor | None,
+    hosts: Sequence[Host],
+    pins: Pins | None,
+    launcher: str,
+    rsh_agent: str | None,
+    bind_none: bool,
+) -> PlacedLaunch:
     if pins is None:
         raise PlacementError("hosts placement needs the fabric's transport")
     if not hosts:
         raise PlacementError("hosts placement needs hosts")
-    spec = LaunchSpec(argv, hosts, env={**env, **pins.env}, interface=pins.interface,
-                      tcp_only=pins.tcp_only, bind_none=bind_none)
+    spec = LaunchSpec(
+        argv,
+        hosts,
+        env={**env, **pins.env},
+        interface=pins.interface,
+        tcp_only=pins.tcp_only,
+        bind_none=bind_none,
+    )
     if launcher == "srun":
         vendor = flavor.vendor if flavor is not None else None
         launch = SrunLauncher(mpi=mpi_plugin_for(vendor)).command(spec)
@@ -176,9 +237,17 @@ def _hosts(argv: Sequence[str], env: Mapping[str, str], mpirun: str | os.PathLik
     return PlacedLaunch(launch, len(hosts), _label(flavor, hosts), outside_cpu=True)
 
 
-def process_launch(placement: str, argv: Sequence[str], env: Mapping[str, str], *,
-                   cluster: VirtualCluster | None = None, host: int = 0, label: str = "",
-                   hosts: Sequence[str] = (), shell: RemoteShell | None = None) -> PlacedLaunch:
+def process_launch(
+    placement: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    cluster: VirtualCluster | None = None,
+    host: int = 0,
+    label: str = "",
+    hosts: Sequence[str] = (),
+    shell: RemoteShell | None = None,
+) -> PlacedLaunch:
     """One process running argv with exactly `env`: here (loopback), on virtual host `host`
     of `cluster` (netns: its namespace and hostname), or on `hosts[host]` (hosts: here when
     that is this machine, else over `shell`, with `env` laid over the remote login's and
@@ -188,14 +257,23 @@ def process_launch(placement: str, argv: Sequence[str], env: Mapping[str, str], 
     if placement == NETNS:
         if cluster is None:
             raise PlacementError("netns placement needs a virtual cluster")
-        return PlacedLaunch(Launch(cluster.exec_argv(host, argv), dict(env)), 1, label,
-                            cluster.pids, cluster.register_pid)
+        return PlacedLaunch(
+            Launch(cluster.exec_argv(host, argv), dict(env)),
+            1,
+            label,
+            cluster.pids,
+            cluster.register_pid,
+        )
     if placement == HOSTS:
         if not hosts:
             raise PlacementError("hosts placement needs the hosts (--hpc-hosts)")
         name = hosts[host % len(hosts)]
         placed = PlacedLaunch(Launch(list(argv), dict(env)), 1, label or f"{argv[0]} on {name}")
-        return placed if is_this_host(name) else dataclasses.replace(
-            placed, remote=RemoteTarget(shell or RemoteShell(), name))
-    raise PlacementError(f"placement {placement!r}: one process runs on {LOOPBACK}, {NETNS} "
-                         f"or {HOSTS}")
+        return (
+            placed
+            if is_this_host(name)
+            else dataclasses.replace(placed, remote=RemoteTarget(shell or RemoteShell(), name))
+        )
+    raise PlacementError(
+        f"placement {placement!r}: one process runs on {LOOPBACK}, {NETNS} or {HOSTS}"
+    )

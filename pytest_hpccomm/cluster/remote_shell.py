@@ -32,8 +32,9 @@ class RemoteShell:
     def from_option(cls, rsh_agent: str | None) -> RemoteShell:
         return cls(tuple(shlex.split(rsh_agent)) if rsh_agent else ("ssh",))
 
-    def argv(self, host: str, argv: Sequence[str], timeout: float,
-             with_env: bool = False) -> list[str]:
+    def argv(
+        self, host: str, argv: Sequence[str], timeout: float, with_env: bool = False
+    ) -> list[str]:
         """The local command that runs argv on host from the project root, bounded there."""
         cmd = [str(a) for a in argv]
         if with_env:
@@ -41,19 +42,30 @@ class RemoteShell:
         remote = shlex.join(["timeout", "-k", str(KILL_AFTER), f"{timeout:g}", *cmd])
         return [*self.agent, host, f"cd {shlex.quote(str(PROJECT_ROOT))} && exec {remote}"]
 
-    def run(self, host: str, argv: Sequence[str], timeout: float,
-            label: str = "") -> JobResult:
+    def run(self, host: str, argv: Sequence[str], timeout: float, label: str = "") -> JobResult:
         # the local job outlives the remote one by a margin: the remote timeout fires first
-        return run_job(self.argv(host, argv, timeout), timeout=timeout + KILL_AFTER + 15,
-                       label=label or f"{argv[0]} on {host}")
+        return run_job(
+            self.argv(host, argv, timeout),
+            timeout=timeout + KILL_AFTER + 15,
+            label=label or f"{argv[0]} on {host}",
+        )
 
-    def start(self, host: str, argv: Sequence[str], env: Mapping[str, str], timeout: float,
-              label: str = "") -> RunningJob:
+    def start(
+        self,
+        host: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        timeout: float,
+        label: str = "",
+    ) -> RunningJob:
         """A long-lived program on host with `env` added to its environment."""
         data = (json.dumps(dict(env)) + "\n").encode()
-        return start_job(self.argv(host, argv, timeout, with_env=True),
-                         timeout=timeout + KILL_AFTER + 15, label=label or f"{argv[0]} on {host}",
-                         stdin=data)
+        return start_job(
+            self.argv(host, argv, timeout, with_env=True),
+            timeout=timeout + KILL_AFTER + 15,
+            label=label or f"{argv[0]} on {host}",
+            stdin=data,
+        )
 
 
 def is_this_host(name: str) -> bool:

@@ -82,7 +82,7 @@ def unavailable_reason() -> str | None:
 
 # -- the agent that stands in for ssh ---------------------------------------------------------
 
-_AGENT = r'''#!{python} -S
+_AGENT = r"""#!{python} -S
 # ssh stand-in for mpirun (plm_rsh_agent / plm_ssh_agent / -launcher-exec): runs the remote
 # command inside the virtual host's namespace, under its own hostname. Generated per cluster.
 import os, sys
@@ -103,10 +103,11 @@ ns, name = HOSTS[host]
 # ssh semantics: the remote words are joined and run by the remote shell
 os.execv(IP, [IP, "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
               'hostname "$0" && exec sh -c "$1"', name, " ".join(args[i + 1:])])
-'''
+"""
 
 
 # -- the cluster ------------------------------------------------------------------------------
+
 
 class VirtualCluster:
     """`with VirtualCluster(3) as vc:` builds hosts h0..h2; see the module docstring."""
@@ -205,16 +206,22 @@ class VirtualCluster:
         ip = self._ip
         # root-namespace ip only adds namespaces and creates veths INSIDE them
         lines = [f"netns add {ns}" for ns in self._manifest["netns"]]
-        lines += [f"link add {IFACE} netns {h.netns} mtu {self.mtu} type veth "
-                  f"peer name {h.port} netns {self.switch_netns} mtu {self.mtu}" for h in self.hosts]
+        lines += [
+            f"link add {IFACE} netns {h.netns} mtu {self.mtu} type veth "
+            f"peer name {h.port} netns {self.switch_netns} mtu {self.mtu}"
+            for h in self.hosts
+        ]
         run_command([ip, "-batch", "-"], input="\n".join(lines) + "\n")
         sw = [f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up", "link set lo up"]
         sw += [f"link set {h.port} master {BRIDGE} up" for h in self.hosts]
         run_command([ip, "-n", self.switch_netns, "-batch", "-"], input="\n".join(sw) + "\n")
         table = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
         for h in self.hosts:
-            cmds = [f"addr add {h.address}/{self.subnet.prefixlen} dev {IFACE}",
-                    f"link set {IFACE} up", "link set lo up"]
+            cmds = [
+                f"addr add {h.address}/{self.subnet.prefixlen} dev {IFACE}",
+                f"link set {IFACE} up",
+                "link set lo up",
+            ]
             run_command([ip, "-n", h.netns, "-batch", "-"], input="\n".join(cmds) + "\n")
             etc = NETNS_ETC / h.netns
             etc.mkdir(parents=True, exist_ok=True)
@@ -235,8 +242,9 @@ class VirtualCluster:
         atexit.unregister(self.teardown)
         problems = teardown_manifest(self._manifest)
         if problems:  # keep the manifest: cleanup_leftovers() retries later
-            print(f"pytest-hpccomm: teardown of {self.prefix}: {'; '.join(problems)}",
-                  file=sys.stderr)
+            print(
+                f"pytest-hpccomm: teardown of {self.prefix}: {'; '.join(problems)}", file=sys.stderr
+            )
         else:
             self.manifest_path.unlink(missing_ok=True)
 
@@ -285,8 +293,20 @@ class VirtualCluster:
     def exec_argv(self, host: int | str | VirtualHost, argv: Sequence[str]) -> list[str]:
         """argv to run `argv` on host: its namespace, its own UTS namespace and hostname."""
         h = self.host(host)
-        return [self._ip, "netns", "exec", h.netns, "unshare", "--uts", "--",
-                "sh", "-c", 'hostname "$0" && exec "$@"', h.name, *argv]
+        return [
+            self._ip,
+            "netns",
+            "exec",
+            h.netns,
+            "unshare",
+            "--uts",
+            "--",
+            "sh",
+            "-c",
+            'hostname "$0" && exec "$@"',
+            h.name,
+            *argv,
+        ]
 
     def pids(self) -> list[int]:
         """Every process in this cluster's namespaces (a netns_pids_hook for jobs)."""
@@ -299,15 +319,33 @@ class VirtualCluster:
             self._manifest["pids"].append([p.pid, p.start])
             write_manifest(self.manifest_path, self._manifest)
 
-    def start_job(self, host: int | str | VirtualHost, argv: Sequence[str],
-                  env: Mapping[str, str] | None = None, *, timeout: float | None = None,
-                  grace: float = 2.0) -> RunningJob:
-        return start_job(self.exec_argv(host, argv), env, timeout=timeout, grace=grace,
-                         netns_pids_hook=self.pids, on_start=self.register_pid)
+    def start_job(
+        self,
+        host: int | str | VirtualHost,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        grace: float = 2.0,
+    ) -> RunningJob:
+        return start_job(
+            self.exec_argv(host, argv),
+            env,
+            timeout=timeout,
+            grace=grace,
+            netns_pids_hook=self.pids,
+            on_start=self.register_pid,
+        )
 
-    def run_job(self, host: int | str | VirtualHost, argv: Sequence[str],
-                env: Mapping[str, str] | None = None, *, timeout: float,
-                grace: float = 2.0) -> JobResult:
+    def run_job(
+        self,
+        host: int | str | VirtualHost,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: float,
+        grace: float = 2.0,
+    ) -> JobResult:
         job = self.start_job(host, argv, env, timeout=timeout, grace=grace)
         try:
             return job.wait()
@@ -330,8 +368,25 @@ class VirtualCluster:
             # burst: 1 ms of traffic (kernel timers are fine-grained), at least a 64 KB GSO
             # packet, so one burst never stalls a segment; limit queues ~20 ms
             burst = max(int(rate_bit_s / 8 * 0.001), 65536 + 1514)
-            run_command(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
-                  "rate", f"{int(rate_bit_s)}bit", "burst", str(burst), "latency", "20ms"])
+            run_command(
+                [
+                    "tc",
+                    "-n",
+                    ns,
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    dev,
+                    "root",
+                    "tbf",
+                    "rate",
+                    f"{int(rate_bit_s)}bit",
+                    "burst",
+                    str(burst),
+                    "latency",
+                    "20ms",
+                ]
+            )
         if rate_bit_s is not None:
             self._rates[h.name] = float(int(rate_bit_s))
 
@@ -351,8 +406,9 @@ class VirtualCluster:
             return None
         slowest = min(shaped.values())
         on = ",".join(n for n in names if shaped.get(n) == slowest)
-        return LinkRate(slowest / 1e9, f"tbf {IFACE} on {on}: {format_bit_rate(slowest)}",
-                        shaped=True)
+        return LinkRate(
+            slowest / 1e9, f"tbf {IFACE} on {on}: {format_bit_rate(slowest)}", shaped=True
+        )
 
     def loss(self, host: int | str | VirtualHost, percent: float) -> None:
         """Drop percent % of the packets the host sends or receives on its fabric link (nft
@@ -372,8 +428,8 @@ class VirtualCluster:
             verdict = f"numgen random mod 10000 < {int(round(percent * 100))} drop"
         rules = (
             "table inet hpccomm_loss {\n"
-            f" chain in {{ type filter hook input priority 0; iifname \"{IFACE}\" {verdict}; }}\n"
-            f" chain out {{ type filter hook output priority 0; oifname \"{IFACE}\" {verdict}; }}\n"
+            f' chain in {{ type filter hook input priority 0; iifname "{IFACE}" {verdict}; }}\n'
+            f' chain out {{ type filter hook output priority 0; oifname "{IFACE}" {verdict}; }}\n'
             "}\n"
         )
         run_command(ns_nft + ["-f", "-"], input=rules)
@@ -395,4 +451,3 @@ class VirtualCluster:
 
     def all_counters(self) -> dict[str, tuple[int, int]]:
         return {h.name: self.counters(h) for h in self.hosts}
-

@@ -19,9 +19,16 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster, VirtualHost
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")  # Debian 12: SLURM 22.05
 _SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
-_TOOLS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",
-          "srun": "slurm-client", "sinfo": "slurm-client", "sbatch": "slurm-client",
-          "salloc": "slurm-client", "scontrol": "slurm-client"}
+_TOOLS = {
+    "munged": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "srun": "slurm-client",
+    "sinfo": "slurm-client",
+    "sbatch": "slurm-client",
+    "salloc": "slurm-client",
+    "scontrol": "slurm-client",
+}
 CTLD_PORT, SLURMD_PORT = 6817, 6818  # free by construction: the namespaces are ours alone
 MESSAGE_TIMEOUT = 5  # s; SLURM's default 10 would let a client wait out longer on a dead peer
 
@@ -42,13 +49,21 @@ def unavailable_reason() -> str | None:
     """Why SLURM cannot run here (a missing program, with its Debian package), or None."""
     missing = sorted({pkg for tool, pkg in _TOOLS.items() if _which(tool) is None})
     if missing:
-        return (f"SLURM on the virtual cluster needs Debian's {', '.join(missing)}: "
-                f"apt-get install --no-install-recommends {' '.join(PACKAGES)}")
+        return (
+            f"SLURM on the virtual cluster needs Debian's {', '.join(missing)}: "
+            f"apt-get install --no-install-recommends {' '.join(PACKAGES)}"
+        )
     return None
 
 
-def slurm_conf(hosts: Sequence[VirtualHost], workdir: Path, munge_socket: Path, *,
-               cpus: int = 1, message_timeout: int = MESSAGE_TIMEOUT) -> str:
+def slurm_conf(
+    hosts: Sequence[VirtualHost],
+    workdir: Path,
+    munge_socket: Path,
+    *,
+    cpus: int = 1,
+    message_timeout: int = MESSAGE_TIMEOUT,
+) -> str:
     """slurm.conf for `hosts` (the first runs slurmctld); paths under workdir, %n per node."""
     ctld, w = hosts[0], workdir
     lines = [
@@ -93,10 +108,14 @@ def slurm_conf(hosts: Sequence[VirtualHost], workdir: Path, munge_socket: Path, 
         "InactiveLimit=0",
         "MinJobAge=30",
     ]
-    lines += [f"NodeName={h.name} NodeAddr={h.address} NodeHostname={h.name} CPUs={cpus} "
-              "State=UNKNOWN" for h in hosts]
-    lines.append(f"PartitionName=virtual Nodes={','.join(h.name for h in hosts)} Default=YES "
-                 "MaxTime=INFINITE State=UP")
+    lines += [
+        f"NodeName={h.name} NodeAddr={h.address} NodeHostname={h.name} CPUs={cpus} State=UNKNOWN"
+        for h in hosts
+    ]
+    lines.append(
+        f"PartitionName=virtual Nodes={','.join(h.name for h in hosts)} Default=YES "
+        "MaxTime=INFINITE State=UP"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -115,9 +134,16 @@ class VirtualSlurm:
     bounds the wait for every node to be idle. startup_seconds / teardown_seconds are measured.
     """
 
-    def __init__(self, cluster: VirtualCluster, workdir: str | os.PathLike[str], *,
-                 daemon_timeout: float = 3600.0, start_timeout: float = 30.0, cpus: int = 1,
-                 message_timeout: int = MESSAGE_TIMEOUT) -> None:
+    def __init__(
+        self,
+        cluster: VirtualCluster,
+        workdir: str | os.PathLike[str],
+        *,
+        daemon_timeout: float = 3600.0,
+        start_timeout: float = 30.0,
+        cpus: int = 1,
+        message_timeout: int = MESSAGE_TIMEOUT,
+    ) -> None:
         self.cluster = cluster
         self.workdir = Path(workdir).resolve()
         self.conf_path = self.workdir / "slurm.conf"
@@ -148,11 +174,15 @@ class VirtualSlurm:
         try:
             self._write_files()
             self._start_munged()
-            self._start("slurmctld", 0, [_path("slurmctld"), "-D", "-c", "-i",
-                                         "-f", str(self.conf_path)])
+            self._start(
+                "slurmctld", 0, [_path("slurmctld"), "-D", "-c", "-i", "-f", str(self.conf_path)]
+            )
             for h in self.cluster.hosts:
-                self._start(f"slurmd@{h.name}", h, [_path("slurmd"), "-D", "-f",
-                                                    str(self.conf_path), "-N", h.name])
+                self._start(
+                    f"slurmd@{h.name}",
+                    h,
+                    [_path("slurmd"), "-D", "-f", str(self.conf_path), "-N", h.name],
+                )
             self.wait_idle(self.start_timeout)
         except BaseException:
             self.stop()
@@ -164,8 +194,9 @@ class VirtualSlurm:
         Idempotent; returns (and keeps) the seconds it took."""
         t0 = time.monotonic()
         running = bool(self.daemons)
-        for name in sorted(self.daemons, key=lambda n: (not n.startswith("slurmd@"),
-                                                        n == "munged")):
+        for name in sorted(
+            self.daemons, key=lambda n: (not n.startswith("slurmd@"), n == "munged")
+        ):
             t = time.monotonic()
             self.daemons[name].stop(grace=3.0)
             self.stop_seconds[name] = time.monotonic() - t
@@ -176,8 +207,9 @@ class VirtualSlurm:
 
     def _write_files(self) -> None:
         w = self.workdir
-        for d in [w / "ctld" / "state"] + [w / h.name / sub for h in self.cluster.hosts
-                                           for sub in ("spool", "tmp")]:
+        for d in [w / "ctld" / "state"] + [
+            w / h.name / sub for h in self.cluster.hosts for sub in ("spool", "tmp")
+        ]:
             d.mkdir(parents=True, exist_ok=True)
         w.chmod(0o755)  # slurmstepd and munged walk it
         self.munge_dir.mkdir(exist_ok=True)
@@ -187,33 +219,51 @@ class VirtualSlurm:
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)  # munged: 0400/0600
         with os.fdopen(fd, "wb") as f:
             f.write(os.urandom(1024))
-        self.conf_path.write_text(slurm_conf(self.cluster.hosts, w, self.munge_socket,
-                                             cpus=self.cpus,
-                                             message_timeout=self.message_timeout))
+        self.conf_path.write_text(
+            slurm_conf(
+                self.cluster.hosts,
+                w,
+                self.munge_socket,
+                cpus=self.cpus,
+                message_timeout=self.message_timeout,
+            )
+        )
         (w / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")  # loads without a mount
 
     def _start_munged(self) -> None:
         w = self.workdir
-        self._start("munged", 0, [
-            # --force: munged wants every directory above its socket open to all, and a run's
-            # temp dir (pytest's) is 0700: more private, not less ("Socket is inaccessible:
-            # execute permissions for all required on /tmp/pytest-of-root/pytest-N"). The key
-            # (0400) and the socket directory (0755) are made here, so nothing else is let go.
-            _path("munged"), "--foreground", "--force",  # logs to stderr (the job's)
-            f"--socket={self.munge_socket}", f"--key-file={w / 'munge.key'}",
-            f"--pid-file={w / 'munged.pid'}", f"--seed-file={w / 'munged.seed'}",
-            "--num-threads=2"])
+        self._start(
+            "munged",
+            0,
+            [
+                # --force: munged wants every directory above its socket open to all, and a run's
+                # temp dir (pytest's) is 0700: more private, not less ("Socket is inaccessible:
+                # execute permissions for all required on /tmp/pytest-of-root/pytest-N"). The key
+                # (0400) and the socket directory (0755) are made here, so nothing else is let go.
+                _path("munged"),
+                "--foreground",
+                "--force",  # logs to stderr (the job's)
+                f"--socket={self.munge_socket}",
+                f"--key-file={w / 'munge.key'}",
+                f"--pid-file={w / 'munged.pid'}",
+                f"--seed-file={w / 'munged.seed'}",
+                "--num-threads=2",
+            ],
+        )
         deadline = time.monotonic() + self.start_timeout
         while not self.munge_socket.is_socket():
             self._check_alive()
             if time.monotonic() > deadline:
-                raise SlurmError(f"munged: no socket {self.munge_socket} after "
-                                 f"{self.start_timeout:.0f}s; {self._describe('munged')}")
+                raise SlurmError(
+                    f"munged: no socket {self.munge_socket} after "
+                    f"{self.start_timeout:.0f}s; {self._describe('munged')}"
+                )
             time.sleep(0.05)
 
     def _start(self, name: str, host: int | str | VirtualHost, argv: list[str]) -> None:
-        self.daemons[name] = self.cluster.start_job(host, argv, self._env(),
-                                                    timeout=self.daemon_timeout, grace=3.0)
+        self.daemons[name] = self.cluster.start_job(
+            host, argv, self._env(), timeout=self.daemon_timeout, grace=3.0
+        )
 
     # -- state ----------------------------------------------------------------------------
     def log_path(self, daemon: str) -> Path | None:
@@ -235,7 +285,8 @@ class VirtualSlurm:
             state = "not started"
         log = self.log_path(daemon)
         return f"{daemon} {state}; said: {said or '(nothing)'}" + (
-            f"; log {log}: {log_tail(log)}" if log is not None else "")
+            f"; log {log}: {log_tail(log)}" if log is not None else ""
+        )
 
     def _check_alive(self) -> None:
         for name, job in self.daemons.items():
@@ -272,26 +323,42 @@ class VirtualSlurm:
         names = ["slurmctld"] + [f"slurmd@{n}" for n in late]
         raise SlurmError(
             f"SLURM not up after {timeout:.0f}s: nodes {states or '(none listed)'}"
-            + (f", {problem}" if problem else "") + "; "
-            + "; ".join(self._describe(n) for n in names))
+            + (f", {problem}" if problem else "")
+            + "; "
+            + "; ".join(self._describe(n) for n in names)
+        )
 
     # -- using it -------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         """What a SLURM client (srun, salloc, sbatch, sinfo, scontrol) needs beyond os.environ,
         run inside a virtual host: the config (which names munge's socket)."""
-        return {"SLURM_CONF": str(self.conf_path),
-                "PATH": os.environ.get("PATH", os.defpath) + ":" + _SBIN}
+        return {
+            "SLURM_CONF": str(self.conf_path),
+            "PATH": os.environ.get("PATH", os.defpath) + ":" + _SBIN,
+        }
 
     def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return {**os.environ, **self.env(), **(extra or {})}
 
-    def start_job(self, host: int | str | VirtualHost, argv: Sequence[str], *,
-                  timeout: float, env: Mapping[str, str] | None = None) -> RunningJob:
+    def start_job(
+        self,
+        host: int | str | VirtualHost,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+    ) -> RunningJob:
         """argv on a virtual host, with the SLURM clients configured (env laid over it)."""
         return self.cluster.start_job(host, argv, self._env(env), timeout=timeout)
 
-    def run(self, host: int | str | VirtualHost, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None) -> JobResult:
+    def run(
+        self,
+        host: int | str | VirtualHost,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+    ) -> JobResult:
         """Run argv on a virtual host to completion or timeout; always reaped."""
         job = self.start_job(host, argv, timeout=timeout, env=env)
         try:

@@ -121,8 +121,11 @@ def select_fabric(
     where = f" for {overrides}" if overrides else ""
     named = inv.netdev(netdev) if netdev is not None else None
     if named is not None and not named.is_up:  # the reason, not a generic "none available"
-        return FabricUnavailable(AUTO, f"{netdev} is {named.operstate}: no fabric can use it "
-                                       f"(found {describe_inventory(inv)})")
+        return FabricUnavailable(
+            AUTO,
+            f"{netdev} is {named.operstate}: no fabric can use it "
+            f"(found {describe_inventory(inv)})",
+        )
     return FabricUnavailable(AUTO, f"no fabric available{where}: found {describe_inventory(inv)}")
 
 
@@ -134,7 +137,7 @@ OMNI_PATH = "Omni-Path (PSM2/OPA)"  # verbs work, but its fabric is OPA, not Inf
 
 
 def device_kind(dev: RdmaDevice) -> str:
-    """"InfiniBand", "RoCE", "iWARP" (or several joined by "/" for VPI adapters)."""
+    """ "InfiniBand", "RoCE", "iWARP" (or several joined by "/" for VPI adapters)."""
     kinds: list[str] = []
     if dev.is_omni_path:
         return OMNI_PATH
@@ -162,7 +165,7 @@ def netdev_kind(ntype: int | None) -> str:
 
 
 def describe_inventory(inv: Inventory) -> str:
-    """"rxe0 (RoCE), eth0 (Ethernet)" — what a skip reason says was found instead."""
+    """ "rxe0 (RoCE), eth0 (Ethernet)" — what a skip reason says was found instead."""
     parts = []
     for dev in inv.rdma:
         label = device_kind(dev)

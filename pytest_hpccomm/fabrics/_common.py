@@ -78,7 +78,7 @@ def filter_netdev(
 
 
 def port_state_text(dev: RdmaDevice, port: Port) -> str:
-    """"mlx5_0 port 1 is DOWN (phys_state Polling)", with the usual cause where one is known."""
+    """ "mlx5_0 port 1 is DOWN (phys_state Polling)", with the usual cause where one is known."""
     text = f"{dev.name} port {port.num} is {port.state} (phys_state {port.phys_state}"
     if port.state in ("INIT", "ARMED") and port.link_layer == "InfiniBand":
         # The link trained but no subnet manager moved the port on to ACTIVE.
@@ -108,8 +108,15 @@ def active_ports(
 
 
 def port_selection(
-    kind: str, dev: RdmaDevice, port: Port, *, gid: Gid | None, netdev: str | None,
-    address: str | None, link_layer: str | None, description: str
+    kind: str,
+    dev: RdmaDevice,
+    port: Port,
+    *,
+    gid: Gid | None,
+    netdev: str | None,
+    address: str | None,
+    link_layer: str | None,
+    description: str,
 ) -> FabricSelection:
     """A selected RDMA port; the fields every port-based kind reads the same way."""
     return FabricSelection(
@@ -175,9 +182,16 @@ def select_roce_like(
             parts.append(port.rate_text)
         if note:
             parts.append(f"fallback: {note}")
-        return port_selection(kind, dev, port, gid=gid, netdev=on, address=gid.short,
-                              link_layer=port.link_layer,
-                              description=f"{dev.name} port {port.num} ({', '.join(parts)})")
+        return port_selection(
+            kind,
+            dev,
+            port,
+            gid=gid,
+            netdev=on,
+            address=gid.short,
+            link_layer=port.link_layer,
+            description=f"{dev.name} port {port.num} ({', '.join(parts)})",
+        )
     names = "; ".join(
         f"{d.name} port {p.num}" + (f" on {p.netdev}" if p.netdev else "") for d, p in active
     )

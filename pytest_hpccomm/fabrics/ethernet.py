@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory, netdev_kind
+from pytest_hpccomm.fabrics import (
+    FabricSelection,
+    FabricUnavailable,
+    describe_inventory,
+    netdev_kind,
+)
 from pytest_hpccomm.fabrics._common import (
     best_address,
     named_netdev,
@@ -10,7 +15,13 @@ from pytest_hpccomm.fabrics._common import (
     speed_gbps,
     speed_text,
 )
-from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, ARPHRD_ETHER, ARPHRD_LOOPBACK, Inventory, NetDev
+from pytest_hpccomm.fabrics.sysfs import (
+    ADDRESS_UNKNOWN,
+    ARPHRD_ETHER,
+    ARPHRD_LOOPBACK,
+    Inventory,
+    NetDev,
+)
 
 LABEL = "Ethernet"
 
@@ -41,9 +52,7 @@ class EthernetProbe:
         if isinstance(allowed, FabricUnavailable):
             return allowed
         if netdev is not None:
-            named = named_netdev(
-                self.kind, inv, netdev, (ARPHRD_ETHER, ARPHRD_LOOPBACK), LABEL
-            )
+            named = named_netdev(self.kind, inv, netdev, (ARPHRD_ETHER, ARPHRD_LOOPBACK), LABEL)
             if isinstance(named, FabricUnavailable):
                 return named
             return self._selection(named, True, inv.addresses_known)
@@ -58,8 +67,9 @@ class EthernetProbe:
             dev_netdevs = [inv.netdev(n) for n in sorted(allowed)]
             shown = ", ".join(f"{n.name} ({netdev_kind(n.type)})" for n in dev_netdevs if n)
             return FabricUnavailable(
-                self.kind, f"{device} has no Ethernet interface that is up: its netdevs are "
-                           f"{shown or 'none'}")
+                self.kind,
+                f"{device} has no Ethernet interface that is up: its netdevs are {shown or 'none'}",
+            )
         if not candidates:
             return FabricUnavailable(
                 self.kind,
@@ -69,8 +79,9 @@ class EthernetProbe:
         best = min(candidates, key=lambda n: _rank(n, inv.addresses_known))
         return self._selection(best, False, inv.addresses_known)
 
-    def _selection(self, nd: NetDev, chosen_by_user: bool,
-                   addresses_known: bool) -> FabricSelection:
+    def _selection(
+        self, nd: NetDev, chosen_by_user: bool, addresses_known: bool
+    ) -> FabricSelection:
         address = best_address(nd)
         loopback = nd.type == ARPHRD_LOOPBACK
         if loopback:

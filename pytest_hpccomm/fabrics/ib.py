@@ -13,8 +13,11 @@ LABEL = "InfiniBand"
 
 def _has_ib_port(dev: RdmaDevice) -> bool:
     """InfiniBand proper: not an RNIC, not Omni-Path (its ports also say InfiniBand)."""
-    return (dev.node_kind != "RNIC" and not dev.is_omni_path
-            and any(p.link_layer == LABEL for p in dev.ports))
+    return (
+        dev.node_kind != "RNIC"
+        and not dev.is_omni_path
+        and any(p.link_layer == LABEL for p in dev.ports)
+    )
 
 
 class IbProbe:
@@ -36,9 +39,15 @@ class IbProbe:
         lid = f"LID {port.lid:#x}" if port.lid is not None else "LID unknown"
         rate = port.rate_text or "rate unknown"
         selection = port_selection(
-            self.kind, dev, port, gid=port.gid(0), netdev=port.netdev,
+            self.kind,
+            dev,
+            port,
+            gid=port.gid(0),
+            netdev=port.netdev,
             address=best_address(inv.netdev(port.netdev)) if port.netdev else None,
-            link_layer=LABEL, description=f"{dev.name} port {port.num} ({LABEL}, {rate}, {lid})")
+            link_layer=LABEL,
+            description=f"{dev.name} port {port.num} ({LABEL}, {rate}, {lid})",
+        )
         # GID index 0 is the port GID (subnet prefix + port GUID): what IB verbs tests use,
         # named even when sysfs lists no GID table
         return dataclasses.replace(selection, gid_index=0)

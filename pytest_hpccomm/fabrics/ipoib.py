@@ -35,8 +35,11 @@ def mtu_problem(nd: NetDev, port: Port | None) -> str | None:
     ib_mtu = port.active_mtu if port is not None and port.active_mtu else max(IB_MTUS)
     limit = ib_mtu - IPOIB_ENCAP_LEN if nd.mode == "datagram" else IPOIB_CM_MTU
     if nd.mtu > limit:
-        why = (f"datagram mode: IB MTU {ib_mtu} - {IPOIB_ENCAP_LEN}" if nd.mode == "datagram"
-               else f"{nd.mode or 'unknown'} mode: IPOIB_CM_MTU")
+        why = (
+            f"datagram mode: IB MTU {ib_mtu} - {IPOIB_ENCAP_LEN}"
+            if nd.mode == "datagram"
+            else f"{nd.mode or 'unknown'} mode: IPOIB_CM_MTU"
+        )
         return f"{nd.name}: MTU {nd.mtu} is above {limit} ({why})"
     return None
 
@@ -61,8 +64,7 @@ class IpoibProbe:
         if allowed is not None:
             candidates = [n for n in candidates if n.name in allowed]
         # a tree recorded without ip-addr.json: addresses unknown, not absent
-        usable = [n for n in candidates
-                  if n.is_up and (best_address(n) or not inv.addresses_known)]
+        usable = [n for n in candidates if n.is_up and (best_address(n) or not inv.addresses_known)]
         if not usable:
             return self._unavailable(inv, candidates)
         usable.sort(key=lambda n: not n.ipv4)  # IPv4 first, then as listed
@@ -70,8 +72,9 @@ class IpoibProbe:
 
     def _unavailable(self, inv: Inventory, candidates: list[NetDev]) -> FabricUnavailable:
         if not candidates:  # not "none is up with an address": there is none at all
-            return FabricUnavailable(self.kind,
-                                     f"no IPoIB interface: found {describe_inventory(inv)}")
+            return FabricUnavailable(
+                self.kind, f"no IPoIB interface: found {describe_inventory(inv)}"
+            )
         head = "no IPoIB interface that is up with an address"
         states = "; ".join(
             f"{n.name} is {n.operstate}" if not n.is_up else f"{n.name} has no address"
@@ -94,8 +97,9 @@ class IpoibProbe:
             netdev=nd.name,
             address=address,
             # an IPoIB netdev's `speed` is often empty: the port's rate is the link's
-            rate_gbps=speed_gbps(nd) if nd.speed_mbps is not None else
-            (port.rate_gbps if port else None),
+            rate_gbps=speed_gbps(nd)
+            if nd.speed_mbps is not None
+            else (port.rate_gbps if port else None),
             mtu=nd.mtu,
             firmware=dev.fw_ver if dev else None,
             driver=dev.driver if dev else nd.driver,

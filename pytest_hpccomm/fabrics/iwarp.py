@@ -27,8 +27,9 @@ class IwarpProbe:
             return FabricUnavailable(
                 self.kind, f"no iWARP (RNIC) device: found {describe_inventory(inv)}"
             )
-        active = active_ports(self.kind, inv, [(d, p) for d in devs for p in d.ports], netdev,
-                              LABEL)
+        active = active_ports(
+            self.kind, inv, [(d, p) for d in devs for p in d.ports], netdev, LABEL
+        )
         if isinstance(active, FabricUnavailable):
             return active
         # iWARP connects through rdma_cm to an IP address; prefer ports whose netdev has one.
@@ -38,14 +39,26 @@ class IwarpProbe:
         via = f"{dev.driver} over {port.netdev}" if port.netdev else dev.driver
         # "no IP address" only where that is known: a recording may not say which netdev, or
         # which addresses (ADDRESS_UNKNOWN)
-        address_text = address or ("netdev unknown" if port.netdev is None else
-                                   "no IP address" if inv.addresses_known else ADDRESS_UNKNOWN)
+        address_text = address or (
+            "netdev unknown"
+            if port.netdev is None
+            else "no IP address"
+            if inv.addresses_known
+            else ADDRESS_UNKNOWN
+        )
         parts = [f"{LABEL} via {via}", address_text]
         if port.rate_text:
             parts.append(port.rate_text)
-        return port_selection(self.kind, dev, port, gid=port.gid(0), netdev=port.netdev,
-                              address=address, link_layer=port.link_layer,
-                              description=f"{dev.name} port {port.num} ({', '.join(parts)})")
+        return port_selection(
+            self.kind,
+            dev,
+            port,
+            gid=port.gid(0),
+            netdev=port.netdev,
+            address=address,
+            link_layer=port.link_layer,
+            description=f"{dev.name} port {port.num} ({', '.join(parts)})",
+        )
 
 
 PROBE = IwarpProbe()

@@ -38,14 +38,23 @@ def roce_cut(netdev: str, host: str = "this host") -> Iterator[str]:
     if not ok:
         raise CutError(f"nft add table netdev {table}: {out}")
     try:
-        for args in (["add", "chain", "netdev", table, "in",
-                      f"{{ type filter hook ingress device {netdev} priority 0 ; }}"],
-                     ["add", "rule", "netdev", table, "in", "udp", "dport", str(ROCE_V2_PORT),
-                      "drop"]):
+        for args in (
+            [
+                "add",
+                "chain",
+                "netdev",
+                table,
+                "in",
+                f"{{ type filter hook ingress device {netdev} priority 0 ; }}",
+            ],
+            ["add", "rule", "netdev", table, "in", "udp", "dport", str(ROCE_V2_PORT), "drop"],
+        ):
             ok, out = _nft(*args)
             if not ok:
                 raise CutError(f"nft {' '.join(args[:4])} (ingress of {netdev}): {out}")
-        yield (f"cut the RDMA path: every RoCE v2 packet (UDP {ROCE_V2_PORT}) arriving on "
-               f"{netdev} of {host} dropped (nftables, netdev ingress)")
+        yield (
+            f"cut the RDMA path: every RoCE v2 packet (UDP {ROCE_V2_PORT}) arriving on "
+            f"{netdev} of {host} dropped (nftables, netdev ingress)"
+        )
     finally:
         _nft("delete", "table", "netdev", table)

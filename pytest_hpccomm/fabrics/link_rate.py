@@ -18,8 +18,20 @@ from pytest_hpccomm.measure.link import LinkRate
 # netdev drivers whose `speed` is made up: paravirtual NICs report what the host configured
 # (virtio_net: -1 or a `speed=` property; vmxnet3, hv_netvsc, xen: a fixed 10G), and purely
 # virtual devices (veth, bridge, tun, dummy, lo) have no `device/driver` link at all
-VIRTUAL_NETDEV_DRIVERS = frozenset({"virtio_net", "vmxnet3", "hv_netvsc", "vif", "xen-netfront",
-                                    "veth", "tun", "dummy", "bridge", "ifb"})
+VIRTUAL_NETDEV_DRIVERS = frozenset(
+    {
+        "virtio_net",
+        "vmxnet3",
+        "hv_netvsc",
+        "vif",
+        "xen-netfront",
+        "veth",
+        "tun",
+        "dummy",
+        "bridge",
+        "ifb",
+    }
+)
 
 
 def netdev_link_rate(nd: NetDev) -> LinkRate | None:

@@ -37,9 +37,11 @@ def _select(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _counters(args: argparse.Namespace) -> dict[str, Any]:
-    return {"port": port_counters(args.device, args.port),
-            "netdev": netdev_counters(args.netdev) if args.netdev else {},
-            "tcp_out_segments": tcp_out_segments()}
+    return {
+        "port": port_counters(args.device, args.port),
+        "netdev": netdev_counters(args.netdev) if args.netdev else {},
+        "tcp_out_segments": tcp_out_segments(),
+    }
 
 
 def main(argv: list[str]) -> int:

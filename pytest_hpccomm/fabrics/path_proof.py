@@ -32,30 +32,45 @@ class Reading:
     tcp_segments: int | None
     tcp_bytes: TcpBytes | None = None  # whose TCP (siw): only with a TcpOwnersMeter
 
-
     @classmethod
-    def of(cls, port: dict[str, int], tcp_segments: int | None,
-           tcp_bytes: TcpBytes | None = None) -> Reading:
+    def of(
+        cls, port: dict[str, int], tcp_segments: int | None, tcp_bytes: TcpBytes | None = None
+    ) -> Reading:
         """From a port's counters (fabrics/counters.port_counters, here or on another host)."""
         return cls(sent_and_received(port), "hw.sent_pkts" in port, tcp_segments, tcp_bytes)
 
     def __add__(self, other: Reading) -> Reading:
         """Two hosts' readings as one (servers on several hosts: all their traffic)."""
+
         def both(a: Any, b: Any) -> Any:
             return None if a is None or b is None else a + b
-        port = None if self.port is None or other.port is None else \
-            (self.port[0] + other.port[0], self.port[1] + other.port[1])
-        tcp = None if self.tcp_bytes is None or other.tcp_bytes is None else \
-            TcpBytes(self.tcp_bytes.total + other.tcp_bytes.total,
-                     self.tcp_bytes.owned + other.tcp_bytes.owned)
-        return Reading(port, self.packets and other.packets,
-                       both(self.tcp_segments, other.tcp_segments), tcp)
+
+        port = (
+            None
+            if self.port is None or other.port is None
+            else (self.port[0] + other.port[0], self.port[1] + other.port[1])
+        )
+        tcp = (
+            None
+            if self.tcp_bytes is None or other.tcp_bytes is None
+            else TcpBytes(
+                self.tcp_bytes.total + other.tcp_bytes.total,
+                self.tcp_bytes.owned + other.tcp_bytes.owned,
+            )
+        )
+        return Reading(
+            port, self.packets and other.packets, both(self.tcp_segments, other.tcp_segments), tcp
+        )
 
 
-def read(device: str, port: int, sysfs_root: Path = LIVE_SYSFS,
-         owners: TcpOwnersMeter | None = None) -> Reading:
-    return Reading.of(port_counters(device, port, sysfs_root), tcp_out_segments(),
-                      owners.read() if owners is not None else None)
+def read(
+    device: str, port: int, sysfs_root: Path = LIVE_SYSFS, owners: TcpOwnersMeter | None = None
+) -> Reading:
+    return Reading.of(
+        port_counters(device, port, sysfs_root),
+        tcp_out_segments(),
+        owners.read() if owners is not None else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -73,8 +88,9 @@ class Crossing:
     mtu: int | None = None  # the RDMA port's active MTU (None: not known, MAX_MTU is used)
 
     @classmethod
-    def between(cls, device: str, before: Reading, after: Reading, payload: int,
-                mtu: int | None = None) -> Crossing:
+    def between(
+        cls, device: str, before: Reading, after: Reading, payload: int, mtu: int | None = None
+    ) -> Crossing:
         sent = rcvd = None
         if before.port is not None and after.port is not None:
             sent, rcvd = after.port[0] - before.port[0], after.port[1] - before.port[1]
@@ -85,8 +101,17 @@ class Crossing:
         if before.tcp_bytes is not None and after.tcp_bytes is not None:
             total = after.tcp_bytes.total - before.tcp_bytes.total
             owned = after.tcp_bytes.owned - before.tcp_bytes.owned
-        return cls(device, payload, sent, rcvd, "packets" if after.packets else "bytes", tcp,
-                   total, owned, mtu)
+        return cls(
+            device,
+            payload,
+            sent,
+            rcvd,
+            "packets" if after.packets else "bytes",
+            tcp,
+            total,
+            owned,
+            mtu,
+        )
 
     @property
     def packet_mtu(self) -> tuple[int, str]:
@@ -114,40 +139,55 @@ class Crossing:
         # need not be as much; on loopback one port counts both ways
         if max(self.rdma_sent, self.rdma_received) < self.least:
             per = f" at {self.packet_mtu[1]}" if self.unit == "packets" else ""
-            return (f"{self.payload} B of payload, but {self.device} counted {self.rdma_sent} "
-                    f"{self.unit} sent and {self.rdma_received} received (at least {self.least} "
-                    f"expected one way{per}): the payload did not cross the RDMA device")
+            return (
+                f"{self.payload} B of payload, but {self.device} counted {self.rdma_sent} "
+                f"{self.unit} sent and {self.rdma_received} received (at least {self.least} "
+                f"expected one way{per}): the payload did not cross the RDMA device"
+            )
         if self.tcp_segments is not None and self.tcp_segments >= self.tcp_need:
-            return (f"kernel TCP sent {self.tcp_segments} segments while {self.payload} B moved, "
-                    f"as many as the payload over TCP would need (at least {self.tcp_need} of at "
-                    f"most {MAX_SEGMENT} B): it may have gone over TCP, not {self.device}; the "
-                    f"counter is the host's, so whether those were the payload's or other TCP "
-                    f"is unprovable")
+            return (
+                f"kernel TCP sent {self.tcp_segments} segments while {self.payload} B moved, "
+                f"as many as the payload over TCP would need (at least {self.tcp_need} of at "
+                f"most {MAX_SEGMENT} B): it may have gone over TCP, not {self.device}; the "
+                f"counter is the host's, so whether those were the payload's or other TCP "
+                f"is unprovable"
+            )
         return None
 
     def _kernel_tcp_problem(self) -> str | None:
         """siw: its RDMA is TCP through the kernel's own sockets, a fallback's through the
         peers' sockets."""
         if self.tcp_bytes is None or self.owned_bytes is None:
-            return (f"{self.device} counts no traffic on its port (siw has no RDMA counters) "
-                    "and TCP was not metered by socket owner (nftables): the counters cannot "
-                    "show which path the payload took")
+            return (
+                f"{self.device} counts no traffic on its port (siw has no RDMA counters) "
+                "and TCP was not metered by socket owner (nftables): the counters cannot "
+                "show which path the payload took"
+            )
         if self.owned_bytes * 8 >= self.payload:
-            return (f"processes' own TCP sockets sent {self.owned_bytes} B while {self.payload} "
-                    f"B of payload moved: it went over TCP, not {self.device}")
+            return (
+                f"processes' own TCP sockets sent {self.owned_bytes} B while {self.payload} "
+                f"B of payload moved: it went over TCP, not {self.device}"
+            )
         kernel = self.tcp_bytes - self.owned_bytes
         if kernel < self.payload:
-            return (f"the kernel's own TCP sockets ({self.device}'s) sent {kernel} B, less than "
-                    f"the {self.payload} B of payload: it did not cross {self.device}")
+            return (
+                f"the kernel's own TCP sockets ({self.device}'s) sent {kernel} B, less than "
+                f"the {self.payload} B of payload: it did not cross {self.device}"
+            )
         return None
 
     def describe(self) -> str:
         tcp = "?" if self.tcp_segments is None else str(self.tcp_segments)
-        owners = "" if self.tcp_bytes is None else (
-            f" ({self.tcp_bytes} B, {self.owned_bytes} B of them through processes' sockets)")
+        owners = (
+            ""
+            if self.tcp_bytes is None
+            else (f" ({self.tcp_bytes} B, {self.owned_bytes} B of them through processes' sockets)")
+        )
         per = f" (at least {self.least} at {self.packet_mtu[1]})" if self.unit == "packets" else ""
-        return (f"{self.payload} B payload; {self.device}: {self.rdma_sent} {self.unit} sent, "
-                f"{self.rdma_received} received{per}; kernel TCP: {tcp} segments{owners}")
+        return (
+            f"{self.payload} B payload; {self.device}: {self.rdma_sent} {self.unit} sent, "
+            f"{self.rdma_received} received{per}; kernel TCP: {tcp} segments{owners}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -95,8 +95,9 @@ def candidate_netdev(inv: Inventory, netdev: str | None) -> NetDev | str:
     return usable[0]
 
 
-def unavailable_reason(kind: str, inv: Inventory, netdev: str | None = None,
-                       sysfs_root: Path = LIVE_SYSFS) -> str | None:
+def unavailable_reason(
+    kind: str, inv: Inventory, netdev: str | None = None, sysfs_root: Path = LIVE_SYSFS
+) -> str | None:
     """Why a `kind` link cannot be created here (None: provision() should work)."""
     link = LINK_TYPES.get(kind)
     if link is None:
@@ -153,13 +154,16 @@ def _wait_ready(device: str, kind: str, sysfs_root: Path) -> None:
             return
         if time.monotonic() > deadline:
             state = read_attr(port / "state")
-            raise ProvisionError(f"{device} not ready after {READY_TIMEOUT:g}s: port 1 state "
-                                 f"{state}, IPv4-mapped GID {'present' if mapped else 'absent'}")
+            raise ProvisionError(
+                f"{device} not ready after {READY_TIMEOUT:g}s: port 1 state "
+                f"{state}, IPv4-mapped GID {'present' if mapped else 'absent'}"
+            )
         time.sleep(0.1)
 
 
-def provision(kind: str, inv: Inventory, netdev: str | None = None,
-              sysfs_root: Path = LIVE_SYSFS) -> Provisioned:
+def provision(
+    kind: str, inv: Inventory, netdev: str | None = None, sysfs_root: Path = LIVE_SYSFS
+) -> Provisioned:
     """Create a `kind` link (or find the one already there) on the chosen netdev."""
     reason = unavailable_reason(kind, inv, netdev, sysfs_root)
     if reason:
@@ -175,8 +179,10 @@ def provision(kind: str, inv: Inventory, netdev: str | None = None,
     for module in ("ib_uverbs", "rdma_ucm"):
         run_job(["modprobe", module], timeout=COMMAND_TIMEOUT, label=f"modprobe {module}")
     name = _free_name(link, sysfs_root)
-    _run(["rdma", "link", "add", name, "type", link.type, "netdev", nd.name],
-         f"rdma link add {name} type {link.type} netdev {nd.name}")
+    _run(
+        ["rdma", "link", "add", name, "type", link.type, "netdev", nd.name],
+        f"rdma link add {name} type {link.type} netdev {nd.name}",
+    )
     made = Provisioned(kind, name, nd.name, created=True)
     try:
         _wait_ready(name, kind, sysfs_root)

@@ -26,10 +26,26 @@ from pytest_hpccomm.fabrics.not_in_sysfs import (
 from pytest_hpccomm.fabrics.sysfs import is_empty_gid, listdir
 
 # Only what discovery (sysfs.py) or rdma-core (libibverbs, libibumad) reads.
-IB_DEVICE_ATTRS = ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hca_type", "board_id",
-                   "parent")
-IB_PORT_ATTRS = ("state", "phys_state", "link_layer", "rate", "lid", "sm_lid", "lid_mask_count",
-                 "sm_sl", "cap_mask")
+IB_DEVICE_ATTRS = (
+    "node_type",
+    "node_guid",
+    "sys_image_guid",
+    "fw_ver",
+    "hca_type",
+    "board_id",
+    "parent",
+)
+IB_PORT_ATTRS = (
+    "state",
+    "phys_state",
+    "link_layer",
+    "rate",
+    "lid",
+    "sm_lid",
+    "lid_mask_count",
+    "sm_sl",
+    "cap_mask",
+)
 PCI_ATTRS = ("vendor", "device", "modalias")
 NET_ATTRS = ("type", "operstate", "mtu", "speed", "address", "flags", "dev_port", "mode")
 
@@ -145,11 +161,14 @@ def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
         rec.copy_netdev(name)
     if rec.written == 0:
         shutil.rmtree(dest)  # an empty recording is no fixture: say so, leave nothing behind
-        raise ValueError(f"nothing to record under {root}: no readable entry in "
-                         "class/infiniband or class/net")
+        raise ValueError(
+            f"nothing to record under {root}: no readable entry in class/infiniband or class/net"
+        )
     live = _is_live(root)
-    for fname, argv in ((IP_ADDR_FILE, ["ip", "-j", "addr", "show"]),
-                        (IBV_DEVINFO_FILE, ["ibv_devinfo"])):
+    for fname, argv in (
+        (IP_ADDR_FILE, ["ip", "-j", "addr", "show"]),
+        (IBV_DEVINFO_FILE, ["ibv_devinfo"]),
+    ):
         source = root.parent / fname
         if not live and source.is_file():
             shutil.copyfile(source, dest / fname)

@@ -118,7 +118,7 @@ class RdmaDevice:
 
     @property
     def node_kind(self) -> str:
-        """"CA", "RNIC", "switch", ... without the number."""
+        """ "CA", "RNIC", "switch", ... without the number."""
         return self.node_type.partition(":")[2].strip() or self.node_type
 
     @property
@@ -178,8 +178,9 @@ class Inventory:
 
     def unreadable_entry(self, cls: str, name: str) -> str | None:
         """Why class/<cls>/<name> was left out ("lo (class/net/lo leads to ...)"), if it was."""
-        return next((u for u in self.unreadable if u.startswith(f"{name} (class/{cls}/{name} ")),
-                    None)
+        return next(
+            (u for u in self.unreadable if u.startswith(f"{name} (class/{cls}/{name} ")), None
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,12 +226,19 @@ def listdir(path: Path) -> list[str]:
 # The kernel writes state and phys_state as "<code>: <name>" (core/sysfs.c); the code is the
 # IBTA value, the name is whatever that kernel or driver prints for it, so the code decides.
 PORT_STATES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
-PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
-               5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
+PHYS_STATES = {
+    1: "Sleep",
+    2: "Polling",
+    3: "Disabled",
+    4: "PortConfigurationTraining",
+    5: "LinkUp",
+    6: "LinkErrorRecovery",
+    7: "Phy Test",
+}
 
 
 def _state_name(text: str | None, names: dict[int, str], unknown: str) -> str:
-    """"4: ACTIVE" -> names[4]; the name after the colon only when the code is not a known
+    """ "4: ACTIVE" -> names[4]; the name after the colon only when the code is not a known
     one; a bare name as it is."""
     if not text:
         return unknown
@@ -247,7 +255,7 @@ _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
 
 
 def parse_rate(text: str | None) -> float | None:
-    """"100 Gb/sec (4X EDR)" -> 100.0; "2.5 Gb/sec (1X SDR)" -> 2.5; garbage -> None."""
+    """ "100 Gb/sec (4X EDR)" -> 100.0; "2.5 Gb/sec (1X SDR)" -> 2.5; garbage -> None."""
     if not text:
         return None
     m = _RATE_RE.match(text)
@@ -348,8 +356,7 @@ def _device_driver(devdir: Path, name: str, node_kind: str) -> str:
         return "rxe"
     # siw: before ~5.12 its ib_device had the NIC as parent, so device/driver named the
     # Ethernet driver (e.g. virtio_net); since then it is a virtual device without `device`.
-    if node_kind == "RNIC" and (name.startswith("siw")
-                                or (not has_device_link and not hw_iwarp)):
+    if node_kind == "RNIC" and (name.startswith("siw") or (not has_device_link and not hw_iwarp)):
         return "siw"
     # Hardware: the driver bound to the PCI function the ib_device hangs off (as udev's
     # DRIVERS== in rdma-description.rules sees it), e.g. mlx5_core, cxgb4, irdma, bnxt_en;
@@ -450,8 +457,7 @@ def _read_device(
             Port(
                 num=num,
                 state=state,
-                phys_state=_state_name(read_attr(portdir / "phys_state"), PHYS_STATES,
-                                       "<unknown>"),
+                phys_state=_state_name(read_attr(portdir / "phys_state"), PHYS_STATES, "<unknown>"),
                 link_layer=link_layer,
                 rate_gbps=parse_rate(rate_text),
                 rate_text=rate_text,
@@ -481,8 +487,7 @@ def _read_device(
 # entry point
 
 
-def _class_entries(root: Path, cls: str,
-                   unreadable: list[str] | None = None) -> dict[str, Path]:
+def _class_entries(root: Path, cls: str, unreadable: list[str] | None = None) -> dict[str, Path]:
     """name -> real directory of each /sys/class/<cls>/<name>, kept inside the root; entries
     left out are said in `unreadable` (a dangling link in a partial recording, say)."""
     out: dict[str, Path] = {}
@@ -519,5 +524,9 @@ def read_inventory(sysfs_root: Path = LIVE_SYSFS) -> Inventory:
     rdma = tuple(
         _read_device(d, name, netdevs, netdev_dirs, devinfo) for name, d in ib_dirs.items()
     )
-    return Inventory(rdma=rdma, netdevs=tuple(netdevs.values()),
-                     addresses_known=addresses is not None, unreadable=tuple(unreadable))
+    return Inventory(
+        rdma=rdma,
+        netdevs=tuple(netdevs.values()),
+        addresses_known=addresses is not None,
+        unreadable=tuple(unreadable),
+    )

@@ -41,8 +41,7 @@ class TcpBytes:
 def _nft(*args: str) -> str:
     got = run_job(["nft", *args], timeout=NFT_TIMEOUT, label=f"nft {' '.join(args[:3])}")
     if not got.ok:
-        raise OwnersUnavailable(f"nft {' '.join(args[:4])}: "
-                                f"{got.stderr.strip() or got.describe()}")
+        raise OwnersUnavailable(f"nft {' '.join(args[:4])}: {got.stderr.strip() or got.describe()}")
     return got.stdout
 
 
@@ -70,12 +69,44 @@ class TcpOwnersMeter:
         self.table = f"hpccomm_owners_{os.getpid()}"
         _nft("add", "table", "inet", self.table)
         try:
-            _nft("add", "chain", "inet", self.table, "out",
-                 "{ type filter hook output priority 0 ; policy accept ; }")
-            _nft("add", "rule", "inet", self.table, "out", "meta", "l4proto", "tcp", "counter",
-                 "comment", f'"{ALL}"')
-            _nft("add", "rule", "inet", self.table, "out", "meta", "l4proto", "tcp", "meta",
-                 "skuid", ">=", "0", "counter", "comment", f'"{OWNED}"')
+            _nft(
+                "add",
+                "chain",
+                "inet",
+                self.table,
+                "out",
+                "{ type filter hook output priority 0 ; policy accept ; }",
+            )
+            _nft(
+                "add",
+                "rule",
+                "inet",
+                self.table,
+                "out",
+                "meta",
+                "l4proto",
+                "tcp",
+                "counter",
+                "comment",
+                f'"{ALL}"',
+            )
+            _nft(
+                "add",
+                "rule",
+                "inet",
+                self.table,
+                "out",
+                "meta",
+                "l4proto",
+                "tcp",
+                "meta",
+                "skuid",
+                ">=",
+                "0",
+                "counter",
+                "comment",
+                f'"{OWNED}"',
+            )
         except OwnersUnavailable:
             self.close()
             raise
@@ -84,5 +115,8 @@ class TcpOwnersMeter:
         return parse_counters(_nft("-j", "list", "table", "inet", self.table))
 
     def close(self) -> None:
-        run_job(["nft", "delete", "table", "inet", self.table], timeout=NFT_TIMEOUT,
-                label="nft delete table")
+        run_job(
+            ["nft", "delete", "table", "inet", self.table],
+            timeout=NFT_TIMEOUT,
+            label="nft delete table",
+        )

@@ -31,8 +31,10 @@ METHOD = 2
 ROUNDS = 5  # rounds of every component, interleaved: a burst of noise hits one round of each
 # each timed run follows an untimed one: a vCPU that just sat in the wake-up test's waits
 # runs the next ~50 ms at a third of its speed (hashing 300 vs 1,000 MB/s here)
-_ECHO = ("import os,sys\nr,w,cpu=map(int,sys.argv[1:4])\nos.sched_setaffinity(0,{cpu})\n"
-         "while True:\n b=os.read(r,1)\n if not b: break\n os.write(w,b)\n")
+_ECHO = (
+    "import os,sys\nr,w,cpu=map(int,sys.argv[1:4])\nos.sched_setaffinity(0,{cpu})\n"
+    "while True:\n b=os.read(r,1)\n if not b: break\n os.write(w,b)\n"
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def _copier() -> Callable[[], float]:
         t0 = time.perf_counter()
         np.copyto(dst, src)
         return src.nbytes / (time.perf_counter() - t0) / 1e9
+
     return copy
 
 
@@ -106,15 +109,15 @@ def _cpus() -> tuple[int, int]:
     return cpus[0], cpus[1] if len(cpus) > 1 else cpus[0]
 
 
-def _waker(child_cpu: int,
-           trips: int = 1000) -> tuple[Callable[[], float], Callable[[], None]]:
+def _waker(child_cpu: int, trips: int = 1000) -> tuple[Callable[[], float], Callable[[], None]]:
     """1-byte round trips through pipes to a child process pinned to `child_cpu`: the
     wake-up across cores a small message costs; the child is ours, reaped by `close`."""
     child_reads, to_child = os.pipe()
     from_child, child_writes = os.pipe()
-    child = subprocess.Popen([sys.executable, "-S", "-c", _ECHO, str(child_reads),
-                              str(child_writes), str(child_cpu)],
-                             pass_fds=(child_reads, child_writes))
+    child = subprocess.Popen(
+        [sys.executable, "-S", "-c", _ECHO, str(child_reads), str(child_writes), str(child_cpu)],
+        pass_fds=(child_reads, child_writes),
+    )
     os.close(child_reads)
     os.close(child_writes)
 
@@ -135,6 +138,7 @@ def _waker(child_cpu: int,
             child.wait()
         finally:
             os.close(from_child)
+
     return wake, close
 
 
@@ -149,8 +153,12 @@ def probe(rounds: int = ROUNDS) -> HostSpeed:
     wake, close = _waker(childs)  # the child pins itself
     try:
         os.sched_setaffinity(0, {mine})  # inside: the thread gets its CPUs back whatever fails
-        steps: dict[str, Callable[[], float]] = {"python": _python_loop, "hash": _hash,
-                                                 "copy": _copier(), "wake": wake}
+        steps: dict[str, Callable[[], float]] = {
+            "python": _python_loop,
+            "hash": _hash,
+            "copy": _copier(),
+            "wake": wake,
+        }
         wake()  # the child's start-up is no round trip
         got: dict[str, list[float]] = {k: [] for k in steps}
         for _ in range(rounds):
@@ -176,13 +184,16 @@ def quiet_probe() -> HostSpeed:
 def main(argv: list[str] | None = None) -> int:
     """`hpccomm probe`: this host's reference-probe rates, one line."""
     import sys
+
     if list(sys.argv[1:] if argv is None else argv):
         print("usage: hpccomm probe", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     speed = quiet_probe()
-    print(" ".join(f"{k} {v:.4g} {UNITS[k]}" for k, v in speed.rates.items()),
-          f"({time.monotonic() - t0:.2f} s)" + (f"; {speed.disturbed}" if speed.disturbed else ""))
+    print(
+        " ".join(f"{k} {v:.4g} {UNITS[k]}" for k, v in speed.rates.items()),
+        f"({time.monotonic() - t0:.2f} s)" + (f"; {speed.disturbed}" if speed.disturbed else ""),
+    )
     return 0
 
 

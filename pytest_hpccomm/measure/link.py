@@ -27,10 +27,25 @@ SOURCE_KEY = "link_rate_source"
 # Gbit/s per one unit. Byte rates are decimal where written decimally (OSU's MB/s is 10^6 B/s,
 # nccl-tests' GB/s 10^9 B/s) and binary where written binary; "b" is a bit, "B" a byte.
 _GBIT_PER_UNIT: dict[str, float] = {
-    "B/s": 8e-9, "kB/s": 8e-6, "KB/s": 8e-6, "MB/s": 8e-3, "GB/s": 8.0, "TB/s": 8e3,
-    "KiB/s": 8 * 2**10 / 1e9, "MiB/s": 8 * 2**20 / 1e9, "GiB/s": 8 * 2**30 / 1e9,
-    "bit/s": 1e-9, "kbit/s": 1e-6, "Mbit/s": 1e-3, "Gbit/s": 1.0, "Tbit/s": 1e3,
-    "kb/s": 1e-6, "Mb/s": 1e-3, "Gb/s": 1.0, "Gbps": 1.0, "Mbps": 1e-3,
+    "B/s": 8e-9,
+    "kB/s": 8e-6,
+    "KB/s": 8e-6,
+    "MB/s": 8e-3,
+    "GB/s": 8.0,
+    "TB/s": 8e3,
+    "KiB/s": 8 * 2**10 / 1e9,
+    "MiB/s": 8 * 2**20 / 1e9,
+    "GiB/s": 8 * 2**30 / 1e9,
+    "bit/s": 1e-9,
+    "kbit/s": 1e-6,
+    "Mbit/s": 1e-3,
+    "Gbit/s": 1.0,
+    "Tbit/s": 1e3,
+    "kb/s": 1e-6,
+    "Mb/s": 1e-3,
+    "Gb/s": 1.0,
+    "Gbps": 1.0,
+    "Mbps": 1e-3,
 }
 
 
@@ -98,8 +113,10 @@ def link_of(extra: Mapping[str, Any]) -> LinkRate | None:
 
 # -- rates in bit/s as tc and users write them --------------------------------------------------
 
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)"
-                   r"(?:bit|b)?(?:/s)?\s*$")
+_RATE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)"
+    r"(?:bit|b)?(?:/s)?\s*$"
+)
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 MIN_BIT_S, MAX_BIT_S = 1e6, 4e11  # 1 Mbit/s .. 400 Gbit/s
 
@@ -109,15 +126,14 @@ class RateError(ValueError):
 
 
 def parse_bit_rate(text: str) -> float:
-    """"1G", "100M", "2.5Gbit", "1gbit/s", "1e9" -> bit/s (decimal prefixes, as tc's). Byte
+    """ "1G", "100M", "2.5Gbit", "1gbit/s", "1e9" -> bit/s (decimal prefixes, as tc's). Byte
     rates ("1GB", tc's "1gbps": gigabytes) are refused rather than guessed."""
     match = _RATE.match(text)
     if match is None or "B" in text:
         raise RateError(f"expected a bit rate such as 1G, 100M or 2.5Gbit, got {text!r}")
     value = float(match.group(1)) * _PREFIX[match.group(2).lower()]
     if not MIN_BIT_S <= value <= MAX_BIT_S:
-        raise RateError(f"{text!r} is {format_bit_rate(value)}: must be 1 Mbit/s to "
-                        "400 Gbit/s")
+        raise RateError(f"{text!r} is {format_bit_rate(value)}: must be 1 Mbit/s to 400 Gbit/s")
     return value
 
 

@@ -39,8 +39,13 @@ class JobPool(Generic[S]):
     A failure (one of `failures`) is cached too: every item of a failed sweep reports the same
     error without relaunching."""
 
-    def __init__(self, merge: Callable[[Sequence[S]], S], repeats: int, max_repeats: int,
-                 failures: tuple[type[Exception], ...]) -> None:
+    def __init__(
+        self,
+        merge: Callable[[Sequence[S]], S],
+        repeats: int,
+        max_repeats: int,
+        failures: tuple[type[Exception], ...],
+    ) -> None:
         self.merge, self.repeats = merge, repeats
         self.max_repeats = max(max_repeats, repeats)
         self.failures = failures
@@ -69,8 +74,12 @@ class JobPool(Generic[S]):
         """The sweep with one more job pooled in, or None once it has max_repeats jobs (or
         failed). A failed extra job fails the sweep, as a first one would."""
         jobs = self._jobs.get(key, [])
-        if not jobs or len(jobs) >= self.max_repeats or key not in self._done \
-                or isinstance(self._done[key], Exception):
+        if (
+            not jobs
+            or len(jobs) >= self.max_repeats
+            or key not in self._done
+            or isinstance(self._done[key], Exception)
+        ):
             return None
         t0 = time.monotonic()
         try:
@@ -88,8 +97,9 @@ class JobPool(Generic[S]):
         got = self._part_done.get((key, part))
         return whole if got is None else self._settled(got)
 
-    def more_of(self, key: Hashable, part: Hashable, job: Callable[[], S],
-                restrict: Callable[[S], S]) -> S | None:
+    def more_of(
+        self, key: Hashable, part: Hashable, job: Callable[[], S], restrict: Callable[[S], S]
+    ) -> S | None:
         """One more job of `part` alone (one benchmark of a sweep whose jobs run several):
         the part's view, each of the sweep's jobs restricted to it and then its own added
         jobs pooled, or None once that view holds max_repeats jobs (or failed). An undecided
@@ -97,9 +107,13 @@ class JobPool(Generic[S]):
         jobs = self._jobs.get(key, [])
         done = self._done.get(key)
         added = self._part_jobs.setdefault((key, part), [])
-        if not jobs or done is None or isinstance(done, Exception) \
-                or isinstance(self._part_done.get((key, part)), Exception) \
-                or len(jobs) + len(added) >= self.max_repeats:
+        if (
+            not jobs
+            or done is None
+            or isinstance(done, Exception)
+            or isinstance(self._part_done.get((key, part)), Exception)
+            or len(jobs) + len(added) >= self.max_repeats
+        ):
             return None
         t0 = time.monotonic()
         try:
@@ -108,8 +122,7 @@ class JobPool(Generic[S]):
         except self.failures as exc:
             self._part_done[(key, part)] = exc
         finally:
-            self._added[(key, part)] = self._added.get((key, part), 0.0) \
-                + time.monotonic() - t0
+            self._added[(key, part)] = self._added.get((key, part), 0.0) + time.monotonic() - t0
         return self._settled(self._part_done[(key, part)])
 
     def cost(self, key: Hashable, part: Hashable | None = None) -> dict[str, Any]:
@@ -123,8 +136,9 @@ class JobPool(Generic[S]):
             seconds += self._added.get((key, part), 0.0)
         return {"jobs": jobs, "added": added, "seconds": round(seconds, 2)}
 
-    def paired(self, key: Hashable, base: Callable[[int], S], candidate: Callable[[int], S],
-               rounds: int) -> tuple[S, S]:
+    def paired(
+        self, key: Hashable, base: Callable[[int], S], candidate: Callable[[int], S], rounds: int
+    ) -> tuple[S, S]:
         """(candidate, base) of a paired A/B run: `rounds` rounds of one job of each side
         (called with the round's index), adjacent, in alternating order (base first in even
         rounds), each side pooled in round order so job i of one side pairs with job i of the
@@ -145,4 +159,3 @@ class JobPool(Generic[S]):
         if isinstance(got, Exception):
             raise got
         return got
-

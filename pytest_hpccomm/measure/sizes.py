@@ -8,8 +8,19 @@ from __future__ import annotations
 
 import re
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
 
 
@@ -38,7 +49,7 @@ def powers_of_two(lo: int, hi: int) -> list[int]:
 
 
 def parse_size_spec(spec: str) -> list[int]:
-    """"1:4M" -> [1, 2, 4, ..., 4194304]; "0,8,1K" -> [0, 8, 1024]; mixtures allowed."""
+    """ "1:4M" -> [1, 2, 4, ..., 4194304]; "0,8,1K" -> [0, 8, 1024]; mixtures allowed."""
     sizes: set[int] = set()
     parts = [p for p in spec.split(",")]
     if not spec.strip() or any(not p.strip() for p in parts):

@@ -81,16 +81,27 @@ def median_ci(
     return percentile_bootstrap((x,), np.median, confidence_level, n_resamples, seed)
 
 
-def percentile_bootstrap(data: tuple[npt.NDArray[np.float64], ...], statistic: Any,
-                         confidence_level: float, n_resamples: int, seed: int,
-                         **options: Any) -> tuple[float, float]:
+def percentile_bootstrap(
+    data: tuple[npt.NDArray[np.float64], ...],
+    statistic: Any,
+    confidence_level: float,
+    n_resamples: int,
+    seed: int,
+    **options: Any,
+) -> tuple[float, float]:
     """scipy's percentile bootstrap interval of `statistic`, seeded: the same inputs give the
     same interval.  Degenerate resamples (all ties) are expected with coarse timers: no warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sps.DegenerateDataWarning)
-        res = sps.bootstrap(data, statistic, confidence_level=confidence_level,
-                            n_resamples=n_resamples, method="percentile",
-                            rng=np.random.default_rng(seed), **options)
+        res = sps.bootstrap(
+            data,
+            statistic,
+            confidence_level=confidence_level,
+            n_resamples=n_resamples,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+            **options,
+        )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 

@@ -11,8 +11,9 @@ import time
 from typing import Callable
 
 
-def stretch(t0: float, factor: float, clock: Callable[[], float] = time.perf_counter,
-            idle: bool = False) -> None:
+def stretch(
+    t0: float, factor: float, clock: Callable[[], float] = time.perf_counter, idle: bool = False
+) -> None:
     """Spin until the region started at `t0` (on `clock`) has taken `factor` times as long.
     idle: sleep instead, for a stack whose work runs on threads of its own (Horovod's
     background loop) that a spinning caller would starve on a small machine."""

@@ -31,8 +31,16 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 from typing import Any, Callable, Mapping, Self
 
 __all__ = [
-    "ADDRESS_VAR", "KEY_VAR", "AuthenticationError", "Channel", "ChannelClosed", "ChannelError",
-    "ControlServer", "MessageError", "PeerClient", "RemoteError",
+    "ADDRESS_VAR",
+    "KEY_VAR",
+    "AuthenticationError",
+    "Channel",
+    "ChannelClosed",
+    "ChannelError",
+    "ControlServer",
+    "MessageError",
+    "PeerClient",
+    "RemoteError",
 ]
 
 ADDRESS_VAR = "HPCCOMM_CONTROL_ADDRESS"  # "unix:/path/ctl.sock" or "tcp:HOST:PORT"
@@ -190,8 +198,9 @@ class Channel:
                 return reply.get("result")
             self.events.append(reply)
 
-    def reply(self, request: Mapping[str, Any], result: Any = None,
-              error: str | None = None) -> None:
+    def reply(
+        self, request: Mapping[str, Any], result: Any = None, error: str | None = None
+    ) -> None:
         if error is None:
             self.send({"id": request.get("id"), "ok": True, "result": result})
         else:
@@ -264,8 +273,9 @@ class ControlServer:
             raise
         return Channel(conn, peer=str(addr) if addr else "")
 
-    def accept_peers(self, n: int, timeout: float,
-                     gone: Callable[[], str] = lambda: "") -> list[Channel]:
+    def accept_peers(
+        self, n: int, timeout: float, gone: Callable[[], str] = lambda: ""
+    ) -> list[Channel]:
         """n authenticated peers within timeout (else TimeoutError); failed handshakes are
         skipped and counted. `gone()` is asked at least every 0.5 s: a reason (the peers' job
         ended, say) ends the wait at once with ChannelClosed naming it."""
@@ -365,15 +375,20 @@ class PeerClient(Channel):
 def _echo_main() -> int:
     """`python -m pytest_hpccomm.peer.channel`: a peer that echoes (used by the tests)."""
     with PeerClient.from_env() as peer:
+
         def handle(msg: Message) -> Any:
             if msg.get("op") == "modules":
-                return sorted(m for m in sys.modules if m.split(".")[0] in
-                              ("pytest", "_pytest", "pytest_hpccomm"))
+                return sorted(
+                    m
+                    for m in sys.modules
+                    if m.split(".")[0] in ("pytest", "_pytest", "pytest_hpccomm")
+                )
             if msg.get("op") == "env":
                 return {k: os.environ.get(k) for k in (ADDRESS_VAR, KEY_VAR)}
             if msg.get("op") == "fail":
                 raise RuntimeError("asked to fail")
             return msg
+
         peer.send({"op": "hello", "pid": os.getpid(), "host": socket.gethostname()})
         peer.serve(handle)
     return 0

@@ -28,7 +28,7 @@ def parse_all(stdout: str) -> list[dict[str, Any]]:
         end = stdout.find(END, start)
         if end < 0:
             break
-        docs.append(json.loads(stdout[start + len(BEGIN):end]))
+        docs.append(json.loads(stdout[start + len(BEGIN) : end]))
         pos = end + len(END)
     return docs
 
@@ -42,5 +42,5 @@ def parse_last(stdout: str) -> dict[str, Any]:
         if not docs:
             raise ValueError("peer printed no result document")
         return docs[-1]
-    doc: dict[str, Any] = json.loads(stdout[start + len(BEGIN):end])
+    doc: dict[str, Any] = json.loads(stdout[start + len(BEGIN) : end])
     return doc

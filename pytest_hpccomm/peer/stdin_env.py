@@ -36,8 +36,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("usage: python -m pytest_hpccomm.peer.stdin_env -- ARGV... < env.json",
-              file=sys.stderr)
+        print(
+            "usage: python -m pytest_hpccomm.peer.stdin_env -- ARGV... < env.json", file=sys.stderr
+        )
         return 2
     try:
         extra = json.loads(sys.stdin.readline() or "{}")
@@ -101,8 +102,11 @@ def _watch(child: int) -> int:
         except ChildProcessError:
             return 1  # reaped elsewhere: its status is lost
         if pid == child:
-            return os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) \
+            return (
+                os.waitstatus_to_exitcode(status)
+                if not os.WIFSIGNALED(status)
                 else 128 + os.WTERMSIG(status)
+            )
         if killed_at is not None:
             if time.monotonic() - killed_at > KILL_GRACE:
                 forward(signal.SIGKILL, None)

@@ -20,8 +20,9 @@ BESIDE = "beside"
 
 def beside(stack: str, benchmark: str, params: Mapping[str, Param], label: str) -> dict[str, Any]:
     """The `extra["beside"]` value naming the other stack's point."""
-    return {BESIDE: {"stack": stack, "benchmark": benchmark, "params": dict(params),
-                     "label": label}}
+    return {
+        BESIDE: {"stack": stack, "benchmark": benchmark, "params": dict(params), "label": label}
+    }
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,16 @@ def pairs(results: Sequence[RunResult]) -> list[Pair]:
         if not isinstance(want, Mapping):
             continue
         metric = metric_of(r.measurement)
-        other = next((o for o in results if o is not r and _matches(o.measurement, want, metric)
-                      and o.measurement.unit == r.measurement.unit), None)
+        other = next(
+            (
+                o
+                for o in results
+                if o is not r
+                and _matches(o.measurement, want, metric)
+                and o.measurement.unit == r.measurement.unit
+            ),
+            None,
+        )
         if other is not None:
             out.append(Pair(str(want.get("label", "")), r, other))
     return out

@@ -18,7 +18,11 @@ from pytest_hpccomm.report.units import fmt_size
 SIZE_PARAM = "size"
 # Worst first: a reader scanning a report should meet what fails the merge before anything else.
 OUTCOME_ORDER: tuple[Outcome, ...] = (
-    Outcome.REGRESSION, Outcome.INCONCLUSIVE, Outcome.IMPROVEMENT, Outcome.NEW, Outcome.PASS,
+    Outcome.REGRESSION,
+    Outcome.INCONCLUSIVE,
+    Outcome.IMPROVEMENT,
+    Outcome.NEW,
+    Outcome.PASS,
 )
 
 FamilyKey = tuple[str, str, str]  # (stack, benchmark, metric)
@@ -36,7 +40,7 @@ def metric_of(m: Measurement) -> str:
 
 
 def fmt_params(params: Mapping[str, Param], *, skip: Iterable[str] = ()) -> str:
-    """"size=8B ranks=2": size first (the sweep axis), the rest by name."""
+    """ "size=8B ranks=2": size first (the sweep axis), the rest by name."""
     skipped = set(skip)
     names = sorted(k for k in params if k not in skipped)
     if SIZE_PARAM in names:
@@ -90,7 +94,7 @@ def outcome_counts(results: Iterable[RunResult]) -> dict[Outcome, int]:
 
 
 def counts_line(results: Sequence[RunResult]) -> str:
-    """"3 regression, 1 improvement, 40 pass" in OUTCOME_ORDER, zero counts left out."""
+    """ "3 regression, 1 improvement, 40 pass" in OUTCOME_ORDER, zero counts left out."""
     counts = outcome_counts(results)
     parts = [f"{n} {o.value}" for o, n in counts.items() if n]
     return ", ".join(parts) if parts else "no results"
@@ -107,10 +111,19 @@ def summary_stats(samples: Sequence[float]) -> dict[str, float | int | None]:
     mean = float(a.mean())
     sd = float(a.std(ddof=1)) if a.size > 1 else 0.0
     return {
-        "n": int(a.size), "median": float(p50), "mean": mean,
-        "min": float(a.min()), "max": float(a.max()),
-        "p5": float(p5), "p25": float(p25), "p75": float(p75), "p95": float(p95), "p99": float(p99),
-        "stddev": sd, "iqr": float(p75 - p25), "cv": sd / abs(mean) if mean else None,
+        "n": int(a.size),
+        "median": float(p50),
+        "mean": mean,
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "p5": float(p5),
+        "p25": float(p25),
+        "p75": float(p75),
+        "p95": float(p95),
+        "p99": float(p99),
+        "stddev": sd,
+        "iqr": float(p75 - p25),
+        "cv": sd / abs(mean) if mean else None,
     }
 
 
@@ -121,7 +134,7 @@ def short_message(r: RunResult) -> str:
     msg = r.verdict.message.strip()
     prefix = f"{r.verdict.outcome.value}: "
     if msg.lower().startswith(prefix):
-        msg = msg[len(prefix):]
+        msg = msg[len(prefix) :]
     if msg.startswith(r.measurement.benchmark) and ": " in msg:
         msg = msg.split(": ", 1)[1]
     return msg
@@ -176,7 +189,7 @@ def point_name(m: Measurement, sep: str = " ") -> str:
 def reason_key(r: RunResult) -> str:
     """An inconclusive verdict's reason without its numbers: what groups them in a report
     ("too noisy", "cores shared", "the baseline is from another machine type")."""
-    why = (r.verdict.informational or r.verdict.reason or "no reason given")
+    why = r.verdict.informational or r.verdict.reason or "no reason given"
     why = why.removeprefix("informational: ")
     for stop in (" (", ": "):
         why = why.split(stop, 1)[0]

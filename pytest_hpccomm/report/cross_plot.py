@@ -21,8 +21,13 @@ from pytest_hpccomm.report.plots import (
 )
 
 
-def _panel(ax: Any, lines: dict[str, list[Row]], style: dict[str, tuple[str, str, str]],
-           value: Callable[[Row], float | None], ylabel: str) -> None:
+def _panel(
+    ax: Any,
+    lines: dict[str, list[Row]],
+    style: dict[str, tuple[str, str, str]],
+    value: Callable[[Row], float | None],
+    ylabel: str,
+) -> None:
     xs: list[float] = []
     ys: list[float] = []
     for label, rows in lines.items():
@@ -30,8 +35,15 @@ def _panel(ax: Any, lines: dict[str, list[Row]], style: dict[str, tuple[str, str
         if not pts:
             continue
         colour, marker, ls = style[label]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker, ms=4,
-                ls=ls, lw=1.5)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            color=colour,
+            marker=marker,
+            ms=4,
+            ls=ls,
+            lw=1.5,
+        )
         xs += [p[0] for p in pts]
         ys += [p[1] for p in pts]
     if xs:
@@ -54,20 +66,47 @@ def cross_stack_png(cs: CrossStack) -> bytes:
         name = rows[0].path.name
         i = seen[name] = seen.get(name, -1) + 1
         dash = "--" if rows[0].path.collective else ("-", ":", "-.")[i // len(MARKERS) % 3]
-        style[label] = (SERIES_COLOURS[names.index(name) % len(SERIES_COLOURS)],
-                        MARKERS[i % len(MARKERS)], dash)
-    handles = [Line2D([], [], color=c, marker=m, ls=ls, ms=5,
-                      label=label + (" (collective)" if lines[label][0].path.collective else ""))
-               for label, (c, m, ls) in style.items()]
+        style[label] = (
+            SERIES_COLOURS[names.index(name) % len(SERIES_COLOURS)],
+            MARKERS[i % len(MARKERS)],
+            dash,
+        )
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=c,
+            marker=m,
+            ls=ls,
+            ms=5,
+            label=label + (" (collective)" if lines[label][0].path.collective else ""),
+        )
+        for label, (c, m, ls) in style.items()
+    ]
     longest = max((len(str(h.get_label())) for h in handles), default=0)
-    fig = Figure(figsize=(12, 4.6 + 0.22 * legend_rows(len(handles), longest)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(12, 4.6 + 0.22 * legend_rows(len(handles), longest)), layout="constrained"
+    )
     lat, bw = fig.subplots(1, 2)
-    _panel(lat, lines, style, lambda r: None if r.latency is None else r.latency * 1e6,
-           "latency (µs, lower is better)")
-    _panel(bw, lines, style, lambda r: None if r.bandwidth is None else r.bandwidth / 1e6,
-           "bandwidth (MB/s, higher is better)")
-    lat.set_title("Cross-stack: the same message sizes through each stack", loc="left",
-                  fontsize=12, fontweight="bold")
+    _panel(
+        lat,
+        lines,
+        style,
+        lambda r: None if r.latency is None else r.latency * 1e6,
+        "latency (µs, lower is better)",
+    )
+    _panel(
+        bw,
+        lines,
+        style,
+        lambda r: None if r.bandwidth is None else r.bandwidth / 1e6,
+        "bandwidth (MB/s, higher is better)",
+    )
+    lat.set_title(
+        "Cross-stack: the same message sizes through each stack",
+        loc="left",
+        fontsize=12,
+        fontweight="bold",
+    )
     legend_below(fig, handles)
     return png_bytes(fig)

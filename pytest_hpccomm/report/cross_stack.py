@@ -51,25 +51,50 @@ class Path:
 
 
 PATHS: tuple[Path, ...] = (
-    Path("verbs", "verbs", {LATENCY: ("ib_send_lat", "latency"),
-                            BANDWIDTH: ("ib_send_bw", "bandwidth")},
-         "perftest ib_send_lat / ib_send_bw, RC (half round trip; MB = 2^20 B)",
-         where={"connection": "RC"}, hidden=("connection",)),
-    Path("MPI", "mpi", {LATENCY: ("osu_latency", "latency"), BANDWIDTH: ("osu_bw", "bandwidth")},
-         "OSU osu_latency (half round trip) / osu_bw, 2 ranks",
-         where={"ranks": 2}, hidden=("ranks",)),
-    Path("gRPC", "grpc", {LATENCY: ("tf_grpc_p2p_latency", "latency"),
-                          BANDWIDTH: ("tf_grpc_p2p_bandwidth", "bandwidth")},
-         "TF-gRPC-Bench p2p, one uniform buffer (latency: half the echo RPC)",
-         size_param="bytes", accept=_uniform_single, hidden=("buffers", "scheme"),
-         half_latency=True),
-    Path("TF", "tf", {LATENCY: ("tf_recv_tensor", "latency"),
-                      BANDWIDTH: ("tf_recv_tensor", "bandwidth")},
-         "tf_recv_tensor, per RecvTensor read (not halved)"),
-    Path("Horovod allreduce", "horovod", {LATENCY: ("hvd_allreduce", "latency"),
-                                          BANDWIDTH: ("hvd_allreduce", "busbw")},
-         "hvd_allreduce latency / busbw, 2 ranks: a collective, never the fastest",
-         where={"ranks": 2}, hidden=("ranks",), collective=True),
+    Path(
+        "verbs",
+        "verbs",
+        {LATENCY: ("ib_send_lat", "latency"), BANDWIDTH: ("ib_send_bw", "bandwidth")},
+        "perftest ib_send_lat / ib_send_bw, RC (half round trip; MB = 2^20 B)",
+        where={"connection": "RC"},
+        hidden=("connection",),
+    ),
+    Path(
+        "MPI",
+        "mpi",
+        {LATENCY: ("osu_latency", "latency"), BANDWIDTH: ("osu_bw", "bandwidth")},
+        "OSU osu_latency (half round trip) / osu_bw, 2 ranks",
+        where={"ranks": 2},
+        hidden=("ranks",),
+    ),
+    Path(
+        "gRPC",
+        "grpc",
+        {
+            LATENCY: ("tf_grpc_p2p_latency", "latency"),
+            BANDWIDTH: ("tf_grpc_p2p_bandwidth", "bandwidth"),
+        },
+        "TF-gRPC-Bench p2p, one uniform buffer (latency: half the echo RPC)",
+        size_param="bytes",
+        accept=_uniform_single,
+        hidden=("buffers", "scheme"),
+        half_latency=True,
+    ),
+    Path(
+        "TF",
+        "tf",
+        {LATENCY: ("tf_recv_tensor", "latency"), BANDWIDTH: ("tf_recv_tensor", "bandwidth")},
+        "tf_recv_tensor, per RecvTensor read (not halved)",
+    ),
+    Path(
+        "Horovod allreduce",
+        "horovod",
+        {LATENCY: ("hvd_allreduce", "latency"), BANDWIDTH: ("hvd_allreduce", "busbw")},
+        "hvd_allreduce latency / busbw, 2 ranks: a collective, never the fastest",
+        where={"ranks": 2},
+        hidden=("ranks",),
+        collective=True,
+    ),
 )
 
 
@@ -115,21 +140,31 @@ class CrossStack:
 
 def _variant_params(path: Path, params: Mapping[str, Param]) -> tuple[tuple[str, Param], ...]:
     skip = {path.size_param, "size", "metric", *path.where, *path.hidden}
-    return tuple(sorted(((k, v) for k, v in params.items() if k not in skip),
-                        key=lambda kv: label_key(kv[0])))
+    return tuple(
+        sorted(
+            ((k, v) for k, v in params.items() if k not in skip), key=lambda kv: label_key(kv[0])
+        )
+    )
 
 
 def _label(items: Sequence[tuple[str, Param]], keep: set[str], *, named: bool = False) -> str:
-    return " ".join(str(v) if isinstance(v, str) and not named else f"{k}={v}"
-                    for k, v in items if k in keep)
+    return " ".join(
+        str(v) if isinstance(v, str) and not named else f"{k}={v}" for k, v in items if k in keep
+    )
 
 
 def _match(path: Path, m: Measurement) -> tuple[str, int] | None:
     """(kind, size) when `m` is one of the path's points."""
     if m.stack != path.stack:
         return None
-    kind = next((k for k, (b, metric) in path.benchmarks.items()
-                 if m.benchmark == b and metric_of(m) == metric), None)
+    kind = next(
+        (
+            k
+            for k, (b, metric) in path.benchmarks.items()
+            if m.benchmark == b and metric_of(m) == metric
+        ),
+        None,
+    )
     if kind is None or any(m.params.get(k) != v for k, v in path.where.items()):
         return None
     if path.accept is not None and not path.accept(m.params):
@@ -171,12 +206,12 @@ def _rank(rows: list[Row]) -> None:
         if bw is not None and r.bandwidth is not None:
             r.bandwidth_ratio = bw / r.bandwidth
     inf = math.inf
-    rows.sort(key=lambda r: (r.path.collective, r.latency_ratio or inf, r.bandwidth_ratio or inf,
-                             r.label))
+    rows.sort(
+        key=lambda r: (r.path.collective, r.latency_ratio or inf, r.bandwidth_ratio or inf, r.label)
+    )
 
 
-def cross_stack(results: Sequence[RunResult],
-                paths: Sequence[Path] = PATHS) -> CrossStack | None:
+def cross_stack(results: Sequence[RunResult], paths: Sequence[Path] = PATHS) -> CrossStack | None:
     """The table's rows, or None when no size was measured by two stacks."""
     found: dict[tuple[str, tuple[tuple[str, Param], ...], int], Row] = {}
     for r in results:
@@ -211,8 +246,12 @@ def cross_stack(results: Sequence[RunResult],
             left.setdefault(row.path.name, set()).add(s)
     for s in sizes:
         _rank(by_size[s])
-    return CrossStack(sizes, {s: by_size[s] for s in sizes},
-                      {k: sorted(v) for k, v in left.items()}, list(found.values()))
+    return CrossStack(
+        sizes,
+        {s: by_size[s] for s in sizes},
+        {k: sorted(v) for k, v in left.items()},
+        list(found.values()),
+    )
 
 
 def _name_variants(found: Mapping[tuple[str, tuple[tuple[str, Param], ...], int], Row]) -> None:
@@ -265,29 +304,47 @@ def bandwidth_text(bps: float | None) -> str:
 
 
 def path_text(row: Row) -> str:
-    notes = [n for n, on in (("collective", row.path.collective),
-                             ("function only", row.functional)) if on]
+    notes = [
+        n
+        for n, on in (("collective", row.path.collective), ("function only", row.functional))
+        if on
+    ]
     return row.label + (f" ({', '.join(notes)})" if notes else "")
 
 
 def cells(row: Row, first_of_size: bool, *, ascii_only: bool = False) -> tuple[str, ...]:
-    return (fmt_size(row.size) if first_of_size else "", path_text(row),
-            fmt_seconds(row.latency, ascii_only=ascii_only),
-            ratio_text(row.latency_ratio, row.path.collective),
-            bandwidth_text(row.bandwidth),
-            ratio_text(row.bandwidth_ratio, row.path.collective), link_text(row))
+    return (
+        fmt_size(row.size) if first_of_size else "",
+        path_text(row),
+        fmt_seconds(row.latency, ascii_only=ascii_only),
+        ratio_text(row.latency_ratio, row.path.collective),
+        bandwidth_text(row.bandwidth),
+        ratio_text(row.bandwidth_ratio, row.path.collective),
+        link_text(row),
+    )
 
 
 def notes(cs: CrossStack, paths: Sequence[Path] = PATHS) -> list[str]:
     """What each path is, only for those in the table, then what was left out and why."""
     shared = {r.path.name: r.shared for rows in cs.rows.values() for r in rows}
-    out = [f"{p.name}: {p.definition}" + (f"; {shared[p.name]}" if shared[p.name] else "")
-           for p in paths if p.name in shared]
-    sources = sorted({r.link_source for rows in cs.rows.values() for r in rows
-                      if r.link_gbps is not None and r.link_source})
+    out = [
+        f"{p.name}: {p.definition}" + (f"; {shared[p.name]}" if shared[p.name] else "")
+        for p in paths
+        if p.name in shared
+    ]
+    sources = sorted(
+        {
+            r.link_source
+            for rows in cs.rows.values()
+            for r in rows
+            if r.link_gbps is not None and r.link_source
+        }
+    )
     if sources:
         out.append("link rate from " + ", ".join(sources))
     for name, sizes in cs.left_out.items():
-        out.append(f"left out, no other stack at that size: {name} at "
-                   + ", ".join(fmt_size(s) for s in sizes))
+        out.append(
+            f"left out, no other stack at that size: {name} at "
+            + ", ".join(fmt_size(s) for s in sizes)
+        )
     return out

@@ -39,8 +39,11 @@ from pytest_hpccomm.report.units import fmt_range, fmt_ratio, fmt_value
 ATTENTION = (Outcome.REGRESSION, Outcome.IMPROVEMENT)  # inconclusive: counted per reason
 LISTED = 100
 _TINTS = {
-    Outcome.REGRESSION: "#fde0df", Outcome.IMPROVEMENT: "#dff3df",
-    Outcome.INCONCLUSIVE: "#ffedd6", Outcome.NEW: "#ececec", Outcome.PASS: "#ffffff",
+    Outcome.REGRESSION: "#fde0df",
+    Outcome.IMPROVEMENT: "#dff3df",
+    Outcome.INCONCLUSIVE: "#ffedd6",
+    Outcome.NEW: "#ececec",
+    Outcome.PASS: "#ffffff",
 }
 
 # The page rules the run report and the trends page (trends.py) share; each adds its own.
@@ -56,7 +59,9 @@ th,td{border:1px solid #d8dbe0;padding:3px 7px;text-align:left;vertical-align:to
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 """
 
-_CSS = PAGE_CSS + """
+_CSS = (
+    PAGE_CSS
+    + """
 .meta{color:#555;margin:0 0 12px}
 .meta b{color:#1b1b1b;font-weight:600}
 .badges span{display:inline-block;border-radius:12px;padding:2px 12px;margin:0 6px 6px 0;
@@ -74,6 +79,7 @@ pre{font-size:12px;overflow-x:auto}
 table.xs tr.first td{border-top:2px solid #9aa0a8}
 ul.notes{color:#555;font-size:12px}
 """
+)
 
 
 def _e(x: Any) -> str:
@@ -85,9 +91,11 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
     gate = session.get("gate") or {}
     if gate.get("line"):  # the gate's power, on the first screen
         off = gate.get("armed") == 0
-        out.append(f'<p class="gate" style="font-weight:bold;padding:6px;border-left:6px solid '
-                   f'{"#c0392b" if off else "#27ae60"}">'
-                   f'{_e(gate["line"].removeprefix("hpccomm "))}</p>')
+        out.append(
+            f'<p class="gate" style="font-weight:bold;padding:6px;border-left:6px solid '
+            f'{"#c0392b" if off else "#27ae60"}">'
+            f"{_e(gate['line'].removeprefix('hpccomm '))}</p>"
+        )
         out += [f'<p class="sub">{_e(h)}</p>' for h in gate.get("hints") or []]
     facts = [(k, session.get(k)) for k in ("system", "fabric", "profile")]
     facts += [(k, iso_time(session.get(k))) for k in ("started", "finished")]
@@ -95,8 +103,11 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
     if shown:
         out.append(f'<p class="meta">{shown}</p>')
     counts = outcome_counts(results)
-    badges = "".join(f'<span style="background:{OUTCOME_COLOURS[o]}">{n} {_e(o.value)}</span>'
-                     for o, n in counts.items() if n)
+    badges = "".join(
+        f'<span style="background:{OUTCOME_COLOURS[o]}">{n} {_e(o.value)}</span>'
+        for o, n in counts.items()
+        if n
+    )
     out.append(f'<div class="badges">{badges}</div>')
     attn = [r for r in sorted_results(results) if r.verdict.outcome in ATTENTION]
     attn.sort(key=lambda r: ATTENTION.index(r.verdict.outcome))
@@ -105,9 +116,14 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
             f'<li><b style="color:{OUTCOME_COLOURS[r.verdict.outcome]}">'
             f"{_e(r.verdict.outcome.value)}</b> {_e(r.measurement.stack)}/"
             f"{_e(r.measurement.benchmark)} {_e(fmt_params(r.measurement.params))}: "
-            f"{_e(short_message(r))}</li>" for r in attn[:LISTED])
-        more = (f'<li>… {len(attn) - LISTED:,} more in the table below</li>'
-                if len(attn) > LISTED else "")
+            f"{_e(short_message(r))}</li>"
+            for r in attn[:LISTED]
+        )
+        more = (
+            f"<li>… {len(attn) - LISTED:,} more in the table below</li>"
+            if len(attn) > LISTED
+            else ""
+        )
         out.append(f'<ul class="attn">{items}{more}</ul>')
     groups = inconclusive_groups(results)
     if groups:
@@ -115,9 +131,14 @@ def _header(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[st
         rows = "".join(
             f'<li><b style="color:{colour}">{len(members):,} inconclusive</b>: {_e(why)} '
             f'<span class="sub">(e.g. {_e(point_name(members[0].measurement, "/"))}; every one '
-            f'in the table below)</span></li>' for why, members in groups[:12])
-        rest = (f'<li>… {len(groups) - 12} more reasons in the table below</li>'
-                if len(groups) > 12 else "")
+            f"in the table below)</span></li>"
+            for why, members in groups[:12]
+        )
+        rest = (
+            f"<li>… {len(groups) - 12} more reasons in the table below</li>"
+            if len(groups) > 12
+            else ""
+        )
         out.append(f'<ul class="attn">{rows}{rest}</ul>')
     return out
 
@@ -128,22 +149,26 @@ def _cross_stack(results: Sequence[RunResult]) -> list[str]:
     if cs is None:
         return []
     png = base64.b64encode(cross_stack_png(cs)).decode("ascii")
-    out = ["<h2>Cross-stack: the same message sizes through each stack</h2>",
-           f'<figure><img alt="cross-stack latency and bandwidth: {len(cs.labels())} paths" '
-           f'src="data:image/png;base64,{png}"></figure>',
-           '<div class="scroll"><table class="xs">',
-           "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in xs.HEADER) + "</tr>"]
+    out = [
+        "<h2>Cross-stack: the same message sizes through each stack</h2>",
+        f'<figure><img alt="cross-stack latency and bandwidth: {len(cs.labels())} paths" '
+        f'src="data:image/png;base64,{png}"></figure>',
+        '<div class="scroll"><table class="xs">',
+        "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in xs.HEADER) + "</tr>",
+    ]
     for size in cs.sizes:
         for i, row in enumerate(cs.rows[size]):
             cells = xs.cells(row, i == 0)
-            tds = [f'<td class="{"num" if j in (0, 2, 4) else "nw"}"'
-                   + (f' title="{_e(row.link_source)}"' if j == 6 and row.link_source else "")
-                   + f">{_e(c)}</td>" for j, c in enumerate(cells)]
+            tds = [
+                f'<td class="{"num" if j in (0, 2, 4) else "nw"}"'
+                + (f' title="{_e(row.link_source)}"' if j == 6 and row.link_source else "")
+                + f">{_e(c)}</td>"
+                for j, c in enumerate(cells)
+            ]
             top = ' class="first"' if i == 0 else ""
             out.append(f"<tr{top}>" + "".join(tds) + "</tr>")
     out.append("</table></div>")
-    out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in xs.notes(cs))
-               + "</ul>")
+    out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in xs.notes(cs)) + "</ul>")
     return out
 
 
@@ -169,38 +194,67 @@ def _f(x: float | int | None) -> float | None:
 
 
 def _table(results: Sequence[RunResult]) -> list[str]:
-    cols = ("benchmark", "params", "n", "baseline", "current", "p5–p95",
-            "ratio", "ratio CI", "p", "verdict", "message")
-    out = ["<h2>All results</h2>", '<div class="scroll"><table>',
-           "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"]
+    cols = (
+        "benchmark",
+        "params",
+        "n",
+        "baseline",
+        "current",
+        "p5–p95",
+        "ratio",
+        "ratio CI",
+        "p",
+        "verdict",
+        "message",
+    )
+    out = [
+        "<h2>All results</h2>",
+        '<div class="scroll"><table>',
+        "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>",
+    ]
     for r in sorted_results(results):
         m, v = r.measurement, r.verdict
         s = summary_stats(m.samples)
-        ref = v.current_median if v.baseline_median is None else max(
-            v.current_median, v.baseline_median)
+        ref = (
+            v.current_median
+            if v.baseline_median is None
+            else max(v.current_median, v.baseline_median)
+        )
 
         def val(x: Any) -> str:  # used in this iteration only
-            return fmt_value(None if x is None else float(x), m.unit,  # noqa: B023
-                             ref=ref, ascii_only=False)  # noqa: B023
+            return fmt_value(
+                None if x is None else float(x),
+                m.unit,  # noqa: B023
+                ref=ref,  # noqa: B023
+                ascii_only=False,
+            )
 
         spread = fmt_range(_f(s["p5"]), _f(s["p95"]), m.unit, ref=ref, ascii_only=False)
-        ci = "-" if v.ci_low is None or v.ci_high is None else \
-            f"{fmt_ratio(v.ci_low)} – {fmt_ratio(v.ci_high)}"
+        ci = (
+            "-"
+            if v.ci_low is None or v.ci_high is None
+            else f"{fmt_ratio(v.ci_low)} – {fmt_ratio(v.ci_high)}"
+        )
         p = "-" if v.p_value is None else f"{v.p_value:.2g}"
         metric = f'<br><span class="sub">{_e(m.metric)}</span>' if m.metric else ""
         cells = [
             f'<td class="nw">{_e(m.stack)}/{_e(m.benchmark)}{metric}</td>',
             f'<td class="nw">{_e(fmt_params(m.params))}</td>',
-            f'<td class="num">{s["n"]}</td>', f'<td class="num">{_e(val(v.baseline_median))}</td>',
+            f'<td class="num">{s["n"]}</td>',
+            f'<td class="num">{_e(val(v.baseline_median))}</td>',
             f'<td class="num">{_e(val(v.current_median))}</td>',
-            f'<td class="num">{_e(spread)}</td>', f'<td class="num">{_e(fmt_ratio(v.ratio))}</td>',
-            f'<td class="num">{_e(ci)}</td>', f'<td class="num">{_e(p)}</td>',
-            f'<td class="v" style="color:{OUTCOME_COLOURS[v.outcome]}">'
-            f"{_e(v.outcome.value)}</td>",
+            f'<td class="num">{_e(spread)}</td>',
+            f'<td class="num">{_e(fmt_ratio(v.ratio))}</td>',
+            f'<td class="num">{_e(ci)}</td>',
+            f'<td class="num">{_e(p)}</td>',
+            f'<td class="v" style="color:{OUTCOME_COLOURS[v.outcome]}">{_e(v.outcome.value)}</td>',
             f'<td class="msg">{_e(short_message(r))}</td>',
         ]
-        out.append(f'<tr style="background:{_TINTS[v.outcome]}" title="{_e(r.nodeid)}">'
-                   + "".join(cells) + "</tr>")
+        out.append(
+            f'<tr style="background:{_TINTS[v.outcome]}" title="{_e(r.nodeid)}">'
+            + "".join(cells)
+            + "</tr>"
+        )
     out.append("</table></div>")
     return out
 
@@ -224,16 +278,22 @@ def render_html(results: Sequence[RunResult], session: Mapping[str, Any]) -> str
     fp = session_fingerprint(results, session)
     if fp:
         text = json.dumps(jsonable(fp), indent=2, sort_keys=True)
-        body += ["<h2>Environment</h2>",
-                 f"<details><summary>Fingerprint{_e(_fp_gist(fp))}</summary>"
-                 f"<pre>{_e(text)}</pre></details>"]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{_e(title)}</title>"
-            f"<style>{_CSS}</style></head><body><main>\n" + "\n".join(body)
-            + "\n</main></body></html>\n")
+        body += [
+            "<h2>Environment</h2>",
+            f"<details><summary>Fingerprint{_e(_fp_gist(fp))}</summary>"
+            f"<pre>{_e(text)}</pre></details>",
+        ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body><main>\n"
+        + "\n".join(body)
+        + "\n</main></body></html>\n"
+    )
 
 
-def write_html_report(path: str | os.PathLike[str], results: Sequence[RunResult],
-                      session: Mapping[str, Any]) -> Path:
+def write_html_report(
+    path: str | os.PathLike[str], results: Sequence[RunResult], session: Mapping[str, Any]
+) -> Path:
     """Write the self-contained HTML report atomically."""
     return atomic_write(path, render_html(results, session))

@@ -11,8 +11,17 @@ import math
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.report.common import metric_of
 
-PROPERTY_NAMES = ("metric", "unit", "median", "baseline_median", "ratio", "ci", "p_value",
-                  "verdict", "n")
+PROPERTY_NAMES = (
+    "metric",
+    "unit",
+    "median",
+    "baseline_median",
+    "ratio",
+    "ci",
+    "p_value",
+    "verdict",
+    "n",
+)
 
 
 def _num(x: float | None) -> str:
@@ -26,8 +35,17 @@ def junit_properties(result: RunResult, *, prefix: str = "") -> list[tuple[str, 
     prefix per point (e.g. "size=8.") so names stay distinct within one <testcase>."""
     m, v = result.measurement, result.verdict
     ci = "" if v.ci_low is None or v.ci_high is None else f"[{_num(v.ci_low)}, {_num(v.ci_high)}]"
-    values = (metric_of(m), m.unit, _num(v.current_median), _num(v.baseline_median),
-              _num(v.ratio), ci, _num(v.p_value), v.outcome.value, str(len(m.samples)))
+    values = (
+        metric_of(m),
+        m.unit,
+        _num(v.current_median),
+        _num(v.baseline_median),
+        _num(v.ratio),
+        ci,
+        _num(v.p_value),
+        v.outcome.value,
+        str(len(m.samples)),
+    )
     out = [(prefix + name, value) for name, value in zip(PROPERTY_NAMES, values)]
     if FUNCTIONAL in m.extra:  # reported without a verdict: say why beside "new"
         out.append((prefix + "no_verdict", str(m.extra[FUNCTIONAL])))

@@ -38,8 +38,11 @@ from pytest_hpccomm.report.series import points_text, series, verdict_counts
 from pytest_hpccomm.report.units import fmt_ratio, fmt_value
 
 ICONS = {
-    Outcome.REGRESSION: "❌", Outcome.INCONCLUSIVE: "⚠️", Outcome.IMPROVEMENT: "🚀",
-    Outcome.NEW: "🆕", Outcome.PASS: "✅",
+    Outcome.REGRESSION: "❌",
+    Outcome.INCONCLUSIVE: "⚠️",
+    Outcome.IMPROVEMENT: "🚀",
+    Outcome.NEW: "🆕",
+    Outcome.PASS: "✅",
 }
 # Below GitHub's 65,536 for a comment, counted as GitHub counts (UTF-16 code units: an emoji
 # is two), leaving room for a heading a CI step may put around it.
@@ -98,14 +101,18 @@ def _where(session: Mapping[str, Any]) -> str:
     return " / ".join(f"`{n}`" for n in names) if names else "report.html / results.json"
 
 
-def _table(budget: Budget, head: list[str], rows: list[str], tail: list[str],
-           where: str) -> list[str]:
+def _table(
+    budget: Budget, head: list[str], rows: list[str], tail: list[str], where: str
+) -> list[str]:
     """head + as many rows as fit + a line counting the rest + tail."""
     more = f"\n_… {len(rows):,} more rows in {where}_"  # the longest "more" line it may need
     reserve = budget.cost([more, *tail])
     if not budget.fits(head, reserve):
-        return budget.take([f"_{len(rows):,} rows in {where} (this summary's size cap)_"]) \
-            if budget.fits([more]) else []
+        return (
+            budget.take([f"_{len(rows):,} rows in {where} (this summary's size cap)_"])
+            if budget.fits([more])
+            else []
+        )
     out = budget.take(head)
     shown = 0
     for row in rows:
@@ -126,8 +133,9 @@ def _headline(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[
     if gate.get("line"):  # the gate's power, before anything else
         lines.append(f"**{gate['line'].removeprefix('hpccomm ')}**")
         lines += [f"<sub>{h}</sub>" for h in gate.get("hints") or []]
-    where = " · ".join(f"{k} `{session[k]}`" for k in ("system", "fabric", "profile")
-                       if session.get(k))
+    where = " · ".join(
+        f"{k} `{session[k]}`" for k in ("system", "fabric", "profile") if session.get(k)
+    )
     if where:
         lines.append(where)
     if session.get("retries"):  # named transient causes only (retries.py): how many, why
@@ -149,14 +157,23 @@ def _stack_counts(stacks: Mapping[str, Sequence[RunResult]]) -> list[str]:
     """Outcomes per stack, one small table: where the changes are at a glance."""
     if len(stacks) < 2:
         return []
-    shown = [o for o in OUTCOME_ORDER if any(r.verdict.outcome is o
-                                             for rs in stacks.values() for r in rs)]
-    lines = ["", "| stack | results | " + " | ".join(f"{ICONS[o]} {o.value}" for o in shown)
-             + " |", "|---|--:|" + "--:|" * len(shown)]
+    shown = [
+        o
+        for o in OUTCOME_ORDER
+        if any(r.verdict.outcome is o for rs in stacks.values() for r in rs)
+    ]
+    lines = [
+        "",
+        "| stack | results | " + " | ".join(f"{ICONS[o]} {o.value}" for o in shown) + " |",
+        "|---|--:|" + "--:|" * len(shown),
+    ]
     for stack, rs in stacks.items():
         c = outcome_counts(rs)
-        lines.append(f"| {_cell(stack)} | {len(rs):,} | "
-                     + " | ".join(f"{c[o]:,}" if c[o] else "" for o in shown) + " |")
+        lines.append(
+            f"| {_cell(stack)} | {len(rs):,} | "
+            + " | ".join(f"{c[o]:,}" if c[o] else "" for o in shown)
+            + " |"
+        )
     return lines
 
 
@@ -173,26 +190,39 @@ def _changes(results: Sequence[RunResult], budget: Budget, where: str) -> list[s
         items = []
         for r in hits[:LISTED]:
             name = point_name(r.measurement, "/")
-            items.append(f"- {ICONS[outcome]} **{_cell(_cut(name, 160))}**: "
-                         f"{_cell(_cut(short_message(r), MESSAGE_CHARS))}")
+            items.append(
+                f"- {ICONS[outcome]} **{_cell(_cut(name, 160))}**: "
+                f"{_cell(_cut(short_message(r), MESSAGE_CHARS))}"
+            )
         unlisted = len(hits) - len(items)
         tail = [f"- … {unlisted:,} more {outcome.value} in {where}"] if unlisted else []
         lines += _table(budget, head, items, tail, where)
     groups = inconclusive_groups(results)
     if groups:
         total = sum(len(g) for _, g in groups)
-        head = ["", f"### Inconclusive ({total:,}), by reason", "",
-                "| points | reason | e.g. |", "|--:|---|---|"]
+        head = [
+            "",
+            f"### Inconclusive ({total:,}), by reason",
+            "",
+            "| points | reason | e.g. |",
+            "|--:|---|---|",
+        ]
         rows = []
         for why, members in groups:
             example = point_name(members[0].measurement, "/")
-            rows.append(f"| {len(members):,} | {_cell(_cut(why, 160))} | "
-                        f"{_cell(_cut(example, 120))} |")
+            rows.append(
+                f"| {len(members):,} | {_cell(_cut(why, 160))} | {_cell(_cut(example, 120))} |"
+            )
         lines += _table(budget, head, rows, [], where)
     new = outcome_counts(results)[Outcome.NEW]
     if new:
-        lines += budget.maybe(["", f"{ICONS[Outcome.NEW]} {new:,} results have no baseline on "
-                               "this system yet; `--hpc-update-baselines` records them."])
+        lines += budget.maybe(
+            [
+                "",
+                f"{ICONS[Outcome.NEW]} {new:,} results have no baseline on "
+                "this system yet; `--hpc-update-baselines` records them.",
+            ]
+        )
     return lines
 
 
@@ -200,11 +230,17 @@ def _cross_stack(results: Sequence[RunResult], budget: Budget, where: str) -> li
     cs = xs.cross_stack(results)
     if cs is None:
         return []
-    head = ["", "### Cross-stack: the same message sizes through each stack", "",
-            f"<details><summary>{len(cs.sizes)} sizes, {len(cs.labels())} paths: latency "
-            "and bandwidth side by side, each against the fastest path at that size"
-            "</summary>", "",
-            "| " + " | ".join(xs.HEADER) + " |", "|--:|---|--:|---|--:|---|---|"]
+    head = [
+        "",
+        "### Cross-stack: the same message sizes through each stack",
+        "",
+        f"<details><summary>{len(cs.sizes)} sizes, {len(cs.labels())} paths: latency "
+        "and bandwidth side by side, each against the fastest path at that size"
+        "</summary>",
+        "",
+        "| " + " | ".join(xs.HEADER) + " |",
+        "|--:|---|--:|---|--:|---|---|",
+    ]
     rows = []
     for size in cs.sizes:
         for i, row in enumerate(cs.rows[size]):
@@ -217,18 +253,33 @@ def _side_by_side(found: Sequence[Pair], budget: Budget, where: str) -> list[str
     """One stack's point beside another's at the same payload (report/beside.py)."""
     if not found:
         return []
-    head = ["", "### Side by side", "",
-            "| pair | params | this | beside | ratio |", "|---|---|--:|--:|--:|"]
+    head = [
+        "",
+        "### Side by side",
+        "",
+        "| pair | params | this | beside | ratio |",
+        "|---|---|--:|--:|--:|",
+    ]
     rows = []
     for p in found:
         m, o = p.this.measurement, p.other.measurement
         a, b = p.this.verdict.current_median, p.other.verdict.current_median
         # timings without verdicts (an emulated device) say so beside their ratio
         only = " — function only" if FUNCTIONAL in m.extra or FUNCTIONAL in o.extra else ""
-        rows.append("| " + " | ".join(_cell(c) for c in (
-            f"{p.label} ({metric_of(m)}){only}", fmt_params(m.params),
-            _value(a, m.unit, max(a, b)),
-            _value(b, o.unit, max(a, b)), f"{p.ratio:.2f}x")) + " |")
+        rows.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    f"{p.label} ({metric_of(m)}){only}",
+                    fmt_params(m.params),
+                    _value(a, m.unit, max(a, b)),
+                    _value(b, o.unit, max(a, b)),
+                    f"{p.ratio:.2f}x",
+                )
+            )
+            + " |"
+        )
     return _table(budget, head, rows, [], where)
 
 
@@ -236,22 +287,45 @@ def _stack_rows(results: Sequence[RunResult]) -> tuple[list[str], list[str]]:
     """(header lines, one row per series: its points, its medians from the first point to the
     last, the range of its ratios to baseline where it has any, its verdicts)."""
     based = any(r.verdict.baseline_median is not None for r in results)
-    head = ["| benchmark | params | points | median, first → last | "
-            + ("ratio to baseline | " if based else "") + "verdicts |",
-            "|---|---|---|--:|" + ("--:|" if based else "") + "---|"]
+    head = [
+        "| benchmark | params | points | median, first → last | "
+        + ("ratio to baseline | " if based else "")
+        + "verdicts |",
+        "|---|---|---|--:|" + ("--:|" if based else "") + "---|",
+    ]
     rows = []
     for (_, bench, metric, params), members in series(results).items():
         m0, m1 = members[0].measurement, members[-1].measurement
         a, b = members[0].verdict.current_median, members[-1].verdict.current_median
-        value = _value(a, m0.unit, None) if len(members) == 1 else \
-            f"{_value(a, m0.unit, None)} → {_value(b, m1.unit, None)}"
+        value = (
+            _value(a, m0.unit, None)
+            if len(members) == 1
+            else f"{_value(a, m0.unit, None)} → {_value(b, m1.unit, None)}"
+        )
         ratios = [r.verdict.ratio for r in members if r.verdict.ratio is not None]
-        ratio = ("-" if not ratios else fmt_ratio(ratios[0]) if len(ratios) == 1
-                 else f"{fmt_ratio(min(ratios))}–{fmt_ratio(max(ratios))}")
+        ratio = (
+            "-"
+            if not ratios
+            else fmt_ratio(ratios[0])
+            if len(ratios) == 1
+            else f"{fmt_ratio(min(ratios))}–{fmt_ratio(max(ratios))}"
+        )
         name = bench if metric == bench else f"{bench} ({metric})"
-        rows.append("| " + " | ".join(_cell(c) for c in (
-            name, params, points_text(members), value, *((ratio,) if based else ()),
-            verdict_counts(members, ICONS))) + " |")
+        rows.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    name,
+                    params,
+                    points_text(members),
+                    value,
+                    *((ratio,) if based else ()),
+                    verdict_counts(members, ICONS),
+                )
+            )
+            + " |"
+        )
     return head, rows
 
 
@@ -267,8 +341,9 @@ def _stacks(stacks: Mapping[str, Sequence[RunResult]], budget: Budget, where: st
     owed = Budget.cost(list(close.values()))
     for stack, rs in stacks.items():
         owed -= Budget.cost([close[stack]])
-        counts = ", ".join(f"{ICONS[o]} {n:,} {o.value}" for o, n in outcome_counts(rs).items()
-                           if n)
+        counts = ", ".join(
+            f"{ICONS[o]} {n:,} {o.value}" for o, n in outcome_counts(rs).items() if n
+        )
         head, rows = _stack_rows(rs)
         summary = f"<details><summary><b>{_cell(stack)}</b>: {counts}</summary>"
         room = Budget(budget.left - owed)
@@ -296,8 +371,16 @@ def _fingerprint(results: Sequence[RunResult], session: Mapping[str, Any]) -> li
     text = json.dumps(jsonable(fp), indent=2, sort_keys=True)
     if len(text) > FINGERPRINT_CHARS:
         text = text[:FINGERPRINT_CHARS] + f"\n… ({len(text):,} characters in all: {_where({})})"
-    return ["", "<details><summary>Environment fingerprint</summary>", "",
-            "```json", text, "```", "", "</details>"]
+    return [
+        "",
+        "<details><summary>Environment fingerprint</summary>",
+        "",
+        "```json",
+        text,
+        "```",
+        "",
+        "</details>",
+    ]
 
 
 def _suite_cost(session: Mapping[str, Any]) -> list[str]:
@@ -305,12 +388,26 @@ def _suite_cost(session: Mapping[str, Any]) -> list[str]:
     times = session.get("stack_seconds") or {}
     if not times:
         return []
-    rows = [f"| {_cell(stack)} | {t['seconds']:.0f} s | {t['items']} | "
-            + (f"{_cell(_cut(t['slowest'][0]['item'], 90))} ({t['slowest'][0]['seconds']:.0f} s)"
-               if t["slowest"] else "") + " |" for stack, t in times.items()]
-    return ["", "<details><summary>Time per stack (setup + call + teardown)</summary>", "",
-            "| stack | time | items | slowest item |", "|---|---|---|---|", *rows[:20], "",
-            "</details>"]
+    rows = [
+        f"| {_cell(stack)} | {t['seconds']:.0f} s | {t['items']} | "
+        + (
+            f"{_cell(_cut(t['slowest'][0]['item'], 90))} ({t['slowest'][0]['seconds']:.0f} s)"
+            if t["slowest"]
+            else ""
+        )
+        + " |"
+        for stack, t in times.items()
+    ]
+    return [
+        "",
+        "<details><summary>Time per stack (setup + call + teardown)</summary>",
+        "",
+        "| stack | time | items | slowest item |",
+        "|---|---|---|---|",
+        *rows[:20],
+        "",
+        "</details>",
+    ]
 
 
 def markdown_summary(results: Sequence[RunResult], session: Mapping[str, Any]) -> str:
@@ -327,8 +424,11 @@ def markdown_summary(results: Sequence[RunResult], session: Mapping[str, Any]) -
     budget.left -= owed
     lines += _within(budget, SHARE["changes"], lambda b: _changes(results, b, where))
     lines += _within(budget, SHARE["cross-stack"], lambda b: _cross_stack(results, b, where))
-    lines += _within(budget, SHARE["side by side"],
-                     lambda b: _side_by_side(pairs(sorted_results(results)), b, where))
+    lines += _within(
+        budget,
+        SHARE["side by side"],
+        lambda b: _side_by_side(pairs(sorted_results(results)), b, where),
+    )
     budget.left += owed
     if results:
         lines += _stacks(stacks, budget, where)

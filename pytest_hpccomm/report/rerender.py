@@ -18,8 +18,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hpccomm report", description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path, help="a results JSON written by --hpc-results")
     p.add_argument("--html", type=Path, metavar="PATH", help="write the HTML report here")
-    p.add_argument("--markdown", type=Path, metavar="PATH",
-                   help="write the markdown summary here ('-': print it)")
+    p.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="PATH",
+        help="write the markdown summary here ('-': print it)",
+    )
     return p
 
 

@@ -74,7 +74,10 @@ def results_document(results: Sequence[RunResult], session: Mapping[str, Any]) -
     records = []
     for r in sorted_results(results):
         rec: dict[str, Any] = {
-            "nodeid": r.nodeid, "system": r.system, "fabric": r.fabric, "key": r.measurement.key,
+            "nodeid": r.nodeid,
+            "system": r.system,
+            "fabric": r.fabric,
+            "key": r.measurement.key,
             "measurement": r.measurement.to_json(),
             "summary": summary_stats(r.measurement.samples),
             "verdict": verdict_json(r.verdict),
@@ -83,7 +86,8 @@ def results_document(results: Sequence[RunResult], session: Mapping[str, Any]) -
             rec["fingerprint"] = dict(r.fingerprint)
         records.append(rec)
     doc = {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
         "generator": {"name": "pytest-hpccomm", "version": __version__},
         "written": dt.datetime.now(dt.timezone.utc).isoformat(),
         "session": info,
@@ -94,8 +98,9 @@ def results_document(results: Sequence[RunResult], session: Mapping[str, Any]) -
     return out
 
 
-def write_results(path: str | os.PathLike[str], results: Sequence[RunResult],
-                  session: Mapping[str, Any]) -> Path:
+def write_results(
+    path: str | os.PathLike[str], results: Sequence[RunResult], session: Mapping[str, Any]
+) -> Path:
     """Write our results JSON atomically. `session` carries system, fabric, profile, started,
     finished (datetime, epoch seconds or ISO text) and fingerprint; other keys pass through."""
     doc = results_document(results, session)
@@ -109,18 +114,26 @@ def load_results(path: str | os.PathLike[str]) -> tuple[list[RunResult], dict[st
         raise ValueError(f"{path}: not a {SCHEMA} v{SCHEMA_VERSION} file")
     session = dict(doc["session"])
     results = [
-        RunResult(nodeid=rec["nodeid"], system=rec["system"], fabric=rec["fabric"],
-                  measurement=Measurement.from_json(
-                      {**rec["measurement"],
-                       "samples": [x for x in rec["measurement"]["samples"] if x is not None]}),
-                  verdict=_verdict_from_json(rec["verdict"]),
-                  fingerprint=rec.get("fingerprint", session.get("fingerprint") or {}))
+        RunResult(
+            nodeid=rec["nodeid"],
+            system=rec["system"],
+            fabric=rec["fabric"],
+            measurement=Measurement.from_json(
+                {
+                    **rec["measurement"],
+                    "samples": [x for x in rec["measurement"]["samples"] if x is not None],
+                }
+            ),
+            verdict=_verdict_from_json(rec["verdict"]),
+            fingerprint=rec.get("fingerprint", session.get("fingerprint") or {}),
+        )
         for rec in doc["results"]
     ]
     return results, session
 
 
 # --- pytest-benchmark's export format -------------------------------------------------------
+
 
 def _as_seconds(m: Measurement) -> tuple[list[float], str] | None:
     """(per-sample seconds, how they were derived) or None when the unit has no such reading."""
@@ -173,8 +186,11 @@ def _bench_stats(seconds: list[float]) -> dict[str, Any]:
     return out
 
 
-def benchmark_document(results: Sequence[RunResult], machine_info: Mapping[str, Any] | None,
-                       commit_info: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+def benchmark_document(
+    results: Sequence[RunResult],
+    machine_info: Mapping[str, Any] | None,
+    commit_info: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], list[str]]:
     """(pytest-benchmark JSON document, node ids left out because their unit is not a time)."""
     if machine_info is None:
         from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
@@ -196,27 +212,45 @@ def benchmark_document(results: Sequence[RunResult], machine_info: Mapping[str, 
         seconds, stored_as = conv
         unit_note = "" if stored_as == "seconds" else f" [{m.unit} as s/{m.unit[:-2]}]"
         name = fullname.rsplit("::", 1)[-1]
-        param = name[name.index("[") + 1: -1] if name.endswith("]") and "[" in name else None
-        benches.append({
-            "group": f"{m.stack}/{m.benchmark}/{metric_of(m)}{unit_note}",
-            "name": name,
-            "fullname": fullname,
-            "params": dict(m.params) or None,
-            "param": param,
-            "extra_info": {
-                "stack": m.stack, "benchmark": m.benchmark, "metric": metric_of(m),
-                "unit": m.unit, "direction": m.direction.value, "stored_as": stored_as,
-                "median": v.current_median, "baseline_median": v.baseline_median,
-                "ratio": v.ratio, "verdict": v.outcome.value, "p_value": v.p_value,
-                "system": r.system, "fabric": r.fabric, "nodeid": r.nodeid,
-                "warmup_discarded": m.warmup_discarded, "measurement_extra": dict(m.extra),
-            },
-            "options": {"timer": "pytest-hpccomm peer clock", "min_rounds": len(seconds),
-                        "warmup": m.warmup_discarded > 0, "disable_gc": False,
-                        "max_time": None, "min_time": None, "precision": None,
-                        "confidence": None},
-            "stats": _bench_stats(seconds),
-        })
+        param = name[name.index("[") + 1 : -1] if name.endswith("]") and "[" in name else None
+        benches.append(
+            {
+                "group": f"{m.stack}/{m.benchmark}/{metric_of(m)}{unit_note}",
+                "name": name,
+                "fullname": fullname,
+                "params": dict(m.params) or None,
+                "param": param,
+                "extra_info": {
+                    "stack": m.stack,
+                    "benchmark": m.benchmark,
+                    "metric": metric_of(m),
+                    "unit": m.unit,
+                    "direction": m.direction.value,
+                    "stored_as": stored_as,
+                    "median": v.current_median,
+                    "baseline_median": v.baseline_median,
+                    "ratio": v.ratio,
+                    "verdict": v.outcome.value,
+                    "p_value": v.p_value,
+                    "system": r.system,
+                    "fabric": r.fabric,
+                    "nodeid": r.nodeid,
+                    "warmup_discarded": m.warmup_discarded,
+                    "measurement_extra": dict(m.extra),
+                },
+                "options": {
+                    "timer": "pytest-hpccomm peer clock",
+                    "min_rounds": len(seconds),
+                    "warmup": m.warmup_discarded > 0,
+                    "disable_gc": False,
+                    "max_time": None,
+                    "min_time": None,
+                    "precision": None,
+                    "confidence": None,
+                },
+                "stats": _bench_stats(seconds),
+            }
+        )
     doc = {
         "machine_info": dict(machine_info),
         "commit_info": dict(commit_info),
@@ -234,9 +268,12 @@ def _pytest_benchmark_version() -> str:
     return str(v)
 
 
-def write_pytest_benchmark_json(path: str | os.PathLike[str], results: Sequence[RunResult],
-                                machine_info: Mapping[str, Any] | None,
-                                commit_info: Mapping[str, Any] | None) -> list[str]:
+def write_pytest_benchmark_json(
+    path: str | os.PathLike[str],
+    results: Sequence[RunResult],
+    machine_info: Mapping[str, Any] | None,
+    commit_info: Mapping[str, Any] | None,
+) -> list[str]:
     """Write `results` in pytest-benchmark's --benchmark-json format, atomically.
 
     machine_info / commit_info as pytest-benchmark's hooks make them (None: generate them the
@@ -247,8 +284,9 @@ def write_pytest_benchmark_json(path: str | os.PathLike[str], results: Sequence[
     return skipped
 
 
-def benchmark_storage_path(storage: str | os.PathLike[str], save_name: str,
-                           machine_id: str | None = None) -> Path:
+def benchmark_storage_path(
+    storage: str | os.PathLike[str], save_name: str, machine_id: str | None = None
+) -> Path:
     """Where `--benchmark-save=NAME` would put a run: STORAGE/<machine id>/NNNN_NAME.json, so
     `py.test-benchmark list` and `compare 0001` find runs we write there."""
     if machine_id is None:
@@ -256,7 +294,9 @@ def benchmark_storage_path(storage: str | os.PathLike[str], save_name: str,
 
         machine_id = str(get_machine_id())
     folder = Path(storage) / machine_id
-    nums = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*.json")] \
-        if folder.is_dir() else []
+    nums = (
+        [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*.json")]
+        if folder.is_dir()
+        else []
+    )
     return folder / f"{max(nums, default=0) + 1:04d}_{save_name}.json"
-

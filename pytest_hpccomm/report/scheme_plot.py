@@ -42,8 +42,11 @@ def scheme_png(members: Sequence[RunResult], title: str) -> bytes:
     order = scheme_order(members)
     pos = {s: float(i) for i, s in enumerate(order)}
     sizes: Mapping[str, list[float]] = {
-        s: [float(r.measurement.params[BYTES]) for r in members
-            if r.measurement.params[SCHEME] == s] for s in order}
+        s: [
+            float(r.measurement.params[BYTES]) for r in members if r.measurement.params[SCHEME] == s
+        ]
+        for s in order
+    }
 
     def x_of(r: RunResult) -> float:
         return pos[str(r.measurement.params[SCHEME])]
@@ -52,5 +55,11 @@ def scheme_png(members: Sequence[RunResult], title: str) -> bytes:
         ax.set_xticks(range(len(order)), [_tick(s, sizes[s]) for s in order], fontsize=9)
         ax.set_xlim(-0.4, len(order) - 0.6)
 
-    return line_png(members, title, x_of=x_of, set_x=set_x,
-                    xlabel="payload scheme (bytes per message)", skip=[SCHEME, BYTES])
+    return line_png(
+        members,
+        title,
+        x_of=x_of,
+        set_x=set_x,
+        xlabel="payload scheme (bytes per message)",
+        skip=[SCHEME, BYTES],
+    )

@@ -147,7 +147,7 @@ def check_html(text: str, *, expect_images: int | None = None) -> PageCheck:
         problems.append("the page shows no text")
     for match in sorted({m.group(0) for m in BAD_TEXT.finditer(visible)}):
         at = visible.find(match)
-        problems.append(f"the page shows {match!r}: ...{visible[max(0, at - 40):at + 80]}...")
+        problems.append(f"the page shows {match!r}: ...{visible[max(0, at - 40) : at + 80]}...")
     return PageCheck(sizes, page.rows, page.blocks, problems)
 
 
@@ -209,24 +209,46 @@ class Screenshot:
 
     def describe(self) -> str:
         """One line for the terminal summary or an assertion message."""
-        head = (f"screenshot {self.png} ({self.width}x{self.height}, {self.seconds:.1f} s"
-                + (f", cut at {self.window} px" if self.cut else "") + ")")
+        head = (
+            f"screenshot {self.png} ({self.width}x{self.height}, {self.seconds:.1f} s"
+            + (f", cut at {self.window} px" if self.cut else "")
+            + ")"
+        )
         if self.ok:
             return f"{head}: checked, the page and the picture are whole"
         return f"{head}: {len(self.problems)} problem(s): " + "; ".join(self.problems)
 
 
-def _chromium(exe: str, page: Path, png: Path, width: int, height: int,
-              timeout: float) -> JobResult:
+def _chromium(
+    exe: str, page: Path, png: Path, width: int, height: int, timeout: float
+) -> JobResult:
     png.unlink(missing_ok=True)  # an old picture must not pass for this one
     profile = Path(tempfile.mkdtemp(prefix="hpccomm-chromium-"))  # run_job removes it
-    env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / "config"),
-               XDG_CACHE_HOME=str(profile / "cache"))
-    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            "--force-device-scale-factor=1", "--no-first-run", "--no-default-browser-check",
-            "--disable-extensions", "--disable-background-networking", "--disable-sync",
-            "--disable-component-update", "--mute-audio", f"--user-data-dir={profile}",
-            f"--window-size={width},{height}", f"--screenshot={png.resolve()}", page.as_uri()]
+    env = dict(
+        os.environ,
+        HOME=str(profile),
+        XDG_CONFIG_HOME=str(profile / "config"),
+        XDG_CACHE_HOME=str(profile / "cache"),
+    )
+    argv = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-sync",
+        "--disable-component-update",
+        "--mute-audio",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        f"--screenshot={png.resolve()}",
+        page.as_uri(),
+    ]
     return run_job(argv, env, timeout=timeout, label="chromium --screenshot", scratch=profile)
 
 
@@ -276,8 +298,7 @@ def take_screenshot(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hpccomm screenshot",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="hpccomm screenshot", description=__doc__.split("\n")[0])
     parser.add_argument("page", help="the HTML page")
     parser.add_argument("png", nargs="?", help="the screenshot (default: the page's .png)")
     parser.add_argument("--images", type=int, help="how many plots the page must show")
@@ -288,8 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no page at {page}", file=sys.stderr)
         return 2
     try:
-        shot = take_screenshot(page, args.png or page.with_suffix(".png"),
-                               expect_images=args.images, width=args.width)
+        shot = take_screenshot(
+            page, args.png or page.with_suffix(".png"), expect_images=args.images, width=args.width
+        )
     except ChromiumMissing as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -8,7 +8,13 @@ from typing import Any, Sequence
 
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.report.common import SIZE_PARAM, fmt_params, metric_of, outcome_counts, sorted_results
+from pytest_hpccomm.report.common import (
+    SIZE_PARAM,
+    fmt_params,
+    metric_of,
+    outcome_counts,
+    sorted_results,
+)
 from pytest_hpccomm.report.units import fmt_size
 
 SCHEME, BYTES = "scheme", "bytes"
@@ -47,7 +53,7 @@ def series(results: Sequence[RunResult]) -> dict[tuple[str, str, str, str], list
 
 
 def points_text(members: Sequence[RunResult]) -> str:
-    """"23 sizes 1B–4MiB", "5 schemes 8B–1MiB" or "1 point"."""
+    """ "23 sizes 1B–4MiB", "5 schemes 8B–1MiB" or "1 point"."""
     ax = axis(members[0].measurement)
     if not ax:
         return f"{len(members)} point" + ("s" if len(members) > 1 else "")

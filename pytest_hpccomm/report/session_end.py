@@ -20,20 +20,40 @@ from pytest_hpccomm.session import HpcSession
 
 
 def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
-    return {"system": hpc.system, "fabric": hpc.fabric_kind, "profile": hpc.cfg.profile,
-            "started": started, "finished": time.time(), "fingerprint": hpc.fingerprint,
-            "inject_slowdown": hpc.cfg.inject_slowdown, "tolerance": hpc.cfg.tolerance,
-            "launcher": hpc.cfg.launcher, "retries": retries.counts(hpc.retries_mark),
-            # the markdown summary names where the rest is
-            **{k: Path(v).name for k, v in (("report", hpc.cfg.report),
-                                            ("results", hpc.cfg.results)) if v},
-            **({"paired": {stack: {"base": hpc.cfg.base[stack], "candidate": impl}
-                           for stack, impl in sorted(hpc.cfg.candidate.items())},
-                "ab_rounds": hpc.cfg.ab_rounds} if hpc.cfg.candidate else {})}
+    return {
+        "system": hpc.system,
+        "fabric": hpc.fabric_kind,
+        "profile": hpc.cfg.profile,
+        "started": started,
+        "finished": time.time(),
+        "fingerprint": hpc.fingerprint,
+        "inject_slowdown": hpc.cfg.inject_slowdown,
+        "tolerance": hpc.cfg.tolerance,
+        "launcher": hpc.cfg.launcher,
+        "retries": retries.counts(hpc.retries_mark),
+        # the markdown summary names where the rest is
+        **{
+            k: Path(v).name
+            for k, v in (("report", hpc.cfg.report), ("results", hpc.cfg.results))
+            if v
+        },
+        **(
+            {
+                "paired": {
+                    stack: {"base": hpc.cfg.base[stack], "candidate": impl}
+                    for stack, impl in sorted(hpc.cfg.candidate.items())
+                },
+                "ab_rounds": hpc.cfg.ab_rounds,
+            }
+            if hpc.cfg.candidate
+            else {}
+        ),
+    }
 
 
-def gate_verdict(config: pytest.Config, hpc: HpcSession,
-                 judge: BaselineJudge) -> tuple[gate.GateStatus, list[str], bool]:
+def gate_verdict(
+    config: pytest.Config, hpc: HpcSession, judge: BaselineJudge
+) -> tuple[gate.GateStatus, list[str], bool]:
     """The gate status, its lines for the terminal (first), and whether the session fails for
     them: --hpc-require-armed not met, or a paired run / a run against an existing baseline
     set that judged nothing. The same status goes to JUnit's global properties."""
@@ -42,19 +62,22 @@ def gate_verdict(config: pytest.Config, hpc: HpcSession,
         return status, [], False
     recording = hpc.cfg.update_baselines != "none"  # a set being taken is not yet a gate
     against_set = not recording and any(
-        judge.store.path(hpc.system, hpc.fabric_kind, stack).exists()
-        for stack in status.stacks)
-    failures = [line for line in (
-        gate.required_armed(status, 0.0 if recording else hpc.cfg.require_armed),
-        gate.nothing_judged(status, bool(hpc.cfg.candidate), against_set)) if line]
-    lines = [gate.status_line(status), *gate.stack_lines(status), *gate.hints(status),
-             *failures]
+        judge.store.path(hpc.system, hpc.fabric_kind, stack).exists() for stack in status.stacks
+    )
+    failures = [
+        line
+        for line in (
+            gate.required_armed(status, 0.0 if recording else hpc.cfg.require_armed),
+            gate.nothing_judged(status, bool(hpc.cfg.candidate), against_set),
+        )
+        if line
+    ]
+    lines = [gate.status_line(status), *gate.stack_lines(status), *gate.hints(status), *failures]
     _junit_properties(config, status, failures)
     return status, lines, bool(failures)
 
 
-def _junit_properties(config: pytest.Config, status: gate.GateStatus,
-                      failures: list[str]) -> None:
+def _junit_properties(config: pytest.Config, status: gate.GateStatus, failures: list[str]) -> None:
     from _pytest.junitxml import xml_key
 
     xml = config.stash.get(xml_key, None)
@@ -86,9 +109,14 @@ def benchmark_json_path(results: Path) -> Path:
     return results.with_name(results.stem + ".pytest-benchmark.json")
 
 
-def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: BaselineJudge,
-                          started: float, times: StackTimes | None = None,
-                          status: gate.GateStatus | None = None) -> list[str]:
+def write_session_outputs(
+    config: pytest.Config,
+    hpc: HpcSession,
+    judge: BaselineJudge,
+    started: float,
+    times: StackTimes | None = None,
+    status: gate.GateStatus | None = None,
+) -> list[str]:
     """Write every requested output; returns lines for the terminal summary. `status`: the
     gate's (gate_verdict), carried into the results JSON and the reports."""
     lines: list[str] = []
@@ -107,8 +135,10 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
         if judge.close_sessions:
             lines.append(judge.close_sessions)
         if judge.refused:
-            lines.append(f"baselines: none written: {judge.refused.removeprefix('informational: ')}"
-                         f" (record this host's set under another --hpc-system)")
+            lines.append(
+                f"baselines: none written: {judge.refused.removeprefix('informational: ')}"
+                f" (record this host's set under another --hpc-system)"
+            )
     host = judge.host_summary()
     if host:
         lines.append(host)
@@ -144,8 +174,9 @@ def write_session_outputs(config: pytest.Config, hpc: HpcSession, judge: Baselin
             from pytest_hpccomm.baselines.history import HistoryStore
 
             run_id = uuid.uuid4().hex[:12]
-            HistoryStore(hpc.cfg.history).append(results, run_id=run_id, timestamp=started,
-                                                 commit=os.environ.get("GITHUB_SHA"))
+            HistoryStore(hpc.cfg.history).append(
+                results, run_id=run_id, timestamp=started, commit=os.environ.get("GITHUB_SHA")
+            )
             lines.append(f"history: run {run_id} appended to {hpc.cfg.history}")
     if hpc.cfg.screenshots:
         lines += _screenshots(hpc, results)
@@ -176,19 +207,26 @@ def _screenshots(hpc: HpcSession, results: list[RunResult]) -> list[str]:
 
         store = HistoryStore(history)
         try:
-            page = write_trends_page(trends_path(report), store, store.keys(system=hpc.system),
-                                     filters=f"system={hpc.system}")
+            page = write_trends_page(
+                trends_path(report),
+                store,
+                store.keys(system=hpc.system),
+                filters=f"system={hpc.system}",
+            )
         except RuntimeError as exc:  # Otava missing, or a history of another schema
             lines.append(f"trends page: not written: {exc}")
         else:
-            lines.append(f"trends page: {page.path} ({len(page.shown)} of {page.matched} series,"
-                         f" {page.change_count} change point(s))")
+            lines.append(
+                f"trends page: {page.path} ({len(page.shown)} of {page.matched} series,"
+                f" {page.change_count} change point(s))"
+            )
             pages.append((page.path, len(page.shown)))
     if find_chromium() is None:
         return lines + [f"screenshots: not taken: {ABSENT}"]
     for path, plots in pages:
-        lines.append(take_screenshot(path, path.with_suffix(".png"),
-                                     expect_images=plots).describe())
+        lines.append(
+            take_screenshot(path, path.with_suffix(".png"), expect_images=plots).describe()
+        )
     return lines
 
 

@@ -52,10 +52,14 @@ class StackTimes:
         """For results JSON: seconds, item counts and the slowest items of each stack."""
         out: dict[str, Any] = {}
         for stack in self.stacks():
-            out[stack] = {"seconds": round(self.total(stack), 2),
-                          "items": len(self.items[stack]), "skipped": self.skipped.get(stack, 0),
-                          "slowest": [{"item": k, "seconds": round(v, 2)}
-                                      for k, v in self.slowest(stack, slowest)]}
+            out[stack] = {
+                "seconds": round(self.total(stack), 2),
+                "items": len(self.items[stack]),
+                "skipped": self.skipped.get(stack, 0),
+                "slowest": [
+                    {"item": k, "seconds": round(v, 2)} for k, v in self.slowest(stack, slowest)
+                ],
+            }
         return out
 
     def lines(self, wall: float | None = None, slowest: int = 1) -> list[str]:
@@ -69,9 +73,11 @@ class StackTimes:
         for stack in self.stacks():
             per_item = self.items[stack]
             skipped = self.skipped.get(stack, 0)
-            out.append(f"{stack:<{width}}  {_clock(self.total(stack)):>8}  "
-                       f"{100 * self.total(stack) / whole:5.1f} %  {_items(len(per_item))}"
-                       + (f" ({skipped} skipped)" if skipped else ""))
+            out.append(
+                f"{stack:<{width}}  {_clock(self.total(stack)):>8}  "
+                f"{100 * self.total(stack) / whole:5.1f} %  {_items(len(per_item))}"
+                + (f" ({skipped} skipped)" if skipped else "")
+            )
             for nodeid, secs in self.slowest(stack, slowest):
                 out.append(f"{'':<{width}}  {_clock(secs):>8}  slowest: {nodeid}")
         tail = f"items {_clock(whole)}"

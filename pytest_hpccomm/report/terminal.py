@@ -43,8 +43,7 @@ def _rows(results: Sequence[RunResult]) -> list[tuple[str, ...] | None]:
     """Table rows in report order; None marks a break between stack/benchmark groups."""
     rows: list[tuple[str, ...] | None] = []
     fams = families(results)
-    multi_metric = {(s, b) for (s, b, m) in fams
-                    if sum(1 for k in fams if k[:2] == (s, b)) > 1}
+    multi_metric = {(s, b) for (s, b, m) in fams if sum(1 for k in fams if k[:2] == (s, b)) > 1}
     prev_group: tuple[str, str] | None = None
     for (stack, bench, metric), members in fams.items():
         if prev_group is not None and prev_group != (stack, bench):
@@ -54,14 +53,22 @@ def _rows(results: Sequence[RunResult]) -> list[tuple[str, ...] | None]:
         label = f"{bench}:{metric}" if (stack, bench) in multi_metric else bench
         for r in members:
             m, v = r.measurement, r.verdict
-            ref = v.current_median if v.baseline_median is None else max(
-                v.current_median, v.baseline_median)
-            rows.append((
-                stack, label, fmt_params(m.params),
-                fmt_value(v.baseline_median, m.unit, ref=ref),
-                fmt_value(v.current_median, m.unit, ref=ref),
-                fmt_ratio(v.ratio), v.outcome.value.upper(),
-            ))
+            ref = (
+                v.current_median
+                if v.baseline_median is None
+                else max(v.current_median, v.baseline_median)
+            )
+            rows.append(
+                (
+                    stack,
+                    label,
+                    fmt_params(m.params),
+                    fmt_value(v.baseline_median, m.unit, ref=ref),
+                    fmt_value(v.current_median, m.unit, ref=ref),
+                    fmt_ratio(v.ratio),
+                    v.outcome.value.upper(),
+                )
+            )
     return rows
 
 
@@ -80,8 +87,7 @@ def summary_table(results: Sequence[RunResult], width: int = 120, verbose: int =
     return full_table(results, width)
 
 
-def changes(results: Sequence[RunResult], width: int = 120, *,
-            full_hint: bool = True) -> list[str]:
+def changes(results: Sequence[RunResult], width: int = 120, *, full_hint: bool = True) -> list[str]:
     """Counts first, then each regression, improvement and inconclusive result in one line."""
     lines = [f"hpccomm: {len(results)} results: {counts_line(results)}"]
     by_stack: dict[str, list[RunResult]] = {}
@@ -96,16 +102,22 @@ def changes(results: Sequence[RunResult], width: int = 120, *,
             where = point_name(r.measurement)
             lines.append(f"{outcome.value.upper():<{label}}  {where}: {short_message(r)}")
         if len(hits) > LISTED:
-            lines.append(f"{outcome.value.upper():<{label}}  ... {len(hits) - LISTED} more "
-                         "(pytest -v, or the results JSON / HTML report)")
+            lines.append(
+                f"{outcome.value.upper():<{label}}  ... {len(hits) - LISTED} more "
+                "(pytest -v, or the results JSON / HTML report)"
+            )
     for why, members in inconclusive_groups(results):
         example = point_name(members[0].measurement)
-        lines.append(f"{Outcome.INCONCLUSIVE.value.upper():<{label}}  {len(members)} x {why} "
-                     f"(e.g. {example})")
+        lines.append(
+            f"{Outcome.INCONCLUSIVE.value.upper():<{label}}  {len(members)} x {why} "
+            f"(e.g. {example})"
+        )
     new = outcome_counts(results)[Outcome.NEW]
     if new:
-        lines.append(f"new: {new} results have no baseline on this system yet "
-                     "(--hpc-update-baselines records them)")
+        lines.append(
+            f"new: {new} results have no baseline on this system yet "
+            "(--hpc-update-baselines records them)"
+        )
     if full_hint:
         lines.append("every result: pytest -v, or --hpc-results / --hpc-report")
     return [_truncate(ln, width) for ln in lines]

@@ -107,14 +107,19 @@ def collect(
     trends = []
     for key in keys:
         records = store.records(key.system, key.fabric, key.stack, key.benchmark, key.params_key)
-        found = find_change_points([r.median for r in records], max_pvalue=max_pvalue,
-                                   min_magnitude=min_magnitude)
+        found = find_change_points(
+            [r.median for r in records], max_pvalue=max_pvalue, min_magnitude=min_magnitude
+        )
         changes = [
-            Change(cp, records[cp.index], records[cp.index - 1],
-                   fingerprint_diff(records[cp.index - 1].fingerprint,
-                                    records[cp.index].fingerprint),
-                   _is_worse(records[cp.index], cp))
-            for cp in found if 0 < cp.index < len(records)
+            Change(
+                cp,
+                records[cp.index],
+                records[cp.index - 1],
+                fingerprint_diff(records[cp.index - 1].fingerprint, records[cp.index].fingerprint),
+                _is_worse(records[cp.index], cp),
+            )
+            for cp in found
+            if 0 < cp.index < len(records)
         ]
         trends.append(Trend(key, records, changes))
     return trends
@@ -123,8 +128,10 @@ def collect(
 def _natural(key: SeriesKey) -> tuple[Any, ...]:
     """Sweep order (size=8B before size=1KiB), not the stored JSON's string order."""
     params = json.loads(key.params_key)
-    values = tuple((k, (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))
-                   for k, v in sorted(params.items()))
+    values = tuple(
+        (k, (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))
+        for k, v in sorted(params.items())
+    )
     return (key.system, key.fabric, key.stack, key.benchmark, values)
 
 
@@ -139,6 +146,7 @@ def select(trends: Sequence[Trend], limit: int) -> list[Trend]:
 
 
 # --- the plot ---------------------------------------------------------------------------------
+
 
 def _fmt(x: float) -> str:
     """Four significant digits: what a person compares across a change."""
@@ -171,19 +179,27 @@ def trend_png(trend: Trend) -> bytes:
     for lo, hi in zip(bounds, bounds[1:]):
         if hi > lo:
             level = sum(ys[lo:hi]) / (hi - lo)
-            ax.plot([lo - 0.4, hi - 0.6], [level, level], color="#555555", ls="--", lw=1.1,
-                    zorder=2)
+            ax.plot(
+                [lo - 0.4, hi - 0.6], [level, level], color="#555555", ls="--", lw=1.1, zorder=2
+            )
     for n, c in enumerate(trend.changes, 1):
         colour = WORSE if c.worse else BETTER
         x = c.point.index - 0.5
         ax.axvline(x, color=colour, lw=1.8, zorder=4)
-        ax.annotate(f"#{n} {_fmt(c.point.before)} → {_fmt(c.point.after)} "
-                    f"({c.point.rel_change * 100:+.1f} %)",
-                    xy=(x, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(4, -4 - 15 * ((n - 1) % 3)),  # close changes: labels stagger
-                    textcoords="offset points", ha="left", va="top", fontsize=9, color=colour,
-                    fontweight="bold",
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
+        ax.annotate(
+            f"#{n} {_fmt(c.point.before)} → {_fmt(c.point.after)} "
+            f"({c.point.rel_change * 100:+.1f} %)",
+            xy=(x, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -4 - 15 * ((n - 1) % 3)),  # close changes: labels stagger
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=9,
+            color=colour,
+            fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
+        )
 
     form = _date_format([r.timestamp for r in recs])
 
@@ -200,9 +216,13 @@ def trend_png(trend: Trend) -> bytes:
         ax.set_ylim(min(ys) - pad * 0.4, max(ys) + pad)  # room at the top for the labels
     ax.set_xlabel("runs, oldest → newest (UTC time of the run)")
     ax.set_ylabel(pretty_unit(trend.unit))
-    ax.set_title(f"{series_title(trend.key)}  ({len(recs)} runs, {len(trend.changes)} change "
-                 f"point{'s' if len(trend.changes) != 1 else ''})", loc="left", fontsize=11,
-                 fontweight="bold")
+    ax.set_title(
+        f"{series_title(trend.key)}  ({len(recs)} runs, {len(trend.changes)} change "
+        f"point{'s' if len(trend.changes) != 1 else ''})",
+        loc="left",
+        fontsize=11,
+        fontweight="bold",
+    )
     ax.grid(True, alpha=0.3)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
@@ -211,7 +231,9 @@ def trend_png(trend: Trend) -> bytes:
 
 # --- the page ---------------------------------------------------------------------------------
 
-_CSS = PAGE_CSS + """
+_CSS = (
+    PAGE_CSS
+    + """
 h3{font-size:14.5px;margin:14px 0 6px}
 .meta{color:#555;margin:0 0 10px}
 figure{background:#fff;border:1px solid #d8dbe0;border-radius:6px;margin:0 0 14px;padding:8px}
@@ -224,6 +246,7 @@ section.diff{background:#fff;border:1px solid #d8dbe0;border-radius:6px;padding:
 section.diff:target{border-color:#d62728;box-shadow:0 0 0 2px #fde0df}
 code{font-size:12.5px}
 """
+)
 
 
 def _e(x: Any) -> str:
@@ -250,14 +273,28 @@ def _commit(c: str | None) -> str:
 def _changes_table(shown: Sequence[Trend]) -> list[str]:
     rows = [(n, t, c) for n, t in enumerate(shown, 1) for c in t.changes]
     if not rows:
-        return ["<h2>Change points</h2>",
-                '<p class="empty">No change point in the series shown (Apache Otava, '
-                "E-divisive means).</p>"]
+        return [
+            "<h2>Change points</h2>",
+            '<p class="empty">No change point in the series shown (Apache Otava, '
+            "E-divisive means).</p>",
+        ]
     rows.sort(key=lambda r: r[2].run.timestamp, reverse=True)
-    head = ("series", "run #", "run", "time (UTC)", "commit", "before → after", "change", "p",
-            "fingerprint diff")
-    out = ["<h2>Change points</h2>", "<table>",
-           "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    head = (
+        "series",
+        "run #",
+        "run",
+        "time (UTC)",
+        "commit",
+        "before → after",
+        "change",
+        "p",
+        "fingerprint diff",
+    )
+    out = [
+        "<h2>Change points</h2>",
+        "<table>",
+        "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>",
+    ]
     for n, t, c in rows:
         cls = "worse" if c.worse else "better"
         what = f"{len(c.diff)} field{'s' if len(c.diff) != 1 else ''}" if c.diff else "unchanged"
@@ -271,7 +308,8 @@ def _changes_table(shown: Sequence[Trend]) -> list[str]:
             f"{_e(pretty_unit(t.unit))}</td>"
             f'<td class="num {cls}">{c.point.rel_change * 100:+.1f} %</td>'
             f'<td class="num">{c.point.p_value:.1g}</td>'
-            f'<td><a href="#{diff_anchor(n, c)}">{what}</a></td></tr>')
+            f'<td><a href="#{diff_anchor(n, c)}">{what}</a></td></tr>'
+        )
     out.append("</table>")
     return out
 
@@ -281,12 +319,16 @@ def _series(shown: Sequence[Trend]) -> list[str]:
     for n, t in enumerate(shown, 1):
         png = base64.b64encode(trend_png(t)).decode("ascii")
         alt = f"{series_title(t.key)}: {len(t.records)} runs, {len(t.changes)} change points"
-        links = "".join(f' · <a href="#{diff_anchor(n, c)}">change #{i} at run '
-                        f"{c.point.index}</a>" for i, c in enumerate(t.changes, 1))
-        out.append(f'<section id="{series_anchor(n)}"><h3>{_e(series_title(t.key))}</h3>'
-                   f'<p class="meta">{len(t.records)} runs, last {_when(t.key.last)}{links}</p>'
-                   f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{png}"></figure>'
-                   "</section>")
+        links = "".join(
+            f' · <a href="#{diff_anchor(n, c)}">change #{i} at run {c.point.index}</a>'
+            for i, c in enumerate(t.changes, 1)
+        )
+        out.append(
+            f'<section id="{series_anchor(n)}"><h3>{_e(series_title(t.key))}</h3>'
+            f'<p class="meta">{len(t.records)} runs, last {_when(t.key.last)}{links}</p>'
+            f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{png}"></figure>'
+            "</section>"
+        )
     return out
 
 
@@ -300,49 +342,68 @@ def _diffs(shown: Sequence[Trend]) -> list[str]:
         return []
     out = ["<h2>Fingerprint diffs of the runs that introduced a change</h2>"]
     for n, t, c in changed:
-        head = (f"{_e(series_title(t.key))}: run <code>{_e(c.run.run_id)}</code> (#{c.point.index}"
-                f", {_when(c.run.timestamp)}) against <code>{_e(c.previous.run_id)}</code> "
-                f"(#{c.point.index - 1}, {_when(c.previous.timestamp)})")
-        commits = (f'<p class="meta">commit {_commit(c.previous.commit)} → '
-                   f"{_commit(c.run.commit)}</p>")
+        head = (
+            f"{_e(series_title(t.key))}: run <code>{_e(c.run.run_id)}</code> (#{c.point.index}"
+            f", {_when(c.run.timestamp)}) against <code>{_e(c.previous.run_id)}</code> "
+            f"(#{c.point.index - 1}, {_when(c.previous.timestamp)})"
+        )
+        commits = (
+            f'<p class="meta">commit {_commit(c.previous.commit)} → {_commit(c.run.commit)}</p>'
+        )
         if c.diff:
-            rows = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_value(a)}</td>"
-                           f"<td>{_value(b)}</td></tr>" for k, a, b in c.diff)
-            body = ("<table><tr><th>field</th><th>before</th><th>after</th></tr>"
-                    f"{rows}</table>")
+            rows = "".join(
+                f"<tr><td><code>{_e(k)}</code></td><td>{_value(a)}</td><td>{_value(b)}</td></tr>"
+                for k, a, b in c.diff
+            )
+            body = f"<table><tr><th>field</th><th>before</th><th>after</th></tr>{rows}</table>"
         else:
-            body = ("<p>The recorded fingerprint did not change between these runs: the cause "
-                    "is outside it (the code under test, the commit, the machine's load).</p>")
-        out.append(f'<section class="diff" id="{diff_anchor(n, c)}"><h3>{head}</h3>'
-                   f"{commits}{body}</section>")
+            body = (
+                "<p>The recorded fingerprint did not change between these runs: the cause "
+                "is outside it (the code under test, the commit, the machine's load).</p>"
+            )
+        out.append(
+            f'<section class="diff" id="{diff_anchor(n, c)}"><h3>{head}</h3>'
+            f"{commits}{body}</section>"
+        )
     return out
 
 
-def render_trends(shown: Sequence[Trend], *, matched: int, limit: int, source: str,
-                  filters: str = "") -> str:
+def render_trends(
+    shown: Sequence[Trend], *, matched: int, limit: int, source: str, filters: str = ""
+) -> str:
     """The page as text. `matched`: series that matched the selection (shown or not)."""
     with_changes = sum(1 for t in shown if t.changes)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = ["<h1>pytest-hpccomm trends</h1>",
-            f'<p class="meta">history <b>{_e(source)}</b>'
-            + (f" · {_e(filters)}" if filters else "") + f" · generated {now}</p>"]
+    body = [
+        "<h1>pytest-hpccomm trends</h1>",
+        f'<p class="meta">history <b>{_e(source)}</b>'
+        + (f" · {_e(filters)}" if filters else "")
+        + f" · generated {now}</p>",
+    ]
     if not shown:
         body.append('<p class="empty">No recorded series matched.</p>')
     else:
         left = matched - len(shown)
-        note = (f"{matched} series matched; showing {len(shown)}, {with_changes} with change "
-                f"points (Apache Otava), those first, newest change first, then the most "
-                f"recently run.")
+        note = (
+            f"{matched} series matched; showing {len(shown)}, {with_changes} with change "
+            f"points (Apache Otava), those first, newest change first, then the most "
+            f"recently run."
+        )
         if left > 0:
-            note += (f" {left} not shown (limit {limit}): narrow with --system, --stack, "
-                     "--benchmark or --params, or raise --limit.")
+            note += (
+                f" {left} not shown (limit {limit}): narrow with --system, --stack, "
+                "--benchmark or --params, or raise --limit."
+            )
         body.append(f'<p class="note">{_e(note)}</p>')
         body += _changes_table(shown) + _series(shown) + _diffs(shown)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width\">"
-            "<title>pytest-hpccomm trends</title>"
-            f"<style>{_CSS}</style></head><body><main>\n" + "\n".join(body)
-            + "\n</main></body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width">'
+        "<title>pytest-hpccomm trends</title>"
+        f"<style>{_CSS}</style></head><body><main>\n"
+        + "\n".join(body)
+        + "\n</main></body></html>\n"
+    )
 
 
 def write_trends_page(
@@ -359,6 +420,7 @@ def write_trends_page(
     when the path cannot be written)."""
     trends = collect(store, keys, max_pvalue=max_pvalue, min_magnitude=min_magnitude)
     shown = select(trends, limit)
-    text = render_trends(shown, matched=len(trends), limit=limit, source=str(store.path),
-                         filters=filters)
+    text = render_trends(
+        shown, matched=len(trends), limit=limit, source=str(store.path), filters=filters
+    )
     return TrendsPage(atomic_write(path, text), shown, len(trends), limit)

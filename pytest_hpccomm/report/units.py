@@ -11,8 +11,15 @@ from pytest_hpccomm.measure import link
 
 # Seconds per one unit, for every time-like unit a peer may report.
 TIME_UNITS: dict[str, float] = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6,
-    "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0,
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "usec": 1e-6,
+    "ms": 1e-3,
+    "msec": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
 }
 # Units whose numerator is a byte count: printed unscaled, like OSU and nccl-tests do.
 _BYTE_RATE_PREFIXES = ("b/", "kb/", "mb/", "gb/", "tb/", "kib/", "mib/", "gib/", "gbit/", "mbit/")
@@ -48,8 +55,9 @@ def pretty_unit(unit: str) -> str:
     return "µs" if unit in ("us", "usec", "μs") else unit
 
 
-def fmt_value(value: float | None, unit: str, *, ref: float | None = None,
-              ascii_only: bool = True) -> str:
+def fmt_value(
+    value: float | None, unit: str, *, ref: float | None = None, ascii_only: bool = True
+) -> str:
     """One number with its unit, 2 decimals like OSU. `ref` picks the scale, so a row's
     baseline and current medians share one unit and can be compared by eye. The terminal keeps
     OSU's ASCII "us"; markdown and HTML pass ascii_only=False for "µs"."""
@@ -67,9 +75,15 @@ def fmt_value(value: float | None, unit: str, *, ref: float | None = None,
     return f"{value:.4g} {unit}".rstrip()
 
 
-def fmt_range(lo: float | None, hi: float | None, unit: str, *, ref: float | None = None,
-              ascii_only: bool = True) -> str:
-    """"1.55 – 1.70 µs": both ends on one scale, the unit written once."""
+def fmt_range(
+    lo: float | None,
+    hi: float | None,
+    unit: str,
+    *,
+    ref: float | None = None,
+    ascii_only: bool = True,
+) -> str:
+    """ "1.55 – 1.70 µs": both ends on one scale, the unit written once."""
     if lo is None or hi is None:
         return "-"
     a = fmt_value(lo, unit, ref=ref, ascii_only=ascii_only)

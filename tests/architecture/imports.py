@@ -26,9 +26,13 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     here = name if is_pkg else name.rpartition(".")[0]
     found: set[str] = set()
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {id(n) for guard in ast.walk(tree) if isinstance(guard, ast.If)
-                   and ast.unparse(guard.test).endswith("TYPE_CHECKING")
-                   for stmt in guard.body for n in ast.walk(stmt)}
+    typing_only = {
+        id(n)
+        for guard in ast.walk(tree)
+        if isinstance(guard, ast.If) and ast.unparse(guard.test).endswith("TYPE_CHECKING")
+        for stmt in guard.body
+        for n in ast.walk(stmt)
+    }
     for node in ast.walk(tree):
         if id(node) in typing_only:  # `if TYPE_CHECKING:` imports never run
             continue

@@ -23,8 +23,11 @@ from pytest_hpccomm.cluster.jobs import run_job
 ROOT = Path(__file__).resolve().parents[2]
 # the pure numerical tests: summaries (bootstrap CI of the median), stored-baseline verdicts
 # (block bootstrap, Mann-Whitney), paired verdicts (Student t), metric and size helpers
-UNIT_TESTS = ("tests/measure", "tests/baselines/test_baselines_verdict.py",
-              "tests/baselines/test_baselines_paired.py")
+UNIT_TESTS = (
+    "tests/measure",
+    "tests/baselines/test_baselines_verdict.py",
+    "tests/baselines/test_baselines_paired.py",
+)
 TOOLS = ("pytest", "hypothesis")  # what runs them; any version
 
 
@@ -53,9 +56,19 @@ def floor_python(versions: dict[str, str]) -> Path:
     try:
         made = run_job([sys.executable, "-m", "venv", str(tmp)], timeout=120)
         assert made.ok, made.describe()
-        got = run_job([str(tmp / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                       "--disable-pip-version-check", "--only-binary=:all:", *wanted],
-                      timeout=600)
+        got = run_job(
+            [
+                str(tmp / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--only-binary=:all:",
+                *wanted,
+            ],
+            timeout=600,
+        )
         assert got.ok, f"installing {' '.join(wanted)}: {got.describe()}\n{got.stderr[-2000:]}"
         (tmp / "requirements.txt").write_text("\n".join(wanted) + "\n")
         # the rename breaks the venv's script shebangs, not `python -m`
@@ -71,16 +84,21 @@ def floor_python(versions: dict[str, str]) -> Path:
 def run_unit_tests(python: Path, timeout: float = 300) -> tuple[bool, str]:
     """(passed, output) of UNIT_TESTS under `python`, with this checkout on its path (the
     rootdir's pyproject) and nothing of this interpreter's environment."""
-    res = run_job([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNIT_TESTS],
-                  {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")},
-                  timeout=timeout, cwd=ROOT)
+    res = run_job(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNIT_TESTS],
+        {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")},
+        timeout=timeout,
+        cwd=ROOT,
+    )
     return res.ok, f"{res.describe()}\n{res.stdout[-3000:]}\n{res.stderr[-1000:]}"
 
 
 def installed(python: Path) -> dict[str, str]:
-    res = run_job([str(python), "-c", "import numpy, scipy; "
-                   "print(numpy.__version__, scipy.__version__)"], {"PATH": "/usr/bin:/bin"},
-                  timeout=60)
+    res = run_job(
+        [str(python), "-c", "import numpy, scipy; print(numpy.__version__, scipy.__version__)"],
+        {"PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert res.ok, res.describe()
     numpy, scipy = res.stdout.split()
     return {"numpy": numpy, "scipy": scipy}
@@ -93,6 +111,8 @@ def test_unit_tests_pass_on_the_floor_versions() -> None:
     for name, floor in versions.items():  # "1.15" is 1.15.0
         assert got[name].split(".")[:3] == (floor.split(".") + ["0", "0"])[:3], (name, got)
     ok, output = run_unit_tests(python)
-    assert ok, f"the stats/verdict tests fail on numpy {got['numpy']}, scipy {got['scipy']} " \
-               f"(pyproject's floors):\n{output}"
+    assert ok, (
+        f"the stats/verdict tests fail on numpy {got['numpy']}, scipy {got['scipy']} "
+        f"(pyproject's floors):\n{output}"
+    )
     assert re.search(r"\b\d{2,} passed\b", output), output  # they ran, not collected nothing

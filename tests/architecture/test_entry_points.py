@@ -14,11 +14,16 @@ from tests.architecture.imports import modules
 
 def _is_main_guard(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and ast.unparse(node.test) in (
-        "__name__ == '__main__'", "'__main__' == __name__")
+        "__name__ == '__main__'",
+        "'__main__' == __name__",
+    )
 
 
-SCRIPTS = {name: path for name, path in modules().items()
-           if any(_is_main_guard(n) for n in ast.parse(path.read_text()).body)}
+SCRIPTS = {
+    name: path
+    for name, path in modules().items()
+    if any(_is_main_guard(n) for n in ast.parse(path.read_text()).body)
+}
 
 
 def test_there_are_scripts_to_check() -> None:
@@ -29,5 +34,5 @@ def test_there_are_scripts_to_check() -> None:
 def test_main_guard_is_last(name: str) -> None:
     body = ast.parse(SCRIPTS[name].read_text()).body
     guard = next(i for i, n in enumerate(body) if _is_main_guard(n))
-    after = [f"line {n.lineno}: {ast.unparse(n).splitlines()[0]}" for n in body[guard + 1:]]
+    after = [f"line {n.lineno}: {ast.unparse(n).splitlines()[0]}" for n in body[guard + 1 :]]
     assert not after, f"{name}: defined after its __main__ block: {after}"

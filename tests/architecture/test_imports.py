@@ -20,8 +20,13 @@ import pytest
 from tests.architecture.imports import PACKAGE, ROOT, closure, cycles, graph
 
 GRAPH = graph()
-PEERS = sorted(m for m in GRAPH if m.startswith(f"{PACKAGE}.stacks.")
-               and m.count(".") == 3 and m.rsplit(".", 1)[1].endswith("peer"))
+PEERS = sorted(
+    m
+    for m in GRAPH
+    if m.startswith(f"{PACKAGE}.stacks.")
+    and m.count(".") == 3
+    and m.rsplit(".", 1)[1].endswith("peer")
+)
 TEST_TOOLS = ("pytest", "_pytest", "hypothesis", "pluggy")
 ORCHESTRATOR_IN_A_STACK = ("plugin", "driver")
 
@@ -47,8 +52,11 @@ def test_a_peer_program_imports_no_orchestrator_code(peer: str) -> None:
     for m in sorted(closure(peer, GRAPH)):
         if m in TEST_TOOLS:
             bad.append(m)
-        elif m.startswith(PACKAGE) and m not in allowed and not m.startswith(
-                (f"{PACKAGE}.peer", stack)):
+        elif (
+            m.startswith(PACKAGE)
+            and m not in allowed
+            and not m.startswith((f"{PACKAGE}.peer", stack))
+        ):
             bad.append(m)
         elif m.startswith(stack + ".") and m.rsplit(".", 1)[1] in ORCHESTRATOR_IN_A_STACK:
             bad.append(m)
@@ -58,10 +66,13 @@ def test_a_peer_program_imports_no_orchestrator_code(peer: str) -> None:
 @pytest.mark.parametrize("peer", PEERS)
 def test_a_peer_program_loads_without_pytest_in_a_fresh_interpreter(peer: str) -> None:
     """What really happens at import (the static walk above also sees lazy imports)."""
-    code = (f"import sys, importlib; importlib.import_module({peer!r}); "
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {TEST_TOOLS!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT.parent)
+    code = (
+        f"import sys, importlib; importlib.import_module({peer!r}); "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {TEST_TOOLS!r}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT.parent
+    )
     if out.returncode != 0 and "ModuleNotFoundError" in out.stderr:
         missing = out.stderr.strip().splitlines()[-1]
         if f"'{PACKAGE}" not in missing:  # a stack's runtime (pyverbs, grpc) not installed here

@@ -21,13 +21,17 @@ PACKAGE = ROOT / "pytest_hpccomm"
 
 
 def listed_packages() -> set[str]:
-    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-               ["packages"])
+    return set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
 
 
 def test_every_package_directory_is_listed() -> None:
-    on_disk = {".".join(p.parent.relative_to(ROOT).parts)
-               for tree in (PACKAGE, ROOT / "hpccomm_suites") for p in tree.rglob("__init__.py")}
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for tree in (PACKAGE, ROOT / "hpccomm_suites")
+        for p in tree.rglob("__init__.py")
+    }
     missing = on_disk - listed_packages()
     assert not missing, f"add to pyproject.toml [tool.setuptools] packages: {sorted(missing)}"
 
@@ -41,31 +45,64 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
 def _source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the checkout to build from, so the checkout gets no build/ or egg-info."""
     src = tmp_path_factory.mktemp("src") / "pytest-hpccomm"
-    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".mypy_cache", ".ruff_cache", "__pycache__", "results", "build",
-        "*.egg-info", "fixtures", "site"))
+    shutil.copytree(
+        ROOT,
+        src,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".mypy_cache",
+            ".ruff_cache",
+            "__pycache__",
+            "results",
+            "build",
+            "*.egg-info",
+            "fixtures",
+            "site",
+        ),
+    )
     return src
 
 
 def _pip_wheel(src: Path, out: Path) -> Path:
     """pip's wheel of a source tree or sdist, with build isolation: the build backend
     pyproject.toml names, as a user's pip gets it."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--disable-pip-version-check", "-q", "-w", str(out), str(src)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (path,) = out.glob("pytest_hpccomm-*.whl")
     return path
 
 
 def test_a_wheel_built_from_the_sdist_holds_what_the_wheel_holds(
-        wheel: zipfile.ZipFile, tmp_path_factory: pytest.TempPathFactory) -> None:
+    wheel: zipfile.ZipFile, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The sdist carries everything the wheel is made of (a distribution that rebuilds from
     the sdist, as conda-forge and distributions do, must not lose the native sources)."""
     src = _source(tmp_path_factory)
     out = tmp_path_factory.mktemp("sdist")
-    proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out),
-                           str(src)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (sdist,) = out.glob("pytest_hpccomm-*.tar.gz")
     again = zipfile.ZipFile(_pip_wheel(sdist, tmp_path_factory.mktemp("rewheel")))
@@ -73,12 +110,14 @@ def test_a_wheel_built_from_the_sdist_holds_what_the_wheel_holds(
     assert files == {n for n in again.namelist() if ".dist-info/" not in n}
 
 
-def test_the_wheel_holds_the_native_sources_and_the_patch(
-        wheel: zipfile.ZipFile) -> None:
+def test_the_wheel_holds_the_native_sources_and_the_patch(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     native = PACKAGE / "stacks" / "grpc" / "native"
-    want = {f"pytest_hpccomm/stacks/grpc/native/{p.name}" for p in native.iterdir()
-            if p.suffix in (".cc", ".h", ".c", ".proto")}
+    want = {
+        f"pytest_hpccomm/stacks/grpc/native/{p.name}"
+        for p in native.iterdir()
+        if p.suffix in (".cc", ".h", ".c", ".proto")
+    }
     want.add("pytest_hpccomm/stacks/horovod/cxx17.patch")
     assert "pytest_hpccomm/stacks/grpc/native/tensor.proto" in want
     missing = sorted(want - names)
@@ -98,49 +137,89 @@ def _installed(wheel: zipfile.ZipFile, where: Path) -> Path:
     versions (what the tests ran with; pip's cache has them)."""
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)
     pins = where / "constraints.txt"
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-                            capture_output=True, text=True, timeout=120, check=True).stdout
-    pins.write_text("".join(line + "\n" for line in frozen.splitlines()
-                            if "==" in line and not line.startswith("pytest-hpccomm")))
-    proc = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", "-c", str(pins), str(wheel.filename)],
-                          capture_output=True, text=True, timeout=900)
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    pins.write_text(
+        "".join(
+            line + "\n"
+            for line in frozen.splitlines()
+            if "==" in line and not line.startswith("pytest-hpccomm")
+        )
+    )
+    proc = subprocess.run(
+        [
+            str(where / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-c",
+            str(pins),
+            str(wheel.filename),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return where / "bin"
 
 
 @pytest.fixture(scope="module")
-def installed(wheel: zipfile.ZipFile, tmp_path_factory: pytest.TempPathFactory,
-              ) -> tuple[Path, Path, dict[str, str]]:
+def installed(
+    wheel: zipfile.ZipFile,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, dict[str, str]]:
     """(the fresh venv's bin, an empty working directory, the environment to run in: nothing
     of the checkout on any path)."""
     bin_ = _installed(wheel, tmp_path_factory.mktemp("venv") / "v")
     empty = tmp_path_factory.mktemp("empty")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+    }
     env["PATH"] = f"{bin_}{os.pathsep}{env.get('PATH', '')}"
     return bin_, empty, env
 
 
 def test_the_installed_wheel_imports_from_the_venv_not_the_checkout(
-        installed: tuple[Path, Path, dict[str, str]]) -> None:
+    installed: tuple[Path, Path, dict[str, str]],
+) -> None:
     bin_, empty, env = installed
-    proc = subprocess.run([str(bin_ / "python"), "-c",
-                           "import hpccomm_suites as s; print(s.__file__)"],
-                          cwd=empty, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(bin_ / "python"), "-c", "import hpccomm_suites as s; print(s.__file__)"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     where = Path(proc.stdout.strip()).resolve()
     assert where.is_relative_to(bin_.parent.resolve()) and not where.is_relative_to(ROOT), where
 
 
 def test_the_installed_wheel_builds_the_native_grpc_peer(
-        installed: tuple[Path, Path, dict[str, str]], tmp_path: Path) -> None:
+    installed: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
     """`hpccomm build-grpc` from the installed package's sources, into a cache of its own (a
     cached build would prove nothing)."""
     bin_, empty, env = installed
-    proc = subprocess.run([str(bin_ / "hpccomm"), "build-grpc"], cwd=empty,
-                          env={**env, "HPCCOMM_GRPC_CACHE": str(tmp_path / "grpc")},
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [str(bin_ / "hpccomm"), "build-grpc"],
+        cwd=empty,
+        env={**env, "HPCCOMM_GRPC_CACHE": str(tmp_path / "grpc")},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if proc.returncode == 0 and proc.stdout.startswith("skipped:"):
         pytest.skip(f"hpccomm build-grpc: {proc.stdout.strip()}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -149,23 +228,57 @@ def test_the_installed_wheel_builds_the_native_grpc_peer(
 
 
 def test_the_installed_wheel_runs_the_mpi_conformance_suite(
-        installed: tuple[Path, Path, dict[str, str]]) -> None:
+    installed: tuple[Path, Path, dict[str, str]],
+) -> None:
     """`pytest --pyargs hpccomm_suites.mpi -m conformance` from an empty directory: the
     suite's modules are the venv's, its MPI the cached Open MPI environment."""
     bin_, empty, env = installed
-    proc = subprocess.run([str(bin_ / "python"), "-m", "pytest", "-p", "no:cacheprovider",
-                           "--pyargs", "hpccomm_suites.mpi", "-m", "conformance",
-                           "--hpc-fabric=ethernet", "--hpc-mpi=openmpi", "--hpc-history=none",
-                           "-rfEs"],
-                          cwd=empty, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [
+            str(bin_ / "python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--pyargs",
+            "hpccomm_suites.mpi",
+            "-m",
+            "conformance",
+            "--hpc-fabric=ethernet",
+            "--hpc-mpi=openmpi",
+            "--hpc-history=none",
+            "-rfEs",
+        ],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     tail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
     assert f"rootdir: {ROOT}" not in proc.stdout, tail
     # every item the checkout's suite selects ran from the venv (passed, or skipped naming why)
-    checkout = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p",
-                               "no:cacheprovider", str(ROOT / "hpccomm_suites" / "mpi"), "-m",
-                               "conformance", "--hpc-fabric=ethernet", "--hpc-mpi=openmpi"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+    checkout = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--co",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "hpccomm_suites" / "mpi"),
+            "-m",
+            "conformance",
+            "--hpc-fabric=ethernet",
+            "--hpc-mpi=openmpi",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     selected = re.search(r"^(\d+)/\d+ tests collected", checkout.stdout, re.M)
     assert selected, checkout.stdout[-2000:]
     ran = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped)", proc.stdout)}

@@ -45,13 +45,14 @@ def false_alarm_bound(n: int, alpha: float = NOMINAL_ALPHA) -> float:
 def session_jobs(rng: np.random.Generator, n_jobs: int = JOBS) -> list[list[float]]:
     """One session's jobs, each a list of batch samples around 10 (lower is better)."""
     level = rng.normal(0.0, SD_B)
-    return [list(np.exp(rng.normal(rng.normal(level, SD_J), SD_W, BATCHES)) * 10.0)
-            for _ in range(n_jobs)]
+    return [
+        list(np.exp(rng.normal(rng.normal(level, SD_J), SD_W, BATCHES)) * 10.0)
+        for _ in range(n_jobs)
+    ]
 
 
 def pooled(jobs: list[list[float]], factor: float = 1.0) -> Measurement:
-    return make_measurement([x * factor for j in jobs for x in j],
-                            job_sizes=[len(j) for j in jobs])
+    return make_measurement([x * factor for j in jobs for x in j], job_sizes=[len(j) for j in jobs])
 
 
 def stored_entry(rng: np.random.Generator, k: int) -> BaselineEntry:
@@ -115,18 +116,21 @@ def test_adaptive_repeats_false_alarms_bounded_and_a_real_shift_decided() -> Non
         n = [start]
 
         def grow() -> list[Measurement] | None:
-            assert adaptive.undecided(verdict_of(pooled(jobs[:n[0]], factor)))  # only then
+            assert adaptive.undecided(verdict_of(pooled(jobs[: n[0]], factor)))  # only then
             if n[0] >= most:
                 return None
             n[0] += 1
-            return [pooled(jobs[:n[0]], factor)]
+            return [pooled(jobs[: n[0]], factor)]
 
         def verdict_of(m: Measurement) -> Verdict:
             return judge(m, entry, n_resamples=RESAMPLES)
 
-        records = adaptive.until_decided([pooled(jobs[:start], factor)],
-                                         lambda m: adaptive.undecided(verdict_of(m)), grow,
-                                         lambda: {"jobs": n[0]})
+        records = adaptive.until_decided(
+            [pooled(jobs[:start], factor)],
+            lambda m: adaptive.undecided(verdict_of(m)),
+            grow,
+            lambda: {"jobs": n[0]},
+        )
         final = verdict_of(records[0])
         assert records[0].extra["adaptive"] == {"jobs": n[0]}
         assert n[0] == most or not adaptive.undecided(final)  # more jobs only while undecided
@@ -148,8 +152,10 @@ def test_adaptive_repeats_false_alarms_bounded_and_a_real_shift_decided() -> Non
         assert (slow.outcome is Outcome.REGRESSION) == expect, slow.message
         decided_shifts += slow.outcome is Outcome.REGRESSION
         predicted += whole.min_effect < SHIFT * whole.ratio
-        fixed += judge(pooled(jobs[:start], SHIFT), entry,
-                       n_resamples=RESAMPLES).outcome is Outcome.REGRESSION
+        fixed += (
+            judge(pooled(jobs[:start], SHIFT), entry, n_resamples=RESAMPLES).outcome
+            is Outcome.REGRESSION
+        )
     assert false_alarms / trials <= false_alarm_bound(trials), false_alarms
     assert decided_shifts == predicted, (decided_shifts, predicted)  # none stopped short
     # more jobs while undecided: at least as many claims as the 3 jobs it started from
@@ -177,15 +183,22 @@ def test_paired_rule_a_vs_a_improvements_are_bounded_too() -> None:
         regressions += v.outcome is Outcome.REGRESSION
     bound = false_alarm_bound(trials)
     assert improvements / trials <= bound and regressions / trials <= bound, (
-        improvements, regressions, bound)
-
+        improvements,
+        regressions,
+        bound,
+    )
 
 
 def family_session(rng: np.random.Generator, level: float, entries: int) -> list[list[list[float]]]:
     """One session of a family of `entries` points (sizes of one benchmark): the session's
     host speed `level` moves them all alike, each point's jobs scatter around it."""
-    return [[list(np.exp(rng.normal(rng.normal(level, SD_J), SD_W, BATCHES)) * 10.0)
-             for _ in range(JOBS)] for _ in range(entries)]
+    return [
+        [
+            list(np.exp(rng.normal(rng.normal(level, SD_J), SD_W, BATCHES)) * 10.0)
+            for _ in range(JOBS)
+        ]
+        for _ in range(entries)
+    ]
 
 
 SLOW_MODE, P_SLOW = 1.3, 0.2  # a host that runs a session 1.3x slower one time in five
@@ -195,8 +208,9 @@ MAIN_TOL = 0.15  # the main job's tolerance
 def two_mode_level(rng: np.random.Generator) -> float:
     """A session's host speed on a VM that moves between two speed modes for minutes at a time
     (as the 2-core VMs do: MPI jobs 1.22-1.36x apart between sessions of unchanged code)."""
-    return float(rng.normal(0.0, SD_B * 2 / 3) + (math.log(SLOW_MODE) if rng.random() < P_SLOW
-                                                   else 0.0))
+    return float(
+        rng.normal(0.0, SD_B * 2 / 3) + (math.log(SLOW_MODE) if rng.random() < P_SLOW else 0.0)
+    )
 
 
 def test_stored_rule_of_a_family_sharing_its_sessions_false_alarms() -> None:
@@ -214,16 +228,24 @@ def test_stored_rule_of_a_family_sharing_its_sessions_false_alarms() -> None:
     regressions = improvements = 0
     for _ in range(trials):
         sessions = [family_session(rng, two_mode_level(rng), entries) for _ in range(k)]
-        medians = [[float(np.median([x for j in s[e] for x in j])) for s in sessions]
-                   for e in range(entries)]
+        medians = [
+            [float(np.median([x for j in s[e] for x in j])) for s in sessions]
+            for e in range(entries)
+        ]
         family_sd = typical_sessions_sd(medians)
         new = family_session(rng, two_mode_level(rng), entries)
         for e in range(entries):
             stored = dataclasses.replace(
                 entry_from_measurement(pooled(sessions[-1][e]), FINGERPRINT, "t"),
-                sessions=tuple((f"s{i}", m) for i, m in enumerate(medians[e])))
-            v = judge(pooled(new[e]), stored, tolerance=MAIN_TOL, family_sd=family_sd,
-                      n_resamples=RESAMPLES)
+                sessions=tuple((f"s{i}", m) for i, m in enumerate(medians[e])),
+            )
+            v = judge(
+                pooled(new[e]),
+                stored,
+                tolerance=MAIN_TOL,
+                family_sd=family_sd,
+                n_resamples=RESAMPLES,
+            )
             regressions += v.outcome is Outcome.REGRESSION
             improvements += v.outcome is Outcome.IMPROVEMENT
     bound = false_alarm_bound(trials)

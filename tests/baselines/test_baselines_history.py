@@ -28,11 +28,17 @@ FP = {"device": "mlx5_0", "stacks": {"mpi": {"version": "5.0.3"}}}
 def result(
     median: float, *, benchmark: str = "osu_latency", size: int = 8, system: str = "sysA"
 ) -> RunResult:
-    return make_result(benchmark=benchmark, params={"size": size},
-                       samples=(median * 0.99, median, median * 1.01), outcome=Outcome.NEW,
-                       baseline=None,
-                       nodeid=f"hpccomm_suites/mpi/test_perf.py::test_{benchmark}[{size}]",
-                       system=system, fabric="ib", fingerprint=FP)
+    return make_result(
+        benchmark=benchmark,
+        params={"size": size},
+        samples=(median * 0.99, median, median * 1.01),
+        outcome=Outcome.NEW,
+        baseline=None,
+        nodeid=f"hpccomm_suites/mpi/test_perf.py::test_{benchmark}[{size}]",
+        system=system,
+        fabric="ib",
+        fingerprint=FP,
+    )
 
 
 def step_medians(n_before: int = 15, n_after: int = 15, seed: int = 0) -> list[float]:
@@ -65,7 +71,9 @@ def test_append_and_series_in_time_order(tmp_path: Path) -> None:
     store.append([result(3.1)], "r1", T0 + timedelta(hours=1), commit="abc")
     pts = store.series("sysA", "ib", "mpi", "osu_latency", param_key({"size": 8}))
     assert [(p.run_id, p.median, p.unit) for p in pts] == [
-        ("r0", 3.0, "us"), ("r1", 3.1, "us"), ("r2", 3.2, "us")
+        ("r0", 3.0, "us"),
+        ("r1", 3.1, "us"),
+        ("r2", 3.2, "us"),
     ]
     assert pts[0].timestamp == T0
     assert store.commits(["r1", "r0"]) == {"r1": "abc", "r0": None}
@@ -86,7 +94,9 @@ def test_keys_lists_and_filters(tmp_path: Path) -> None:
     store.append([result(5.0, system="sysB")], "other", T0)
     keys = store.keys()
     assert [(k.system, k.benchmark, k.runs) for k in keys] == [
-        ("sysA", "osu_bw", 2), ("sysA", "osu_latency", 2), ("sysB", "osu_latency", 1)
+        ("sysA", "osu_bw", 2),
+        ("sysA", "osu_latency", 2),
+        ("sysB", "osu_latency", 1),
     ]
     assert [k.system for k in store.keys(benchmark="osu_latency")] == ["sysA", "sysB"]
     assert store.keys(params_key=param_key({"size": 1 << 20}))[0].benchmark == "osu_bw"
@@ -141,7 +151,15 @@ def test_cli_lists_benchmarks(tmp_path: Path) -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == [
-        "SYSTEM", "FABRIC", "STACK", "BENCHMARK", "PARAMS", "RUNS", "LAST", "RUN", "(UTC)"
+        "SYSTEM",
+        "FABRIC",
+        "STACK",
+        "BENCHMARK",
+        "PARAMS",
+        "RUNS",
+        "LAST",
+        "RUN",
+        "(UTC)",
     ]
     assert lines[2].split()[:6] == ["sysA", "ib", "mpi", "osu_bw", "size=1048576", "3"]
     assert lines[3].split()[:6] == ["sysA", "ib", "mpi", "osu_latency", "size=8", "3"]
@@ -186,7 +204,9 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     record_series(HistoryStore(db), [3.0])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_hpccomm", "history", "--db", str(db)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "osu_latency" in proc.stdout

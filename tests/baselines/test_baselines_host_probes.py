@@ -30,9 +30,16 @@ def test_record_and_load_keep_the_last_sessions(tmp_path: Path) -> None:
     assert not list(path.parent.glob("*.tmp"))  # written atomically, nothing left over
 
 
-@pytest.mark.parametrize("text", ["{ not json", json.dumps({"schema": "other"}),
-                                  json.dumps({"schema": host_probes.SCHEMA, "schema_version": 1,
-                                              "sessions": [{"timestamp": "t"}]})])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{ not json",
+        json.dumps({"schema": "other"}),
+        json.dumps(
+            {"schema": host_probes.SCHEMA, "schema_version": 1, "sessions": [{"timestamp": "t"}]}
+        ),
+    ],
+)
 def test_a_malformed_file_fails_naming_it(tmp_path: Path, text: str) -> None:
     path = tmp_path / "host-probes.json"
     path.write_text(text)
@@ -51,8 +58,15 @@ def test_within_the_band_and_described() -> None:
 
 def test_a_session_without_a_method_is_method_1(tmp_path: Path) -> None:
     path = tmp_path / "host-probes.json"
-    path.write_text(json.dumps({"schema": host_probes.SCHEMA, "schema_version": 1, "sessions": [
-        {"timestamp": "t", "rates": speed(1.0).to_json()}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": host_probes.SCHEMA,
+                "schema_version": 1,
+                "sessions": [{"timestamp": "t", "rates": speed(1.0).to_json()}],
+            }
+        )
+    )
     assert [m for _, _, m in host_probes.load(path)] == [1]
 
 

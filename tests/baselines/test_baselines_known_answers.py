@@ -39,12 +39,14 @@ N = 20  # samples a side
 
 
 def flat(value: float, direction: Direction = LOWER) -> Measurement:
-    return make_measurement([value] * N, direction=direction,
-                            unit="us" if direction is LOWER else "MB/s")
+    return make_measurement(
+        [value] * N, direction=direction, unit="us" if direction is LOWER else "MB/s"
+    )
 
 
-def entry(value: float, direction: Direction = LOWER,
-          levels: list[float] | None = None) -> BaselineEntry:
+def entry(
+    value: float, direction: Direction = LOWER, levels: list[float] | None = None
+) -> BaselineEntry:
     """A stored entry of constant samples; `levels`: the medians of the sessions behind it
     (default: three sessions at `value`, a steady host, so the rule claims what the jobs show)."""
     e = entry_from_measurement(flat(value, direction), FINGERPRINT, "t")
@@ -66,15 +68,18 @@ def test_band_is_one_minus_and_one_plus_the_tolerance_edges_included() -> None:
     assert not within_band(1.051, TOL)  # outside 1 + tol, inside 1 / (1 - tol) = 1.0526
 
 
-@pytest.mark.parametrize("current,outcome", [
-    (105.0, Outcome.PASS),  # on the edge: inside
-    (105.01, Outcome.REGRESSION),
-    (105.1, Outcome.REGRESSION),  # a symmetric-in-log edge 1 / (1 - tol) would pass it
-    (95.0, Outcome.PASS),
-    (95.1, Outcome.PASS),  # an edge 1 / (1 + tol) would call it an improvement
-    (94.99, Outcome.IMPROVEMENT),
-    (100.0, Outcome.PASS),
-])
+@pytest.mark.parametrize(
+    "current,outcome",
+    [
+        (105.0, Outcome.PASS),  # on the edge: inside
+        (105.01, Outcome.REGRESSION),
+        (105.1, Outcome.REGRESSION),  # a symmetric-in-log edge 1 / (1 - tol) would pass it
+        (95.0, Outcome.PASS),
+        (95.1, Outcome.PASS),  # an edge 1 / (1 + tol) would call it an improvement
+        (94.99, Outcome.IMPROVEMENT),
+        (100.0, Outcome.PASS),
+    ],
+)
 def test_stored_rule_band_edges_on_exact_ratios(current: float, outcome: Outcome) -> None:
     """Latency, constant samples: the interval is the ratio itself, so the outcome turns
     exactly at the band's edges 0.95 and 1.05 (inclusive: an effect equal to the tolerance
@@ -85,25 +90,32 @@ def test_stored_rule_band_edges_on_exact_ratios(current: float, outcome: Outcome
     assert v.outcome is outcome, v.message
 
 
-@pytest.mark.parametrize("current,outcome", [
-    (90.0, Outcome.REGRESSION),  # a bandwidth drop is the regression
-    (110.0, Outcome.IMPROVEMENT),
-    (95.0, Outcome.PASS),
-    (94.99, Outcome.REGRESSION),
-    (105.01, Outcome.IMPROVEMENT),
-])
+@pytest.mark.parametrize(
+    "current,outcome",
+    [
+        (90.0, Outcome.REGRESSION),  # a bandwidth drop is the regression
+        (110.0, Outcome.IMPROVEMENT),
+        (95.0, Outcome.PASS),
+        (94.99, Outcome.REGRESSION),
+        (105.01, Outcome.IMPROVEMENT),
+    ],
+)
 def test_stored_rule_direction_higher_is_better(current: float, outcome: Outcome) -> None:
     assert judge(flat(current, HIGHER), entry(100.0, HIGHER)).outcome is outcome
 
 
-@pytest.mark.parametrize("lower_is_better,ci,outcome", [
-    (True, (1.10, 1.20), Outcome.REGRESSION),  # latency up
-    (True, (0.80, 0.90), Outcome.IMPROVEMENT),
-    (False, (0.80, 0.90), Outcome.REGRESSION),  # bandwidth down
-    (False, (1.10, 1.20), Outcome.IMPROVEMENT),
-])
-def test_classify_direction(lower_is_better: bool, ci: tuple[float, float],
-                            outcome: Outcome) -> None:
+@pytest.mark.parametrize(
+    "lower_is_better,ci,outcome",
+    [
+        (True, (1.10, 1.20), Outcome.REGRESSION),  # latency up
+        (True, (0.80, 0.90), Outcome.IMPROVEMENT),
+        (False, (0.80, 0.90), Outcome.REGRESSION),  # bandwidth down
+        (False, (1.10, 1.20), Outcome.IMPROVEMENT),
+    ],
+)
+def test_classify_direction(
+    lower_is_better: bool, ci: tuple[float, float], outcome: Outcome
+) -> None:
     ratio = math.sqrt(ci[0] * ci[1])
     worse_up = ratio > 1 if lower_is_better else ratio < 1
     p_worse, p_better = (1e-4, 0.9999) if worse_up else (0.9999, 1e-4)
@@ -114,16 +126,16 @@ def test_classify_direction(lower_is_better: bool, ci: tuple[float, float],
     assert got is Outcome.INCONCLUSIVE
 
 
-def margin_by_hand(levels: list[float], dof: int | None = None,
-                   sd: float | None = None) -> float:
+def margin_by_hand(levels: list[float], dof: int | None = None, sd: float | None = None) -> float:
     """t(0.99, k - 1) x sd of the log session medians x sqrt(1 + 1/k)."""
     k = len(levels)
     s = float(np.std(np.log(levels), ddof=1)) if sd is None else sd
     return float(sps.t.ppf(Q, k - 1 if dof is None else dof)) * s * math.sqrt(1 + 1 / k)
 
 
-@pytest.mark.parametrize("levels", [[1.0, 1.02, 0.99], [1.0, 1.02, 0.99, 1.01, 0.985],
-                                    [1.0, 1.004, 0.998, 1.002, 0.999]])
+@pytest.mark.parametrize(
+    "levels", [[1.0, 1.02, 0.99], [1.0, 1.02, 0.99, 1.01, 0.985], [1.0, 1.004, 0.998, 1.002, 0.999]]
+)
 def test_sessions_margin_interval_and_min_effect_by_hand(levels: list[float]) -> None:
     """k session medians: reference = their geometric mean; the interval of a constant run is
     ratio x exp(+-m), m = t(0.99, k - 1) s sqrt(1 + 1/k); a slowdown is claimed from
@@ -184,17 +196,23 @@ def test_fewer_than_three_sessions_claim_nothing() -> None:
 
 
 def paired(medians: list[float], direction: Direction = LOWER) -> Measurement:
-    m = make_measurement([x * f for x in medians for f in (0.99, 1.0, 1.01)],
-                         direction=direction, unit="us" if direction is LOWER else "MB/s")
+    m = make_measurement(
+        [x * f for x in medians for f in (0.99, 1.0, 1.01)],
+        direction=direction,
+        unit="us" if direction is LOWER else "MB/s",
+    )
     return dataclasses.replace(m, extra={"job_medians": medians})
 
 
-@pytest.mark.parametrize("factors,outcome", [
-    ([1.10, 1.12, 1.08, 1.11, 1.09, 1.10], Outcome.REGRESSION),
-    ([1.01, 1.00, 1.02, 0.99, 1.01, 1.00], Outcome.PASS),
-    ([0.90, 0.92, 0.89, 0.91, 0.90, 0.93], Outcome.IMPROVEMENT),
-    ([1.20, 0.85, 1.10, 0.95, 1.05, 1.00], Outcome.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "factors,outcome",
+    [
+        ([1.10, 1.12, 1.08, 1.11, 1.09, 1.10], Outcome.REGRESSION),
+        ([1.01, 1.00, 1.02, 0.99, 1.01, 1.00], Outcome.PASS),
+        ([0.90, 0.92, 0.89, 0.91, 0.90, 0.93], Outcome.IMPROVEMENT),
+        ([1.20, 0.85, 1.10, 0.95, 1.05, 1.00], Outcome.INCONCLUSIVE),
+    ],
+)
 def test_paired_t_interval_by_hand(factors: list[float], outcome: Outcome) -> None:
     """d = log(candidate / base) per round; ratio exp(mean d); CI exp(mean d +- t(0.99, n - 1)
     sd / sqrt n); p the one-sided t test; the outcome from classify_paired's documented rule."""
@@ -217,15 +235,17 @@ def test_paired_t_interval_by_hand(factors: list[float], outcome: Outcome) -> No
     assert bw.outcome is mirror.get(outcome, outcome), bw.message
 
 
-@pytest.mark.parametrize("ci,outcome", [
-    ((1.01, 1.04), Outcome.PASS),  # significant, but the whole CI inside the band
-    ((1.01, 1.06), Outcome.REGRESSION),  # excludes 1, reaches beyond 1.05
-    ((0.94, 0.99), Outcome.IMPROVEMENT),
-    ((0.96, 1.04), Outcome.PASS),
-    ((0.94, 1.06), Outcome.INCONCLUSIVE),
-    ((0.95, 1.05), Outcome.PASS),  # the edges are inside
-])
+@pytest.mark.parametrize(
+    "ci,outcome",
+    [
+        ((1.01, 1.04), Outcome.PASS),  # significant, but the whole CI inside the band
+        ((1.01, 1.06), Outcome.REGRESSION),  # excludes 1, reaches beyond 1.05
+        ((0.94, 0.99), Outcome.IMPROVEMENT),
+        ((0.96, 1.04), Outcome.PASS),
+        ((0.94, 1.06), Outcome.INCONCLUSIVE),
+        ((0.95, 1.05), Outcome.PASS),  # the edges are inside
+    ],
+)
 def test_classify_paired_band_edges(ci: tuple[float, float], outcome: Outcome) -> None:
-    p_worse, p_better = (1e-4, 0.9999) if ci[0] > 1 else (0.9999, 1e-4) if ci[1] < 1 else (
-        0.5, 0.5)
+    p_worse, p_better = (1e-4, 0.9999) if ci[0] > 1 else (0.9999, 1e-4) if ci[1] < 1 else (0.5, 0.5)
     assert classify_paired(ci, p_worse, p_better, True, TOL, 0.01)[0] is outcome

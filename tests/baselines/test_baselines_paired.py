@@ -18,12 +18,13 @@ LOWER, HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
 def jobs(medians: list[float], direction: Direction = LOWER) -> Measurement:
     """A pooled measurement whose jobs had these medians (3 batches each around them)."""
     samples = [x * f for x in medians for f in (0.99, 1.0, 1.01)]
-    m = make_measurement(samples, direction=direction,
-                         unit="us" if direction is LOWER else "MB/s")
+    m = make_measurement(samples, direction=direction, unit="us" if direction is LOWER else "MB/s")
     return dataclasses.replace(m, extra={"job_medians": medians})
 
 
-def drifting(ratio: float, rounds: int, spread: float, seed: int) -> tuple[list[float], list[float]]:
+def drifting(
+    ratio: float, rounds: int, spread: float, seed: int
+) -> tuple[list[float], list[float]]:
     """Base and candidate job medians on a machine that drifts by 20 % over the session: each
     round shares the drift, each job adds its own lognormal noise."""
     rng = np.random.default_rng(seed)
@@ -43,8 +44,7 @@ def test_ten_percent_slower_candidate_is_a_regression_naming_both_sides() -> Non
     v = judge_paired(jobs(cand), jobs(base), 0.05, labels=("ompi5", "ompi4"))
     assert v.outcome is Outcome.REGRESSION
     assert v.ratio is not None and 1.08 < v.ratio < 1.12
-    assert v.message.startswith("regression: osu_latency ranks=2 size=8: ompi5 (candidate) "
-                                "median ")
+    assert v.message.startswith("regression: osu_latency ranks=2 size=8: ompi5 (candidate) median ")
     assert "vs ompi4 (base)" in v.message and "6 job pairs" in v.message
     assert v.n_current == 6 and v.n_baseline == 6
 
@@ -57,11 +57,9 @@ def test_drift_common_to_both_sides_cancels() -> None:
 
 def test_bandwidth_mirror() -> None:
     base, cand = drifting(0.88, 6, 0.01, seed=3)
-    assert judge_paired(jobs(cand, HIGHER), jobs(base, HIGHER), 0.05).outcome \
-        is Outcome.REGRESSION
+    assert judge_paired(jobs(cand, HIGHER), jobs(base, HIGHER), 0.05).outcome is Outcome.REGRESSION
     base, cand = drifting(1.12, 6, 0.01, seed=3)
-    assert judge_paired(jobs(cand, HIGHER), jobs(base, HIGHER), 0.05).outcome \
-        is Outcome.IMPROVEMENT
+    assert judge_paired(jobs(cand, HIGHER), jobs(base, HIGHER), 0.05).outcome is Outcome.IMPROVEMENT
     # the same jobs as latency: 12 % higher is worse, and swapping the sides flips it
     assert judge_paired(jobs(cand), jobs(base), 0.05).outcome is Outcome.REGRESSION
     assert judge_paired(jobs(base), jobs(cand), 0.05).outcome is Outcome.IMPROVEMENT
@@ -77,13 +75,17 @@ def test_small_significant_change_passes_and_a_wide_ci_is_inconclusive() -> None
     assert "CI reaches beyond the tolerance" in v.message
 
 
-@pytest.mark.parametrize(("cand", "base", "reason"), [
-    ([1.0, 1.0], [1.0, 1.0], "too few job pairs (2; need 3)"),
-    ([1.0, 1.0, 1.0], [1.0, 1.0], "unpaired jobs (3 candidate, 2 base)"),
-    ([1.0, 0.0, 1.0], [1.0, 1.0, 1.0], "non-positive job medians"),
-])
-def test_untestable_inputs_are_inconclusive(cand: list[float], base: list[float],
-                                            reason: str) -> None:
+@pytest.mark.parametrize(
+    ("cand", "base", "reason"),
+    [
+        ([1.0, 1.0], [1.0, 1.0], "too few job pairs (2; need 3)"),
+        ([1.0, 1.0, 1.0], [1.0, 1.0], "unpaired jobs (3 candidate, 2 base)"),
+        ([1.0, 0.0, 1.0], [1.0, 1.0, 1.0], "non-positive job medians"),
+    ],
+)
+def test_untestable_inputs_are_inconclusive(
+    cand: list[float], base: list[float], reason: str
+) -> None:
     v = judge_paired(jobs(cand), jobs(base), 0.05)
     assert v.outcome is Outcome.INCONCLUSIVE and reason in v.reason
 
@@ -93,20 +95,26 @@ def test_unit_mismatch_is_inconclusive() -> None:
     assert v.outcome is Outcome.INCONCLUSIVE and "not comparable" in v.reason
 
 
-@pytest.mark.parametrize(("ci", "p", "outcome"), [
-    ((1.02, 1.08), (0.001, 0.99), Outcome.REGRESSION),  # significant, 5 % inside the CI
-    ((1.06, 1.09), (0.001, 0.99), Outcome.REGRESSION),
-    ((1.01, 1.04), (0.001, 0.99), Outcome.PASS),  # significant but smaller than tolerance
-    ((0.97, 1.03), (0.3, 0.7), Outcome.PASS),
-    ((0.98, 1.07), (0.05, 0.95), Outcome.INCONCLUSIVE),  # could be 5 %, not significant
-    ((0.92, 0.99), (0.99, 0.001), Outcome.IMPROVEMENT),
-])
-def test_classify_paired_latency(ci: tuple[float, float], p: tuple[float, float],
-                                 outcome: Outcome) -> None:
+@pytest.mark.parametrize(
+    ("ci", "p", "outcome"),
+    [
+        ((1.02, 1.08), (0.001, 0.99), Outcome.REGRESSION),  # significant, 5 % inside the CI
+        ((1.06, 1.09), (0.001, 0.99), Outcome.REGRESSION),
+        ((1.01, 1.04), (0.001, 0.99), Outcome.PASS),  # significant but smaller than tolerance
+        ((0.97, 1.03), (0.3, 0.7), Outcome.PASS),
+        ((0.98, 1.07), (0.05, 0.95), Outcome.INCONCLUSIVE),  # could be 5 %, not significant
+        ((0.92, 0.99), (0.99, 0.001), Outcome.IMPROVEMENT),
+    ],
+)
+def test_classify_paired_latency(
+    ci: tuple[float, float], p: tuple[float, float], outcome: Outcome
+) -> None:
     assert classify_paired(ci, p[0], p[1], True, 0.05, 0.01)[0] is outcome
     # the same numbers for bandwidth: the ratio's direction flips worse and better
-    mirrored = {Outcome.REGRESSION: Outcome.IMPROVEMENT,
-                Outcome.IMPROVEMENT: Outcome.REGRESSION}.get(outcome, outcome)
+    mirrored = {
+        Outcome.REGRESSION: Outcome.IMPROVEMENT,
+        Outcome.IMPROVEMENT: Outcome.REGRESSION,
+    }.get(outcome, outcome)
     assert classify_paired(ci, p[1], p[0], False, 0.05, 0.01)[0] is mirrored
 
 

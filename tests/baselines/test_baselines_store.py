@@ -39,7 +39,10 @@ def test_round_trip(tmp_path: Path) -> None:
     s = JsonBaselineStore(tmp_path)
     lat = make_measurement([3.1, 3.0, 3.2, 3.05, 3.0], tolerance=0.1)
     bw = make_measurement(
-        [9000.0, 9100.0, 8900.0], benchmark="osu_bw", size=1 << 20, unit="MB/s",
+        [9000.0, 9100.0, 8900.0],
+        benchmark="osu_bw",
+        size=1 << 20,
+        unit="MB/s",
         direction=Direction.HIGHER_IS_BETTER,
     )
     stamp = "2024-06-01T00:00:00+00:00"
@@ -71,11 +74,17 @@ def test_each_update_adds_a_session_until_the_runs_differ_in_kind(tmp_path: Path
     s = JsonBaselineStore(tmp_path)
     medians = [3.0, 3.3, 2.9, 3.1, 3.2, 3.05, 2.95]
     for day, med in enumerate(medians):
-        s.update(SYS, FAB, STACK, [make_measurement([med] * 5)], FINGERPRINT,
-                 timestamp=f"2026-11-{day + 1:02d}")
+        s.update(
+            SYS,
+            FAB,
+            STACK,
+            [make_measurement([med] * 5)],
+            FINGERPRINT,
+            timestamp=f"2026-11-{day + 1:02d}",
+        )
         e = s.load(SYS, FAB, STACK)[make_measurement([1.0]).key]
         # the newest MAX_SESSIONS runs, oldest first; the samples are the last run's
-        assert e.session_medians == tuple(medians[:day + 1][-MAX_SESSIONS:])
+        assert e.session_medians == tuple(medians[: day + 1][-MAX_SESSIONS:])
         assert e.levels[-1] == (f"2026-11-{day + 1:02d}", med) and e.samples == (med,) * 5
     # another MPI library: the spread of the old runs says nothing about this one
     other = {**FINGERPRINT, "mpi_library": "MPICH 4.0"}
@@ -90,8 +99,9 @@ def test_a_run_on_shared_cores_adds_no_session(tmp_path: Path) -> None:
     s = JsonBaselineStore(tmp_path)
     for day, med in enumerate([3.0, 3.1, 2.9]):
         s.update(SYS, FAB, STACK, [make_measurement([med] * 5)], FINGERPRINT, timestamp=f"d{day}")
-    shared = dataclasses.replace(make_measurement([1.2] * 5),
-                                 extra={"cpu": {"disturbed": "other processes used 0.7 of 2"}})
+    shared = dataclasses.replace(
+        make_measurement([1.2] * 5), extra={"cpu": {"disturbed": "other processes used 0.7 of 2"}}
+    )
     s.update(SYS, FAB, STACK, [shared], FINGERPRINT, timestamp="busy")
     e = s.load(SYS, FAB, STACK)[shared.key]
     # the entry holds the marked run (=all writes it), the spread only the quiet ones
@@ -109,8 +119,10 @@ def test_an_entry_from_before_sessions_counts_as_one(tmp_path: Path) -> None:
     del _first(doc)["sessions"]
     path.write_text(json.dumps(doc))
     s.update(SYS, FAB, STACK, [make_measurement([2.2] * 5)], FINGERPRINT, timestamp="new")
-    assert s.load(SYS, FAB, STACK)[make_measurement([1.0]).key].levels == (("old", 2.0),
-                                                                           ("new", 2.2))
+    assert s.load(SYS, FAB, STACK)[make_measurement([1.0]).key].levels == (
+        ("old", 2.0),
+        ("new", 2.2),
+    )
 
 
 def test_file_is_stable_and_sorted(tmp_path: Path) -> None:
@@ -134,7 +146,7 @@ def test_many_samples_are_thinned_as_whole_blocks_spread_over_the_run(tmp_path: 
     assert e.n_samples == 1000 and e.job_sizes is None
     assert e.samples[0] == 0.0 and e.samples[-1] == 999.0
     # runs of 6 consecutive batches (the bootstrap's blocks), not single batches far apart
-    runs = [e.samples[i:i + 6] for i in range(0, len(e.samples), 6)]
+    runs = [e.samples[i : i + 6] for i in range(0, len(e.samples), 6)]
     assert all(r == tuple(r[0] + k for k in range(6)) for r in runs)
     assert e.summary["median"] == 499.5  # summary of all samples, not of the thinned ones
 
@@ -147,7 +159,7 @@ def test_pooled_jobs_are_thinned_each_within_itself(tmp_path: Path) -> None:
     assert sum(e.job_sizes) == len(e.samples) <= MAX_STORED_SAMPLES
     at = 0
     for j, k in enumerate(e.job_sizes):  # each job's part holds that job's batches only
-        assert all(1000 * j <= x < 1000 * j + 400 for x in e.samples[at:at + k])
+        assert all(1000 * j <= x < 1000 * j + 400 for x in e.samples[at : at + k])
         at += k
     again = JsonBaselineStore(tmp_path).load(SYS, FAB, STACK)[m.key]
     assert again.job_sizes == e.job_sizes
@@ -195,16 +207,19 @@ def _mutations() -> list[tuple[str, Any, str]]:
     def drop(field: str) -> Any:
         def f(doc: dict[str, Any]) -> None:
             del _first(doc)[field]
+
         return f
 
     def set_entry(field: str, value: Any) -> Any:
         def f(doc: dict[str, Any]) -> None:
             _first(doc)[field] = value
+
         return f
 
     def set_top(field: str, value: Any) -> Any:
         def f(doc: dict[str, Any]) -> None:
             doc[field] = value
+
         return f
 
     return [
@@ -219,8 +234,11 @@ def _mutations() -> list[tuple[str, Any, str]]:
         ("no samples", set_entry("samples", []), "at least one finite sample"),
         ("entry not object", lambda d: d["entries"].update({"k": 3}), "is not an object"),
         ("session no median", set_entry("sessions", [{"timestamp": "t"}]), "bad value"),
-        ("session median nan", set_entry("sessions", [{"timestamp": "t", "median": "nan"}]),
-         "session median is not a finite number"),
+        (
+            "session median nan",
+            set_entry("sessions", [{"timestamp": "t", "median": "nan"}]),
+            "session median is not a finite number",
+        ),
     ]
 
 

@@ -36,8 +36,7 @@ def baseline(samples: list[float], **kw: Any) -> BaselineEntry:
     """A stored entry of three sessions at one level (a steady host): the rule then claims what
     the jobs show (fewer sessions claim nothing: test_fewer_than_three_sessions_claim_nothing)."""
     e = entry_from_measurement(make_measurement(samples, **kw), FINGERPRINT, "t")
-    return dataclasses.replace(e, sessions=tuple((f"s{i}", e.summary["median"])
-                                                 for i in range(3)))
+    return dataclasses.replace(e, sessions=tuple((f"s{i}", e.summary["median"]) for i in range(3)))
 
 
 def one_session(samples: list[float], **kw: Any) -> BaselineEntry:
@@ -211,8 +210,9 @@ def test_pooled_jobs_are_resampled_as_units() -> None:
     base_s, cur_s = jobs_of([0.97, 1.0, 1.01]), jobs_of([1.05, 1.08, 1.10], seed=10)
     as_series = judge(make_measurement(cur_s), baseline(base_s))
     assert as_series.outcome is Outcome.REGRESSION
-    by_job = judge(make_measurement(cur_s, job_sizes=[20] * 3),
-                   baseline(base_s, job_sizes=[20] * 3))
+    by_job = judge(
+        make_measurement(cur_s, job_sizes=[20] * 3), baseline(base_s, job_sizes=[20] * 3)
+    )
     assert by_job.outcome is Outcome.INCONCLUSIVE, by_job.message
     assert by_job.ci_low is not None and as_series.ci_low is not None
     assert by_job.ci_low < as_series.ci_low and "over 3 vs 3 jobs" in by_job.message
@@ -223,8 +223,7 @@ def test_a_slowdown_every_job_shows_is_still_a_regression() -> None:
     base = baseline(jobs_of([0.98, 1.0, 1.02]), job_sizes=[20] * 3)
     v = judge(make_measurement(jobs_of([1.28, 1.3, 1.33], seed=10), job_sizes=[20] * 3), base)
     assert v.outcome is Outcome.REGRESSION, v.message
-    same = judge(make_measurement(jobs_of([0.99, 1.0, 1.01], seed=10), job_sizes=[20] * 3),
-                 base)
+    same = judge(make_measurement(jobs_of([0.99, 1.0, 1.01], seed=10), job_sizes=[20] * 3), base)
     assert same.outcome is Outcome.PASS, same.message
 
 
@@ -242,8 +241,9 @@ def test_job_aware_verdicts_are_deterministic() -> None:
 
 def with_sessions(entry: BaselineEntry, medians: list[float]) -> BaselineEntry:
     """`entry` as if `medians` were the runs that updated it (its own run last)."""
-    return dataclasses.replace(entry, sessions=tuple((f"s{i}", m) for i, m in
-                                                     enumerate([*medians, entry.median])))
+    return dataclasses.replace(
+        entry, sessions=tuple((f"s{i}", m) for i, m in enumerate([*medians, entry.median]))
+    )
 
 
 def test_a_shift_inside_the_spread_between_sessions_is_not_a_regression() -> None:
@@ -283,8 +283,7 @@ def test_steady_sessions_keep_the_gate_sharp() -> None:
     same = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=3)), base)
     assert same.outcome is Outcome.PASS, same.message
     bw_kw: dict[str, Any] = {"unit": "MB/s", "direction": HIGHER}
-    bw_base = with_sessions(baseline(lognormal(100, 0.01, 40, seed=1), **bw_kw),
-                            [101, 99, 100])
+    bw_base = with_sessions(baseline(lognormal(100, 0.01, 40, seed=1), **bw_kw), [101, 99, 100])
     bw = judge(make_measurement(lognormal(80, 0.01, 40, seed=2), **bw_kw), bw_base)
     assert bw.outcome is Outcome.REGRESSION, bw.message
 
@@ -301,12 +300,12 @@ def test_the_verdict_carries_the_sessions_part_of_its_interval() -> None:
     assert v.session_margin == pytest.approx(4.5407 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
     # where the family's spread is the floor, still the entry's k - 1 degrees of freedom:
     # the family's entries share these k sessions
-    floored = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base,
-                    family_sd=2 * s_b)
-    assert floored.session_margin == pytest.approx(
-        4.5407 * 2 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
-    alone = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)),
-                  one_session(lognormal(1.0, 0.01, 40, seed=1)))
+    floored = judge(make_measurement(lognormal(1.0, 0.01, 40, seed=2)), base, family_sd=2 * s_b)
+    assert floored.session_margin == pytest.approx(4.5407 * 2 * s_b * (1 + 1 / k) ** 0.5, rel=1e-3)
+    alone = judge(
+        make_measurement(lognormal(1.0, 0.01, 40, seed=2)),
+        one_session(lognormal(1.0, 0.01, 40, seed=1)),
+    )
     assert alone.session_margin is None
 
 
@@ -354,11 +353,13 @@ def test_a_host_of_another_speed_widens_the_claim_and_narrows_the_pass() -> None
     bw_claim, _ = host_band(0.05, 0.8, lower_is_better=False)
     assert bw_claim == pytest.approx((0.76, 1.05))  # a slower host lowers a bandwidth
     base = baseline(lognormal(1.0, 0.01, 40, seed=1))
-    for host, slowdown, outcome in ((0.8, 1.2, Outcome.INCONCLUSIVE),
-                                    (0.8, 1.5, Outcome.REGRESSION),
-                                    (1.25, 1.2, Outcome.REGRESSION),
-                                    (0.8, 1.0, Outcome.INCONCLUSIVE),
-                                    (1.0, 1.0, Outcome.PASS)):
+    for host, slowdown, outcome in (
+        (0.8, 1.2, Outcome.INCONCLUSIVE),
+        (0.8, 1.5, Outcome.REGRESSION),
+        (1.25, 1.2, Outcome.REGRESSION),
+        (0.8, 1.0, Outcome.INCONCLUSIVE),
+        (1.0, 1.0, Outcome.PASS),
+    ):
         v = judge(make_measurement(lognormal(slowdown, 0.01, 40, seed=2)), base, host_shift=host)
         assert v.outcome is outcome, (host, slowdown, v.message)
         assert v.host_shift == (None if host == 1.0 else host)
@@ -370,13 +371,18 @@ def test_min_effect_is_the_smallest_slowdown_the_interval_could_claim() -> None:
     # bandwidth: the whole interval below 0.95
     assert min_effect(1.0, (0.97, 1.03), (0.95, 1.05), False) == pytest.approx(1.03 / 0.95)
     # paired rule: an interval excluding 1 that reaches beyond the band
-    assert min_effect(1.0, (0.97, 1.03), (0.95, 1.05), True, paired=True) == \
-        pytest.approx(max(1 / 0.97, 1.05 / 1.03))
+    assert min_effect(1.0, (0.97, 1.03), (0.95, 1.05), True, paired=True) == pytest.approx(
+        max(1 / 0.97, 1.05 / 1.03)
+    )
     # a verdict's own figure: a slowdown of that size, same spread, is claimed; 10 % less is not
     base = baseline(lognormal(1.0, 0.02, 40, seed=1))
     v = judge(make_measurement(lognormal(1.0, 0.02, 40, seed=2)), base)
     assert v.min_effect is not None and v.min_effect > 1.05
-    hit = judge(make_measurement([x * v.min_effect * 1.01 for x in lognormal(1.0, 0.02, 40, seed=2)]), base)
-    miss = judge(make_measurement([x * v.min_effect * 0.97 for x in lognormal(1.0, 0.02, 40, seed=2)]), base)
+    hit = judge(
+        make_measurement([x * v.min_effect * 1.01 for x in lognormal(1.0, 0.02, 40, seed=2)]), base
+    )
+    miss = judge(
+        make_measurement([x * v.min_effect * 0.97 for x in lognormal(1.0, 0.02, 40, seed=2)]), base
+    )
     assert hit.outcome is Outcome.REGRESSION, hit.message
     assert miss.outcome is not Outcome.REGRESSION, miss.message

@@ -12,17 +12,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def trial(rnd: int, factor: float, size: int, median: float) -> dict[str, object]:
-    return {"round": rnd, "factor": factor,
-            "cur": {"params": {"size": size}, "samples": [median * 0.99, median, median * 1.01]}}
+    return {
+        "round": rnd,
+        "factor": factor,
+        "cur": {"params": {"size": size}, "samples": [median * 0.99, median, median * 1.01]},
+    }
 
 
 def test_series_are_spliced_from_the_rounds(tmp_path: Path) -> None:
-    trials = [trial(r, f, s, (10.0 + r) * f) for r in range(6) for f in (1.0, 1.10)
-              for s in (8, 1024, 65536)]
+    trials = [
+        trial(r, f, s, (10.0 + r) * f)
+        for r in range(6)
+        for f in (1.0, 1.10)
+        for s in (8, 1024, 65536)
+    ]
     dump = tmp_path / "trials.json"
     dump.write_text(json.dumps(trials))
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "history_series.py"),
-                           str(dump)], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "history_series.py"), str(dump)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     s = doc["series"]["1024"]

@@ -55,8 +55,15 @@ def yaml_missing() -> str | None:
 
 def run_bash(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
     """The plain executor: argv here, stdout and stderr together."""
-    r = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=900)
+    r = subprocess.run(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=900,
+    )
     return r.returncode, r.stdout
 
 
@@ -113,10 +120,18 @@ def substitute(text: str, contexts: Mapping[str, Any]) -> str:
     return _EXPR.sub(lambda m: evaluate(m.group(1), contexts), str(text))
 
 
-def run_github_job(workflow: Path, job: str, *, workspace: Path, vars: Mapping[str, str],
-                   base_env: Mapping[str, str], execute: Execute = run_bash,
-                   event: Mapping[str, Any] | None = None,
-                   repo: Path | None = None, cancel_at: int | None = None) -> JobRun:
+def run_github_job(
+    workflow: Path,
+    job: str,
+    *,
+    workspace: Path,
+    vars: Mapping[str, str],
+    base_env: Mapping[str, str],
+    execute: Execute = run_bash,
+    event: Mapping[str, Any] | None = None,
+    repo: Path | None = None,
+    cancel_at: int | None = None,
+) -> JobRun:
     """Run `job` of `workflow` in `workspace`. `repo` is the local repository that
     actions/checkout clones (its `ref` input, or HEAD). `cancel_at`: the run is cancelled
     while that step runs (it runs to its end here); after it, only `always()` and
@@ -125,8 +140,13 @@ def run_github_job(workflow: Path, job: str, *, workspace: Path, vars: Mapping[s
     spec = doc["jobs"][job]
     runner_temp = workspace / ".runner"
     runner_temp.mkdir(parents=True, exist_ok=True)
-    github = {"workspace": str(workspace), "run_id": "4242", "run_attempt": "1",
-              "event_name": "test", "event": dict(event or {})}
+    github = {
+        "workspace": str(workspace),
+        "run_id": "4242",
+        "run_attempt": "1",
+        "event_name": "test",
+        "event": dict(event or {}),
+    }
     steps: dict[str, Any] = {}
     ctx: dict[str, Any] = {"github": github, "vars": dict(vars), "steps": steps, "env": {}}
     env: dict[str, str] = {}
@@ -160,28 +180,42 @@ def run_github_job(workflow: Path, job: str, *, workspace: Path, vars: Mapping[s
         script = runner_temp / f"step-{i}.sh"
         script.write_text(step["run"])
         cwd = workspace / step.get("working-directory", ".")
-        full_env = {**base_env, **step_env, "GITHUB_WORKSPACE": str(workspace),
-                    "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output),
-                    "RUNNER_TEMP": str(runner_temp), "CI": "true", "GITHUB_ACTIONS": "true"}
+        full_env = {
+            **base_env,
+            **step_env,
+            "GITHUB_WORKSPACE": str(workspace),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_OUTPUT": str(output),
+            "RUNNER_TEMP": str(runner_temp),
+            "CI": "true",
+            "GITHUB_ACTIONS": "true",
+        }
         rc, out = execute([*BASH, str(script)], full_env, cwd)
         run.steps.append(StepRun(name, rc, out))
         if "id" in step:
-            steps[step["id"]] = {"outputs": dict(
-                line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)}
+            steps[step["id"]] = {
+                "outputs": dict(
+                    line.split("=", 1) for line in output.read_text().splitlines() if "=" in line
+                )
+            }
         failed = failed or rc != 0
     run.checked["summary"] = [summary]
     return run
 
 
-def _action(uses: str, with_: Mapping[str, str], workspace: Path, repo: Path | None,
-            run: JobRun) -> StepRun:
+def _action(
+    uses: str, with_: Mapping[str, str], workspace: Path, repo: Path | None, run: JobRun
+) -> StepRun:
     action = uses.split("@")[0]
     if action == "actions/checkout":
         assert repo is not None, "actions/checkout needs a local repository to clone"
         dest = workspace / with_.get("path", ".")
         subprocess.run(["git", "clone", "-q", str(repo), str(dest)], check=True, timeout=60)
-        subprocess.run(["git", "-C", str(dest), "checkout", "-q", with_.get("ref") or "HEAD"],
-                       check=True, timeout=60)
+        subprocess.run(
+            ["git", "-C", str(dest), "checkout", "-q", with_.get("ref") or "HEAD"],
+            check=True,
+            timeout=60,
+        )
         return StepRun(f"{uses} (emulated: git clone)", None)
     if action == "actions/upload-artifact":
         paths = [Path(p) for p in with_["path"].split("\n") if p.strip()]
@@ -195,13 +229,16 @@ def _action(uses: str, with_: Mapping[str, str], workspace: Path, repo: Path | N
 
 # -- GitLab CI ---------------------------------------------------------------------------------
 
+
 def _expand(value: str, variables: Mapping[str, str]) -> str:
     """GitLab's expansion of $VAR / ${VAR} in a variable's value ($$ is a literal $)."""
+
     def one(m: re.Match[str]) -> str:
         if m.group(0) == "$$":
             return "$"
         name = m.group(1) or m.group(2)
         return variables.get(name, m.group(0))
+
     return re.sub(r"\$\$|\$\{(\w+)\}|\$(\w+)", one, value)
 
 
@@ -220,17 +257,27 @@ def gitlab_job(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
     return spec
 
 
-def run_gitlab_job(pipeline: Path, job: str, *, project_dir: Path,
-                   predefined: Mapping[str, str], base_env: Mapping[str, str],
-                   overrides: Mapping[str, str] | None = None,
-                   execute: Execute = run_bash) -> JobRun:
+def run_gitlab_job(
+    pipeline: Path,
+    job: str,
+    *,
+    project_dir: Path,
+    predefined: Mapping[str, str],
+    base_env: Mapping[str, str],
+    overrides: Mapping[str, str] | None = None,
+    execute: Execute = run_bash,
+) -> JobRun:
     """Run `job` of `pipeline` in `project_dir` (a clone already there): `script` as one
     bash -eo pipefail script, then `after_script` whatever the outcome. `overrides` are a
     project's CI/CD variables: they win over the file's."""
     doc = load_yaml(pipeline)
     spec = gitlab_job(doc, job)
-    variables: dict[str, str] = {"CI_PROJECT_DIR": str(project_dir), "CI": "true",
-                                 "GITLAB_CI": "true", **predefined}
+    variables: dict[str, str] = {
+        "CI_PROJECT_DIR": str(project_dir),
+        "CI": "true",
+        "GITLAB_CI": "true",
+        **predefined,
+    }
     for layer in (doc.get("variables") or {}, spec.get("variables") or {}):
         for key, value in layer.items():
             if isinstance(value, dict):
@@ -254,8 +301,9 @@ def run_gitlab_job(pipeline: Path, job: str, *, project_dir: Path,
     artifacts = spec.get("artifacts") or {}
     run.checked["artifacts.paths"] = [project_dir / p for p in artifacts.get("paths", [])]
     junit = (artifacts.get("reports") or {}).get("junit")
-    run.checked["artifacts.reports.junit"] = [project_dir / p for p in
-                                              ([junit] if isinstance(junit, str) else junit or [])]
+    run.checked["artifacts.reports.junit"] = [
+        project_dir / p for p in ([junit] if isinstance(junit, str) else junit or [])
+    ]
     return run
 
 

@@ -20,8 +20,10 @@ SUITE = "hpccomm_suites/mpi/test_perf_osu.py"
 # hosts share this machine's two cores (--hpc-bind=none), and its latency drifts between
 # sessions by up to 30 % (tests/integration/test_mpi_gate.py): a 50 % tolerance keeps a clean
 # re-run a pass, and a 3x canary is still far beyond it.
-SELECT = ("-k osu_latency --hpc-mpi=openmpi --hpc-sizes=8,1K --hpc-bind=none "
-          "--hpc-history=none --hpc-tolerance=0.5")
+SELECT = (
+    "-k osu_latency --hpc-mpi=openmpi --hpc-sizes=8,1K --hpc-bind=none "
+    "--hpc-history=none --hpc-tolerance=0.5"
+)
 ITEMS = 2
 CANARY = "--hpc-inject-slowdown=3"
 REPORTS = ("results.json", "report.html", "summary.md", "junit.xml")
@@ -30,9 +32,16 @@ REPORTS = ("results.json", "report.html", "summary.md", "junit.xml")
 def nightly_env(baselines: Path, **extra: str) -> dict[str, str]:
     """sbatch's environment for nightly.sbatch on the virtual SLURM: this checkout, this venv,
     the selection above, baselines in `baselines`."""
-    return job_env(HPCCOMM_DIR=str(ROOT), HPCCOMM_VENV=str(VENV), HPCCOMM_SUITES=SUITE,
-                   HPCCOMM_SYSTEM="nightly-test", HPCCOMM_FABRIC="ethernet",
-                   HPCCOMM_BASELINES=str(baselines), HPCCOMM_ARGS=SELECT, **extra)
+    return job_env(
+        HPCCOMM_DIR=str(ROOT),
+        HPCCOMM_VENV=str(VENV),
+        HPCCOMM_SUITES=SUITE,
+        HPCCOMM_SYSTEM="nightly-test",
+        HPCCOMM_FABRIC="ethernet",
+        HPCCOMM_BASELINES=str(baselines),
+        HPCCOMM_ARGS=SELECT,
+        **extra,
+    )
 
 
 def job_id(sbatch_stdout: str) -> str:
@@ -48,7 +57,8 @@ def outcomes(results_json: Path) -> dict[str, str]:
     for r in doc["results"]:
         p, v = r["measurement"]["params"], r["verdict"]
         out[f"{p['mpi']} size={p['size']}"] = v["outcome"] + (
-            f" ({v['reason']})" if v.get("reason") and v["outcome"] != "pass" else "")
+            f" ({v['reason']})" if v.get("reason") and v["outcome"] != "pass" else ""
+        )
     return out
 
 
@@ -57,10 +67,12 @@ def junit_counts(path: Path) -> dict[str, int]:
     testcases whose name says osu_latency."""
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    counts = {k: sum(int(s.get(k, 0)) for s in suites)
-              for k in ("tests", "failures", "errors", "skipped")}
-    counts["osu_latency"] = sum(1 for c in root.iter("testcase")
-                                if "osu_latency" in c.get("name", ""))
+    counts = {
+        k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")
+    }
+    counts["osu_latency"] = sum(
+        1 for c in root.iter("testcase") if "osu_latency" in c.get("name", "")
+    )
     return counts
 
 
@@ -77,4 +89,3 @@ def check_reports(results: Path, items: int = ITEMS) -> dict[str, int]:
     counts = junit_counts(results / "junit.xml")
     assert counts["osu_latency"] == items and counts["tests"] >= items, counts
     return counts
-

@@ -18,20 +18,26 @@ def test_namespace():
 """
 
 
-def test_an_unexpected_skip_fails_the_run(pytester: pytest.Pytester,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeconftest("from tests import expected_skips\n\n"
-                          "def pytest_configure(config):\n"
-                          "    expected_skips.register(config)\n")
+def test_an_unexpected_skip_fails_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeconftest(
+        "from tests import expected_skips\n\n"
+        "def pytest_configure(config):\n"
+        "    expected_skips.register(config)\n"
+    )
     pytester.makepyfile(test_skipping=SKIPPING)
     monkeypatch.setenv(ENV, "1")
     checked = pytester.runpytest("-p", "no:cacheprovider")
     checked.assert_outcomes(skipped=2)
     assert checked.ret == pytest.ExitCode.TESTS_FAILED
-    checked.stdout.fnmatch_lines([
-        "*expected skips: 1, unexpected: 1*",
-        "UNEXPECTED SKIP test_skipping.py::test_namespace: cannot create a network namespace: "
-        "Operation not permitted"])
+    checked.stdout.fnmatch_lines(
+        [
+            "*expected skips: 1, unexpected: 1*",
+            "UNEXPECTED SKIP test_skipping.py::test_namespace: cannot create a network namespace: "
+            "Operation not permitted",
+        ]
+    )
     alone = pytester.runpytest("-p", "no:cacheprovider", "-k", "other_fabric")
     assert alone.ret == pytest.ExitCode.OK
     monkeypatch.setenv(ENV, "0")

@@ -36,13 +36,23 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 TIMEOUT = 600.0  # one sbatch --wait; a run here takes well under a minute
 
 
-def submit(slurm: VirtualSlurm, workdir: Path, baselines: Path, *args: str,
-           sbatch: tuple[str, ...] = (), **env: str) -> tuple[JobResult, str, Path]:
+def submit(
+    slurm: VirtualSlurm,
+    workdir: Path,
+    baselines: Path,
+    *args: str,
+    sbatch: tuple[str, ...] = (),
+    **env: str,
+) -> tuple[JobResult, str, Path]:
     """sbatch --wait the script from `workdir`: (sbatch's result, the job's output, the
     results directory named by the job id)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    r = slurm.run(0, ["sbatch", "--wait", f"--chdir={workdir}", *sbatch, str(SCRIPT), *args],
-                  timeout=TIMEOUT, env=nightly_env(baselines, **env))
+    r = slurm.run(
+        0,
+        ["sbatch", "--wait", f"--chdir={workdir}", *sbatch, str(SCRIPT), *args],
+        timeout=TIMEOUT,
+        env=nightly_env(baselines, **env),
+    )
     assert not r.timed_out, r.describe()
     jid = job_id(r.stdout)
     out = workdir / f"hpccomm-nightly-{jid}.out"
@@ -51,8 +61,8 @@ def submit(slurm: VirtualSlurm, workdir: Path, baselines: Path, *args: str,
 
 
 def test_baselines_then_a_passing_run_then_the_canary_fails(
-        slurm_hosts: VirtualSlurm, tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
+    slurm_hosts: VirtualSlurm, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     baselines = tmp_path / "baselines"
     stored = baselines / "nightly-test" / "ethernet" / "mpi.json"
     # no baselines yet: the script's default asks for an armed gate, so the night fails and
@@ -64,8 +74,9 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
     # three nights of baselines, the fewest a stored verdict claims from (verdict.MIN_SESSIONS)
     t0 = time.monotonic()
     for night in range(3):
-        taken, log, _ = submit(slurm_hosts, tmp_path / f"take{night}", baselines,
-                               "--hpc-update-baselines=all")
+        taken, log, _ = submit(
+            slurm_hosts, tmp_path / f"take{night}", baselines, "--hpc-update-baselines=all"
+        )
         assert taken.returncode == 0, taken.describe() + log[-3000:]
     entries = json.loads(stored.read_text())["entries"]
     assert len(entries) == ITEMS, entries
@@ -90,8 +101,9 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
     judged = outcomes(results / "results.json")
     # every point caught, or declined with the gate's reason (never a PASS); either way the
     # night fails: a regression, or a gate that was not armed
-    assert all(v.startswith(("regression", "inconclusive")) for v in judged.values()), \
+    assert all(v.startswith(("regression", "inconclusive")) for v in judged.values()), (
         f"the 3x canary was not caught: {judged}\n{log[-3000:]}"
+    )
     assert canary.returncode == 1, canary.describe() + log[-3000:]
     assert "nightly.sbatch: FAILED: pytest exit 1" in log, log[-2000:]
     if any(v.startswith("regression") for v in judged.values()):
@@ -102,16 +114,18 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
     print(f"sbatch --wait: baselines {t1 - t0:.1f}s, run {t2 - t1:.1f}s, canary {t3 - t2:.1f}s")
 
 
-def test_an_allocation_of_one_node_fails_naming_it(slurm_hosts: VirtualSlurm,
-                                                   tmp_path: Path) -> None:
+def test_an_allocation_of_one_node_fails_naming_it(
+    slurm_hosts: VirtualSlurm, tmp_path: Path
+) -> None:
     r, log, _ = submit(slurm_hosts, tmp_path, tmp_path / "bl", sbatch=("--nodes=1",))
     assert r.returncode == 2, r.describe() + log
     assert "nightly.sbatch: allocation too small: 1 node(s) (h0), the suites need 2" in log, log
     assert r.elapsed < 30, r.elapsed
 
 
-def test_an_srun_that_cannot_start_a_step_fails_naming_it(slurm_hosts: VirtualSlurm,
-                                                          tmp_path: Path) -> None:
+def test_an_srun_that_cannot_start_a_step_fails_naming_it(
+    slurm_hosts: VirtualSlurm, tmp_path: Path
+) -> None:
     """srun's MPI plugin named by the environment does not exist: srun itself refuses, and
     the script says so before any item runs."""
     r, log, _ = submit(slurm_hosts, tmp_path, tmp_path / "bl", SLURM_MPI_TYPE="nosuchmpi")
@@ -123,11 +137,16 @@ def test_an_srun_that_cannot_start_a_step_fails_naming_it(slurm_hosts: VirtualSl
 
 
 def test_sbatch_against_a_slurm_that_is_down_fails_fast_naming_it(
-        slurm_hosts: VirtualSlurm, tmp_path: Path) -> None:
+    slurm_hosts: VirtualSlurm, tmp_path: Path
+) -> None:
     """Last in the module: it stops the controller of the module's SLURM."""
     slurm_hosts.daemons["slurmctld"].stop()
-    r = slurm_hosts.run(0, ["sbatch", "--wait", f"--chdir={tmp_path}", str(SCRIPT)],
-                        timeout=TIMEOUT, env=nightly_env(tmp_path / "bl"))
+    r = slurm_hosts.run(
+        0,
+        ["sbatch", "--wait", f"--chdir={tmp_path}", str(SCRIPT)],
+        timeout=TIMEOUT,
+        env=nightly_env(tmp_path / "bl"),
+    )
     assert r.returncode != 0 and not r.timed_out, r.describe()
     assert "Unable to contact slurm controller" in r.stderr, r.stderr
     assert r.elapsed < 30, r.elapsed

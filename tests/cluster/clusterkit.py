@@ -26,12 +26,15 @@ class MpiEnv:
 def mpi_env(name: str) -> MpiEnv:
     path = mpirun_path(name)
     if path is None:
-        pytest.skip(f"no {name} environment at {mpi_prefix(name)}: "
-                    f"python -m pytest_hpccomm mpi create {name}")
+        pytest.skip(
+            f"no {name} environment at {mpi_prefix(name)}: "
+            f"python -m pytest_hpccomm mpi create {name}"
+        )
     return MpiEnv(name, str(path), str(mpi_prefix(name) / "bin" / "python"))
 
 
 # -- leaks ------------------------------------------------------------------------------------
+
 
 def _lines(argv: list[str]) -> set[str]:
     return set(subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.split())

@@ -29,8 +29,18 @@ else:
     comm.Recv([buf, MPI.BYTE], source=0)
     comm.Send([buf, MPI.BYTE], dest=0)
 comm.Barrier()
-print(json.dumps({"rank": rank, "size": size, "hostname": socket.gethostname(),
-                  "processor": MPI.Get_processor_name(), "bytes": nbytes}), flush=True)
+print(
+    json.dumps(
+        {
+            "rank": rank,
+            "size": size,
+            "hostname": socket.gethostname(),
+            "processor": MPI.Get_processor_name(),
+            "bytes": nbytes,
+        }
+    ),
+    flush=True,
+)
 end = time.monotonic() + hang
 small = bytearray(65536)
 while time.monotonic() < end:

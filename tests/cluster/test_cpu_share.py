@@ -52,8 +52,9 @@ def test_the_jobs_own_work_and_its_childrens_count_as_own() -> None:
     # a shell that starts a busy child (reaped by the shell, the shell by the shim); the child
     # prints the CPU time it really got, whatever else the machine was doing meanwhile
     busy = BUSY.format(s=1.5) + "\nprint(time.process_time())"
-    res = run_job(["sh", "-c", f"{sys.executable} -c '{busy}'; true"], timeout=30,
-                  label="busy child")
+    res = run_job(
+        ["sh", "-c", f"{sys.executable} -c '{busy}'; true"], timeout=30, label="busy child"
+    )
     assert res.ok and res.cpu is not None
     child_cpu = float(res.stdout.split()[-1])
     assert res.cpu.own_cores * res.cpu.wall >= 0.9 * child_cpu, (res.cpu, child_cpu)
@@ -63,19 +64,33 @@ def test_disturbed_needs_more_than_the_quiet_share() -> None:
     quiet = CpuShare(wall=2.0, cpus=2, busy_cores=1.05, own_cores=1.0, steal_cores=0.0)
     assert quiet.disturbed == ""
     loud = CpuShare(wall=2.0, cpus=2, busy_cores=1.6, own_cores=1.0, steal_cores=0.2)
-    assert loud.disturbed == ("cores shared: other processes used 0.60 of 2 cores over 2.0 s, "
-                              "0.20 stolen by the hypervisor (quiet: <= 0.10)")
-    named = CpuShare(wall=2.0, cpus=2, busy_cores=1.6, own_cores=1.0, steal_cores=0.0,
-                     others=(("812 python3 peer.py", 0.5), ("9 [ksoftirqd/1]", 0.08)))
-    assert named.disturbed.endswith("; busiest: 812 python3 peer.py (0.50), "
-                                    "9 [ksoftirqd/1] (0.08) (quiet: <= 0.10)")
+    assert loud.disturbed == (
+        "cores shared: other processes used 0.60 of 2 cores over 2.0 s, "
+        "0.20 stolen by the hypervisor (quiet: <= 0.10)"
+    )
+    named = CpuShare(
+        wall=2.0,
+        cpus=2,
+        busy_cores=1.6,
+        own_cores=1.0,
+        steal_cores=0.0,
+        others=(("812 python3 peer.py", 0.5), ("9 [ksoftirqd/1]", 0.08)),
+    )
+    assert named.disturbed.endswith(
+        "; busiest: 812 python3 peer.py (0.50), 9 [ksoftirqd/1] (0.08) (quiet: <= 0.10)"
+    )
     assert named.to_json()["others"] == [["812 python3 peer.py", 0.5], ["9 [ksoftirqd/1]", 0.08]]
     wide = CpuShare(wall=2.0, cpus=128, busy_cores=3.0, own_cores=1.0, steal_cores=0.0)
     assert wide.quiet_limit == pytest.approx(2.56) and wide.disturbed == ""
     assert evidence([quiet.to_json(), loud.to_json()], loud.disturbed, 1) == {
-        "foreign_cores": [0.05, 0.6], "disturbed": loud.disturbed, "reruns": 1,
-        "load1": [None, None], "run_queue": [[None, None], [None, None]], "mhz": [None, None],
-        "others": [[], []]}
+        "foreign_cores": [0.05, 0.6],
+        "disturbed": loud.disturbed,
+        "reruns": 1,
+        "load1": [None, None],
+        "run_queue": [[None, None], [None, None]],
+        "mhz": [None, None],
+        "others": [[], []],
+    }
 
 
 def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet() -> None:
@@ -115,14 +130,22 @@ def _reparented_busy_loop(seconds: float, env: dict[str, str], title: str = "") 
     loop is reparented; its output is read to its end), `title` as its argv[0]."""
     loop = BUSY.format(s=seconds) + "\nprint(time.process_time())"
     exe = f"exec -a '{title}' {sys.executable}" if title else sys.executable
-    out = subprocess.run(["bash", "-c", f"{exe} -c '{loop}' &"], capture_output=True,
-                         text=True, timeout=30, check=True, env=env, start_new_session=True)
+    out = subprocess.run(
+        ["bash", "-c", f"{exe} -c '{loop}' &"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env=env,
+        start_new_session=True,
+    )
     return float(out.stdout.split()[-1])
 
 
 @pytest.mark.parametrize("outside_cpu", [True, False])
 def test_the_jobs_tagged_processes_outside_this_tree_count_as_own_when_sampled(
-        outside_cpu: bool) -> None:
+    outside_cpu: bool,
+) -> None:
     """srun's tasks on this node are slurmstepd's children, not ours, yet carry the job's tag
     (srun --export=ALL): with outside_cpu they are the job's own work, as for the hosts
     placement; without, they are a neighbour's. A reparented busy loop with the job's tag
@@ -140,7 +163,8 @@ def test_the_jobs_tagged_processes_outside_this_tree_count_as_own_when_sampled(
 
 
 def test_this_slurm_jobs_step_daemons_count_as_own_another_jobs_do_not(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Inside SLURM job 77, "slurmstepd: [77.3]" (which starts and serves the job's tasks) is
     the job's own work; "slurmstepd: [778.0]" is another job's, a neighbour."""
     monkeypatch.setenv("SLURM_JOB_ID", "77")

@@ -22,8 +22,12 @@ def gone(pid: int) -> bool:
 
 
 def test_output_returncode_env_cwd(tmp_path: object) -> None:
-    r = run_job(["sh", "-c", 'echo "$X" $PWD; echo err >&2; exit 3'], {"X": "hello", "PATH": os.defpath},
-                timeout=10, cwd="/tmp")
+    r = run_job(
+        ["sh", "-c", 'echo "$X" $PWD; echo err >&2; exit 3'],
+        {"X": "hello", "PATH": os.defpath},
+        timeout=10,
+        cwd="/tmp",
+    )
     assert (r.returncode, r.stdout, r.stderr, r.timed_out) == (3, "hello /tmp\n", "err\n", False)
     assert not r.ok and "exit 3" in r.describe()
 
@@ -83,9 +87,11 @@ def test_missing_program() -> None:
 
 def test_job_dies_with_its_owner() -> None:
     # the owner is SIGKILLed (no cleanup code runs): the shim's PDEATHSIG still ends the job
-    code = ("import sys, time; from pytest_hpccomm.cluster.jobs import start_job;"
-            "j = start_job(['sleep', '300']); time.sleep(0.3);"
-            "print([p.pid for p in j.processes()][0], flush=True); time.sleep(300)")
+    code = (
+        "import sys, time; from pytest_hpccomm.cluster.jobs import start_job;"
+        "j = start_job(['sleep', '300']); time.sleep(0.3);"
+        "print([p.pid for p in j.processes()][0], flush=True); time.sleep(300)"
+    )
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout is not None
@@ -115,13 +121,19 @@ not launch the job.
 """
 
 
-@pytest.mark.parametrize(("text", "said"), [
-    ("warming up\nfatal: no route\n", "fatal: no route"),
-    (PRRTE_HELP, "prterun was unable to find the specified executable file, and therefore did "
-                 "not launch the job. Executable: nope"),
-    ("----\n----\n", ""),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("warming up\nfatal: no route\n", "fatal: no route"),
+        (
+            PRRTE_HELP,
+            "prterun was unable to find the specified executable file, and therefore did "
+            "not launch the job. Executable: nope",
+        ),
+        ("----\n----\n", ""),
+        ("", ""),
+    ],
+)
 def test_last_words_reads_inside_open_mpis_help_block(text: str, said: str) -> None:
     assert last_words(text) == said
 
@@ -132,8 +144,9 @@ def test_scratch_is_made_for_the_job_and_removed_once_it_is_reaped(tmp_path: Pat
     r = run_job([sys.executable, "-c", code, str(scratch)], timeout=30, scratch=scratch)
     assert r.ok and r.stdout.strip() == "ok"
     assert not scratch.exists()
-    job = start_job([sys.executable, "-c", "import time; time.sleep(60)"], timeout=30,
-                    scratch=scratch)
+    job = start_job(
+        [sys.executable, "-c", "import time; time.sleep(60)"], timeout=30, scratch=scratch
+    )
     assert scratch.is_dir() and (scratch.stat().st_mode & 0o777) == 0o700
     job.stop(grace=0.2)  # killed: what it left there goes too
     assert not scratch.exists()

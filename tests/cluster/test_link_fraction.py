@@ -30,17 +30,23 @@ from pytest_hpccomm.measure.link import link_fraction
 from tests.cluster.clusterkit import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITES = [str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
-          str(SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py")]
+SUITES = [
+    str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
+    str(SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"),
+]
 MPI = next((m for m in ("openmpi", "mpich") if mpirun_path(m) is not None), None)
 SIZES = (256 << 10, 1 << 20)  # link-bound at 1 Gbit/s (64 KiB was not quite: docstring)
 GRPC_SCHEME = "uniform-large"  # 10 x 1 MiB per RPC
 FRACTION = (0.5, 1.02)  # module docstring: from the tbf's burst and from unit/shaping errors
 TBF_SOURCE = "tbf fab0 on h0,h1: 1 Gbit/s"
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.slow,
-              pytest.mark.skipif(MPI is None, reason="no MPI environment created "
-                                 "(ci/bootstrap.sh makes them)")]
+pytestmark = [
+    pytest.mark.needs_root,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        MPI is None, reason="no MPI environment created (ci/bootstrap.sh makes them)"
+    ),
+]
 
 
 def bandwidth_records(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
@@ -48,13 +54,32 @@ def bandwidth_records(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
     by it) and return the bandwidth records of its results JSON."""
     pytest.importorskip("grpc")
     results = tmp_path / "results.json"
-    argv = [sys.executable, "-m", "pytest", *SUITES, "-q", "-rs", "-p", "no:cacheprovider",
-            "--import-mode=importlib", "-k", f"osu_bw or (p2p_bandwidth and {GRPC_SCHEME})",
-            "--hpc-fabric=ethernet", "--hpc-launcher=netns", f"--hpc-mpi={MPI}",
-            f"--hpc-sizes={','.join(map(str, SIZES))}", "--hpc-repeats=1",
-            "--hpc-max-repeats=1", "--hpc-grpc-peers=python", "--hpc-grpc-modes=raw",
-            "--hpc-history=none", f"--hpc-baselines={tmp_path / 'bl'}",
-            "--hpc-system=link-fraction-test", f"--hpc-results={results}", *options]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *SUITES,
+        "-q",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "-k",
+        f"osu_bw or (p2p_bandwidth and {GRPC_SCHEME})",
+        "--hpc-fabric=ethernet",
+        "--hpc-launcher=netns",
+        f"--hpc-mpi={MPI}",
+        f"--hpc-sizes={','.join(map(str, SIZES))}",
+        "--hpc-repeats=1",
+        "--hpc-max-repeats=1",
+        "--hpc-grpc-peers=python",
+        "--hpc-grpc-modes=raw",
+        "--hpc-history=none",
+        f"--hpc-baselines={tmp_path / 'bl'}",
+        "--hpc-system=link-fraction-test",
+        f"--hpc-results={results}",
+        *options,
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # run_job: SIGTERM first at the timeout, so the inner session tears its cluster down
     # (virtual.py's handlers) before the SIGKILL after grace
@@ -62,11 +87,14 @@ def bandwidth_records(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
     assert res.ok, res.describe() + res.stdout[-4000:]
     assert "3 passed" in res.stdout, res.stdout[-2000:]
     doc = json.loads(results.read_text())
-    records = [dict(r["measurement"], fingerprint=r.get("fingerprint") or
-                    doc["session"]["fingerprint"]) for r in doc["results"]]
+    records = [
+        dict(r["measurement"], fingerprint=r.get("fingerprint") or doc["session"]["fingerprint"])
+        for r in doc["results"]
+    ]
     bandwidths = [m for m in records if m["unit"] == "MB/s"]
-    got = sorted((m["stack"], m["params"].get("size") or m["params"].get("scheme"))
-                 for m in bandwidths)
+    got = sorted(
+        (m["stack"], m["params"].get("size") or m["params"].get("scheme")) for m in bandwidths
+    )
     assert got == [("grpc", GRPC_SCHEME), *(("mpi", s) for s in SIZES)], got
     return bandwidths
 
@@ -87,7 +115,8 @@ def label(m: dict[str, Any]) -> str:
 
 
 def test_shaped_link_shows_its_fraction_unshaped_says_unknown(
-        no_leaks: Snapshot, tmp_path: Path, record_property: Any) -> None:
+    no_leaks: Snapshot, tmp_path: Path, record_property: Any
+) -> None:
     shaped = bandwidth_records(tmp_path / "shaped", "--hpc-vlink-rate=1G")
     unshaped = bandwidth_records(tmp_path / "unshaped")
     for m in shaped:
@@ -98,9 +127,9 @@ def test_shaped_link_shows_its_fraction_unshaped_says_unknown(
         fraction = fraction_of(m)
         record_property(f"fraction {label(m)}", f"{fraction:.3f}")
         print(f"{label(m)}: {value:.1f} {m['unit']} = {fraction:.3f} of the 1 Gbit/s link")
-        assert FRACTION[0] <= fraction <= FRACTION[1], \
-            f"{label(m)}: {value:.1f} {m['unit']} is {fraction:.3f} of 1 Gbit/s, " \
-            f"outside {FRACTION}"
+        assert FRACTION[0] <= fraction <= FRACTION[1], (
+            f"{label(m)}: {value:.1f} {m['unit']} is {fraction:.3f} of 1 Gbit/s, outside {FRACTION}"
+        )
     free = {label(m): median(m["samples"]) for m in unshaped}
     for m in unshaped:
         assert "link_rate_gbps" not in m["extra"], label(m)

@@ -15,7 +15,11 @@ import pytest
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.jobs import start_job
 from pytest_hpccomm.cluster.launchers import LaunchSpec
-from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE, MpirunLauncher, run_retrying_init_flake
+from pytest_hpccomm.cluster.launchers.mpirun import (
+    INIT_FLAKE,
+    MpirunLauncher,
+    run_retrying_init_flake,
+)
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
@@ -38,7 +42,9 @@ def test_one_rank_per_virtual_host(no_leaks: Snapshot, name: str) -> None:
     with VirtualCluster(3) as vc:
         launcher = NetnsLauncher(vc, env.mpirun)
         before = vc.all_counters()
-        res = launcher.run(LaunchSpec([env.python, PROBE, str(NBYTES)], launcher.hosts()), timeout=60)
+        res = launcher.run(
+            LaunchSpec([env.python, PROBE, str(NBYTES)], launcher.hosts()), timeout=60
+        )
         after = vc.all_counters()
     assert res.ok, res.describe() + "\n" + res.stderr[-2000:]
     got = ranks(res.stdout)
@@ -47,7 +53,9 @@ def test_one_rank_per_virtual_host(no_leaks: Snapshot, name: str) -> None:
     # rank 0 on h0 sent NBYTES to h1 and h2 and got them back: each link carried both ways
     for h in ("h1", "h2"):
         rx, tx = (after[h][i] - before[h][i] for i in (0, 1))
-        assert rx >= NBYTES and tx >= NBYTES, f"{name}: {h} rx={rx} tx={tx}: traffic did not cross the veth"
+        assert rx >= NBYTES and tx >= NBYTES, (
+            f"{name}: {h} rx={rx} tx={tx}: traffic did not cross the veth"
+        )
     rx0, tx0 = (after["h0"][i] - before["h0"][i] for i in (0, 1))
     assert rx0 >= 2 * NBYTES and tx0 >= 2 * NBYTES
 
@@ -60,27 +68,43 @@ def test_counters_catch_mpich_shared_memory(cluster_ok: None) -> None:
     env = mpi_env("mpich")
     with VirtualCluster(2) as vc:
         unpinned = MpirunLauncher(env.mpirun, rsh_agent=vc.agent_path).command(
-            LaunchSpec([env.python, PROBE, str(NBYTES)], [Host("h0"), Host("h1")], bind_none=True))
+            LaunchSpec([env.python, PROBE, str(NBYTES)], [Host("h0"), Host("h1")], bind_none=True)
+        )
         before = vc.counters(1)[0]
         res = run_retrying_init_flake(
-            dataclasses.replace(unpinned, argv=vc.exec_argv(0, unpinned.argv)), timeout=60,
-            attempts=INIT_TRIES, netns_pids_hook=vc.pids, label="unpinned MPICH on h0,h1")
+            dataclasses.replace(unpinned, argv=vc.exec_argv(0, unpinned.argv)),
+            timeout=60,
+            attempts=INIT_TRIES,
+            netns_pids_hook=vc.pids,
+            label="unpinned MPICH on h0,h1",
+        )
         crossed = vc.counters(1)[0] - before
     assert INIT_FLAKE not in res.stderr, f"MPICH's MPI_Init flake {INIT_TRIES} times in a row"
     assert res.ok, res.describe()
     # both ranks exchanged their NBYTES, one on each host: the bytes had a veth to cross
     assert [r["hostname"] for r in ranks(res.stdout)] == ["h0", "h1"], res.stdout
-    assert crossed < NBYTES / 10, f"unpinned MPICH put {crossed} bytes on the veth: field note outdated?"
+    assert crossed < NBYTES / 10, (
+        f"unpinned MPICH put {crossed} bytes on the veth: field note outdated?"
+    )
 
 
-def run_with_fault(vc: VirtualCluster, env: MpiEnv, fault: str, timeout: float) -> tuple[float, str]:
+def run_with_fault(
+    vc: VirtualCluster, env: MpiEnv, fault: str, timeout: float
+) -> tuple[float, str]:
     """Start a long MPI job, inject the fault once every rank runs; return (elapsed, describe)."""
     launcher = NetnsLauncher(vc, env.mpirun)
     launch = launcher.command(LaunchSpec([env.python, PROBE, "1000", "60"], launcher.hosts()))
     t0 = time.monotonic()
-    job = start_job(launch.argv, launch.env, timeout=timeout, grace=1.0,
-                    netns_pids_hook=launcher.pids_hook, on_start=vc.register_pid,
-                    label=f"{launcher.flavor} job with {fault} on h1", scratch=launch.scratch)
+    job = start_job(
+        launch.argv,
+        launch.env,
+        timeout=timeout,
+        grace=1.0,
+        netns_pids_hook=launcher.pids_hook,
+        on_start=vc.register_pid,
+        label=f"{launcher.flavor} job with {fault} on h1",
+        scratch=launch.scratch,
+    )
     while job.peek_output()[0].count('{"rank"') < len(vc.hosts) and job.poll() is None:
         if time.monotonic() - t0 > timeout:
             break
@@ -97,7 +121,9 @@ def run_with_fault(vc: VirtualCluster, env: MpiEnv, fault: str, timeout: float) 
 
 
 @pytest.mark.parametrize("name, fault", [("openmpi", "cut"), ("mpich", "loss")])
-def test_fault_ends_the_job_within_twice_its_timeout(no_leaks: Snapshot, name: str, fault: str) -> None:
+def test_fault_ends_the_job_within_twice_its_timeout(
+    no_leaks: Snapshot, name: str, fault: str
+) -> None:
     env = mpi_env(name)
     timeout = 4.0
     with VirtualCluster(2) as vc:

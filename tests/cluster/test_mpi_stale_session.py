@@ -53,12 +53,13 @@ def stale_sessions() -> Iterator[range]:
 def run_as_h0(private_session: bool) -> tuple[JobResult, int]:
     env = mpi_env("openmpi")
     launch = MpirunLauncher(env.mpirun, private_session=private_session).command(
-        LaunchSpec(["true"], [Host("localhost")], ranks_per_host=2, bind_none=True))
-    argv = ["unshare", "--uts", "sh", "-c", f'hostname {HOSTNAME} && exec "$@"', "sh",
-            *launch.argv]
+        LaunchSpec(["true"], [Host("localhost")], ranks_per_host=2, bind_none=True)
+    )
+    argv = ["unshare", "--uts", "sh", "-c", f'hostname {HOSTNAME} && exec "$@"', "sh", *launch.argv]
     before = last_pid()
-    result = run_job(argv, launch.env, timeout=60, scratch=launch.scratch,
-                     label=f"mpirun as {HOSTNAME}")
+    result = run_job(
+        argv, launch.env, timeout=60, scratch=launch.scratch, label=f"mpirun as {HOSTNAME}"
+    )
     return result, before
 
 
@@ -73,5 +74,6 @@ def test_without_it_a_stale_session_directory_kills_the_job(stale_sessions: rang
     directories may go)."""
     result, before = run_as_h0(private_session=False)
     assert before + 10 < stale_sessions.stop, "the planted PIDs were used up by others"
-    assert not result.ok and "listener thread failed to start" in result.describe(), \
+    assert not result.ok and "listener thread failed to start" in result.describe(), (
         result.describe()
+    )

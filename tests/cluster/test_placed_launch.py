@@ -40,7 +40,8 @@ def added(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
 
 
 def test_loopback_is_tcp_over_lo_after_the_callers_variables(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     for name in [*ENV, *LOOPBACK_TCP_ENV, "UCX_TLS"]:
         monkeypatch.delenv(name, raising=False)
     placed = mpi_launch("loopback", ["peer"], ENV, MPIRUN, OMPI5, loopback_ranks=3)
@@ -64,16 +65,19 @@ def test_hosts_needs_pins_and_uses_mpirun_with_prefix_or_srun() -> None:
     with pytest.raises(PlacementError, match="needs the fabric's transport"):
         mpi_launch("hosts", ["peer"], ENV, MPIRUN, MPICH, hosts=hosts)
     pins = Pins(env={"HPCCOMM_PIN": "1"}, interface="eth0", tcp_only=True)
-    ompi = mpi_launch("hosts", ["peer"], ENV, MPIRUN, OMPI5, hosts=hosts, pins=pins,
-                      rsh_agent="/x/agent")
+    ompi = mpi_launch(
+        "hosts", ["peer"], ENV, MPIRUN, OMPI5, hosts=hosts, pins=pins, rsh_agent="/x/agent"
+    )
     assert ompi.ranks == 2 and "--prefix" in ompi.launch.argv
     assert ompi.launch.argv[ompi.launch.argv.index("plm_ssh_agent") + 1] == "/x/agent"
-    srun = mpi_launch("hosts", ["peer"], ENV, MPIRUN, MPICH, hosts=hosts, pins=pins,
-                      launcher="srun")
+    srun = mpi_launch(
+        "hosts", ["peer"], ENV, MPIRUN, MPICH, hosts=hosts, pins=pins, launcher="srun"
+    )
     assert srun.launch.argv[0] == "srun" and srun.launch.env["HPCCOMM_PIN"] == "1"
     assert "--mpi=pmi2" in srun.launch.argv  # MPICH: pmi2 (under pmix it aborts in MPI_Init)
-    srun = mpi_launch("hosts", ["peer"], ENV, MPIRUN, OMPI5, hosts=hosts, pins=pins,
-                      launcher="srun")
+    srun = mpi_launch(
+        "hosts", ["peer"], ENV, MPIRUN, OMPI5, hosts=hosts, pins=pins, launcher="srun"
+    )
     assert "--mpi=pmix" in srun.launch.argv  # Open MPI: pmix (under pmi2, 5 runs singletons)
 
 
@@ -85,20 +89,23 @@ def test_netns_runs_mpirun_on_the_first_host_with_the_clusters_hooks() -> None:
     assert every.ranks == 3 and every.label == "Open MPI 5.0.11 job on h0,h1,h2"
     assert every.launch.argv[every.launch.argv.index("exec") + 1] == "hpcctest-x-h0"
     assert every.hooks() == {"netns_pids_hook": vc.pids, "on_start": vc.register_pid}
-    pair = mpi_launch("netns", ["peer"], ENV, MPIRUN, OMPI5, cluster=vc,
-                      hosts=[Host("h0"), Host("h1")])
+    pair = mpi_launch(
+        "netns", ["peer"], ENV, MPIRUN, OMPI5, cluster=vc, hosts=[Host("h0"), Host("h1")]
+    )
     assert pair.ranks == 2 and "h0:1,h1:1" in pair.launch.argv
 
 
 def test_mpirun_args_go_right_after_mpirun() -> None:
     vc = VirtualCluster(2, prefix="hpcctest-y")
-    for placed in (mpi_launch("loopback", ["peer"], ENV, MPIRUN, OMPI5,
-                              mpirun_args=("--with-ft", "ulfm")),
-                   mpi_launch("netns", ["peer"], ENV, MPIRUN, OMPI5, cluster=vc,
-                              mpirun_args=("--with-ft", "ulfm"))):
+    for placed in (
+        mpi_launch("loopback", ["peer"], ENV, MPIRUN, OMPI5, mpirun_args=("--with-ft", "ulfm")),
+        mpi_launch(
+            "netns", ["peer"], ENV, MPIRUN, OMPI5, cluster=vc, mpirun_args=("--with-ft", "ulfm")
+        ),
+    ):
         argv = placed.launch.argv
         at = argv.index(MPIRUN)
-        assert argv[at + 1:at + 3] == ["--with-ft", "ulfm"] and argv[-1] == "peer"
+        assert argv[at + 1 : at + 3] == ["--with-ft", "ulfm"] and argv[-1] == "peer"
 
 
 def test_unknown_placement_is_refused() -> None:
@@ -116,8 +123,9 @@ def test_one_process_on_a_host_here_or_over_the_remote_shell() -> None:
     shell = RemoteShell(("my-ssh",))
     here = process_launch("hosts", ["srv"], ENV, hosts=["localhost", "n1"], host=2, shell=shell)
     assert here.remote is None and here.launch.argv == ["srv"] and here.launch.env == ENV
-    there = process_launch("hosts", ["srv"], ENV, hosts=["localhost", "n1"], host=1,
-                           shell=shell, label="task 1")
+    there = process_launch(
+        "hosts", ["srv"], ENV, hosts=["localhost", "n1"], host=1, shell=shell, label="task 1"
+    )
     assert there.remote == RemoteTarget(shell, "n1") and there.label == "task 1"
 
 

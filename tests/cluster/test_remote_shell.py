@@ -39,8 +39,12 @@ def test_command_runs_from_the_project_root_under_a_remote_timeout() -> None:
 
 def test_environment_travels_on_stdin_not_in_argv(agent: RemoteShell) -> None:
     code = "import os; print(os.environ['HPCCOMM_SECRET'], os.environ['PYTHONPATH'])"
-    job = agent.start("h1", [sys.executable, "-c", code],
-                      {"HPCCOMM_SECRET": "s3cret", "PYTHONPATH": "/x"}, timeout=30)
+    job = agent.start(
+        "h1",
+        [sys.executable, "-c", code],
+        {"HPCCOMM_SECRET": "s3cret", "PYTHONPATH": "/x"},
+        timeout=30,
+    )
     assert all("s3cret" not in a for a in job.argv)
     result = job.wait(60)
     assert result.ok, result.describe()
@@ -53,9 +57,14 @@ def test_remote_timeout_ends_a_stuck_program(agent: RemoteShell) -> None:
 
 
 def test_stdin_env_rejects_what_is_not_json() -> None:
-    got = subprocess.run([sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--", "true"],
-                         input="not json\n", capture_output=True, text=True, timeout=30,
-                         cwd=PROJECT_ROOT)
+    got = subprocess.run(
+        [sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--", "true"],
+        input="not json\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=PROJECT_ROOT,
+    )
     assert got.returncode == 2 and "not JSON" in got.stderr
 
 
@@ -73,9 +82,13 @@ def test_a_program_ends_with_its_remote_session() -> None:
     """The session's end (sshd gone: the read end of the program's stdout closes) ends the
     program within seconds, though its parent (the remote `timeout`, here the watcher's own
     parent) lives on. Before the watcher it ran on until the remote timeout."""
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--",
-                             sys.executable, "-c", STUCK], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--", sys.executable, "-c", STUCK],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=PROJECT_ROOT,
+    )
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b"{}\n")
@@ -96,11 +109,16 @@ def test_a_program_ends_with_its_remote_session() -> None:
 
 def test_the_watcher_passes_signals_and_status_on() -> None:
     """The remote `timeout`'s TERM reaches the program; the watcher exits with its status."""
-    code = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: "
-            "sys.exit(7)); print(os.getpid(), flush=True); time.sleep(300)")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--",
-                             sys.executable, "-c", code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, cwd=PROJECT_ROOT)
+    code = (
+        "import os, signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: "
+        "sys.exit(7)); print(os.getpid(), flush=True); time.sleep(300)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_hpccomm.peer.stdin_env", "--", sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=PROJECT_ROOT,
+    )
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b"{}\n")
@@ -133,5 +151,6 @@ def test_counters_of_a_missing_device_are_empty(agent: RemoteShell) -> None:
 
 def test_this_host_is_recognised() -> None:
     import socket
+
     assert is_this_host(socket.gethostname()) and is_this_host("localhost")
     assert not is_this_host("h-that-is-not-here")

@@ -46,9 +46,12 @@ print(json.dumps({"pid": pid, "alive": alive()}))
 
 def test_a_remote_program_ends_with_its_ssh_session(tmp_path: Path) -> None:
     with ssh_virtual_hosts(tmp_path / "ssh") as (cluster, agent):
-        job = cluster.run_job(0, [sys.executable, "-c", PROBE, str(agent)],
-                              env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"},
-                              timeout=60)
+        job = cluster.run_job(
+            0,
+            [sys.executable, "-c", PROBE, str(agent)],
+            env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"},
+            timeout=60,
+        )
     assert job.ok, f"{job.describe()}\n{job.stdout[-2000:]}\n{job.stderr[-2000:]}"
     got = json.loads(job.stdout.strip().splitlines()[-1])
     if got["alive"]:  # the program this test started: never left running

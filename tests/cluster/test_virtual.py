@@ -84,9 +84,13 @@ def _dispositions(ignore_int: bool) -> None:
 
 
 def start_holder(state_dir: Path, ignore_int: bool = False) -> tuple[subprocess.Popen[str], str]:
-    p = subprocess.Popen([PY, "-c", HOLDER, str(state_dir)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True,
-                         preexec_fn=lambda: _dispositions(ignore_int))
+    p = subprocess.Popen(
+        [PY, "-c", HOLDER, str(state_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=lambda: _dispositions(ignore_int),
+    )
     assert p.stdout is not None
     prefix = p.stdout.readline().strip()
     assert prefix, "holder did not build its cluster"
@@ -152,12 +156,22 @@ def test_cleanup_leftovers_of_a_killed_run(no_leaks: Snapshot, tmp_path: Path) -
 
 
 def test_cut_restore_and_loss(no_leaks: Snapshot) -> None:
-    probe = ("import socket, sys\n"
-             "try:\n    socket.create_connection((sys.argv[1], 7001), timeout=1).close(); print('up')\n"
-             "except OSError as e:\n    print('down', e)\n")
+    probe = (
+        "import socket, sys\n"
+        "try:\n    socket.create_connection((sys.argv[1], 7001), timeout=1).close(); print('up')\n"
+        "except OSError as e:\n    print('down', e)\n"
+    )
     with VirtualCluster(2) as vc:
-        srv = vc.start_job(1, [PY, "-c", "import socket, time; s = socket.create_server(('0.0.0.0', 7001));"
-                                        "print('ok', flush=True); time.sleep(60)"], timeout=60)
+        srv = vc.start_job(
+            1,
+            [
+                PY,
+                "-c",
+                "import socket, time; s = socket.create_server(('0.0.0.0', 7001));"
+                "print('ok', flush=True); time.sleep(60)",
+            ],
+            timeout=60,
+        )
         deadline = time.monotonic() + 10
         while "ok" not in srv.peek_output()[0] and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -182,16 +196,21 @@ def test_cut_restore_and_loss(no_leaks: Snapshot) -> None:
 def measure(vc: VirtualCluster, seconds: float, port: int) -> tuple[float, int, int]:
     """(Gbit/s of payload, payload bytes, bytes the receiver's veth counted)."""
     rx0 = vc.counters(1)[0]
-    srv = vc.start_job(1, [PY, STREAM, "recv", vc.hosts[1].address, str(port)], timeout=seconds + 30)
-    snd = vc.run_job(0, [PY, STREAM, "send", vc.hosts[1].address, str(port), str(seconds)],
-                     timeout=seconds + 30)
+    srv = vc.start_job(
+        1, [PY, STREAM, "recv", vc.hosts[1].address, str(port)], timeout=seconds + 30
+    )
+    snd = vc.run_job(
+        0, [PY, STREAM, "send", vc.hosts[1].address, str(port), str(seconds)], timeout=seconds + 30
+    )
     res = srv.wait(seconds + 30)
     assert snd.ok and res.ok, f"{snd.describe()} / {res.describe()}"
     d = json.loads(res.stdout.splitlines()[-1])
     return d["bytes"] * 8 / d["seconds"] / 1e9, d["bytes"], vc.counters(1)[0] - rx0
 
 
-def test_known_answer_shaped_link_measures_1_gbit(no_leaks: Snapshot, record_property: object) -> None:
+def test_known_answer_shaped_link_measures_1_gbit(
+    no_leaks: Snapshot, record_property: object
+) -> None:
     with VirtualCluster(2) as vc:
         vc.shape(1, 1e9)
         shaped, sent, counted = measure(vc, 3.0, 7010)
@@ -199,12 +218,16 @@ def test_known_answer_shaped_link_measures_1_gbit(no_leaks: Snapshot, record_pro
         vc.shape(1, None)
         unshaped, sent2, counted2 = measure(vc, 2.0, 7011)
         assert counted2 >= sent2
-    print(f"shaped {shaped:.3f} Gbit/s, unshaped {unshaped:.2f} Gbit/s, setup {vc.setup_seconds:.3f}s")
+    print(
+        f"shaped {shaped:.3f} Gbit/s, unshaped {unshaped:.2f} Gbit/s, setup {vc.setup_seconds:.3f}s"
+    )
     # above: the tbf passes at most one burst (1 ms of the rate) beyond the rate, under 1 % of
     # 3 s; below: half the rate, which a unit or shaping error crosses and a Python sender on 2
     # shared cores does not (how close to the rate it comes is the sender's performance)
     assert 0.5 <= shaped <= 1.01, f"link shaped to 1 Gbit/s measured {shaped:.3f} Gbit/s"
-    assert unshaped > 3 * shaped, f"unshaped {unshaped:.2f} Gbit/s is not several times {shaped:.2f}"
+    assert unshaped > 3 * shaped, (
+        f"unshaped {unshaped:.2f} Gbit/s is not several times {shaped:.2f}"
+    )
 
 
 def test_counters_and_validation() -> None:

@@ -19,8 +19,7 @@ def tbf(gbps: float, on: str, text: str) -> LinkRate:
 def tc(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The tc commands shape() ran (none reaches the kernel)."""
     calls: list[list[str]] = []
-    monkeypatch.setattr(virtual, "run_command",
-                        lambda argv, **kw: calls.append(list(argv)) or "")
+    monkeypatch.setattr(virtual, "run_command", lambda argv, **kw: calls.append(list(argv)) or "")
     return calls
 
 
@@ -64,8 +63,9 @@ def test_removing_the_shaping_forgets_the_rate(vc: VirtualCluster) -> None:
     assert vc.link_rate(["h0", "h1"]) is None
 
 
-def test_a_failed_tc_leaves_the_rate_unknown(monkeypatch: pytest.MonkeyPatch,
-                                             vc: VirtualCluster) -> None:
+def test_a_failed_tc_leaves_the_rate_unknown(
+    monkeypatch: pytest.MonkeyPatch, vc: VirtualCluster
+) -> None:
     vc.shape("h0", 1e9)
     vc.shape("h1", 1e9)
 
@@ -78,9 +78,9 @@ def test_a_failed_tc_leaves_the_rate_unknown(monkeypatch: pytest.MonkeyPatch,
     assert vc.shaped() == {"h0": 1e9}  # not the old 1 Gbit/s, not the new 500 Mbit/s
 
 
-def test_shape_sets_tbf_on_both_ends_of_the_link(vc: VirtualCluster,
-                                                 tc: list[list[str]]) -> None:
+def test_shape_sets_tbf_on_both_ends_of_the_link(vc: VirtualCluster, tc: list[list[str]]) -> None:
     vc.shape("h2", 1e9)
     assert [(c[2], c[6], c[8], c[10]) for c in tc] == [
         ("hpcclink-h2", "fab0", "tbf", "1000000000bit"),
-        ("hpcclink-sw", "p2", "tbf", "1000000000bit")]
+        ("hpcclink-sw", "p2", "tbf", "1000000000bit"),
+    ]

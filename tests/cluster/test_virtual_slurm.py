@@ -66,19 +66,22 @@ class TestOneSharedCluster:
         assert sorted(r.stdout.split()) == ["0:", "1:", "h0", "h1"], r.stdout
         assert r.elapsed < 10, r.elapsed
 
-    def test_sbatch_wait_returns_the_scripts_status(self, slurm: VirtualSlurm,
-                                                    tmp_path: Path) -> None:
+    def test_sbatch_wait_returns_the_scripts_status(
+        self, slurm: VirtualSlurm, tmp_path: Path
+    ) -> None:
         out = tmp_path / "job.out"
         script = tmp_path / "job.sh"
-        script.write_text("#!/bin/sh\nsrun hostname | sort | tr '\\n' ' '\n"
-                          'echo "nodes=$SLURM_JOB_NODELIST"\nexit "$1"\n')
+        script.write_text(
+            "#!/bin/sh\nsrun hostname | sort | tr '\\n' ' '\n"
+            'echo "nodes=$SLURM_JOB_NODELIST"\nexit "$1"\n'
+        )
         script.chmod(0o755)
-        ok = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "0"],
-                       timeout=90)
+        ok = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "0"], timeout=90)
         assert ok.ok, ok.describe()
         assert out.read_text().split() == ["h0", "h1", "nodes=h[0-1]"], out.read_text()
-        failed = slurm.run(0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "3"],
-                           timeout=90)
+        failed = slurm.run(
+            0, ["sbatch", "-N2", "--wait", "-o", str(out), str(script), "3"], timeout=90
+        )
         assert failed.returncode == 3 and not failed.timed_out, failed.describe()
 
     def test_allocation_variables_parse_with_our_parser(self, slurm: VirtualSlurm) -> None:
@@ -89,17 +92,29 @@ class TestOneSharedCluster:
         assert hosts_from_slurm(env) == [Host("h0", 1), Host("h1", 1)]
 
     def test_an_allocation_larger_than_the_cluster_fails_naming_why(
-            self, slurm: VirtualSlurm) -> None:
+        self, slurm: VirtualSlurm
+    ) -> None:
         r = slurm.run(0, ["srun", "-N3", "--immediate=10", "hostname"], timeout=60)
         assert r.returncode != 0 and not r.timed_out, r.describe()
         # refused at submission (EnforcePartLimits=ALL), not left pending until --immediate
-        assert "Unable to allocate resources: More processors requested than permitted" \
-            in r.stderr, r.stderr
+        assert (
+            "Unable to allocate resources: More processors requested than permitted" in r.stderr
+        ), r.stderr
         assert r.elapsed < 5, r.elapsed
 
     def test_a_failing_srun_step_is_a_failure(self, slurm: VirtualSlurm) -> None:
-        r = slurm.run(0, ["srun", "-N2", "--kill-on-bad-exit=1", "sh", "-c",
-                          'test "$SLURM_NODEID" = 0 || exit 7'], timeout=60)
+        r = slurm.run(
+            0,
+            [
+                "srun",
+                "-N2",
+                "--kill-on-bad-exit=1",
+                "sh",
+                "-c",
+                'test "$SLURM_NODEID" = 0 || exit 7',
+            ],
+            timeout=60,
+        )
         assert r.returncode == 7, r.describe()
         assert "exited with exit code 7" in r.stderr.lower(), r.stderr
 
@@ -113,7 +128,8 @@ def _daemon_pids(s: VirtualSlurm) -> set[int]:
 
 
 def test_lifecycle_dead_controller_and_nothing_left(
-        no_leaks: Snapshot, tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
+    no_leaks: Snapshot, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     """Start-up and teardown timed; with slurmctld stopped srun fails within seconds saying
     so; on leaving, no daemon of ours is alive and the namespaces are empty."""
     _skip_unless_possible()
@@ -128,8 +144,10 @@ def test_lifecycle_dead_controller_and_nothing_left(
             assert "Unable to contact slurm controller" in r.stderr, r.stderr
             assert r.elapsed < 3 * s.message_timeout + 5, r.elapsed
         assert s.startup_seconds is not None and s.teardown_seconds is not None
-        print(f"start-up {s.startup_seconds:.2f}s, teardown {s.teardown_seconds:.2f}s, "
-              f"srun against a dead controller failed after {r.elapsed:.1f}s")
+        print(
+            f"start-up {s.startup_seconds:.2f}s, teardown {s.teardown_seconds:.2f}s, "
+            f"srun against a dead controller failed after {r.elapsed:.1f}s"
+        )
         record_property("slurm_startup_s", round(s.startup_seconds, 3))
         record_property("slurm_teardown_s", round(s.teardown_seconds, 3))
         assert s.startup_seconds < 20 and s.teardown_seconds < 15
@@ -148,14 +166,14 @@ time.sleep(120)
 """
 
 
-def test_a_daemon_that_cannot_start_is_named_with_its_log(no_leaks: Snapshot,
-                                                           tmp_path: Path) -> None:
+def test_a_daemon_that_cannot_start_is_named_with_its_log(
+    no_leaks: Snapshot, tmp_path: Path
+) -> None:
     """h1's slurmd port taken: start-up fails at once naming slurmd@h1 and quoting its log,
     and stops what it had started."""
     _skip_unless_possible()
     with VirtualCluster(2) as vc:
-        squatter = vc.start_job(1, [sys.executable, "-c", BUSY_PORT, str(SLURMD_PORT)],
-                                timeout=120)
+        squatter = vc.start_job(1, [sys.executable, "-c", BUSY_PORT, str(SLURMD_PORT)], timeout=120)
         deadline = time.monotonic() + 10
         while "ready" not in squatter.peek_output()[0] and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -201,13 +219,17 @@ time.sleep(300)
 
 
 def test_a_killed_owner_leaves_no_daemon_and_cleanup_removes_the_rest(
-        no_leaks: Snapshot, tmp_path: Path) -> None:
+    no_leaks: Snapshot, tmp_path: Path
+) -> None:
     _skip_unless_possible()
     state = tmp_path / "state"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state), str(tmp_path / "w")],
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(state), str(tmp_path / "w")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
     try:
         assert holder.stdout is not None
         words = holder.stdout.readline().split()
@@ -230,6 +252,7 @@ def test_a_killed_owner_leaves_no_daemon_and_cleanup_removes_the_rest(
 
 def test_conf_names_every_host_once_with_its_address(tmp_path: Path) -> None:
     from pytest_hpccomm.cluster.virtual import VirtualHost
+
     hosts = [VirtualHost("h0", "10.1.2.1", "x-h0", 0), VirtualHost("h1", "10.1.2.2", "x-h1", 1)]
     conf = slurm_conf(hosts, tmp_path, tmp_path / "m.sock")
     assert "SlurmctldHost=h0(10.1.2.1)" in conf

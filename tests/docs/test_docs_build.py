@@ -18,7 +18,9 @@ README_MAX_LINES = 200  # the issue's bound for a README a stranger reads
 
 
 def _gen_reference():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_reference", ROOT / "docs" / "gen_reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -27,11 +29,18 @@ def _gen_reference():  # type: ignore[no-untyped-def]
 
 def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     if not MKDOCS.exists():
-        pytest.skip(f"mkdocs is not installed in this venv ({MKDOCS}): "
-                    f"{Path(sys.executable).parent / 'pip'} install mkdocs mkdocs-material")
-    proc = subprocess.run([str(MKDOCS), "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        pytest.skip(
+            f"mkdocs is not installed in this venv ({MKDOCS}): "
+            f"{Path(sys.executable).parent / 'pip'} install mkdocs mkdocs-material"
+        )
+    proc = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "reference" / "options" / "index.html").is_file()
 
@@ -41,12 +50,15 @@ def test_readme_is_at_most_200_lines() -> None:
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
 
 
-@pytest.mark.parametrize("page", ["options.md", "markers-and-fixtures.md", "record-fields.md",
-                                  "cli.md", "retries.md"])
+@pytest.mark.parametrize(
+    "page", ["options.md", "markers-and-fixtures.md", "record-fields.md", "cli.md", "retries.md"]
+)
 def test_generated_page_matches_the_code(page: str) -> None:
     gen = _gen_reference()
     committed = (ROOT / "docs" / "reference" / page).read_text()
-    assert committed == gen.PAGES[page](), f"docs/reference/{page} differs: run docs/gen_reference.py"
+    assert committed == gen.PAGES[page](), (
+        f"docs/reference/{page} differs: run docs/gen_reference.py"
+    )
 
 
 def test_every_option_of_the_code_is_on_the_page() -> None:

@@ -22,8 +22,12 @@ def _port(root: Path, device: str, folder: str, values: dict[str, str]) -> None:
 
 
 def test_rxe_counts_packets_in_hw_counters(tmp_path: Path) -> None:
-    _port(tmp_path, "rxe0", "hw_counters", {"sent_pkts": "1024", "rcvd_pkts": "7",
-                                            "lifespan": "not-a-number"})
+    _port(
+        tmp_path,
+        "rxe0",
+        "hw_counters",
+        {"sent_pkts": "1024", "rcvd_pkts": "7", "lifespan": "not-a-number"},
+    )
     got = port_counters("rxe0", 1, tmp_path)
     assert got == {"hw.sent_pkts": 1024, "hw.rcvd_pkts": 7}
     assert sent_and_received(got) == (1024, 7)
@@ -51,12 +55,15 @@ def test_netdev_statistics(tmp_path: Path) -> None:
 
 def test_tcp_out_segments(tmp_path: Path) -> None:
     snmp = tmp_path / "snmp"
-    snmp.write_text("Ip: Forwarding DefaultTTL\nIp: 1 64\n"
-                    "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens "
-                    "AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs\n"
-                    "Tcp: 1 200 120000 -1 5 3 0 0 2 431 433 0\n")
+    snmp.write_text(
+        "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+        "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens "
+        "AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs\n"
+        "Tcp: 1 200 120000 -1 5 3 0 0 2 431 433 0\n"
+    )
     assert tcp_out_segments(snmp) == 433
     assert tcp_out_segments(tmp_path / "missing") is None
+
 
 def test_tcp_out_segments_counts_a_loopback_exchange() -> None:
     """The live counter moves by at least the segments one loopback exchange sends."""

@@ -32,48 +32,111 @@ MLX5_IB_PORT = "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0/p
 # tree -> what --hpc-fabric=auto selects, and every field that matters for it
 AUTO: dict[str, dict[str, Any]] = {
     "ib-edr-mlx5": dict(
-        kind="ib", device="mlx5_0", port=1, gid_index=0,
-        gid="fe80:0000:0000:0000:0c42:a103:0012:3456", netdev="ib0", address="192.0.2.11",
-        rate_gbps=100.0, mtu=4096, firmware="16.35.2000", driver="mlx5_core",
+        kind="ib",
+        device="mlx5_0",
+        port=1,
+        gid_index=0,
+        gid="fe80:0000:0000:0000:0c42:a103:0012:3456",
+        netdev="ib0",
+        address="192.0.2.11",
+        rate_gbps=100.0,
+        mtu=4096,
+        firmware="16.35.2000",
+        driver="mlx5_core",
         link_layer="InfiniBand",
         description="mlx5_0 port 1 (InfiniBand, 100 Gb/sec (4X EDR), LID 0x1a)",
     ),
     "roce-v2-mlx5": dict(
-        kind="roce", device="mlx5_0", port=1, gid_index=3,
-        gid="0000:0000:0000:0000:0000:ffff:c633:640a", netdev="ens1f0",
-        address="198.51.100.10", rate_gbps=25.0, mtu=4096, firmware="14.32.1010",
-        driver="mlx5_core", link_layer="Ethernet",
+        kind="roce",
+        device="mlx5_0",
+        port=1,
+        gid_index=3,
+        gid="0000:0000:0000:0000:0000:ffff:c633:640a",
+        netdev="ens1f0",
+        address="198.51.100.10",
+        rate_gbps=25.0,
+        mtu=4096,
+        firmware="14.32.1010",
+        driver="mlx5_core",
+        link_layer="Ethernet",
         description="mlx5_0 port 1 (RoCE v2, GID 3 = 198.51.100.10 on ens1f0, 25 Gb/sec (1X EDR))",
     ),
     "softroce-rxe": dict(
-        kind="softroce", device="rxe0", port=1, gid_index=3,
-        gid="0000:0000:0000:0000:0000:ffff:c000:020f", netdev="eth0", address="192.0.2.15",
-        rate_gbps=2.5, mtu=1024, firmware=None, driver="rxe", link_layer="Ethernet",
+        kind="softroce",
+        device="rxe0",
+        port=1,
+        gid_index=3,
+        gid="0000:0000:0000:0000:0000:ffff:c000:020f",
+        netdev="eth0",
+        address="192.0.2.15",
+        rate_gbps=2.5,
+        mtu=1024,
+        firmware=None,
+        driver="rxe",
+        link_layer="Ethernet",
         description=(
             "rxe0 port 1 (SoftRoCE, RoCE v2, GID 3 = 192.0.2.15 on eth0, 2.5 Gb/sec (1X SDR))"
         ),
     ),
     "iwarp-siw": dict(
-        kind="iwarp", device="siw0", port=1, gid_index=0,
-        gid="5254:0012:3457:0000:0000:0000:0000:0000", netdev="eth0", address="192.0.2.16",
-        rate_gbps=2.5, mtu=1024, firmware=None, driver="siw", link_layer="Ethernet",
+        kind="iwarp",
+        device="siw0",
+        port=1,
+        gid_index=0,
+        gid="5254:0012:3457:0000:0000:0000:0000:0000",
+        netdev="eth0",
+        address="192.0.2.16",
+        rate_gbps=2.5,
+        mtu=1024,
+        firmware=None,
+        driver="siw",
+        link_layer="Ethernet",
         description="siw0 port 1 (iWARP via siw over eth0, 192.0.2.16, 2.5 Gb/sec (1X SDR))",
     ),
     "ib-port-down": dict(
-        kind="ethernet", device=None, port=None, gid_index=None, gid=None, netdev="eth0",
-        address="198.51.100.12", rate_gbps=1.0, mtu=1500, firmware=None, driver="e1000e",
-        link_layer="Ethernet", description="eth0 (Ethernet, 198.51.100.12, MTU 1500, 1 Gb/s)",
+        kind="ethernet",
+        device=None,
+        port=None,
+        gid_index=None,
+        gid=None,
+        netdev="eth0",
+        address="198.51.100.12",
+        rate_gbps=1.0,
+        mtu=1500,
+        firmware=None,
+        driver="e1000e",
+        link_layer="Ethernet",
+        description="eth0 (Ethernet, 198.51.100.12, MTU 1500, 1 Gb/s)",
     ),
     "ethernet-plain": dict(
-        kind="ethernet", device=None, port=None, gid_index=None, gid=None, netdev="eth0",
-        address="192.0.2.20", rate_gbps=1.0, mtu=1500, firmware=None, driver="e1000e",
-        link_layer="Ethernet", description="eth0 (Ethernet, 192.0.2.20, MTU 1500, 1 Gb/s)",
+        kind="ethernet",
+        device=None,
+        port=None,
+        gid_index=None,
+        gid=None,
+        netdev="eth0",
+        address="192.0.2.20",
+        rate_gbps=1.0,
+        mtu=1500,
+        firmware=None,
+        driver="e1000e",
+        link_layer="Ethernet",
+        description="eth0 (Ethernet, 192.0.2.20, MTU 1500, 1 Gb/s)",
     ),
     # a public recording (fixtures/sysfs/procfs-opa-mlx4-mlx5/SOURCE.md): Omni-Path sorts
     # first and is fastest, but it is not InfiniBand; of the IB ports the fastest is taken
     "procfs-opa-mlx4-mlx5": dict(
-        kind="ib", device="mlx4_0", port=1, gid_index=0, gid=None, netdev=None, address=None,
-        rate_gbps=40.0, mtu=None, firmware="2.31.5050", driver="unknown",
+        kind="ib",
+        device="mlx4_0",
+        port=1,
+        gid_index=0,
+        gid=None,
+        netdev=None,
+        address=None,
+        rate_gbps=40.0,
+        mtu=None,
+        firmware="2.31.5050",
+        driver="unknown",
         link_layer="InfiniBand",
         description="mlx4_0 port 1 (InfiniBand, 40 Gb/sec (4X QDR), LID unknown)",
     ),
@@ -98,7 +161,7 @@ DESCRIBED = {
     "iwarp-siw": "siw0 (iWARP), eth0 (Ethernet)",
     "ethernet-plain": "eth0 (Ethernet)",
     "procfs-opa-mlx4-mlx5": "hfi1_0 (Omni-Path (PSM2/OPA)), mlx4_0 (InfiniBand), "
-                            "mlx5_0 (InfiniBand), eth0 (Ethernet)",
+    "mlx5_0 (InfiniBand), eth0 (Ethernet)",
 }
 
 
@@ -140,16 +203,27 @@ def test_describe_inventory(tree: str) -> None:
 def test_ipoib_on_ib_tree() -> None:
     sel = selected(select_fabric(inventory("ib-edr-mlx5"), "ipoib"))
     assert (sel.device, sel.port, sel.netdev, sel.address, sel.mtu, sel.rate_gbps) == (
-        "mlx5_0", 1, "ib0", "192.0.2.11", 2044, 100.0)
+        "mlx5_0",
+        1,
+        "ib0",
+        "192.0.2.11",
+        2044,
+        100.0,
+    )
     assert (sel.link_layer, sel.driver, sel.firmware) == ("InfiniBand", "mlx5_core", "16.35.2000")
     assert sel.description == (
-        "ib0 (IPoIB datagram on mlx5_0 port 1, 192.0.2.11, MTU 2044, 100 Gb/s)")
+        "ib0 (IPoIB datagram on mlx5_0 port 1, 192.0.2.11, MTU 2044, 100 Gb/s)"
+    )
 
 
 def test_ethernet_prefers_the_fast_ipv4_interface() -> None:
     sel = selected(select_fabric(inventory("roce-v2-mlx5"), "ethernet"))
     assert (sel.netdev, sel.address, sel.rate_gbps, sel.mtu) == (
-        "ens1f0", "198.51.100.10", 25.0, 9000)
+        "ens1f0",
+        "198.51.100.10",
+        25.0,
+        9000,
+    )
 
 
 # ------------------------------------------------------------------------------- reasons
@@ -164,7 +238,8 @@ def test_ib_on_softroce_names_what_was_found() -> None:
 def test_ib_port_down_gives_state() -> None:
     reason = unavailable(select_fabric(inventory("ib-port-down"), "ib"))
     assert reason == (
-        "no InfiniBand port in state ACTIVE: mlx5_0 port 1 is DOWN (phys_state Polling)")
+        "no InfiniBand port in state ACTIVE: mlx5_0 port 1 is DOWN (phys_state Polling)"
+    )
 
 
 def test_ib_port_init_hints_at_subnet_manager(tree_copy: Callable[[str], Path]) -> None:
@@ -187,11 +262,14 @@ def test_roce_on_softroce_points_to_softroce() -> None:
 
 def test_softroce_and_iwarp_reasons() -> None:
     assert unavailable(select_fabric(inventory("iwarp-siw"), "softroce")) == (
-        "no SoftRoCE (rxe) device: found siw0 (iWARP), eth0 (Ethernet)")
+        "no SoftRoCE (rxe) device: found siw0 (iWARP), eth0 (Ethernet)"
+    )
     assert unavailable(select_fabric(inventory("roce-v2-mlx5"), "iwarp")) == (
-        "no iWARP (RNIC) device: found mlx5_0 (RoCE), ens1f0 (Ethernet), eth0 (Ethernet)")
+        "no iWARP (RNIC) device: found mlx5_0 (RoCE), ens1f0 (Ethernet), eth0 (Ethernet)"
+    )
     assert unavailable(select_fabric(inventory("ib-edr-mlx5"), "roce")) == (
-        "no RoCE device: found mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB datagram)")
+        "no RoCE device: found mlx5_0 (InfiniBand), eth0 (Ethernet), ib0 (IPoIB datagram)"
+    )
 
 
 # ------------------------------------------------------------------------ RoCE GID choice
@@ -243,15 +321,18 @@ def test_device_override_unknown_names_what_exists() -> None:
     reason = unavailable(select_fabric(inventory("ib-edr-mlx5"), "ib", device="mlx5_1"))
     assert reason == (
         "no RDMA device named mlx5_1: found mlx5_0 (InfiniBand), eth0 (Ethernet), "
-        "ib0 (IPoIB datagram)")
+        "ib0 (IPoIB datagram)"
+    )
 
 
 def test_device_override_of_the_wrong_kind() -> None:
     inv = inventory("softroce-rxe")
     assert unavailable(select_fabric(inv, "roce", device="rxe0")) == (
-        "rxe0 is SoftRoCE (rxe), not hardware RoCE")
+        "rxe0 is SoftRoCE (rxe), not hardware RoCE"
+    )
     assert unavailable(select_fabric(inv, "ib", device="rxe0")) == (
-        "rxe0 is SoftRoCE (rxe), not InfiniBand")
+        "rxe0 is SoftRoCE (rxe), not InfiniBand"
+    )
     assert selected(select_fabric(inv, "softroce", device="rxe0")).device == "rxe0"
 
 
@@ -259,11 +340,14 @@ def test_netdev_overrides() -> None:
     ib = inventory("ib-edr-mlx5")
     assert selected(select_fabric(ib, "ib", netdev="ib0")).port == 1
     assert unavailable(select_fabric(ib, "ib", netdev="ib1")).startswith(
-        "no network interface named ib1: found mlx5_0 (InfiniBand)")
+        "no network interface named ib1: found mlx5_0 (InfiniBand)"
+    )
     assert unavailable(select_fabric(ib, "ib", netdev="eth0")).startswith(
-        "no InfiniBand port uses eth0")
+        "no InfiniBand port uses eth0"
+    )
     assert unavailable(select_fabric(ib, "ethernet", netdev="ib0")) == (
-        "ib0 is IPoIB, not Ethernet")
+        "ib0 is IPoIB, not Ethernet"
+    )
     assert unavailable(select_fabric(ib, "ipoib", netdev="eth0")) == "eth0 is Ethernet, not IPoIB"
     assert selected(select_fabric(ib, "ipoib", netdev="ib0")).netdev == "ib0"
     soft = selected(select_fabric(inventory("softroce-rxe"), "softroce", netdev="eth0"))
@@ -281,7 +365,8 @@ def test_ethernet_overrides() -> None:
     # a device override restricts a netdev fabric to that device's interfaces
     assert selected(select_fabric(inv, "ethernet", device="mlx5_0")).netdev == "ens1f0"
     assert unavailable(select_fabric(inv, "ethernet", device="mlx9")).startswith(
-        "no RDMA device named mlx9")
+        "no RDMA device named mlx9"
+    )
 
 
 def test_auto_honours_overrides() -> None:
@@ -306,7 +391,8 @@ def test_ethernet_unavailable_without_any_interface(tree_copy: Callable[[str], P
     shutil.rmtree(root / "class/net")
     inv = read_inventory(root)
     assert unavailable(select_fabric(inv, "ethernet")) == (
-        "no Ethernet interface is up (nor loopback): found no RDMA device and no network interface")
+        "no Ethernet interface is up (nor loopback): found no RDMA device and no network interface"
+    )
     assert unavailable(select_fabric(inv, "auto")).startswith("no fabric available: found")
 
 

@@ -52,9 +52,18 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "bad"), "--sysfs-root", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_hpccomm.fabrics.snapshot", str(tmp_path / "t"),
-         "--sysfs-root", str(FIXTURES / "softroce-rxe" / "sys")],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest_hpccomm.fabrics.snapshot",
+            str(tmp_path / "t"),
+            "--sysfs-root",
+            str(FIXTURES / "softroce-rxe" / "sys"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert read_inventory(tmp_path / "t" / "sys").rdma[0].driver == "rxe"

@@ -46,7 +46,11 @@ def test_parse_rate(text: str | None, gbps: float | None) -> None:
 
 def test_every_tree_is_read() -> None:
     assert set(TREES) >= {
-        "ib-edr-mlx5", "ib-port-down", "roce-v2-mlx5", "softroce-rxe", "iwarp-siw",
+        "ib-edr-mlx5",
+        "ib-port-down",
+        "roce-v2-mlx5",
+        "softroce-rxe",
+        "iwarp-siw",
         "ethernet-plain",
     }
     for name in TREES:
@@ -64,14 +68,22 @@ def test_ib_edr_mlx5() -> None:
     inv = inventory("ib-edr-mlx5")
     (dev,) = inv.rdma
     assert (dev.name, dev.driver, dev.node_type, dev.node_kind) == (
-        "mlx5_0", "mlx5_core", "1: CA", "CA")
+        "mlx5_0",
+        "mlx5_core",
+        "1: CA",
+        "CA",
+    )
     assert (dev.fw_ver, dev.hca_type, dev.board_id) == ("16.35.2000", "MT4119", "MT_0000000008")
     assert dev.node_guid == "0c42:a103:0012:3456"
     assert not dev.is_software
     assert dev.netdevs == ("ib0",)
     (port,) = dev.ports
     assert (port.num, port.state, port.phys_state, port.link_layer) == (
-        1, "ACTIVE", "LinkUp", "InfiniBand")
+        1,
+        "ACTIVE",
+        "LinkUp",
+        "InfiniBand",
+    )
     assert (port.rate_gbps, port.rate_text) == (100.0, "100 Gb/sec (4X EDR)")
     assert port.active_mtu == 4096  # from the recorded ibv_devinfo, not the IPoIB MTU
     assert (port.lid, port.sm_lid) == (0x1A, 0x1)
@@ -82,13 +94,22 @@ def test_ib_edr_mlx5() -> None:
     ib0 = inv.netdev("ib0")
     assert ib0 is not None
     assert (ib0.type, ib0.operstate, ib0.mtu, ib0.speed_mbps, ib0.driver) == (
-        32, "up", 2044, 100000, "mlx5_core")
+        32,
+        "up",
+        2044,
+        100000,
+        "mlx5_core",
+    )
     assert ib0.addresses == ("192.0.2.11", "fe80::c42:a103:12:3456")
     eth0 = inv.netdev("eth0")
     assert eth0 is not None and (eth0.type, eth0.driver, eth0.speed_mbps) == (1, "e1000e", 1000)
     lo = inv.netdev("lo")
     assert lo is not None and (lo.type, lo.operstate, lo.speed_mbps, lo.driver) == (
-        772, "unknown", None, None)
+        772,
+        "unknown",
+        None,
+        None,
+    )
 
 
 def test_ib_active_mtu_derived_from_ipoib_without_ibv_devinfo(
@@ -115,10 +136,18 @@ def test_roce_v2_mlx5() -> None:
     assert (dev.driver, dev.hca_type, dev.netdevs) == ("mlx5_core", "MT4117", ("ens1f0",))
     (port,) = dev.ports
     assert (port.link_layer, port.rate_gbps, port.lid, port.sm_lid) == (
-        "Ethernet", 25.0, None, None)
+        "Ethernet",
+        25.0,
+        None,
+        None,
+    )
     assert port.active_mtu == 4096  # netdev MTU 9000 minus RoCE headers (iboe_get_mtu)
     assert [(g.index, g.type) for g in port.gids] == [
-        (0, "RoCE v1"), (1, "RoCE v2"), (2, "RoCE v1"), (3, "RoCE v2"), (4, "RoCE v1"),
+        (0, "RoCE v1"),
+        (1, "RoCE v2"),
+        (2, "RoCE v1"),
+        (3, "RoCE v2"),
+        (4, "RoCE v1"),
         (5, "RoCE v2"),
     ]
     assert {g.netdev for g in port.gids} == {"ens1f0"}
@@ -157,7 +186,11 @@ def test_iwarp_siw() -> None:
     inv = inventory("iwarp-siw")
     (dev,) = inv.rdma
     assert (dev.name, dev.driver, dev.node_type, dev.node_kind) == (
-        "siw0", "siw", "4: RNIC", "RNIC")
+        "siw0",
+        "siw",
+        "4: RNIC",
+        "RNIC",
+    )
     (port,) = dev.ports
     # rdma-core reads "IB/RoCE v1" on an Ethernet link layer as RoCE v1, even for iWARP.
     assert port.gids == (Gid(0, "5254:0012:3457:0000:0000:0000:0000:0000", "RoCE v1", "eth0"),)
@@ -221,7 +254,11 @@ def test_garbled_files_are_unknown(tree_copy: Callable[[str], Path]) -> None:
     dev = inv.rdma[0]
     p = dev.ports[0]
     assert (p.rate_gbps, p.rate_text, p.state, p.phys_state) == (
-        None, "fast", "garbage", "<unknown>")
+        None,
+        "fast",
+        "garbage",
+        "<unknown>",
+    )
     assert (p.lid, p.link_layer, dev.fw_ver, dev.node_type) == (None, "Unknown", None, "<unknown>")
     assert [g.index for g in p.gids] == [0, 1, 2, 4]  # 3 unparsable, 5 of unknown type
     assert p.gid(1) is not None and p.gid(1).netdev is None  # type: ignore[union-attr]
@@ -246,8 +283,10 @@ def test_links_leaving_the_tree_are_ignored(tree_copy: Callable[[str], Path]) ->
     assert [n.name for n in inv.netdevs] == ["eth0", "lo"]
     # the dangling one is said, not dropped silently; the escaping one is never followed
     assert inv.unreadable == ("dangling (class/net/dangling leads to a missing directory)",)
-    assert "unreadable: dangling (class/net/dangling leads to a missing directory)" in \
-        describe_inventory(inv)
+    assert (
+        "unreadable: dangling (class/net/dangling leads to a missing directory)"
+        in describe_inventory(inv)
+    )
 
 
 def test_missing_ip_addr_json_means_addresses_unknown(tree_copy: Callable[[str], Path]) -> None:

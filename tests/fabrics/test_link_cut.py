@@ -57,8 +57,7 @@ def test_roce_is_dropped_and_the_rest_passes() -> None:
     env = peer_env(inherit=True)
     with VirtualCluster(2) as vc:
         rx = vc.start_job(1, [sys.executable, "-c", RECEIVER, IFACE], env, timeout=60)
-        tx = vc.start_job(0, [sys.executable, "-c", SENDER, vc.host(1).address], env,
-                          timeout=60)
+        tx = vc.start_job(0, [sys.executable, "-c", SENDER, vc.host(1).address], env, timeout=60)
         got, _ = rx.wait(60), tx.wait(60)
         assert got.ok, got.describe() + got.stderr[-2000:]
         assert "CUT cut the RDMA path" in got.stdout and "UDP 4791" in got.stdout

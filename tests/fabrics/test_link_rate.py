@@ -63,8 +63,13 @@ def test_a_veth_speed_is_fiction(tree_copy: Callable[[str], Path]) -> None:
     root = tree_copy("ethernet-plain")
     veth = root / "devices" / "virtual" / "net" / "veth0"
     veth.mkdir(parents=True)
-    for name, text in (("type", "1"), ("operstate", "up"), ("mtu", "1500"),
-                       ("speed", "10000"), ("flags", "0x1003")):
+    for name, text in (
+        ("type", "1"),
+        ("operstate", "up"),
+        ("mtu", "1500"),
+        ("speed", "10000"),
+        ("flags", "0x1003"),
+    ):
         (veth / name).write_text(text + "\n")
     os.symlink("../../devices/virtual/net/veth0", root / "class" / "net" / "veth0")
     inv = read_inventory(root)
@@ -84,9 +89,13 @@ def test_softroce_on_a_real_nic_takes_the_nic_speed() -> None:
     inv = inventory("softroce-rxe")
     sel = selection("softroce-rxe", "softroce")
     [eth0] = [n for n in inv.netdevs if n.name == "eth0"]
-    real = dataclasses.replace(inv, netdevs=tuple(
-        dataclasses.replace(n, driver="ice", speed_mbps=25000) if n.name == "eth0" else n
-        for n in inv.netdevs))
+    real = dataclasses.replace(
+        inv,
+        netdevs=tuple(
+            dataclasses.replace(n, driver="ice", speed_mbps=25000) if n.name == "eth0" else n
+            for n in inv.netdevs
+        ),
+    )
     assert eth0.driver == "virtio_net"
     got = discovered_link_rate(sel, real)
     assert got == LinkRate(25.0, "netdev eth0 speed")

@@ -17,10 +17,16 @@ from tests.fabrics._fabric_trees import write
 KiB, MiB = 1 << 10, 1 << 20
 
 
-def crossing(port_before: tuple[int, int] | None, port_after: tuple[int, int] | None,
-             tcp: tuple[int, int], payload: int, packets: bool = True) -> Crossing:
-    return Crossing.between("rxe0", Reading(port_before, packets, tcp[0]),
-                            Reading(port_after, packets, tcp[1]), payload)
+def crossing(
+    port_before: tuple[int, int] | None,
+    port_after: tuple[int, int] | None,
+    tcp: tuple[int, int],
+    payload: int,
+    packets: bool = True,
+) -> Crossing:
+    return Crossing.between(
+        "rxe0", Reading(port_before, packets, tcp[0]), Reading(port_after, packets, tcp[1]), payload
+    )
 
 
 def test_payload_in_rxe_packets_and_little_tcp_is_proven() -> None:
@@ -41,8 +47,7 @@ def test_tcp_carrying_the_payload_beside_rdma_traffic_is_caught() -> None:
     assert "unprovable" in str(c.problem())
 
 
-def test_rxe_packets_are_expected_at_the_ports_active_mtu(
-        tree_copy: Callable[[str], Path]) -> None:
+def test_rxe_packets_are_expected_at_the_ports_active_mtu(tree_copy: Callable[[str], Path]) -> None:
     """A recorded rxe port whose active MTU is 1024 (1500-byte eth0), its probe built as the
     gRPC plugin builds it: 8 MiB takes at least 8192 packets of 1024 B, so 4000 (enough at
     4096 B a packet) is under half of the payload, not proof of it."""
@@ -65,8 +70,10 @@ def test_rxe_packets_are_expected_at_the_ports_active_mtu(
     short = probe.crossing(before, 8 * MiB)
     assert (short.rdma_sent, short.mtu, short.least) == (4000, 1024, 8192)
     problem = str(short.problem())
-    assert "did not cross" in problem and "at least 8192 expected one way at the port's active " \
-        "MTU 1024" in problem
+    assert (
+        "did not cross" in problem
+        and "at least 8192 expected one way at the port's active MTU 1024" in problem
+    )
     count(8192)
     ok = probe.crossing(before, 8 * MiB)
     assert ok.problem() is None and Crossing(**ok.as_dict()) == ok  # as the plugin records it
@@ -114,9 +121,12 @@ def test_siw_cannot_be_proven_by_counters() -> None:
 def siw(total: int, owned: int, payload: int = 8 * MiB) -> Crossing:
     """siw0 moved `payload`; TCP sent `total` bytes, `owned` of them through processes'
     sockets (tcp_owners.py)."""
-    return Crossing.between("siw0", Reading(None, False, 0, TcpBytes(1000, 400)),
-                            Reading(None, False, 900, TcpBytes(1000 + total, 400 + owned)),
-                            payload)
+    return Crossing.between(
+        "siw0",
+        Reading(None, False, 0, TcpBytes(1000, 400)),
+        Reading(None, False, 900, TcpBytes(1000 + total, 400 + owned)),
+        payload,
+    )
 
 
 def test_siw_is_proven_by_whose_tcp_it_was() -> None:
@@ -154,8 +164,12 @@ def test_readings_of_several_server_hosts_add_up() -> None:
     assert after == Reading((2600, 2600), True, 37)
     c = Crossing.between("rxe0 on h0, rxe0 on h1", before, after, 8 * MiB)
     assert c.problem() is None and c.tcp_segments == 7
-    assert Crossing.between("rxe0 on h0", Reading.of(zero, 10), Reading.of(half, 12),
-                            8 * MiB).problem() is not None  # one host's half is not enough
+    assert (
+        Crossing.between(
+            "rxe0 on h0", Reading.of(zero, 10), Reading.of(half, 12), 8 * MiB
+        ).problem()
+        is not None
+    )  # one host's half is not enough
     # a host that counts nothing (siw) leaves the sum uncounted, never half-counted
     assert (Reading.of(half, 1) + Reading.of({}, 1)).port is None
 
@@ -171,9 +185,11 @@ def test_a_servers_port_across_hosts_proves_by_what_it_received() -> None:
     """Across hosts the probed port is the server's: the payload arrives there in full, and
     what the server sends back (acknowledgements, a response) can be far less. One direction
     carrying the payload proves the crossing; neither fails."""
-    received = Crossing.between("rxe0", Reading((0, 0), True, 0), Reading((3000, 8192), True, 0),
-                                8 * MiB, 1024)
+    received = Crossing.between(
+        "rxe0", Reading((0, 0), True, 0), Reading((3000, 8192), True, 0), 8 * MiB, 1024
+    )
     assert received.problem() is None
-    neither = Crossing.between("rxe0", Reading((0, 0), True, 0), Reading((3000, 3000), True, 0),
-                               8 * MiB, 1024)
+    neither = Crossing.between(
+        "rxe0", Reading((0, 0), True, 0), Reading((3000, 3000), True, 0), 8 * MiB, 1024
+    )
     assert "did not cross" in str(neither.problem())

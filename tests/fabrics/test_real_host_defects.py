@@ -12,7 +12,12 @@ import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.baselines.store import fingerprint_diff
-from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory, select_fabric
+from pytest_hpccomm.fabrics import (
+    FabricSelection,
+    FabricUnavailable,
+    describe_inventory,
+    select_fabric,
+)
 from pytest_hpccomm.fabrics.ipoib import IPOIB_CM_MTU, mtu_problem
 from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, read_inventory
 from pytest_hpccomm.fingerprint import fabric_fingerprint
@@ -54,15 +59,17 @@ def add_x722(root: Path, gid_netdev: str | None = None) -> None:
 
 def run_suite(pytester: pytest.Pytester, root: Path, *args: str) -> pytest.RunResult:
     pytester.copy_example(str(SUITE))
-    return pytester.runpytest(f"--hpc-sysfs-root={root}", "--hpc-history=none", "-rs",
-                              "--import-mode=importlib", *args)
+    return pytester.runpytest(
+        f"--hpc-sysfs-root={root}", "--hpc-history=none", "-rs", "--import-mode=importlib", *args
+    )
 
 
 # ------------------------------------------------------ 1. iWARP, netdev/addresses unknown
 
 
 def test_x722_iwarp_is_named_by_its_driver_and_says_what_is_unknown(
-        tree_copy: Callable[[str], Path]) -> None:
+    tree_copy: Callable[[str], Path],
+) -> None:
     root = tree_copy("ethernet-plain")
     (root.parent / "ip-addr.json").unlink()
     add_x722(root)
@@ -75,32 +82,44 @@ def test_x722_iwarp_is_named_by_its_driver_and_says_what_is_unknown(
 
 
 def test_iwarp_on_a_netdev_whose_addresses_are_unknown_does_not_claim_none(
-        tree_copy: Callable[[str], Path]) -> None:
+    tree_copy: Callable[[str], Path],
+) -> None:
     root = tree_copy("ethernet-plain")
     (root.parent / "ip-addr.json").unlink()
     add_x722(root, gid_netdev="eth0")
     sel = selected(select_fabric(read_inventory(root), "iwarp"))
     assert sel.netdev == "eth0"
     assert sel.description == (
-        f"i40iw0 port 1 (iWARP via i40iw over eth0, {ADDRESS_UNKNOWN}, 10 Gb/sec (4X SDR))")
+        f"i40iw0 port 1 (iWARP via i40iw over eth0, {ADDRESS_UNKNOWN}, 10 Gb/sec (4X SDR))"
+    )
 
 
-@pytest.mark.parametrize(("gid_netdev", "reason"), [
-    (None, "i40iw0 port 1: sysfs does not say which netdev it uses"),
-    ("eth0", ADDRESS_UNKNOWN),
-])
+@pytest.mark.parametrize(
+    ("gid_netdev", "reason"),
+    [
+        (None, "i40iw0 port 1: sysfs does not say which netdev it uses"),
+        ("eth0", ADDRESS_UNKNOWN),
+    ],
+)
 def test_fabric_suite_skips_the_iwarp_address_check_when_it_cannot_be_known(
-        pytester: pytest.Pytester, tree_copy: Callable[[str], Path], gid_netdev: str | None,
-        reason: str) -> None:
+    pytester: pytest.Pytester, tree_copy: Callable[[str], Path], gid_netdev: str | None, reason: str
+) -> None:
     root = tree_copy("ethernet-plain")
     (root.parent / "ip-addr.json").unlink()
     add_x722(root, gid_netdev)
     pytester.copy_example(str(SUITE))
-    rec = pytester.inline_run(f"--hpc-sysfs-root={root}", "--hpc-history=none",
-                              "--import-mode=importlib", "--hpc-fabric=iwarp")
+    rec = pytester.inline_run(
+        f"--hpc-sysfs-root={root}",
+        "--hpc-history=none",
+        "--import-mode=importlib",
+        "--hpc-fabric=iwarp",
+    )
     rec.assertoutcome(passed=1, skipped=5)
-    (report,) = [r for r in rec.getreports("pytest_runtest_logreport")
-                 if "test_iwarp_device_is_an_rnic" in r.nodeid and r.skipped]
+    (report,) = [
+        r
+        for r in rec.getreports("pytest_runtest_logreport")
+        if "test_iwarp_device_is_an_rnic" in r.nodeid and r.skipped
+    ]
     assert isinstance(report.longrepr, tuple), report
     assert report.longrepr[2].startswith(f"Skipped: {reason}"), report.longrepr
 
@@ -108,36 +127,49 @@ def test_fabric_suite_skips_the_iwarp_address_check_when_it_cannot_be_known(
 # ---------------------------------------------------------- 2. state codes, not their text
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("4: ACTIVE", "PortConfigurationTraining"),  # the code decides, not the text beside it
-    ("4: PortConfigurationTraining", "PortConfigurationTraining"),
-    ("5: LinkUp", "LinkUp"),
-    ("2: Polling", "Polling"),
-    ("7: Phy Test", "Phy Test"),
-    ("LinkUp", "LinkUp"),  # no code: the name
-    ("9: Vendor", "Vendor"),  # a code IBTA does not define: the name
-])
-def test_phys_state_is_read_by_its_code(tree_copy: Callable[[str], Path], text: str,
-                                        expected: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("4: ACTIVE", "PortConfigurationTraining"),  # the code decides, not the text beside it
+        ("4: PortConfigurationTraining", "PortConfigurationTraining"),
+        ("5: LinkUp", "LinkUp"),
+        ("2: Polling", "Polling"),
+        ("7: Phy Test", "Phy Test"),
+        ("LinkUp", "LinkUp"),  # no code: the name
+        ("9: Vendor", "Vendor"),  # a code IBTA does not define: the name
+    ],
+)
+def test_phys_state_is_read_by_its_code(
+    tree_copy: Callable[[str], Path], text: str, expected: str
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     write(root / MLX5_IB_PORT / "phys_state", text + "\n")
     port = read_inventory(root).rdma[0].ports[0]
     assert port.phys_state == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("4: PortConfigurationTraining", "ACTIVE"), ("1: LinkUp", "DOWN"), ("2: INIT", "INIT"),
-    ("3: ARMED", "ARMED"), ("5: ACTIVE_DEFER", "ACTIVE_DEFER"), ("ACTIVE", "ACTIVE"),
-])
-def test_port_state_is_read_by_its_code(tree_copy: Callable[[str], Path], text: str,
-                                        expected: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("4: PortConfigurationTraining", "ACTIVE"),
+        ("1: LinkUp", "DOWN"),
+        ("2: INIT", "INIT"),
+        ("3: ARMED", "ARMED"),
+        ("5: ACTIVE_DEFER", "ACTIVE_DEFER"),
+        ("ACTIVE", "ACTIVE"),
+    ],
+)
+def test_port_state_is_read_by_its_code(
+    tree_copy: Callable[[str], Path], text: str, expected: str
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     write(root / MLX5_IB_PORT / "state", text + "\n")
     assert read_inventory(root).rdma[0].ports[0].state == expected
 
 
-def test_fabric_suite_names_the_training_port(pytester: pytest.Pytester,
-                                              tree_copy: Callable[[str], Path]) -> None:
+def test_fabric_suite_names_the_training_port(
+    pytester: pytest.Pytester, tree_copy: Callable[[str], Path]
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     write(root / MLX5_IB_PORT / "phys_state", "4: ACTIVE\n")
     result = run_suite(pytester, root, "--hpc-fabric=ib", "--hpc-device=mlx5_0")
@@ -166,26 +198,34 @@ def test_ipoib_mode_is_reported(tree_copy: Callable[[str], Path]) -> None:
     other = selected(select_fabric(read_inventory(root), "ipoib"))
     assert fabric_fingerprint(other)["ipoib_mode"] == "datagram"
     assert ("ipoib_mode", "connected", "datagram") in fingerprint_diff(
-        fabric_fingerprint(sel), fabric_fingerprint(other))
+        fabric_fingerprint(sel), fabric_fingerprint(other)
+    )
 
 
-@pytest.mark.parametrize(("mode", "mtu", "active_mtu", "ok"), [
-    ("datagram", 1020, 1024, True),  # a 1K partition: IB MTU 1024 - 4
-    ("datagram", 2044, 1024, False),  # more than one 1K IB packet carries
-    ("datagram", 4092, 4096, True),
-    ("datagram", 4096, 4096, False),  # the 4-byte IPoIB header does not fit
-    ("connected", IPOIB_CM_MTU, 4096, True),
-    ("connected", IPOIB_CM_MTU + 1, 4096, False),
-])
-def test_ipoib_mtu_is_checked_against_its_mode(tree_copy: Callable[[str], Path], mode: str,
-                                               mtu: int, active_mtu: int, ok: bool) -> None:
+@pytest.mark.parametrize(
+    ("mode", "mtu", "active_mtu", "ok"),
+    [
+        ("datagram", 1020, 1024, True),  # a 1K partition: IB MTU 1024 - 4
+        ("datagram", 2044, 1024, False),  # more than one 1K IB packet carries
+        ("datagram", 4092, 4096, True),
+        ("datagram", 4096, 4096, False),  # the 4-byte IPoIB header does not fit
+        ("connected", IPOIB_CM_MTU, 4096, True),
+        ("connected", IPOIB_CM_MTU + 1, 4096, False),
+    ],
+)
+def test_ipoib_mtu_is_checked_against_its_mode(
+    tree_copy: Callable[[str], Path], mode: str, mtu: int, active_mtu: int, ok: bool
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     write(root / IB0 / "mode", mode + "\n")
     write(root / IB0 / "mtu", f"{mtu}\n")
     enum = {1024: 3, 4096: 5}[active_mtu]
     devinfo = root.parent / "ibv_devinfo.txt"
-    devinfo.write_text(devinfo.read_text().replace("active_mtu:\t\t4096 (5)",
-                                                   f"active_mtu:\t\t{active_mtu} ({enum})"))
+    devinfo.write_text(
+        devinfo.read_text().replace(
+            "active_mtu:\t\t4096 (5)", f"active_mtu:\t\t{active_mtu} ({enum})"
+        )
+    )
     inv = read_inventory(root)
     port = inv.rdma[0].ports[0]
     assert port.active_mtu == active_mtu
@@ -194,7 +234,8 @@ def test_ipoib_mtu_is_checked_against_its_mode(tree_copy: Callable[[str], Path],
 
 
 def test_fabric_suite_passes_ipoib_on_a_1k_datagram_partition(
-        pytester: pytest.Pytester, tree_copy: Callable[[str], Path]) -> None:
+    pytester: pytest.Pytester, tree_copy: Callable[[str], Path]
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     write(root / IB0 / "mtu", "1020\n")  # datagram, IB MTU 1024
     result = run_suite(pytester, root, "--hpc-fabric=ipoib")

@@ -50,7 +50,8 @@ def test_omni_path_is_not_picked_as_infiniband(tree_copy: Callable[[str], Path])
 
 
 def test_an_rnic_without_node_type_is_iwarp_not_infiniband(
-        tree_copy: Callable[[str], Path]) -> None:
+    tree_copy: Callable[[str], Path],
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     clone_hca(root, "i40iw0", "40 Gb/sec (4X QDR)", node_type=None)
     inv = read_inventory(root)
@@ -68,7 +69,8 @@ def test_infiniband_takes_the_fastest_active_port(tree_copy: Callable[[str], Pat
 
 
 def test_ipoib_takes_the_ports_rate_when_the_netdev_has_no_speed(
-        tree_copy: Callable[[str], Path]) -> None:
+    tree_copy: Callable[[str], Path],
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     speed = (root / "class" / "net" / "ib0").resolve() / "speed"
     speed.unlink()
@@ -77,8 +79,7 @@ def test_ipoib_takes_the_ports_rate_when_the_netdev_has_no_speed(
     assert sel.rate_gbps == 100.0 and "100 Gb/sec (4X EDR)" in sel.description
 
 
-def test_a_tree_without_addresses_says_they_are_unknown(
-        tree_copy: Callable[[str], Path]) -> None:
+def test_a_tree_without_addresses_says_they_are_unknown(tree_copy: Callable[[str], Path]) -> None:
     root = tree_copy("ib-edr-mlx5")
     (root.parent / "ip-addr.json").unlink()
     ipoib = selected(root, "ipoib")
@@ -87,22 +88,28 @@ def test_a_tree_without_addresses_says_they_are_unknown(
     assert ADDRESS_UNKNOWN in selected(root, "ethernet").description
 
 
-def test_ethernet_on_an_ib_only_device_names_its_netdevs(
-        tree_copy: Callable[[str], Path]) -> None:
+def test_ethernet_on_an_ib_only_device_names_its_netdevs(tree_copy: Callable[[str], Path]) -> None:
     root = tree_copy("ib-edr-mlx5")
-    assert unavailable(root, "ethernet", "mlx5_0") == \
-        "mlx5_0 has no Ethernet interface that is up: its netdevs are ib0 (IPoIB)"
+    assert (
+        unavailable(root, "ethernet", "mlx5_0")
+        == "mlx5_0 has no Ethernet interface that is up: its netdevs are ib0 (IPoIB)"
+    )
 
 
 def test_fabric_suite_skips_address_checks_on_a_tree_without_addresses(
-        pytester: pytest.Pytester, tree_copy: Callable[[str], Path]) -> None:
+    pytester: pytest.Pytester, tree_copy: Callable[[str], Path]
+) -> None:
     root = tree_copy("ib-edr-mlx5")
     (root.parent / "ip-addr.json").unlink()
-    suite = SUITES_DIR / "fabric" / \
-        "test_conformance_fabric.py"
+    suite = SUITES_DIR / "fabric" / "test_conformance_fabric.py"
     pytester.copy_example(str(suite))
     for fabric in ("ethernet", "ipoib"):
-        result = pytester.runpytest(f"--hpc-sysfs-root={root}", f"--hpc-fabric={fabric}",
-                                    "--hpc-history=none", "-rs", "--import-mode=importlib")
+        result = pytester.runpytest(
+            f"--hpc-sysfs-root={root}",
+            f"--hpc-fabric={fabric}",
+            "--hpc-history=none",
+            "-rs",
+            "--import-mode=importlib",
+        )
         result.assert_outcomes(passed=1, skipped=5)
         result.stdout.fnmatch_lines([f"*{ADDRESS_UNKNOWN}*"])

@@ -11,18 +11,40 @@ import threading
 import pytest
 
 from pytest_hpccomm.cluster.jobs import run_job
-from pytest_hpccomm.fabrics.tcp_owners import ALL, OWNED, OwnersUnavailable, TcpOwnersMeter, parse_counters
+from pytest_hpccomm.fabrics.tcp_owners import (
+    ALL,
+    OWNED,
+    OwnersUnavailable,
+    TcpOwnersMeter,
+    parse_counters,
+)
 
 MiB = 1 << 20
 
 
 def listing(all_bytes: int | None, owned_bytes: int | None) -> str:
-    rules = [{"rule": {"comment": name, "expr": [
-        {"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": 6}},
-        {"counter": {"packets": 3, "bytes": value}}]}}
-        for name, value in ((ALL, all_bytes), (OWNED, owned_bytes)) if value is not None]
-    return json.dumps({"nftables": [{"metainfo": {"version": "1.0.6"}},
-                                    {"table": {"family": "inet", "name": "t"}}, *rules]})
+    rules = [
+        {
+            "rule": {
+                "comment": name,
+                "expr": [
+                    {"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": 6}},
+                    {"counter": {"packets": 3, "bytes": value}},
+                ],
+            }
+        }
+        for name, value in ((ALL, all_bytes), (OWNED, owned_bytes))
+        if value is not None
+    ]
+    return json.dumps(
+        {
+            "nftables": [
+                {"metainfo": {"version": "1.0.6"}},
+                {"table": {"family": "inet", "name": "t"}},
+                *rules,
+            ]
+        }
+    )
 
 
 def test_counters_parse_from_nft_json() -> None:
@@ -41,11 +63,13 @@ def test_a_process_transfer_is_owned_and_the_table_goes() -> None:
     try:
         before = meter.read()
         with socket.create_server(("127.0.0.1", 0)) as srv:
+
             def drain() -> None:
                 conn, _ = srv.accept()
                 with conn:
                     while conn.recv(1 << 16):
                         pass
+
             t = threading.Thread(target=drain)
             t.start()
             with socket.create_connection(srv.getsockname()) as c:

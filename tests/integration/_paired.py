@@ -23,17 +23,25 @@ def verdicts(path: Path) -> dict[str, dict[str, Any]]:
     """Point (item parameters and key) -> its verdict, with its measurement's direction under
     "direction", from a results JSON."""
     doc = json.loads(path.read_text())
-    return {(r["nodeid"].split("[", 1)[1] if "[" in r["nodeid"] else "") + "|" + r["key"]:
-            dict(r["verdict"], direction=r["measurement"]["direction"]) for r in doc["results"]}
+    return {
+        (r["nodeid"].split("[", 1)[1] if "[" in r["nodeid"] else "") + "|" + r["key"]: dict(
+            r["verdict"], direction=r["measurement"]["direction"]
+        )
+        for r in doc["results"]
+    }
 
 
 def outcomes(path: Path) -> dict[str, str]:
     return {k: v["outcome"] for k, v in verdicts(path).items()}
 
 
-def canary_caught(result: pytest.RunResult, path: Path, items: int | None,
-                  regression_line: str | None = None,
-                  stretched: Callable[[str], bool] | None = None) -> dict[str, dict[str, Any]]:
+def canary_caught(
+    result: pytest.RunResult,
+    path: Path,
+    items: int | None,
+    regression_line: str | None = None,
+    stretched: Callable[[str], bool] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Every point of the canary run a regression, or inconclusive with its reason, its median
     ratio beyond the band on the slower side (above 1 + tolerance for a time, below
     1 - tolerance for a rate); never PASS or an improvement. `items`: how many points the run
@@ -50,17 +58,35 @@ def canary_caught(result: pytest.RunResult, path: Path, items: int | None,
         # the ratio is the canary's known answer only where both runs had the cores: a run
         # that shared them (the contention guard's reason, in the gate line too) cannot test
         # the gate, and says so rather than as a missed canary
-        shared = next((text for text in (v.get("informational") or "", v.get("message") or "")
-                       if "cores shared" in text or "shared cores" in text), "")
-        assert not shared, f"{point}: the gate could not be tested, another process used the " \
-                           f"cores: {shared}\n{result.stdout.str()}"
+        shared = next(
+            (
+                text
+                for text in (v.get("informational") or "", v.get("message") or "")
+                if "cores shared" in text or "shared cores" in text
+            ),
+            "",
+        )
+        assert not shared, (
+            f"{point}: the gate could not be tested, another process used the "
+            f"cores: {shared}\n{result.stdout.str()}"
+        )
         tolerance = float(v["tolerance"])
-        slower = (v["ratio"] > 1.0 + tolerance if v["direction"] == "lower"
-                  else v["ratio"] < 1.0 - tolerance) if v["ratio"] is not None else False
-        assert slower, f"{point}: the canary's median ratio {v['ratio']} is not beyond the " \
-                       f"band on the slower side\n{result.stdout.str()}"
-        assert v["outcome"] in ("regression", "inconclusive"), \
+        slower = (
+            (
+                v["ratio"] > 1.0 + tolerance
+                if v["direction"] == "lower"
+                else v["ratio"] < 1.0 - tolerance
+            )
+            if v["ratio"] is not None
+            else False
+        )
+        assert slower, (
+            f"{point}: the canary's median ratio {v['ratio']} is not beyond the "
+            f"band on the slower side\n{result.stdout.str()}"
+        )
+        assert v["outcome"] in ("regression", "inconclusive"), (
             f"{point}: the canary was not caught: {v['message']}\n{result.stdout.str()}"
+        )
     caught = any(v["outcome"] == "regression" for v in judged.values())
     assert result.ret == (1 if caught else 0), result.stdout.str()
     if caught and regression_line is not None:
@@ -73,7 +99,10 @@ def clean_judged_no_change(result: pytest.RunResult, path: Path, items: int) -> 
     point a regression or an improvement, and exits 0."""
     got = outcomes(path)
     assert len(got) == items, result.stdout.str()
-    changed = {k: verdicts(path)[k]["message"] for k, o in got.items()
-               if o in ("regression", "improvement")}
+    changed = {
+        k: verdicts(path)[k]["message"]
+        for k, o in got.items()
+        if o in ("regression", "improvement")
+    }
     assert not changed, f"a clean run judged a change: {changed}\n{result.stdout.str()}"
     assert result.ret == 0, result.stdout.str()

@@ -27,24 +27,40 @@ from tests.integration._paired import canary_caught, clean_judged_no_change
 from tests.native_grpc import native_peer_or_skip
 
 SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
-ARGS = ["--hpc-base=grpc=system", "--hpc-candidate=grpc=system", "--hpc-ab-rounds=6",
-        "--hpc-launcher=local", "--hpc-grpc-modes=raw", "-k",
-        "tf_grpc_p2p_latency and (uniform-small or uniform-medium)", "--hpc-history=h.sqlite",
-        "--hpc-results=r.json", "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
+ARGS = [
+    "--hpc-base=grpc=system",
+    "--hpc-candidate=grpc=system",
+    "--hpc-ab-rounds=6",
+    "--hpc-launcher=local",
+    "--hpc-grpc-modes=raw",
+    "-k",
+    "tf_grpc_p2p_latency and (uniform-small or uniform-medium)",
+    "--hpc-history=h.sqlite",
+    "--hpc-results=r.json",
+    "-p",
+    "no:cacheprovider",
+    "--import-mode=importlib",
+    "-rs",
+]
 
 pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 
 
-def test_paired_grpc_run_catches_the_candidates_canary(pytester: pytest.Pytester,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_paired_grpc_run_catches_the_candidates_canary(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
 
     canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=2", timeout=600)
-    canary_caught(canary, pytester.path / "r.json", 2,
-                  "*regression: tf_grpc_p2p_latency * system (candidate) median * us vs "
-                  "system (base) * us (6 job pairs, paired ratio *, 98% CI *, p=*, "
-                  "tolerance 5%)*")
+    canary_caught(
+        canary,
+        pytester.path / "r.json",
+        2,
+        "*regression: tf_grpc_p2p_latency * system (candidate) median * us vs "
+        "system (base) * us (6 job pairs, paired ratio *, 98% CI *, p=*, "
+        "tolerance 5%)*",
+    )
 
     clean = pytester.runpytest_subprocess(*ARGS, timeout=600)
     clean_judged_no_change(clean, pytester.path / "r.json", 2)

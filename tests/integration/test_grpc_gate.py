@@ -24,10 +24,20 @@ from tests.integration._paired import canary_caught, clean_judged_no_change
 from tests.native_grpc import native_peer_or_skip
 
 SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
-ARGS = ["--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-launcher=local", "-k",
-        "tf_grpc_p2p_latency and uniform-small", "--hpc-baselines=bl", "--hpc-system=gate",
-        "--hpc-history=h.sqlite", "--hpc-results=r.json", "-p", "no:cacheprovider",
-        "--import-mode=importlib"]
+ARGS = [
+    "--hpc-grpc-peers=native",
+    "--hpc-grpc-modes=raw",
+    "--hpc-launcher=local",
+    "-k",
+    "tf_grpc_p2p_latency and uniform-small",
+    "--hpc-baselines=bl",
+    "--hpc-system=gate",
+    "--hpc-history=h.sqlite",
+    "--hpc-results=r.json",
+    "-p",
+    "no:cacheprovider",
+    "--import-mode=importlib",
+]
 
 pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 
@@ -37,8 +47,9 @@ def history_runs(path: Path) -> int:
         return int(db.execute("select count(*) from runs").fetchone()[0])
 
 
-def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grpc_canary_fails_and_writes_no_history(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
     history = pytester.path / "h.sqlite"
@@ -51,8 +62,11 @@ def test_grpc_canary_fails_and_writes_no_history(pytester: pytest.Pytester,
     assert runs == 2
     canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=300)
     assert history_runs(history) == runs, "a canary run was appended to the history"
-    canary.stdout.fnmatch_lines(["*history: not recorded (canary run with "
-                                 "--hpc-inject-slowdown)*"])
-    canary_caught(canary, pytester.path / "r.json", 1,
-                  "*regression: tf_grpc_p2p_latency * median * us vs baseline * us "
-                  "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*")
+    canary.stdout.fnmatch_lines(["*history: not recorded (canary run with --hpc-inject-slowdown)*"])
+    canary_caught(
+        canary,
+        pytester.path / "r.json",
+        1,
+        "*regression: tf_grpc_p2p_latency * median * us vs baseline * us "
+        "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*",
+    )

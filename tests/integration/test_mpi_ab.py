@@ -20,26 +20,45 @@ from tests.integration._paired import canary_caught, clean_judged_no_change
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
-ARGS = ["--hpc-base=mpi=openmpi", "--hpc-candidate=mpi=openmpi", "--hpc-ab-rounds=4",
-        "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k", "osu_latency", "--hpc-history=none",
-        "--hpc-baselines=bl", "--hpc-results=r.json", "-p", "no:cacheprovider",
-        "--import-mode=importlib", "-rs"]
+ARGS = [
+    "--hpc-base=mpi=openmpi",
+    "--hpc-candidate=mpi=openmpi",
+    "--hpc-ab-rounds=4",
+    "--hpc-launcher=local",
+    "--hpc-sizes=8,1K",
+    "-k",
+    "osu_latency",
+    "--hpc-history=none",
+    "--hpc-baselines=bl",
+    "--hpc-results=r.json",
+    "-p",
+    "no:cacheprovider",
+    "--import-mode=importlib",
+    "-rs",
+]
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
 
 def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
     pytester.copy_example(str(SUITE))
 
     canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=600)
-    canary_caught(canary, pytester.path / "r.json", 2,
-                  "*regression: osu_latency * openmpi (candidate) median * us vs "
-                  "openmpi (base) * us (4 job pairs, paired ratio 1.*, 98% CI *, p=*, "
-                  "tolerance 5%)*")
+    canary_caught(
+        canary,
+        pytester.path / "r.json",
+        2,
+        "*regression: osu_latency * openmpi (candidate) median * us vs "
+        "openmpi (base) * us (4 job pairs, paired ratio 1.*, 98% CI *, p=*, "
+        "tolerance 5%)*",
+    )
     doc = json.loads((pytester.path / "r.json").read_text())
     first = doc["results"][0]
     assert len(first["measurement"]["extra"]["paired_base"]["job_medians"]) == 4

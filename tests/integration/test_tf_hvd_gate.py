@@ -30,28 +30,42 @@ from tests.integration._paired import canary_caught
 
 ROOT = Path(__file__).resolve().parents[2]
 # read before pytester moves HOME: the bootstrap's environments
-CACHES = {MPI_CACHE_VAR: str(mpi_cache()), tf_env.CACHE_VAR: str(tf_env.cache_root()),
-          hvd_build.CACHE_VAR: str(hvd_build.cache_root())}
-COMMON = ["--hpc-launcher=local", "--hpc-baselines=bl",
-          "--hpc-system=gate", "--hpc-history=none", "--hpc-results=r.json",
-          "-p", "no:cacheprovider", "--import-mode=importlib", "-rs"]
+CACHES = {
+    MPI_CACHE_VAR: str(mpi_cache()),
+    tf_env.CACHE_VAR: str(tf_env.cache_root()),
+    hvd_build.CACHE_VAR: str(hvd_build.cache_root()),
+}
+COMMON = [
+    "--hpc-launcher=local",
+    "--hpc-baselines=bl",
+    "--hpc-system=gate",
+    "--hpc-history=none",
+    "--hpc-results=r.json",
+    "-p",
+    "no:cacheprovider",
+    "--import-mode=importlib",
+    "-rs",
+]
 POINTS = {
     "tf": ("hpccomm_suites/tf/test_perf_tf.py", ["-k", "test_tf_recv_tensor", "--hpc-sizes=64K"]),
-    "horovod": ("hpccomm_suites/horovod/test_perf_horovod.py",
-                ["-k", "test_hvd_synthetic_benchmark"]),
+    "horovod": (
+        "hpccomm_suites/horovod/test_perf_horovod.py",
+        ["-k", "test_hvd_synthetic_benchmark"],
+    ),
 }
 # the points whose canary is a known answer (None: every point the run judged)
 STRETCHED: dict[str, Callable[[str], bool] | None] = {
-    "tf": None, "horovod": lambda point: "|hvd_synthetic" in point,
+    "tf": None,
+    "horovod": lambda point: "|hvd_synthetic" in point,
 }
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("stack", sorted(POINTS))
-def test_a_canary_is_caught_against_a_fresh_baseline(pytester: pytest.Pytester,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     stack: str) -> None:
+def test_a_canary_is_caught_against_a_fresh_baseline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stack: str
+) -> None:
     for var, path in CACHES.items():
         monkeypatch.setenv(var, path)
     suite, select = POINTS[stack]
@@ -60,8 +74,10 @@ def test_a_canary_is_caught_against_a_fresh_baseline(pytester: pytest.Pytester,
     first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=900)
     out = first.stdout.str()
     if first.parseoutcomes().get("skipped") and not first.parseoutcomes().get("passed"):
-        pytest.skip(f"stack {stack!r} is not set up here: "
-                    f"{[ln for ln in first.stdout.lines if 'SKIPPED' in ln][:1]}")
+        pytest.skip(
+            f"stack {stack!r} is not set up here: "
+            f"{[ln for ln in first.stdout.lines if 'SKIPPED' in ln][:1]}"
+        )
     passed = first.parseoutcomes().get("passed")
     assert passed == {"tf": 1, "horovod": 2}[stack], out
     assert (pytester.path / "bl" / "gate" / "ethernet" / f"{stack}.json").is_file(), out

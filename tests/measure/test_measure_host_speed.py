@@ -25,9 +25,13 @@ def test_the_probe_measures_every_component_on_this_host_and_reaps_its_child() -
     assert set(got.rates) == set(COMPONENTS)
     assert all(math.isfinite(v) and v > 0 for v in got.rates.values()), got
     # the echo child is gone (reaped, not a zombie): no new process of ours is left
-    left = [p for p in set(os.listdir("/proc")) - before if p.isdigit()
-            and os.path.exists(f"/proc/{p}/stat")
-            and open(f"/proc/{p}/stat").read().split()[3] == str(os.getpid())]
+    left = [
+        p
+        for p in set(os.listdir("/proc")) - before
+        if p.isdigit()
+        and os.path.exists(f"/proc/{p}/stat")
+        and open(f"/proc/{p}/stat").read().split()[3] == str(os.getpid())
+    ]
     assert not left, left
 
 
@@ -55,7 +59,7 @@ def test_speed_ratio_is_the_geometric_mean_over_shared_components() -> None:
     now = HostSpeed({"python": 5.0, "hash": 50.0, "copy": 4.0, "wake": 8.0})
     ratio, parts = speed_ratio(now, then)
     assert parts == {"python": 0.5, "hash": 0.5, "copy": 1.0, "wake": 1.0}
-    assert ratio == pytest.approx(0.5 ** 0.5)
+    assert ratio == pytest.approx(0.5**0.5)
     assert speed_ratio(HostSpeed({"python": 2.0}), HostSpeed({"python": 1.0}))[0] == 2.0
     assert speed_ratio(HostSpeed({"x": 2.0}), HostSpeed({"y": 1.0})) == (1.0, {})
 
@@ -65,8 +69,9 @@ def test_typical_is_the_componentwise_median() -> None:
     assert got.rates == {"python": 2.0, "wake": 4.0}
 
 
-@pytest.mark.parametrize("bad", [None, {}, {"python": -1.0}, {"python": "fast"},
-                                 {"python": float("nan")}])
+@pytest.mark.parametrize(
+    "bad", [None, {}, {"python": -1.0}, {"python": "fast"}, {"python": float("nan")}]
+)
 def test_from_json_refuses_what_is_not_a_probe(bad: object) -> None:
     with pytest.raises(ValueError):
         HostSpeed.from_json(bad)
@@ -87,9 +92,10 @@ def test_the_probe_reads_its_own_quiet_host_within_its_band() -> None:
     disturbed = [f"reading {i}: {r.disturbed}" for i, r in enumerate(readings) if r.disturbed]
     assert not disturbed, f"the host was not quiet: {disturbed}"
     for i, reading in enumerate(readings):
-        others = readings[:i] + readings[i + 1:]
-        assert within(reading, others, HOST_BAND), \
+        others = readings[:i] + readings[i + 1 :]
+        assert within(reading, others, HOST_BAND), (
             f"reading {i} of 5: {describe(reading, others)}, outside ±{HOST_BAND:.0%}"
+        )
 
 
 def test_a_neighbour_on_the_cores_marks_the_reading_disturbed() -> None:

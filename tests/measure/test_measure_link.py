@@ -21,20 +21,24 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 
 def record(unit: str, direction: Direction = Direction.HIGHER_IS_BETTER) -> Measurement:
-    return Measurement("mpi", "osu_bw", {"size": 1 << 20}, (100.0, 110.0), unit, direction,
-                       extra={"timer_us": 0.1})
+    return Measurement(
+        "mpi", "osu_bw", {"size": 1 << 20}, (100.0, 110.0), unit, direction, extra={"timer_us": 0.1}
+    )
 
 
-@pytest.mark.parametrize(("value", "unit", "gbit"), [
-    (125.0, "MB/s", 1.0),  # OSU's MB is 10^6 bytes
-    (1.0, "GB/s", 8.0),  # nccl-tests' GB is 10^9 bytes
-    (1.0, "GiB/s", 8 * 2**30 / 1e9),
-    (1.0, "MiB/s", 8 * 2**20 / 1e9),
-    (2.5, "Gbit/s", 2.5),
-    (2.5, "Gb/s", 2.5),  # b: bits, as IB ports say "100 Gb/sec"
-    (1e9, "bit/s", 1.0),
-    (100.0, " Mbit/s ", 0.1),
-])
+@pytest.mark.parametrize(
+    ("value", "unit", "gbit"),
+    [
+        (125.0, "MB/s", 1.0),  # OSU's MB is 10^6 bytes
+        (1.0, "GB/s", 8.0),  # nccl-tests' GB is 10^9 bytes
+        (1.0, "GiB/s", 8 * 2**30 / 1e9),
+        (1.0, "MiB/s", 8 * 2**20 / 1e9),
+        (2.5, "Gbit/s", 2.5),
+        (2.5, "Gb/s", 2.5),  # b: bits, as IB ports say "100 Gb/sec"
+        (1e9, "bit/s", 1.0),
+        (100.0, " Mbit/s ", 0.1),
+    ],
+)
 def test_data_rates_convert_to_gbit(value: float, unit: str, gbit: float) -> None:
     got = gbit_per_s(value, unit)
     assert got is not None and math.isclose(got, gbit)
@@ -61,8 +65,11 @@ def test_unknown_link_has_no_fraction(rate: float | None) -> None:
 def test_only_bandwidths_carry_the_link() -> None:
     link = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s")
     bw = with_link_rate(record("MB/s"), link)
-    assert bw.extra == {"timer_us": 0.1, "link_rate_gbps": 1.0,
-                        "link_rate_source": "tbf fab0 on h0,h1: 1 Gbit/s"}
+    assert bw.extra == {
+        "timer_us": 0.1,
+        "link_rate_gbps": 1.0,
+        "link_rate_source": "tbf fab0 on h0,h1: 1 Gbit/s",
+    }
     assert link_of(bw.extra) == link
     assert is_bandwidth(record("GB/s")) and not is_bandwidth(record("msg/s"))
     for other in (record("msg/s"), record("us", Direction.LOWER_IS_BETTER)):
@@ -81,10 +88,21 @@ def test_a_link_rate_is_positive(bad: float) -> None:
         LinkRate(bad, "x")
 
 
-@pytest.mark.parametrize(("text", "bit_s"), [
-    ("1G", 1e9), ("1g", 1e9), ("1Gbit", 1e9), ("1gbit/s", 1e9), ("2.5G", 2.5e9),
-    ("100M", 1e8), ("100mbit", 1e8), ("1e9", 1e9), ("1000000000", 1e9), (" 10Gb/s ", 1e10),
-])
+@pytest.mark.parametrize(
+    ("text", "bit_s"),
+    [
+        ("1G", 1e9),
+        ("1g", 1e9),
+        ("1Gbit", 1e9),
+        ("1gbit/s", 1e9),
+        ("2.5G", 2.5e9),
+        ("100M", 1e8),
+        ("100mbit", 1e8),
+        ("1e9", 1e9),
+        ("1000000000", 1e9),
+        (" 10Gb/s ", 1e10),
+    ],
+)
 def test_bit_rates_parse_as_tc_writes_them(text: str, bit_s: float) -> None:
     assert parse_bit_rate(text) == bit_s
 

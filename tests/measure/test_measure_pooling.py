@@ -24,8 +24,6 @@ def pooled(jobs: Sequence[list[str]]) -> list[str]:
     return [x for job in jobs for x in job]
 
 
-
-
 def test_get_runs_repeats_jobs_once_and_more_grows_to_the_limit() -> None:
     pool: JobPool[list[str]] = JobPool(pooled, repeats=3, max_repeats=5, failures=(Broken,))
     ran: list[int] = []
@@ -33,6 +31,7 @@ def test_get_runs_repeats_jobs_once_and_more_grows_to_the_limit() -> None:
     def job() -> list[str]:
         ran.append(1)
         return [f"j{len(ran)}"]
+
     assert pool.get("k", job) == ["j1", "j2", "j3"]
     assert pool.get("k", job) == ["j1", "j2", "j3"] and len(ran) == 3  # cached
     assert pool.cost("k") == {"jobs": 3, "added": 0, "seconds": 0.0}
@@ -53,6 +52,7 @@ def test_pooled_is_the_sweep_only_once_get_pooled_it() -> None:
 
     def broken() -> list[str]:
         raise Broken("no")
+
     with pytest.raises(Broken):
         pool.get("bad", broken)
     assert pool.pooled("bad") is None
@@ -74,6 +74,7 @@ def test_more_of_grows_one_part_of_a_sweep_alone() -> None:
 
     def only_a(job: list[str]) -> list[str]:
         return [x for x in job if x.startswith("a")]
+
     assert pool.get("k", both) == ["a1", "b1", "a2", "b2"]
     assert pool.more_of("k", "a", a_alone, only_a) == ["a1", "a2", "a3"]
     assert pool.more_of("k", "a", a_alone, only_a) == ["a1", "a2", "a3", "a4"]
@@ -87,6 +88,7 @@ def test_more_of_grows_one_part_of_a_sweep_alone() -> None:
 
     def broken() -> list[str]:
         raise Broken("a alone exited 1")
+
     with pytest.raises(Broken, match="exited 1"):
         pool.more_of("k", "b", broken, only_a)
     with pytest.raises(Broken):
@@ -102,6 +104,7 @@ def test_a_failure_is_cached_and_a_failed_extra_job_fails_the_sweep() -> None:
     def bad() -> list[str]:
         calls.append(1)
         raise Broken("job 1 exited 1")
+
     for _ in range(2):
         with pytest.raises(Broken, match="exited 1"):
             pool.get("a", bad)
@@ -119,6 +122,7 @@ def test_other_errors_are_not_swallowed() -> None:
 
     def typo() -> list[str]:
         raise KeyError("a bug in the stack's code")
+
     with pytest.raises(KeyError):
         pool.get("k", typo)
 
@@ -131,7 +135,9 @@ def test_paired_rounds_alternate_and_pool_in_round_order() -> None:
         def job(i: int) -> list[str]:
             order.append(f"{name}{i}")
             return [f"{name}{i}"]
+
         return job
+
     cand, base = pool.paired("k", side("A"), side("B"), rounds=4)
     assert order == ["A0", "B0", "B1", "A1", "A2", "B2", "B3", "A3"]
     assert base == ["A0", "A1", "A2", "A3"] and cand == ["B0", "B1", "B2", "B3"]
@@ -141,10 +147,15 @@ def test_paired_rounds_alternate_and_pool_in_round_order() -> None:
 def test_until_decided_grows_while_any_record_is_undecided() -> None:
     def width(*xs: float) -> list[Measurement]:  # a record's spread stands for its verdict
         return [make_measurement([x] * 5) for x in xs]
+
     grown = [width(0.5, 0.2), width(0.5, 0.05), width(0.01, 0.02)]
     cost = {"jobs": 6, "added": 3, "seconds": 1.5}
-    got = until_decided(width(0.9, 0.9), lambda m: m.samples[0] > 0.1,
-                        lambda: grown.pop(0) if grown else None, lambda: cost)
+    got = until_decided(
+        width(0.9, 0.9),
+        lambda m: m.samples[0] > 0.1,
+        lambda: grown.pop(0) if grown else None,
+        lambda: cost,
+    )
     assert [m.samples[0] for m in got] == [0.01, 0.02] and not grown
     assert all(m.extra["adaptive"] == cost for m in got)
     kept = until_decided(width(0.9), lambda m: m.samples[0] > 0.1, lambda: None, lambda: cost)

@@ -91,6 +91,7 @@ def test_non_json_is_rejected_cleanly() -> None:
         t.join(5)
         peer = out["value"]
         import pickle  # what an attacker would send: it must never be unpickled
+
         peer._conn.send_bytes(pickle.dumps(RuntimeError("pickled")))
         with pytest.raises(MessageError, match="not JSON"):
             ch.recv(5)
@@ -125,6 +126,7 @@ def test_accept_and_recv_time_out() -> None:
 
 def test_accept_peers_skips_bad_clients() -> None:
     with ControlServer() as srv:
+
         def dial(key: bytes) -> Callable[[], PeerClient]:
             return lambda: PeerClient.connect(srv.address, key, timeout=5)
 
@@ -137,7 +139,6 @@ def test_accept_peers_skips_bad_clients() -> None:
         assert len(chans) == 2 and srv.rejected == 1
         for t, _ in clients:
             t.join(5)
-
 
 
 def test_accept_peers_stops_when_the_peers_are_gone_and_closes_the_accepted() -> None:
@@ -176,11 +177,20 @@ def test_peer_process_from_env_request_response() -> None:
             # the key travelled by environment, never argv, and the peer dropped it from its own
             with open(f"/proc/{peer.pid}/cmdline", "rb") as f:
                 assert srv.authkey.hex().encode() not in f.read()
-            assert ch.request({"op": "env"}, timeout=10) == {ADDRESS_VAR: srv.env()[ADDRESS_VAR],
-                                                             KEY_VAR: None}
+            assert ch.request({"op": "env"}, timeout=10) == {
+                ADDRESS_VAR: srv.env()[ADDRESS_VAR],
+                KEY_VAR: None,
+            }
             # the peer side imports no pytest and no orchestrator module
-            assert ch.request({"op": "modules"}, timeout=10) == ["pytest_hpccomm", "pytest_hpccomm.peer"]
-            assert ch.request({"op": "echo", "x": [1, 2]}, timeout=10) == {"op": "echo", "x": [1, 2], "id": 3}
+            assert ch.request({"op": "modules"}, timeout=10) == [
+                "pytest_hpccomm",
+                "pytest_hpccomm.peer",
+            ]
+            assert ch.request({"op": "echo", "x": [1, 2]}, timeout=10) == {
+                "op": "echo",
+                "x": [1, 2],
+                "id": 3,
+            }
             with pytest.raises(RemoteError, match="RuntimeError: asked to fail"):
                 ch.request({"op": "fail"}, timeout=10)
             assert ch.request({"op": "shutdown"}, timeout=10) == "bye"
@@ -203,6 +213,7 @@ def test_from_env_errors() -> None:
 @pytest.mark.needs_root
 def test_peer_in_a_virtual_host_dials_home_over_the_unix_socket() -> None:
     from pytest_hpccomm.cluster.virtual import VirtualCluster, unavailable_reason
+
     if unavailable_reason():
         pytest.skip(unavailable_reason() or "")
     with VirtualCluster(1) as vc, ControlServer() as srv:

@@ -11,7 +11,7 @@ from pytest_hpccomm.stacks.grpc.build import constants_header
 
 def test_documents_survive_chatter_and_a_cut_off_last_one() -> None:
     out = "MPI warning\n" + framing.frame({"a": 1}) + "log line\n" + framing.frame({"b": [2]})
-    cut = out + f"{framing.BEGIN}\n{{\"c\": 3"
+    cut = out + f'{framing.BEGIN}\n{{"c": 3'
     assert framing.parse_all(cut) == [{"a": 1}, {"b": [2]}]
     assert framing.parse_last(out) == {"b": [2]}
     assert framing.parse_last(cut) == {"b": [2]}  # the cut-off one is not the last document

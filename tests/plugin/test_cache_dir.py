@@ -18,6 +18,7 @@ def test_without_home_the_cache_is_the_users_own_not_tmp() -> None:
 
 def test_xdg_and_home_and_the_override_win_in_that_order() -> None:
     assert cache_dir("mpi", env={"HOME": "/h"}) == Path("/h/.cache/pytest-hpccomm/mpi")
-    assert cache_dir("mpi", env={"HOME": "/h", "XDG_CACHE_HOME": "/x"}) == \
-        Path("/x/pytest-hpccomm/mpi")
+    assert cache_dir("mpi", env={"HOME": "/h", "XDG_CACHE_HOME": "/x"}) == Path(
+        "/x/pytest-hpccomm/mpi"
+    )
     assert cache_dir("mpi", env={"HOME": "/h", "V": "/o"}, override_var="V") == Path("/o")

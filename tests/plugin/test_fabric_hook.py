@@ -29,7 +29,7 @@ def pytest_hpccomm_fabric_probes(config):
     return [ShmProbe()]
 '''
 
-TESTS = '''
+TESTS = """
 import pytest
 
 
@@ -41,7 +41,7 @@ def test_on_shm(hpc_fabric):
 @pytest.mark.fabric("ethernet")
 def test_on_ethernet():
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -54,8 +54,12 @@ def with_shm(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_a_hook_added_kind_is_selected(with_shm: pytest.Pytester) -> None:
     result = with_shm.runpytest_subprocess("--hpc-fabric=shm", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*fabric=shm -> shm: shm0 (shared memory)*",
-                                 "*needs fabric ethernet; this session runs on shm*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*fabric=shm -> shm: shm0 (shared memory)*",
+            "*needs fabric ethernet; this session runs on shm*",
+        ]
+    )
 
 
 def test_a_hook_added_kind_reports_why_it_is_absent(with_shm: pytest.Pytester) -> None:

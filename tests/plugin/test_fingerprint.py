@@ -29,8 +29,14 @@ def test_host_fields_and_merge_drops_unknowns() -> None:
 
 
 def test_system_name_is_readable_stable_and_hardware_keyed() -> None:
-    a = {"cpu_model": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", "cpu_cores": 2,
-         "arch": "x86_64", "driver": "mlx5_core", "link_rate_gbps": 100.0, "kernel": "6.1"}
+    a = {
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz",
+        "cpu_cores": 2,
+        "arch": "x86_64",
+        "driver": "mlx5_core",
+        "link_rate_gbps": 100.0,
+        "kernel": "6.1",
+    }
     name = fp.default_system_name(a)
     assert name.startswith("intel-xeon-platinum-8375c-2c-")
     assert fp.default_system_name({**a, "kernel": "6.8"}) == name  # versions are compared

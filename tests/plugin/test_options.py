@@ -12,46 +12,64 @@ TREES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 SIMPLE = "def test_one():\n    pass\n"
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--hpc-fabric=bogus"], "--hpc-fabric: invalid value 'bogus'"),
-    (["--hpc-launcher=ssh"], "--hpc-launcher: invalid value 'ssh'"),
-    (["--hpc-profile=huge"], "--hpc-profile: invalid value 'huge'"),
-    (["--hpc-sizes=1:banana"], "--hpc-sizes: bad message size 'banana'"),
-    (["--hpc-sizes=4M:1"], "--hpc-sizes: bad size range"),
-    (["--hpc-hostfile=/nonexistent/hosts"], "--hpc-hostfile: cannot read '/nonexistent/hosts'"),
-    (["--hpc-tolerance=lots"], "--hpc-tolerance: expected a number"),
-    (["--hpc-tolerance=1.5"], "--hpc-tolerance: must be in (0, 1)"),
-    (["--hpc-tolerance=0"], "--hpc-tolerance: must be in (0, 1) (0.05 = 5 %), got 0.0"),
-    (["--hpc-require-armed=1.5"], "--hpc-require-armed: a fraction in [0, 1], got 1.5"),
-    (["--hpc-inject-slowdown=0.5"], "--hpc-inject-slowdown: must be >= 1.0"),
-    (["--hpc-update-baselines=some"], "--hpc-update-baselines: invalid value 'some'"),
-    (["--hpc-repeats=0"], "--hpc-repeats: must be 1..20, got 0"),
-    (["--hpc-repeats=two"], "--hpc-repeats: expected"),
-    (["--hpc-repeats=4", "--hpc-max-repeats=3"], "--hpc-max-repeats: must be --hpc-repeats (4)"
-                                                  "..50, got 3"),
-    (["--hpc-max-repeats=51"], "--hpc-max-repeats: must be --hpc-repeats (3)..50, got 51"),
-    (["--hpc-bind=socket"], "--hpc-bind: invalid value 'socket'"),
-    (["--hpc-repeat-for=all"], "--hpc-repeat-for: invalid value 'all' (choose from changes, "
-                               "undecided)"),
-    (["--hpc-sysfs-root=/nonexistent"], "--hpc-sysfs-root:"),
-    (["--hpc-base=openmpi4", "--hpc-candidate=mpi=openmpi"], "--hpc-base: expected STACK=IMPL"),
-    (["--hpc-base=mpi=openmpi4"], "--hpc-base names stack 'mpi' but --hpc-candidate does not"),
-    (["--hpc-candidate=mpi=openmpi"], "--hpc-candidate names stack 'mpi' but --hpc-base"),
-    (["--hpc-base=mpi=a", "--hpc-base=mpi=b", "--hpc-candidate=mpi=c"],
-     "--hpc-base: stack 'mpi' given twice"),
-    (["--hpc-base=mpi=openmpi4", "--hpc-candidate=mpi=openmpi", "--hpc-update-baselines"],
-     "cannot be combined with --hpc-update-baselines"),
-    (["--hpc-ab-rounds=2"], "--hpc-ab-rounds: must be 3..100, got 2"),
-    (["--hpc-base=verbs=a", "--hpc-candidate=verbs=b"],
-     "stack 'verbs' cannot run a paired A/B comparison (stacks that can: "),
-    (["--hpc-base=mpi=opnmpi4", "--hpc-candidate=mpi=openmpi"],
-     "--hpc-base: mpi='opnmpi4' is neither an MPI environment name"),
-    (["--hpc-mpi=openmpi,mpihc"], "--hpc-mpi: 'mpihc' is neither an MPI environment name"),
-    (["--hpc-mpi=openmpi", "--hpc-base=mpi=openmpi4", "--hpc-candidate=mpi=openmpi"],
-     "--hpc-mpi cannot be combined with a paired A/B run of mpi"),
-])
-def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str],
-                                              expected: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--hpc-fabric=bogus"], "--hpc-fabric: invalid value 'bogus'"),
+        (["--hpc-launcher=ssh"], "--hpc-launcher: invalid value 'ssh'"),
+        (["--hpc-profile=huge"], "--hpc-profile: invalid value 'huge'"),
+        (["--hpc-sizes=1:banana"], "--hpc-sizes: bad message size 'banana'"),
+        (["--hpc-sizes=4M:1"], "--hpc-sizes: bad size range"),
+        (["--hpc-hostfile=/nonexistent/hosts"], "--hpc-hostfile: cannot read '/nonexistent/hosts'"),
+        (["--hpc-tolerance=lots"], "--hpc-tolerance: expected a number"),
+        (["--hpc-tolerance=1.5"], "--hpc-tolerance: must be in (0, 1)"),
+        (["--hpc-tolerance=0"], "--hpc-tolerance: must be in (0, 1) (0.05 = 5 %), got 0.0"),
+        (["--hpc-require-armed=1.5"], "--hpc-require-armed: a fraction in [0, 1], got 1.5"),
+        (["--hpc-inject-slowdown=0.5"], "--hpc-inject-slowdown: must be >= 1.0"),
+        (["--hpc-update-baselines=some"], "--hpc-update-baselines: invalid value 'some'"),
+        (["--hpc-repeats=0"], "--hpc-repeats: must be 1..20, got 0"),
+        (["--hpc-repeats=two"], "--hpc-repeats: expected"),
+        (
+            ["--hpc-repeats=4", "--hpc-max-repeats=3"],
+            "--hpc-max-repeats: must be --hpc-repeats (4)..50, got 3",
+        ),
+        (["--hpc-max-repeats=51"], "--hpc-max-repeats: must be --hpc-repeats (3)..50, got 51"),
+        (["--hpc-bind=socket"], "--hpc-bind: invalid value 'socket'"),
+        (
+            ["--hpc-repeat-for=all"],
+            "--hpc-repeat-for: invalid value 'all' (choose from changes, undecided)",
+        ),
+        (["--hpc-sysfs-root=/nonexistent"], "--hpc-sysfs-root:"),
+        (["--hpc-base=openmpi4", "--hpc-candidate=mpi=openmpi"], "--hpc-base: expected STACK=IMPL"),
+        (["--hpc-base=mpi=openmpi4"], "--hpc-base names stack 'mpi' but --hpc-candidate does not"),
+        (["--hpc-candidate=mpi=openmpi"], "--hpc-candidate names stack 'mpi' but --hpc-base"),
+        (
+            ["--hpc-base=mpi=a", "--hpc-base=mpi=b", "--hpc-candidate=mpi=c"],
+            "--hpc-base: stack 'mpi' given twice",
+        ),
+        (
+            ["--hpc-base=mpi=openmpi4", "--hpc-candidate=mpi=openmpi", "--hpc-update-baselines"],
+            "cannot be combined with --hpc-update-baselines",
+        ),
+        (["--hpc-ab-rounds=2"], "--hpc-ab-rounds: must be 3..100, got 2"),
+        (
+            ["--hpc-base=verbs=a", "--hpc-candidate=verbs=b"],
+            "stack 'verbs' cannot run a paired A/B comparison (stacks that can: ",
+        ),
+        (
+            ["--hpc-base=mpi=opnmpi4", "--hpc-candidate=mpi=openmpi"],
+            "--hpc-base: mpi='opnmpi4' is neither an MPI environment name",
+        ),
+        (["--hpc-mpi=openmpi,mpihc"], "--hpc-mpi: 'mpihc' is neither an MPI environment name"),
+        (
+            ["--hpc-mpi=openmpi", "--hpc-base=mpi=openmpi4", "--hpc-candidate=mpi=openmpi"],
+            "--hpc-mpi cannot be combined with a paired A/B run of mpi",
+        ),
+    ],
+)
+def test_bad_values_are_one_line_usage_errors(
+    pytester: pytest.Pytester, args: list[str], expected: str
+) -> None:
     pytester.makepyfile(SIMPLE)
     line = usage_error_line(pytester.runpytest_subprocess(*args))
     assert expected in line
@@ -59,23 +77,31 @@ def test_bad_values_are_one_line_usage_errors(pytester: pytest.Pytester, args: l
 
 def test_ini_keys_set_options_and_command_line_wins(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nhpc_profile = full\nhpc_system = lab-a\n")
-    pytester.makepyfile("def test_cfg(hpc_config):\n"
-                        "    assert hpc_config.profile == 'full'\n"
-                        "    assert hpc_config.system == 'lab-b'\n"
-                        "    assert hpc_config.message_sizes[-1] == 64 << 20\n")
+    pytester.makepyfile(
+        "def test_cfg(hpc_config):\n"
+        "    assert hpc_config.profile == 'full'\n"
+        "    assert hpc_config.system == 'lab-b'\n"
+        "    assert hpc_config.message_sizes[-1] == 64 << 20\n"
+    )
     result = pytester.runpytest("--hpc-system=lab-b")
     result.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize(("args", "scope"), [
-    ([], "changes"), (["--hpc-profile=full"], "undecided"),
-    (["--hpc-repeat-for=undecided"], "undecided"),
-    (["--hpc-profile=full", "--hpc-repeat-for=changes"], "changes"),
-])
-def test_the_profile_sets_which_points_repeats_grow(pytester: pytest.Pytester, args: list[str],
-                                                   scope: str) -> None:
-    pytester.makepyfile("def test_cfg(hpc_config):\n"
-                        f"    assert hpc_config.repeat_scope == {scope!r}\n")
+@pytest.mark.parametrize(
+    ("args", "scope"),
+    [
+        ([], "changes"),
+        (["--hpc-profile=full"], "undecided"),
+        (["--hpc-repeat-for=undecided"], "undecided"),
+        (["--hpc-profile=full", "--hpc-repeat-for=changes"], "changes"),
+    ],
+)
+def test_the_profile_sets_which_points_repeats_grow(
+    pytester: pytest.Pytester, args: list[str], scope: str
+) -> None:
+    pytester.makepyfile(
+        f"def test_cfg(hpc_config):\n    assert hpc_config.repeat_scope == {scope!r}\n"
+    )
     pytester.runpytest(*args).assert_outcomes(passed=1)
 
 
@@ -83,7 +109,8 @@ def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nhpc_fabric = infiniband\n")
     pytester.makepyfile(SIMPLE)
     assert "--hpc-fabric: invalid value 'infiniband'" in usage_error_line(
-        pytester.runpytest_subprocess())
+        pytester.runpytest_subprocess()
+    )
 
 
 def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) -> None:
@@ -97,12 +124,20 @@ def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) ->
         def test_marked():
             pass
     """)
-    result = pytester.runpytest("--strict-markers", "--hpc-fabric=ethernet", "-p",
-                                "no:randomly", "--co", "-q")
+    result = pytester.runpytest(
+        "--strict-markers", "--hpc-fabric=ethernet", "-p", "no:randomly", "--co", "-q"
+    )
     assert result.ret == 0, result.stdout.str()
     markers = pytester.runpytest("--markers").stdout.str()
-    for name in ("conformance", "perf", "stack(name)", "fabric(*kinds)", "needs_root", "slow",
-                 "quick_placements(*placements)"):
+    for name in (
+        "conformance",
+        "perf",
+        "stack(name)",
+        "fabric(*kinds)",
+        "needs_root",
+        "slow",
+        "quick_placements(*placements)",
+    ):
         assert f"@pytest.mark.{name}" in markers
 
 
@@ -139,18 +174,32 @@ def test_transport_changes(hpc_placement):
 """
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    # quick: powers of 4; a TCP-only stack at loopback only, said in the header
-    ([], {"test_tcp[1B-loopback]", "test_tcp[4B-loopback]", "test_tcp[4MiB-loopback]",
-          "test_transport_changes[loopback]", "test_transport_changes[netns]"}),
-    # full: powers of 2 to 64 MiB, every placement
-    (["--hpc-profile=full"], {"test_tcp[2B-netns]", "test_tcp[64MiB-loopback]",
-                              "test_transport_changes[netns]"}),
-    # an explicit launcher is what the user asked for: the profile keeps it
-    (["--hpc-launcher=netns"], {"test_tcp[4B-netns]", "test_transport_changes[netns]"}),
-])
-def test_the_profile_sets_sizes_and_placements(pytester: pytest.Pytester, args: list[str],
-                                               expected: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # quick: powers of 4; a TCP-only stack at loopback only, said in the header
+        (
+            [],
+            {
+                "test_tcp[1B-loopback]",
+                "test_tcp[4B-loopback]",
+                "test_tcp[4MiB-loopback]",
+                "test_transport_changes[loopback]",
+                "test_transport_changes[netns]",
+            },
+        ),
+        # full: powers of 2 to 64 MiB, every placement
+        (
+            ["--hpc-profile=full"],
+            {"test_tcp[2B-netns]", "test_tcp[64MiB-loopback]", "test_transport_changes[netns]"},
+        ),
+        # an explicit launcher is what the user asked for: the profile keeps it
+        (["--hpc-launcher=netns"], {"test_tcp[4B-netns]", "test_transport_changes[netns]"}),
+    ],
+)
+def test_the_profile_sets_sizes_and_placements(
+    pytester: pytest.Pytester, args: list[str], expected: set[str]
+) -> None:
     pytester.makepyfile(QUICK_PLACED)
     result = pytester.runpytest("--hpc-fabric=ethernet", "--co", "-q", *args)
     assert result.ret == 0, result.stdout.str()
@@ -165,8 +214,7 @@ def test_the_profile_sets_sizes_and_placements(pytester: pytest.Pytester, args: 
         assert "quick profile:" not in result.stdout.str()
 
 
-def test_a_quick_placement_that_is_no_placement_is_a_usage_error(
-        pytester: pytest.Pytester) -> None:
+def test_a_quick_placement_that_is_no_placement_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
         import pytest
         @pytest.mark.quick_placements("lo")
@@ -181,21 +229,27 @@ def test_a_quick_placement_that_is_no_placement_is_a_usage_error(
 def test_header_names_fabric_and_system(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SIMPLE)
     result = pytester.runpytest("--hpc-fabric=ethernet", "--hpc-system=ci-box")
-    result.stdout.fnmatch_lines(["hpccomm: fabric=ethernet -> ethernet: *",
-                                 "hpccomm: system=ci-box profile=quick*"])
+    result.stdout.fnmatch_lines(
+        ["hpccomm: fabric=ethernet -> ethernet: *", "hpccomm: system=ci-box profile=quick*"]
+    )
 
 
-@pytest.mark.parametrize(("setup", "expected"), [
-    ({"args": ["--hpc-hosts=node1,,node2"]}, "--hpc-hosts:"),
-    ({"hostfile": "node1 slots=four\n"}, "--hpc-hostfile:"),
-    ({"hostfile": "node1:0\n"}, "--hpc-hostfile:"),
-    ({"env": {"SLURM_JOB_NODELIST": "node[04-01]"}}, "SLURM_JOB_NODELIST:"),
-    ({"env": {"SLURM_JOB_NODELIST": "node[01-03", "SLURM_TASKS_PER_NODE": "1"}},
-     "SLURM_JOB_NODELIST:"),
-])
-def test_malformed_hosts_are_one_line_usage_errors(pytester: pytest.Pytester,
-                                                   monkeypatch: pytest.MonkeyPatch,
-                                                   setup: dict, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        ({"args": ["--hpc-hosts=node1,,node2"]}, "--hpc-hosts:"),
+        ({"hostfile": "node1 slots=four\n"}, "--hpc-hostfile:"),
+        ({"hostfile": "node1:0\n"}, "--hpc-hostfile:"),
+        ({"env": {"SLURM_JOB_NODELIST": "node[04-01]"}}, "SLURM_JOB_NODELIST:"),
+        (
+            {"env": {"SLURM_JOB_NODELIST": "node[01-03", "SLURM_TASKS_PER_NODE": "1"}},
+            "SLURM_JOB_NODELIST:",
+        ),
+    ],
+)
+def test_malformed_hosts_are_one_line_usage_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, setup: dict, expected: str
+) -> None:
     pytester.makepyfile(SIMPLE)
     args = list(setup.get("args", []))
     if "hostfile" in setup:
@@ -207,8 +261,9 @@ def test_malformed_hosts_are_one_line_usage_errors(pytester: pytest.Pytester,
     assert expected in usage_error_line(pytester.runpytest_subprocess(*args))
 
 
-def test_hosts_resolve_from_hostfile_and_slurm(pytester: pytest.Pytester,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hosts_resolve_from_hostfile_and_slurm(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (pytester.path / "hosts").write_text("# Open MPI\nnode1 slots=4\nnode2 slots=4 max_slots=8\n")
     pytester.makepyfile("""
         def test_hosts(hpc_config):
@@ -232,24 +287,29 @@ def test_disabling_the_plugin_leaves_a_plain_pytest(pytester: pytest.Pytester) -
     assert "hpccomm:" not in result.stdout.str()
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("fast", "--hpc-vlink-rate: expected a bit rate such as 1G, 100M or 2.5Gbit, got 'fast'"),
-    ("1GB", "--hpc-vlink-rate: expected a bit rate"),  # bytes: refused, not guessed
-    ("10k", "--hpc-vlink-rate: '10k' is 10 kbit/s: must be 1 Mbit/s to 400 Gbit/s"),
-])
-def test_bad_vlink_rate_is_a_usage_error_line(pytester: pytest.Pytester, value: str,
-                                                  expected: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("fast", "--hpc-vlink-rate: expected a bit rate such as 1G, 100M or 2.5Gbit, got 'fast'"),
+        ("1GB", "--hpc-vlink-rate: expected a bit rate"),  # bytes: refused, not guessed
+        ("10k", "--hpc-vlink-rate: '10k' is 10 kbit/s: must be 1 Mbit/s to 400 Gbit/s"),
+    ],
+)
+def test_bad_vlink_rate_is_a_usage_error_line(
+    pytester: pytest.Pytester, value: str, expected: str
+) -> None:
     pytester.makepyfile(SIMPLE)
     assert expected in usage_error_line(pytester.runpytest_subprocess(f"--hpc-vlink-rate={value}"))
 
 
 def test_vlink_rate_is_read_in_bit_s(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nhpc_vlink_rate = 100M\n")
-    pytester.makepyfile("def test_cfg(hpc_config):\n"
-                        "    assert hpc_config.vlink_rate == 1e9\n"
-                        "def test_default(hpc_config):\n"
-                        "    pass\n")
+    pytester.makepyfile(
+        "def test_cfg(hpc_config):\n"
+        "    assert hpc_config.vlink_rate == 1e9\n"
+        "def test_default(hpc_config):\n"
+        "    pass\n"
+    )
     pytester.runpytest("--hpc-vlink-rate=1G").assert_outcomes(passed=2)
-    pytester.makepyfile("def test_cfg(hpc_config):\n"
-                        "    assert hpc_config.vlink_rate == 1e8\n")
+    pytester.makepyfile("def test_cfg(hpc_config):\n    assert hpc_config.vlink_rate == 1e8\n")
     pytester.runpytest().assert_outcomes(passed=1)

@@ -21,8 +21,9 @@ def test_refresh_selects_the_provisioned_device(tmp_path: Path) -> None:
     inventory = read_inventory(root)
     before = select_fabric(inventory, "softroce")
     assert isinstance(before, FabricUnavailable)
-    hpc = HpcSession(cfg, inventory, before, {}, {"cpu_cores": 2, **fp.fabric_fingerprint(before)},
-                     "box")
+    hpc = HpcSession(
+        cfg, inventory, before, {}, {"cpu_cores": 2, **fp.fabric_fingerprint(before)}, "box"
+    )
 
     shutil.rmtree(root)  # the plugin provisioned an rxe link: sysfs now shows it
     shutil.copytree(FIXTURES / "softroce-rxe" / "sys", root, symlinks=True)

@@ -17,6 +17,7 @@ def own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     session's that runs these tests."""
     monkeypatch.setattr(retries, "_counts", Counter())
 
+
 RETRYING = """
 from pytest_hpccomm import retries
 from pytest_hpccomm.measure.measurement import Direction, Measurement
@@ -37,17 +38,27 @@ def test_a_retry_for_an_unnamed_cause_is_refused() -> None:
 
 def test_the_summary_line_counts_per_cause() -> None:
     assert retries.summary_line({}) == "retries: none"
-    assert retries.summary_line({"cores shared": 2, "MPICH MPI_Init ep_enable": 1}) == \
-        "retries: 3 (cores shared 2, MPICH MPI_Init ep_enable 1)"
-    assert retries.property_name("MPICH MPI_Init ep_enable") == \
-        "hpccomm_retries_mpich_mpi_init_ep_enable"
+    assert (
+        retries.summary_line({"cores shared": 2, "MPICH MPI_Init ep_enable": 1})
+        == "retries: 3 (cores shared 2, MPICH MPI_Init ep_enable 1)"
+    )
+    assert (
+        retries.property_name("MPICH MPI_Init ep_enable")
+        == "hpccomm_retries_mpich_mpi_init_ep_enable"
+    )
 
 
 def test_a_sessions_retries_reach_every_output(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_retrying=RETRYING)
-    result = pytester.runpytest("--hpc-system=box", "--hpc-baselines=bl", "--hpc-history=none",
-                                "--hpc-fabric=ethernet", "--junitxml=r/junit.xml",
-                                "--hpc-results=r/out.json", "--hpc-markdown=r/summary.md")
+    result = pytester.runpytest(
+        "--hpc-system=box",
+        "--hpc-baselines=bl",
+        "--hpc-history=none",
+        "--hpc-fabric=ethernet",
+        "--junitxml=r/junit.xml",
+        "--hpc-results=r/out.json",
+        "--hpc-markdown=r/summary.md",
+    )
     result.assert_outcomes(passed=1)
     line = "retries: 3 (MPICH MPI_Init ep_enable 1, cores shared 2)"
     result.stdout.fnmatch_lines([f"hpccomm {line}"])
@@ -59,8 +70,16 @@ def test_a_sessions_retries_reach_every_output(pytester: pytest.Pytester) -> Non
     assert session["retries"] == {"MPICH MPI_Init ep_enable": 1, "cores shared": 2}
     assert line in (pytester.path / "r/summary.md").read_text()
     # the next session starts from none
-    again = pytester.runpytest("--hpc-system=box", "--hpc-baselines=bl", "--hpc-history=none",
-                               "--hpc-fabric=ethernet", "--junitxml=r/junit2.xml", "-k", "nothing")
-    assert '<property name="hpccomm_retries" value="0"' in \
-        (pytester.path / "r/junit2.xml").read_text()
+    again = pytester.runpytest(
+        "--hpc-system=box",
+        "--hpc-baselines=bl",
+        "--hpc-history=none",
+        "--hpc-fabric=ethernet",
+        "--junitxml=r/junit2.xml",
+        "-k",
+        "nothing",
+    )
+    assert (
+        '<property name="hpccomm_retries" value="0"' in (pytester.path / "r/junit2.xml").read_text()
+    )
     assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED

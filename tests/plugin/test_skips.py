@@ -67,18 +67,27 @@ def test_fabric_mark_why_comes_first(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "import pytest\n"
         "@pytest.mark.fabric('ethernet', 'ipoib', why='runs over TCP: use --hpc-fabric=ipoib')\n"
-        "def test_tcp(): pass\n")
+        "def test_tcp(): pass\n"
+    )
     result = pytester.runpytest("-rs", "--hpc-fabric=ib", tree("ib-edr-mlx5"))
     result.assert_outcomes(skipped=1)
     (reason,) = skip_reasons(result).values()
     assert reason.startswith("runs over TCP: use --hpc-fabric=ipoib (needs fabric ethernet|ipoib;")
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("ib-edr-mlx5", "ib"), ("roce-v2-mlx5", "roce"), ("softroce-rxe", "softroce"),
-    ("iwarp-siw", "iwarp"), ("ethernet-plain", "ethernet")])
-def test_auto_picks_the_best_fabric_present(pytester: pytest.Pytester, name: str,
-                                            kind: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("ib-edr-mlx5", "ib"),
+        ("roce-v2-mlx5", "roce"),
+        ("softroce-rxe", "softroce"),
+        ("iwarp-siw", "iwarp"),
+        ("ethernet-plain", "ethernet"),
+    ],
+)
+def test_auto_picks_the_best_fabric_present(
+    pytester: pytest.Pytester, name: str, kind: str
+) -> None:
     pytester.makepyfile(f"def test_kind(hpc_fabric):\n    assert hpc_fabric.kind == {kind!r}\n")
     pytester.runpytest("--hpc-fabric=auto", tree(name)).assert_outcomes(passed=1)
 
@@ -114,4 +123,7 @@ def test_stack_from_hook_skips_when_missing(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(
-        ["*stack 'nccl' not available: missing nccl_bindings_not_installed (install: pip install x)*"])
+        [
+            "*stack 'nccl' not available: missing nccl_bindings_not_installed (install: pip install x)*"
+        ]
+    )

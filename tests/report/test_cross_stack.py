@@ -10,43 +10,85 @@ import pytest
 
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.report.cross_stack import LINK_UNKNOWN, cells, cross_stack, link_text, notes, ratio_text
+from pytest_hpccomm.report.cross_stack import (
+    LINK_UNKNOWN,
+    cells,
+    cross_stack,
+    link_text,
+    notes,
+    ratio_text,
+)
 from tests.builders import make_result
 
 HI = Direction.HIGHER_IS_BETTER
 
 
-def _r(stack: str, bench: str, params: dict[str, Any], median: float, unit: str = "us",
-       metric: str = "latency", extra: dict[str, Any] | None = None) -> RunResult:
-    r = make_result(stack=stack, benchmark=bench, params=params, samples=(median,), unit=unit,
-                    metric=metric, baseline=None,
-                    direction=HI if unit.endswith("/s") else Direction.LOWER_IS_BETTER)
-    return dataclasses.replace(r, measurement=dataclasses.replace(r.measurement,
-                                                                  extra=extra or {}))
+def _r(
+    stack: str,
+    bench: str,
+    params: dict[str, Any],
+    median: float,
+    unit: str = "us",
+    metric: str = "latency",
+    extra: dict[str, Any] | None = None,
+) -> RunResult:
+    r = make_result(
+        stack=stack,
+        benchmark=bench,
+        params=params,
+        samples=(median,),
+        unit=unit,
+        metric=metric,
+        baseline=None,
+        direction=HI if unit.endswith("/s") else Direction.LOWER_IS_BETTER,
+    )
+    return dataclasses.replace(r, measurement=dataclasses.replace(r.measurement, extra=extra or {}))
 
 
-def _grpc(bench: str, b: int, median: float, *, buffers: int = 1, peer: str = "native",
-          scheme: str = "uniform-small", unit: str = "us", metric: str = "latency") -> RunResult:
-    return _r("grpc", bench, {"scheme": scheme, "buffers": buffers, "bytes": b, "peer": peer,
-                              "mode": "raw", "runtime": "stock", "placement": "loopback"},
-              median, unit, metric)
+def _grpc(
+    bench: str,
+    b: int,
+    median: float,
+    *,
+    buffers: int = 1,
+    peer: str = "native",
+    scheme: str = "uniform-small",
+    unit: str = "us",
+    metric: str = "latency",
+) -> RunResult:
+    return _r(
+        "grpc",
+        bench,
+        {
+            "scheme": scheme,
+            "buffers": buffers,
+            "bytes": b,
+            "peer": peer,
+            "mode": "raw",
+            "runtime": "stock",
+            "placement": "loopback",
+        },
+        median,
+        unit,
+        metric,
+    )
 
 
 def test_each_stack_is_read_on_one_scale_and_ranked() -> None:
-    rs = [_r("mpi", "osu_latency", {"size": 8, "ranks": 2, "mpi": "openmpi"}, 1.5),
-          _r("mpi", "osu_bw", {"size": 8, "ranks": 2, "mpi": "openmpi"}, 10.0, "MB/s",
-             "bandwidth"),
-          # perftest's MB/sec is 2^20 B/s (recorded as MiB/s); its latency is already half
-          # a round trip
-          _r("verbs", "ib_send_lat", {"size": 8, "connection": "RC"}, 1.0),
-          _r("verbs", "ib_send_bw", {"size": 8, "connection": "RC"}, 10.0, "MiB/s",
-             "bandwidth"),
-          _r("verbs", "ib_send_lat", {"size": 8, "connection": "UD"}, 0.1),  # not the path
-          # an echo RPC is a ping-pong: half of it is OSU's latency
-          _grpc("tf_grpc_p2p_latency", 8, 40.0),
-          _grpc("tf_grpc_p2p_latency", 8, 1.0, buffers=10),  # an iovec, not one message
-          _grpc("tf_grpc_p2p_latency", 8, 1.0, scheme="random"),  # not a uniform payload
-          _r("horovod", "hvd_allreduce", {"size": 8, "ranks": 2, "controller": "mpi"}, 0.5)]
+    rs = [
+        _r("mpi", "osu_latency", {"size": 8, "ranks": 2, "mpi": "openmpi"}, 1.5),
+        _r("mpi", "osu_bw", {"size": 8, "ranks": 2, "mpi": "openmpi"}, 10.0, "MB/s", "bandwidth"),
+        # perftest's MB/sec is 2^20 B/s (recorded as MiB/s); its latency is already half
+        # a round trip
+        _r("verbs", "ib_send_lat", {"size": 8, "connection": "RC"}, 1.0),
+        _r("verbs", "ib_send_bw", {"size": 8, "connection": "RC"}, 10.0, "MiB/s", "bandwidth"),
+        _r("verbs", "ib_send_lat", {"size": 8, "connection": "UD"}, 0.1),  # not the path
+        # an echo RPC is a ping-pong: half of it is OSU's latency
+        _grpc("tf_grpc_p2p_latency", 8, 40.0),
+        _grpc("tf_grpc_p2p_latency", 8, 1.0, buffers=10),  # an iovec, not one message
+        _grpc("tf_grpc_p2p_latency", 8, 1.0, scheme="random"),  # not a uniform payload
+        _r("horovod", "hvd_allreduce", {"size": 8, "ranks": 2, "controller": "mpi"}, 0.5),
+    ]
     cs = cross_stack(rs)
     assert cs is not None and cs.sizes == [8]
     rows = cs.rows[8]
@@ -66,8 +108,9 @@ def test_each_stack_is_read_on_one_scale_and_ranked() -> None:
 
 def test_sizes_of_one_stack_are_left_out_and_named() -> None:
     rs = [_r("mpi", "osu_latency", {"size": s, "ranks": 2}, 1.0 + s) for s in (8, 16, 32)]
-    rs += [_r("tf", "tf_recv_tensor", {"size": s, "placement": "loopback"}, 900.0)
-           for s in (16, 64)]
+    rs += [
+        _r("tf", "tf_recv_tensor", {"size": s, "placement": "loopback"}, 900.0) for s in (16, 64)
+    ]
     cs = cross_stack(rs)
     assert cs is not None and cs.sizes == [16]
     assert cs.left_out == {"MPI": [8, 32], "TF": [64]}
@@ -77,8 +120,10 @@ def test_sizes_of_one_stack_are_left_out_and_named() -> None:
 
 
 def test_variants_are_named_by_what_differs() -> None:
-    rs = [_r("mpi", "osu_latency", {"size": 8, "ranks": 2, "mpi": m, "placement": "loopback"},
-             1.0) for m in ("openmpi", "mpich")]
+    rs = [
+        _r("mpi", "osu_latency", {"size": 8, "ranks": 2, "mpi": m, "placement": "loopback"}, 1.0)
+        for m in ("openmpi", "mpich")
+    ]
     rs += [_grpc("tf_grpc_p2p_latency", 8, 30.0, peer=p) for p in ("native", "python")]
     cs = cross_stack(rs)
     assert cs is not None
@@ -89,13 +134,27 @@ def test_variants_are_named_by_what_differs() -> None:
 
 def test_share_of_the_link_only_where_its_rate_is_known() -> None:
     link = {"link_rate_gbps": 100.0, "link_rate_source": "sysfs mlx5_0/1"}
-    bw = [_r("mpi", "osu_bw", {"size": 1 << 20, "ranks": 2}, 6250.0, "MB/s", "bandwidth",
-             link),
-          _r("tf", "tf_recv_tensor", {"size": 1 << 20, "metric": "bandwidth"}, 500.0, "MB/s",
-             "bandwidth"),
-          _r("verbs", "ib_send_bw", {"size": 1 << 20, "connection": "RC"}, 1000.0, "MiB/s",
-             "bandwidth", {"link_rate_gbps": True}),  # not a rate
-          _r("mpi", "osu_latency", {"size": 1 << 20, "ranks": 2}, 100.0)]
+    bw = [
+        _r("mpi", "osu_bw", {"size": 1 << 20, "ranks": 2}, 6250.0, "MB/s", "bandwidth", link),
+        _r(
+            "tf",
+            "tf_recv_tensor",
+            {"size": 1 << 20, "metric": "bandwidth"},
+            500.0,
+            "MB/s",
+            "bandwidth",
+        ),
+        _r(
+            "verbs",
+            "ib_send_bw",
+            {"size": 1 << 20, "connection": "RC"},
+            1000.0,
+            "MiB/s",
+            "bandwidth",
+            {"link_rate_gbps": True},
+        ),  # not a rate
+        _r("mpi", "osu_latency", {"size": 1 << 20, "ranks": 2}, 100.0),
+    ]
     cs = cross_stack(bw)
     assert cs is not None
     by = {r.label: r for r in cs.rows[1 << 20]}

@@ -70,8 +70,9 @@ def demo_page(demo: list[RunResult], tmp_path_factory: pytest.TempPathFactory) -
     layout that collapses or a cut legend warns (matplotlib's constrained layout)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        path = write_html_report(tmp_path_factory.mktemp("html") / "report.html", demo,
-                                 demo_session())
+        path = write_html_report(
+            tmp_path_factory.mktemp("html") / "report.html", demo, demo_session()
+        )
     return path.read_text(encoding="utf-8")
 
 
@@ -106,10 +107,18 @@ def test_verdicts_are_coloured_and_changes_listed_first(demo, demo_page) -> None
     assert attn.count("<li>") == sum(counts[o] for o in (Outcome.REGRESSION, Outcome.IMPROVEMENT))
     assert attn.index(">regression<") < attn.index(">improvement<")
     grouped = demo_page.split('<ul class="attn">')[2].split("</ul>")[0]  # counted per reason
-    assert sum(int(li.split(" inconclusive</b>")[0].rsplit(">", 1)[1].replace(",", ""))
-               for li in grouped.split("<li>")[1:]) == counts[Outcome.INCONCLUSIVE]
-    assert demo_page.index('<ul class="attn">') < demo_page.index("<h2>Cross-stack") \
+    assert (
+        sum(
+            int(li.split(" inconclusive</b>")[0].rsplit(">", 1)[1].replace(",", ""))
+            for li in grouped.split("<li>")[1:]
+        )
+        == counts[Outcome.INCONCLUSIVE]
+    )
+    assert (
+        demo_page.index('<ul class="attn">')
+        < demo_page.index("<h2>Cross-stack")
         < demo_page.index("<h2>Plots</h2>")
+    )
     assert "osu_latency size=8KiB ranks=2" in demo_page
 
 
@@ -121,8 +130,13 @@ def test_grpc_families_are_line_plots_per_scheme(demo) -> None:
     lat = _grpc_family(demo, "tf_grpc_p2p_latency")
     assert is_scheme_family(lat) and not is_sweep(lat)
     # ordered by payload bytes; at equal bytes uniform-* first
-    assert scheme_order(lat) == ["uniform-small", "uniform-medium", "random", "uniform-large",
-                                 "skew"]
+    assert scheme_order(lat) == [
+        "uniform-small",
+        "uniform-medium",
+        "random",
+        "uniform-large",
+        "skew",
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for bench in ("tf_grpc_p2p_latency", "tf_grpc_ps_throughput"):
@@ -130,22 +144,45 @@ def test_grpc_families_are_line_plots_per_scheme(demo) -> None:
     # one line per peer/mode (what differs), not one bar per parameter set
     assert len(_series(lat, ["scheme", "bytes"])) == 4
     assert set(_series(lat, ["scheme", "bytes"])) == {
-        "native raw", "native serialized", "python raw", "python serialized"}
+        "native raw",
+        "native serialized",
+        "python raw",
+        "python serialized",
+    }
 
 
 def test_many_long_labelled_bars_keep_their_axes() -> None:
     """What a gRPC family was before its scheme plot: 60 bars named by 9 params made
     matplotlib warn "constrained_layout not applied because axes sizes collapsed to zero"."""
-    rs = [make_result(stack="grpc", benchmark="tf_grpc_ps_throughput", metric="rate",
-                      unit="rpc/s", direction=Direction.HIGHER_IS_BETTER, baseline=None,
-                      outcome=Outcome.NEW, samples=(1000.0 + i,),
-                      params={"peer": p, "mode": m, "placement": pl, "runtime": "stock",
-                              "servers": 2, "workers": 2, "buffers": 1,
-                              "kind": f"long-parameter-value-{i}"})
-          for i, (p, m, pl) in enumerate((p, m, pl) for p in ("native", "python", "python-aio")
-                                         for m in ("raw", "serialized")
-                                         for pl in ("loopback", "netns")
-                                         for _ in range(5))]
+    rs = [
+        make_result(
+            stack="grpc",
+            benchmark="tf_grpc_ps_throughput",
+            metric="rate",
+            unit="rpc/s",
+            direction=Direction.HIGHER_IS_BETTER,
+            baseline=None,
+            outcome=Outcome.NEW,
+            samples=(1000.0 + i,),
+            params={
+                "peer": p,
+                "mode": m,
+                "placement": pl,
+                "runtime": "stock",
+                "servers": 2,
+                "workers": 2,
+                "buffers": 1,
+                "kind": f"long-parameter-value-{i}",
+            },
+        )
+        for i, (p, m, pl) in enumerate(
+            (p, m, pl)
+            for p in ("native", "python", "python-aio")
+            for m in ("raw", "serialized")
+            for pl in ("loopback", "netns")
+            for _ in range(5)
+        )
+    ]
     assert len(rs) == 60 and not is_scheme_family(rs)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -174,14 +211,25 @@ def test_awkward_families_still_plot(result, case) -> None:
     elif case == "single-point":
         rs = [result(params={"size": 4096}, outcome=Outcome.REGRESSION)]
     elif case == "nan-median":
-        rs = [result(params={"size": 8}, samples=(), baseline=None, outcome=Outcome.NEW),
-              result(params={"size": 16})]
+        rs = [
+            result(params={"size": 8}, samples=(), baseline=None, outcome=Outcome.NEW),
+            result(params={"size": 16}),
+        ]
         assert math.isnan(rs[0].verdict.current_median)
     else:
-        rs = [result(benchmark="osu_mbw_mr", metric="rate", unit="msg/s",
-                     direction=Direction.HIGHER_IS_BETTER, params={"size": s},
-                     samples=(3.5e6, 3.6e6, 3.4e6), baseline=3.0e6,
-                     outcome=Outcome.IMPROVEMENT) for s in (1, 2)]
+        rs = [
+            result(
+                benchmark="osu_mbw_mr",
+                metric="rate",
+                unit="msg/s",
+                direction=Direction.HIGHER_IS_BETTER,
+                params={"size": s},
+                samples=(3.5e6, 3.6e6, 3.4e6),
+                baseline=3.0e6,
+                outcome=Outcome.IMPROVEMENT,
+            )
+            for s in (1, 2)
+        ]
     page = parse(render_html(rs, {}))
     assert len(page.images) == 1 and png_of(page.images[0]).startswith(PNG_MAGIC)
     assert len(page.rows) == 1 + len(rs)

@@ -25,13 +25,24 @@ def test_headline_changes_series_and_fingerprint(demo, session) -> None:
     assert any("mpi/osu_barrier ranks=4" in ln for ln in regs)
     assert len([ln for ln in lines if ln.startswith("- 🚀")]) == counts[Outcome.IMPROVEMENT]
     assert not any(ln.startswith("- ⚠️") for ln in lines)  # inconclusive: counted per reason
-    per_reason = [ln for ln in lines if ln.startswith("| ") and ln.count("|") == 4
-                  and ln.split("|")[1].strip().replace(",", "").isdigit()]
-    assert sum(int(ln.split("|")[1].strip().replace(",", ""))
-               for ln in per_reason) == counts[Outcome.INCONCLUSIVE]
+    per_reason = [
+        ln
+        for ln in lines
+        if ln.startswith("| ")
+        and ln.count("|") == 4
+        and ln.split("|")[1].strip().replace(",", "").isdigit()
+    ]
+    assert (
+        sum(int(ln.split("|")[1].strip().replace(",", "")) for ln in per_reason)
+        == counts[Outcome.INCONCLUSIVE]
+    )
     # what changed comes before the cross-stack table and the per-stack tables
-    assert md.index("### Regressions") < md.index("### Improvements") \
-        < md.index("### Cross-stack") < md.index("### Every result")
+    assert (
+        md.index("### Regressions")
+        < md.index("### Improvements")
+        < md.index("### Cross-stack")
+        < md.index("### Every result")
+    )
     # one row per series: OSU latency's 23 sizes in one row, its verdicts counted
     row = next(ln for ln in lines if ln.startswith("| osu_latency (latency) | ranks=2 |"))
     assert "23 sizes 1B–4MiB" in row and "❌ 1" in row and "🚀 1" in row and "🆕 2" in row
@@ -44,9 +55,15 @@ def test_headline_changes_series_and_fingerprint(demo, session) -> None:
 
 
 def test_per_stack_tables_are_folded_and_cells_escaped(result) -> None:
-    rs = [result(stack="grpc", benchmark="unary", params={"size": 8, "scheme": "a|b"}),
-          result(stack="mpi", outcome=Outcome.INCONCLUSIVE, message="cv 40% | too noisy",
-                 reason="cv 40% | too noisy")]
+    rs = [
+        result(stack="grpc", benchmark="unary", params={"size": 8, "scheme": "a|b"}),
+        result(
+            stack="mpi",
+            outcome=Outcome.INCONCLUSIVE,
+            message="cv 40% | too noisy",
+            reason="cv 40% | too noisy",
+        ),
+    ]
     md = markdown_summary(rs, {})
     assert md.index("<b>grpc</b>") < md.index("<b>mpi</b>")
     assert md.count("<details>") == md.count("</details>") == 3  # and the fingerprint
@@ -56,11 +73,23 @@ def test_per_stack_tables_are_folded_and_cells_escaped(result) -> None:
 
 def test_inconclusive_points_are_counted_per_reason_not_listed(result) -> None:
     """A run of a thousand inconclusive points is a few rows, one per reason, largest first."""
-    rs = [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
-                 reason="spread between sessions wider than the tolerance band (sd 6.1% over 3 "
-                        "sessions): more jobs cannot narrow it") for s in range(900)]
-    rs += [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
-                  reason="too noisy: CI wider than the tolerance band") for s in range(100)]
+    rs = [
+        result(
+            params={"size": s},
+            outcome=Outcome.INCONCLUSIVE,
+            reason="spread between sessions wider than the tolerance band (sd 6.1% over 3 "
+            "sessions): more jobs cannot narrow it",
+        )
+        for s in range(900)
+    ]
+    rs += [
+        result(
+            params={"size": s},
+            outcome=Outcome.INCONCLUSIVE,
+            reason="too noisy: CI wider than the tolerance band",
+        )
+        for s in range(100)
+    ]
     md = markdown_summary(rs, {"gate": {"line": "hpccomm gate OFF: 0 of 1000 points"}})
     lines = md.splitlines()
     assert lines[1] == "**gate OFF: 0 of 1000 points**"  # the gate first
@@ -77,8 +106,11 @@ def test_empty_session(result) -> None:
 
 
 def test_engine_wording_is_not_repeated_next_to_the_name(result) -> None:
-    r = result(params={"size": 8}, outcome=Outcome.REGRESSION,
-               message="regression: osu_latency size=8: median 2 us vs baseline 1 us (ratio 2.000)")
+    r = result(
+        params={"size": 8},
+        outcome=Outcome.REGRESSION,
+        message="regression: osu_latency size=8: median 2 us vs baseline 1 us (ratio 2.000)",
+    )
     md = markdown_summary([r], {})
     assert "- ❌ **mpi/osu_latency size=8B**: median 2 us vs baseline 1 us (ratio 2.000)" in md
 
@@ -98,12 +130,24 @@ def test_a_ci_run_without_baselines_fits_a_pr_comment(session) -> None:
 
 def test_the_cap_holds_whatever_the_session_and_says_what_it_cut(result, session) -> None:
     long = "x" * 400
-    regs = [result(params={"size": s, "pad": long}, outcome=Outcome.REGRESSION,
-                   message=f"regression: osu_latency: median 2 us {long}")
-            for s in range(1, 501)]
-    many = [dataclasses.replace(r, measurement=dataclasses.replace(
-        r.measurement, params={**r.measurement.params, "copy": i}))
-        for i in range(4) for r in ci_results()]
+    regs = [
+        result(
+            params={"size": s, "pad": long},
+            outcome=Outcome.REGRESSION,
+            message=f"regression: osu_latency: median 2 us {long}",
+        )
+        for s in range(1, 501)
+    ]
+    many = [
+        dataclasses.replace(
+            r,
+            measurement=dataclasses.replace(
+                r.measurement, params={**r.measurement.params, "copy": i}
+            ),
+        )
+        for i in range(4)
+        for r in ci_results()
+    ]
     md = markdown_summary(regs + many, session)
     assert units(md) <= MAX_CHARS < PR_COMMENT_LIMIT
     assert "### Regressions (500)" in md

@@ -21,10 +21,32 @@ from pytest_hpccomm.report.results_json import (
     write_results,
 )
 
-SUMMARY_KEYS = {"n", "median", "mean", "min", "max", "p5", "p25", "p75", "p95", "p99", "stddev",
-                "iqr", "cv"}
-VERDICT_KEYS = {"outcome", "current_median", "baseline_median", "ratio", "ci_low", "ci_high",
-                "p_value", "tolerance", "message"}
+SUMMARY_KEYS = {
+    "n",
+    "median",
+    "mean",
+    "min",
+    "max",
+    "p5",
+    "p25",
+    "p75",
+    "p95",
+    "p99",
+    "stddev",
+    "iqr",
+    "cv",
+}
+VERDICT_KEYS = {
+    "outcome",
+    "current_median",
+    "baseline_median",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "tolerance",
+    "message",
+}
 BIN = Path(sys.executable).parent
 
 
@@ -36,13 +58,25 @@ def _strict_load(path: Path) -> dict:
 
 
 def test_schema_session_and_records(tmp_path, result) -> None:
-    rs = [result(params={"size": 1024}, samples=(2.0, 2.2, 2.1, 1.9), outcome=Outcome.REGRESSION,
-                 message="+10% worse"),
-          result(params={"size": 8}, baseline=None, outcome=Outcome.NEW)]
+    rs = [
+        result(
+            params={"size": 1024},
+            samples=(2.0, 2.2, 2.1, 1.9),
+            outcome=Outcome.REGRESSION,
+            message="+10% worse",
+        ),
+        result(params={"size": 8}, baseline=None, outcome=Outcome.NEW),
+    ]
     started = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-    session = {"system": "testsys", "fabric": "ethernet", "profile": "quick",
-               "started": started, "finished": started.timestamp() + 60,
-               "fingerprint": {"host": "h0"}, "hosts": ["h0", "h1"]}
+    session = {
+        "system": "testsys",
+        "fabric": "ethernet",
+        "profile": "quick",
+        "started": started,
+        "finished": started.timestamp() + 60,
+        "fingerprint": {"host": "h0"},
+        "hosts": ["h0", "h1"],
+    }
     path = write_results(tmp_path / "out" / "results.json", rs, session)
     doc = _strict_load(path)
     assert doc["schema"] == "pytest-hpccomm/results" and doc["schema_version"] == 1
@@ -51,8 +85,13 @@ def test_schema_session_and_records(tmp_path, result) -> None:
     assert s["started"] == "2025-01-02T03:04:05+00:00"
     assert s["finished"] == "2025-01-02T03:05:05+00:00"
     assert s["fingerprint"] == {"host": "h0"} and s["hosts"] == ["h0", "h1"]
-    assert doc["counts"] == {"regression": 1, "inconclusive": 0, "improvement": 0, "new": 1,
-                             "pass": 0}
+    assert doc["counts"] == {
+        "regression": 1,
+        "inconclusive": 0,
+        "improvement": 0,
+        "new": 1,
+        "pass": 0,
+    }
     # sweep order: size 8 before 1024
     assert [r["measurement"]["params"]["size"] for r in doc["results"]] == [8, 1024]
     rec = doc["results"][1]
@@ -120,10 +159,16 @@ def test_write_is_atomic(tmp_path, result, monkeypatch) -> None:
 
 # --- pytest-benchmark format ----------------------------------------------------------------
 
+
 def _bench_doc(tmp_path: Path, rs, **kw) -> tuple[dict, list[str]]:
     path = tmp_path / "bench.json"
-    skipped = write_pytest_benchmark_json(path, rs, {"node": "h0", "system": "Linux"},
-                                          {"id": "abc", "dirty": False, "project": "p"}, **kw)
+    skipped = write_pytest_benchmark_json(
+        path,
+        rs,
+        {"node": "h0", "system": "Linux"},
+        {"id": "abc", "dirty": False, "project": "p"},
+        **kw,
+    )
     return _strict_load(path), skipped
 
 
@@ -135,8 +180,16 @@ def test_pytest_benchmark_shape_matches_its_own_export(tmp_path, result) -> None
     assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version"}
     assert doc["machine_info"] == {"node": "h0", "system": "Linux"}
     (b,) = doc["benchmarks"]
-    assert set(b) == {"group", "name", "fullname", "params", "param", "extra_info", "options",
-                      "stats"}
+    assert set(b) == {
+        "group",
+        "name",
+        "fullname",
+        "params",
+        "param",
+        "extra_info",
+        "options",
+        "stats",
+    }
     assert set(b["stats"]) == set(Stats.fields) | {"data", "iterations"}
     assert b["fullname"] == "hpccomm_suites/mpi/test_perf.py::test_osu_latency"
     assert b["name"] == "test_osu_latency"
@@ -147,8 +200,13 @@ def test_pytest_benchmark_shape_matches_its_own_export(tmp_path, result) -> None
 
 
 def test_rates_stored_as_reciprocal_and_other_units_skipped(tmp_path, result) -> None:
-    bw = result(benchmark="osu_bw", metric="bandwidth", unit="MB/s", samples=(1000.0, 2000.0),
-                direction=Direction.HIGHER_IS_BETTER)
+    bw = result(
+        benchmark="osu_bw",
+        metric="bandwidth",
+        unit="MB/s",
+        samples=(1000.0, 2000.0),
+        direction=Direction.HIGHER_IS_BETTER,
+    )
     odd = result(benchmark="efficiency", unit="%", samples=(90.0,), nodeid="t.py::test_eff")
     doc, skipped = _bench_doc(tmp_path, [bw, odd])
     assert skipped == ["t.py::test_eff"]
@@ -176,12 +234,22 @@ def _cli_env() -> dict[str, str]:
 def test_pytest_benchmark_compare_reads_our_file(tmp_path, demo) -> None:
     path = tmp_path / "bench.json"
     assert write_pytest_benchmark_json(path, demo, None, None) == []
-    proc = subprocess.run([str(BIN / "pytest-benchmark"), "compare", str(path)], cwd=tmp_path,
-                          env=_cli_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(BIN / "pytest-benchmark"), "compare", str(path)],
+        cwd=tmp_path,
+        env=_cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    for name in ("test_osu_latency[ranks=2-size=8]", "test_osu_bw[ranks=2-size=4194304]",
-                 "test_osu_barrier[ranks=4]", "test_allreduce[ranks=4-size=1024]"):
+    for name in (
+        "test_osu_latency[ranks=2-size=8]",
+        "test_osu_bw[ranks=2-size=4194304]",
+        "test_osu_barrier[ranks=4]",
+        "test_allreduce[ranks=4-size=1024]",
+    ):
         assert name in out
     assert "benchmark 'mpi/osu_latency/latency': 23 tests" in out
     assert "Traceback" not in out + proc.stderr
@@ -194,15 +262,21 @@ def test_py_test_benchmark_list_finds_runs_in_storage(tmp_path, demo) -> None:
     second = benchmark_storage_path(storage, "hpccomm", machine_id="Linux-CPython-3.11-64bit")
     assert (first.name, second.name) == ("0001_hpccomm.json", "0002_hpccomm.json")
     write_pytest_benchmark_json(second, demo[:5], None, None)
-    proc = subprocess.run([str(BIN / "py.test-benchmark"), "--storage", f"file://{storage}",
-                           "list"], cwd=tmp_path, env=_cli_env(), capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [str(BIN / "py.test-benchmark"), "--storage", f"file://{storage}", "list"],
+        cwd=tmp_path,
+        env=_cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(first), str(second)]
 
 
-def test_default_machine_and_commit_info_come_from_pytest_benchmark(tmp_path, result,
-                                                                     monkeypatch) -> None:
+def test_default_machine_and_commit_info_come_from_pytest_benchmark(
+    tmp_path, result, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # not a git checkout: commit info says so
     doc, _ = results_json.benchmark_document([result()], None, None)
     assert {"node", "machine", "python_version", "cpu"} <= set(doc["machine_info"])
@@ -212,6 +286,8 @@ def test_default_machine_and_commit_info_come_from_pytest_benchmark(tmp_path, re
 def test_sweep_under_a_parametrized_nodeid_keeps_pytest_id_first(tmp_path, result) -> None:
     rs = [result(params={"size": s}, nodeid="t.py::test_sweep[ib]") for s in (8, 16)]
     doc, _ = _bench_doc(tmp_path, rs)
-    assert [b["name"] for b in doc["benchmarks"]] == ["test_sweep[ib-size=8]",
-                                                      "test_sweep[ib-size=16]"]
+    assert [b["name"] for b in doc["benchmarks"]] == [
+        "test_sweep[ib-size=8]",
+        "test_sweep[ib-size=16]",
+    ]
     assert doc["benchmarks"][0]["param"] == "ib-size=8"

@@ -29,8 +29,12 @@ def test_times_sum_phases_per_item_and_rank_stacks_by_cost() -> None:
     times.add("mpi (openmpi)", "m::y", 0.2, skipped=True)
     assert times.stacks() == ["mpi (openmpi)", "tf"]
     doc = times.as_dict()
-    assert doc["tf"] == {"seconds": 3.5, "items": 1, "skipped": 0,
-                         "slowest": [{"item": "t::a", "seconds": 3.5}]}
+    assert doc["tf"] == {
+        "seconds": 3.5,
+        "items": 1,
+        "skipped": 0,
+        "slowest": [{"item": "t::a", "seconds": 3.5}],
+    }
     assert doc["mpi (openmpi)"]["skipped"] == 1
     assert doc["mpi (openmpi)"]["slowest"][0] == {"item": "m::x", "seconds": 70.0}
     lines = times.lines(wall=80.0)
@@ -44,10 +48,18 @@ def test_no_time_no_lines() -> None:
 
 
 def test_markdown_folds_the_time_per_stack() -> None:
-    session: dict[str, Any] = {"system": "s", "fabric": "ethernet",
-                               "stack_seconds": {"grpc": {"seconds": 61.4, "items": 3,
-                                                          "skipped": 0, "slowest": [
-                                                              {"item": "g::p|q", "seconds": 40}]}}}
+    session: dict[str, Any] = {
+        "system": "s",
+        "fabric": "ethernet",
+        "stack_seconds": {
+            "grpc": {
+                "seconds": 61.4,
+                "items": 3,
+                "skipped": 0,
+                "slowest": [{"item": "g::p|q", "seconds": 40}],
+            }
+        },
+    }
     text = markdown_summary([], session)
     assert "<summary>Time per stack (setup + call + teardown)</summary>" in text
     assert "| grpc | 61 s | 3 | g::p\\|q (40 s) |" in text
@@ -56,7 +68,8 @@ def test_markdown_folds_the_time_per_stack() -> None:
 def test_a_session_reports_time_per_stack(pytester: pytest.Pytester) -> None:
     """A real inner session: two stacks' items (one sleeps in a fixture's setup) are timed,
     printed after the run and written to the results JSON."""
-    pytester.makepyfile(test_two_stacks="""
+    pytester.makepyfile(
+        test_two_stacks="""
         import time, pytest
 
         @pytest.fixture
@@ -73,24 +86,37 @@ def test_a_session_reports_time_per_stack(pytester: pytest.Pytester) -> None:
 
         def test_plain():
             pass
-    """)
+    """
+    )
     results = pytester.path / "r.json"
-    res = pytester.runpytest("--hpc-fabric=ethernet", "--hpc-history=none", "-rs",
-                             # the default --hpc-mpi (openmpi,mpich): may skip where absent
-                             f"--hpc-results={results}", "--hpc-baselines=bl")
+    res = pytester.runpytest(
+        "--hpc-fabric=ethernet",
+        "--hpc-history=none",
+        "-rs",
+        # the default --hpc-mpi (openmpi,mpich): may skip where absent
+        f"--hpc-results={results}",
+        "--hpc-baselines=bl",
+    )
     assert res.ret == 0  # the MPI items may skip here (no MPI): they are timed all the same
     out = res.stdout.str()
     assert "hpccomm time per stack (setup + call + teardown)" in out
-    rows = {ln.split("  ")[0].strip(): ln for ln in out.splitlines()
-            if ln.startswith(("mpi (", "grpc ", "other "))}
+    rows = {
+        ln.split("  ")[0].strip(): ln
+        for ln in out.splitlines()
+        if ln.startswith(("mpi (", "grpc ", "other "))
+    }
     assert set(rows) == {"mpi (openmpi)", "mpi (mpich)", "grpc", "other"}, out
-    assert "0.3 s" in rows["mpi (openmpi)"] or "0.4 s" in rows["mpi (openmpi)"] \
-        or "skipped" in rows["mpi (openmpi)"], out
+    assert (
+        "0.3 s" in rows["mpi (openmpi)"]
+        or "0.4 s" in rows["mpi (openmpi)"]
+        or "skipped" in rows["mpi (openmpi)"]
+    ), out
 
 
 def test_results_json_carries_the_time_per_stack(pytester: pytest.Pytester) -> None:
     """With a recorded result, the results JSON's session holds stack_seconds."""
-    pytester.makepyfile(test_one="""
+    pytester.makepyfile(
+        test_one="""
         import time, pytest
         from pytest_hpccomm.measure.measurement import Direction, Measurement
 
@@ -99,10 +125,15 @@ def test_results_json_carries_the_time_per_stack(pytester: pytest.Pytester) -> N
             hpc_record(Measurement(stack="grpc", benchmark="b", params={"size": 1},
                                    samples=tuple(1.0 + i / 100 for i in range(20)), unit="us",
                                    direction=Direction.LOWER_IS_BETTER, metric="latency"))
-    """)
+    """
+    )
     results = pytester.path / "r.json"
-    res = pytester.runpytest("--hpc-fabric=ethernet", "--hpc-history=none",
-                             f"--hpc-results={results}", "--hpc-baselines=bl")
+    res = pytester.runpytest(
+        "--hpc-fabric=ethernet",
+        "--hpc-history=none",
+        f"--hpc-results={results}",
+        "--hpc-baselines=bl",
+    )
     res.assert_outcomes(passed=1)
     doc = json.loads(results.read_text())
     grpc = doc["session"]["stack_seconds"][OTHER]  # no stack marker: counted as other

@@ -15,12 +15,25 @@ def test_empty_session_prints_nothing() -> None:
 
 def test_columns_units_and_count_line(result) -> None:
     lat = result(samples=(1.049, 1.05, 1.051), baseline=1.0, outcome=Outcome.PASS)
-    bw = result(benchmark="osu_bw", metric="bandwidth", unit="MB/s",
-                direction=Direction.HIGHER_IS_BETTER, samples=(12000.0,) * 3, baseline=None,
-                outcome=Outcome.NEW)
+    bw = result(
+        benchmark="osu_bw",
+        metric="bandwidth",
+        unit="MB/s",
+        direction=Direction.HIGHER_IS_BETTER,
+        samples=(12000.0,) * 3,
+        baseline=None,
+        outcome=Outcome.NEW,
+    )
     lines = summary_table([bw, lat])
-    assert lines[0].split() == ["stack", "benchmark", "params", "baseline", "current", "ratio",
-                                "verdict"]
+    assert lines[0].split() == [
+        "stack",
+        "benchmark",
+        "params",
+        "baseline",
+        "current",
+        "ratio",
+        "verdict",
+    ]
     assert set(lines[1]) <= {"-", " "}
     lat_row = next(ln for ln in lines if "osu_latency" in ln)
     # OSU style: latency in us with 2 decimals, the row's baseline on the same scale
@@ -50,8 +63,10 @@ def test_sizes_sort_numerically_and_groups_are_contiguous(result) -> None:
 
 
 def test_regressions_grep_to_complete_lines(result) -> None:
-    rs = [result(params={"size": s}, outcome=Outcome.REGRESSION if s == 64 else Outcome.PASS)
-          for s in (8, 64, 512)]
+    rs = [
+        result(params={"size": s}, outcome=Outcome.REGRESSION if s == 64 else Outcome.PASS)
+        for s in (8, 64, 512)
+    ]
     hits = [ln for ln in summary_table(rs) if "REGRESSION" in ln]
     assert len(hits) == 1
     assert hits[0].startswith("mpi") and "osu_latency" in hits[0] and "size=64B" in hits[0]
@@ -67,8 +82,10 @@ def test_fits_120_columns_and_squeezes_long_params(demo, result) -> None:
 
 
 def test_several_metrics_of_one_benchmark_are_named(result) -> None:
-    rs = [result(benchmark="allreduce", metric="busbw", unit="GB/s"),
-          result(benchmark="allreduce", metric="algbw", unit="GB/s")]
+    rs = [
+        result(benchmark="allreduce", metric="busbw", unit="GB/s"),
+        result(benchmark="allreduce", metric="algbw", unit="GB/s"),
+    ]
     rows = _rows(summary_table(rs))
     assert [r.split()[1] for r in rows] == ["allreduce:algbw", "allreduce:busbw"]
 
@@ -84,18 +101,29 @@ def test_a_large_session_prints_counts_then_only_what_changed(result) -> None:
 
     n = FULL_TABLE_MAX + 60
     outcomes = {3: Outcome.REGRESSION, 7: Outcome.IMPROVEMENT, 9: Outcome.INCONCLUSIVE}
-    rs = [result(params={"size": s, "ranks": 2}, outcome=outcomes.get(s, Outcome.PASS),
-                 message=f"{outcomes.get(s, Outcome.PASS).value}: osu_latency size={s}: "
-                         f"median {s} us") for s in range(n)]
-    rs += [result(stack="grpc", benchmark="unary", params={"size": 8}, baseline=None,
-                  outcome=Outcome.NEW)]
+    rs = [
+        result(
+            params={"size": s, "ranks": 2},
+            outcome=outcomes.get(s, Outcome.PASS),
+            message=f"{outcomes.get(s, Outcome.PASS).value}: osu_latency size={s}: median {s} us",
+        )
+        for s in range(n)
+    ]
+    rs += [
+        result(
+            stack="grpc", benchmark="unary", params={"size": 8}, baseline=None, outcome=Outcome.NEW
+        )
+    ]
     lines = summary_table(rs, width=150)
-    assert lines[0] == f"hpccomm: {n + 1} results: 1 regression, 1 inconclusive, " \
-                       f"1 improvement, 1 new, {n - 3} pass"
-    assert lines[1].strip() == f"grpc 1 new; mpi 1 regression, 1 inconclusive, " \
-                               f"1 improvement, {n - 3} pass"
-    changed = [ln for ln in lines if ln.split()[0] in ("REGRESSION", "IMPROVEMENT",
-                                                       "INCONCLUSIVE")]
+    assert (
+        lines[0] == f"hpccomm: {n + 1} results: 1 regression, 1 inconclusive, "
+        f"1 improvement, 1 new, {n - 3} pass"
+    )
+    assert (
+        lines[1].strip() == f"grpc 1 new; mpi 1 regression, 1 inconclusive, "
+        f"1 improvement, {n - 3} pass"
+    )
+    changed = [ln for ln in lines if ln.split()[0] in ("REGRESSION", "IMPROVEMENT", "INCONCLUSIVE")]
     # worst first, one complete line each, the message without the engine's prefix
     assert [ln.split()[0] for ln in changed] == ["REGRESSION", "IMPROVEMENT", "INCONCLUSIVE"]
     assert changed[0].startswith("REGRESSION    mpi osu_latency size=3B ranks=2: median 3 us")
@@ -110,11 +138,18 @@ def test_a_large_session_prints_counts_then_only_what_changed(result) -> None:
     cut = summary_table(many, width=150)
     assert sum(ln.startswith("REGRESSION") for ln in cut) == LISTED + 1
     assert f"... {total - LISTED} more" in cut[-2]
-    noisy = [result(params={"size": s}, outcome=Outcome.INCONCLUSIVE,
-                    reason="too noisy: CI wider than the tolerance band") for s in range(300)]
+    noisy = [
+        result(
+            params={"size": s},
+            outcome=Outcome.INCONCLUSIVE,
+            reason="too noisy: CI wider than the tolerance band",
+        )
+        for s in range(300)
+    ]
     grouped = summary_table(noisy, width=150)
     assert [ln for ln in grouped if ln.startswith("INCONCLUSIVE")] == [
-        "INCONCLUSIVE  300 x too noisy (e.g. mpi osu_latency size=0B)"]
+        "INCONCLUSIVE  300 x too noisy (e.g. mpi osu_latency size=0B)"
+    ]
 
 
 def test_ci_run_without_baselines_is_a_few_lines() -> None:

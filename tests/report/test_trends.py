@@ -27,28 +27,60 @@ RECORDED = Path(__file__).parents[1] / "baselines" / "data" / "recorded_osu_late
 
 
 def fingerprint(mpi: str) -> dict[str, Any]:
-    return {"device": "mlx5_0", "kernel": "6.1.0-28-amd64", "hostname": "cn042",
-            "stacks": {"mpi": {"vendor": "Open MPI", "version": mpi}}}
+    return {
+        "device": "mlx5_0",
+        "kernel": "6.1.0-28-amd64",
+        "hostname": "cn042",
+        "stacks": {"mpi": {"vendor": "Open MPI", "version": mpi}},
+    }
 
 
-def record(store: HistoryStore, latency: list[float], *, step_at: int | None = None,
-           bandwidth: list[float] | None = None, system: str = "sysA") -> None:
+def record(
+    store: HistoryStore,
+    latency: list[float],
+    *,
+    step_at: int | None = None,
+    bandwidth: list[float] | None = None,
+    system: str = "sysA",
+) -> None:
     """One run per value, a day apart; the MPI in the fingerprint changes at run `step_at`."""
     for i, lat in enumerate(latency):
         fp = fingerprint("5.0.6" if step_at is not None and i >= step_at else "5.0.3")
         fp["hostname"] = f"cn{i % 3}"  # volatile: must never show in a diff
-        rs = [make_result(params={"size": 8}, samples=(lat * 0.99, lat, lat * 1.01),
-                          outcome=Outcome.NEW, baseline=None, system=system, fabric="ib",
-                          fingerprint=fp)]
+        rs = [
+            make_result(
+                params={"size": 8},
+                samples=(lat * 0.99, lat, lat * 1.01),
+                outcome=Outcome.NEW,
+                baseline=None,
+                system=system,
+                fabric="ib",
+                fingerprint=fp,
+            )
+        ]
         if bandwidth is not None:
             bw = bandwidth[i]
-            rs.append(make_result(benchmark="osu_bw", params={"size": 1 << 20},
-                                  samples=(bw * 0.99, bw, bw * 1.01), unit="MB/s",
-                                  direction=Direction.HIGHER_IS_BETTER, metric="bandwidth",
-                                  outcome=Outcome.NEW, baseline=None, system=system,
-                                  fabric="ib", fingerprint=fp))
-        store.append(rs, run_id=f"run{i:03d}", timestamp=T0 + timedelta(days=i),
-                     commit=f"{i:02d}" + "c0ffee" * 6)
+            rs.append(
+                make_result(
+                    benchmark="osu_bw",
+                    params={"size": 1 << 20},
+                    samples=(bw * 0.99, bw, bw * 1.01),
+                    unit="MB/s",
+                    direction=Direction.HIGHER_IS_BETTER,
+                    metric="bandwidth",
+                    outcome=Outcome.NEW,
+                    baseline=None,
+                    system=system,
+                    fabric="ib",
+                    fingerprint=fp,
+                )
+            )
+        store.append(
+            rs,
+            run_id=f"run{i:03d}",
+            timestamp=T0 + timedelta(days=i),
+            commit=f"{i:02d}" + "c0ffee" * 6,
+        )
 
 
 def step_history(tmp_path: Path) -> HistoryStore:
@@ -66,8 +98,9 @@ def red_columns(png: bytes) -> list[int]:
     """x of pixel columns that are mostly the change-worse red over the plot's height: the
     vertical change-point markers (text and dots never fill a column)."""
     img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
-    red = (abs(img[..., 0] - 214) < 30) & (abs(img[..., 1] - 39) < 30) & (
-        abs(img[..., 2] - 40) < 30)
+    red = (
+        (abs(img[..., 0] - 214) < 30) & (abs(img[..., 1] - 39) < 30) & (abs(img[..., 2] - 40) < 30)
+    )
     return [int(x) for x in np.flatnonzero(red.sum(axis=0) > img.shape[0] * 0.5)]
 
 
@@ -164,8 +197,7 @@ def test_many_series_are_capped_changes_first(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path / "history.sqlite")
     for s, system in enumerate(["a", "b", "c", "d", "e"]):
         step = s in (1, 3)
-        values = list(np.r_[rng.normal(10.0, 0.1, 12), rng.normal(12.0 if step else 10.0, 0.1,
-                                                                   12)])
+        values = list(np.r_[rng.normal(10.0, 0.1, 12), rng.normal(12.0 if step else 10.0, 0.1, 12)])
         record(store, values, step_at=12 if step else None, system=system)
     page = write_trends_page(tmp_path / "t.html", store, store.keys(), limit=3)
     assert page.matched == 5 and len(page.shown) == 3
@@ -185,14 +217,24 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 def test_cli_writes_the_page(tmp_path: Path) -> None:
     store = step_history(tmp_path)
     target = tmp_path / "pages" / "trends.html"
-    code, out, err = run_cli("history", "--db", str(store.path), "--html", str(target),
-                             "--stack", "mpi")
+    code, out, err = run_cli(
+        "history", "--db", str(store.path), "--html", str(target), "--stack", "mpi"
+    )
     assert code == 0, err
     assert out == f"trends page: {target} (2 of 2 series, 1 change point(s))\n"
     html = target.read_text()
     assert "stack=mpi" in html and 'id="diff-s1-r20"' in html
-    code, out, _ = run_cli("history", "--db", str(store.path), "--html", str(target),
-                           "--benchmark", "osu_bw", "--limit", "1")
+    code, out, _ = run_cli(
+        "history",
+        "--db",
+        str(store.path),
+        "--html",
+        str(target),
+        "--benchmark",
+        "osu_bw",
+        "--limit",
+        "1",
+    )
     assert code == 0 and "(1 of 1 series, 0 change point(s))" in out
     assert "No change point in the series shown" in target.read_text()
 
@@ -227,11 +269,21 @@ def test_a_sweep_that_changed_in_one_run_is_listed_in_sweep_order(tmp_path: Path
     store = HistoryStore(tmp_path / "history.sqlite")
     sizes = [1, 8, 128, 1024, 65536]
     for i in range(24):
-        store.append([make_result(params={"size": s}, samples=(v, v, v), outcome=Outcome.NEW,
-                                  baseline=None, fingerprint=fingerprint("5.0.3"))
-                      for s in sizes for v in [10.0 + s / 1000 + (2.0 if i >= 12 else 0.0)
-                                               + 0.05 * ((i * 7 + s) % 5)]],
-                     run_id=f"r{i:02d}", timestamp=T0 + timedelta(days=i))
+        store.append(
+            [
+                make_result(
+                    params={"size": s},
+                    samples=(v, v, v),
+                    outcome=Outcome.NEW,
+                    baseline=None,
+                    fingerprint=fingerprint("5.0.3"),
+                )
+                for s in sizes
+                for v in [10.0 + s / 1000 + (2.0 if i >= 12 else 0.0) + 0.05 * ((i * 7 + s) % 5)]
+            ],
+            run_id=f"r{i:02d}",
+            timestamp=T0 + timedelta(days=i),
+        )
     shown = select(collect(store, store.keys()), 10)
     assert [json.loads(t.key.params_key)["size"] for t in shown] == sizes
     assert all([c.point.index for c in t.changes] == [12] for t in shown)

@@ -13,19 +13,22 @@ from pytest_hpccomm.report.units import (
 )
 
 
-@pytest.mark.parametrize("value,unit,ref,text", [
-    (1.234, "us", None, "1.23 us"),  # OSU: latency in us, 2 decimals
-    (0.45, "us", None, "0.45 us"),
-    (450.0, "ns", None, "0.45 us"),
-    (2.5e-3, "s", None, "2500.00 us"),
-    (250.0, "ms", None, "250.00 ms"),
-    (99.0, "ms", 101.0, "99.00 ms"),  # the row's reference picks one scale for both numbers
-    (12000.0, "MB/s", None, "12000.00 MB/s"),  # byte rates unscaled, as OSU prints them
-    (3.5e6, "msg/s", None, "3.50M msg/s"),
-    (None, "us", None, "-"),
-    (float("nan"), "MB/s", None, "-"),
-    (0.93, "%", None, "0.93 %"),
-])
+@pytest.mark.parametrize(
+    "value,unit,ref,text",
+    [
+        (1.234, "us", None, "1.23 us"),  # OSU: latency in us, 2 decimals
+        (0.45, "us", None, "0.45 us"),
+        (450.0, "ns", None, "0.45 us"),
+        (2.5e-3, "s", None, "2500.00 us"),
+        (250.0, "ms", None, "250.00 ms"),
+        (99.0, "ms", 101.0, "99.00 ms"),  # the row's reference picks one scale for both numbers
+        (12000.0, "MB/s", None, "12000.00 MB/s"),  # byte rates unscaled, as OSU prints them
+        (3.5e6, "msg/s", None, "3.50M msg/s"),
+        (None, "us", None, "-"),
+        (float("nan"), "MB/s", None, "-"),
+        (0.93, "%", None, "0.93 %"),
+    ],
+)
 def test_fmt_value(value, unit, ref, text) -> None:
     assert fmt_value(value, unit, ref=ref) == text
 
@@ -35,8 +38,18 @@ def test_micro_sign_only_off_the_terminal() -> None:
     assert fmt_range(1.0, 2.0, "us", ascii_only=False) == "1.00 – 2.00 µs"
 
 
-@pytest.mark.parametrize("n,text", [(0, "0B"), (8, "8B"), (1000, "1000B"), (1024, "1KiB"),
-                                    (1536, "1536B"), (4 << 20, "4MiB"), (1 << 30, "1GiB")])
+@pytest.mark.parametrize(
+    "n,text",
+    [
+        (0, "0B"),
+        (8, "8B"),
+        (1000, "1000B"),
+        (1024, "1KiB"),
+        (1536, "1536B"),
+        (4 << 20, "4MiB"),
+        (1 << 30, "1GiB"),
+    ],
+)
 def test_fmt_size(n, text) -> None:
     assert fmt_size(n) == text
 

@@ -15,14 +15,29 @@ from hpccomm_suites import DIR as SUITES_DIR
 from tests.builders import usage_error_line
 
 SUITES = SUITES_DIR
-COMMON = ("--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
-          "--import-mode=importlib")
+COMMON = (
+    "--hpc-history=none",
+    "--hpc-baselines=bl",
+    "-p",
+    "no:cacheprovider",
+    "--import-mode=importlib",
+)
 # option, its suite, one item of it, what the probe imports, the package a Python may lack
 NAMED = {
-    "tf": ("--hpc-tf-python", SUITES / "tf" / "test_conformance_tf.py",
-           "test_tensors_cross_tasks_bit_exact", "tensorflow", "tensorflow"),
-    "horovod": ("--hpc-horovod-python", SUITES / "horovod" / "test_conformance_horovod.py",
-                "test_allreduce_matches_numpy", "horovod.torch", "horovod"),
+    "tf": (
+        "--hpc-tf-python",
+        SUITES / "tf" / "test_conformance_tf.py",
+        "test_tensors_cross_tasks_bit_exact",
+        "tensorflow",
+        "tensorflow",
+    ),
+    "horovod": (
+        "--hpc-horovod-python",
+        SUITES / "horovod" / "test_conformance_horovod.py",
+        "test_allreduce_matches_numpy",
+        "horovod.torch",
+        "horovod",
+    ),
 }
 
 
@@ -39,8 +54,9 @@ def test_a_python_that_does_not_exist(pytester: pytest.Pytester, stack: str) -> 
 
 
 @pytest.mark.parametrize("stack", NAMED)
-def test_a_directory_without_a_python(pytester: pytest.Pytester, tmp_path: Path,
-                                      stack: str) -> None:
+def test_a_directory_without_a_python(
+    pytester: pytest.Pytester, tmp_path: Path, stack: str
+) -> None:
     line = usage_error_line(run(pytester, stack, tmp_path))
     assert f"{NAMED[stack][0]}: {tmp_path} is not a Python executable" in line
 
@@ -54,8 +70,9 @@ def fails_naming(result: pytest.RunResult, stack: str, python: Path) -> None:
 
 
 @pytest.mark.parametrize("stack", NAMED)
-def test_a_python_that_does_not_run_fails(pytester: pytest.Pytester, tmp_path: Path,
-                                          stack: str) -> None:
+def test_a_python_that_does_not_run_fails(
+    pytester: pytest.Pytester, tmp_path: Path, stack: str
+) -> None:
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\nexit 3\n")
     python.chmod(0o755)

@@ -56,9 +56,19 @@ MPI_WANT = {
     "osu_bibw": [("bandwidth", "MB/s", HIGHER)],
     "osu_mbw_mr": [("bandwidth", "MB/s", HIGHER), ("message_rate", "msg/s", HIGHER)],
     "osu_barrier": [("latency", "us", LOWER)],
-    **{b: [("latency", "us", LOWER), ("busbw", "GB/s", HIGHER)]
-       for b in ("osu_allreduce", "osu_reduce", "osu_bcast", "osu_allgather", "osu_alltoall",
-                 "osu_reduce_scatter", "osu_gather", "osu_scatter")},
+    **{
+        b: [("latency", "us", LOWER), ("busbw", "GB/s", HIGHER)]
+        for b in (
+            "osu_allreduce",
+            "osu_reduce",
+            "osu_bcast",
+            "osu_allgather",
+            "osu_alltoall",
+            "osu_reduce_scatter",
+            "osu_gather",
+            "osu_scatter",
+        )
+    },
 }
 
 
@@ -100,19 +110,20 @@ def test_grpc_table_covers_every_benchmark() -> None:
 @pytest.mark.parametrize("bench", sorted(GRPC_WANT))
 def test_grpc_records(bench: str) -> None:
     family = tfbench.BENCHMARKS[bench][0]
-    sweep = GrpcSweep(family=family, peer="native", mode="raw", placement="loopback",
-                      results={}, grpc_version="")
+    sweep = GrpcSweep(
+        family=family, peer="native", mode="raw", placement="loopback", results={}, grpc_version=""
+    )
     point = {"layout": [10, 10], "samples": [US] * 3, "iterations": [1] * 3, "warmup": 0}
-    m = tfbench.measurement(bench, "uniform-small", sweep, point, "native", "native", "raw",
-                            "loopback")
+    m = tfbench.measurement(
+        bench, "uniform-small", sweep, point, "native", "native", "raw", "loopback"
+    )
     assert (m.metric, m.unit, m.direction) == GRPC_WANT[bench]
     consistent(m)
 
 
 # -- TensorFlow --------------------------------------------------------------------------------
 def tf_point() -> dict[str, Any]:
-    return {"samples": [US] * 3, "max_samples": [US] * 3, "warmup": 0, "valid": True,
-            "devices": []}
+    return {"samples": [US] * 3, "max_samples": [US] * 3, "warmup": 0, "valid": True, "devices": []}
 
 
 def test_tf_recv_tensor_records() -> None:
@@ -120,8 +131,10 @@ def test_tf_recv_tensor_records() -> None:
     1000 MB/s."""
     sweep = tf_recv.RecvSweep({SIZE: tf_point()})
     lat, bw = tf_recv.measurements(sweep, SIZE, {})
-    assert [row(m) for m in (lat, bw)] == [("tf_recv_tensor", "latency", "us", LOWER),
-                                           ("tf_recv_tensor", "bandwidth", "MB/s", HIGHER)]
+    assert [row(m) for m in (lat, bw)] == [
+        ("tf_recv_tensor", "latency", "us", LOWER),
+        ("tf_recv_tensor", "bandwidth", "MB/s", HIGHER),
+    ]
     assert bw.samples == pytest.approx([1000.0] * 3, rel=1e-12)
     for m in (lat, bw):
         consistent(m)
@@ -132,8 +145,10 @@ def test_tf_allreduce_records(workers: int) -> None:
     """busbw of 10^6 B in 1000 us: algbw 1 GB/s times 2(n-1)/n."""
     sweep = tf_recv.RecvSweep({SIZE: tf_point()})
     lat, busbw = tf_allreduce.measurements(sweep, SIZE, workers, {})
-    assert [row(m) for m in (lat, busbw)] == [("tf_allreduce", "latency", "us", LOWER),
-                                              ("tf_allreduce", "busbw", "GB/s", HIGHER)]
+    assert [row(m) for m in (lat, busbw)] == [
+        ("tf_allreduce", "latency", "us", LOWER),
+        ("tf_allreduce", "busbw", "GB/s", HIGHER),
+    ]
     assert busbw.samples == pytest.approx([2 * (workers - 1) / workers] * 3, rel=1e-12)
     for m in (lat, busbw):
         consistent(m)
@@ -151,8 +166,10 @@ def test_tf_ps_records() -> None:
 def test_horovod_allreduce_records(ranks: int) -> None:
     sweep = hvd.Sweep({SIZE: tf_point()}, ranks)
     lat, busbw = hvd.measurements(sweep, SIZE, {"placement": "loopback"})
-    assert [row(m) for m in (lat, busbw)] == [("hvd_allreduce", "latency", "us", LOWER),
-                                              ("hvd_allreduce", "busbw", "GB/s", HIGHER)]
+    assert [row(m) for m in (lat, busbw)] == [
+        ("hvd_allreduce", "latency", "us", LOWER),
+        ("hvd_allreduce", "busbw", "GB/s", HIGHER),
+    ]
     assert busbw.samples == pytest.approx([2 * (ranks - 1) / ranks] * 3, rel=1e-12)
     for m in (lat, busbw):
         consistent(m)
@@ -165,7 +182,8 @@ def test_horovod_train_records() -> None:
     assert [row(m) for m in ms] == [
         ("hvd_synthetic", "images_per_s_per_rank", "img/s", HIGHER),
         ("hvd_timeline", "negotiation_ms_per_step", "ms", LOWER),
-        ("hvd_timeline", "reduction_ms_per_step", "ms", LOWER)]
+        ("hvd_timeline", "reduction_ms_per_step", "ms", LOWER),
+    ]
     for m in ms:
         consistent(m)
 
@@ -176,8 +194,9 @@ def test_verbs_metric(bench: Any) -> None:
     """perftest: *_lat programs report latency in us (lower), *_bw programs MB/sec (higher),
     whose MB is 2^20 B: the record says MiB/s, so a link fraction and a cross-stack row read
     it on the right scale."""
-    want = (("latency", "us", LOWER) if bench.name.endswith("_lat")
-            else ("bandwidth", "MiB/s", HIGHER))
+    want = (
+        ("latency", "us", LOWER) if bench.name.endswith("_lat") else ("bandwidth", "MiB/s", HIGHER)
+    )
     assert bench.metric == want
 
 

@@ -7,6 +7,12 @@ variables for the ranks travel in the launcher's environment and are forwarded b
 never appear on a command line, where `ps` shows them.
 """
 
-from pytest_hpccomm.cluster.launchers.spec import Launch, Launcher, LaunchSpec, base_env, interface_env
+from pytest_hpccomm.cluster.launchers.spec import (
+    Launch,
+    Launcher,
+    LaunchSpec,
+    base_env,
+    interface_env,
+)
 
 __all__ = ["Launch", "Launcher", "LaunchSpec", "base_env", "interface_env"]

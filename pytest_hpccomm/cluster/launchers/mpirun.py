@@ -66,8 +66,9 @@ class MpirunLauncher:
             if spec.tcp_only:
                 rank_env.update(TCP_ONLY_OMPI_ENV)
             if self.private_session:
-                scratch = os.path.join(tempfile.gettempdir(),
-                                       f"hpccomm-mpi-{os.getpid()}-{secrets.token_hex(4)}")
+                scratch = os.path.join(
+                    tempfile.gettempdir(), f"hpccomm-mpi-{os.getpid()}-{secrets.token_hex(4)}"
+                )
             argv = self._openmpi(spec, sorted(rank_env), scratch)
             launcher_env = dict(ROOT_ENV) if self.as_root else {}
         else:
@@ -87,15 +88,25 @@ class MpirunLauncher:
 
     def _openmpi(self, spec: LaunchSpec, forward: list[str], session: str | None) -> list[str]:
         v5 = self.flavor.major >= 5
-        argv = [self.mpirun, "--host", self._hostlist(spec), "-np", str(spec.n_ranks),
-                "--map-by", f"ppr:{spec.ranks_per_host}:node"]
+        argv = [
+            self.mpirun,
+            "--host",
+            self._hostlist(spec),
+            "-np",
+            str(spec.n_ranks),
+            "--map-by",
+            f"ppr:{spec.ranks_per_host}:node",
+        ]
         if self.prefix:
             argv += ["--prefix", os.path.dirname(os.path.dirname(os.path.abspath(self.mpirun)))]
         if spec.bind_none:
             argv += ["--bind-to", "none"]
         if self.rsh_agent:
-            argv += (["--prtemca", "plm_ssh_agent", self.rsh_agent] if v5
-                     else ["--mca", "plm_rsh_agent", self.rsh_agent])
+            argv += (
+                ["--prtemca", "plm_ssh_agent", self.rsh_agent]
+                if v5
+                else ["--mca", "plm_rsh_agent", self.rsh_agent]
+            )
         if spec.tcp_only:
             argv += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
         if spec.interface:
@@ -103,15 +114,25 @@ class MpirunLauncher:
             # the daemons' out-of-band channel belongs to PRRTE in Open MPI 5
             argv += ["--prtemca" if v5 else "--mca", "oob_tcp_if_include", spec.interface]
         if session:  # the runtime's session directories go under it (daemons too)
-            argv += (["--prtemca", "prte_tmpdir_base", session] if v5
-                     else ["--mca", "orte_tmpdir_base", session])
+            argv += (
+                ["--prtemca", "prte_tmpdir_base", session]
+                if v5
+                else ["--mca", "orte_tmpdir_base", session]
+            )
         for name in forward:
             argv += ["-x", name]
         return argv
 
     def _hydra(self, spec: LaunchSpec, forward: list[str]) -> list[str]:
-        argv = [self.mpirun, "-hosts", self._hostlist(spec), "-n", str(spec.n_ranks),
-                "-ppn", str(spec.ranks_per_host)]
+        argv = [
+            self.mpirun,
+            "-hosts",
+            self._hostlist(spec),
+            "-n",
+            str(spec.n_ranks),
+            "-ppn",
+            str(spec.ranks_per_host),
+        ]
         if spec.bind_none:
             argv += ["-bind-to", "none"]
         if self.rsh_agent:
@@ -126,10 +147,17 @@ class MpirunLauncher:
 INIT_FLAKE = "Fatal error in internal_Init_thread"  # MPICH's MPI_Init abort, see below
 
 
-def run_retrying_init_flake(launch: Launch, *, timeout: float, grace: float = 2.0,
-                            attempts: int = 3, netns_pids_hook: PidsHook | None = None,
-                            on_start: Callable[[int], None] | None = None,
-                            label: str = "", outside_cpu: bool = False) -> JobResult:
+def run_retrying_init_flake(
+    launch: Launch,
+    *,
+    timeout: float,
+    grace: float = 2.0,
+    attempts: int = 3,
+    netns_pids_hook: PidsHook | None = None,
+    on_start: Callable[[int], None] | None = None,
+    label: str = "",
+    outside_cpu: bool = False,
+) -> JobResult:
     """Run an MPI job to completion, retrying only MPICH's MPI_Init flake.
 
     MPICH 5.0.2's libfabric TCP endpoint setup fails in MPI_Init in ~2-5 % of launches here
@@ -139,9 +167,17 @@ def run_retrying_init_flake(launch: Launch, *, timeout: float, grace: float = 2.
     MPI never (0 of 60). mpiexec then often hangs instead of exiting. The attempt is ended as
     soon as that signature shows in stderr; any other failure is returned as it is."""
     for attempt in range(1, attempts + 1):
-        job = start_job(launch.argv, launch.env, timeout=timeout, grace=grace,
-                        netns_pids_hook=netns_pids_hook, on_start=on_start, label=label,
-                        scratch=launch.scratch, outside_cpu=outside_cpu)
+        job = start_job(
+            launch.argv,
+            launch.env,
+            timeout=timeout,
+            grace=grace,
+            netns_pids_hook=netns_pids_hook,
+            on_start=on_start,
+            label=label,
+            scratch=launch.scratch,
+            outside_cpu=outside_cpu,
+        )
         deadline = time.monotonic() + timeout
         while job.poll() is None and time.monotonic() < deadline:
             if INIT_FLAKE in job.peek_output()[1]:

@@ -32,8 +32,9 @@ class NetnsLauncher:
         flavor: MpiFlavor | None = None,
     ) -> None:
         self.cluster = cluster
-        self.mpirun = MpirunLauncher(mpirun, flavor, rsh_agent=cluster.agent_path,
-                                     private_session=True)
+        self.mpirun = MpirunLauncher(
+            mpirun, flavor, rsh_agent=cluster.agent_path, private_session=True
+        )
         self.pids_hook = cluster.pids  # for run_job/start_job(netns_pids_hook=...)
 
     @property
@@ -49,13 +50,20 @@ class NetnsLauncher:
         # ranks of different virtual hosts share the real cores: never bind them
         pinned = dataclasses.replace(spec, interface=IFACE, tcp_only=True, bind_none=True)
         inner = self.mpirun.command(pinned)
-        return Launch(self.cluster.exec_argv(spec.hosts[0].name, inner.argv), inner.env,
-                      inner.scratch)
+        return Launch(
+            self.cluster.exec_argv(spec.hosts[0].name, inner.argv), inner.env, inner.scratch
+        )
 
-    def run(self, spec: LaunchSpec, *, timeout: float, grace: float = 2.0,
-            attempts: int = 3) -> JobResult:
+    def run(
+        self, spec: LaunchSpec, *, timeout: float, grace: float = 2.0, attempts: int = 3
+    ) -> JobResult:
         """Run spec to completion across the cluster; retries only MPICH's MPI_Init flake."""
         return run_retrying_init_flake(
-            self.command(spec), timeout=timeout, grace=grace, attempts=attempts,
-            netns_pids_hook=self.pids_hook, on_start=self.cluster.register_pid,
-            label=f"{self.flavor} job on {','.join(h.name for h in spec.hosts)}")
+            self.command(spec),
+            timeout=timeout,
+            grace=grace,
+            attempts=attempts,
+            netns_pids_hook=self.pids_hook,
+            on_start=self.cluster.register_pid,
+            label=f"{self.flavor} job on {','.join(h.name for h in spec.hosts)}",
+        )

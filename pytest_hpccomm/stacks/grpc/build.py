@@ -32,23 +32,48 @@ from pytest_hpccomm.peer import framing
 from pytest_hpccomm.stacks.grpc import payload, wire
 
 NATIVE_DIR = Path(__file__).with_name("native")
-SOURCES = ("tensor.proto", "hello.proto", "peer.h", "peer.cc", "server.cc", "client.cc",
-           "relay.cc", "startup.h", "startup.cc", "hello.cc", "bench.h", "frame.h",
-           "rsocket_compat.c")
+SOURCES = (
+    "tensor.proto",
+    "hello.proto",
+    "peer.h",
+    "peer.cc",
+    "server.cc",
+    "client.cc",
+    "relay.cc",
+    "startup.h",
+    "startup.cc",
+    "hello.cc",
+    "bench.h",
+    "frame.h",
+    "rsocket_compat.c",
+)
 GENERATED = "wire.h"  # written next to the sources at build time: constants_header()
 RECIPE = 4  # bump when the compile or link commands below (or build.json) change
 CACHE_VAR = "HPCCOMM_GRPC_CACHE"
 UNITS = {  # object -> (source, is generated)
-    "peer.o": ("peer.cc", False), "server.o": ("server.cc", False),
-    "client.o": ("client.cc", False), "relay.o": ("relay.cc", False),
+    "peer.o": ("peer.cc", False),
+    "server.o": ("server.cc", False),
+    "client.o": ("client.cc", False),
+    "relay.o": ("relay.cc", False),
     "startup.o": ("startup.cc", False),
-    "tensor.pb.o": ("tensor.pb.cc", True), "tensor.grpc.pb.o": ("tensor.grpc.pb.cc", True),
-    "hello.o": ("hello.cc", False), "hello.pb.o": ("hello.pb.cc", True),
+    "tensor.pb.o": ("tensor.pb.cc", True),
+    "tensor.grpc.pb.o": ("tensor.grpc.pb.cc", True),
+    "hello.o": ("hello.cc", False),
+    "hello.pb.o": ("hello.pb.cc", True),
     "hello.grpc.pb.o": ("hello.grpc.pb.cc", True),
 }
-BINARIES = {"hpcc_grpc_peer": ("peer.o", "server.o", "client.o", "relay.o", "startup.o",
-                               "tensor.pb.o", "tensor.grpc.pb.o"),
-            "hpcc_grpc_hello": ("hello.o", "startup.o", "hello.pb.o", "hello.grpc.pb.o")}
+BINARIES = {
+    "hpcc_grpc_peer": (
+        "peer.o",
+        "server.o",
+        "client.o",
+        "relay.o",
+        "startup.o",
+        "tensor.pb.o",
+        "tensor.grpc.pb.o",
+    ),
+    "hpcc_grpc_hello": ("hello.o", "startup.o", "hello.pb.o", "hello.grpc.pb.o"),
+}
 RSOCKET_COMPAT = "librsocket_compat.so"  # a C preload, not linked with gRPC (rsocket_compat.c)
 _PROBE_TIMEOUT = 30.0
 
@@ -100,8 +125,9 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
 
 def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> JobResult:
     """Compiler and friends: a job (hard timeout, the whole process tree reaped)."""
-    return run_job(argv, dict(env) if env is not None else None, timeout=timeout,
-                   label=Path(argv[0]).name)
+    return run_job(
+        argv, dict(env) if env is not None else None, timeout=timeout, label=Path(argv[0]).name
+    )
 
 
 def _probe(*argvs: Sequence[str], env: Mapping[str, str] | None = None) -> list[JobResult]:
@@ -112,9 +138,17 @@ def _probe(*argvs: Sequence[str], env: Mapping[str, str] | None = None) -> list[
     procs: list[subprocess.Popen[str] | OSError] = []
     for argv in argvs:
         try:
-            procs.append(subprocess.Popen(list(argv), stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                          text=True, env=env, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    list(argv),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
         except OSError as e:
             procs.append(e)
     out = []
@@ -123,15 +157,19 @@ def _probe(*argvs: Sequence[str], env: Mapping[str, str] | None = None) -> list[
             out.append(JobResult(tuple(argv), 127, "", str(proc), 0.0, False))
             continue
         try:
-            stdout, stderr = proc.communicate(timeout=max(0.1, t0 + _PROBE_TIMEOUT -
-                                                          time.monotonic()))
+            stdout, stderr = proc.communicate(
+                timeout=max(0.1, t0 + _PROBE_TIMEOUT - time.monotonic())
+            )
             timed_out = False
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             stdout, stderr = proc.communicate()
             timed_out = True
-        out.append(JobResult(tuple(argv), proc.returncode, stdout, stderr,
-                             time.monotonic() - t0, timed_out))
+        out.append(
+            JobResult(
+                tuple(argv), proc.returncode, stdout, stderr, time.monotonic() - t0, timed_out
+            )
+        )
     return out
 
 
@@ -141,9 +179,16 @@ def _first_line(argv: Sequence[str]) -> str:
 
 
 def _pc_dirs(prefix: Path) -> list[Path]:
-    return [d for d in (prefix / "lib" / "pkgconfig", prefix / "lib64" / "pkgconfig",
-                        prefix / "lib" / "x86_64-linux-gnu" / "pkgconfig",
-                        prefix / "share" / "pkgconfig") if d.is_dir()]
+    return [
+        d
+        for d in (
+            prefix / "lib" / "pkgconfig",
+            prefix / "lib64" / "pkgconfig",
+            prefix / "lib" / "x86_64-linux-gnu" / "pkgconfig",
+            prefix / "share" / "pkgconfig",
+        )
+        if d.is_dir()
+    ]
 
 
 def prefix_error(prefix: Path) -> str | None:
@@ -156,14 +201,20 @@ def prefix_error(prefix: Path) -> str | None:
         return None
     if any((d / "grpc++.pc").is_file() for d in _pc_dirs(prefix)):
         return None
-    return "no gRPC installation there (neither include/grpcpp/grpcpp.h nor a grpc++.pc under " \
-           "lib/pkgconfig, lib64/pkgconfig or share/pkgconfig)"
+    return (
+        "no gRPC installation there (neither include/grpcpp/grpcpp.h nor a grpc++.pc under "
+        "lib/pkgconfig, lib64/pkgconfig or share/pkgconfig)"
+    )
 
 
 def find_toolchain(prefix: Path | None = None) -> Toolchain:
     """What builds the native peer here; NativeUnavailable says precisely what is missing."""
-    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") \
+    cxx = (
+        os.environ.get("CXX")
+        or shutil.which("c++")
+        or shutil.which("g++")
         or shutil.which("clang++")
+    )
     if not cxx:
         raise NativeUnavailable("native gRPC peer: no C++ compiler on PATH (apt-get install g++)")
     bins = [prefix / "bin"] if prefix is not None else []
@@ -177,8 +228,9 @@ def find_toolchain(prefix: Path | None = None) -> Toolchain:
         found = shutil.which(name)
         if not found:
             where = f" in {prefix}/bin or" if prefix is not None else ""
-            raise NativeUnavailable(f"native gRPC peer: {name} not found{where} on PATH "
-                                    f"(apt-get install {package})")
+            raise NativeUnavailable(
+                f"native gRPC peer: {name} not found{where} on PATH (apt-get install {package})"
+            )
         return found
 
     protoc = tool("protoc", "protobuf-compiler")
@@ -198,24 +250,31 @@ def _flags(prefix: Path | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
         rpath = tuple(f"-Wl,-rpath,{d}" for d in (prefix / "lib", prefix / "lib64") if d.is_dir())
     if prefix is None or has_pc:
         if not shutil.which("pkg-config"):
-            raise NativeUnavailable("native gRPC peer: pkg-config not found "
-                                    "(apt-get install pkg-config)")
+            raise NativeUnavailable(
+                "native gRPC peer: pkg-config not found (apt-get install pkg-config)"
+            )
         env = dict(os.environ)
         if pc_dirs:
             env["PKG_CONFIG_PATH"] = os.pathsep.join(
-                [str(d) for d in pc_dirs] + [p for p in [env.get("PKG_CONFIG_PATH", "")] if p])
-        cf, lf = _probe(["pkg-config", "--cflags", "grpc++", "protobuf"],
-                        ["pkg-config", "--libs", "grpc++", "protobuf"], env=env)
+                [str(d) for d in pc_dirs] + [p for p in [env.get("PKG_CONFIG_PATH", "")] if p]
+            )
+        cf, lf = _probe(
+            ["pkg-config", "--cflags", "grpc++", "protobuf"],
+            ["pkg-config", "--libs", "grpc++", "protobuf"],
+            env=env,
+        )
         if not (cf.ok and lf.ok):
             raise NativeUnavailable(
                 "native gRPC peer: pkg-config finds no grpc++/protobuf "
                 f"({(cf.stderr or lf.stderr).strip()[:160]}) (apt-get install libgrpc++-dev "
-                "libprotobuf-dev, or --hpc-grpc-prefix DIR)")
+                "libprotobuf-dev, or --hpc-grpc-prefix DIR)"
+            )
         return tuple(cf.stdout.split()), tuple(lf.stdout.split()) + rpath
     include = prefix / "include"
     if not (include / "grpcpp" / "grpcpp.h").is_file():
-        raise NativeUnavailable(f"native gRPC peer: {include}/grpcpp/grpcpp.h not found and no "
-                                f"grpc++.pc under {prefix}")
+        raise NativeUnavailable(
+            f"native gRPC peer: {include}/grpcpp/grpcpp.h not found and no grpc++.pc under {prefix}"
+        )
     libdirs = tuple(f"-L{d}" for d in (prefix / "lib", prefix / "lib64") if d.is_dir())
     libs = libdirs + ("-lgrpc++", "-lgrpc", "-lgpr", "-lprotobuf", "-lpthread") + rpath
     return (f"-I{include}",), libs
@@ -231,19 +290,35 @@ def constants_header() -> str:
     """wire.h: the constants the C++ sources share with the Python peers and the orchestrator,
     generated from the Python modules that define them, so no copy is kept by hand."""
     serialized, raw = wire.MODES
-    strings = {"kResultBegin": framing.BEGIN, "kResultEnd": framing.END, "kReady": wire.READY,
-               "kMetaPrefix": wire.META_PREFIX, "kCompress": wire.COMPRESS,
-               "kModeSerialized": serialized, "kModeRaw": raw,
-               **{f"kRaw{name}": wire.method(name, raw) for name in wire.RAW_METHODS}}
-    numbers = {"kWant": ("std::uint32_t", wire.WANT),
-               "kHeaderSize": ("std::size_t", wire.HEADER_SIZE),
-               "kAckSize": ("std::size_t", wire.ACK_SIZE),
-               "kPool": ("std::size_t", payload.POOL_SIZE),
-               "kMaxMessage": ("int", wire.MAX_MESSAGE),
-               "kCancelledSeqs": ("std::size_t", wire.CANCELLED_SEQS)}
-    lines = ["// Generated by pytest_hpccomm/stacks/grpc/build.py from wire.py, peer/framing.py",
-             "// and payload.py: edit those, not this file.", "#pragma once", "",
-             "#include <cstddef>", "#include <cstdint>", "", "namespace wire {", ""]
+    strings = {
+        "kResultBegin": framing.BEGIN,
+        "kResultEnd": framing.END,
+        "kReady": wire.READY,
+        "kMetaPrefix": wire.META_PREFIX,
+        "kCompress": wire.COMPRESS,
+        "kModeSerialized": serialized,
+        "kModeRaw": raw,
+        **{f"kRaw{name}": wire.method(name, raw) for name in wire.RAW_METHODS},
+    }
+    numbers = {
+        "kWant": ("std::uint32_t", wire.WANT),
+        "kHeaderSize": ("std::size_t", wire.HEADER_SIZE),
+        "kAckSize": ("std::size_t", wire.ACK_SIZE),
+        "kPool": ("std::size_t", payload.POOL_SIZE),
+        "kMaxMessage": ("int", wire.MAX_MESSAGE),
+        "kCancelledSeqs": ("std::size_t", wire.CANCELLED_SEQS),
+    }
+    lines = [
+        "// Generated by pytest_hpccomm/stacks/grpc/build.py from wire.py, peer/framing.py",
+        "// and payload.py: edit those, not this file.",
+        "#pragma once",
+        "",
+        "#include <cstddef>",
+        "#include <cstdint>",
+        "",
+        "namespace wire {",
+        "",
+    ]
     # arrays, not pointers: static storage whose address gRPC may keep (method names)
     lines += [f"constexpr char {k}[] = {_c_string(v)};" for k, v in strings.items()]
     lines += [f"constexpr {t} {k} = {v};" for k, (t, v) in numbers.items()]
@@ -270,14 +345,16 @@ def _cached(directory: Path, key: str) -> NativeBuild | None:
         meta = json.loads((directory / "build.json").read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("key") != key or not all((directory / b).is_file()
-                                         for b in (*BINARIES, RSOCKET_COMPAT)):
+    if meta.get("key") != key or not all(
+        (directory / b).is_file() for b in (*BINARIES, RSOCKET_COMPAT)
+    ):
         return None
     return NativeBuild(directory, key, str(meta.get("grpc_version", "")), 0.0, True)
 
 
-def ensure_built(prefix: Path | None = None, cache: Path | None = None,
-                 timeout: float = 900.0) -> NativeBuild:
+def ensure_built(
+    prefix: Path | None = None, cache: Path | None = None, timeout: float = 900.0
+) -> NativeBuild:
     """The built peer for this toolchain and these sources, building it if it is not cached."""
     tc = find_toolchain(prefix)
     key = cache_key(tc)
@@ -297,10 +374,19 @@ def ensure_built(prefix: Path | None = None, cache: Path | None = None,
         t0 = time.monotonic()
         try:
             version = _build(tc, tmp, time.monotonic() + timeout)
-            (tmp / "build.json").write_text(json.dumps(
-                {"key": key, "sources": source_digest(), "grpc_version": version,
-                 "toolchain": asdict(tc),
-                 "seconds": round(time.monotonic() - t0, 1), "built": time.time()}, indent=1))
+            (tmp / "build.json").write_text(
+                json.dumps(
+                    {
+                        "key": key,
+                        "sources": source_digest(),
+                        "grpc_version": version,
+                        "toolchain": asdict(tc),
+                        "seconds": round(time.monotonic() - t0, 1),
+                        "built": time.time(),
+                    },
+                    indent=1,
+                )
+            )
             shutil.rmtree(final, ignore_errors=True)  # an incomplete leftover, never a build
             os.rename(tmp, final)
         except BaseException:
@@ -316,16 +402,20 @@ def prebuilt(directory: Path) -> NativeBuild:
     try:
         meta = json.loads((directory / "build.json").read_text())
     except (OSError, ValueError) as e:
-        raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory}: no readable "
-                               f"build.json ({e})") from None
+        raise NativeBuildError(
+            f"native gRPC peer: --hpc-grpc-build {directory}: no readable build.json ({e})"
+        ) from None
     if meta.get("sources") != source_digest():
-        raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory} was built from "
-                               "other sources than this checkout's: rebuild it "
-                               "(hpccomm build-grpc)")
+        raise NativeBuildError(
+            f"native gRPC peer: --hpc-grpc-build {directory} was built from "
+            "other sources than this checkout's: rebuild it "
+            "(hpccomm build-grpc)"
+        )
     missing = [b for b in (*BINARIES, RSOCKET_COMPAT) if not (directory / b).is_file()]
     if missing:
-        raise NativeBuildError(f"native gRPC peer: --hpc-grpc-build {directory} lacks "
-                               f"{', '.join(missing)}")
+        raise NativeBuildError(
+            f"native gRPC peer: --hpc-grpc-build {directory} lacks {', '.join(missing)}"
+        )
     return NativeBuild(directory, str(meta["key"]), str(meta.get("grpc_version", "")), 0.0, True)
 
 
@@ -343,9 +433,21 @@ def _build(tc: Toolchain, out: Path, deadline: float) -> str:
     for name in SOURCES:
         shutil.copy2(NATIVE_DIR / name, out / name)  # the cache holds what it was built from
     (out / GENERATED).write_text(constants_header())
-    _check(_run([tc.protoc, f"-I{out}", f"--cpp_out={out}", f"--grpc_out={out}",
-                 f"--plugin=protoc-gen-grpc={tc.plugin}", str(out / "tensor.proto"),
-                 str(out / "hello.proto")], timeout=left()), "protoc")
+    _check(
+        _run(
+            [
+                tc.protoc,
+                f"-I{out}",
+                f"--cpp_out={out}",
+                f"--grpc_out={out}",
+                f"--plugin=protoc-gen-grpc={tc.plugin}",
+                str(out / "tensor.proto"),
+                str(out / "hello.proto"),
+            ],
+            timeout=left(),
+        ),
+        "protoc",
+    )
     base = [tc.cxx, "-O2", "-std=c++17", "-pthread", f"-I{out}", *tc.cflags]
     pending = list(UNITS.items())
     running: list[tuple[str, RunningJob]] = []
@@ -354,19 +456,55 @@ def _build(tc: Toolchain, out: Path, deadline: float) -> str:
         while pending or running:
             while pending and len(running) < width:
                 obj, (src, _) = pending.pop(0)
-                running.append((obj, start_job(base + ["-c", str(out / src), "-o", str(out / obj)],
-                                               timeout=left(), label=f"c++ {src}")))
+                running.append(
+                    (
+                        obj,
+                        start_job(
+                            base + ["-c", str(out / src), "-o", str(out / obj)],
+                            timeout=left(),
+                            label=f"c++ {src}",
+                        ),
+                    )
+                )
             obj, job = running.pop(0)
             _check(job.wait(), f"compiling {UNITS[obj][0]}")
     finally:
         for _, job in running:
             job.stop()
     for binary, objs in BINARIES.items():
-        _check(_run([tc.cxx, "-pthread", "-o", str(out / binary), *(str(out / o) for o in objs),
-                     *tc.libs], timeout=left()), f"linking {binary}")
-    _check(_run([tc.cxx, "-x", "c", "-O2", "-Wall", "-shared", "-fPIC", "-o",
-                 str(out / RSOCKET_COMPAT), str(out / "rsocket_compat.c"), "-ldl"],
-                timeout=left()), f"compiling {RSOCKET_COMPAT}")
+        _check(
+            _run(
+                [
+                    tc.cxx,
+                    "-pthread",
+                    "-o",
+                    str(out / binary),
+                    *(str(out / o) for o in objs),
+                    *tc.libs,
+                ],
+                timeout=left(),
+            ),
+            f"linking {binary}",
+        )
+    _check(
+        _run(
+            [
+                tc.cxx,
+                "-x",
+                "c",
+                "-O2",
+                "-Wall",
+                "-shared",
+                "-fPIC",
+                "-o",
+                str(out / RSOCKET_COMPAT),
+                str(out / "rsocket_compat.c"),
+                "-ldl",
+            ],
+            timeout=left(),
+        ),
+        f"compiling {RSOCKET_COMPAT}",
+    )
     res = _run([str(out / "hpcc_grpc_peer"), "version"], timeout=_PROBE_TIMEOUT)
     _check(res, "running the built peer")
     return res.stdout.strip()
@@ -386,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     """`hpccomm build-grpc [PREFIX]`: build now (e.g. in CI bootstrap), so the first session
     does not pay for it. No toolchain is not an error: it says why."""
     import sys
+
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) > 1 or any(a.startswith("-") for a in args):
         print("usage: hpccomm build-grpc [PREFIX]", file=sys.stderr)
@@ -406,4 +545,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

@@ -36,15 +36,35 @@ def _openssl(args: Sequence[str], cwd: Path) -> None:
 
 
 def _ca(d: Path, name: str) -> None:
-    _openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-              "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
-              "-subj", f"/CN=pytest-hpccomm {name}", "-addext",
-              "basicConstraints=critical,CA:TRUE", "-addext",
-              "keyUsage=critical,keyCertSign,cRLSign"], d)
+    _openssl(
+        [
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=pytest-hpccomm {name}",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+        d,
+    )
 
 
-def make_tls(directory: Path, ips: Sequence[str] = ("127.0.0.1",),
-             dns: Sequence[str] = ("localhost",)) -> TlsFiles:
+def make_tls(
+    directory: Path, ips: Sequence[str] = ("127.0.0.1",), dns: Sequence[str] = ("localhost",)
+) -> TlsFiles:
     """CA + server certificate (ECDSA P-256, valid 2 days) whose SANs are `ips` and `dns`."""
     if shutil.which("openssl") is None:
         raise TlsUnavailable("TLS properties need the openssl CLI (apt-get install openssl)")
@@ -53,12 +73,47 @@ def make_tls(directory: Path, ips: Sequence[str] = ("127.0.0.1",),
     _ca(d, "ca")
     _ca(d, "other-ca")
     san = ",".join([f"IP:{ip}" for ip in ips] + [f"DNS:{n}" for n in dns])
-    (d / "server.ext").write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
-                                  "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                                  "extendedKeyUsage=serverAuth\n")
-    _openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-              "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"], d)
-    _openssl(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-              "-set_serial", f"0x{secrets.token_hex(8)}", "-days", "2", "-out", "server.pem",
-              "-extfile", "server.ext"], d)
+    (d / "server.ext").write_text(
+        f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
+    _openssl(
+        [
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+        d,
+    )
+    _openssl(
+        [
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            f"0x{secrets.token_hex(8)}",
+            "-days",
+            "2",
+            "-out",
+            "server.pem",
+            "-extfile",
+            "server.ext",
+        ],
+        d,
+    )
     return TlsFiles(d / "ca.pem", d / "server.pem", d / "server.key", d / "other-ca.pem")

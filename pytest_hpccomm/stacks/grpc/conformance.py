@@ -20,10 +20,12 @@ def property_settings(opts: GrpcOptions, cap: int | None = None) -> settings:
     no deadline: every example is RPCs against a live server on shared cores. The quick profile
     is derandomized (as MPI's): a nightly gate must catch a bug every run or never, not 9 runs
     in 10 on a freshly drawn example; the full profile draws new examples and keeps a database."""
-    kw: dict[str, Any] = {"max_examples": min(opts.examples, cap) if cap else opts.examples,
-                          "deadline": None, "derandomize": opts.quick,
-                          "suppress_health_check": [HealthCheck.too_slow,
-                                                    HealthCheck.data_too_large]}
+    kw: dict[str, Any] = {
+        "max_examples": min(opts.examples, cap) if cap else opts.examples,
+        "deadline": None,
+        "derandomize": opts.quick,
+        "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+    }
     if opts.plant_bug or opts.quick:  # derandomized runs use no database; a planted-bug run
         kw["database"] = None  # must not leave its failures in one
     return settings(**kw)

@@ -100,11 +100,18 @@ def peer_command(kind: str, native: NativeBuild | None, role: str) -> list[str]:
         return [str(native.peer), role]
     if kind not in PEERS:
         raise GrpcRunError(f"unknown gRPC peer kind {kind!r} (choose from {', '.join(PEERS)})")
-    return [sys.executable, "-m", "pytest_hpccomm.stacks.grpc.peer", role, "--kind",
-            "sync" if kind == "python" else "aio"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest_hpccomm.stacks.grpc.peer",
+        role,
+        "--kind",
+        "sync" if kind == "python" else "aio",
+    ]
 
 
 # -- servers ------------------------------------------------------------------------------------
+
 
 @dataclass
 class ServerHandle:
@@ -134,11 +141,20 @@ class ServerHandle:
         return self.job.stop()
 
 
-def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBACK,
-                 site: Site = None, host: int = 0, *,
-                 tls: TlsFiles | None = None, max_message: int = wire.MAX_MESSAGE,
-                 lifetime: float = 3600.0, drop_last: bool = False,
-                 env: Mapping[str, str] | None = None, bind: str = "") -> ServerHandle:
+def start_server(
+    kind: str,
+    native: NativeBuild | None,
+    placement: str = LOOPBACK,
+    site: Site = None,
+    host: int = 0,
+    *,
+    tls: TlsFiles | None = None,
+    max_message: int = wire.MAX_MESSAGE,
+    lifetime: float = 3600.0,
+    drop_last: bool = False,
+    env: Mapping[str, str] | None = None,
+    bind: str = "",
+) -> ServerHandle:
     """Start a server and wait for its READY line; never binds all interfaces. `env`: the
     runtime's (over the peer's own); `bind`: a local address other than 127.0.0.1 (an RDMA
     runtime listens on the fabric's address, which its device serves)."""
@@ -154,11 +170,22 @@ def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBAC
     else:
         address, host_name = bind or "127.0.0.1", "local"
     argv = peer_command(kind, native, "server") + [
-        "--bind", hostport(address, 0), "--max-message", str(max_message),
-        "--lifetime", str(lifetime)]
+        "--bind",
+        hostport(address, 0),
+        "--max-message",
+        str(max_message),
+        "--lifetime",
+        str(lifetime),
+    ]
     if tls is not None:
-        argv += ["--tls-bind", hostport(address, 0), "--tls-cert", str(tls.cert),
-                 "--tls-key", str(tls.key)]
+        argv += [
+            "--tls-bind",
+            hostport(address, 0),
+            "--tls-cert",
+            str(tls.cert),
+            "--tls-key",
+            str(tls.key),
+        ]
     if drop_last:
         argv.append("--drop-last-buffer")
     timeout = lifetime + 60.0  # the job's hard cap, past the server's own
@@ -170,12 +197,14 @@ def start_server(kind: str, native: NativeBuild | None, placement: str = LOOPBAC
             return ServerHandle(kind, placement, address, host_name, info, job)
         if job.done:
             res = job.wait()
-            raise GrpcRunError(f"gRPC {kind} server did not start: {res.describe()}"
-                               f"{grpc_cause(res.stderr)}")
+            raise GrpcRunError(
+                f"gRPC {kind} server did not start: {res.describe()}{grpc_cause(res.stderr)}"
+            )
         time.sleep(0.02)
     res = job.stop()
-    raise GrpcRunError(f"gRPC {kind} server printed no READY line within {READY_TIMEOUT:.0f}s: "
-                       f"{res.describe()}")
+    raise GrpcRunError(
+        f"gRPC {kind} server printed no READY line within {READY_TIMEOUT:.0f}s: {res.describe()}"
+    )
 
 
 _OS_ERROR = re.compile(r'(?:os_error:"([^"]*)"|syscall:"([^"]*)"|errno:(\d+))')
@@ -191,14 +220,21 @@ def grpc_cause(stderr: str) -> str:
         # the fields of one error come together; the innermost error comes last
         found: dict[str, str] = {}
         for os_error, syscall, errno in _OS_ERROR.findall(line):
-            key, value = (("os_error", os_error) if os_error else ("syscall", syscall)
-                          if syscall else ("errno", errno))
+            key, value = (
+                ("os_error", os_error)
+                if os_error
+                else ("syscall", syscall)
+                if syscall
+                else ("errno", errno)
+            )
             if key in found and len(found) == 3:
                 found = {}
             found[key] = value
         if found:
-            return (f"; gRPC: {found.get('syscall', '?')}: {found.get('os_error', '?')}"
-                    f" (errno {found.get('errno', '?')})")
+            return (
+                f"; gRPC: {found.get('syscall', '?')}: {found.get('os_error', '?')}"
+                f" (errno {found.get('errno', '?')})"
+            )
     return ""
 
 
@@ -207,13 +243,33 @@ def grpc_cause(stderr: str) -> str:
 Layouts = Sequence[tuple[str, Sequence[int]]]
 
 
-def client_argv(kind: str, native: NativeBuild | None, targets: Sequence[str], mode: str,
-                benchmarks: Sequence[str], layouts: Layouts, s: BenchSettings,
-                slowdown: float = 1.0, start_file: str = "") -> list[str]:
+def client_argv(
+    kind: str,
+    native: NativeBuild | None,
+    targets: Sequence[str],
+    mode: str,
+    benchmarks: Sequence[str],
+    layouts: Layouts,
+    s: BenchSettings,
+    slowdown: float = 1.0,
+    start_file: str = "",
+) -> list[str]:
     argv = peer_command(kind, native, "client") + [
-        "--targets", ",".join(targets), "--mode", mode, "--benchmark", ",".join(benchmarks),
-        "--batches", str(s.batches), "--batch-seconds", repr(s.batch_seconds),
-        "--warmup-seconds", repr(s.warmup_seconds), "--slowdown", repr(slowdown)]
+        "--targets",
+        ",".join(targets),
+        "--mode",
+        mode,
+        "--benchmark",
+        ",".join(benchmarks),
+        "--batches",
+        str(s.batches),
+        "--batch-seconds",
+        repr(s.batch_seconds),
+        "--warmup-seconds",
+        repr(s.warmup_seconds),
+        "--slowdown",
+        repr(slowdown),
+    ]
     if start_file:
         argv += ["--start-file", start_file]
     for name, sizes in layouts:
@@ -221,18 +277,26 @@ def client_argv(kind: str, native: NativeBuild | None, targets: Sequence[str], m
     return argv
 
 
-def client_timeout(layouts: Layouts, benchmarks: Sequence[str], s: BenchSettings,
-                   targets: int) -> float:
+def client_timeout(
+    layouts: Layouts, benchmarks: Sequence[str], s: BenchSettings, targets: int
+) -> float:
     """Generous but finite: start-up, the planned time x 4, and 5 MB/s for every byte a
     slow peer might move (a batch holds at least one operation whatever its planned length)."""
     planned = len(layouts) * len(benchmarks) * (s.planned_seconds + 0.1)
-    moved = sum(sum(sizes) for _, sizes in layouts) * len(benchmarks) * targets * 2 * \
-        (s.batches + 10)
+    moved = (
+        sum(sum(sizes) for _, sizes in layouts) * len(benchmarks) * targets * 2 * (s.batches + 10)
+    )
     return 60.0 + 4 * planned + moved / 5e6
 
 
-def _placed(placement: str, argv: Sequence[str], site: Site, host: int,
-            label: str, env: Mapping[str, str] | None = None) -> PlacedLaunch:
+def _placed(
+    placement: str,
+    argv: Sequence[str],
+    site: Site,
+    host: int,
+    label: str,
+    env: Mapping[str, str] | None = None,
+) -> PlacedLaunch:
     where: dict[str, Any] = {}
     if isinstance(site, VirtualCluster):
         where = {"cluster": site}
@@ -240,14 +304,21 @@ def _placed(placement: str, argv: Sequence[str], site: Site, host: int,
         label = f"{label} on {site.name(host)}"
         where = {"hosts": site.names, "shell": site.fabric.shell}
     try:
-        return process_launch(placement, argv, {**peer_env(), **(env or {})}, host=host,
-                              label=label, **where)
+        return process_launch(
+            placement, argv, {**peer_env(), **(env or {})}, host=host, label=label, **where
+        )
     except PlacementError as exc:
         raise GrpcRunError(str(exc)) from None
 
 
-def start_client(argv: Sequence[str], placement: str, site: Site, host: int,
-                 timeout: float, env: Mapping[str, str] | None = None) -> RunningJob:
+def start_client(
+    argv: Sequence[str],
+    placement: str,
+    site: Site,
+    host: int,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> RunningJob:
     return _placed(placement, argv, site, host, "grpc client", env).start(timeout)
 
 
@@ -264,6 +335,7 @@ def finish_client(job: RunningJob, what: str) -> tuple[dict[str, Any], CpuShare 
 
 
 # -- sweeps -------------------------------------------------------------------------------------
+
 
 @dataclass
 class Sweep:
@@ -307,8 +379,12 @@ def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str]
         for r in doc["results"]:
             key = (r["benchmark"], r["name"])
             if key not in out:
-                out[key] = {**r, "samples": list(r["samples"]), "per_worker": [r["samples"]],
-                            "errors": list(r["errors"])}
+                out[key] = {
+                    **r,
+                    "samples": list(r["samples"]),
+                    "per_worker": [r["samples"]],
+                    "errors": list(r["errors"]),
+                }
                 continue
             m = out[key]
             n = min(len(m["samples"]), len(r["samples"]))
@@ -336,34 +412,53 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
             continue
         results[key] = pool_point(parts, ("samples", "per_worker", "errors", "iterations"))
     veth = {k: sum(sw.veth.get(k, 0) for sw in sweeps) for k in first.veth}
-    return dataclasses.replace(first, results=results, veth=veth,
-                               cpu=[c for sw in sweeps for c in sw.cpu],
-                               path=[p for sw in sweeps for p in sw.path],
-                               disturbed=next((sw.disturbed for sw in sweeps if sw.disturbed), ""),
-                               reruns=sum(sw.reruns for sw in sweeps),
-                               link=first.link if all(sw.link == first.link for sw in sweeps)
-                               else None)
+    return dataclasses.replace(
+        first,
+        results=results,
+        veth=veth,
+        cpu=[c for sw in sweeps for c in sw.cpu],
+        path=[p for sw in sweeps for p in sw.path],
+        disturbed=next((sw.disturbed for sw in sweeps if sw.disturbed), ""),
+        reruns=sum(sw.reruns for sw in sweeps),
+        link=first.link if all(sw.link == first.link for sw in sweeps) else None,
+    )
 
 
 def _counters(site: Site, host: int) -> tuple[int, int] | None:
     return site.counters(host) if isinstance(site, VirtualCluster) else None
 
 
-def run_p2p(kind: str, native: NativeBuild | None, server: ServerHandle, mode: str,
-            layouts: Layouts, s: BenchSettings, slowdown: float = 1.0,
-            site: Site = None, client_host: int = 1,
-            env: Mapping[str, str] | None = None) -> Sweep:
+def run_p2p(
+    kind: str,
+    native: NativeBuild | None,
+    server: ServerHandle,
+    mode: str,
+    layouts: Layouts,
+    s: BenchSettings,
+    slowdown: float = 1.0,
+    site: Site = None,
+    client_host: int = 1,
+    env: Mapping[str, str] | None = None,
+) -> Sweep:
     """Latency (echo) and bandwidth (acknowledged sends) over every layout, one client job."""
     benchmarks = ("latency", "bandwidth")
     argv = client_argv(kind, native, [server.target], mode, benchmarks, layouts, s, slowdown)
     before = _counters(site, client_host)
-    job = start_client(argv, server.placement, site, client_host,
-                       client_timeout(layouts, benchmarks, s, 1), env)
+    job = start_client(
+        argv, server.placement, site, client_host, client_timeout(layouts, benchmarks, s, 1), env
+    )
     doc, share = finish_client(job, f"gRPC {kind} {mode} p2p client")
     cpu = cpu_share.of_jobs([share])
-    sweep = Sweep("p2p", kind, mode, server.placement, _index([doc], "sum"),
-                  str(doc.get("grpc_version", "")), cpu=list(cpu.shares),
-                  disturbed=cpu.disturbed)
+    sweep = Sweep(
+        "p2p",
+        kind,
+        mode,
+        server.placement,
+        _index([doc], "sum"),
+        str(doc.get("grpc_version", "")),
+        cpu=list(cpu.shares),
+        disturbed=cpu.disturbed,
+    )
     after = _counters(site, client_host)
     if before is not None and after is not None:
         sweep.veth = {"rx": after[0] - before[0], "tx": after[1] - before[1]}
@@ -398,11 +493,17 @@ class StartFiles:
             f.write(repr(time.time() + 0.01))
         os.rename(path + ".tmp", path)  # atomic: a worker never reads half a number
         for host in self.remote:
-            res = self._shell().run(host, ["sh", "-c", _WRITE_NOW, "sh", path], REMOTE_TIMEOUT,
-                                    label=f"start of segment {segment} on {host}")
+            res = self._shell().run(
+                host,
+                ["sh", "-c", _WRITE_NOW, "sh", path],
+                REMOTE_TIMEOUT,
+                label=f"start of segment {segment} on {host}",
+            )
             if not res.ok:
-                raise GrpcRunError(f"the start of segment {segment} could not be written on "
-                                   f"{host}: {res.describe()}")
+                raise GrpcRunError(
+                    f"the start of segment {segment} could not be written on "
+                    f"{host}: {res.describe()}"
+                )
 
     def remove(self) -> None:
         for host in self.remote:  # the local directory goes with its TemporaryDirectory
@@ -413,28 +514,39 @@ class StartFiles:
         return self.site.fabric.shell
 
 
-def _barrier(jobs: Sequence[RunningJob], segment: int, start: StartFiles, deadline: float,
-             kind: str) -> None:
+def _barrier(
+    jobs: Sequence[RunningJob], segment: int, start: StartFiles, deadline: float, kind: str
+) -> None:
     """Wait until every worker has said READY for `segment`, then give them a common start."""
     waiting = list(jobs)
     while waiting:
-        waiting = [j for j in waiting
-                   if wire.count_ready(j.peek_output()[0]) <= segment]
+        waiting = [j for j in waiting if wire.count_ready(j.peek_output()[0]) <= segment]
         for j in waiting:
             if j.done:
-                raise GrpcRunError(f"gRPC {kind} worker ended before segment {segment}: "
-                                   f"{j.wait().describe()}")
+                raise GrpcRunError(
+                    f"gRPC {kind} worker ended before segment {segment}: {j.wait().describe()}"
+                )
         if waiting and time.monotonic() > deadline:
-            raise GrpcRunError(f"{len(waiting)} gRPC {kind} workers not at segment {segment} "
-                               f"in time")
+            raise GrpcRunError(
+                f"{len(waiting)} gRPC {kind} workers not at segment {segment} in time"
+            )
         time.sleep(0.005)  # not faster: this process shares the cores with the measurement
     start.give(segment)
 
 
-def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle], mode: str,
-           layouts: Layouts, s: BenchSettings, workers: int, slowdown: float = 1.0,
-           site: Site = None, worker_hosts: Sequence[int] = (1,),
-           env: Mapping[str, str] | None = None) -> Sweep:
+def run_ps(
+    kind: str,
+    native: NativeBuild | None,
+    servers: Sequence[ServerHandle],
+    mode: str,
+    layouts: Layouts,
+    s: BenchSettings,
+    workers: int,
+    slowdown: float = 1.0,
+    site: Site = None,
+    worker_hosts: Sequence[int] = (1,),
+    env: Mapping[str, str] | None = None,
+) -> Sweep:
     """Parameter-server throughput and the mimic step: W worker jobs, each calling every server
     in every step. Each (benchmark, layout) starts on all workers at once (a barrier through
     files: workers say READY, the orchestrator writes the start time). Rates add up over
@@ -449,14 +561,16 @@ def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle
         start = StartFiles.for_workers(os.path.join(tmp, "start"), site, hosts)
         try:
             for host in hosts:
-                argv = client_argv(kind, native, targets, mode, benchmarks, layouts, s, slowdown,
-                                   start.path)
+                argv = client_argv(
+                    kind, native, targets, mode, benchmarks, layouts, s, slowdown, start.path
+                )
                 jobs.append(start_client(argv, placement, site, host, timeout, env))
             deadline = time.monotonic() + timeout
             for segment in range(len(benchmarks) * len(layouts)):
                 _barrier(jobs, segment, start, deadline, kind)
-            finished = [finish_client(job, f"gRPC {kind} {mode} worker {i}")
-                        for i, job in enumerate(jobs)]
+            finished = [
+                finish_client(job, f"gRPC {kind} {mode} worker {i}") for i, job in enumerate(jobs)
+            ]
         finally:
             for job in jobs:
                 job.stop()
@@ -467,6 +581,15 @@ def run_ps(kind: str, native: NativeBuild | None, servers: Sequence[ServerHandle
     mimic = _index(docs, "mean")
     merged = {k: v for k, v in ps.items() if k[0] == "ps"}
     merged.update({k: v for k, v in mimic.items() if k[0] == "mimic"})
-    return Sweep("ps", kind, mode, placement, merged, str(docs[0].get("grpc_version", "")),
-                 workers=workers, servers=len(servers), cpu=list(cpu.shares),
-                 disturbed=cpu.disturbed)
+    return Sweep(
+        "ps",
+        kind,
+        mode,
+        placement,
+        merged,
+        str(docs[0].get("grpc_version", "")),
+        workers=workers,
+        servers=len(servers),
+        cpu=list(cpu.shares),
+        disturbed=cpu.disturbed,
+    )

@@ -23,20 +23,43 @@ QUICK_PERF_PEERS = ("native",)
 CLIENTS = ("python", "native")  # who makes the conformance suite's calls
 # flag, help, default
 OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("--hpc-grpc-runtime", "label of the gRPC runtime under test (e.g. ar-grpc); results and "
-     "baselines are keyed by it (default: the preset's name, else 'grpc')", ""),
-    ("--hpc-grpc-preset", f"a known runtime's environment for the native peers "
-     f"({', '.join(PRESETS)}); see stacks/grpc/runtimes.py", ""),
-    ("--hpc-grpc-prefix", "gRPC installation to build the native peer against (pkg-config "
-     "files or include/ and lib/ under DIR); default: the system's (libgrpc++-dev)", ""),
-    ("--hpc-grpc-build", "a native peer built elsewhere from this checkout (the directory "
-     "`hpccomm build-grpc` prints), used without a compiler here", ""),
+    (
+        "--hpc-grpc-runtime",
+        "label of the gRPC runtime under test (e.g. ar-grpc); results and "
+        "baselines are keyed by it (default: the preset's name, else 'grpc')",
+        "",
+    ),
+    (
+        "--hpc-grpc-preset",
+        f"a known runtime's environment for the native peers "
+        f"({', '.join(PRESETS)}); see stacks/grpc/runtimes.py",
+        "",
+    ),
+    (
+        "--hpc-grpc-prefix",
+        "gRPC installation to build the native peer against (pkg-config "
+        "files or include/ and lib/ under DIR); default: the system's (libgrpc++-dev)",
+        "",
+    ),
+    (
+        "--hpc-grpc-build",
+        "a native peer built elsewhere from this checkout (the directory "
+        "`hpccomm build-grpc` prints), used without a compiler here",
+        "",
+    ),
     ("--hpc-grpc-peers", f"peer kinds, comma-separated ({', '.join(PEERS)})", ",".join(PEERS)),
-    ("--hpc-grpc-clients", "conformance clients, comma-separated: python (grpcio in pytest) "
-     "and/or native (the native peer makes the calls, inside the runtime); default: both, "
-     "only native under a runtime other than stock gRPC", ""),
-    ("--hpc-grpc-modes", "payload modes: serialized (protobuf) and/or raw (no protobuf)",
-     ",".join(MODES)),
+    (
+        "--hpc-grpc-clients",
+        "conformance clients, comma-separated: python (grpcio in pytest) "
+        "and/or native (the native peer makes the calls, inside the runtime); default: both, "
+        "only native under a runtime other than stock gRPC",
+        "",
+    ),
+    (
+        "--hpc-grpc-modes",
+        "payload modes: serialized (protobuf) and/or raw (no protobuf)",
+        ",".join(MODES),
+    ),
     ("--hpc-grpc-buffers", "buffers per payload (iovec length)", "10"),
     ("--hpc-grpc-small", "size of a small buffer (< 1 KiB)", "10"),
     ("--hpc-grpc-medium", "size of a medium buffer (1 KiB to < 1 MiB)", "10K"),
@@ -46,8 +69,11 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--hpc-grpc-workers", "parameter-server benchmark: workers", "2"),
     ("--hpc-grpc-ps", "parameter-server benchmark: servers", "2"),
     ("--hpc-grpc-examples", "Hypothesis examples per property (default: 25 quick, 200 full)", ""),
-    ("--hpc-grpc-plant-bug", "TESTS OF THE SUITE ONLY: servers run with a known bug "
-     f"({', '.join(PLANTED_BUGS)})", ""),
+    (
+        "--hpc-grpc-plant-bug",
+        f"TESTS OF THE SUITE ONLY: servers run with a known bug ({', '.join(PLANTED_BUGS)})",
+        "",
+    ),
 )
 
 
@@ -89,12 +115,17 @@ def add_options(parser: pytest.Parser) -> None:
         dest = flag.lstrip("-").replace("-", "_")
         group.addoption(flag, default=None, dest=dest, help=f"{help_} (default: {default!r})")
         parser.addini(dest, help_, default=None)
-    group.addoption(ENV_FLAG, action="append", default=[], dest="hpc_grpc_env",
-                    metavar="KEY=VAL", help="environment of the native peers' gRPC runtime, "
-                    "repeatable, over the preset's; {device} {port} {gid_index} {address} "
-                    "{netdev} {rspreload} are filled from the session's fabric")
-    parser.addini("hpc_grpc_env", "KEY=VAL lines, as --hpc-grpc-env", type="linelist",
-                  default=[])
+    group.addoption(
+        ENV_FLAG,
+        action="append",
+        default=[],
+        dest="hpc_grpc_env",
+        metavar="KEY=VAL",
+        help="environment of the native peers' gRPC runtime, "
+        "repeatable, over the preset's; {device} {port} {gid_index} {address} "
+        "{netdev} {rspreload} are filled from the session's fabric",
+    )
+    parser.addini("hpc_grpc_env", "KEY=VAL lines, as --hpc-grpc-env", type="linelist", default=[])
 
 
 def _value(config: pytest.Config, flag: str, default: str) -> str:
@@ -109,8 +140,9 @@ def _list(flag: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     items = tuple(x.strip() for x in text.split(",") if x.strip())
     bad = [x for x in items if x not in allowed]
     if not items or bad:
-        raise pytest.UsageError(f"{flag}: {', '.join(bad) or 'empty list'}: choose from "
-                                f"{', '.join(allowed)}")
+        raise pytest.UsageError(
+            f"{flag}: {', '.join(bad) or 'empty list'}: choose from {', '.join(allowed)}"
+        )
     return items
 
 
@@ -129,8 +161,9 @@ def parse_options(config: pytest.Config) -> GrpcOptions:
     try:
         skew = tuple(float(x) for x in v["--hpc-grpc-skew"].split(","))
     except ValueError:
-        raise pytest.UsageError(f"--hpc-grpc-skew: expected three numbers, got "
-                                f"{v['--hpc-grpc-skew']!r}") from None
+        raise pytest.UsageError(
+            f"--hpc-grpc-skew: expected three numbers, got {v['--hpc-grpc-skew']!r}"
+        ) from None
     try:
         spec = PayloadSpec(
             buffers=_num("--hpc-grpc-buffers", v["--hpc-grpc-buffers"], int, 1, 1000),
@@ -138,42 +171,62 @@ def parse_options(config: pytest.Config) -> GrpcOptions:
             medium=_num("--hpc-grpc-medium", v["--hpc-grpc-medium"], parse_size, 0, 1 << 40),
             large=_num("--hpc-grpc-large", v["--hpc-grpc-large"], parse_size, 0, 1 << 40),
             skew=skew,  # type: ignore[arg-type]  # length checked by PayloadSpec
-            seed=_num("--hpc-grpc-seed", v["--hpc-grpc-seed"], int, 0, 2**63))
+            seed=_num("--hpc-grpc-seed", v["--hpc-grpc-seed"], int, 0, 2**63),
+        )
     except PayloadError as e:
         raise pytest.UsageError(f"--hpc-grpc payload: {e}") from None
     bug = v["--hpc-grpc-plant-bug"]
     if bug and bug not in PLANTED_BUGS:
-        raise pytest.UsageError(f"--hpc-grpc-plant-bug: {bug!r}: choose from "
-                                f"{', '.join(PLANTED_BUGS)}")
+        raise pytest.UsageError(
+            f"--hpc-grpc-plant-bug: {bug!r}: choose from {', '.join(PLANTED_BUGS)}"
+        )
     profile = _value(config, "--hpc-profile", "quick")
     examples = v["--hpc-grpc-examples"] or ("200" if profile == "full" else "25")
     runtime = v["--hpc-grpc-runtime"].strip()
     if runtime and not runtime.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise pytest.UsageError(f"--hpc-grpc-runtime: {runtime!r}: letters, digits, '-', '_', "
-                                "'.' only")
+        raise pytest.UsageError(
+            f"--hpc-grpc-runtime: {runtime!r}: letters, digits, '-', '_', '.' only"
+        )
     prefix = v["--hpc-grpc-prefix"]
     try:
-        rt_spec = spec_of(v["--hpc-grpc-preset"].strip(),
-                       list(config.getini("hpc_grpc_env")) + list(config.getoption("hpc_grpc_env")),
-                       runtime or None)
+        rt_spec = spec_of(
+            v["--hpc-grpc-preset"].strip(),
+            list(config.getini("hpc_grpc_env")) + list(config.getoption("hpc_grpc_env")),
+            runtime or None,
+        )
     except RuntimeSpecError as e:
         raise pytest.UsageError(str(e)) from None
-    if rt_spec.preset is not None and rt_spec.preset.needs_prefix and not (
-            prefix or v["--hpc-grpc-build"]):
-        raise pytest.UsageError(f"--hpc-grpc-preset {rt_spec.preset.name}: the runtime is a build "
-                                "of your own: name its install prefix with --hpc-grpc-prefix")
+    if (
+        rt_spec.preset is not None
+        and rt_spec.preset.needs_prefix
+        and not (prefix or v["--hpc-grpc-build"])
+    ):
+        raise pytest.UsageError(
+            f"--hpc-grpc-preset {rt_spec.preset.name}: the runtime is a build "
+            "of your own: name its install prefix with --hpc-grpc-prefix"
+        )
     peers = _list("--hpc-grpc-peers", v["--hpc-grpc-peers"], PEERS)
     named = _value(config, "--hpc-grpc-peers", "") != ""
-    perf_peers = peers if named or profile == "full" else tuple(
-        p for p in peers if p in QUICK_PERF_PEERS)
+    perf_peers = (
+        peers if named or profile == "full" else tuple(p for p in peers if p in QUICK_PERF_PEERS)
+    )
     return GrpcOptions(
-        runtime=rt_spec.label, spec=rt_spec, prefix=Path(prefix).expanduser() if prefix else None,
+        runtime=rt_spec.label,
+        spec=rt_spec,
+        prefix=Path(prefix).expanduser() if prefix else None,
         build=Path(v["--hpc-grpc-build"]).expanduser() if v["--hpc-grpc-build"] else None,
-        peers=peers, perf_peers=perf_peers,
-        modes=_list("--hpc-grpc-modes", v["--hpc-grpc-modes"], MODES), payload=spec,
-        clients=_list("--hpc-grpc-clients", v["--hpc-grpc-clients"]
-                      or (",".join(CLIENTS) if rt_spec.stock else "native"), CLIENTS),
+        peers=peers,
+        perf_peers=perf_peers,
+        modes=_list("--hpc-grpc-modes", v["--hpc-grpc-modes"], MODES),
+        payload=spec,
+        clients=_list(
+            "--hpc-grpc-clients",
+            v["--hpc-grpc-clients"] or (",".join(CLIENTS) if rt_spec.stock else "native"),
+            CLIENTS,
+        ),
         workers=_num("--hpc-grpc-workers", v["--hpc-grpc-workers"], int, 1, 64),
         ps=_num("--hpc-grpc-ps", v["--hpc-grpc-ps"], int, 1, 64),
-        examples=_num("--hpc-grpc-examples", examples, int, 1, 100000), plant_bug=bug,
-        quick=profile != "full")
+        examples=_num("--hpc-grpc-examples", examples, int, 1, 100000),
+        plant_bug=bug,
+        quick=profile != "full",
+    )

@@ -49,8 +49,9 @@ class PayloadSpec:
             if not lo <= self.size(cat) <= hi:
                 raise PayloadError(f"{cat} buffers must be {lo}..{hi} bytes, not {self.size(cat)}")
         if len(self.skew) != 3 or min(self.skew) < 0 or sum(self.skew) <= 0:
-            raise PayloadError(f"skew needs three non-negative weights (large, medium, small), "
-                               f"not {self.skew}")
+            raise PayloadError(
+                f"skew needs three non-negative weights (large, medium, small), not {self.skew}"
+            )
 
     def size(self, category: str) -> int:
         return int(getattr(self, category))
@@ -67,8 +68,11 @@ def layout(scheme: str, spec: PayloadSpec) -> list[int]:
     if scheme == "random":
         return [spec.size(rng.choice((SMALL, MEDIUM, LARGE))) for _ in range(spec.buffers)]
     if scheme == "skew":
-        cats = [c for c, n in zip((LARGE, MEDIUM, SMALL), skew_counts(spec.buffers, spec.skew))
-                for _ in range(n)]
+        cats = [
+            c
+            for c, n in zip((LARGE, MEDIUM, SMALL), skew_counts(spec.buffers, spec.skew))
+            for _ in range(n)
+        ]
         rng.shuffle(cats)
         return [spec.size(c) for c in cats]
     raise PayloadError(f"unknown scheme {scheme!r}: choose from {', '.join(SCHEMES)}")
@@ -80,7 +84,7 @@ def skew_counts(buffers: int, weights: tuple[float, float, float]) -> list[int]:
     exact = [buffers * w / total for w in weights]
     counts = [int(x) for x in exact]
     by_remainder = sorted(range(3), key=lambda i: (exact[i] - counts[i], -i), reverse=True)
-    for i in by_remainder[:buffers - sum(counts)]:
+    for i in by_remainder[: buffers - sum(counts)]:
         counts[i] += 1
     return counts
 
@@ -105,7 +109,7 @@ def buffer_at(i: int, size: int) -> memoryview:
     if size > POOL_SIZE:
         raise PayloadError(f"buffer of {size} bytes exceeds the {POOL_SIZE}-byte pool")
     off = (i * 4099) % (POOL_SIZE - size + 1)
-    return memoryview(pool())[off:off + size]
+    return memoryview(pool())[off : off + size]
 
 
 def buffers_for(sizes: list[int]) -> list[bytes]:

@@ -68,8 +68,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
-    return [ImportProbe("grpc", ("grpc",), ("grpcio", "grpcio-tools", "protobuf"), (),
-                        "pip install 'pytest-hpccomm[grpc]'")]
+    return [
+        ImportProbe(
+            "grpc",
+            ("grpc",),
+            ("grpcio", "grpcio-tools", "protobuf"),
+            (),
+            "pip install 'pytest-hpccomm[grpc]'",
+        )
+    ]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -102,8 +109,7 @@ def check_named(opts: GrpcOptions, sides: tuple[str, str] | None) -> None:
         prefix = prefix_of(impl)
         error = prefix_error(prefix) if prefix is not None else None
         if error:
-            raise pytest.UsageError(f"{flag} grpc={impl}: {error} (an install prefix or "
-                                    f"{SYSTEM})")
+            raise pytest.UsageError(f"{flag} grpc={impl}: {error} (an install prefix or {SYSTEM})")
 
 
 def prefix_of(impl: str) -> Path | None:
@@ -115,14 +121,19 @@ def paired_options(opts: GrpcOptions, prefix_given: bool) -> GrpcOptions:
     """A paired A/B run of gRPC swaps the native peer's gRPC: only that peer is measured (the
     python peer runs this interpreter's grpcio on both sides)."""
     if prefix_given:
-        raise pytest.UsageError("--hpc-grpc-prefix cannot be combined with a paired A/B run of "
-                                "grpc: --hpc-base/--hpc-candidate grpc=PREFIX|system name both")
+        raise pytest.UsageError(
+            "--hpc-grpc-prefix cannot be combined with a paired A/B run of "
+            "grpc: --hpc-base/--hpc-candidate grpc=PREFIX|system name both"
+        )
     if opts.build is not None or not opts.spec.stock:
-        raise pytest.UsageError("a paired A/B run of grpc builds both sides here, on stock "
-                                "gRPC: drop --hpc-grpc-build, --hpc-grpc-preset, --hpc-grpc-env")
+        raise pytest.UsageError(
+            "a paired A/B run of grpc builds both sides here, on stock "
+            "gRPC: drop --hpc-grpc-build, --hpc-grpc-preset, --hpc-grpc-env"
+        )
     if "native" not in opts.peers:
-        raise pytest.UsageError("a paired A/B run of grpc compares native peers: "
-                                "--hpc-grpc-peers must include native")
+        raise pytest.UsageError(
+            "a paired A/B run of grpc compares native peers: --hpc-grpc-peers must include native"
+        )
     return dataclasses.replace(opts, peers=("native",), perf_peers=("native",))
 
 
@@ -130,9 +141,11 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
     opts = config.stash.get(OPTIONS_KEY, None)
     if opts is None or opts.perf_peers == opts.peers:
         return []
-    return [f"hpccomm: quick profile: grpc perf items time the {', '.join(opts.perf_peers)} "
-            "peer only (a Python peer's per-RPC cost hides the transport; conformance runs "
-            "every peer; --hpc-profile=full or --hpc-grpc-peers times them)"]
+    return [
+        f"hpccomm: quick profile: grpc perf items time the {', '.join(opts.perf_peers)} "
+        "peer only (a Python peer's per-RPC cost hides the transport; conformance runs "
+        "every peer; --hpc-profile=full or --hpc-grpc-peers times them)"
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -141,8 +154,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     opts = metafunc.config.stash[OPTIONS_KEY]
     if "grpc_peer" in metafunc.fixturenames:
         perf = metafunc.definition.get_closest_marker("perf") is not None
-        metafunc.parametrize("grpc_peer", opts.perf_peers if perf else opts.peers,
-                             scope="session")
+        metafunc.parametrize("grpc_peer", opts.perf_peers if perf else opts.peers, scope="session")
     if "grpc_mode" in metafunc.fixturenames:
         metafunc.parametrize("grpc_mode", opts.modes, scope="session")
     if "grpc_client_kind" in metafunc.fixturenames:
@@ -159,10 +171,18 @@ class GrpcLab:
     """Session state: the native build, running servers, finished sweeps. Failures are cached
     too, so every item that needs a broken piece reports the same error without retrying."""
 
-    def __init__(self, opts: GrpcOptions, profile: str, slowdown: float, tmp: Path,
-                 repeats: int = 1, max_repeats: int = 0,
-                 selection: FabricSelection | None = None, fabric: str = "",
-                 named: str = "") -> None:
+    def __init__(
+        self,
+        opts: GrpcOptions,
+        profile: str,
+        slowdown: float,
+        tmp: Path,
+        repeats: int = 1,
+        max_repeats: int = 0,
+        selection: FabricSelection | None = None,
+        fabric: str = "",
+        named: str = "",
+    ) -> None:
         self.opts = opts
         # the option that named this lab's gRPC ("": the default, the system's): when named,
         # a missing toolchain fails the native items instead of skipping them
@@ -186,8 +206,11 @@ class GrpcLab:
         the gRPC an option named cannot be built here)."""
         if self._native is None:
             try:
-                self._native = prebuilt(self.opts.build) if self.opts.build is not None \
+                self._native = (
+                    prebuilt(self.opts.build)
+                    if self.opts.build is not None
                     else ensure_built(self.opts.prefix)
+                )
             except (NativeUnavailable, NativeBuildError) as e:
                 self._native = e
         if isinstance(self._native, NativeUnavailable):
@@ -205,19 +228,24 @@ class GrpcLab:
         """A runtime of this session by label ("": the one under test); skips when the fabric
         lacks what it needs, or for a Python peer under anything but stock gRPC."""
         if self._runtimes is None:
-            compat = self.native().rsocket_compat if uses(self.opts.spec, "rsocket_compat") \
-                else None
+            compat = (
+                self.native().rsocket_compat if uses(self.opts.spec, "rsocket_compat") else None
+            )
             try:
-                self._runtimes = {r.label: r for r in resolve(self.opts.spec, self.selection,
-                                                             self.fabric, compat=compat)}
+                self._runtimes = {
+                    r.label: r
+                    for r in resolve(self.opts.spec, self.selection, self.fabric, compat=compat)
+                }
             except RuntimeUnavailable as e:
                 self._runtimes = e
         if isinstance(self._runtimes, RuntimeUnavailable):
             pytest.skip(str(self._runtimes))
         got = self._runtimes[label or self.opts.runtime]
         if peer != "native" and got.env:
-            pytest.skip(f"gRPC runtime {got.describe()} runs in the native peers only: the "
-                        f"{peer} peer runs grpcio's bundled core")
+            pytest.skip(
+                f"gRPC runtime {got.describe()} runs in the native peers only: the "
+                f"{peer} peer runs grpcio's bundled core"
+            )
         return got
 
     def twin_of(self, rt: Runtime) -> Runtime | None:
@@ -231,8 +259,10 @@ class GrpcLab:
         sel = self.selection
         if not self.opts.spec.rdma or sel is None or sel.driver not in SOFTWARE_DRIVERS:
             return ""
-        return (f"emulated RDMA device {sel.device} ({sel.driver}): its timings say nothing "
-                "about a fabric")
+        return (
+            f"emulated RDMA device {sel.device} ({sel.driver}): its timings say nothing "
+            "about a fabric"
+        )
 
     def bind_address(self) -> str:
         """Where local servers listen ("": 127.0.0.1): an RDMA runtime's device serves the
@@ -259,8 +289,14 @@ class GrpcLab:
             pytest.skip(str(self._tls))
         return got
 
-    def server(self, peer: str, placement: str = LOOPBACK, index: int = 0,
-               site: Site = None, runtime: str = "") -> ServerHandle:
+    def server(
+        self,
+        peer: str,
+        placement: str = LOOPBACK,
+        index: int = 0,
+        site: Site = None,
+        runtime: str = "",
+    ) -> ServerHandle:
         """A session server: loopback ones also listen with TLS (the conformance suite's)."""
         rt = self.runtime(runtime, peer)
         key = (peer, placement, index, rt.label)
@@ -274,11 +310,19 @@ class GrpcLab:
             tls = self.tls_files() if placement == LOOPBACK else None
             host = index % self._server_hosts(site) if placement in (NETNS, HOSTS) else 0
             try:
-                got = start_server(peer, build, placement, site, host, tls=tls,
-                                   max_message=self.opts.max_message,
-                                   lifetime=self.settings.lifetime,
-                                   drop_last=self.opts.plant_bug == "drop-last-buffer",
-                                   env=rt.env, bind=bind)
+                got = start_server(
+                    peer,
+                    build,
+                    placement,
+                    site,
+                    host,
+                    tls=tls,
+                    max_message=self.opts.max_message,
+                    lifetime=self.settings.lifetime,
+                    drop_last=self.opts.plant_bug == "drop-last-buffer",
+                    env=rt.env,
+                    bind=bind,
+                )
             except GrpcRunError as e:
                 got = e
             self._servers[key] = got
@@ -299,8 +343,9 @@ class GrpcLab:
     def _quiet_run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
         """One client run, again while another process shared the cores (QuietRetry); a run
         that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
-        sweep, reruns = self.retry.run(lambda: self._run(where, cluster, first_server),
-                                       lambda s: s.disturbed)
+        sweep, reruns = self.retry.run(
+            lambda: self._run(where, cluster, first_server), lambda s: s.disturbed
+        )
         sweep.reruns = reruns
         return sweep
 
@@ -311,8 +356,7 @@ class GrpcLab:
         return list(range(n // 2, n)) if n > 1 else [0]
 
     # -- sweeps -----------------------------------------------------------------------------------
-    def where(self, family: str, peer: str, mode: str, placement: str,
-              runtime: str = "") -> Where:
+    def where(self, family: str, peer: str, mode: str, placement: str, runtime: str = "") -> Where:
         """The key of a sweep: the runtime by its label ("": the one under test)."""
         return (family, peer, mode, placement, runtime or self.opts.runtime)
 
@@ -326,14 +370,19 @@ class GrpcLab:
     def cost(self, where: Where) -> dict[str, Any]:
         return self.pool.cost(where)
 
-    def sweep_paired(self, base: GrpcLab, where: Where, cluster: Any,
-                     rounds: int) -> tuple[Sweep, Sweep]:
+    def sweep_paired(
+        self, base: GrpcLab, where: Where, cluster: Any, rounds: int
+    ) -> tuple[Sweep, Sweep]:
         """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate
         (JobPool.paired: one client run of each per round, alternating order). Each lab runs
         its own servers, fresh for every run, and its own slowdown (the canary stretches the
         candidate only)."""
-        return self.pool.paired(where, lambda i: base._fresh_run(where, cluster, i),
-                                lambda i: self._fresh_run(where, cluster, i), rounds)
+        return self.pool.paired(
+            where,
+            lambda i: base._fresh_run(where, cluster, i),
+            lambda i: self._fresh_run(where, cluster, i),
+            rounds,
+        )
 
     def _fresh_run(self, where: Where, cluster: Any, round_: int) -> Sweep:
         """One client run against servers of its own, started for it and stopped after it.
@@ -356,29 +405,54 @@ class GrpcLab:
         rt = self.runtime(label, peer)
         build = self.build_for(peer)
         hosts = self._client_hosts(cluster) if placement in (NETNS, HOSTS) else [0]
-        servers = [self.server(peer, placement, first_server + i, cluster, rt.label)
-                   for i in range(1 if family == "p2p" else self.opts.ps)]
+        servers = [
+            self.server(peer, placement, first_server + i, cluster, rt.label)
+            for i in range(1 if family == "p2p" else self.opts.ps)
+        ]
         probe = self.path_probe(rt, placement, cluster)
         before = probe.read() if probe else None
-        clients = hosts[:1] if family == "p2p" else hosts[:self.opts.workers]
+        clients = hosts[:1] if family == "p2p" else hosts[: self.opts.workers]
         link = self.link_between(placement, cluster, servers, clients)
         if family == "p2p":
-            sweep = run_p2p(peer, build, servers[0], mode, self.opts.layouts, self.settings,
-                            self.slowdown, cluster, hosts[0], rt.env)
+            sweep = run_p2p(
+                peer,
+                build,
+                servers[0],
+                mode,
+                self.opts.layouts,
+                self.settings,
+                self.slowdown,
+                cluster,
+                hosts[0],
+                rt.env,
+            )
         else:
-            sweep = run_ps(peer, build, servers, mode, self.opts.layouts, self.settings,
-                           self.opts.workers, self.slowdown, cluster, hosts, rt.env)
+            sweep = run_ps(
+                peer,
+                build,
+                servers,
+                mode,
+                self.opts.layouts,
+                self.settings,
+                self.opts.workers,
+                self.slowdown,
+                cluster,
+                hosts,
+                rt.env,
+            )
         sweep.runtime = rt.label
         # shaping changed during the run: no one rate describes it
-        sweep.link = link if link == self.link_between(placement, cluster, servers,
-                                                       clients) else None
+        sweep.link = (
+            link if link == self.link_between(placement, cluster, servers, clients) else None
+        )
         if probe is not None and before is not None:
             sweep.path = [probe.crossing(before, payload_moved(sweep)).as_dict()]
         return sweep
 
     @staticmethod
-    def link_between(placement: str, site: Site, servers: list[ServerHandle],
-                     client_hosts: list[int]) -> LinkRate | None:
+    def link_between(
+        placement: str, site: Site, servers: list[ServerHandle], client_hosts: list[int]
+    ) -> LinkRate | None:
         """The rate of the links between the servers' and the clients' hosts: the virtual
         cluster's shaping, or each real host's discovered rate (the slowest; unknown if one
         is); loopback crosses no link."""
@@ -398,18 +472,20 @@ class GrpcLab:
         if not self.opts.spec.rdma:
             reason = fabric_reason(TCP_FABRICS, hpc_session_of(config))
             if reason:
-                pytest.skip(f"gRPC over kernel TCP (no RDMA runtime: --hpc-grpc-preset) "
-                            f"({reason})")
+                pytest.skip(f"gRPC over kernel TCP (no RDMA runtime: --hpc-grpc-preset) ({reason})")
 
     def local_or_skip(self, placement: str) -> None:
         """An RDMA runtime (and its twin: a pair or none) runs over RDMA devices: this host's
         or the real hosts', never the virtual cluster's veths."""
         if self.opts.spec.rdma and placement == NETNS:
-            pytest.skip(f"gRPC runtime {self.opts.runtime} runs over RDMA devices (placements "
-                        f"{LOOPBACK} and {HOSTS}); the virtual cluster's hosts have none")
+            pytest.skip(
+                f"gRPC runtime {self.opts.runtime} runs over RDMA devices (placements "
+                f"{LOOPBACK} and {HOSTS}); the virtual cluster's hosts have none"
+            )
 
-    def client_of(self, kind: str, target: str, mode: str, *, ca: Path | None = None,
-                  gzip: bool = False) -> Any:
+    def client_of(
+        self, kind: str, target: str, mode: str, *, ca: Path | None = None, gzip: bool = False
+    ) -> Any:
         """A TensorClient of `kind` (python: grpcio here; native: the native peer's relay in
         the runtime under test). grpcio is imported only here: the plugin loads without it."""
         import grpc
@@ -420,12 +496,17 @@ class GrpcLab:
         compression = grpc.Compression.Gzip if gzip else None
         if kind == "native":
             rt = self.runtime()
-            return TensorClient(target, mode, channel=RelayChannel(
-                self.native().peer, target, rt.env, ca=ca, gzip=gzip))
+            return TensorClient(
+                target,
+                mode,
+                channel=RelayChannel(self.native().peer, target, rt.env, ca=ca, gzip=gzip),
+            )
         if not self.opts.spec.stock:
-            pytest.skip(f"the python client is grpcio's bundled core in pytest, outside gRPC "
-                        f"runtime {self.runtime().describe()}: the native client "
-                        "(--hpc-grpc-clients=native) makes its calls inside it")
+            pytest.skip(
+                f"the python client is grpcio's bundled core in pytest, outside gRPC "
+                f"runtime {self.runtime().describe()}: the native client "
+                "(--hpc-grpc-clients=native) makes its calls inside it"
+            )
         creds = None if ca is None else grpc.ssl_channel_credentials(ca.read_bytes())
         return TensorClient(target, mode, credentials=creds, compression=compression)
 
@@ -442,16 +523,20 @@ class GrpcLab:
             device, port, owners = sel.device, sel.port, self._tcp_owners(sel)
             return PathProbe(device, lambda: read(device, port, owners=owners), sel.mtu)
         if placement != HOSTS or not isinstance(site, GrpcHosts):
-            raise GrpcRunError(f"gRPC runtime {rt.label} over RDMA runs on {LOOPBACK} or "
-                               f"{HOSTS}; placement {placement} has no RDMA device")
+            raise GrpcRunError(
+                f"gRPC runtime {rt.label} over RDMA runs on {LOOPBACK} or "
+                f"{HOSTS}; placement {placement} has no RDMA device"
+            )
         fabric = site.fabric
-        servers = fabric.hosts[:self._server_hosts(site)]
+        servers = fabric.hosts[: self._server_hosts(site)]
         # whose TCP it was (siw) is metered on this host only
         owners = self._tcp_owners(sel) if all(h.local for h in servers) else None
 
         def reading() -> Reading:
-            got = [Reading.of(c["port"], c.get("tcp_out_segments"))
-                   for c in map(fabric.counters, servers)]
+            got = [
+                Reading.of(c["port"], c.get("tcp_out_segments"))
+                for c in map(fabric.counters, servers)
+            ]
             total: Reading = functools.reduce(operator.add, got)
             return dataclasses.replace(total, tcp_bytes=owners.read()) if owners else total
 
@@ -478,8 +563,10 @@ class GrpcLab:
         self.local_or_skip(NETNS)
         where = self.where("p2p", peer, mode, NETNS)
         try:
-            return (self.pool.pooled(where) or self._quiet_run(where, cluster),
-                    self.server(peer, NETNS, 0, cluster))
+            return (
+                self.pool.pooled(where) or self._quiet_run(where, cluster),
+                self.server(peer, NETNS, 0, cluster),
+            )
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
 
@@ -497,28 +584,53 @@ def grpc_options(pytestconfig: pytest.Config) -> GrpcOptions:
     return pytestconfig.stash[OPTIONS_KEY]
 
 
-def _lab(side: str, grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.FixtureRequest,
-         tmp_path_factory: pytest.TempPathFactory) -> GrpcLab:
+def _lab(
+    side: str,
+    grpc_options: GrpcOptions,
+    hpc_config: HpcConfig,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> GrpcLab:
     """The lab of `side` ("": an unpaired run's; "candidate", "base"): both sides of a paired
     run are made alike (the fabric's selection, repeats, limits) and differ only in the gRPC
     they name and the canary, which slows the candidate only."""
     sides = hpc_config.paired("grpc")
     impl = None if sides is None else sides[0] if side == "base" else sides[1]
-    opts = grpc_options if impl is None else dataclasses.replace(grpc_options,
-                                                                 prefix=prefix_of(impl))
-    sel = request.getfixturevalue("hpc_rdma_fabric").local if opts.spec.rdma \
+    opts = (
+        grpc_options if impl is None else dataclasses.replace(grpc_options, prefix=prefix_of(impl))
+    )
+    sel = (
+        request.getfixturevalue("hpc_rdma_fabric").local
+        if opts.spec.rdma
         else hpc_session_of(request.config).selection
-    named = f"--hpc-{side} grpc={impl}" if impl is not None \
-        else f"--hpc-grpc-prefix {opts.prefix}" if opts.prefix is not None else ""
-    return GrpcLab(opts, hpc_config.profile, 1.0 if side == "base" else hpc_config.inject_slowdown,
-                   tmp_path_factory.mktemp(f"grpc-{side}" if side else "grpc"), hpc_config.repeats,
-                   hpc_config.repeat_limit, sel if isinstance(sel, FabricSelection) else None,
-                   hpc_config.fabric, named)
+    )
+    named = (
+        f"--hpc-{side} grpc={impl}"
+        if impl is not None
+        else f"--hpc-grpc-prefix {opts.prefix}"
+        if opts.prefix is not None
+        else ""
+    )
+    return GrpcLab(
+        opts,
+        hpc_config.profile,
+        1.0 if side == "base" else hpc_config.inject_slowdown,
+        tmp_path_factory.mktemp(f"grpc-{side}" if side else "grpc"),
+        hpc_config.repeats,
+        hpc_config.repeat_limit,
+        sel if isinstance(sel, FabricSelection) else None,
+        hpc_config.fabric,
+        named,
+    )
 
 
 @pytest.fixture(scope="session")
-def grpc_lab(grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab]:
+def grpc_lab(
+    grpc_options: GrpcOptions,
+    hpc_config: HpcConfig,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GrpcLab]:
     """The session's lab; in a paired A/B run of grpc, the candidate's. An RDMA runtime gets
     the fabric's RDMA port (on softroce/iwarp the core's hpc_rdma_fabric creates the link)."""
     side = "" if hpc_config.paired("grpc") is None else "candidate"
@@ -530,8 +642,12 @@ def grpc_lab(grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.F
 
 
 @pytest.fixture(scope="session")
-def grpc_base_lab(grpc_options: GrpcOptions, hpc_config: HpcConfig, request: pytest.FixtureRequest,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcLab | None]:
+def grpc_base_lab(
+    grpc_options: GrpcOptions,
+    hpc_config: HpcConfig,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GrpcLab | None]:
     """The base side's lab of a paired A/B run of grpc (None: not a paired run): its own
     native build and servers, never slowed by the canary."""
     if hpc_config.paired("grpc") is None:
@@ -593,8 +709,11 @@ def grpc_client(grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect
         server = "running" if grpc_server.alive() else f"ended: {grpc_server.stop().describe()}"
         out, err = grpc_server.job.peek_output()
         relay = f"; {c.channel.last_words()}" if getattr(c, "relayed", False) else ""
-        pytest.fail(f"{e}: server {grpc_server.kind} at {grpc_server.target} {server}, "
-                    f"its last output: {(err or out).strip()[-600:]!r}{relay}", pytrace=False)
+        pytest.fail(
+            f"{e}: server {grpc_server.kind} at {grpc_server.target} {server}, "
+            f"its last output: {(err or out).strip()[-600:]!r}{relay}",
+            pytrace=False,
+        )
     return c
 
 
@@ -618,8 +737,11 @@ def grpc_site(placement: str, request: pytest.FixtureRequest) -> Site:
     if placement == HOSTS:
         fabric = request.getfixturevalue("hpc_rdma_fabric")
         if not fabric.spans_hosts:
-            pytest.fail("gRPC on hosts runs servers and clients on different hosts: "
-                        "--hpc-hosts must name at least 2", pytrace=False)
+            pytest.fail(
+                "gRPC on hosts runs servers and clients on different hosts: "
+                "--hpc-hosts must name at least 2",
+                pytrace=False,
+            )
         return GrpcHosts(fabric)
     return None
 
@@ -631,9 +753,18 @@ def grpc_runtime(grpc_options: GrpcOptions) -> str:
 
 
 @pytest.fixture
-def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement: str,
-               grpc_lab: GrpcLab, grpc_base_lab: GrpcLab | None, grpc_options: GrpcOptions,
-               hpc_record: Record, hpc_config: HpcConfig, request: pytest.FixtureRequest) -> BenchRun:
+def grpc_bench(
+    grpc_peer: str,
+    grpc_mode: str,
+    grpc_runtime: str,
+    hpc_placement: str,
+    grpc_lab: GrpcLab,
+    grpc_base_lab: GrpcLab | None,
+    grpc_options: GrpcOptions,
+    hpc_record: Record,
+    hpc_config: HpcConfig,
+    request: pytest.FixtureRequest,
+) -> BenchRun:
     """run(benchmark, scheme): the point of this item's (peer, mode, placement, runtime)
     sweep; its echoes and acknowledgements checked, an RDMA runtime's path proven by the
     counters, then recorded and judged (tfbench.measurement), beside its TCP twin. In a paired
@@ -652,13 +783,23 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement:
             if grpc_base_lab is None:
                 sweep = grpc_lab.sweep(where, cluster)
             else:
-                sweep, base_sweep = grpc_lab.sweep_paired(grpc_base_lab, where, cluster,
-                                                          hpc_config.ab_rounds)
+                sweep, base_sweep = grpc_lab.sweep_paired(
+                    grpc_base_lab, where, cluster, hpc_config.ab_rounds
+                )
                 base_point = base_sweep.get(name, scheme)
-                assert not base_point["errors"], \
+                assert not base_point["errors"], (
                     f"base: {bench} {scheme}: {base_point['errors'][:3]}"
-                base = measurement(bench, scheme, base_sweep, base_point, rt.label,
-                                   grpc_peer, grpc_mode, hpc_placement)
+                )
+                base = measurement(
+                    bench,
+                    scheme,
+                    base_sweep,
+                    base_point,
+                    rt.label,
+                    grpc_peer,
+                    grpc_mode,
+                    hpc_placement,
+                )
             point = sweep.get(name, scheme)
         except GrpcRunError as exc:
             pytest.fail(str(exc), pytrace=False)
@@ -666,8 +807,7 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement:
         proven(sweep, request)
 
         def record_of(sw: Sweep, pt: dict[str, Any]) -> Any:
-            m = measurement(bench, scheme, sw, pt, rt.label, grpc_peer, grpc_mode,
-                            hpc_placement)
+            m = measurement(bench, scheme, sw, pt, rt.label, grpc_peer, grpc_mode, hpc_placement)
             return with_twin(m, grpc_lab, rt)
 
         finger = {"grpc_runtime": rt.describe(), **sweep.runtime_fingerprint}
@@ -690,8 +830,9 @@ def grpc_bench(grpc_peer: str, grpc_mode: str, grpc_runtime: str, hpc_placement:
 
         m = record_of(sweep, point)
         if base is None:  # adaptive repeats: more client runs while the verdict is undecided
-            [m] = until_decided([m], lambda r: hpc_record.undecided(r, finger), grow,
-                                lambda: grpc_lab.cost(where))
+            [m] = until_decided(
+                [m], lambda r: hpc_record.undecided(r, finger), grow, lambda: grpc_lab.cost(where)
+            )
         hpc_record(m, finger, base)
 
     return run
@@ -704,8 +845,9 @@ def proven(sweep: Sweep, request: pytest.FixtureRequest) -> None:
         request.node.user_properties.append((f"hpccomm_path_{i}", c.describe()))
         problem = c.problem()
         if problem:
-            pytest.fail(f"gRPC runtime {sweep.runtime}, client run {i + 1}: {problem}",
-                        pytrace=False)
+            pytest.fail(
+                f"gRPC runtime {sweep.runtime}, client run {i + 1}: {problem}", pytrace=False
+            )
 
 
 def with_twin(m: Any, lab: GrpcLab, rt: Runtime) -> Any:
@@ -714,5 +856,6 @@ def with_twin(m: Any, lab: GrpcLab, rt: Runtime) -> Any:
     if twin is None:
         return m
     params = {k: v for k, v in m.params.items()} | {"runtime": twin.label}
-    return dataclasses.replace(m, extra={**m.extra, **beside(
-        "grpc", m.benchmark, params, f"{rt.label} vs {twin.label}")})
+    return dataclasses.replace(
+        m, extra={**m.extra, **beside("grpc", m.benchmark, params, f"{rt.label} vs {twin.label}")}
+    )

@@ -28,7 +28,7 @@ class Pattern:
 
     def materialize(self) -> bytes:
         block = _block(self.seed)  # a prime length: block edges never align with buffer edges
-        return (block * (self.size // len(block) + 1))[:self.size]
+        return (block * (self.size // len(block) + 1))[: self.size]
 
 
 @lru_cache(maxsize=256)
@@ -58,6 +58,7 @@ def _cap(budget: int) -> object:
             out.append(b)
             used += n
         return out
+
     return cap
 
 
@@ -69,8 +70,9 @@ def buffers(max_size: int = 6 * MiB) -> st.SearchStrategy[Buffer]:
     )
 
 
-def layouts(max_buffers: int = 64, max_buffer: int = 6 * MiB,
-            budget: int = 12 * MiB) -> st.SearchStrategy[list[Buffer]]:
+def layouts(
+    max_buffers: int = 64, max_buffer: int = 6 * MiB, budget: int = 12 * MiB
+) -> st.SearchStrategy[list[Buffer]]:
     """Arbitrary iovec layouts: 0 to max_buffers buffers of 0 B to max_buffer, total <= budget."""
     return st.lists(buffers(max_buffer), max_size=max_buffers).map(_cap(budget))  # type: ignore
 
@@ -78,7 +80,8 @@ def layouts(max_buffers: int = 64, max_buffer: int = 6 * MiB,
 # Metadata: keys are lowercase (HTTP/2); text values printable ASCII, no surrounding spaces
 # (HTTP/2 implementations may trim them); "-bin" keys carry arbitrary bytes.
 _KEY = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,15}", fullmatch=True).filter(
-    lambda k: not k.endswith("-bin"))
+    lambda k: not k.endswith("-bin")
+)
 _TEXT = st.from_regex(r"[!-~]([ -~]{0,30}[!-~])?", fullmatch=True)
 
 

@@ -22,8 +22,7 @@ from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.payload import buffers_for
 from pytest_hpccomm.stacks.grpc.relay import RelayChannel, RelayError
 
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1),
-                   ("grpc.max_send_message_length", -1)]
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 
 
 def _ser(msg: Any) -> bytes:
@@ -37,10 +36,12 @@ def _methods(channel: Any, mode: str) -> dict[str, Any]:
     T = None if raw else pb.Tensors.FromString
     A = None if raw else pb.Ack.FromString
     ser = None if raw else _ser
-    out = {"Echo": channel.unary_unary(wire.method("Echo", mode), ser, T),
-           "Send": channel.unary_unary(wire.method("Send", mode), ser, A),
-           "Pull": channel.unary_unary(wire.method("Pull", mode), ser, T),
-           "EchoStream": channel.stream_stream(wire.method("EchoStream", mode), ser, T)}
+    out = {
+        "Echo": channel.unary_unary(wire.method("Echo", mode), ser, T),
+        "Send": channel.unary_unary(wire.method("Send", mode), ser, A),
+        "Pull": channel.unary_unary(wire.method("Pull", mode), ser, T),
+        "EchoStream": channel.stream_stream(wire.method("EchoStream", mode), ser, T),
+    }
     out["Delay"] = channel.unary_unary(wire.method("Delay"), _ser, pb.Ack.FromString)
     out["GetStats"] = channel.unary_unary(wire.method("GetStats"), _ser, pb.Stats.FromString)
     return out
@@ -80,10 +81,16 @@ class TensorClient:
     """A sync client of one server. kwargs of the calls go to grpcio (timeout, metadata,
     compression, wait_for_ready)."""
 
-    def __init__(self, target: str, mode: str = "serialized", *,
-                 credentials: grpc.ChannelCredentials | None = None,
-                 compression: grpc.Compression | None = None,
-                 options: Sequence[tuple[str, Any]] = (), channel: Any = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        mode: str = "serialized",
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        compression: grpc.Compression | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+        channel: Any = None,
+    ) -> None:
         """channel: one made elsewhere (a relay.RelayChannel: calls made by the native peer)."""
         self.target, self.mode = target, mode
         opts = CHANNEL_OPTIONS + list(options)
@@ -95,8 +102,9 @@ class TensorClient:
             self.channel = grpc.insecure_channel(target, opts, compression)
         self.m = _methods(self.channel, mode)
 
-    def echo_call(self, buffers: Sequence[wire.Buffer], seq: int = 0,
-                  **kw: Any) -> tuple[list[bytes], Any]:
+    def echo_call(
+        self, buffers: Sequence[wire.Buffer], seq: int = 0, **kw: Any
+    ) -> tuple[list[bytes], Any]:
         resp, call = self.m["Echo"].with_call(request(buffers, self.mode, seq), **kw)
         return buffers_of(resp, self.mode), call
 
@@ -109,12 +117,15 @@ class TensorClient:
     def pull(self, sizes: Sequence[int], **kw: Any) -> list[bytes]:
         return buffers_of(self.m["Pull"](want_request(sizes, self.mode), **kw), self.mode)
 
-    def stream(self, messages: Sequence[Sequence[wire.Buffer]],
-               **kw: Any) -> list[tuple[int, list[bytes]]]:
+    def stream(
+        self, messages: Sequence[Sequence[wire.Buffer]], **kw: Any
+    ) -> list[tuple[int, list[bytes]]]:
         """Bidi EchoStream: message i goes out with seq i; (seq, buffers) in arrival order."""
         reqs = (request(b, self.mode, i) for i, b in enumerate(messages))
-        return [(seq_of(r, self.mode), buffers_of(r, self.mode))
-                for r in self.m["EchoStream"](reqs, **kw)]
+        return [
+            (seq_of(r, self.mode), buffers_of(r, self.mode))
+            for r in self.m["EchoStream"](reqs, **kw)
+        ]
 
     def delay(self, ms: int, seq: int = 0, **kw: Any) -> Any:
         return self.m["Delay"](pb.Tensors(delay_ms=ms, seq=seq), **kw)
@@ -163,8 +174,14 @@ class TensorClient:
 
     def stats(self, **kw: Any) -> dict[str, Any]:
         s = self.m["GetStats"](pb.StatsRequest(), **kw)
-        return {"rpcs": s.rpcs, "bytes": s.bytes, "cancelled": s.cancelled, "peer": s.peer,
-                "grpc_version": s.grpc_version, "cancelled_seqs": list(s.cancelled_seqs)}
+        return {
+            "rpcs": s.rpcs,
+            "bytes": s.bytes,
+            "cancelled": s.cancelled,
+            "peer": s.peer,
+            "grpc_version": s.grpc_version,
+            "cancelled_seqs": list(s.cancelled_seqs),
+        }
 
     @property
     def relayed(self) -> bool:
@@ -189,6 +206,7 @@ class TensorClient:
 
 
 # -- benchmark harness -----------------------------------------------------------------------
+
 
 @dataclass
 class Settings:
@@ -226,8 +244,9 @@ def await_start(start_file: str, segment: int, timeout: float = 60.0) -> float:
     raise TimeoutError(f"no start time in {path} within {timeout:.0f}s")
 
 
-def run_batches(op: Callable[[int], None], value: Callable[[float, int], float], s: Settings,
-                r: Result) -> None:
+def run_batches(
+    op: Callable[[int], None], value: Callable[[float, int], float], s: Settings, r: Result
+) -> None:
     """op(n) runs n operations back to back."""
     w0, warm = time.perf_counter(), 0
     while warm < 2 or time.perf_counter() - w0 < s.warmup_seconds:
@@ -244,8 +263,13 @@ def run_batches(op: Callable[[int], None], value: Callable[[float, int], float],
         r.iterations.append(n)
 
 
-def run_synced(until: Callable[[float], int], value: Callable[[float, int], float], s: Settings,
-               r: Result, segment: int = 0) -> None:
+def run_synced(
+    until: Callable[[float], int],
+    value: Callable[[float, int], float],
+    s: Settings,
+    r: Result,
+    segment: int = 0,
+) -> None:
     """until(deadline) runs whole steps until perf_counter() >= deadline, returns how many.
     Batch windows are fixed in time from the common start, so concurrent workers' batch b
     cover the same wall-clock window and their rates add up."""
@@ -284,8 +308,9 @@ class BenchError(Exception):
     pass
 
 
-def _plan(benchmark: str, sizes: list[int], p: int,
-          mode: str) -> tuple[list[Any], list[Any], list[int]]:
+def _plan(
+    benchmark: str, sizes: list[int], p: int, mode: str
+) -> tuple[list[Any], list[Any], list[int]]:
     """(push request per server, pull request per server, bytes per server). ps: every server
     gets the whole payload. mimic: TF places each variable on one PS, buffer i on server
     i % p, and a step pulls each shard from its server and pushes its gradient back."""
@@ -293,8 +318,11 @@ def _plan(benchmark: str, sizes: list[int], p: int,
         req = request(buffers_for(sizes), mode, 1)
         return [req] * p, [], [sum(sizes)] * p
     shards = [sizes[j::p] for j in range(p)]
-    return ([request(buffers_for(sh), mode, 1) for sh in shards],
-            [want_request(sh, mode, 1) for sh in shards], [sum(sh) for sh in shards])
+    return (
+        [request(buffers_for(sh), mode, 1) for sh in shards],
+        [want_request(sh, mode, 1) for sh in shards],
+        [sum(sh) for sh in shards],
+    )
 
 
 def _check(ok: bool, what: str) -> None:
@@ -305,8 +333,9 @@ def _check(ok: bool, what: str) -> None:
 Layouts = Sequence[tuple[str, list[int]]]
 
 
-def run_sync(targets: Sequence[str], mode: str, benchmarks: Sequence[str], layouts: Layouts,
-             s: Settings) -> list[Result]:
+def run_sync(
+    targets: Sequence[str], mode: str, benchmarks: Sequence[str], layouts: Layouts, s: Settings
+) -> list[Result]:
     """Every (benchmark, layout) over one set of channels (one connection per server)."""
     chans = [grpc.insecure_channel(t, CHANNEL_OPTIONS) for t in targets]
     try:
@@ -314,15 +343,23 @@ def run_sync(targets: Sequence[str], mode: str, benchmarks: Sequence[str], layou
             grpc.channel_ready_future(ch).result(timeout=20)
         ms = [_methods(ch, mode) for ch in chans]
         todo = [(b, name, sizes) for b in benchmarks for name, sizes in layouts]
-        return [bench_sync(ms, mode, b, name, sizes, s, k) for k, (b, name, sizes) in
-                enumerate(todo)]
+        return [
+            bench_sync(ms, mode, b, name, sizes, s, k) for k, (b, name, sizes) in enumerate(todo)
+        ]
     finally:
         for ch in chans:
             ch.close()
 
 
-def bench_sync(ms: list[dict[str, Any]], mode: str, benchmark: str, name: str, sizes: list[int],
-               s: Settings, segment: int = 0) -> Result:
+def bench_sync(
+    ms: list[dict[str, Any]],
+    mode: str,
+    benchmark: str,
+    name: str,
+    sizes: list[int],
+    s: Settings,
+    segment: int = 0,
+) -> Result:
     r = Result(benchmark, name, sizes)
     try:
         buffers = buffers_for(sizes)
@@ -334,6 +371,7 @@ def bench_sync(ms: list[dict[str, Any]], mode: str, benchmark: str, name: str, s
             def op(n: int) -> None:
                 for _ in range(n):
                     echo(req)
+
             run_batches(op, _latency, s, r)
             _check(buffers_of(echo(req), mode) == buffers, "echo differs")
         elif benchmark == "bandwidth":
@@ -342,6 +380,7 @@ def bench_sync(ms: list[dict[str, Any]], mode: str, benchmark: str, name: str, s
             def op(n: int) -> None:
                 for _ in range(n):
                     _check(acked_bytes(send(req), mode) == total, "ack counts wrong bytes")
+
             run_batches(op, _mb_per_s(total), s, r)
         elif benchmark in ("ps", "mimic"):
             pushes, pulls, totals = _plan(benchmark, sizes, len(ms), mode)
@@ -349,12 +388,16 @@ def bench_sync(ms: list[dict[str, Any]], mode: str, benchmark: str, name: str, s
             def step() -> None:
                 if pulls:  # mimic: pull each variable from the PS holding it...
                     got = [m["Pull"].future(w) for m, w in zip(ms, pulls)]
-                    _check([payload_bytes(f.result(), mode) for f in got] == totals,
-                           "pulled wrong bytes")
+                    _check(
+                        [payload_bytes(f.result(), mode) for f in got] == totals,
+                        "pulled wrong bytes",
+                    )
                 # ...then push the gradients; ps: every server gets the whole payload
                 acks = [m["Send"].future(q) for m, q in zip(ms, pushes)]
-                _check([acked_bytes(f.result(), mode) for f in acks] == totals,
-                       "ack counts wrong bytes")
+                _check(
+                    [acked_bytes(f.result(), mode) for f in acks] == totals,
+                    "ack counts wrong bytes",
+                )
 
             def until(deadline: float) -> int:
                 n = 0
@@ -363,6 +406,7 @@ def bench_sync(ms: list[dict[str, Any]], mode: str, benchmark: str, name: str, s
                     n += 1
                     if time.perf_counter() >= deadline:
                         return n
+
             run_synced(until, _rate(len(ms)) if benchmark == "ps" else _step_ms, s, r, segment)
         else:
             raise BenchError(f"unknown benchmark {benchmark!r}")
@@ -371,8 +415,9 @@ def bench_sync(ms: list[dict[str, Any]], mode: str, benchmark: str, name: str, s
     return r
 
 
-def run_aio(targets: Sequence[str], mode: str, benchmarks: Sequence[str], layouts: Layouts,
-            s: Settings) -> list[Result]:
+def run_aio(
+    targets: Sequence[str], mode: str, benchmarks: Sequence[str], layouts: Layouts, s: Settings
+) -> list[Result]:
     """The same loops on grpc.aio. Each batch is one coroutine, so the event loop is entered
     once per batch, not once per RPC."""
     loop = asyncio.new_event_loop()
@@ -389,17 +434,26 @@ def run_aio(targets: Sequence[str], mode: str, benchmarks: Sequence[str], layout
         chans = loop.run_until_complete(setup())
         ms = [_methods(ch, mode) for ch in chans]
         todo = [(b, name, sizes) for b in benchmarks for name, sizes in layouts]
-        return [bench_aio(loop, ms, mode, b, name, sizes, s, k) for k, (b, name, sizes) in
-                enumerate(todo)]
+        return [
+            bench_aio(loop, ms, mode, b, name, sizes, s, k)
+            for k, (b, name, sizes) in enumerate(todo)
+        ]
     finally:
         for ch in chans:
             loop.run_until_complete(ch.close())
         loop.close()
 
 
-def bench_aio(loop: asyncio.AbstractEventLoop, ms: list[dict[str, Any]], mode: str,
-              benchmark: str, name: str, sizes: list[int], s: Settings,
-              segment: int = 0) -> Result:
+def bench_aio(
+    loop: asyncio.AbstractEventLoop,
+    ms: list[dict[str, Any]],
+    mode: str,
+    benchmark: str,
+    name: str,
+    sizes: list[int],
+    s: Settings,
+    segment: int = 0,
+) -> Result:
     r = Result(benchmark, name, sizes)
 
     def sync(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
@@ -417,6 +471,7 @@ def bench_aio(loop: asyncio.AbstractEventLoop, ms: list[dict[str, Any]], mode: s
             async def op(n: int) -> None:
                 for _ in range(n):
                     await echo(req)
+
             sync(check)()
             run_batches(sync(op), _latency, s, r)
             sync(check)()
@@ -426,6 +481,7 @@ def bench_aio(loop: asyncio.AbstractEventLoop, ms: list[dict[str, Any]], mode: s
             async def op(n: int) -> None:
                 for _ in range(n):
                     _check(acked_bytes(await send(req), mode) == total, "ack counts wrong bytes")
+
             run_batches(sync(op), _mb_per_s(total), s, r)
         elif benchmark in ("ps", "mimic"):
             pushes, pulls, totals = _plan(benchmark, sizes, len(ms), mode)
@@ -444,8 +500,10 @@ def bench_aio(loop: asyncio.AbstractEventLoop, ms: list[dict[str, Any]], mode: s
                     n += 1
                     if time.perf_counter() >= deadline:
                         return n
-            run_synced(sync(until), _rate(len(ms)) if benchmark == "ps" else _step_ms, s, r,
-                       segment)
+
+            run_synced(
+                sync(until), _rate(len(ms)) if benchmark == "ps" else _step_ms, s, r, segment
+            )
         else:
             raise BenchError(f"unknown benchmark {benchmark!r}")
     except (grpc.RpcError, BenchError, wire.FrameError) as e:

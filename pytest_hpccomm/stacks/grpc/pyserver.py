@@ -79,14 +79,20 @@ class Service:
         self.reflect(ctx)
         if any(n > POOL_SIZE for n in req.want):
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "buffer too large")
-        return pb.Tensors(buffers=[bytes(buffer_at(i, n)) for i, n in enumerate(req.want)],
-                          seq=req.seq)
+        return pb.Tensors(
+            buffers=[bytes(buffer_at(i, n)) for i, n in enumerate(req.want)], seq=req.seq
+        )
 
     def stats(self, req: Any, ctx: Any) -> Any:
         with self._lock:
-            return pb.Stats(rpcs=self.rpcs, bytes=self.bytes, cancelled=self.cancelled,
-                            peer=self.peer, grpc_version=grpc.__version__,
-                            cancelled_seqs=list(self.cancelled_seqs))
+            return pb.Stats(
+                rpcs=self.rpcs,
+                bytes=self.bytes,
+                cancelled=self.cancelled,
+                peer=self.peer,
+                grpc_version=grpc.__version__,
+                cancelled_seqs=list(self.cancelled_seqs),
+            )
 
     def delay(self, req: Any, ctx: Any) -> Any:
         self.count(0)
@@ -157,14 +163,23 @@ def handlers(svc: Service, aio: bool = False) -> list[grpc.GenericRpcHandler]:
     stream_wrap = _async_stream if aio else _sync_stream
     stream, raw_stream = stream_wrap(svc.echo_stream), stream_wrap(svc.raw_echo_stream)
     serialized = {
-        "Echo": u(wrap(svc.echo), T, _ser), "Send": u(wrap(svc.send), T, _ser),
-        "Pull": u(wrap(svc.pull), T, _ser), "EchoStream": s(stream, T, _ser),
-        "Delay": u(delay, T, _ser), "GetStats": u(wrap(svc.stats), Sr, _ser),
+        "Echo": u(wrap(svc.echo), T, _ser),
+        "Send": u(wrap(svc.send), T, _ser),
+        "Pull": u(wrap(svc.pull), T, _ser),
+        "EchoStream": s(stream, T, _ser),
+        "Delay": u(delay, T, _ser),
+        "GetStats": u(wrap(svc.stats), Sr, _ser),
     }
-    raw = {"Echo": u(wrap(svc.raw_echo)), "Send": u(wrap(svc.raw_send)),
-           "Pull": u(wrap(svc.raw_pull)), "EchoStream": s(raw_stream)}
-    return [grpc.method_handlers_generic_handler(wire.SERVICE, serialized),
-            grpc.method_handlers_generic_handler(wire.RAW_SERVICE, raw)]
+    raw = {
+        "Echo": u(wrap(svc.raw_echo)),
+        "Send": u(wrap(svc.raw_send)),
+        "Pull": u(wrap(svc.raw_pull)),
+        "EchoStream": s(raw_stream),
+    }
+    return [
+        grpc.method_handlers_generic_handler(wire.SERVICE, serialized),
+        grpc.method_handlers_generic_handler(wire.RAW_SERVICE, raw),
+    ]
 
 
 def _sync_unary(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -173,6 +188,7 @@ def _sync_unary(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             return fn(req, ctx)
         except Abort as e:
             ctx.abort(e.code, e.details)  # raises
+
     return call
 
 
@@ -182,6 +198,7 @@ def _async_unary(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             return fn(req, ctx)
         except Abort as e:
             await ctx.abort(e.code, e.details)  # raises
+
     return call
 
 
@@ -194,6 +211,7 @@ def _async_delay(svc: Service) -> Callable[[Any, Any], Any]:
             svc.cancelled_one(req.seq)
             raise
         return pb.Ack(seq=req.seq)
+
     return delay
 
 
@@ -203,6 +221,7 @@ def _sync_stream(gen: Callable[[Iterator[Any], Any], Iterator[Any]]) -> Callable
             yield from gen(reqs, ctx)
         except Abort as e:
             ctx.abort(e.code, e.details)
+
     return stream
 
 
@@ -216,12 +235,12 @@ def _async_stream(gen: Callable[[Iterator[Any], Any], Iterator[Any]]) -> Callabl
                 first = False
         except Abort as e:
             await ctx.abort(e.code, e.details)
+
     return stream
 
 
 def options(max_message: int) -> list[tuple[str, int]]:
-    return [("grpc.max_receive_message_length", max_message),
-            ("grpc.max_send_message_length", -1)]
+    return [("grpc.max_receive_message_length", max_message), ("grpc.max_send_message_length", -1)]
 
 
 def _ports(server: Any, bind: str, tls: tuple[str, bytes, bytes] | None) -> tuple[int, int]:
@@ -235,10 +254,19 @@ def _ports(server: Any, bind: str, tls: tuple[str, bytes, bytes] | None) -> tupl
     return port, tls_port
 
 
-def serve_sync(svc: Service, bind: str, tls: tuple[str, bytes, bytes] | None, max_message: int,
-               lifetime: float, ready: Callable[[int, int], None]) -> None:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), handlers=handlers(svc),
-                         options=options(max_message))
+def serve_sync(
+    svc: Service,
+    bind: str,
+    tls: tuple[str, bytes, bytes] | None,
+    max_message: int,
+    lifetime: float,
+    ready: Callable[[int, int], None],
+) -> None:
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=16),
+        handlers=handlers(svc),
+        options=options(max_message),
+    )
     port, tls_port = _ports(server, bind, tls)
     server.start()
     ready(port, tls_port)
@@ -246,8 +274,14 @@ def serve_sync(svc: Service, bind: str, tls: tuple[str, bytes, bytes] | None, ma
     server.stop(grace=1.0)
 
 
-def serve_aio(svc: Service, bind: str, tls: tuple[str, bytes, bytes] | None, max_message: int,
-              lifetime: float, ready: Callable[[int, int], None]) -> None:
+def serve_aio(
+    svc: Service,
+    bind: str,
+    tls: tuple[str, bytes, bytes] | None,
+    max_message: int,
+    lifetime: float,
+    ready: Callable[[int, int], None],
+) -> None:
     async def main() -> None:
         server = grpc.aio.server(handlers=handlers(svc, aio=True), options=options(max_message))
         port, tls_port = _ports(server, bind, tls)
@@ -255,4 +289,5 @@ def serve_aio(svc: Service, bind: str, tls: tuple[str, bytes, bytes] | None, max
         ready(port, tls_port)
         await server.wait_for_termination(timeout=lifetime)
         await server.stop(grace=1.0)
+
     asyncio.run(main())

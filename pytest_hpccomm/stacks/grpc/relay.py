@@ -54,8 +54,14 @@ class RelayError(grpc.RpcError):
 class Answer:
     """What came back from one call (relay.cc's answer record)."""
 
-    def __init__(self, code: int, details: str, elapsed_us: int,
-                 trailing: list[tuple[str, str | bytes]], messages: list[bytes]) -> None:
+    def __init__(
+        self,
+        code: int,
+        details: str,
+        elapsed_us: int,
+        trailing: list[tuple[str, str | bytes]],
+        messages: list[bytes],
+    ) -> None:
         self.code = _CODES.get(code, grpc.StatusCode.UNKNOWN)
         self.details, self.elapsed = details, elapsed_us / 1e6
         self.trailing, self.messages = trailing, messages
@@ -69,12 +75,23 @@ def _str(b: bytes) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-def encode_call(kind: int, method: str, messages: Sequence[bytes], timeout: float,
-                cancel_after: float = 0.0, gzip: bool = False, metadata: Metadata = ()) -> bytes:
+def encode_call(
+    kind: int,
+    method: str,
+    messages: Sequence[bytes],
+    timeout: float,
+    cancel_after: float = 0.0,
+    gzip: bool = False,
+    metadata: Metadata = (),
+) -> bytes:
     """relay.cc's call record: a unary call (one message) or a bidi stream."""
-    parts = [struct.pack("<I", kind), _str(method.encode()),
-             struct.pack("<QQII", round(timeout * 1e6), round(cancel_after * 1e6), int(gzip),
-                         len(metadata))]
+    parts = [
+        struct.pack("<I", kind),
+        _str(method.encode()),
+        struct.pack(
+            "<QQII", round(timeout * 1e6), round(cancel_after * 1e6), int(gzip), len(metadata)
+        ),
+    ]
     for key, value in metadata:
         parts += [_str(key.encode()), _str(value if isinstance(value, bytes) else value.encode())]
     parts.append(struct.pack("<I", len(messages)))
@@ -128,8 +145,15 @@ class RelayChannel:
     """One native relay process, one gRPC channel in it to `target`. Calls are serialized
     (one at a time); grpcio's multi-callable API on top (unary_unary, stream_stream)."""
 
-    def __init__(self, peer: Path, target: str, env: Mapping[str, str] | None = None, *,
-                 ca: Path | None = None, gzip: bool = False) -> None:
+    def __init__(
+        self,
+        peer: Path,
+        target: str,
+        env: Mapping[str, str] | None = None,
+        *,
+        ca: Path | None = None,
+        gzip: bool = False,
+    ) -> None:
         argv = [str(peer), "relay", "--target", target]
         if ca is not None:
             argv += ["--ca", str(ca)]
@@ -137,12 +161,18 @@ class RelayChannel:
             argv += ["--gzip"]
         self.target = target
         self._err = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._err, env={**os.environ, **(env or {})},
-                                      start_new_session=True)
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
 
-    def call(self, kind: int, method: str, messages: Sequence[bytes], timeout: float | None,
-             **kw: Any) -> Answer:
+    def call(
+        self, kind: int, method: str, messages: Sequence[bytes], timeout: float | None, **kw: Any
+    ) -> Answer:
         timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         return self._exchange(encode_call(kind, method, messages, timeout, **kw), timeout)
 
@@ -156,27 +186,35 @@ class RelayChannel:
         try:
             self._proc.stdin.write(record)
             self._proc.stdin.flush()
-            return _Reader(self._proc.stdout.fileno(),
-                           time.monotonic() + timeout + ANSWER_SLACK).answer()
+            return _Reader(
+                self._proc.stdout.fileno(), time.monotonic() + timeout + ANSWER_SLACK
+            ).answer()
         except (OSError, RelayBroken) as e:
-            raise RelayBroken(f"native relay to {self.target}: {e}; {self.last_words()}") \
-                from None
+            raise RelayBroken(f"native relay to {self.target}: {e}; {self.last_words()}") from None
 
     def last_words(self) -> str:
         """The relay's state and the end of its stderr, for a broken relay's message."""
         state = self._proc.poll()
         self._err.seek(0)
         tail = self._err.read().decode(errors="replace").strip()[-600:]
-        return f"relay {'running' if state is None else f'exited {state}'}" + \
-            (f", stderr: {tail}" if tail else "")
+        return f"relay {'running' if state is None else f'exited {state}'}" + (
+            f", stderr: {tail}" if tail else ""
+        )
 
-    def unary_unary(self, method: str, request_serializer: Callable[[Any], bytes] | None = None,
-                    response_deserializer: Callable[[bytes], Any] | None = None) -> _Unary:
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+    ) -> _Unary:
         return _Unary(self, method, request_serializer, response_deserializer)
 
-    def stream_stream(self, method: str,
-                      request_serializer: Callable[[Any], bytes] | None = None,
-                      response_deserializer: Callable[[bytes], Any] | None = None) -> _Stream:
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+    ) -> _Stream:
         return _Stream(self, method, request_serializer, response_deserializer)
 
     def close(self) -> None:
@@ -199,23 +237,46 @@ class RelayChannel:
 
 
 class _Callable:
-    def __init__(self, ch: RelayChannel, method: str, ser: Callable[[Any], bytes] | None,
-                 de: Callable[[bytes], Any] | None) -> None:
+    def __init__(
+        self,
+        ch: RelayChannel,
+        method: str,
+        ser: Callable[[Any], bytes] | None,
+        de: Callable[[bytes], Any] | None,
+    ) -> None:
         self._ch, self._method = ch, method
         self._ser = ser or bytes
         self._de = de or (lambda b: b)
 
-    def _call(self, kind: int, requests: Iterable[Any], timeout: float | None,
-              metadata: Metadata | None, compression: Any, cancel_after: float) -> Answer:
-        return self._ch.call(kind, self._method, [self._ser(r) for r in requests], timeout,
-                             metadata=metadata or (), cancel_after=cancel_after,
-                             gzip=compression == grpc.Compression.Gzip)
+    def _call(
+        self,
+        kind: int,
+        requests: Iterable[Any],
+        timeout: float | None,
+        metadata: Metadata | None,
+        compression: Any,
+        cancel_after: float,
+    ) -> Answer:
+        return self._ch.call(
+            kind,
+            self._method,
+            [self._ser(r) for r in requests],
+            timeout,
+            metadata=metadata or (),
+            cancel_after=cancel_after,
+            gzip=compression == grpc.Compression.Gzip,
+        )
 
 
 class _Unary(_Callable):
-    def with_call(self, request: Any, timeout: float | None = None,
-                  metadata: Metadata | None = None, compression: Any = None,
-                  cancel_after: float = 0.0) -> tuple[Any, Answer]:
+    def with_call(
+        self,
+        request: Any,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        compression: Any = None,
+        cancel_after: float = 0.0,
+    ) -> tuple[Any, Answer]:
         """As grpcio's; cancel_after (s, 0: never): the relay cancels the call that long after
         it started, and the answer says how it ended."""
         a = self._call(UNARY, [request], timeout, metadata, compression, cancel_after)
@@ -228,9 +289,14 @@ class _Unary(_Callable):
 
 
 class _Stream(_Callable):
-    def __call__(self, requests: Iterable[Any], timeout: float | None = None,
-                 metadata: Metadata | None = None, compression: Any = None,
-                 cancel_after: float = 0.0) -> list[Any]:
+    def __call__(
+        self,
+        requests: Iterable[Any],
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        compression: Any = None,
+        cancel_after: float = 0.0,
+    ) -> list[Any]:
         """Every request goes out, then the answers come back as a list (grpcio streams them:
         the suite's properties read them all). cancel_after (s): after the first answer, the
         request side left open, the relay cancels the stream; a RelayError says how it ended,

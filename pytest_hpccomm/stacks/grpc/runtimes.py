@@ -23,8 +23,7 @@ from typing import Mapping, Sequence
 from pytest_hpccomm.fabrics import FabricSelection
 
 STOCK = "grpc"  # the default label: stock gRPC over kernel TCP
-PLACEHOLDERS = ("device", "port", "gid_index", "address", "netdev", "rspreload",
-                "rsocket_compat")
+PLACEHOLDERS = ("device", "port", "gid_index", "address", "netdev", "rspreload", "rsocket_compat")
 RSPRELOAD = "librspreload.so"
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -46,29 +45,60 @@ class Preset:
 # RR-Compound (pwrliang/grpc-rdma, gRPC 1.38): src/core/lib/ibverbs/config.cc reads these; a
 # wrong device name or GID index aborts the process. RDMA_EVENT is left out: it hard-codes
 # device mlx5_0 (src/core/lib/rdma/rdma_utils.h) and ignores the device variables.
-_RR = (("GRPC_RDMA_DEVICE_NAME", "{device}"), ("GRPC_RDMA_PORT_NUM", "{port}"),
-       ("GRPC_RDMA_GID_INDEX", "{gid_index}"))
-PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("rsocket", (("LD_PRELOAD", "{rspreload}"), ("GRPC_POLL_STRATEGY", "poll")), True,
-           (("GRPC_POLL_STRATEGY", "poll"),), False,
-           "rdma-core's rsocket preload under the native peers (the system's gRPC); gRPC's "
-           "poll engine, since rsocket intercepts poll but not epoll; twin: poll on kernel TCP. "
-           "rdma-core < 63 cannot carry gRPC (fcntl F_GETFD, accept4): see rsocket-compat"),
-    Preset("rsocket-compat", (("LD_PRELOAD", "{rsocket_compat}:{rspreload}"),
-                              ("GRPC_POLL_STRATEGY", "poll")), True,
-           (("GRPC_POLL_STRATEGY", "poll"),), False,
-           "rsocket with the native build's shim for rdma-core < 63 before it "
-           "(native/rsocket_compat.c; IPv4 fabric addresses only)"),
-    Preset("rr-compound-bp", (("GRPC_PLATFORM_TYPE", "RDMA_BP"), *_RR), True,
-           (("GRPC_PLATFORM_TYPE", "TCP"),), True,
-           "RR-Compound (pwrliang/grpc-rdma) busy polling; twin: its TCP platform"),
-    Preset("rr-compound-bpev", (("GRPC_PLATFORM_TYPE", "RDMA_BPEV"), *_RR), True,
-           (("GRPC_PLATFORM_TYPE", "TCP"),), True,
-           "RR-Compound busy polling then events; twin: its TCP platform"),
-    Preset("rdma", (), True, None, True,
-           "any other RDMA gRPC build (e.g. an AR-gRPC libgrpc++), configured by --hpc-grpc-env "
-           "alone; the proof of path applies, no twin"),
-)}
+_RR = (
+    ("GRPC_RDMA_DEVICE_NAME", "{device}"),
+    ("GRPC_RDMA_PORT_NUM", "{port}"),
+    ("GRPC_RDMA_GID_INDEX", "{gid_index}"),
+)
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "rsocket",
+            (("LD_PRELOAD", "{rspreload}"), ("GRPC_POLL_STRATEGY", "poll")),
+            True,
+            (("GRPC_POLL_STRATEGY", "poll"),),
+            False,
+            "rdma-core's rsocket preload under the native peers (the system's gRPC); gRPC's "
+            "poll engine, since rsocket intercepts poll but not epoll; twin: poll on kernel TCP. "
+            "rdma-core < 63 cannot carry gRPC (fcntl F_GETFD, accept4): see rsocket-compat",
+        ),
+        Preset(
+            "rsocket-compat",
+            (("LD_PRELOAD", "{rsocket_compat}:{rspreload}"), ("GRPC_POLL_STRATEGY", "poll")),
+            True,
+            (("GRPC_POLL_STRATEGY", "poll"),),
+            False,
+            "rsocket with the native build's shim for rdma-core < 63 before it "
+            "(native/rsocket_compat.c; IPv4 fabric addresses only)",
+        ),
+        Preset(
+            "rr-compound-bp",
+            (("GRPC_PLATFORM_TYPE", "RDMA_BP"), *_RR),
+            True,
+            (("GRPC_PLATFORM_TYPE", "TCP"),),
+            True,
+            "RR-Compound (pwrliang/grpc-rdma) busy polling; twin: its TCP platform",
+        ),
+        Preset(
+            "rr-compound-bpev",
+            (("GRPC_PLATFORM_TYPE", "RDMA_BPEV"), *_RR),
+            True,
+            (("GRPC_PLATFORM_TYPE", "TCP"),),
+            True,
+            "RR-Compound busy polling then events; twin: its TCP platform",
+        ),
+        Preset(
+            "rdma",
+            (),
+            True,
+            None,
+            True,
+            "any other RDMA gRPC build (e.g. an AR-gRPC libgrpc++), configured by --hpc-grpc-env "
+            "alone; the proof of path applies, no twin",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -108,8 +138,9 @@ def parse_env(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not _KEY.match(key):
-            raise RuntimeSpecError(f"--hpc-grpc-env: {item!r}: expected KEY=VALUE with KEY a "
-                                   "variable name")
+            raise RuntimeSpecError(
+                f"--hpc-grpc-env: {item!r}: expected KEY=VALUE with KEY a variable name"
+            )
         check_placeholders(value, f"--hpc-grpc-env {key}")
         out.append((key, value))
     return tuple(out)
@@ -119,12 +150,15 @@ def check_placeholders(value: str, where: str) -> None:
     try:
         names = [name for _, name, _, _ in string.Formatter().parse(value) if name is not None]
     except ValueError as e:
-        raise RuntimeSpecError(f"{where}: {value!r}: {e} (write {{{{ and }}}} for braces)") \
-            from None
+        raise RuntimeSpecError(
+            f"{where}: {value!r}: {e} (write {{{{ and }}}} for braces)"
+        ) from None
     bad = [n for n in names if n not in PLACEHOLDERS]
     if bad:
-        raise RuntimeSpecError(f"{where}: unknown placeholder {{{bad[0]}}}: choose from "
-                               f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        raise RuntimeSpecError(
+            f"{where}: unknown placeholder {{{bad[0]}}}: choose from "
+            f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+        )
 
 
 def spec_of(preset: str, env: Sequence[str], label: str | None) -> RuntimeSpec:
@@ -133,8 +167,9 @@ def spec_of(preset: str, env: Sequence[str], label: str | None) -> RuntimeSpec:
     if preset:
         chosen = PRESETS.get(preset)
         if chosen is None:
-            raise RuntimeSpecError(f"--hpc-grpc-preset: {preset!r}: choose from "
-                                   f"{', '.join(PRESETS)}")
+            raise RuntimeSpecError(
+                f"--hpc-grpc-preset: {preset!r}: choose from {', '.join(PRESETS)}"
+            )
     pairs = parse_env(env)
     name = label or (chosen.name if chosen else (STOCK if not pairs else "grpc-env"))
     return RuntimeSpec(name, chosen, pairs)
@@ -156,36 +191,50 @@ def rspreload_path(roots: Sequence[Path] = (Path("/usr/lib"), Path("/usr/lib64")
     return None
 
 
-def _values(sel: FabricSelection | None, rspreload: Path | None,
-            compat: Path | None) -> dict[str, str | None]:
-    return {"rsocket_compat": str(compat) if compat else None,
-            "device": sel.device if sel else None,
-            "port": str(sel.port) if sel and sel.port is not None else None,
-            "gid_index": str(sel.gid_index) if sel and sel.gid_index is not None else None,
-            "address": sel.address if sel else None, "netdev": sel.netdev if sel else None,
-            "rspreload": str(rspreload) if rspreload else None}
+def _values(
+    sel: FabricSelection | None, rspreload: Path | None, compat: Path | None
+) -> dict[str, str | None]:
+    return {
+        "rsocket_compat": str(compat) if compat else None,
+        "device": sel.device if sel else None,
+        "port": str(sel.port) if sel and sel.port is not None else None,
+        "gid_index": str(sel.gid_index) if sel and sel.gid_index is not None else None,
+        "address": sel.address if sel else None,
+        "netdev": sel.netdev if sel else None,
+        "rspreload": str(rspreload) if rspreload else None,
+    }
 
 
-_WHY = {"device": "an RDMA device", "port": "an RDMA port", "gid_index": "a RoCE GID index",
-        "address": "an IP address", "netdev": "a network interface",
-        "rspreload": f"rdma-core's {RSPRELOAD} (apt-get install librdmacm1)",
-        "rsocket_compat": "the native peer's build (its rsocket shim)"}
+_WHY = {
+    "device": "an RDMA device",
+    "port": "an RDMA port",
+    "gid_index": "a RoCE GID index",
+    "address": "an IP address",
+    "netdev": "a network interface",
+    "rspreload": f"rdma-core's {RSPRELOAD} (apt-get install librdmacm1)",
+    "rsocket_compat": "the native peer's build (its rsocket shim)",
+}
 
 
 class RuntimeUnavailable(Exception):
     """What this session lacks for the runtime: a skip reason."""
 
 
-def _fill(pairs: Sequence[tuple[str, str]], values: Mapping[str, str | None],
-          label: str, fabric: str) -> dict[str, str]:
+def _fill(
+    pairs: Sequence[tuple[str, str]], values: Mapping[str, str | None], label: str, fabric: str
+) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, template in pairs:
         for _, name, _, _ in string.Formatter().parse(template):
             if name is not None and values.get(name) is None:
-                where = "this host" if name in ("rspreload", "rsocket_compat") else \
-                    f"the session's fabric ({fabric})"
-                raise RuntimeUnavailable(f"gRPC runtime {label}: {key} needs {_WHY[name]}, and "
-                                         f"{where} has none")
+                where = (
+                    "this host"
+                    if name in ("rspreload", "rsocket_compat")
+                    else f"the session's fabric ({fabric})"
+                )
+                raise RuntimeUnavailable(
+                    f"gRPC runtime {label}: {key} needs {_WHY[name]}, and {where} has none"
+                )
         out[key] = template.format(**{k: v or "" for k, v in values.items()})
     return out
 
@@ -195,20 +244,30 @@ def uses(spec: RuntimeSpec, placeholder: str) -> bool:
     return any("{" + placeholder + "}" in v for _, v in pairs)
 
 
-def resolve(spec: RuntimeSpec, sel: FabricSelection | None, fabric: str,
-            rspreload: Path | None = None, compat: Path | None = None) -> list[Runtime]:
+def resolve(
+    spec: RuntimeSpec,
+    sel: FabricSelection | None,
+    fabric: str,
+    rspreload: Path | None = None,
+    compat: Path | None = None,
+) -> list[Runtime]:
     """The runtime under test and, when it has one, its TCP twin (first)."""
     values = _values(sel, rspreload if rspreload is not None else rspreload_path(), compat)
     preset = spec.preset
     if spec.rdma and (sel is None or not sel.device):
-        raise RuntimeUnavailable(f"gRPC runtime {spec.label} runs over an RDMA device; "
-                                 f"the session's fabric ({fabric}) has none")
+        raise RuntimeUnavailable(
+            f"gRPC runtime {spec.label} runs over an RDMA device; "
+            f"the session's fabric ({fabric}) has none"
+        )
     env = _fill((preset.env if preset else ()) + spec.env, values, spec.label, fabric)
     main = Runtime(spec.label, env, spec.rdma)
     if preset is None or preset.twin is None:
         return [main]
-    twin_env = _fill(preset.twin + tuple((k, v) for k, v in spec.env
-                                         if k not in dict(preset.env)), values, spec.label,
-                     fabric)
+    twin_env = _fill(
+        preset.twin + tuple((k, v) for k, v in spec.env if k not in dict(preset.env)),
+        values,
+        spec.label,
+        fabric,
+    )
     twin_label, _ = labels(spec)
     return [Runtime(twin_label, twin_env, False, twin_of=spec.label), main]

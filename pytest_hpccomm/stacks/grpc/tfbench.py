@@ -12,23 +12,38 @@ from pytest_hpccomm.stacks.grpc.driver import Sweep
 # benchmark -> (sweep family, peer-side name, metric, unit, direction)
 BENCHMARKS = {
     "tf_grpc_p2p_latency": ("p2p", "latency", "latency", "us", Direction.LOWER_IS_BETTER),
-    "tf_grpc_p2p_bandwidth": ("p2p", "bandwidth", "bandwidth", "MB/s",
-                              Direction.HIGHER_IS_BETTER),
+    "tf_grpc_p2p_bandwidth": ("p2p", "bandwidth", "bandwidth", "MB/s", Direction.HIGHER_IS_BETTER),
     "tf_grpc_ps_throughput": ("ps", "ps", "rate", "rpc/s", Direction.HIGHER_IS_BETTER),
     "tf_grpc_mimic_step": ("ps", "mimic", "step time", "ms", Direction.LOWER_IS_BETTER),
 }
 
 
-def measurement(bench: str, scheme: str, sweep: Sweep, point: dict[str, Any], runtime: str,
-                peer: str, mode: str, placement: str) -> Measurement:
+def measurement(
+    bench: str,
+    scheme: str,
+    sweep: Sweep,
+    point: dict[str, Any],
+    runtime: str,
+    peer: str,
+    mode: str,
+    placement: str,
+) -> Measurement:
     """The record of one point; its params are the baseline's key (keep them stable)."""
     family, name, metric, unit, direction = BENCHMARKS[bench]
     layout = [int(n) for n in point["layout"]]
     params: dict[str, str | int] = {
-        "scheme": scheme, "buffers": len(layout), "bytes": sum(layout),
-        "runtime": runtime, "peer": peer, "mode": mode, "placement": placement}
-    extra: dict[str, Any] = {"layout": ",".join(map(str, layout)),
-                             "iterations_per_sample": point["iterations"]}
+        "scheme": scheme,
+        "buffers": len(layout),
+        "bytes": sum(layout),
+        "runtime": runtime,
+        "peer": peer,
+        "mode": mode,
+        "placement": placement,
+    }
+    extra: dict[str, Any] = {
+        "layout": ",".join(map(str, layout)),
+        "iterations_per_sample": point["iterations"],
+    }
     if "job_medians" in point:  # runs pooled by --hpc-repeats
         extra["job_medians"] = point["job_medians"]
         extra["job_sizes"] = point["job_sizes"]  # the verdict resamples whole jobs
@@ -40,20 +55,31 @@ def measurement(bench: str, scheme: str, sweep: Sweep, point: dict[str, Any], ru
             rates = sorted(point["samples"])
             extra["MB/s"] = rates[len(rates) // 2] * sum(layout) / 1e6
     m = Measurement(
-        stack="grpc", benchmark=bench, params=params, samples=tuple(point["samples"]),
-        unit=unit, direction=direction, warmup_discarded=int(point["warmup"]), metric=metric,
-        extra=extra)
+        stack="grpc",
+        benchmark=bench,
+        params=params,
+        samples=tuple(point["samples"]),
+        unit=unit,
+        direction=direction,
+        warmup_discarded=int(point["warmup"]),
+        metric=metric,
+        extra=extra,
+    )
     return with_link_rate(m, sweep.link)  # p2p bandwidth: the link it crossed, when known
 
 
 def bytes_sent(sweep: Sweep, benchmark: str = "bandwidth") -> int:
     """Payload bytes a p2p sweep's client sent for one peer-side benchmark, warm-up included."""
-    return sum(sum(r["layout"]) * (r["warmup"] + sum(r["iterations"]))
-               for (b, _), r in sweep.results.items() if b == benchmark)
+    return sum(
+        sum(r["layout"]) * (r["warmup"] + sum(r["iterations"]))
+        for (b, _), r in sweep.results.items()
+        if b == benchmark
+    )
 
 
 def payload_moved(sweep: Sweep) -> int:
     """Payload bytes the client runs of a sweep sent (echoes come back on top), warm-up
     included: what an RDMA runtime's port must at least have carried."""
-    return sum(sum(r["layout"]) * (r["warmup"] + sum(r["iterations"]))
-               for r in sweep.results.values())
+    return sum(
+        sum(r["layout"]) * (r["warmup"] + sum(r["iterations"])) for r in sweep.results.values()
+    )

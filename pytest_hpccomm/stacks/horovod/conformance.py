@@ -32,16 +32,25 @@ REPLAY_NOTE = "the case (every rank's input) is in the message above"
 
 # -- drawing ----------------------------------------------------------------------------------
 
-def shapes(min_dims: int = 1, max_dims: int = 3, first: st.SearchStrategy[int] | None = None
-           ) -> st.SearchStrategy[tuple[int, ...]]:
+
+def shapes(
+    min_dims: int = 1, max_dims: int = 3, first: st.SearchStrategy[int] | None = None
+) -> st.SearchStrategy[tuple[int, ...]]:
     """1-3 dimensional shapes of at most MAX_ELEMENTS elements (first dimension optional)."""
+
     def build(dims: list[int]) -> tuple[int, ...]:
         return tuple(dims)
+
     dim = st.integers(1, 4)
-    return st.lists(dim, min_size=min_dims, max_size=max_dims).map(build).filter(
-        lambda s: int(np.prod(s)) <= MAX_ELEMENTS) if first is None else \
-        st.tuples(first, st.lists(dim, min_size=min_dims - 1, max_size=max_dims - 1)).map(
-            lambda t: (t[0], *t[1])).filter(lambda s: int(np.prod(s)) <= MAX_ELEMENTS)
+    return (
+        st.lists(dim, min_size=min_dims, max_size=max_dims)
+        .map(build)
+        .filter(lambda s: int(np.prod(s)) <= MAX_ELEMENTS)
+        if first is None
+        else st.tuples(first, st.lists(dim, min_size=min_dims - 1, max_size=max_dims - 1))
+        .map(lambda t: (t[0], *t[1]))
+        .filter(lambda s: int(np.prod(s)) <= MAX_ELEMENTS)
+    )
 
 
 def element_bound(dtype: str, op: str, n: int) -> int | float | None:
@@ -54,8 +63,10 @@ def element_bound(dtype: str, op: str, n: int) -> int | float | None:
         return 1000 if op in ("sum", "average") else None
     # a sum of n elements scaled by 3 twice stays finite (float16: 65504); a power of two below
     # that, as Hypothesis needs bounds the float width represents exactly
-    return min(1000.0 if dtype == "float16" else 1e6,
-               2.0 ** math.floor(math.log2(float(np.finfo(dtype).max) / (9 * max(n, 1)))))
+    return min(
+        1000.0 if dtype == "float16" else 1e6,
+        2.0 ** math.floor(math.log2(float(np.finfo(dtype).max) / (9 * max(n, 1)))),
+    )
 
 
 def element(dtype: str, op: str, n: int) -> st.SearchStrategy[float | int]:
@@ -63,8 +74,11 @@ def element(dtype: str, op: str, n: int) -> st.SearchStrategy[float | int]:
     bound = element_bound(dtype, op, n)
     if dtype in INT_DTYPES:
         info = np.iinfo(dtype)
-        return st.integers(int(info.min), int(info.max)) if bound is None else \
-            st.integers(-int(bound), int(bound))
+        return (
+            st.integers(int(info.min), int(info.max))
+            if bound is None
+            else st.integers(-int(bound), int(bound))
+        )
     assert bound is not None
     if op == "product":  # small integers: a product of floats is then exact
         return st.integers(-int(bound), int(bound)).map(float)
@@ -75,7 +89,8 @@ def element(dtype: str, op: str, n: int) -> st.SearchStrategy[float | int]:
 def arrays(dtype: str, shape: Sequence[int], op: str, n: int) -> st.SearchStrategy[np.ndarray]:
     size = int(np.prod(shape))
     return st.lists(element(dtype, op, n), min_size=size, max_size=size).map(
-        lambda v: np.array(v, dtype=dtype).reshape(shape))
+        lambda v: np.array(v, dtype=dtype).reshape(shape)
+    )
 
 
 def wire(a: np.ndarray) -> dict[str, Any]:
@@ -98,28 +113,42 @@ class Reduction:
     postscale: float = 1.0
 
     def case(self, kind: str = "allreduce", **extra: Any) -> dict[str, Any]:
-        return {"kind": kind, "op": self.op, "inputs": [wire(a) for a in self.inputs],
-                "prescale": self.prescale, "postscale": self.postscale, **extra}
+        return {
+            "kind": kind,
+            "op": self.op,
+            "inputs": [wire(a) for a in self.inputs],
+            "prescale": self.prescale,
+            "postscale": self.postscale,
+            **extra,
+        }
 
 
 @st.composite
-def reductions(draw: st.DrawFn, n: int, ops: Sequence[str] = ("sum", "average", "min", "max",
-                                                              "product"),
-               dtypes: Sequence[str] = DTYPES, scaled: bool = True,
-               shape: tuple[int, ...] | None = None) -> Reduction:
+def reductions(
+    draw: st.DrawFn,
+    n: int,
+    ops: Sequence[str] = ("sum", "average", "min", "max", "product"),
+    dtypes: Sequence[str] = DTYPES,
+    scaled: bool = True,
+    shape: tuple[int, ...] | None = None,
+) -> Reduction:
     op = draw(st.sampled_from(ops))
     dtype = draw(st.sampled_from(dtypes))
     shp = shape if shape is not None else draw(shapes())
     pre = post = 1.0
     if scaled and op in ("sum", "average"):  # integers: integral scales keep the sum exact
-        scale = st.sampled_from([1.0, 2.0, 3.0]) if dtype in INT_DTYPES else \
-            st.sampled_from([1.0, 0.5, 2.0, 0.25, 3.0])
+        scale = (
+            st.sampled_from([1.0, 2.0, 3.0])
+            if dtype in INT_DTYPES
+            else st.sampled_from([1.0, 0.5, 2.0, 0.25, 3.0])
+        )
         pre, post = draw(scale), draw(scale)
     inputs = [draw(arrays(dtype, shp, op, n)) for _ in range(n)]
     return Reduction(op, inputs, pre, post)
 
 
 # -- references -------------------------------------------------------------------------------
+
 
 def _scaled(x: np.ndarray, factor: float) -> np.ndarray:
     """Horovod's ScaleBuffer: a double multiply, converted back (integers truncate)."""
@@ -136,14 +165,24 @@ def reduced(r: Reduction) -> tuple[np.ndarray, np.ndarray]:
     if dtype.kind in "iu":
         stack = np.stack(ins).astype(np.int64)
         post = r.postscale / n if r.op == "average" else r.postscale
-        ref = {"sum": stack.sum(0), "average": stack.sum(0), "min": stack.min(0),
-               "max": stack.max(0), "product": stack.prod(0)}[r.op]
+        ref = {
+            "sum": stack.sum(0),
+            "average": stack.sum(0),
+            "min": stack.min(0),
+            "max": stack.max(0),
+            "product": stack.prod(0),
+        }[r.op]
         out = _scaled(ref.astype(dtype), post) if post != 1.0 else ref.astype(dtype)
         return out, np.zeros(ref.shape)
     stack = np.stack(ins).astype(np.float64)
     post = r.postscale / n if r.op == "average" else r.postscale
-    ref = {"sum": stack.sum(0), "average": stack.sum(0), "min": stack.min(0),
-           "max": stack.max(0), "product": stack.prod(0)}[r.op] * post
+    ref = {
+        "sum": stack.sum(0),
+        "average": stack.sum(0),
+        "min": stack.min(0),
+        "max": stack.max(0),
+        "product": stack.prod(0),
+    }[r.op] * post
     bound = np.abs(stack).sum(0) * abs(post) if r.op in ("sum", "average") else np.abs(ref)
     return ref, bound
 
@@ -156,8 +195,9 @@ def check_reduced(got: np.ndarray, r: Reduction, what: str) -> None:
     """AssertionError naming the worst element when `got` is not the reduction of r."""
     ref, bound = reduced(r)
     dtype = r.inputs[0].dtype
-    assert got.dtype == dtype and got.shape == ref.shape, \
+    assert got.dtype == dtype and got.shape == ref.shape, (
         f"{what}: got {got.dtype}{list(got.shape)}, expected {dtype}{list(ref.shape)}"
+    )
     if dtype.kind in "iu" or r.op in ("min", "max"):
         bad = np.flatnonzero(got.astype(ref.dtype).ravel() != ref.ravel())
     else:
@@ -170,8 +210,13 @@ def check_reduced(got: np.ndarray, r: Reduction, what: str) -> None:
             f"{what}: {bad.size} of {ref.size} elements wrong; element {i}: got "
             f"{got.ravel()[i]!r}, expected {ref.ravel()[i]!r} ({r.op}, {dtype}, "
             f"prescale {r.prescale}, postscale {r.postscale}, {len(r.inputs)} ranks"
-            + (f", tolerance {tolerance(dtype, len(r.inputs)):.2g} x magnitude"
-               if dtype.kind == "f" and r.op not in ("min", "max") else "") + ")")
+            + (
+                f", tolerance {tolerance(dtype, len(r.inputs)):.2g} x magnitude"
+                if dtype.kind == "f" and r.op not in ("min", "max")
+                else ""
+            )
+            + ")"
+        )
 
 
 def outputs(reports: Sequence[dict[str, Any]], key: str = "output") -> list[Any]:
@@ -183,12 +228,14 @@ def outputs(reports: Sequence[dict[str, Any]], key: str = "output") -> list[Any]
 
 def describe_case(case: dict[str, Any]) -> str:
     """The case as the assertion message shows it (inputs decoded, per rank)."""
+
     def plain(v: Any) -> Any:
         if isinstance(v, dict) and "data" in v:
             return array_of(v).tolist()
         if isinstance(v, list):
             return [plain(x) for x in v]
         return v
+
     return json.dumps({k: plain(v) for k, v in case.items()})[:3000]
 
 
@@ -203,9 +250,14 @@ def register_settings(profile: str) -> settings:
     reproduces), no database; full: random, with the database. No deadline (a case is a round
     trip through every rank), print_blob for @reproduce_failure, one bug per test."""
     quick = profile != "full"
-    s = settings(max_examples=EXAMPLES["quick" if quick else "full"], deadline=None,
-                 derandomize=quick, print_blob=True, report_multiple_bugs=False,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    s = settings(
+        max_examples=EXAMPLES["quick" if quick else "full"],
+        deadline=None,
+        derandomize=quick,
+        print_blob=True,
+        report_multiple_bugs=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     settings.register_profile(SETTINGS_PROFILE, s)
     return s
 

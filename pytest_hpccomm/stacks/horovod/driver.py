@@ -33,9 +33,21 @@ from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
 from pytest_hpccomm.files import atomic_write
-from pytest_hpccomm.peer.channel import Channel, ChannelClosed, ControlServer, MessageError, RemoteError
+from pytest_hpccomm.peer.channel import (
+    Channel,
+    ChannelClosed,
+    ControlServer,
+    MessageError,
+    RemoteError,
+)
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.wire import CONTROLLER_ENV, CONTROLLERS, PLANT_VAR, PLANTS, SIZE_VAR
+from pytest_hpccomm.stacks.horovod.wire import (
+    CONTROLLER_ENV,
+    CONTROLLERS,
+    PLANT_VAR,
+    PLANTS,
+    SIZE_VAR,
+)
 
 PEER_MODULE = "pytest_hpccomm.stacks.horovod.peer"
 RENDEZVOUS_MODULE = "pytest_hpccomm.stacks.horovod.rendezvous"
@@ -111,32 +123,47 @@ Site = VirtualCluster | HostsSite | None  # where the ranks go: the virtual clus
 class HorovodPeers:
     """The session's peers for one (controller, placement). `with` starts and always reaps."""
 
-    def __init__(self, hvd: HorovodEnv, controller: str, placement: str,
-                 site: Site = None, *, plant: str | None = None,
-                 env: Mapping[str, str] | None = None, job_timeout: float = 1800.0,
-                 case_timeout: float = 60.0, start_timeout: float = 120.0,
-                 loopback_ranks: int = LOOPBACK_RANKS) -> None:
+    def __init__(
+        self,
+        hvd: HorovodEnv,
+        controller: str,
+        placement: str,
+        site: Site = None,
+        *,
+        plant: str | None = None,
+        env: Mapping[str, str] | None = None,
+        job_timeout: float = 1800.0,
+        case_timeout: float = 60.0,
+        start_timeout: float = 120.0,
+        loopback_ranks: int = LOOPBACK_RANKS,
+    ) -> None:
         if controller not in CONTROLLERS:
             raise ValueError(f"unknown controller {controller!r} (known: {CONTROLLERS})")
         if plant is not None and plant not in PLANTS:
             raise ValueError(f"unknown plant {plant!r} (known: {', '.join(PLANTS)})")
         if placement not in (LOOPBACK, NETNS, HOSTS):
-            raise HorovodError(f"placement {placement!r}: the Horovod peers run on {LOOPBACK}, "
-                               f"{NETNS} or {HOSTS}")
+            raise HorovodError(
+                f"placement {placement!r}: the Horovod peers run on {LOOPBACK}, {NETNS} or {HOSTS}"
+            )
         if placement == NETNS and not isinstance(site, VirtualCluster):
             raise HorovodError("netns placement needs the session's virtual cluster")
         if placement == HOSTS and not (isinstance(site, HostsSite) and len(site.hosts) >= 2):
             raise HorovodError("hosts placement needs at least 2 hosts (--hpc-hosts)")
         if controller not in hvd.controllers:
-            raise HorovodError(f"{hvd.python}: Horovod {hvd.version} was built without the "
-                               f"{controller} controller (has: {', '.join(hvd.controllers)})")
+            raise HorovodError(
+                f"{hvd.python}: Horovod {hvd.version} was built without the "
+                f"{controller} controller (has: {', '.join(hvd.controllers)})"
+            )
         self.hvd, self.controller = hvd, controller
         self.placement = placement
         self.cluster = site if isinstance(site, VirtualCluster) else None
         self.hosts = site if isinstance(site, HostsSite) else None
         self.plant, self.extra_env = plant, dict(env or {})
-        self.job_timeout, self.case_timeout, self.start_timeout = \
-            job_timeout, case_timeout, start_timeout
+        self.job_timeout, self.case_timeout, self.start_timeout = (
+            job_timeout,
+            case_timeout,
+            start_timeout,
+        )
         self.loopback_ranks = loopback_ranks
         self.starts = 0
         self._server: ControlServer | None = None
@@ -158,8 +185,9 @@ class HorovodPeers:
         self.close()
 
     def describe(self) -> str:
-        return f"horovod/{self.controller} {self.placement}" + \
-            (f" plant={self.plant}" if self.plant else "")
+        return f"horovod/{self.controller} {self.placement}" + (
+            f" plant={self.plant}" if self.plant else ""
+        )
 
     # -- start -----------------------------------------------------------------------------
     def n_ranks(self) -> int:
@@ -171,9 +199,14 @@ class HorovodPeers:
 
     def _env(self, n: int) -> dict[str, str]:
         assert self._server is not None
-        env = {SIZE_VAR: str(n), **CONTROLLER_ENV[self.controller], **self._server.env(),
-               "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-               "HOME": os.environ.get("HOME", "/tmp"), **self.extra_env}
+        env = {
+            SIZE_VAR: str(n),
+            **CONTROLLER_ENV[self.controller],
+            **self._server.env(),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            **self.extra_env,
+        }
         if self.plant:
             env[PLANT_VAR] = self.plant
         if self.controller == "gloo":
@@ -190,13 +223,15 @@ class HorovodPeers:
         if self.ranks:
             return
         if self.starts >= MAX_STARTS:
-            raise HorovodError(f"{self.describe()}: peers lost {self.starts} times; "
-                               "not restarting them again")
+            raise HorovodError(
+                f"{self.describe()}: peers lost {self.starts} times; not restarting them again"
+            )
         self.starts += 1
         # real hosts dial home over TCP to this host's fabric address; here and in the virtual
         # cluster (one file system) a Unix socket
         self._server = self._server or ControlServer(
-            None if self.hosts is None else (self.hosts.listen, 0))
+            None if self.hosts is None else (self.hosts.listen, 0)
+        )
         n = self.n_ranks()
         argv = [str(self.hvd.python), "-m", PEER_MODULE]
         try:
@@ -215,13 +250,20 @@ class HorovodPeers:
         if self.hvd.mpirun is None:
             raise HorovodError(f"{self.hvd.python}: no mpirun found for the MPI Horovod links")
         site = self.hosts
-        placed = mpi_launch(self.placement, argv, self._env(n), self.hvd.mpirun,
-                            detect_mpi(self.hvd.mpirun), cluster=self.cluster,
-                            loopback_ranks=n, hosts=site.hosts if site else None,
-                            pins=TcpPins(site.netdev) if site else None,
-                            launcher=site.launcher if site else "mpirun",
-                            rsh_agent=site.rsh_agent if site else None,
-                            bind_none=site.bind_none if site else False)
+        placed = mpi_launch(
+            self.placement,
+            argv,
+            self._env(n),
+            self.hvd.mpirun,
+            detect_mpi(self.hvd.mpirun),
+            cluster=self.cluster,
+            loopback_ranks=n,
+            hosts=site.hosts if site else None,
+            pins=TcpPins(site.netdev) if site else None,
+            launcher=site.launcher if site else "mpirun",
+            rsh_agent=site.rsh_agent if site else None,
+            bind_none=site.bind_none if site else False,
+        )
         self._jobs.append(placed.start(self.job_timeout, label=f"{self.describe()} peers"))
 
     def _start_gloo(self, argv: list[str], n: int) -> None:
@@ -235,30 +277,54 @@ class HorovodPeers:
         else:
             bind, iface, spec = "127.0.0.1", "lo", f"localhost:{n}"
         # the rendezvous server runs here on hosts (bound to this host's fabric address)
-        rdv = process_launch(NETNS if self.cluster else LOOPBACK,
-                             [str(self.hvd.python), "-m", RENDEZVOUS_MODULE, "--bind", bind,
-                              "--hosts", spec], env, cluster=self.cluster, host=0,
-                             label=f"{self.describe()} rendezvous").start(self.job_timeout)
+        rdv = process_launch(
+            NETNS if self.cluster else LOOPBACK,
+            [str(self.hvd.python), "-m", RENDEZVOUS_MODULE, "--bind", bind, "--hosts", spec],
+            env,
+            cluster=self.cluster,
+            host=0,
+            label=f"{self.describe()} rendezvous",
+        ).start(self.job_timeout)
         self._jobs.append(rdv)
         plan = self._read_plan(rdv)
         for slot in plan["slots"]:
             rank = int(slot["rank"])
-            genv = {**env, "HOROVOD_GLOO_RENDEZVOUS_ADDR": bind,
-                    "HOROVOD_GLOO_RENDEZVOUS_PORT": str(plan["port"]),
-                    "HOROVOD_GLOO_IFACE": iface, "HOROVOD_HOSTNAME": slot["hostname"],
-                    **{f"HOROVOD_{k.upper()}": str(slot[k]) for k in (
-                        "rank", "size", "local_rank", "local_size", "cross_rank",
-                        "cross_size")}}
+            genv = {
+                **env,
+                "HOROVOD_GLOO_RENDEZVOUS_ADDR": bind,
+                "HOROVOD_GLOO_RENDEZVOUS_PORT": str(plan["port"]),
+                "HOROVOD_GLOO_IFACE": iface,
+                "HOROVOD_HOSTNAME": slot["hostname"],
+                **{
+                    f"HOROVOD_{k.upper()}": str(slot[k])
+                    for k in (
+                        "rank",
+                        "size",
+                        "local_rank",
+                        "local_size",
+                        "cross_rank",
+                        "cross_size",
+                    )
+                },
+            }
             label = f"{self.describe()} rank {rank}"
             if self.hosts is not None and not is_this_host(slot["hostname"]):
                 # Horovod's variables and the channel's key travel on stdin, never in argv
-                self._jobs.append(self.hosts.shell.start(slot["hostname"], argv, genv,
-                                                         self.job_timeout, label))
+                self._jobs.append(
+                    self.hosts.shell.start(slot["hostname"], argv, genv, self.job_timeout, label)
+                )
                 continue
             host = rank if self.cluster is not None else 0
-            self._jobs.append(process_launch(NETNS if self.cluster else LOOPBACK, argv, genv,
-                                             cluster=self.cluster, host=host, label=label)
-                              .start(self.job_timeout))
+            self._jobs.append(
+                process_launch(
+                    NETNS if self.cluster else LOOPBACK,
+                    argv,
+                    genv,
+                    cluster=self.cluster,
+                    host=host,
+                    label=label,
+                ).start(self.job_timeout)
+            )
 
     def _read_plan(self, job: RunningJob) -> dict[str, Any]:
         deadline = time.monotonic() + self.start_timeout
@@ -271,8 +337,9 @@ class HorovodPeers:
             if job.poll() is not None:
                 raise HorovodError("the Gloo rendezvous server ended before listening")
             time.sleep(0.05)
-        raise HorovodError(f"the Gloo rendezvous server did not listen within "
-                           f"{self.start_timeout:.0f}s")
+        raise HorovodError(
+            f"the Gloo rendezvous server did not listen within {self.start_timeout:.0f}s"
+        )
 
     def _await_hellos(self, n: int) -> None:
         assert self._server is not None
@@ -295,14 +362,24 @@ class HorovodPeers:
                 raise HorovodError(f"no hello from a rank: {exc}") from None
         order = sorted(range(n), key=lambda i: int(hellos[i].get("rank", -1)))
         self._channels = [channels[i] for i in order]
-        self.ranks = [RankInfo(int(h["rank"]), str(h["host"]), int(h["pid"]), str(h["controller"]),
-                               str(h["horovod"]), list(h["process_sets"]))
-                      for h in (hellos[i] for i in order)]
+        self.ranks = [
+            RankInfo(
+                int(h["rank"]),
+                str(h["host"]),
+                int(h["pid"]),
+                str(h["controller"]),
+                str(h["horovod"]),
+                list(h["process_sets"]),
+            )
+            for h in (hellos[i] for i in order)
+        ]
         if [r.rank for r in self.ranks] != list(range(n)):
             raise HorovodError(f"ranks said hello as {[r.rank for r in self.ranks]}")
         if {r.controller for r in self.ranks} != {self.controller}:
-            raise HorovodError(f"asked for the {self.controller} controller, ranks run "
-                               f"{sorted({r.controller for r in self.ranks})}")
+            raise HorovodError(
+                f"asked for the {self.controller} controller, ranks run "
+                f"{sorted({r.controller for r in self.ranks})}"
+            )
 
     # -- requests --------------------------------------------------------------------------
     def request(self, msg: Mapping[str, Any], timeout: float | None = None) -> list[Any]:
@@ -339,8 +416,14 @@ class HorovodPeers:
                 out.append(rid)
                 continue
             try:
-                out.append(Outcome("replied", ch.await_reply(
-                    rid, max(0.01, deadline - time.monotonic()), str(msg.get("op")))))
+                out.append(
+                    Outcome(
+                        "replied",
+                        ch.await_reply(
+                            rid, max(0.01, deadline - time.monotonic()), str(msg.get("op"))
+                        ),
+                    )
+                )
             except TimeoutError as exc:
                 out.append(Outcome("silent", why=str(exc)))
             except (ChannelClosed, MessageError) as exc:
@@ -368,14 +451,23 @@ class HorovodPeers:
         atomic_write(path, text)
         # the controller's variables too: an inherited HOROVOD_CPU_OPERATIONS=gloo under
         # mpirun segfaults Horovod 0.28.1
-        env = " ".join([f"PYTHONPATH={PROJECT_ROOT}",
-                        *(f"{k}={v}" for k, v in CONTROLLER_ENV["mpi"].items()),
-                        *([f"{PLANT_VAR}={self.plant}"] if self.plant else [])]) + " "
+        env = (
+            " ".join(
+                [
+                    f"PYTHONPATH={PROJECT_ROOT}",
+                    *(f"{k}={v}" for k, v in CONTROLLER_ENV["mpi"].items()),
+                    *([f"{PLANT_VAR}={self.plant}"] if self.plant else []),
+                ]
+            )
+            + " "
+        )
         n = len(self.ranks) or self.n_ranks()
         flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
-        return (f"replay without pytest (MPI controller): {env}{SIZE_VAR}={n} "
-                f"{self.hvd.mpirun or 'mpirun'} {flags}-n {n} {self.hvd.python} -m "
-                f"{PEER_MODULE} --case {path}")
+        return (
+            f"replay without pytest (MPI controller): {env}{SIZE_VAR}={n} "
+            f"{self.hvd.mpirun or 'mpirun'} {flags}-n {n} {self.hvd.python} -m "
+            f"{PEER_MODULE} --case {path}"
+        )
 
     # -- stop ------------------------------------------------------------------------------
     def _drop(self) -> str:
@@ -399,7 +491,7 @@ class HorovodPeers:
             if self._channels:
                 try:
                     self.request({"op": "shutdown"}, timeout=15.0)
-                    for job in self._jobs[1 if self.controller == "gloo" else 0:]:
+                    for job in self._jobs[1 if self.controller == "gloo" else 0 :]:
                         job.wait(timeout=15.0)
                 except (PeerLost, HorovodError, TimeoutError):
                     pass
@@ -415,8 +507,10 @@ def controller_list(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [v for v in names if v not in CONTROLLERS]
     if bad or not names:
-        raise ValueError(f"controllers must be a comma list of {', '.join(CONTROLLERS)}"
-                         + (f", not {', '.join(bad)}" if bad else ""))
+        raise ValueError(
+            f"controllers must be a comma list of {', '.join(CONTROLLERS)}"
+            + (f", not {', '.join(bad)}" if bad else "")
+        )
     return names
 
 
@@ -428,11 +522,15 @@ def bench_times(replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     points = []
     for per_rank in zip(*(r["points"] for r in replies)):
         batches = list(zip(*(p["samples"] for p in per_rank)))
-        point = {"bytes": per_rank[0]["bytes"], "valid": all(p["valid"] for p in per_rank),
-                 "samples": [sum(b) / len(b) for b in batches],
-                 "max_samples": [max(b) for b in batches]}
+        point = {
+            "bytes": per_rank[0]["bytes"],
+            "valid": all(p["valid"] for p in per_rank),
+            "samples": [sum(b) / len(b) for b in batches],
+            "max_samples": [max(b) for b in batches],
+        }
         if "unstretched" in per_rank[0]:
-            point["unstretched"] = [sum(b) / len(b) for b in
-                                    zip(*(p["unstretched"] for p in per_rank))]
+            point["unstretched"] = [
+                sum(b) / len(b) for b in zip(*(p["unstretched"] for p in per_rank))
+            ]
         points.append(point)
     return points

@@ -43,8 +43,13 @@ class Peer:
         self.hvd, self.torch, self.plant = hvd, torch, plant
         self.rank, self.size = hvd.rank(), hvd.size()
         self.sets = sets  # the very objects given to hvd.init: it gives them their ids
-        self.ops = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
-                    "product": hvd.Product}
+        self.ops = {
+            "sum": hvd.Sum,
+            "average": hvd.Average,
+            "min": hvd.Min,
+            "max": hvd.Max,
+            "product": hvd.Product,
+        }
         self.cases = 0
 
     # -- tensors ---------------------------------------------------------------------------
@@ -80,8 +85,10 @@ class Peer:
         return out
 
     def _scales(self, case: dict[str, Any]) -> dict[str, float]:
-        return {"prescale_factor": float(case.get("prescale", 1.0)),
-                "postscale_factor": float(case.get("postscale", 1.0))}
+        return {
+            "prescale_factor": float(case.get("prescale", 1.0)),
+            "postscale_factor": float(case.get("postscale", 1.0)),
+        }
 
     def _set(self, case: dict[str, Any]) -> Any:
         index = case.get("process_set")
@@ -102,8 +109,9 @@ class Peer:
 
     def case_grouped_allreduce(self, case: dict[str, Any], name: str) -> dict[str, Any]:
         xs = [self.tensor(t) for t in case["inputs"][self.rank]]
-        ys = self.hvd.grouped_allreduce(xs, name=name, op=self.ops[case["op"]],
-                                        **self._scales(case))
+        ys = self.hvd.grouped_allreduce(
+            xs, name=name, op=self.ops[case["op"]], **self._scales(case)
+        )
         return {"outputs": [self.report(self.planted(y)) for y in ys]}
 
     def case_fused_allreduce(self, case: dict[str, Any], name: str) -> dict[str, Any]:
@@ -111,12 +119,15 @@ class Peer:
         into one buffer when they are ready in the same cycle), then one after another."""
         xs = [self.tensor(t) for t in case["inputs"][self.rank]]
         op = self.ops[case["op"]]
-        handles = [self.hvd.allreduce_async(x, name=f"{name}.a{i}", op=op)
-                   for i, x in enumerate(xs)]
+        handles = [
+            self.hvd.allreduce_async(x, name=f"{name}.a{i}", op=op) for i, x in enumerate(xs)
+        ]
         fused = [self.hvd.synchronize(h) for h in handles]
         seq = [self.hvd.allreduce(x, name=f"{name}.s{i}", op=op) for i, x in enumerate(xs)]
-        return {"outputs": [self.report(self.planted(y)) for y in fused],
-                "sequential": [self.report(self.planted(y)) for y in seq]}
+        return {
+            "outputs": [self.report(self.planted(y)) for y in fused],
+            "sequential": [self.report(self.planted(y)) for y in seq],
+        }
 
     def case_reducescatter(self, case: dict[str, Any], name: str) -> dict[str, Any]:
         x = self.tensor(case["inputs"][self.rank])
@@ -146,8 +157,8 @@ class Peer:
             y, received = self.hvd.alltoall(x, name=name), None
         else:
             y, received = self.hvd.alltoall(
-                x, splits=self.torch.tensor(splits[self.rank], dtype=self.torch.int32),
-                name=name)
+                x, splits=self.torch.tensor(splits[self.rank], dtype=self.torch.int32), name=name
+            )
         out: dict[str, Any] = {"output": self.report(y)}
         if received is not None:
             out["received_splits"] = [int(v) for v in received.tolist()]
@@ -207,8 +218,9 @@ class Peer:
         channels, side, classes = models.MODELS[req["model"]]
         torch.manual_seed(1234 + self.rank)  # different initial weights: broadcast must fix it
         model = models.build(req["model"], torch)
-        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
-                                       named_parameters=model.named_parameters())
+        opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
+        )
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(opt, root_rank=0)
         batch = int(req["batch_size"])
@@ -255,12 +267,20 @@ class Peer:
         import horovod
 
         hvd = self.hvd
-        return {"op": "hello", "rank": self.rank, "size": self.size,
-                "local_rank": hvd.local_rank(), "cross_rank": hvd.cross_rank(),
-                "host": socket.gethostname(), "pid": os.getpid(),
-                "controller": "mpi" if hvd.mpi_enabled() else "gloo",
-                "horovod": horovod.__version__, "torch": self.torch.__version__,
-                "process_sets": [ps.ranks for ps in self.sets], "plant": self.plant}
+        return {
+            "op": "hello",
+            "rank": self.rank,
+            "size": self.size,
+            "local_rank": hvd.local_rank(),
+            "cross_rank": hvd.cross_rank(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+            "horovod": horovod.__version__,
+            "torch": self.torch.__version__,
+            "process_sets": [ps.ranks for ps in self.sets],
+            "plant": self.plant,
+        }
 
 
 def _settled(path: str, wait: float = 10.0) -> str:

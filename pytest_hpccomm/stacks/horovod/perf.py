@@ -27,7 +27,13 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
-from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, PeerLost, Site, bench_times
+from pytest_hpccomm.stacks.horovod.driver import (
+    HorovodError,
+    HorovodPeers,
+    PeerLost,
+    Site,
+    bench_times,
+)
 
 BENCHMARK = "hvd_allreduce"
 # name -> Horovod's variables; "default" is Horovod's own (fusion 128 MiB, cycle 1 ms)
@@ -37,8 +43,10 @@ KNOBS: dict[str, dict[str, str]] = {
     "no_fusion": {"HOROVOD_FUSION_THRESHOLD": "0"},
 }
 KNOB_SIZES = (16, 64 << 10, 4 << 20)  # what a knob's sweep runs: a size per regime of the curve
-SETTINGS = {"quick": {"warmup": 3, "iters": 10, "batches": 8},
-            "full": {"warmup": 10, "iters": 20, "batches": 20}}
+SETTINGS = {
+    "quick": {"warmup": 3, "iters": 10, "batches": 8},
+    "full": {"warmup": 10, "iters": 20, "batches": 20},
+}
 
 
 class SweepFailed(Exception):
@@ -62,24 +70,44 @@ class Sweep:
     reruns: int = 0  # jobs run again because another process shared the cores
 
 
-def run_job(hvd: HorovodEnv, controller: str, placement: str, site: Site,
-            sizes: Sequence[int], profile: str, slowdown: float, knobs: str,
-            timeout: float = 900.0) -> Sweep:
+def run_job(
+    hvd: HorovodEnv,
+    controller: str,
+    placement: str,
+    site: Site,
+    sizes: Sequence[int],
+    profile: str,
+    slowdown: float,
+    knobs: str,
+    timeout: float = 900.0,
+) -> Sweep:
     replies, ranks, cpu = _one_job(
         HorovodPeers(hvd, controller, placement, site, env=KNOBS[knobs]),
-        {"op": "bench", "sizes": list(sizes), "slowdown": slowdown,
-         **SETTINGS.get(profile, SETTINGS["quick"])}, timeout,
-        f"{BENCHMARK} job ({controller}, {placement}, {knobs})")
+        {
+            "op": "bench",
+            "sizes": list(sizes),
+            "slowdown": slowdown,
+            **SETTINGS.get(profile, SETTINGS["quick"]),
+        },
+        timeout,
+        f"{BENCHMARK} job ({controller}, {placement}, {knobs})",
+    )
     warmup = int(SETTINGS.get(profile, SETTINGS["quick"])["warmup"])
-    points = {int(p["bytes"]): {"samples": [s * 1e6 for s in p["samples"]],
-                                "max_samples": [s * 1e6 for s in p["max_samples"]],
-                                "warmup": warmup, "valid": bool(p["valid"])}
-              for p in bench_times(replies)}
+    points = {
+        int(p["bytes"]): {
+            "samples": [s * 1e6 for s in p["samples"]],
+            "max_samples": [s * 1e6 for s in p["max_samples"]],
+            "warmup": warmup,
+            "valid": bool(p["valid"]),
+        }
+        for p in bench_times(replies)
+    }
     return Sweep(points, ranks, hvd.fingerprint(), hvd.mpi_name, cpu.shares, cpu.disturbed)
 
 
-def _one_job(peers: HorovodPeers, request: Mapping[str, Any], timeout: float,
-             what: str) -> tuple[list[Any], int, cpu_share.JobsCpu]:
+def _one_job(
+    peers: HorovodPeers, request: Mapping[str, Any], timeout: float, what: str
+) -> tuple[list[Any], int, cpu_share.JobsCpu]:
     """Every rank's reply to `request` from fresh peers (closed after), their number, and
     who used the cores meanwhile (read once the ranks are reaped: their time is ours then)."""
     meter = cpu_share.CpuMeter()
@@ -97,24 +125,33 @@ def _one_job(peers: HorovodPeers, request: Mapping[str, Any], timeout: float,
 def merge(sweeps: Sequence[Sweep]) -> Sweep:
     """The jobs' batches pooled per size (job_sizes mark where each job's batches end)."""
     first = sweeps[0]
-    points = {size: {**pool_point([s.points[size] for s in sweeps], ["samples", "max_samples"]),
-                     "valid": all(s.points[size]["valid"] for s in sweeps)}
-              for size in first.points}
+    points = {
+        size: {
+            **pool_point([s.points[size] for s in sweeps], ["samples", "max_samples"]),
+            "valid": all(s.points[size]["valid"] for s in sweeps),
+        }
+        for size in first.points
+    }
     return Sweep(points, first.ranks, first.fingerprint, first.mpi, *_cpu_of(sweeps))
 
 
-def _cpu_of(sweeps: Sequence[Sweep] | Sequence[TrainSweep]
-            ) -> tuple[tuple[dict[str, float], ...], str, int]:
+def _cpu_of(
+    sweeps: Sequence[Sweep] | Sequence[TrainSweep],
+) -> tuple[tuple[dict[str, float], ...], str, int]:
     """The pooled jobs' readings in job order, the first disturbed job's reason, the reruns."""
-    return (tuple(c for s in sweeps for c in s.cpu),
-            next((s.disturbed for s in sweeps if s.disturbed), ""), sum(s.reruns for s in sweeps))
+    return (
+        tuple(c for s in sweeps for c in s.cpu),
+        next((s.disturbed for s in sweeps if s.disturbed), ""),
+        sum(s.reruns for s in sweeps),
+    )
 
 
 def _evidence(sweep: Sweep | TrainSweep) -> dict[str, Any]:
     """extra["cpu"]: the contention guard's evidence (a "disturbed" reason tempers the
     verdict: baselines/store.shared_cores)."""
-    return {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} \
-        if sweep.cpu else {}
+    return (
+        {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
+    )
 
 
 def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Measurement]:
@@ -123,29 +160,57 @@ def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Mea
     Horovod's overhead over raw MPI as their ratio)."""
     point = sweep.points[size]
     keyed = {**params, "size": size, "ranks": sweep.ranks}
-    osu: dict[str, Param] = {"mpi": sweep.mpi, "placement": str(params.get("placement")),
-                             "ranks": sweep.ranks, "size": size}
+    osu: dict[str, Param] = {
+        "mpi": sweep.mpi,
+        "placement": str(params.get("placement")),
+        "ranks": sweep.ranks,
+        "size": size,
+    }
     label = f"Horovod ({params.get('controller')}) / OSU allreduce ({sweep.mpi})"
     over_mpi = beside("mpi", "osu_allreduce", osu, label) if sweep.mpi else {}
     samples = [float(x) for x in point["samples"]]
-    jobs = {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]} \
-        if "job_sizes" in point else {}
+    jobs = (
+        {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
+        if "job_sizes" in point
+        else {}
+    )
     cpu = _evidence(sweep)
-    slowest = {"max_rank_latency_us": statistics.median(point["max_samples"])} \
-        if point.get("max_samples") else {}
+    slowest = (
+        {"max_rank_latency_us": statistics.median(point["max_samples"])}
+        if point.get("max_samples")
+        else {}
+    )
     factor = metrics.busbw_factor("allreduce", sweep.ranks)
     algbw = [size / (us * 1e-6) / 1e9 for us in samples]
     return [
-        Measurement(stack="horovod", benchmark=BENCHMARK, params=keyed, samples=tuple(samples),
-                    unit="us", direction=Direction.LOWER_IS_BETTER,
-                    warmup_discarded=int(point["warmup"]), metric="latency",
-                    extra={**jobs, **over_mpi, **cpu, **slowest}),
-        Measurement(stack="horovod", benchmark=BENCHMARK, params={**keyed, "metric": "busbw"},
-                    samples=tuple(a * factor for a in algbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
-                    direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
-                    metric="busbw", extra={"algbw_gb_s": statistics.median(algbw),
-                                           "busbw_factor": factor, **over_mpi, **cpu,
-                                           **({"job_sizes": jobs["job_sizes"]} if jobs else {})}),
+        Measurement(
+            stack="horovod",
+            benchmark=BENCHMARK,
+            params=keyed,
+            samples=tuple(samples),
+            unit="us",
+            direction=Direction.LOWER_IS_BETTER,
+            warmup_discarded=int(point["warmup"]),
+            metric="latency",
+            extra={**jobs, **over_mpi, **cpu, **slowest},
+        ),
+        Measurement(
+            stack="horovod",
+            benchmark=BENCHMARK,
+            params={**keyed, "metric": "busbw"},
+            samples=tuple(a * factor for a in algbw),
+            unit=metrics.UNIT_NCCL_BANDWIDTH,
+            direction=Direction.HIGHER_IS_BETTER,
+            warmup_discarded=int(point["warmup"]),
+            metric="busbw",
+            extra={
+                "algbw_gb_s": statistics.median(algbw),
+                "busbw_factor": factor,
+                **over_mpi,
+                **cpu,
+                **({"job_sizes": jobs["job_sizes"]} if jobs else {}),
+            },
+        ),
     ]
 
 
@@ -173,31 +238,61 @@ class TrainSweep:
     reruns: int = 0
 
 
-def run_train_job(hvd: HorovodEnv, controller: str, placement: str,
-                  site: Site, model: str, slowdown: float,
-                  scratch: Path, timeout: float = 1800.0) -> TrainSweep:
+def run_train_job(
+    hvd: HorovodEnv,
+    controller: str,
+    placement: str,
+    site: Site,
+    model: str,
+    slowdown: float,
+    scratch: Path,
+    timeout: float = 1800.0,
+) -> TrainSweep:
     path = scratch / f"timeline-{controller}-{placement}-{model}-{time.time_ns()}.json"
     try:
         replies, ranks, cpu = _one_job(
             HorovodPeers(hvd, controller, placement, site, env={"HOROVOD_TIMELINE": "DYNAMIC"}),
-            {"op": "train", "model": model, "slowdown": slowdown, "timeline": str(path),
-             **TRAIN[model]}, timeout, f"{SYNTHETIC} job ({controller}, {placement}, {model})")
+            {
+                "op": "train",
+                "model": model,
+                "slowdown": slowdown,
+                "timeline": str(path),
+                **TRAIN[model],
+            },
+            timeout,
+            f"{SYNTHETIC} job ({controller}, {placement}, {model})",
+        )
     finally:
         path.unlink(missing_ok=True)
     if not all(r["valid"] for r in replies):
-        raise SweepFailed(f"{SYNTHETIC} ({controller}, {placement}, {model}): the ranks' "
-                          "parameters differ after training (the optimizer's allreduce is wrong)")
+        raise SweepFailed(
+            f"{SYNTHETIC} ({controller}, {placement}, {model}): the ranks' "
+            "parameters differ after training (the optimizer's allreduce is wrong)"
+        )
     images = [statistics.fmean(it) for it in zip(*(r["images_per_s"] for r in replies))]
-    return TrainSweep(images, list(replies[0]["timeline"]), ranks, int(TRAIN[model]["warmup"]),
-                      [len(images)], hvd.fingerprint(), cpu.shares, cpu.disturbed)
+    return TrainSweep(
+        images,
+        list(replies[0]["timeline"]),
+        ranks,
+        int(TRAIN[model]["warmup"]),
+        [len(images)],
+        hvd.fingerprint(),
+        cpu.shares,
+        cpu.disturbed,
+    )
 
 
 def merge_train(sweeps: Sequence[TrainSweep]) -> TrainSweep:
     first = sweeps[0]
-    return TrainSweep([x for s in sweeps for x in s.images], [x for s in sweeps for x in s.steps],
-                      first.ranks, sum(s.warmup for s in sweeps),
-                      [n for s in sweeps for n in s.job_sizes], first.fingerprint,
-                      *_cpu_of(sweeps))
+    return TrainSweep(
+        [x for s in sweeps for x in s.images],
+        [x for s in sweeps for x in s.steps],
+        first.ranks,
+        sum(s.warmup for s in sweeps),
+        [n for s in sweeps for n in s.job_sizes],
+        first.fingerprint,
+        *_cpu_of(sweeps),
+    )
 
 
 def train_measurements(sweep: TrainSweep, params: Mapping[str, Param]) -> list[Measurement]:
@@ -205,18 +300,33 @@ def train_measurements(sweep: TrainSweep, params: Mapping[str, Param]) -> list[M
     reduction milliseconds per step (lower is better)."""
     keyed = {**params, "ranks": sweep.ranks}
     jobs = {"job_sizes": sweep.job_sizes, **_evidence(sweep)}
-    out = [Measurement(stack="horovod", benchmark=SYNTHETIC, params=keyed,
-                       samples=tuple(sweep.images), unit="img/s",
-                       direction=Direction.HIGHER_IS_BETTER, warmup_discarded=sweep.warmup,
-                       metric="images_per_s_per_rank",
-                       extra={**jobs, "images_per_s_total": statistics.median(sweep.images)
-                              * sweep.ranks})]
+    out = [
+        Measurement(
+            stack="horovod",
+            benchmark=SYNTHETIC,
+            params=keyed,
+            samples=tuple(sweep.images),
+            unit="img/s",
+            direction=Direction.HIGHER_IS_BETTER,
+            warmup_discarded=sweep.warmup,
+            metric="images_per_s_per_rank",
+            extra={**jobs, "images_per_s_total": statistics.median(sweep.images) * sweep.ranks},
+        )
+    ]
     for part in ("negotiation", "reduction"):
-        out.append(Measurement(
-            stack="horovod", benchmark=TIMELINE, params={**keyed, "phase": part},
-            samples=tuple(s[f"{part}_ms"] for s in sweep.steps), unit="ms",
-            direction=Direction.LOWER_IS_BETTER, warmup_discarded=sweep.warmup,
-            metric=f"{part}_ms_per_step", extra=dict(jobs)))
+        out.append(
+            Measurement(
+                stack="horovod",
+                benchmark=TIMELINE,
+                params={**keyed, "phase": part},
+                samples=tuple(s[f"{part}_ms"] for s in sweep.steps),
+                unit="ms",
+                direction=Direction.LOWER_IS_BETTER,
+                warmup_discarded=sweep.warmup,
+                metric=f"{part}_ms_per_step",
+                extra=dict(jobs),
+            )
+        )
     return out
 
 
@@ -236,26 +346,34 @@ class Sweeps(Generic[S]):
     """Session cache: one pooled sweep per (controller, placement, variant), the variant
     being the knobs of an allreduce sweep or the model of a training sweep."""
 
-    def __init__(self, job: JobFn[S], merge: Callable[[Sequence[S]], S], repeats: int,
-                 max_repeats: int, before_job: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        job: JobFn[S],
+        merge: Callable[[Sequence[S]], S],
+        repeats: int,
+        max_repeats: int,
+        before_job: Callable[[], None] = lambda: None,
+    ) -> None:
         self.job, self.before_job = job, before_job
         self.pool: JobPool[S] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
         self.retry = cpu_share.QuietRetry()  # the contention guard's re-runs of disturbed jobs
 
-    def get(self, controller: str, placement: str, site: Site,
-            variant: str) -> S:
-        return self.pool.get((controller, placement, variant),
-                             lambda: self._quiet_job(controller, placement, site, variant))
+    def get(self, controller: str, placement: str, site: Site, variant: str) -> S:
+        return self.pool.get(
+            (controller, placement, variant),
+            lambda: self._quiet_job(controller, placement, site, variant),
+        )
 
-    def more(self, controller: str, placement: str, site: Site,
-             variant: str) -> S | None:
-        return self.pool.more((controller, placement, variant),
-                              lambda: self._quiet_job(controller, placement, site, variant))
+    def more(self, controller: str, placement: str, site: Site, variant: str) -> S | None:
+        return self.pool.more(
+            (controller, placement, variant),
+            lambda: self._quiet_job(controller, placement, site, variant),
+        )
 
-    def _quiet_job(self, controller: str, placement: str, site: Site,
-                   variant: str) -> S:
+    def _quiet_job(self, controller: str, placement: str, site: Site, variant: str) -> S:
         """One job, run again while another process shared the cores (QuietRetry); one that
         never had them to itself is kept, marked, and its verdict turns INCONCLUSIVE."""
+
         def job() -> S:
             self.before_job()
             return self.job(controller, placement, site, variant)
@@ -268,21 +386,32 @@ class Sweeps(Generic[S]):
         return self.pool.cost((controller, placement, variant))
 
 
-def allreduce_sweeps(hvd: HorovodEnv, sizes: Sequence[int], profile: str, slowdown: float,
-                     repeats: int, max_repeats: int,
-                     before_job: Callable[[], None] = lambda: None) -> Sweeps[Sweep]:
-    def job(controller: str, placement: str, site: Site,
-            knobs: str) -> Sweep:
+def allreduce_sweeps(
+    hvd: HorovodEnv,
+    sizes: Sequence[int],
+    profile: str,
+    slowdown: float,
+    repeats: int,
+    max_repeats: int,
+    before_job: Callable[[], None] = lambda: None,
+) -> Sweeps[Sweep]:
+    def job(controller: str, placement: str, site: Site, knobs: str) -> Sweep:
         # a knob's sweep runs only KNOB_SIZES: each size costs cycle-bound operations
         mine = sizes if knobs == "default" else [s for s in sizes if s in KNOB_SIZES]
         return run_job(hvd, controller, placement, site, mine, profile, slowdown, knobs)
+
     return Sweeps(job, merge, repeats, max_repeats, before_job)
 
 
-def train_sweeps(hvd: HorovodEnv, slowdown: float, repeats: int, max_repeats: int,
-                 scratch: Path, before_job: Callable[[], None] = lambda: None
-                 ) -> Sweeps[TrainSweep]:
-    def job(controller: str, placement: str, site: Site,
-            model: str) -> TrainSweep:
+def train_sweeps(
+    hvd: HorovodEnv,
+    slowdown: float,
+    repeats: int,
+    max_repeats: int,
+    scratch: Path,
+    before_job: Callable[[], None] = lambda: None,
+) -> Sweeps[TrainSweep]:
+    def job(controller: str, placement: str, site: Site, model: str) -> TrainSweep:
         return run_train_job(hvd, controller, placement, site, model, slowdown, scratch)
+
     return Sweeps(job, merge_train, repeats, max_repeats, before_job)

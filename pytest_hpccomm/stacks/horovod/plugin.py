@@ -36,7 +36,13 @@ from pytest_hpccomm.stacks.horovod.build import (
 )
 from pytest_hpccomm.stacks.horovod.conformance import LOOPBACK_RANKS as CONFORMANCE_LOOPBACK_RANKS
 from pytest_hpccomm.stacks.horovod.conformance import register_settings
-from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, HostsSite, Site, controller_list
+from pytest_hpccomm.stacks.horovod.driver import (
+    HorovodError,
+    HorovodPeers,
+    HostsSite,
+    Site,
+    controller_list,
+)
 from pytest_hpccomm.stacks.horovod.perf import (
     BENCHMARK,
     KNOB_SIZES,
@@ -60,29 +66,40 @@ LIVE_PEERS = pytest.StashKey[list[HorovodPeers]]()  # the session's conformance 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
-    help_py = ("the Horovod to test: `build` (default: built once from the PyPI sdist into the "
-               "cache, hpccomm build-horovod), a Python or venv that has "
-               "Horovod (a cluster's), or `none` (skip the Horovod items)")
-    group.addoption("--hpc-horovod-python", default=None, dest="hpc_horovod_python",
-                    help=help_py)
+    help_py = (
+        "the Horovod to test: `build` (default: built once from the PyPI sdist into the "
+        "cache, hpccomm build-horovod), a Python or venv that has "
+        "Horovod (a cluster's), or `none` (skip the Horovod items)"
+    )
+    group.addoption("--hpc-horovod-python", default=None, dest="hpc_horovod_python", help=help_py)
     parser.addini("hpc_horovod_python", help_py, default=BUILD)
     help_c = f"Horovod controllers to test, comma-separated (default {','.join(CONTROLLERS)})"
-    group.addoption("--hpc-horovod-controllers", default=None, dest="hpc_horovod_controllers",
-                    help=help_c)
+    group.addoption(
+        "--hpc-horovod-controllers", default=None, dest="hpc_horovod_controllers", help=help_c
+    )
     parser.addini("hpc_horovod_controllers", help_c, default=",".join(CONTROLLERS))
-    group.addoption("--hpc-horovod-plant", choices=PLANTS, default=None, dest="hpc_horovod_plant",
-                    help="TEST ONLY: plant a known bug in the Horovod peer (validates the "
-                         "suite: the conformance tests must fail)")
+    group.addoption(
+        "--hpc-horovod-plant",
+        choices=PLANTS,
+        default=None,
+        dest="hpc_horovod_plant",
+        help="TEST ONLY: plant a known bug in the Horovod peer (validates the "
+        "suite: the conformance tests must fail)",
+    )
 
 
 def horovod_python(config: pytest.Config) -> str:
-    return str(config.getoption("hpc_horovod_python") or config.getini("hpc_horovod_python")
-               or BUILD)
+    return str(
+        config.getoption("hpc_horovod_python") or config.getini("hpc_horovod_python") or BUILD
+    )
 
 
 def controllers(config: pytest.Config) -> list[str]:
-    value = config.getoption("hpc_horovod_controllers") or \
-        config.getini("hpc_horovod_controllers") or ",".join(CONTROLLERS)
+    value = (
+        config.getoption("hpc_horovod_controllers")
+        or config.getini("hpc_horovod_controllers")
+        or ",".join(CONTROLLERS)
+    )
     try:
         return controller_list(str(value))
     except ValueError as exc:
@@ -97,8 +114,10 @@ def pytest_configure(config: pytest.Config) -> None:
     python = horovod_python(config)
     if python not in (BUILD, NONE) and python_in(python) is None:
         why = "is not a Python executable" if Path(python).exists() else "does not exist"
-        raise pytest.UsageError(f"--hpc-horovod-python: {python} {why} (a Python with "
-                                f"Horovod, its venv, `{BUILD}` or `{NONE}`)")
+        raise pytest.UsageError(
+            f"--hpc-horovod-python: {python} {why} (a Python with "
+            f"Horovod, its venv, `{BUILD}` or `{NONE}`)"
+        )
 
 
 @dataclass(frozen=True)
@@ -115,8 +134,7 @@ class HorovodProbe:
             return None
         missing = [tool for tool in ("g++", "patch") if shutil.which(tool) is None]
         if not (mpi_prefix(MPI_ENV) / "bin" / "mpicc").is_file():
-            missing.append(f"the {MPI_ENV} venv (hpccomm mpi create "
-                           f"{MPI_ENV})")
+            missing.append(f"the {MPI_ENV} venv (hpccomm mpi create {MPI_ENV})")
         if missing:
             return f"Horovod cannot be built here: missing {', '.join(missing)}"
         return None
@@ -145,8 +163,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "horovod_model" in metafunc.fixturenames:
         # ResNet-50 takes minutes per job on 2 cores: the full profile's
         full = hpc_session_of(metafunc.config).cfg.profile == "full"
-        metafunc.parametrize("horovod_model", ["small_cnn"] + (
-            [pytest.param("resnet50", marks=pytest.mark.slow)] if full else []))
+        metafunc.parametrize(
+            "horovod_model",
+            ["small_cnn"] + ([pytest.param("resnet50", marks=pytest.mark.slow)] if full else []),
+        )
 
 
 _ENVS: dict[str, HorovodEnv | HorovodUnavailable | HorovodBuildError] = {}
@@ -179,16 +199,26 @@ def horovod_plant(pytestconfig: pytest.Config) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def horovod_peers(horovod_env: HorovodEnv, horovod_controller: str, hpc_placement: str,
-                  horovod_plant: str | None, hpc_session: HpcSession,
-                  request: pytest.FixtureRequest) -> Iterator[HorovodPeers]:
+def horovod_peers(
+    horovod_env: HorovodEnv,
+    horovod_controller: str,
+    hpc_placement: str,
+    horovod_plant: str | None,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
+) -> Iterator[HorovodPeers]:
     """The session's peers for (controller, placement), reaped at session end, also when a
     test or the start fails."""
     site = site_for(hpc_placement, hpc_session, request)
-    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, site,
-                         plant=horovod_plant,
-                         job_timeout=hpc_session.cfg.session_job_timeout,
-                         loopback_ranks=CONFORMANCE_LOOPBACK_RANKS)
+    peers = HorovodPeers(
+        horovod_env,
+        horovod_controller,
+        hpc_placement,
+        site,
+        plant=horovod_plant,
+        job_timeout=hpc_session.cfg.session_job_timeout,
+        loopback_ranks=CONFORMANCE_LOOPBACK_RANKS,
+    )
     live = request.config.stash.setdefault(LIVE_PEERS, [])
     live.append(peers)
     try:
@@ -211,68 +241,107 @@ def _park_conformance_peers(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def horovod_site(hpc_placement: str, hpc_session: HpcSession,
-                 request: pytest.FixtureRequest) -> Site:
+def horovod_site(
+    hpc_placement: str, hpc_session: HpcSession, request: pytest.FixtureRequest
+) -> Site:
     """Where this item's ranks go (site_for), for tests that start peers of their own."""
     return site_for(hpc_placement, hpc_session, request)
 
 
 @pytest.fixture(scope="session")
-def horovod_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession,
-                   pytestconfig: pytest.Config) -> Sweeps[Sweep]:
+def horovod_sweeps(
+    horovod_env: HorovodEnv, hpc_session: HpcSession, pytestconfig: pytest.Config
+) -> Sweeps[Sweep]:
     cfg = hpc_session.cfg
-    return allreduce_sweeps(horovod_env, bench_sizes(cfg.message_sizes), cfg.profile,
-                            cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit,
-                            lambda: _park_conformance_peers(pytestconfig))
+    return allreduce_sweeps(
+        horovod_env,
+        bench_sizes(cfg.message_sizes),
+        cfg.profile,
+        cfg.inject_slowdown,
+        cfg.repeats,
+        cfg.repeat_limit,
+        lambda: _park_conformance_peers(pytestconfig),
+    )
 
 
 AllreduceRun = Callable[[int, str], None]
 
 
 @pytest.fixture
-def horovod_allreduce(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
-                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Record,
-                      request: pytest.FixtureRequest) -> AllreduceRun:
+def horovod_allreduce(
+    horovod_sweeps: Sweeps[Sweep],
+    horovod_controller: str,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    request: pytest.FixtureRequest,
+) -> AllreduceRun:
     """run(size, knobs): the point of this (controller, placement, knobs) sweep, validated
     (every element is the number of ranks) and judged, latency then busbw; an undecided
     verdict pools one more job at a time (adaptive repeats)."""
-    return _allreduce_runner(horovod_sweeps, horovod_controller, hpc_placement, hpc_session,
-                             hpc_record, request)
+    return _allreduce_runner(
+        horovod_sweeps, horovod_controller, hpc_placement, hpc_session, hpc_record, request
+    )
 
 
 @pytest.fixture
-def horovod_allreduce_loopback(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
-                               hpc_session: HpcSession, hpc_record: Record,
-                               request: pytest.FixtureRequest) -> AllreduceRun:
+def horovod_allreduce_loopback(
+    horovod_sweeps: Sweeps[Sweep],
+    horovod_controller: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    request: pytest.FixtureRequest,
+) -> AllreduceRun:
     """As horovod_allreduce, on loopback only (the knobs: each setting is its own jobs)."""
-    return _allreduce_runner(horovod_sweeps, horovod_controller, LOOPBACK, hpc_session,
-                             hpc_record, request)
+    return _allreduce_runner(
+        horovod_sweeps, horovod_controller, LOOPBACK, hpc_session, hpc_record, request
+    )
 
 
 @pytest.fixture(scope="session")
-def horovod_train_sweeps(horovod_env: HorovodEnv, hpc_session: HpcSession,
-                         tmp_path_factory: pytest.TempPathFactory,
-                         pytestconfig: pytest.Config) -> Sweeps[TrainSweep]:
+def horovod_train_sweeps(
+    horovod_env: HorovodEnv,
+    hpc_session: HpcSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+) -> Sweeps[TrainSweep]:
     cfg = hpc_session.cfg
-    return train_sweeps(horovod_env, cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit,
-                        tmp_path_factory.mktemp("horovod-timeline"),
-                        lambda: _park_conformance_peers(pytestconfig))
+    return train_sweeps(
+        horovod_env,
+        cfg.inject_slowdown,
+        cfg.repeats,
+        cfg.repeat_limit,
+        tmp_path_factory.mktemp("horovod-timeline"),
+        lambda: _park_conformance_peers(pytestconfig),
+    )
 
 
 SyntheticRun = Callable[[str], None]
 
 
 @pytest.fixture
-def horovod_synthetic(horovod_train_sweeps: Sweeps[TrainSweep], horovod_controller: str,
-                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Record,
-                      request: pytest.FixtureRequest) -> SyntheticRun:
+def horovod_synthetic(
+    horovod_train_sweeps: Sweeps[TrainSweep],
+    horovod_controller: str,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    request: pytest.FixtureRequest,
+) -> SyntheticRun:
     """run(model): Horovod's synthetic training benchmark on this (controller, placement):
     images/s per rank judged; negotiation and reduction ms per step (the timeline) recorded
     and judged beside it."""
+
     def run(model: str) -> None:
         params = {"controller": horovod_controller, "placement": hpc_placement, "model": model}
-        _pooled_run(horovod_train_sweeps, (horovod_controller, hpc_placement, model),
-                    lambda sw: train_measurements(sw, params), hpc_session, hpc_record, request)
+        _pooled_run(
+            horovod_train_sweeps,
+            (horovod_controller, hpc_placement, model),
+            lambda sw: train_measurements(sw, params),
+            hpc_session,
+            hpc_record,
+            request,
+        )
 
     return run
 
@@ -286,45 +355,74 @@ def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureReq
         pytest.skip(fabric.reason)
     if placement == NETNS:
         if fabric.kind != "ethernet":
-            pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs "
-                        f"on {LOOPBACK} and on real hosts")
+            pytest.skip(
+                f"the virtual cluster's links are veths; fabric {fabric.kind} runs "
+                f"on {LOOPBACK} and on real hosts"
+            )
         cluster: VirtualCluster = request.getfixturevalue("hpc_virtual_cluster")
         return cluster
     if placement == HOSTS:
         cfg = hpc_session.cfg
         if not (fabric.netdev and fabric.address):
-            pytest.fail(f"Horovod ranks on hosts dial home to this host's fabric address and "
-                        f"pin TCP to its netdev; {fabric.description} has none", pytrace=False)
-        return HostsSite(tuple(cfg.host_list), fabric.address, fabric.netdev, cfg.rsh_agent,
-                         "srun" if cfg.launcher == "srun" else "mpirun", cfg.bind == "none")
+            pytest.fail(
+                f"Horovod ranks on hosts dial home to this host's fabric address and "
+                f"pin TCP to its netdev; {fabric.description} has none",
+                pytrace=False,
+            )
+        return HostsSite(
+            tuple(cfg.host_list),
+            fabric.address,
+            fabric.netdev,
+            cfg.rsh_agent,
+            "srun" if cfg.launcher == "srun" else "mpirun",
+            cfg.bind == "none",
+        )
     return None
 
 
-def _allreduce_runner(horovod_sweeps: Sweeps[Sweep], horovod_controller: str,
-                      hpc_placement: str, hpc_session: HpcSession, hpc_record: Record,
-                      request: pytest.FixtureRequest) -> AllreduceRun:
+def _allreduce_runner(
+    horovod_sweeps: Sweeps[Sweep],
+    horovod_controller: str,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    request: pytest.FixtureRequest,
+) -> AllreduceRun:
     def run(size: int, knobs: str) -> None:
         params = {"controller": horovod_controller, "placement": hpc_placement, "knobs": knobs}
 
         def records(sw: Sweep) -> list[Measurement]:
             if not sw.points[size]["valid"]:
-                pytest.fail(f"{BENCHMARK} {size} B: a rank's result was not the sum",
-                            pytrace=False)
+                pytest.fail(f"{BENCHMARK} {size} B: a rank's result was not the sum", pytrace=False)
             return measurements(sw, size, params)
 
-        _pooled_run(horovod_sweeps, (horovod_controller, hpc_placement, knobs), records,
-                    hpc_session, hpc_record, request)
+        _pooled_run(
+            horovod_sweeps,
+            (horovod_controller, hpc_placement, knobs),
+            records,
+            hpc_session,
+            hpc_record,
+            request,
+        )
 
     return run
 
 
-def _pooled_run(sweeps: Sweeps[S], where: tuple[str, str, str],
-                records: Callable[[S], list[Measurement]], hpc_session: HpcSession,
-                hpc_record: Record, request: pytest.FixtureRequest) -> None:
+def _pooled_run(
+    sweeps: Sweeps[S],
+    where: tuple[str, str, str],
+    records: Callable[[S], list[Measurement]],
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    request: pytest.FixtureRequest,
+) -> None:
     """The (controller, placement, variant) sweep's point judged (Record.pooled)."""
     controller, placement, variant = where
     site = site_for(placement, hpc_session, request)
-    hpc_record.pooled(lambda: sweeps.get(controller, placement, site, variant),
-                      lambda: sweeps.more(controller, placement, site, variant),
-                      lambda: sweeps.cost(controller, placement, variant), records,
-                      (SweepFailed,))
+    hpc_record.pooled(
+        lambda: sweeps.get(controller, placement, site, variant),
+        lambda: sweeps.more(controller, placement, site, variant),
+        lambda: sweeps.cost(controller, placement, variant),
+        records,
+        (SweepFailed,),
+    )

@@ -27,10 +27,26 @@ def main(argv: list[str] | None = None) -> int:
     slots = get_host_assignments(hosts, sum(h.slots for h in hosts))
     server = RendezvousHTTPServer((args.bind, 0), RendezvousHandler, 0)
     server.init(slots)
-    print(json.dumps({"port": server.server_address[1], "slots": [
-        {"hostname": s.hostname, "rank": s.rank, "size": s.size, "local_rank": s.local_rank,
-         "local_size": s.local_size, "cross_rank": s.cross_rank, "cross_size": s.cross_size}
-        for s in slots]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "port": server.server_address[1],
+                "slots": [
+                    {
+                        "hostname": s.hostname,
+                        "rank": s.rank,
+                        "size": s.size,
+                        "local_rank": s.local_rank,
+                        "local_size": s.local_size,
+                        "cross_rank": s.cross_rank,
+                        "cross_size": s.cross_size,
+                    }
+                    for s in slots
+                ],
+            }
+        ),
+        flush=True,
+    )
     server.serve_forever()
     return 0
 

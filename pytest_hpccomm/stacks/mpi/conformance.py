@@ -34,7 +34,13 @@ from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.peer.channel import Channel, ChannelClosed, ControlServer, MessageError, RemoteError
+from pytest_hpccomm.peer.channel import (
+    Channel,
+    ChannelClosed,
+    ControlServer,
+    MessageError,
+    RemoteError,
+)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
@@ -45,8 +51,11 @@ MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, no
 # Ranks yield the CPU while they wait: 3 spinning ranks + pytest on 2 cores made a trivial
 # case take 100-200 ms (Open MPI) / 15-30 ms (MPICH), with yielding 3-6 ms. Conformance only:
 # the benchmarks keep spinning, it is what they measure.
-YIELD_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1", "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
-             "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+YIELD_ENV = {
+    "OMPI_MCA_mpi_yield_when_idle": "1",
+    "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+    "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
+}
 
 # -- Hypothesis ------------------------------------------------------------------------------
 
@@ -62,9 +71,14 @@ def register_settings(profile: str) -> settings:
     Both: no deadline (a case is a network round trip), print_blob for @reproduce_failure,
     and one bug per test (the shrunk one)."""
     quick = profile != "full"
-    s = settings(max_examples=EXAMPLES["quick" if quick else "full"], deadline=None,
-                 derandomize=quick, print_blob=True, report_multiple_bugs=False,
-                 suppress_health_check=[HealthCheck.too_slow])  # derandomize: database=None
+    s = settings(
+        max_examples=EXAMPLES["quick" if quick else "full"],
+        deadline=None,
+        derandomize=quick,
+        print_blob=True,
+        report_multiple_bugs=False,
+        suppress_health_check=[HealthCheck.too_slow],
+    )  # derandomize: database=None
     settings.register_profile(SETTINGS_PROFILE, s)
     return s
 
@@ -83,6 +97,7 @@ def conformance_settings(share: float = 1.0) -> settings:
 
 # -- launching -------------------------------------------------------------------------------
 
+
 class ConformanceError(Exception):
     """The peer could not be started, or keeps dying (one line; a test failure)."""
 
@@ -92,29 +107,49 @@ class PeerLost(BaseException):
     catch it and shrink, since every shrink step would cost a timeout and a restart."""
 
 
-def build_launch(runtime: MpiRuntime, placement: str, argv: Sequence[str],
-                 env: Mapping[str, str], cluster: VirtualCluster | None = None,
-                 mpirun_args: Sequence[str] = ()) -> tuple[Launch, dict[str, Any]]:
+def build_launch(
+    runtime: MpiRuntime,
+    placement: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cluster: VirtualCluster | None = None,
+    mpirun_args: Sequence[str] = (),
+) -> tuple[Launch, dict[str, Any]]:
     """(command, start_job keyword arguments) for the peer program argv on the placement.
     mpirun_args go right after mpirun (e.g. `--with-ft ulfm`)."""
     placed = _placed(runtime, placement, argv, env, cluster, mpirun_args)
     return placed.launch, placed.hooks()
 
 
-def _placed(runtime: MpiRuntime, placement: str, argv: Sequence[str], env: Mapping[str, str],
-            cluster: VirtualCluster | None, mpirun_args: Sequence[str] = ()) -> PlacedLaunch:
+def _placed(
+    runtime: MpiRuntime,
+    placement: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cluster: VirtualCluster | None,
+    mpirun_args: Sequence[str] = (),
+) -> PlacedLaunch:
     """loopback: LOOPBACK_RANKS ranks, TCP over lo as the OSU sweeps (the network stack, not
     shared memory); netns: one rank per virtual host."""
     if placement not in (LOOPBACK, NETNS):
-        raise ConformanceError(f"placement {placement!r}: the conformance peer runs on "
-                               f"{LOOPBACK} or {NETNS} (real hosts need a TCP control channel)")
+        raise ConformanceError(
+            f"placement {placement!r}: the conformance peer runs on "
+            f"{LOOPBACK} or {NETNS} (real hosts need a TCP control channel)"
+        )
     if placement == NETNS and cluster is None:
         raise ConformanceError("netns placement needs the session's virtual cluster")
     try:
         env = peer_env(env, own_python=runtime.name == "system")
-        return mpi_launch(placement, argv, env, runtime.mpirun, runtime.flavor,
-                          cluster=cluster, loopback_ranks=LOOPBACK_RANKS,
-                          mpirun_args=mpirun_args)
+        return mpi_launch(
+            placement,
+            argv,
+            env,
+            runtime.mpirun,
+            runtime.flavor,
+            cluster=cluster,
+            loopback_ranks=LOOPBACK_RANKS,
+            mpirun_args=mpirun_args,
+        )
     except PlacementError as exc:
         raise ConformanceError(str(exc)) from None
 
@@ -132,21 +167,38 @@ class PeerInfo:
 
     @classmethod
     def from_hello(cls, msg: Mapping[str, Any]) -> PeerInfo:
-        return cls(int(msg["ranks"]), list(msg["hosts"]), str(msg["library"]),
-                   str(msg["mpi4py"]), dict(msg["constants"]), msg.get("plant"))
+        return cls(
+            int(msg["ranks"]),
+            list(msg["hosts"]),
+            str(msg["library"]),
+            str(msg["mpi4py"]),
+            dict(msg["constants"]),
+            msg.get("plant"),
+        )
 
 
 class ConformancePeer:
     """The session's peer job for one (MPI, placement). `with` starts and always reaps it."""
 
-    def __init__(self, runtime: MpiRuntime, placement: str, cluster: VirtualCluster | None = None,
-                 *, plant: str | None = None, job_timeout: float = 1800.0,
-                 case_timeout: float = 30.0, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        runtime: MpiRuntime,
+        placement: str,
+        cluster: VirtualCluster | None = None,
+        *,
+        plant: str | None = None,
+        job_timeout: float = 1800.0,
+        case_timeout: float = 30.0,
+        start_timeout: float = 60.0,
+    ) -> None:
         if plant is not None and plant not in PLANTS:
             raise ValueError(f"unknown plant {plant!r} (known: {', '.join(PLANTS)})")
         self.runtime, self.placement, self.cluster, self.plant = runtime, placement, cluster, plant
-        self.job_timeout, self.case_timeout, self.start_timeout = \
-            job_timeout, case_timeout, start_timeout
+        self.job_timeout, self.case_timeout, self.start_timeout = (
+            job_timeout,
+            case_timeout,
+            start_timeout,
+        )
         self.starts = 0
         self.cases = 0
         self._server: ControlServer | None = None
@@ -175,15 +227,21 @@ class ConformancePeer:
     # -- start -----------------------------------------------------------------------------
     def _start(self) -> None:
         if self.starts >= MAX_STARTS:
-            raise ConformanceError(f"{self.describe()}: peer lost {self.starts} times; "
-                                   "not restarting it again")
+            raise ConformanceError(
+                f"{self.describe()}: peer lost {self.starts} times; not restarting it again"
+            )
         self.starts += 1
         self._server = self._server or ControlServer()
         env = {**YIELD_ENV, **self._server.env()}  # address and key: environment, never argv
         if self.plant:
             env[PLANT_VAR] = self.plant
-        placed = _placed(self.runtime, self.placement,
-                         [str(self.runtime.python), "-m", PEER_MODULE], env, self.cluster)
+        placed = _placed(
+            self.runtime,
+            self.placement,
+            [str(self.runtime.python), "-m", PEER_MODULE],
+            env,
+            self.cluster,
+        )
         for attempt in range(1, START_ATTEMPTS + 1):
             job = placed.start(self.job_timeout, label=f"conformance peer ({self.describe()})")
             try:
@@ -210,7 +268,8 @@ class ConformancePeer:
             [channel] = self._server.accept_peers(1, self.start_timeout, gone)
         except TimeoutError:
             raise ConformanceError(
-                f"peer did not dial home within {self.start_timeout:.0f}s") from None
+                f"peer did not dial home within {self.start_timeout:.0f}s"
+            ) from None
         except ChannelClosed:
             raise ConformanceError("peer job ended before dialing home") from None
         try:
@@ -237,15 +296,16 @@ class ConformancePeer:
         except (TimeoutError, ChannelClosed, MessageError) as exc:
             why = f"no reply within {limit:.0f}s" if isinstance(exc, TimeoutError) else str(exc)
             tail = self._drop()
-            raise PeerLost(f"{self.describe()}: peer lost during case {json.dumps(case)}: "
-                           f"{why}; {tail}\n{self.replay_hint(case)}") from None
+            raise PeerLost(
+                f"{self.describe()}: peer lost during case {json.dumps(case)}: "
+                f"{why}; {tail}\n{self.replay_hint(case)}"
+            ) from None
         except RemoteError as exc:
             raise ConformanceError(f"{self.describe()}: {exc}") from None
         ranks: list[dict[str, Any]] = reply["ranks"]
         errors = [f"rank {r}: {rep['error']}" for r, rep in enumerate(ranks) if "error" in rep]
         if errors:
-            raise AssertionError(f"case raised on {'; '.join(errors)}\n"
-                                 f"{self.replay_hint(case)}")
+            raise AssertionError(f"case raised on {'; '.join(errors)}\n{self.replay_hint(case)}")
         return ranks
 
     def replay_hint(self, case: Mapping[str, Any]) -> str:
@@ -256,13 +316,16 @@ class ConformancePeer:
         flags = ""
         if self.runtime.flavor.vendor == "openmpi":  # more ranks than cores; root needs consent
             flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
-        return (f"case: {json.dumps(case)}\nreplay without pytest: {env}{self.runtime.mpirun} "
-                f"{flags}-n {n} {self.runtime.python} -m {PEER_MODULE} "
-                f"--case {shlex.quote(json.dumps(case))}")
+        return (
+            f"case: {json.dumps(case)}\nreplay without pytest: {env}{self.runtime.mpirun} "
+            f"{flags}-n {n} {self.runtime.python} -m {PEER_MODULE} "
+            f"--case {shlex.quote(json.dumps(case))}"
+        )
 
     def describe(self) -> str:
-        return f"{self.runtime.name} {self.placement}" + (f" plant={self.plant}" if self.plant
-                                                         else "")
+        return f"{self.runtime.name} {self.placement}" + (
+            f" plant={self.plant}" if self.plant else ""
+        )
 
     # -- stop ------------------------------------------------------------------------------
     def _drop(self) -> str:
@@ -294,13 +357,16 @@ class ConformancePeer:
 
 # -- ULFM ------------------------------------------------------------------------------------
 
+
 def ulfm_unavailable_reason(runtime: MpiRuntime) -> str | None:
     """Why this MPI cannot report a failed process (MPI_ERR_PROC_FAILED), or None."""
     flavor = runtime.flavor
     if flavor.vendor != "openmpi":
-        return (f"{flavor}: no ULFM run-time (ULFM is Open MPI >= 5 built --with-ft ulfm); its "
-                "process manager ends the whole job when a rank dies, so no survivor can "
-                "observe MPI_ERR_PROC_FAILED")
+        return (
+            f"{flavor}: no ULFM run-time (ULFM is Open MPI >= 5 built --with-ft ulfm); its "
+            "process manager ends the whole job when a rank dies, so no survivor can "
+            "observe MPI_ERR_PROC_FAILED"
+        )
     if flavor.major < 5:
         return f"{flavor}: ULFM needs Open MPI >= 5 (mpirun --with-ft ulfm)"
     ompi_info = runtime.mpirun.parent / "ompi_info"
@@ -328,34 +394,62 @@ class UlfmOutcome:
     job: str  # the job's one-line description
 
 
-def run_ulfm(runtime: MpiRuntime, placement: str, cluster: VirtualCluster | None = None,
-             timeout: float = 60.0) -> UlfmOutcome:
+def run_ulfm(
+    runtime: MpiRuntime,
+    placement: str,
+    cluster: VirtualCluster | None = None,
+    timeout: float = 60.0,
+) -> UlfmOutcome:
     """A short-lived job of its own (it kills a rank): see conformance_peer.ulfm(). Ends the
     job once every survivor has reported: the run-time's teardown after a failure sometimes
     hangs (~1 in 10 here, after correct reports), and that is not what this checks."""
-    placed = _placed(runtime, placement, [str(runtime.python), "-m", PEER_MODULE, "--ulfm"], {},
-                     cluster, mpirun_args=("--with-ft", "ulfm"))
+    placed = _placed(
+        runtime,
+        placement,
+        [str(runtime.python), "-m", PEER_MODULE, "--ulfm"],
+        {},
+        cluster,
+        mpirun_args=("--with-ft", "ulfm"),
+    )
     ranks = placed.ranks
     job = placed.start(timeout, label=f"ULFM job ({runtime.name} {placement})")
     deadline = time.monotonic() + timeout
     try:
-        while (job.poll() is None and time.monotonic() < deadline
-               and job.peek_output()[0].count(ULFM_MARK) < ranks - 1):
+        while (
+            job.poll() is None
+            and time.monotonic() < deadline
+            and job.peek_output()[0].count(ULFM_MARK) < ranks - 1
+        ):
             time.sleep(0.05)
         hung = job.poll() is None and job.peek_output()[0].count(ULFM_MARK) < ranks - 1
     finally:
         res = job.stop(grace=1.0)  # reaps; a no-op if it ended by itself
-    survivors = [json.loads(line.split(ULFM_MARK, 1)[1]) for line in res.stdout.splitlines()
-                 if ULFM_MARK in line]
+    survivors = [
+        json.loads(line.split(ULFM_MARK, 1)[1])
+        for line in res.stdout.splitlines()
+        if ULFM_MARK in line
+    ]
     if hung:
-        raise ConformanceError(f"ULFM job hung for {timeout:.0f}s with {len(survivors)} of "
-                               f"{ranks - 1} survivors reported: {res.describe()}")
+        raise ConformanceError(
+            f"ULFM job hung for {timeout:.0f}s with {len(survivors)} of "
+            f"{ranks - 1} survivors reported: {res.describe()}"
+        )
     return UlfmOutcome(survivors, ranks, res.elapsed, res.describe())
 
 
-__all__ = ["ConformanceError", "ConformancePeer", "PeerInfo", "PeerLost", "SETTINGS_PROFILE",
-           "UlfmOutcome", "build_launch", "conformance_settings", "register_settings",
-           "run_ulfm", "ulfm_unavailable_reason"]
+__all__ = [
+    "ConformanceError",
+    "ConformancePeer",
+    "PeerInfo",
+    "PeerLost",
+    "SETTINGS_PROFILE",
+    "UlfmOutcome",
+    "build_launch",
+    "conformance_settings",
+    "register_settings",
+    "run_ulfm",
+    "ulfm_unavailable_reason",
+]
 
 
 # -- shared by the property tests ------------------------------------------------------------

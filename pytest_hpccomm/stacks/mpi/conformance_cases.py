@@ -43,8 +43,12 @@ class Cases:
     def _report(self, buf: np.ndarray, status: Any) -> dict[str, Any]:
         """What a receive saw: Status count/source/tag and a digest of the data it counted."""
         n = status.Get_count(self.MPI.Datatype.fromcode(buf.dtype.char))
-        return {"count": n, "source": status.Get_source(), "tag": status.Get_tag(),
-                "sha": digest(buf[:max(n, 0)])}
+        return {
+            "count": n,
+            "source": status.Get_source(),
+            "tag": status.Get_tag(),
+            "sha": digest(buf[: max(n, 0)]),
+        }
 
     # -- cases -------------------------------------------------------------------------------
     def case_p2p(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +71,15 @@ class Cases:
                 other = dst if rank == src else src
                 seed = c["seed"] if rank == src else c["seed"] + 1
                 buf, st = sentinel.copy(), MPI.Status()
-                comm.Sendrecv(pattern(c["dtype"], count, seed), dest=other, sendtag=tag,
-                              recvbuf=buf, source=other, recvtag=tag, status=st)
+                comm.Sendrecv(
+                    pattern(c["dtype"], count, seed),
+                    dest=other,
+                    sendtag=tag,
+                    recvbuf=buf,
+                    source=other,
+                    recvtag=tag,
+                    status=st,
+                )
                 note(buf, st, other)
             return {"got": got}
         reqs = []
@@ -133,8 +144,11 @@ class Cases:
         MPI, rank, dtype, dst = self.MPI, self.rank, c["dtype"], c["dst"]
         dt = np_dtype(dtype)
         mt = self.mpi_type(dtype)
-        reqs = [comm.Isend(pattern(dtype, s["count"], s["seed"]), dest=dst, tag=s["tag"])
-                for s in c["sends"] if s["rank"] == rank]
+        reqs = [
+            comm.Isend(pattern(dtype, s["count"], s["seed"]), dest=dst, tag=s["tag"])
+            for s in c["sends"]
+            if s["rank"] == rank
+        ]
         got: list[dict[str, Any]] = []
         if rank == dst:
             cap = max((s["count"] for s in c["sends"]), default=0)
@@ -150,8 +164,10 @@ class Cases:
                     deadline = time.monotonic() + IPROBE_LIMIT
                     while not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st):
                         if time.monotonic() > deadline:
-                            return {"got": got, "error": "Iprobe found no message in "
-                                    f"{IPROBE_LIMIT:.0f}s"}
+                            return {
+                                "got": got,
+                                "error": f"Iprobe found no message in {IPROBE_LIMIT:.0f}s",
+                            }
                         time.sleep(50e-6)
                     msg = None
                 elif how == "mprobe":
@@ -227,8 +243,9 @@ class Cases:
             reqs, out = [], {}
             if rank == src:
                 if c["typed"] == "send":
-                    reqs.append(comm.Isend([pattern(dtype, extent, c["seed"]), 1, derived],
-                                           dest=dst, tag=5))
+                    reqs.append(
+                        comm.Isend([pattern(dtype, extent, c["seed"]), 1, derived], dest=dst, tag=5)
+                    )
                 else:
                     reqs.append(comm.Isend(pattern(dtype, picked, c["seed"]), dest=dst, tag=5))
             if rank == dst:
@@ -259,8 +276,12 @@ class Cases:
             new.Allgather(np.array([rank], np.int32), members)
             total = np.zeros(1, np.int64)
             new.Allreduce(np.array([rank + 1], np.int64), total, op=MPI.SUM)
-            return {"size": new.Get_size(), "rank": new.Get_rank(), "members": members.tolist(),
-                    "sum": int(total[0])}
+            return {
+                "size": new.Get_size(),
+                "rank": new.Get_rank(),
+                "members": members.tolist(),
+                "sum": int(total[0]),
+            }
         finally:
             new.Free()
 
@@ -268,18 +289,29 @@ class Cases:
         """src sends one message on `comm` and one on its Dup (same tag, order `send_order`);
         dst receives in `recv_order`, with ANY_SOURCE/ANY_TAG if `wild`: each receive must
         get its own communicator's message."""
-        MPI, rank, src, dst, tag, dtype = self.MPI, self.rank, c["src"], c["dst"], c["tag"], \
-            c["dtype"]
+        MPI, rank, src, dst, tag, dtype = (
+            self.MPI,
+            self.rank,
+            c["src"],
+            c["dst"],
+            c["tag"],
+            c["dtype"],
+        )
         dup = comm.Dup()
         try:
             comms = {"base": comm, "dup": dup}
             seeds = {"base": c["seed"], "dup": c["seed"] + 1}
             reqs = []
             if rank == src:
-                reqs = [comms[w].Isend(pattern(dtype, c["count"], seeds[w]), dest=dst, tag=tag)
-                        for w in c["send_order"]]
-            out: dict[str, Any] = {"size": dup.Get_size(), "rank": dup.Get_rank(),
-                                   "congruent": MPI.Comm.Compare(comm, dup) == MPI.CONGRUENT}
+                reqs = [
+                    comms[w].Isend(pattern(dtype, c["count"], seeds[w]), dest=dst, tag=tag)
+                    for w in c["send_order"]
+                ]
+            out: dict[str, Any] = {
+                "size": dup.Get_size(),
+                "rank": dup.Get_rank(),
+                "congruent": MPI.Comm.Compare(comm, dup) == MPI.CONGRUENT,
+            }
             if rank == dst:
                 got = {}
                 for w in c["recv_order"]:
@@ -321,7 +353,13 @@ class Cases:
         except MPI.Exception as e:
             out |= {"error_class": e.Get_error_class(), "message": e.Get_error_string()}
         ring = np.zeros(1, np.int64)
-        comm.Sendrecv(np.array([rank], np.int64), dest=(rank + 1) % n, sendtag=1,
-                      recvbuf=ring, source=(rank - 1) % n, recvtag=1)
+        comm.Sendrecv(
+            np.array([rank], np.int64),
+            dest=(rank + 1) % n,
+            sendtag=1,
+            recvbuf=ring,
+            source=(rank - 1) % n,
+            recvtag=1,
+        )
         out["ring_ok"] = int(ring[0]) == (rank - 1) % n
         return out

@@ -70,13 +70,14 @@ class Peer(Cases):
         out = bytearray(int(lens.sum()))
         displs = np.concatenate([[0], np.cumsum(lens)[:-1]]).tolist()
         comm.Gatherv([data, MPI.BYTE], [out, lens.tolist(), displs, MPI.BYTE], root=0)
-        return [json.loads(out[d:d + n]) for d, n in zip(displs, lens.tolist())]
+        return [json.loads(out[d : d + n]) for d, n in zip(displs, lens.tolist())]
 
     def run(self, case: dict[str, Any]) -> dict[str, Any]:
         """This rank's report of one case; an exception becomes {"error": ...} (the other
         ranks may then block: the orchestrator's timeout ends such a job)."""
-        handler: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = \
-            getattr(self, f"case_{case.get('kind')}", None)
+        handler: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = getattr(
+            self, f"case_{case.get('kind')}", None
+        )
         if handler is None:
             return {"error": f"unknown case kind {case.get('kind')!r}"}
         comm = self.world.Dup()
@@ -95,13 +96,29 @@ class Peer(Cases):
 
         hosts = self.gather_json(MPI.Get_processor_name())  # rank 0 is the one who says it
         return {
-            "op": "hello", "ranks": self.size, "hosts": hosts, "pid": os.getpid(),
+            "op": "hello",
+            "ranks": self.size,
+            "hosts": hosts,
+            "pid": os.getpid(),
             "library": MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0],
-            "mpi_version": "%d.%d" % MPI.Get_version(), "mpi4py": str(mpi4py.__version__),
-            "numpy": np.__version__, "plant": self.plant,
-            "constants": {k: int(getattr(MPI, k)) for k in (
-                "PROC_NULL", "ANY_SOURCE", "ANY_TAG", "ROOT", "UNDEFINED", "ERR_RANK",
-                "ERR_TAG", "ERR_PROC_FAILED")} | {"TAG_UB": int(self.world.Get_attr(MPI.TAG_UB))},
+            "mpi_version": "%d.%d" % MPI.Get_version(),
+            "mpi4py": str(mpi4py.__version__),
+            "numpy": np.__version__,
+            "plant": self.plant,
+            "constants": {
+                k: int(getattr(MPI, k))
+                for k in (
+                    "PROC_NULL",
+                    "ANY_SOURCE",
+                    "ANY_TAG",
+                    "ROOT",
+                    "UNDEFINED",
+                    "ERR_RANK",
+                    "ERR_TAG",
+                    "ERR_PROC_FAILED",
+                )
+            }
+            | {"TAG_UB": int(self.world.Get_attr(MPI.TAG_UB))},
         }
 
 
@@ -114,6 +131,7 @@ def _matmul(invec: Any, inoutvec: Any, datatype: Any) -> None:
 
 
 # -- modes ------------------------------------------------------------------------------------
+
 
 def serve(peer: Peer) -> int:
     """Rank 0 holds the channel; every rank loops: case in (broadcast), report out (gather)."""
@@ -170,8 +188,12 @@ def ulfm(MPI: Any) -> int:
     comm.Barrier()
     if rank == victim:
         os.kill(os.getpid(), signal.SIGKILL)
-    out: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "victim": victim,
-                           "ERR_PROC_FAILED": int(MPI.ERR_PROC_FAILED)}
+    out: dict[str, Any] = {
+        "rank": rank,
+        "host": socket.gethostname(),
+        "victim": victim,
+        "ERR_PROC_FAILED": int(MPI.ERR_PROC_FAILED),
+    }
     t0 = time.monotonic()
     try:
         comm.Recv(np.zeros(1, np.int32), source=victim, tag=3)

@@ -58,10 +58,26 @@ class SweepSettings:
     @classmethod
     def for_profile(cls, profile: str) -> SweepSettings:
         if profile == "full":
-            return cls(batches=100, min_batches=20, budget=2.0, iterations=1000, loops=20,
-                       coll_iterations=200, batch_bytes=16 << 20, warmup=200)
-        return cls(batches=30, min_batches=10, budget=0.1, iterations=200, loops=10,
-                   coll_iterations=50, batch_bytes=1 << 20, warmup=100)
+            return cls(
+                batches=100,
+                min_batches=20,
+                budget=2.0,
+                iterations=1000,
+                loops=20,
+                coll_iterations=200,
+                batch_bytes=16 << 20,
+                warmup=200,
+            )
+        return cls(
+            batches=30,
+            min_batches=10,
+            budget=0.1,
+            iterations=200,
+            loops=10,
+            coll_iterations=50,
+            batch_bytes=1 << 20,
+            warmup=100,
+        )
 
 
 class SweepFailed(Exception):
@@ -87,8 +103,9 @@ class Sweep:
 
     def only(self, benchmark: str) -> Sweep:
         """This job as if it had run `benchmark` alone (its other documents left out)."""
-        return dataclasses.replace(self, docs={b: d for b, d in self.docs.items()
-                                               if b == benchmark})
+        return dataclasses.replace(
+            self, docs={b: d for b, d in self.docs.items() if b == benchmark}
+        )
 
     def doc(self, benchmark: str) -> dict[str, Any]:
         """The benchmark's document; a job that exited non-zero or timed out fails every
@@ -112,10 +129,14 @@ class Sweep:
     @property
     def runtime_fingerprint(self) -> dict[str, Any]:
         doc = next(iter(self.docs.values()), {})
-        return {"mpi_library": doc.get("mpi_library"), "mpi4py": doc.get("mpi4py"),
-                "mpi_standard": doc.get("mpi_version"),
-                "hosts": ",".join(sorted(set(doc.get("hosts", [])))),
-                "mpi_transport": self.transport, **shaped_fingerprint(self.link)}
+        return {
+            "mpi_library": doc.get("mpi_library"),
+            "mpi4py": doc.get("mpi4py"),
+            "mpi_standard": doc.get("mpi_version"),
+            "hosts": ",".join(sorted(set(doc.get("hosts", [])))),
+            "mpi_transport": self.transport,
+            **shaped_fingerprint(self.link),
+        }
 
 
 def parse_output(stdout: str) -> dict[str, dict[str, Any]]:
@@ -135,19 +156,49 @@ def job_groups(benchmarks: Iterable[str], placement: str, hosts: int) -> list[tu
     return [tuple(chosen)] if chosen else []
 
 
-def peer_argv(runtime: MpiRuntime, benchmarks: str, sizes: Sequence[int], s: SweepSettings,
-              slowdown: float, corrupt: bool = False) -> list[str]:
-    argv = [str(runtime.python), "-m", "pytest_hpccomm.stacks.mpi.peer", "--benchmark", benchmarks,
-            "--sizes", ",".join(map(str, sizes)), "--batches", str(s.batches),
-            "--min-batches", str(s.min_batches), "--budget", repr(s.budget),
-            "--iterations", str(s.iterations), "--loops", str(s.loops),
-            "--coll-iterations", str(s.coll_iterations), "--batch-bytes", str(s.batch_bytes),
-            "--warmup", str(s.warmup), "--window", str(s.window), "--slowdown", repr(slowdown)]
+def peer_argv(
+    runtime: MpiRuntime,
+    benchmarks: str,
+    sizes: Sequence[int],
+    s: SweepSettings,
+    slowdown: float,
+    corrupt: bool = False,
+) -> list[str]:
+    argv = [
+        str(runtime.python),
+        "-m",
+        "pytest_hpccomm.stacks.mpi.peer",
+        "--benchmark",
+        benchmarks,
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--batches",
+        str(s.batches),
+        "--min-batches",
+        str(s.min_batches),
+        "--budget",
+        repr(s.budget),
+        "--iterations",
+        str(s.iterations),
+        "--loops",
+        str(s.loops),
+        "--coll-iterations",
+        str(s.coll_iterations),
+        "--batch-bytes",
+        str(s.batch_bytes),
+        "--warmup",
+        str(s.warmup),
+        "--window",
+        str(s.window),
+        "--slowdown",
+        repr(slowdown),
+    ]
     return argv + (["--corrupt"] if corrupt else [])
 
 
-def timeout_for(benchmarks: Sequence[str], sizes: Sequence[int], s: SweepSettings,
-                ranks: int = 2) -> float:
+def timeout_for(
+    benchmarks: Sequence[str], sizes: Sequence[int], s: SweepSettings, ranks: int = 2
+) -> float:
     """Generous but finite: start-up, plus per (benchmark, size) the time box and the fewest
     batches (with warm-up and validation) at 200 MB/s and 0.5 ms per iteration: 10-100x
     slower than TCP over loopback or a veth here (quick profile, all 14: ~40 s, timeout ~13 min)."""
@@ -155,8 +206,13 @@ def timeout_for(benchmarks: Sequence[str], sizes: Sequence[int], s: SweepSetting
     for b in benchmarks:
         for size in [0] if b == "osu_barrier" else sizes:
             per_iter = max(size, 1) * (ranks if b in COLLECTIVES else 2)
-            cap = s.loops if b in BANDWIDTH else s.coll_iterations if b in COLLECTIVES \
+            cap = (
+                s.loops
+                if b in BANDWIDTH
+                else s.coll_iterations
+                if b in COLLECTIVES
                 else s.iterations
+            )
             n = max(1, min(cap, s.batch_bytes // per_iter))
             if b in BANDWIDTH:  # n windows of `window` messages, both ways for osu_bibw
                 n, per_iter = max(1, min(cap, s.batch_bytes // max(size, 1))), per_iter * s.window
@@ -187,23 +243,33 @@ class SweepTarget:
         if self.transport is not None:
             return self.transport.summary
         return {"loopback": "tcp over lo", "netns": "tcp over the virtual cluster's veths"}.get(
-            self.placement, "")
+            self.placement, ""
+        )
 
 
-def run_sweep(runtime: MpiRuntime, target: SweepTarget | str, benchmark: str,
-              sizes: Sequence[int], settings: SweepSettings, slowdown: float = 1.0,
-              corrupt: bool = False) -> Sweep:
+def run_sweep(
+    runtime: MpiRuntime,
+    target: SweepTarget | str,
+    benchmark: str,
+    sizes: Sequence[int],
+    settings: SweepSettings,
+    slowdown: float = 1.0,
+    corrupt: bool = False,
+) -> Sweep:
     """Run the comma-separated `benchmark`s in one job at `target` (a bare placement name is
     SweepTarget(name))."""
     target = SweepTarget(target) if isinstance(target, str) else target
     names = [b for b in benchmark.split(",") if b]
     if target.placement not in (LOOPBACK, NETNS, HOSTS):  # never measure localhost under
-        raise SweepFailed(f"placement {target.placement!r}: the MPI sweep runs on "
-                          "loopback, netns or hosts")  # another placement's name
+        raise SweepFailed(
+            f"placement {target.placement!r}: the MPI sweep runs on loopback, netns or hosts"
+        )  # another placement's name
     argv = peer_argv(runtime, ",".join(names), sizes, settings, slowdown, corrupt)
     hosts = _hosts(target, pair_only=all(b in PAIR for b in names))
-    env = peer_env(_oversubscribed(len(hosts)) if hosts and target.placement == NETNS else None,
-                   own_python=runtime.name == "system")
+    env = peer_env(
+        _oversubscribed(len(hosts)) if hosts and target.placement == NETNS else None,
+        own_python=runtime.name == "system",
+    )
     placed = _placed(runtime, target, argv, env, hosts)
     timeout = timeout_for(names, sizes, settings, placed.ranks) * target.timeout_scale
     link = _link_rate(target, hosts)
@@ -238,41 +304,65 @@ def _hosts(target: SweepTarget, pair_only: bool) -> list[Host] | None:
         return None
     hosts = hosts[:2] if pair_only else hosts
     if target.placement == HOSTS and len(hosts) < 2:
-        raise SweepFailed(f"hosts placement needs at least 2 hosts, got "
-                          f"{','.join(h.name for h in hosts) or 'none'}")
+        raise SweepFailed(
+            f"hosts placement needs at least 2 hosts, got "
+            f"{','.join(h.name for h in hosts) or 'none'}"
+        )
     return hosts
 
 
-def _placed(runtime: MpiRuntime, target: SweepTarget, argv: Sequence[str],
-            env: Mapping[str, str], hosts: Sequence[Host] | None) -> PlacedLaunch:
+def _placed(
+    runtime: MpiRuntime,
+    target: SweepTarget,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    hosts: Sequence[Host] | None,
+) -> PlacedLaunch:
     """The job at the target (cluster/placed_launch.mpi_launch): on loopback 2 ranks; the
     transport pins MPI to the session's fabric (see transport.py)."""
     try:
-        return mpi_launch(target.placement, argv, env, runtime.mpirun, runtime.flavor,
-                          hosts=hosts, cluster=target.cluster, pins=target.transport,
-                          launcher=target.launcher, rsh_agent=target.rsh_agent,
-                          bind_none=target.bind_none)
+        return mpi_launch(
+            target.placement,
+            argv,
+            env,
+            runtime.mpirun,
+            runtime.flavor,
+            hosts=hosts,
+            cluster=target.cluster,
+            pins=target.transport,
+            launcher=target.launcher,
+            rsh_agent=target.rsh_agent,
+            bind_none=target.bind_none,
+        )
     except PlacementError as exc:
         raise SweepFailed(str(exc)) from None
 
 
-def hosts_launch(runtime: MpiRuntime, argv: Sequence[str], env: Mapping[str, str],
-                 hosts: Sequence[Host], target: SweepTarget) -> Launch:
+def hosts_launch(
+    runtime: MpiRuntime,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    hosts: Sequence[Host],
+    target: SweepTarget,
+) -> Launch:
     """One rank per host, transport pinned to the fabric (see transport.py): the command
     run_sweep runs for the hosts placement."""
-    return _placed(runtime, dataclasses.replace(target, placement=HOSTS), argv, env,
-                   hosts).launch
+    return _placed(runtime, dataclasses.replace(target, placement=HOSTS), argv, env, hosts).launch
 
 
-def loopback_launch(runtime: MpiRuntime, argv: Sequence[str],
-                    env: Mapping[str, str] | None = None,
-                    transport: Transport | None = None) -> Launch:
+def loopback_launch(
+    runtime: MpiRuntime,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    transport: Transport | None = None,
+) -> Launch:
     """2 ranks here: TCP over loopback on a TCP fabric (or none given), the fabric under test
     is the network stack, not shared memory; on an RDMA fabric both ranks go through the HCA
     (the transport's variables; no shared memory). Also what benchmarks/mpi_fidelity.py runs
     OSU's C binaries with."""
-    return _placed(runtime, SweepTarget(LOOPBACK, transport=transport), argv, env or {},
-                   None).launch
+    return _placed(
+        runtime, SweepTarget(LOOPBACK, transport=transport), argv, env or {}, None
+    ).launch
 
 
 def _oversubscribed(ranks: int) -> dict[str, str]:
@@ -291,8 +381,14 @@ def _finish(job: JobResult, transport: str = "") -> Sweep:
         return Sweep(docs, job, transport=transport, cpu=cpu.shares, disturbed=cpu.disturbed)
     if not docs:
         raise SweepFailed(f"MPI job failed: {job.describe()}")
-    return Sweep(docs, job, failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}",
-                 transport=transport, cpu=cpu.shares, disturbed=cpu.disturbed)
+    return Sweep(
+        docs,
+        job,
+        failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}",
+        transport=transport,
+        cpu=cpu.shares,
+        disturbed=cpu.disturbed,
+    )
 
 
 def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
@@ -307,8 +403,11 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
     for bench, doc in first.docs.items():
         if not all(bench in s.docs for s in sweeps):
             continue
-        merged = dict(doc, errors=[e for s in sweeps for e in s.docs[bench].get("errors", [])],
-                      jobs=len(sweeps))
+        merged = dict(
+            doc,
+            errors=[e for s in sweeps for e in s.docs[bench].get("errors", [])],
+            jobs=len(sweeps),
+        )
         results = []
         for point in doc["results"]:
             size = int(point["size"])
@@ -317,11 +416,16 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
                 results.append(pool_point(parts, ("samples", "max_samples", "rate_samples")))
         docs[bench] = dict(merged, results=results)
     failure = next((s.failure for s in sweeps if s.failure), "")
-    return Sweep(docs, sweeps[-1].job, failure=failure, transport=first.transport,
-                 cpu=tuple(c for s in sweeps for c in s.cpu),
-                 disturbed=next((s.disturbed for s in sweeps if s.disturbed), ""),
-                 reruns=sum(s.reruns for s in sweeps),
-                 link=first.link if all(s.link == first.link for s in sweeps) else None)
+    return Sweep(
+        docs,
+        sweeps[-1].job,
+        failure=failure,
+        transport=first.transport,
+        cpu=tuple(c for s in sweeps for c in s.cpu),
+        disturbed=next((s.disturbed for s in sweeps if s.disturbed), ""),
+        reruns=sum(s.reruns for s in sweeps),
+        link=first.link if all(s.link == first.link for s in sweeps) else None,
+    )
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -336,8 +440,9 @@ def busbw_factor(benchmark: str, ranks: int) -> float:
     return metrics.busbw_factor(benchmark.removeprefix("osu_"), ranks)
 
 
-def busbw_samples(benchmark: str, size: int, ranks: int,
-                  latency_us: Sequence[float]) -> tuple[list[float], list[float]]:
+def busbw_samples(
+    benchmark: str, size: int, ranks: int, latency_us: Sequence[float]
+) -> tuple[list[float], list[float]]:
     """(algbw, busbw) in GB/s per batch, from the batches' average latency in us."""
     nbytes, factor = collective_bytes(benchmark, size, ranks), busbw_factor(benchmark, ranks)
     algbw = [metrics.nccl_algbw_gb_s(nbytes, t / 1e6) for t in latency_us]
@@ -347,14 +452,14 @@ def busbw_samples(benchmark: str, size: int, ranks: int,
 PRIMARY = {  # benchmark -> (metric, unit, direction)
     "osu_latency": ("latency", metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER),
     "osu_multi_lat": ("latency", metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER),
-    **{b: ("bandwidth", metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER)
-       for b in BANDWIDTH},
+    **{b: ("bandwidth", metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER) for b in BANDWIDTH},
     **{b: ("latency", metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER) for b in COLLECTIVES},
 }
 
 
-def measurements(sweep: Sweep, benchmark: str, size: int,
-                 params: Mapping[str, Param]) -> list[Measurement]:
+def measurements(
+    sweep: Sweep, benchmark: str, size: int, params: Mapping[str, Param]
+) -> list[Measurement]:
     """The records of one test item: the OSU metric, then the second view if it has one
     (busbw of a collective with data, message rate of osu_mbw_mr). `params` names the run
     (mpi, placement); size and ranks (those taking part) are added here."""
@@ -365,8 +470,10 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
         keyed["size"] = size
     metric, unit, direction = PRIMARY[benchmark]
     samples = [float(x) for x in point["samples"]]
-    extra: dict[str, Any] = {"iterations_per_sample": point["iterations"],
-                             "timer_us": doc.get("timer_us")}
+    extra: dict[str, Any] = {
+        "iterations_per_sample": point["iterations"],
+        "timer_us": doc.get("timer_us"),
+    }
     if "max_samples" in point:
         extra["max_rank_latency_us"] = statistics.median(point["max_samples"])
     if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
@@ -375,25 +482,55 @@ def measurements(sweep: Sweep, benchmark: str, size: int,
     if sweep.cpu:  # the contention guard's evidence; a non-empty "disturbed" tempers the verdict
         extra["cpu"] = cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)
     jobs = {"job_sizes": point["job_sizes"]} if "job_sizes" in point else {}
-    out = [Measurement(stack="mpi", benchmark=benchmark, params=keyed, samples=tuple(samples),
-                       unit=unit, direction=direction, warmup_discarded=int(point["warmup"]),
-                       metric=metric, extra=extra)]
+    out = [
+        Measurement(
+            stack="mpi",
+            benchmark=benchmark,
+            params=keyed,
+            samples=tuple(samples),
+            unit=unit,
+            direction=direction,
+            warmup_discarded=int(point["warmup"]),
+            metric=metric,
+            extra=extra,
+        )
+    ]
     if benchmark in COLLECTIVES and benchmark != "osu_barrier" and size > 0:
         algbw, busbw = busbw_samples(benchmark, size, ranks, samples)
-        out.append(Measurement(
-            stack="mpi", benchmark=benchmark, params={**keyed, "metric": "busbw"},
-            samples=tuple(busbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
-            direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
-            metric="busbw",
-            extra={"algbw_gb_s": statistics.median(algbw),
-                   "busbw_factor": busbw_factor(benchmark, ranks),
-                   "bytes": collective_bytes(benchmark, size, ranks), **jobs}))
+        out.append(
+            Measurement(
+                stack="mpi",
+                benchmark=benchmark,
+                params={**keyed, "metric": "busbw"},
+                samples=tuple(busbw),
+                unit=metrics.UNIT_NCCL_BANDWIDTH,
+                direction=Direction.HIGHER_IS_BETTER,
+                warmup_discarded=int(point["warmup"]),
+                metric="busbw",
+                extra={
+                    "algbw_gb_s": statistics.median(algbw),
+                    "busbw_factor": busbw_factor(benchmark, ranks),
+                    "bytes": collective_bytes(benchmark, size, ranks),
+                    **jobs,
+                },
+            )
+        )
     if benchmark == "osu_mbw_mr" and "rate_samples" in point:
-        out.append(Measurement(
-            stack="mpi", benchmark=benchmark, params={**keyed, "metric": "message_rate"},
-            samples=tuple(float(x) for x in point["rate_samples"]),
-            unit=metrics.UNIT_MESSAGE_RATE, direction=Direction.HIGHER_IS_BETTER,
-            warmup_discarded=int(point["warmup"]), metric="message_rate",
-            extra={"pairs": point.get("pairs"), "window": point.get("window"),
-                   **(jobs if len(point["rate_samples"]) == len(samples) else {})}))
+        out.append(
+            Measurement(
+                stack="mpi",
+                benchmark=benchmark,
+                params={**keyed, "metric": "message_rate"},
+                samples=tuple(float(x) for x in point["rate_samples"]),
+                unit=metrics.UNIT_MESSAGE_RATE,
+                direction=Direction.HIGHER_IS_BETTER,
+                warmup_discarded=int(point["warmup"]),
+                metric="message_rate",
+                extra={
+                    "pairs": point.get("pairs"),
+                    "window": point.get("window"),
+                    **(jobs if len(point["rate_samples"]) == len(samples) else {}),
+                },
+            )
+        )
     return [with_link_rate(m, sweep.link) for m in out]  # bandwidths: the link they crossed

@@ -24,14 +24,22 @@ def verbs_provider_reason() -> str | None:
     """None when libfabric opens a verbs;ofi_rxm RDM endpoint here; else one line why not."""
     fi_info = shutil.which("fi_info")
     if fi_info is None:
-        return ("fi_info not found (apt-get install libfabric-bin): cannot tell whether "
-                f"libfabric has the {PROVIDER} endpoint MPI needs on iWARP")
-    got = run_job([fi_info, "-p", PROVIDER, "-t", "FI_EP_RDM"], timeout=30,
-                  env={**os.environ, "FI_LOG_LEVEL": "warn"}, label="fi_info verbs;ofi_rxm")
+        return (
+            "fi_info not found (apt-get install libfabric-bin): cannot tell whether "
+            f"libfabric has the {PROVIDER} endpoint MPI needs on iWARP"
+        )
+    got = run_job(
+        [fi_info, "-p", PROVIDER, "-t", "FI_EP_RDM"],
+        timeout=30,
+        env={**os.environ, "FI_LOG_LEVEL": "warn"},
+        label="fi_info verbs;ofi_rxm",
+    )
     if got.ok and "provider:" in got.stdout:
         return None
     warns = [ln.split("<warn>", 1)[1].strip() for ln in got.stderr.splitlines() if "<warn>" in ln]
     said = warns[0] if warns else (got.stdout.strip() or got.stderr.strip() or got.describe())
-    return (f"libfabric opens no {PROVIDER} RDM endpoint here (fi_info -p '{PROVIDER}' -t "
-            f"FI_EP_RDM: {said.splitlines()[0][:200]}), the only way Open MPI and MPICH reach "
-            "an iWARP device")
+    return (
+        f"libfabric opens no {PROVIDER} RDM endpoint here (fi_info -p '{PROVIDER}' -t "
+        f"FI_EP_RDM: {said.splitlines()[0][:200]}), the only way Open MPI and MPICH reach "
+        "an iWARP device"
+    )

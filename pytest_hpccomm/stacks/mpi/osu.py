@@ -27,8 +27,9 @@ def benchmark_of(item: pytest.Item) -> str | None:
         return None
     params = _params(item)
     name = getattr(item, "originalname", "")
-    bench = params.get("osu") or (name.removeprefix("test_") if name.startswith("test_osu_")
-                                  else None)
+    bench = params.get("osu") or (
+        name.removeprefix("test_") if name.startswith("test_osu_") else None
+    )
     return str(bench) if bench else None
 
 
@@ -50,10 +51,17 @@ def selected(items: Iterable[pytest.Item]) -> Selected:
     return chosen
 
 
-def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
-          record: Record, emulated: bool = False, base: Sweep | None = None,
-          more: Callable[[], Sweep | None] | None = None,
-          cost: Callable[[], dict[str, Any]] = dict) -> None:
+def judge(
+    benchmark: str,
+    size: int,
+    sweep: Sweep,
+    params: dict[str, str],
+    record: Record,
+    emulated: bool = False,
+    base: Sweep | None = None,
+    more: Callable[[], Sweep | None] | None = None,
+    cost: Callable[[], dict[str, Any]] = dict,
+) -> None:
     """Validation first (a wrong byte fails whatever the timing), then every record; a
     regression in one record fails the item only after all of them are recorded. On an
     emulated device (rxe, siw) the sweep is a functional pass: validated, never judged.
@@ -69,6 +77,7 @@ def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
         return
     ms = records[0]
     if more is not None:
+
         def grow() -> list[Measurement] | None:
             try:
                 grown = more()
@@ -76,13 +85,13 @@ def judge(benchmark: str, size: int, sweep: Sweep, params: dict[str, str],
                 pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
             return None if grown is None else _validated("", grown, benchmark, size, params)
 
-        ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow,
-                           cost)
+        ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow, cost)
     record.all(ms, sweep.runtime_fingerprint, records[1] if base is not None else None)
 
 
-def _validated(label: str, sweep: Sweep, benchmark: str, size: int,
-               params: dict[str, str]) -> list[Measurement]:
+def _validated(
+    label: str, sweep: Sweep, benchmark: str, size: int, params: dict[str, str]
+) -> list[Measurement]:
     """The point's records; a failed sweep or a validation error fails the item."""
     try:
         errors = sweep.errors_for(benchmark, size)

@@ -21,8 +21,9 @@ def seed(batch: int, rank: int = 0, block: int = 0) -> int:
     return (batch * 31 + rank * 7 + block * 3 + 1) & 0xFF
 
 
-def collective_op(bench: Bench, benchmark: str, size: int) -> tuple[
-        Callable[[], Any], Callable[[int], None], Callable[[int], None], int]:
+def collective_op(
+    bench: Bench, benchmark: str, size: int
+) -> tuple[Callable[[], Any], Callable[[int], None], Callable[[int], None], int]:
     """(the timed operation, prepare(batch), verify(batch), bytes per operation)."""
     comm, SUM, me, n = bench.comm, bench.MPI.SUM, bench.rank, bench.size
     s = bench.buf("s", size * (n if benchmark in SCATTERS else 1))
@@ -30,7 +31,7 @@ def collective_op(bench: Bench, benchmark: str, size: int) -> tuple[
     what = f"{benchmark} size={size}"
 
     def block(buf: np.ndarray, q: int) -> np.ndarray:
-        return buf[q * size:(q + 1) * size]
+        return buf[q * size : (q + 1) * size]
 
     def own(b: int) -> None:
         bench.fill(s, seed(b, me))
@@ -41,12 +42,11 @@ def collective_op(bench: Bench, benchmark: str, size: int) -> tuple[
     def nothing(b: int) -> None:
         pass
 
-    def summed(got: np.ndarray, offset: int = 0, root: int | None = None) -> Callable[
-            [int], None]:
+    def summed(got: np.ndarray, offset: int = 0, root: int | None = None) -> Callable[[int], None]:
         def verify(b: int) -> None:
             if root is None or me == root:
-                bench.expect_sum(got, offset, [seed(b, q) for q in range(n)],
-                                f"{what} batch={b}")
+                bench.expect_sum(got, offset, [seed(b, q) for q in range(n)], f"{what} batch={b}")
+
         return verify
 
     if benchmark == "osu_barrier":
@@ -60,14 +60,24 @@ def collective_op(bench: Bench, benchmark: str, size: int) -> tuple[
         # first size % n ranks)
         counts = [size // n + (1 if q < size % n else 0) for q in range(n)]
         mine = bench.buf("r", counts[me])
-        return (partial(comm.Reduce_scatter, s, mine, counts, SUM), addend,
-                summed(mine, sum(counts[:me])), size)
+        return (
+            partial(comm.Reduce_scatter, s, mine, counts, SUM),
+            addend,
+            summed(mine, sum(counts[:me])),
+            size,
+        )
     if benchmark == "osu_bcast":
+
         def root_fills(b: int) -> None:
             if me == 0:
                 bench.fill(s, seed(b, 0))
-        return (partial(comm.Bcast, s, 0), root_fills,
-                lambda b: bench.expect(s, seed(b, 0), f"{what} batch={b}"), size)
+
+        return (
+            partial(comm.Bcast, s, 0),
+            root_fills,
+            lambda b: bench.expect(s, seed(b, 0), f"{what} batch={b}"),
+            size,
+        )
     if benchmark in ("osu_allgather", "osu_gather"):
         everyone = benchmark == "osu_allgather"
 
@@ -75,9 +85,11 @@ def collective_op(bench: Bench, benchmark: str, size: int) -> tuple[
             if everyone or me == 0:
                 for q in range(n):
                     bench.expect(block(r, q), seed(b, q), f"{what} batch={b} block={q}")
+
         op = partial(comm.Allgather, s, r) if everyone else partial(comm.Gather, s, r, 0)
         return op, own, gathered, size * n
     if benchmark == "osu_alltoall":
+
         def to_each(b: int) -> None:
             for q in range(n):
                 bench.fill(block(s, q), seed(b, me, q))
@@ -85,12 +97,19 @@ def collective_op(bench: Bench, benchmark: str, size: int) -> tuple[
         def from_each(b: int) -> None:
             for q in range(n):
                 bench.expect(block(r, q), seed(b, q, me), f"{what} batch={b} block={q}")
+
         return partial(comm.Alltoall, s, r), to_each, from_each, size * n
     if benchmark == "osu_scatter":
+
         def deal(b: int) -> None:
             if me == 0:
                 for q in range(n):
                     bench.fill(block(s, q), seed(b, 0, q))
-        return (partial(comm.Scatter, s, r, 0), deal,
-                lambda b: bench.expect(r, seed(b, 0, me), f"{what} batch={b}"), size * n)
+
+        return (
+            partial(comm.Scatter, s, r, 0),
+            deal,
+            lambda b: bench.expect(r, seed(b, 0, me), f"{what} batch={b}"),
+            size * n,
+        )
     raise ValueError(f"not a collective: {benchmark}")

@@ -13,8 +13,11 @@ import numpy as np
 
 # numpy dtype name -> what the property tests may use; pair types for MAXLOC/MINLOC
 PAIR_TYPES: dict[str, tuple[str, str]] = {  # name -> (value dtype, MPI pair type attribute)
-    "float_int": ("f4", "FLOAT_INT"), "double_int": ("f8", "DOUBLE_INT"),
-    "long_int": ("i8", "LONG_INT"), "2int": ("i4", "INT_INT"), "short_int": ("i2", "SHORT_INT"),
+    "float_int": ("f4", "FLOAT_INT"),
+    "double_int": ("f8", "DOUBLE_INT"),
+    "long_int": ("i8", "LONG_INT"),
+    "2int": ("i4", "INT_INT"),
+    "short_int": ("i2", "SHORT_INT"),
 }
 MATMUL = "MATMUL"  # the non-commutative user-defined op: 2x2 int64 matrix product
 

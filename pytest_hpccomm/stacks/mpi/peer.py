@@ -67,8 +67,10 @@ class Bench:
             self.wrong += 1
             if self.wrong <= MAX_ERRORS:  # a few readable lines, then only a count
                 bad = int(np.argmax(got != want))
-                self.errors.append(f"{what} rank={self.rank}: wrong data at byte {bad} "
-                                   f"(got {int(got[bad])}, want {int(want[bad])})")
+                self.errors.append(
+                    f"{what} rank={self.rank}: wrong data at byte {bad} "
+                    f"(got {int(got[bad])}, want {int(want[bad])})"
+                )
 
     def expect(self, got: np.ndarray, s: int, what: str) -> None:
         self.check(got, self.base(got.size) + np.uint8(s), what)
@@ -95,8 +97,14 @@ class Bench:
         skip = self.args.warmup if size <= LARGE else max(1, self.args.warmup // 10)
         return n, max(1, min(skip, n))
 
-    def run_point(self, n: int, warm: int, loop: Loop | None,
-                  prepare: Callable[[int], None], verify: Callable[[int], None]) -> list[float]:
+    def run_point(
+        self,
+        n: int,
+        warm: int,
+        loop: Loop | None,
+        prepare: Callable[[int], None],
+        verify: Callable[[int], None],
+    ) -> list[float]:
         """Warm-up, then time-boxed batches; every rank takes part in the synchronisation,
         ranks with loop=None only idle. Rank 0 decides when to stop, so all agree."""
         comm, a = self.comm, self.args
@@ -108,8 +116,9 @@ class Bench:
         started = self.clock()
         batch = 0
         while True:
-            more = batch < a.min_batches or (batch < a.batches
-                                             and self.clock() - started < a.budget)
+            more = batch < a.min_batches or (
+                batch < a.batches and self.clock() - started < a.budget
+            )
             if not comm.bcast(more, root=0):
                 return values
             prepare(batch)
@@ -133,18 +142,26 @@ class Bench:
             return self.rank - half, False
         return None, False
 
-    def p2p_point(self, n: int, warm: int, loop: Loop | None, s: np.ndarray,
-                  r: np.ndarray | None, peer: int | None, reqs: list[Any],
-                  what: str) -> list[list[float]]:
+    def p2p_point(
+        self,
+        n: int,
+        warm: int,
+        loop: Loop | None,
+        s: np.ndarray,
+        r: np.ndarray | None,
+        peer: int | None,
+        reqs: list[Any],
+        what: str,
+    ) -> list[list[float]]:
         """A point-to-point size on every rank: batches that send this rank's pattern and check
         the partner's in `r` (None: this rank receives nothing to check); the persistent
         requests freed; every rank's values gathered at rank 0."""
+
         def verify(b: int) -> None:
             if r is not None and peer is not None:
                 self.expect(r, seed(b, peer), f"{what} batch={b}")
 
-        values = self.run_point(n, warm, loop, lambda b: self.fill(s, seed(b, self.rank)),
-                                verify)
+        values = self.run_point(n, warm, loop, lambda b: self.fill(s, seed(b, self.rank)), verify)
         for q in reqs:
             q.Free()
         return self.gather(values)
@@ -165,20 +182,35 @@ class Bench:
                 t0 = clock()
                 if first:
                     for _ in range(k):
-                        ss(); sw(); rs(); rw()  # noqa: E702 - the loop is the benchmark
+                        ss()
+                        sw()
+                        rs()
+                        rw()  # noqa: E702 - the loop is the benchmark
                 else:
                     for _ in range(k):
-                        rs(); rw(); ss(); sw()  # noqa: E702
+                        rs()
+                        rw()
+                        ss()
+                        sw()  # noqa: E702
                 if factor > 1.0:
                     stretch(t0, factor, clock)
                 return clock() - t0
+
             loop = timed
 
-        per_rank = self.p2p_point(n, warm, loop, s, r if peer is not None else None, peer,
-                                  reqs, f"{benchmark} size={size}")
+        per_rank = self.p2p_point(
+            n,
+            warm,
+            loop,
+            s,
+            r if peer is not None else None,
+            peer,
+            reqs,
+            f"{benchmark} size={size}",
+        )
         out: dict[str, Any] = {"iterations": n, "warmup": warm}
         if self.rank == 0:
-            senders = per_rank[:1] if benchmark in PAIR else per_rank[:self.pairs]
+            senders = per_rank[:1] if benchmark in PAIR else per_rank[: self.pairs]
             t = np.mean(np.array(senders), axis=0)  # OSU 7.4 multi_lat: mean over senders
             out["samples"] = (t * 1e6 / (2 * n)).tolist()
         return out
@@ -215,15 +247,18 @@ class Bench:
                         waitall(then)
                     waitall(first)
                     if not both:
-                        ack_start(); ack_wait()  # noqa: E702
+                        ack_start()
+                        ack_wait()  # noqa: E702
                 if factor > 1.0:
                     stretch(t0, factor, clock)
                 return clock() - t0
+
             loop = timed
 
         receives = peer is not None and (both or not sender)
-        per_rank = self.p2p_point(n, warm, loop, s, r if receives else None, peer, reqs,
-                                  f"{benchmark} size={size}")
+        per_rank = self.p2p_point(
+            n, warm, loop, s, r if receives else None, peer, reqs, f"{benchmark} size={size}"
+        )
         out: dict[str, Any] = {"iterations": n * w, "warmup": warm * w, "window": w}
         if self.rank == 0:
             pairs = 1 if benchmark in PAIR else self.pairs
@@ -277,8 +312,10 @@ class Bench:
         else:
             out = self.collective(benchmark, size)
         if self.wrong > MAX_ERRORS:
-            self.errors.append(f"{benchmark} size={size} rank={self.rank}: "
-                               f"{self.wrong - MAX_ERRORS} more wrong blocks")
+            self.errors.append(
+                f"{benchmark} size={size} rank={self.rank}: "
+                f"{self.wrong - MAX_ERRORS} more wrong blocks"
+            )
         return out
 
 
@@ -302,7 +339,8 @@ def parse_benchmarks(text: str) -> list[str]:
     unknown = [b for b in names if b not in BENCHMARKS]
     if not names or unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown benchmark(s) {', '.join(unknown) or '(none)'}; known: {', '.join(BENCHMARKS)}")
+            f"unknown benchmark(s) {', '.join(unknown) or '(none)'}; known: {', '.join(BENCHMARKS)}"
+        )
     return names
 
 
@@ -318,26 +356,41 @@ def parse_sizes(text: str) -> list[int]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.mpi.peer")
-    p.add_argument("--benchmark", type=parse_benchmarks, required=True,
-                   help=f"comma-separated, run in this order: {', '.join(BENCHMARKS)}")
-    p.add_argument("--sizes", type=parse_sizes, default=[1, 8, 1024],
-                   help="comma-separated byte counts")
+    p.add_argument(
+        "--benchmark",
+        type=parse_benchmarks,
+        required=True,
+        help=f"comma-separated, run in this order: {', '.join(BENCHMARKS)}",
+    )
+    p.add_argument(
+        "--sizes", type=parse_sizes, default=[1, 8, 1024], help="comma-separated byte counts"
+    )
     p.add_argument("--batches", type=int, default=30, help="most samples per size")
     p.add_argument("--min-batches", type=int, default=10, help="fewest samples per size")
-    p.add_argument("--budget", type=float, default=0.2,
-                   help="seconds of timed batches per size after --min-batches")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=0.2,
+        help="seconds of timed batches per size after --min-batches",
+    )
     p.add_argument("--iterations", type=int, default=100, help="ping-pongs per batch (most)")
     p.add_argument("--loops", type=int, default=10, help="windows per batch (most)")
-    p.add_argument("--coll-iterations", type=int, default=50,
-                   help="collective operations per batch (most)")
-    p.add_argument("--batch-bytes", type=int, default=1 << 20,
-                   help="fewer iterations per batch once a batch moves this many bytes "
-                        "(windowed benchmarks: per slot of the window)")
+    p.add_argument(
+        "--coll-iterations", type=int, default=50, help="collective operations per batch (most)"
+    )
+    p.add_argument(
+        "--batch-bytes",
+        type=int,
+        default=1 << 20,
+        help="fewer iterations per batch once a batch moves this many bytes "
+        "(windowed benchmarks: per slot of the window)",
+    )
     p.add_argument("--warmup", type=int, default=100, help="OSU skip (1/10 above 8 KiB)")
     p.add_argument("--window", type=int, default=64, help="window of osu_bw/bibw/mbw_mr")
     p.add_argument("--slowdown", type=float, default=1.0, help="canary stretch factor")
-    p.add_argument("--corrupt", action="store_true",
-                   help="test only: every block sent carries one wrong byte")
+    p.add_argument(
+        "--corrupt", action="store_true", help="test only: every block sent carries one wrong byte"
+    )
     args = p.parse_args(argv)
     if not 1 <= args.min_batches <= args.batches:
         p.error("need 1 <= --min-batches <= --batches")
@@ -359,10 +412,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = Bench(comm, MPI, args)
     hosts = comm.gather(MPI.Get_processor_name(), root=0)
     timer = timer_cost(MPI.Wtime)
-    head = {"ranks": comm.Get_size(), "hosts": hosts,
-            "mpi_library": MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0],
-            "mpi_version": "%d.%d" % MPI.Get_version(), "mpi4py": _mpi4py_version(),
-            "slowdown": args.slowdown, "timer_us": timer * 1e6}
+    head = {
+        "ranks": comm.Get_size(),
+        "hosts": hosts,
+        "mpi_library": MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0],
+        "mpi_version": "%d.%d" % MPI.Get_version(),
+        "mpi4py": _mpi4py_version(),
+        "slowdown": args.slowdown,
+        "timer_us": timer * 1e6,
+    }
     for benchmark in args.benchmark:
         results = []
         started = time.monotonic()
@@ -373,10 +431,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         errors = comm.gather(bench.errors, root=0)
         bench.errors = []
         if comm.Get_rank() == 0:
-            doc = {"benchmark": benchmark, **head,
-                   "participants": participants(benchmark, comm.Get_size()),
-                   "seconds": round(time.monotonic() - started, 3), "results": results,
-                   "errors": [e for errs in errors or [] for e in errs], "time": time.time()}
+            doc = {
+                "benchmark": benchmark,
+                **head,
+                "participants": participants(benchmark, comm.Get_size()),
+                "seconds": round(time.monotonic() - started, 3),
+                "results": results,
+                "errors": [e for errs in errors or [] for e in errs],
+                "time": time.time(),
+            }
             sys.stdout.write(frame(doc))
             sys.stdout.flush()
     return 0

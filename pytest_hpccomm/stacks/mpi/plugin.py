@@ -23,7 +23,9 @@ from pytest_hpccomm.cluster.mpi import MPI_ENVS
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
-from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS  # emulated: timings say nothing of a fabric
+from pytest_hpccomm.fabrics.sysfs import (
+    SOFTWARE_DRIVERS,
+)  # emulated: timings say nothing of a fabric
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -66,15 +68,21 @@ EMULATED_TIMEOUT_SCALE = 10.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    help_ = ("MPIs to test, comma-separated: environment names (openmpi, openmpi4, mpich; made "
-             "by `hpccomm mpi create NAME`) or paths to a system "
-             f"mpirun (default {DEFAULT_MPIS})")
+    help_ = (
+        "MPIs to test, comma-separated: environment names (openmpi, openmpi4, mpich; made "
+        "by `hpccomm mpi create NAME`) or paths to a system "
+        f"mpirun (default {DEFAULT_MPIS})"
+    )
     parser.getgroup("hpccomm").addoption("--hpc-mpi", default=None, dest="hpc_mpi", help=help_)
     parser.addini("hpc_mpi", help_, default=DEFAULT_MPIS)
     parser.getgroup("hpccomm").addoption(
-        "--hpc-mpi-plant", choices=PLANTS, default=None, dest="hpc_mpi_plant",
+        "--hpc-mpi-plant",
+        choices=PLANTS,
+        default=None,
+        dest="hpc_mpi_plant",
         help="TEST ONLY: plant a known bug in the MPI conformance peer (validates the suite: "
-             "the conformance tests must fail)")
+        "the conformance tests must fail)",
+    )
 
 
 def mpi_names(config: pytest.Config) -> list[str]:
@@ -113,8 +121,10 @@ def _check_paired(config: pytest.Config) -> None:
     if sides is None:
         return
     if config.getoption("hpc_mpi"):
-        raise pytest.UsageError("--hpc-mpi cannot be combined with a paired A/B run of mpi: "
-                                "--hpc-base/--hpc-candidate name the two MPIs")
+        raise pytest.UsageError(
+            "--hpc-mpi cannot be combined with a paired A/B run of mpi: "
+            "--hpc-base/--hpc-candidate name the two MPIs"
+        )
     for flag, spec in zip(("--hpc-base", "--hpc-candidate"), sides):
         error = spec_error(spec)
         if error:
@@ -123,8 +133,6 @@ def _check_paired(config: pytest.Config) -> None:
         error = absence_error(spec)  # both sides are named: neither may skip
         if error:
             raise pytest.UsageError(f"{flag} mpi={spec}: {error}")
-
-
 
 
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
@@ -158,65 +166,111 @@ class MpiSweeps:
     """Session cache: one sweep per (MPI, placement, benchmarks), pooled from independent
     jobs (measure/pooling.JobPool: failures cached, adaptive repeats, paired rounds)."""
 
-    def __init__(self, profile: str, sizes: Sequence[int], slowdown: float,
-                 repeats: int = 1, reruns: int = 2, max_repeats: int = 0) -> None:
+    def __init__(
+        self,
+        profile: str,
+        sizes: Sequence[int],
+        slowdown: float,
+        repeats: int = 1,
+        reruns: int = 2,
+        max_repeats: int = 0,
+    ) -> None:
         self.settings = SweepSettings.for_profile(profile)
         self.sizes = list(sizes)
         self.slowdown = slowdown
         self.retry = QuietRetry(reruns)  # the contention guard's re-runs of disturbed jobs
         self.pool = JobPool(merge_sweeps, repeats, max_repeats, (SweepFailed,))
 
-    def get(self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str,
-            benchmark: str | None = None) -> Sweep:
+    def get(
+        self,
+        runtime: MpiRuntime,
+        target: SweepTarget,
+        benchmarks: str,
+        benchmark: str | None = None,
+    ) -> Sweep:
         """The sweep of the comma-separated `benchmarks` (one job each time), or for
         `benchmark` its view once adaptive repeats added jobs of it alone (more)."""
-        key, job = self._key(runtime, target, benchmarks), \
-            lambda: self._quiet_job(runtime, target, benchmarks)
-        return self.pool.get(key, job) if benchmark is None \
+        key, job = (
+            self._key(runtime, target, benchmarks),
+            lambda: self._quiet_job(runtime, target, benchmarks),
+        )
+        return (
+            self.pool.get(key, job)
+            if benchmark is None
             else self.pool.get_part(key, benchmark, job)
+        )
 
-    def more(self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str,
-             benchmark: str) -> Sweep | None:
+    def more(
+        self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str, benchmark: str
+    ) -> Sweep | None:
         """`benchmark`'s view with one more job of it alone pooled in (adaptive repeats):
         the sweep's job runs every selected benchmark, 15-20 s here, and re-running the
         decided ones adds no evidence; None: no more allowed."""
-        return self.pool.more_of(self._key(runtime, target, benchmarks), benchmark,
-                                 lambda: self._quiet_job(runtime, target, benchmark),
-                                 lambda sweep: sweep.only(benchmark))
+        return self.pool.more_of(
+            self._key(runtime, target, benchmarks),
+            benchmark,
+            lambda: self._quiet_job(runtime, target, benchmark),
+            lambda sweep: sweep.only(benchmark),
+        )
 
-    def cost(self, runtime: MpiRuntime, target: SweepTarget, benchmarks: str,
-             benchmark: str | None = None) -> dict[str, Any]:
+    def cost(
+        self,
+        runtime: MpiRuntime,
+        target: SweepTarget,
+        benchmarks: str,
+        benchmark: str | None = None,
+    ) -> dict[str, Any]:
         return self.pool.cost(self._key(runtime, target, benchmarks), benchmark)
 
     @staticmethod
     def _key(runtime: MpiRuntime, target: SweepTarget, benchmark: str) -> tuple[str, str, str]:
         return runtime.name, target.placement, benchmark
 
-    def get_paired(self, base: MpiRuntime, candidate: MpiRuntime, target: SweepTarget,
-                   benchmark: str, rounds: int) -> tuple[Sweep, Sweep]:
+    def get_paired(
+        self,
+        base: MpiRuntime,
+        candidate: MpiRuntime,
+        target: SweepTarget,
+        benchmark: str,
+        rounds: int,
+    ) -> tuple[Sweep, Sweep]:
         """(candidate, base) sweeps of a paired A/B run (JobPool.paired: one job of each side
         per round, alternating order). The canary stretches the candidate only."""
         return self.pool.paired(
             (f"{base.mpirun}|{candidate.mpirun}", target.placement, benchmark),
             lambda _round: self._quiet_job(base, target, benchmark, 1.0),
             lambda _round: self._quiet_job(candidate, target, benchmark, self.slowdown),
-            rounds)
+            rounds,
+        )
 
-    def _quiet_job(self, runtime: MpiRuntime, target: SweepTarget, benchmark: str,
-                   slowdown: float | None = None) -> Sweep:
+    def _quiet_job(
+        self,
+        runtime: MpiRuntime,
+        target: SweepTarget,
+        benchmark: str,
+        slowdown: float | None = None,
+    ) -> Sweep:
         """One job, run again while another process shared the cores (cpu_share.QuietRetry).
         A job that never got them to itself is kept, marked: its verdict turns INCONCLUSIVE
         instead of calling a neighbour's load a regression."""
         sweep, reruns = self.retry.run(
-            lambda: run_sweep(runtime, target, benchmark, self.sizes, self.settings,
-                              self.slowdown if slowdown is None else slowdown),
-            lambda s: s.disturbed)
+            lambda: run_sweep(
+                runtime,
+                target,
+                benchmark,
+                self.sizes,
+                self.settings,
+                self.slowdown if slowdown is None else slowdown,
+            ),
+            lambda s: s.disturbed,
+        )
         sweep.reruns = reruns
         return sweep
 
 
-def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
-                 request: pytest.FixtureRequest) -> SweepTarget:
+def sweep_target(
+    placement: str, runtime: MpiRuntime, hpc_session: HpcSession, request: pytest.FixtureRequest
+) -> SweepTarget:
     """Where and over what this session's sweeps run; skips (one line) when the placement
     cannot carry the session's fabric."""
     cfg = hpc_session.cfg
@@ -235,17 +289,23 @@ def sweep_target(placement: str, runtime: MpiRuntime, hpc_session: HpcSession,
             pytest.skip(f"MPI on {fabric.kind} ({fabric.device}): {reason}")
     if placement == NETNS:
         if fabric.kind != "ethernet":
-            pytest.skip(f"the virtual cluster's links are veths (Ethernet); fabric "
-                        f"{fabric.kind} runs on {LOOPBACK} and on real hosts (--hpc-hosts)")
+            pytest.skip(
+                f"the virtual cluster's links are veths (Ethernet); fabric "
+                f"{fabric.kind} runs on {LOOPBACK} and on real hosts (--hpc-hosts)"
+            )
         return SweepTarget(NETNS, cluster=request.getfixturevalue("hpc_virtual_cluster"))
     if placement == HOSTS:
         launcher = "srun" if cfg.launcher == "srun" else "mpirun"
-        return SweepTarget(HOSTS, hosts=tuple(cfg.host_list), transport=transport,
-                           launcher=launcher, rsh_agent=cfg.rsh_agent,
-                           bind_none=cfg.bind == "none",
-                           timeout_scale=EMULATED_TIMEOUT_SCALE
-                           if fabric.driver in SOFTWARE_DRIVERS else 1.0,
-                           link=discovered_link_rate(fabric, hpc_session.inventory))
+        return SweepTarget(
+            HOSTS,
+            hosts=tuple(cfg.host_list),
+            transport=transport,
+            launcher=launcher,
+            rsh_agent=cfg.rsh_agent,
+            bind_none=cfg.bind == "none",
+            timeout_scale=EMULATED_TIMEOUT_SCALE if fabric.driver in SOFTWARE_DRIVERS else 1.0,
+            link=discovered_link_rate(fabric, hpc_session.inventory),
+        )
     # loopback: TCP over lo on TCP fabrics, through the HCA on RDMA ones
     return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
 
@@ -285,8 +345,13 @@ def mpi_base_runtime(hpc_session: HpcSession) -> MpiRuntime | None:
 @pytest.fixture(scope="session")
 def mpi_sweeps(hpc_session: HpcSession) -> MpiSweeps:
     cfg = hpc_session.cfg
-    return MpiSweeps(cfg.profile, cfg.message_sizes, cfg.inject_slowdown, cfg.repeats,
-                     max_repeats=cfg.repeat_limit)
+    return MpiSweeps(
+        cfg.profile,
+        cfg.message_sizes,
+        cfg.inject_slowdown,
+        cfg.repeats,
+        max_repeats=cfg.repeat_limit,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -298,13 +363,21 @@ OsuRun = Callable[[str, int], None]
 
 
 @pytest.fixture
-def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRuntime | None,
-            mpi_sweeps: MpiSweeps, mpi_osu_selected: osu.Selected, hpc_session: HpcSession,
-            hpc_record: Record, request: pytest.FixtureRequest) -> OsuRun:
+def mpi_osu(
+    hpc_placement: str,
+    mpi_runtime: MpiRuntime,
+    mpi_base_runtime: MpiRuntime | None,
+    mpi_sweeps: MpiSweeps,
+    mpi_osu_selected: osu.Selected,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    request: pytest.FixtureRequest,
+) -> OsuRun:
     """run(benchmark, size): the point of this item's (MPI, placement) sweep, judged. The
     sweep's job runs every selected benchmark it can share a job with (driver.job_groups).
     In a paired A/B run the sweep is the candidate's, judged against the base's jobs of the
     same session."""
+
     def run(benchmark: str, size: int) -> None:
         if size == 0 and benchmark in osu.BANDWIDTH:
             pytest.skip("bandwidth of 0-byte messages is undefined (OSU starts at 1 B)")
@@ -317,17 +390,29 @@ def mpi_osu(hpc_placement: str, mpi_runtime: MpiRuntime, mpi_base_runtime: MpiRu
             if mpi_base_runtime is None:
                 sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group), benchmark)
             else:
-                sweep, base = mpi_sweeps.get_paired(mpi_base_runtime, mpi_runtime, target,
-                                                    ",".join(group), hpc_session.cfg.ab_rounds)
+                sweep, base = mpi_sweeps.get_paired(
+                    mpi_base_runtime,
+                    mpi_runtime,
+                    target,
+                    ",".join(group),
+                    hpc_session.cfg.ab_rounds,
+                )
         except SweepFailed as exc:
             pytest.fail(str(exc), pytrace=False)
         fabric = hpc_session.selection
         emulated = isinstance(fabric, FabricSelection) and fabric.driver in SOFTWARE_DRIVERS
         key = (mpi_runtime, target, ",".join(group))
-        osu.judge(benchmark, size, sweep, {"mpi": mpi_runtime.name, "placement": hpc_placement},
-                  hpc_record, emulated, base,
-                  more=None if base is not None else lambda: mpi_sweeps.more(*key, benchmark),
-                  cost=lambda: mpi_sweeps.cost(*key, benchmark))
+        osu.judge(
+            benchmark,
+            size,
+            sweep,
+            {"mpi": mpi_runtime.name, "placement": hpc_placement},
+            hpc_record,
+            emulated,
+            base,
+            more=None if base is not None else lambda: mpi_sweeps.more(*key, benchmark),
+            cost=lambda: mpi_sweeps.cost(*key, benchmark),
+        )
 
     return run
 
@@ -340,17 +425,28 @@ def mpi_conformance_plant(pytestconfig: pytest.Config) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def mpi_conformance_peer(mpi_runtime: MpiRuntime, hpc_placement: str,
-                         mpi_conformance_plant: str | None, hpc_session: HpcSession,
-                         request: pytest.FixtureRequest) -> Iterator[ConformancePeer]:
+def mpi_conformance_peer(
+    mpi_runtime: MpiRuntime,
+    hpc_placement: str,
+    mpi_conformance_plant: str | None,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
+) -> Iterator[ConformancePeer]:
     """The session's conformance peer for (mpi_name, hpc_placement); reaped at session end,
     also when a test or the start fails."""
     if hpc_placement not in (LOOPBACK, NETNS):
-        pytest.skip(f"conformance peer runs on {LOOPBACK} or {NETNS}; placement "
-                    f"{hpc_placement!r} needs a TCP control channel (not implemented)")
+        pytest.skip(
+            f"conformance peer runs on {LOOPBACK} or {NETNS}; placement "
+            f"{hpc_placement!r} needs a TCP control channel (not implemented)"
+        )
     cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == NETNS else None
-    peer = ConformancePeer(mpi_runtime, hpc_placement, cluster, plant=mpi_conformance_plant,
-                           job_timeout=hpc_session.cfg.session_job_timeout)
+    peer = ConformancePeer(
+        mpi_runtime,
+        hpc_placement,
+        cluster,
+        plant=mpi_conformance_plant,
+        job_timeout=hpc_session.cfg.session_job_timeout,
+    )
     try:
         try:
             _ = peer.info  # starts it
@@ -365,8 +461,9 @@ UlfmRun = Callable[[], UlfmOutcome]
 
 
 @pytest.fixture
-def mpi_ulfm(mpi_runtime: MpiRuntime, hpc_placement: str,
-             request: pytest.FixtureRequest) -> UlfmRun:
+def mpi_ulfm(
+    mpi_runtime: MpiRuntime, hpc_placement: str, request: pytest.FixtureRequest
+) -> UlfmRun:
     """run(): the ULFM job, a short-lived one of its own (it kills a rank, which would end the
     session's conformance peer); skips where the MPI or the placement cannot run it."""
     reason = ulfm_unavailable_reason(mpi_runtime)

@@ -41,8 +41,10 @@ def spec_error(spec: str) -> str | None:
     valid even when absent here (absence_error says which absences are usage errors)."""
     if spec in MPI_ENVS or os.sep in spec or spec.startswith(LAUNCHER_NAMES):
         return None
-    return (f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}) nor a path "
-            f"or command name of an mpirun ({', '.join(LAUNCHER_NAMES)}...)")
+    return (
+        f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}) nor a path "
+        f"or command name of an mpirun ({', '.join(LAUNCHER_NAMES)}...)"
+    )
 
 
 def absence_error(spec: str) -> str | None:
@@ -52,8 +54,10 @@ def absence_error(spec: str) -> str | None:
     if spec in MPI_ENVS:
         prefix = mpi_prefix(spec)
         if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
-            return (f"MPI environment {spec!r} not found at {prefix}: create it with "
-                    f"`hpccomm mpi create {spec}`")
+            return (
+                f"MPI environment {spec!r} not found at {prefix}: create it with "
+                f"`hpccomm mpi create {spec}`"
+            )
         return None
     found = shutil.which(spec) if os.sep not in spec else spec
     if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):

@@ -40,8 +40,7 @@ def transport_for(fabric: FabricSelection, vendor: str) -> Transport:
     if kind in TCP_FABRICS:
         if not fabric.netdev:
             raise NoTransport(f"{kind} fabric without a network interface: {fabric.description}")
-        return Transport(kind, f"tcp over {fabric.netdev}", interface=fabric.netdev,
-                         tcp_only=True)
+        return Transport(kind, f"tcp over {fabric.netdev}", interface=fabric.netdev, tcp_only=True)
     if not fabric.device or fabric.port is None:
         raise NoTransport(f"{kind} fabric without an RDMA device and port: {fabric.description}")
     devport = f"{fabric.device}:{fabric.port}"
@@ -54,14 +53,20 @@ def transport_for(fabric: FabricSelection, vendor: str) -> Transport:
             # packet type; rxe does not, every UD packet between two rxe hosts was dropped
             # silently and the job died after 30 s ("UD endpoint ... unhandled timeout error")
             env["UCX_UD_ETH_DGID_CHECK"] = "n"
-        env |= ({"OMPI_MCA_pml": "ucx"} if vendor == "openmpi"
-                else {"MPIR_CVAR_CH4_NETMOD": "ucx", "MPIR_CVAR_NOLOCAL": "1"})
+        env |= (
+            {"OMPI_MCA_pml": "ucx"}
+            if vendor == "openmpi"
+            else {"MPIR_CVAR_CH4_NETMOD": "ucx", "MPIR_CVAR_NOLOCAL": "1"}
+        )
         return Transport(kind, f"ucx on {devport}", env=env)
     if kind in OFI_VERBS_FABRICS:
         env = {"FI_PROVIDER": "verbs;ofi_rxm"}
         if fabric.netdev:
             env["FI_VERBS_IFACE"] = fabric.netdev
-        env |= ({"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi"} if vendor == "openmpi"
-                else {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1"})
+        env |= (
+            {"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi"}
+            if vendor == "openmpi"
+            else {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1"}
+        )
         return Transport(kind, f"ofi verbs;ofi_rxm on {devport}", env=env)
     raise NoTransport(f"no MPI transport known for fabric {kind!r}")

@@ -11,8 +11,17 @@ from __future__ import annotations
 # -- benchmark peer (OSU Micro-Benchmarks' names)
 PAIR = ("osu_latency", "osu_bw", "osu_bibw")  # exactly ranks 0 and 1 take part
 MULTI_PAIR = ("osu_multi_lat", "osu_mbw_mr")  # pairs = ranks // 2
-COLLECTIVES = ("osu_allreduce", "osu_reduce", "osu_bcast", "osu_allgather", "osu_alltoall",
-               "osu_reduce_scatter", "osu_gather", "osu_scatter", "osu_barrier")
+COLLECTIVES = (
+    "osu_allreduce",
+    "osu_reduce",
+    "osu_bcast",
+    "osu_allgather",
+    "osu_alltoall",
+    "osu_reduce_scatter",
+    "osu_gather",
+    "osu_scatter",
+    "osu_barrier",
+)
 BENCHMARKS = PAIR + MULTI_PAIR + COLLECTIVES
 UNSIZED = ("osu_barrier",)  # reported once, as size 0
 # OSU's size is one rank's block: these receive (send) one block per rank

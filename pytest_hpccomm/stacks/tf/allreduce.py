@@ -54,20 +54,44 @@ def bench_sizes(sizes: Sequence[int]) -> list[int]:
 
 def packed_job(packing: str) -> Callable[[TfTasks, Sequence[int], str, float], RecvSweep]:
     """The job of the packed benchmark with PACKINGS[packing]."""
+
     def job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float) -> RecvSweep:
         # half the batch of the single-tensor sweep: one call is up to 16 collectives
         iters = max(1, SETTINGS.get(profile, SETTINGS["quick"])["iters"] // 2)
-        return run_job(tasks, sizes, profile, slowdown,
-                       packing={"tensors": TENSORS, "packing": PACKINGS[packing],
-                                "group_key": next(_GROUP_KEYS), "iters": iters})
+        return run_job(
+            tasks,
+            sizes,
+            profile,
+            slowdown,
+            packing={
+                "tensors": TENSORS,
+                "packing": PACKINGS[packing],
+                "group_key": next(_GROUP_KEYS),
+                "iters": iters,
+            },
+        )
+
     return job
 
 
-def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
-            timeout: float = 900.0, packing: Mapping[str, Any] | None = None) -> RecvSweep:
+def run_job(
+    tasks: TfTasks,
+    sizes: Sequence[int],
+    profile: str,
+    slowdown: float,
+    timeout: float = 900.0,
+    packing: Mapping[str, Any] | None = None,
+) -> RecvSweep:
     settings = SETTINGS.get(profile, SETTINGS["quick"])
-    msg = {"op": "allreduce_bench", "sizes": list(sizes), "slowdown": slowdown,
-           "instance_key": next(_KEYS), "timeout": TIMEOUT, **settings, **(packing or {})}
+    msg = {
+        "op": "allreduce_bench",
+        "sizes": list(sizes),
+        "slowdown": slowdown,
+        "instance_key": next(_KEYS),
+        "timeout": TIMEOUT,
+        **settings,
+        **(packing or {}),
+    }
     meter = cpu_share.CpuMeter()
     try:
         replies = tasks.request_all({t: msg for t in tasks.layout.workers_tasks}, timeout)
@@ -79,40 +103,70 @@ def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
     for per_worker in zip(*workers):
         batches = zip(*(p["samples"] for p in per_worker))
         means, slowest = zip(*((statistics.fmean(b) * 1e6, max(b) * 1e6) for b in batches))
-        point: dict[str, Any] = {"samples": list(means), "max_samples": list(slowest),
-                                 "warmup": settings["warmup"],
-                                 "valid": all(p["valid"] for p in per_worker)}
+        point: dict[str, Any] = {
+            "samples": list(means),
+            "max_samples": list(slowest),
+            "warmup": settings["warmup"],
+            "valid": all(p["valid"] for p in per_worker),
+        }
         if "unstretched" in per_worker[0]:
-            point["unstretched"] = [statistics.fmean(b) * 1e6 for b in
-                                    zip(*(p["unstretched"] for p in per_worker))]
+            point["unstretched"] = [
+                statistics.fmean(b) * 1e6 for b in zip(*(p["unstretched"] for p in per_worker))
+            ]
         points[int(per_worker[0]["bytes"])] = point
-    return RecvSweep(points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)},
-                     cpu.shares, cpu.disturbed)
+    return RecvSweep(
+        points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)}, cpu.shares, cpu.disturbed
+    )
 
 
-def measurements(sweep: RecvSweep, size: int, workers: int, params: Mapping[str, Param],
-                 benchmark: str = BENCHMARK) -> list[Measurement]:
+def measurements(
+    sweep: RecvSweep,
+    size: int,
+    workers: int,
+    params: Mapping[str, Param],
+    benchmark: str = BENCHMARK,
+) -> list[Measurement]:
     """Latency (us per all-reduce, the slowest worker's beside), then busbw (GB/s) with algbw
     beside it."""
     point = sweep.points[size]
     keyed = {**params, "size": size, "ranks": workers}
     samples = [float(x) for x in point["samples"]]
-    jobs = {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]} \
-        if "job_sizes" in point else {}
-    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} \
-        if sweep.cpu else {}
+    jobs = (
+        {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
+        if "job_sizes" in point
+        else {}
+    )
+    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
     slowest = {"max_rank_latency_us": statistics.median(point["max_samples"])}
     factor = metrics.busbw_factor("allreduce", workers)
     algbw = [size / (us * 1e-6) / 1e9 for us in samples]
     warmup = int(point["warmup"])
     return [
-        Measurement(stack="tf", benchmark=benchmark, params=keyed, samples=tuple(samples),
-                    unit="us", direction=Direction.LOWER_IS_BETTER, warmup_discarded=warmup,
-                    metric="latency", extra={**jobs, **cpu, **slowest}),
-        Measurement(stack="tf", benchmark=benchmark, params={**keyed, "metric": "busbw"},
-                    samples=tuple(a * factor for a in algbw), unit=metrics.UNIT_NCCL_BANDWIDTH,
-                    direction=Direction.HIGHER_IS_BETTER, warmup_discarded=warmup,
-                    metric="busbw", extra={"algbw_gb_s": statistics.median(algbw),
-                                           "busbw_factor": factor, **cpu,
-                                           **({"job_sizes": jobs["job_sizes"]} if jobs else {})}),
+        Measurement(
+            stack="tf",
+            benchmark=benchmark,
+            params=keyed,
+            samples=tuple(samples),
+            unit="us",
+            direction=Direction.LOWER_IS_BETTER,
+            warmup_discarded=warmup,
+            metric="latency",
+            extra={**jobs, **cpu, **slowest},
+        ),
+        Measurement(
+            stack="tf",
+            benchmark=benchmark,
+            params={**keyed, "metric": "busbw"},
+            samples=tuple(a * factor for a in algbw),
+            unit=metrics.UNIT_NCCL_BANDWIDTH,
+            direction=Direction.HIGHER_IS_BETTER,
+            warmup_discarded=warmup,
+            metric="busbw",
+            extra={
+                "algbw_gb_s": statistics.median(algbw),
+                "busbw_factor": factor,
+                **cpu,
+                **({"job_sizes": jobs["job_sizes"]} if jobs else {}),
+            },
+        ),
     ]

@@ -37,9 +37,15 @@ def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> 
     config = ctx.config
     for name, value in rpc_options.items():
         setattr(config.rpc_options, name, value)
-    ctx.enable_collective_ops(tensorflow_server_pb2.ServerDef(
-        cluster=spec.as_cluster_def(), default_session_config=config, job_name="worker",
-        task_index=task_index, protocol="grpc"))
+    ctx.enable_collective_ops(
+        tensorflow_server_pb2.ServerDef(
+            cluster=spec.as_cluster_def(),
+            default_session_config=config,
+            job_name="worker",
+            task_index=task_index,
+            protocol="grpc",
+        )
+    )
     # what TensorFlow keeps of the server it started (ctx.config builds a new proto on every
     # read, so it cannot show what reached the server)
     held = getattr(ctx, "_collective_ops_server_def", None)
@@ -59,9 +65,16 @@ class CollectiveWorker:
         from tensorflow.python.ops import collective_ops
 
         merge, final = _MERGE_FINAL[op]
-        return collective_ops.all_reduce_v2(x, group_size=self.size, group_key=GROUP_KEY,
-                                            instance_key=key, merge_op=merge, final_op=final,
-                                            communication_hint=hint, timeout=timeout)
+        return collective_ops.all_reduce_v2(
+            x,
+            group_size=self.size,
+            group_key=GROUP_KEY,
+            instance_key=key,
+            merge_op=merge,
+            final_op=final,
+            communication_hint=hint,
+            timeout=timeout,
+        )
 
     def allreduce(self, msg: dict[str, Any]) -> dict[str, Any]:
         """This worker's tensor all-reduced (`op` SUM or MEAN, eagerly): what this task got."""
@@ -70,8 +83,13 @@ class CollectiveWorker:
         dtype, shape, data = decode(msg["tensor"])
         with self.tf.device(self.device):
             x = self.tf.constant(np.frombuffer(data, dtype).reshape(shape))
-            y = self._all_reduce(x, msg["op_name"], int(msg["instance_key"]),
-                                 float(msg["timeout"]), str(msg.get("hint", "ring"))).numpy()
+            y = self._all_reduce(
+                x,
+                msg["op_name"],
+                int(msg["instance_key"]),
+                float(msg["timeout"]),
+                str(msg.get("hint", "ring")),
+            ).numpy()
         return {"result": encode(str(y.dtype), y.shape, y.tobytes())}
 
     def allreduce_slices(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -84,19 +102,24 @@ class CollectiveWorker:
         _, ishape, idata = decode(msg["indices"])
         vtype, vshape, vdata = decode(msg["values"])
         keys = cross_device_utils.CollectiveKeys(group_key_start=int(msg["group_key"]))
-        options = collective_util.Options(implementation="RING",
-                                          timeout_seconds=float(msg["timeout"]))
+        options = collective_util.Options(
+            implementation="RING", timeout_seconds=float(msg["timeout"])
+        )
         launcher = cross_device_utils.CollectiveReplicaLauncher(
-            keys.get_group_key([self.device]), self.size, keys, self.device, options)
+            keys.get_group_key([self.device]), self.size, keys, self.device, options
+        )
         with tf.device(self.device):
             slices = tf.IndexedSlices(
                 values=tf.constant(np.frombuffer(vdata, vtype).reshape(vshape)),
                 indices=tf.constant(np.frombuffer(idata, np.int64).reshape(ishape)),
-                dense_shape=tf.constant(msg["dense_shape"], tf.int64))
+                dense_shape=tf.constant(msg["dense_shape"], tf.int64),
+            )
             got = launcher.all_reduce_indexed_slices(slices, options)
             indices, values = got.indices.numpy(), got.values.numpy()
-        return {"indices": encode(str(indices.dtype), indices.shape, indices.tobytes()),
-                "values": encode(str(values.dtype), values.shape, values.tobytes())}
+        return {
+            "indices": encode(str(indices.dtype), indices.shape, indices.tobytes()),
+            "values": encode(str(values.dtype), values.shape, values.tobytes()),
+        }
 
     def allreduce_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Ring all-reduce of float32 tensors, per size: `batches` batches of `iters` calls of
@@ -113,7 +136,8 @@ class CollectiveWorker:
             reduce, inputs, count = self._bench_function(msg, k, n)
             got = reduce(inputs)
             valid = sum(int(np.size(g)) for g in got) == count * (n // count) and all(
-                bool(np.all(g.numpy() == self.size)) for g in got)
+                bool(np.all(g.numpy() == self.size)) for g in got
+            )
             for _ in range(warmup):
                 reduce(inputs)
             samples, unstretched = [], []
@@ -131,8 +155,9 @@ class CollectiveWorker:
             points.append(point)
         return {"points": points}
 
-    def _bench_function(self, msg: dict[str, Any], k: int,
-                        n: int) -> tuple[Callable[[Any], list[Any]], Any, int]:
+    def _bench_function(
+        self, msg: dict[str, Any], k: int, n: int
+    ) -> tuple[Callable[[Any], list[Any]], Any, int]:
         """(the tf.function, its input, the number of tensors) of size index k, n floats."""
         tf, device, timeout = self.tf, self.device, float(msg["timeout"])
         if "packing" not in msg:
@@ -155,7 +180,8 @@ class CollectiveWorker:
         options = collective_util.Options(implementation="RING", timeout_seconds=timeout)
         keys = cross_device_utils.CollectiveKeys(group_key_start=int(msg["group_key"]) + k)
         launcher = cross_device_utils.CollectiveReplicaLauncher(
-            keys.get_group_key([device]), self.size, keys, device, options)
+            keys.get_group_key([device]), self.size, keys, device, options
+        )
         with tf.device(device):
             xs = [tf.ones([n // count], tf.float32) for _ in range(count)]
 

@@ -21,10 +21,10 @@ class Coordinator:
     def __init__(self, tf: Any, spec: Any) -> None:
         self.tf = tf
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            spec, task_type="chief", task_id=0, rpc_layer="grpc")
+            spec, task_type="chief", task_id=0, rpc_layer="grpc"
+        )
         self.strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-        self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
-            self.strategy)
+        self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(self.strategy)
 
     def train(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Linear regression by SGD on the given batches (float64), one scheduled step at a
@@ -47,15 +47,18 @@ class Coordinator:
                 w.assign_sub(rate * gw)
                 b.assign_sub(rate * gb)
                 return loss
+
             return strategy.run(fn, args=(x, y))
 
         for x, y in zip(xs, ys):
             self.coordinator.schedule(train_step, args=(tf.constant(x), tf.constant(y)))
             self.coordinator.join()
         wv, bv = w.numpy(), b.numpy()
-        return {"w": encode(str(wv.dtype), wv.shape, wv.tobytes()),
-                "b": encode(str(bv.dtype), bv.shape, bv.tobytes()),
-                "devices": [w.device, b.device]}
+        return {
+            "w": encode(str(wv.dtype), wv.shape, wv.tobytes()),
+            "b": encode(str(bv.dtype), bv.shape, bv.tobytes()),
+            "devices": [w.device, b.device],
+        }
 
     def ps_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Per size: `variables` float32 variables of that many bytes on the ps tasks; a step
@@ -78,6 +81,7 @@ class Coordinator:
                     for v in variables:  # noqa: B023 (traced in this iteration)
                         v.assign_sub(v.read_value() * 0.0 + 1.0)  # pulled, then pushed back
                     return tf.constant(0)
+
                 return strategy.run(fn)
 
             for _ in range(warmup):
@@ -95,8 +99,12 @@ class Coordinator:
                 unstretched.append(iters / work)
             steps = warmup + iters * batches
             valid = all(bool(np.all(v.numpy() == -float(steps))) for v in variables)
-            point: dict[str, Any] = {"bytes": 4 * n, "samples": rates, "valid": valid,
-                                     "devices": sorted({v.device for v in variables})}
+            point: dict[str, Any] = {
+                "bytes": 4 * n,
+                "samples": rates,
+                "valid": valid,
+                "devices": sorted({v.device for v in variables}),
+            }
             if factor > 1.0:
                 point["unstretched"] = unstretched
             points.append(point)

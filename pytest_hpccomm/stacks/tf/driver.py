@@ -32,9 +32,23 @@ from pytest_hpccomm.cluster.placed_launch import PlacementError, process_launch
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.peer.channel import Channel, ChannelClosed, ControlServer, MessageError, RemoteError
+from pytest_hpccomm.peer.channel import (
+    Channel,
+    ChannelClosed,
+    ControlServer,
+    MessageError,
+    RemoteError,
+)
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.wire import CLIENT, CLUSTER_VAR, COLLECTIVE, KNOB_VAR, KNOBS, MODE_VAR, TASK_VAR
+from pytest_hpccomm.stacks.tf.wire import (
+    CLIENT,
+    CLUSTER_VAR,
+    COLLECTIVE,
+    KNOB_VAR,
+    KNOBS,
+    MODE_VAR,
+    TASK_VAR,
+)
 
 PEER_MODULE = "pytest_hpccomm.stacks.tf.peer"
 NETNS_PORT = 2222  # TensorFlow's customary port, plus the task's index and the instance's block
@@ -64,8 +78,11 @@ class Layout:
 
     @property
     def tasks(self) -> list[str]:
-        return [f"ps:{i}" for i in range(self.ps)] + self.workers_tasks + \
-            (["chief:0"] if self.coordinator else [])
+        return (
+            [f"ps:{i}" for i in range(self.ps)]
+            + self.workers_tasks
+            + (["chief:0"] if self.coordinator else [])
+        )
 
     @property
     def workers_tasks(self) -> list[str]:
@@ -73,8 +90,9 @@ class Layout:
 
     def __str__(self) -> str:
         if self.collective:
-            return f"{self.workers}w-collective" + \
-                ("" if self.knob == "default" else f"-{self.knob}")
+            return f"{self.workers}w-collective" + (
+                "" if self.knob == "default" else f"-{self.knob}"
+            )
         return f"{self.ps}ps-{self.workers}w" + ("-coordinator" if self.coordinator else "")
 
 
@@ -112,12 +130,22 @@ def free_port() -> int:
 class TfTasks:
     """The session's tasks for one (placement, layout). `with` starts and always reaps."""
 
-    def __init__(self, tf: TfEnv, placement: str, site: Site = None,
-                 layout: Layout = Layout(), *, job_timeout: float = 3600.0,
-                 start_timeout: float = 240.0, request_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        tf: TfEnv,
+        placement: str,
+        site: Site = None,
+        layout: Layout = Layout(),
+        *,
+        job_timeout: float = 3600.0,
+        start_timeout: float = 240.0,
+        request_timeout: float = 120.0,
+    ) -> None:
         if placement not in (LOOPBACK, NETNS, HOSTS):
-            raise TfError(f"placement {placement!r}: the TensorFlow tasks run on {LOOPBACK}, "
-                          f"{NETNS} or {HOSTS}")
+            raise TfError(
+                f"placement {placement!r}: the TensorFlow tasks run on {LOOPBACK}, "
+                f"{NETNS} or {HOSTS}"
+            )
         if placement == NETNS and not isinstance(site, VirtualCluster):
             raise TfError("netns placement needs the session's virtual cluster")
         if placement == HOSTS and not (isinstance(site, TfHosts) and len(site.names) >= 2):
@@ -159,8 +187,13 @@ class TfTasks:
         spec: dict[str, list[str]] = {"ps": [], "worker": []}
         if self.layout.coordinator:
             spec["chief"] = []
-        addresses = [h.address for h in self.cluster.hosts] if self.cluster is not None \
-            else list(self.remote.addresses) if self.remote is not None else []
+        addresses = (
+            [h.address for h in self.cluster.hosts]
+            if self.cluster is not None
+            else list(self.remote.addresses)
+            if self.remote is not None
+            else []
+        )
         for i, task in enumerate(self.layout.tasks):
             job = task.split(":")[0]
             if not addresses:
@@ -177,29 +210,43 @@ class TfTasks:
         if self._channels:
             return
         if self.starts >= MAX_STARTS:
-            raise TfError(f"{self.describe()}: tasks lost {self.starts} times; not restarting "
-                          "them again")
+            raise TfError(
+                f"{self.describe()}: tasks lost {self.starts} times; not restarting them again"
+            )
         self.starts += 1
         self._server = self._server or ControlServer(
-            None if self.remote is None else (self.remote.listen, 0))
+            None if self.remote is None else (self.remote.listen, 0)
+        )
         self._tmp = self._tmp or tempfile.mkdtemp(prefix="hpccomm-tf-")
         self._plan()
         tasks = self.layout.tasks
         mode = COLLECTIVE if self.layout.collective else CLIENT
         try:
             for task in tasks:
-                env = peer_env({CLUSTER_VAR: json.dumps(self.spec), TASK_VAR: task,
-                                MODE_VAR: mode, KNOB_VAR: self.layout.knob,
-                                "TMPDIR": self._tmp,
-                                "TF_CPP_MIN_LOG_LEVEL": "2", **self._server.env(),
-                                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                "HOME": os.environ.get("HOME", "/tmp")})
+                env = peer_env(
+                    {
+                        CLUSTER_VAR: json.dumps(self.spec),
+                        TASK_VAR: task,
+                        MODE_VAR: mode,
+                        KNOB_VAR: self.layout.knob,
+                        "TMPDIR": self._tmp,
+                        "TF_CPP_MIN_LOG_LEVEL": "2",
+                        **self._server.env(),
+                        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                        "HOME": os.environ.get("HOME", "/tmp"),
+                    }
+                )
                 remote = self.remote
-                launch = process_launch(self.placement, [str(self.tf.python), "-m", PEER_MODULE],
-                                        env, cluster=self.cluster, host=self.hosts.get(task, 0),
-                                        label=f"{self.describe()} {task}",
-                                        hosts=remote.names if remote else (),
-                                        shell=remote.shell if remote else None)
+                launch = process_launch(
+                    self.placement,
+                    [str(self.tf.python), "-m", PEER_MODULE],
+                    env,
+                    cluster=self.cluster,
+                    host=self.hosts.get(task, 0),
+                    label=f"{self.describe()} {task}",
+                    hosts=remote.names if remote else (),
+                    shell=remote.shell if remote else None,
+                )
                 self._jobs.append(launch.start(self.job_timeout))
             self._await_hellos(tasks)
         except BaseException as exc:
@@ -246,11 +293,13 @@ class TfTasks:
             raise TfError(f"{self.describe()}: {task} {msg.get('op')}: {exc}") from None
         except (TimeoutError, ChannelClosed, MessageError) as exc:
             tail = self._drop()
-            raise TaskLost(f"{self.describe()}: {task} lost during {msg.get('op')}: {exc}; "
-                           f"{tail}") from None
+            raise TaskLost(
+                f"{self.describe()}: {task} lost during {msg.get('op')}: {exc}; {tail}"
+            ) from None
 
-    def request_all(self, msgs: Mapping[str, Mapping[str, Any]],
-                    timeout: float | None = None) -> dict[str, Any]:
+    def request_all(
+        self, msgs: Mapping[str, Mapping[str, Any]], timeout: float | None = None
+    ) -> dict[str, Any]:
         """Each task's reply to its message, the messages sent at once (a collective needs every
         worker in it). Any failure ends the tasks (the next request starts new ones): a failed
         collective aborts the task's collective executor for good. TfError (TaskLost when a task
@@ -258,8 +307,9 @@ class TfTasks:
         self.start()
         limit = timeout or self.request_timeout
         try:
-            sent = {task: self._channels[task].send_request(dict(msg))
-                    for task, msg in msgs.items()}
+            sent = {
+                task: self._channels[task].send_request(dict(msg)) for task, msg in msgs.items()
+            }
         except (ChannelClosed, OSError) as exc:
             tail = self._drop()
             raise TaskLost(f"{self.describe()}: a task is gone: {exc}; {tail}") from None
@@ -271,7 +321,8 @@ class TfTasks:
             op = msgs[task].get("op")
             try:
                 replies[task] = self._channels[task].await_reply(
-                    rid, max(0.1, deadline - time.monotonic()), str(op))
+                    rid, max(0.1, deadline - time.monotonic()), str(op)
+                )
             except RemoteError as exc:
                 failed.append(f"{task} {op}: {exc}")
             except (TimeoutError, ChannelClosed, MessageError) as exc:
@@ -280,7 +331,8 @@ class TfTasks:
         if failed:
             tail = self._drop()
             raise (TaskLost if lost else TfError)(
-                f"{self.describe()}: {'; '.join(failed)}; tasks ended ({tail})")
+                f"{self.describe()}: {'; '.join(failed)}; tasks ended ({tail})"
+            )
         return replies
 
     def pids(self) -> dict[str, int]:
@@ -291,8 +343,11 @@ class TfTasks:
         if self.remote is None:
             return self.pids()
         names = self.remote.names
-        return {t: pid for t, pid in self.pids().items()
-                if is_this_host(names[self.hosts[t] % len(names)])}
+        return {
+            t: pid
+            for t, pid in self.pids().items()
+            if is_this_host(names[self.hosts[t] % len(names)])
+        }
 
     # -- stop ------------------------------------------------------------------------------
     def _drop(self) -> str:

@@ -26,14 +26,39 @@ from pytest_hpccomm.files import LockTimeout
 TF_REQ = "tensorflow-cpu==2.21.0"  # current for Python 3.11; a new release is a new cache key
 # What tensorflow-cpu 2.21.0 resolved to, pinned: a new protobuf, keras or numpy
 # release must not change (or break) what a cached venv means, nor a cold one's import.
-TF_PINS = ("absl-py==2.5.1", "astunparse==1.6.3", "certifi==2026.10.18",
-           "charset-normalizer==3.5.2", "flatbuffers==25.12.19", "gast==0.7.0",
-           "google-pasta==0.2.0", "grpcio==1.85.1", "h5py==3.14.0", "idna==3.20", "keras==3.15.1",
-           "libclang==18.1.1", "markdown-it-py==4.3.0", "mdurl==0.1.2", "ml-dtypes==0.6.0",
-           "namex==0.1.0", "numpy==2.4.6", "opt-einsum==3.4.0", "optree==0.20.0",
-           "packaging==26.3", "protobuf==7.36.2", "pygments==2.21.0", "requests==2.34.2",
-           "rich==15.0.0", "setuptools==84.2.1", "six==1.17.0", "termcolor==3.3.0",
-           "typing-extensions==4.16.0", "urllib3==2.8.0", "wheel==0.48.0", "wrapt==2.5.2")
+TF_PINS = (
+    "absl-py==2.5.1",
+    "astunparse==1.6.3",
+    "certifi==2026.10.18",
+    "charset-normalizer==3.5.2",
+    "flatbuffers==25.12.19",
+    "gast==0.7.0",
+    "google-pasta==0.2.0",
+    "grpcio==1.85.1",
+    "h5py==3.14.0",
+    "idna==3.20",
+    "keras==3.15.1",
+    "libclang==18.1.1",
+    "markdown-it-py==4.3.0",
+    "mdurl==0.1.2",
+    "ml-dtypes==0.6.0",
+    "namex==0.1.0",
+    "numpy==2.4.6",
+    "opt-einsum==3.4.0",
+    "optree==0.20.0",
+    "packaging==26.3",
+    "protobuf==7.36.2",
+    "pygments==2.21.0",
+    "requests==2.34.2",
+    "rich==15.0.0",
+    "setuptools==84.2.1",
+    "six==1.17.0",
+    "termcolor==3.3.0",
+    "typing-extensions==4.16.0",
+    "urllib3==2.8.0",
+    "wheel==0.48.0",
+    "wrapt==2.5.2",
+)
 RECIPE = 2  # bump when the steps below change (or the probe)
 CACHE_VAR = "HPCCOMM_TF_CACHE"
 CREATE_TIMEOUT = 1500.0
@@ -55,8 +80,12 @@ class TfEnv:
     seconds: float = 0.0  # time to create the venv; 0 when cached
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"tensorflow": self.version, "tensorflow_git": self.git,
-                "tensorflow_grpc": self.grpc, "tensorflow_origin": self.origin}
+        return {
+            "tensorflow": self.version,
+            "tensorflow_git": self.git,
+            "tensorflow_grpc": self.grpc,
+            "tensorflow_origin": self.origin,
+        }
 
 
 # What a Python with TensorFlow reports about itself (one JSON line). The gRPC compiled into it
@@ -96,8 +125,16 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
 
 def cache_key() -> str:
     base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    text = json.dumps({"recipe": RECIPE, "req": TF_REQ, "pins": TF_PINS,
-                       "python": sys.version.split()[0], "base": base}, sort_keys=True)
+    text = json.dumps(
+        {
+            "recipe": RECIPE,
+            "req": TF_REQ,
+            "pins": TF_PINS,
+            "python": sys.version.split()[0],
+            "base": base,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -107,27 +144,39 @@ def _tail(res: JobResult, lines: int = 12) -> str:
 
 def probe(python: Path, timeout: float = 300.0) -> dict[str, Any]:
     """PROBE_SCRIPT's answer in that Python (TensorFlow's import takes seconds)."""
-    res = run_job([str(python), "-c", PROBE_SCRIPT], dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                  timeout=timeout, label="tensorflow probe")
+    res = run_job(
+        [str(python), "-c", PROBE_SCRIPT],
+        dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=timeout,
+        label="tensorflow probe",
+    )
     if not res.ok:
         raise TfEnvError(f"{python}: importing tensorflow failed:\n{_tail(res, 8)}")
     try:
         out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise TfEnvError(f"{python}: the TensorFlow probe printed {res.stdout[-200:]!r}") \
-            from None
+        raise TfEnvError(f"{python}: the TensorFlow probe printed {res.stdout[-200:]!r}") from None
     if not out.get("grpc"):  # the fingerprint would not show a change of TensorFlow's gRPC
         seen = out.get("agents") or ["no RPC"]
-        raise TfEnvError(f"{python}: TensorFlow's gRPC version is unknown: its client sent "
-                         f"the probe's loopback server {seen[0]!r} "
-                         f"(TensorFlow said: {out.get('error') or 'nothing'})")
+        raise TfEnvError(
+            f"{python}: TensorFlow's gRPC version is unknown: its client sent "
+            f"the probe's loopback server {seen[0]!r} "
+            f"(TensorFlow said: {out.get('error') or 'nothing'})"
+        )
     return out
 
 
-def env_from_probe(python: Path, info: Mapping[str, Any], origin: str,
-                   seconds: float = 0.0) -> TfEnv:
-    return TfEnv(python, str(info.get("tensorflow", "")), str(info.get("git", "")),
-                 str(info.get("grpc", "")), origin, seconds)
+def env_from_probe(
+    python: Path, info: Mapping[str, Any], origin: str, seconds: float = 0.0
+) -> TfEnv:
+    return TfEnv(
+        python,
+        str(info.get("tensorflow", "")),
+        str(info.get("git", "")),
+        str(info.get("grpc", "")),
+        origin,
+        seconds,
+    )
 
 
 def user_env(python: str | os.PathLike[str]) -> TfEnv:
@@ -142,15 +191,21 @@ def user_env(python: str | os.PathLike[str]) -> TfEnv:
     return env_from_probe(path, info, "user")
 
 
-def ensure_env(cache: Path | None = None, timeout: float = CREATE_TIMEOUT,
-               log: Any = None) -> TfEnv:
+def ensure_env(
+    cache: Path | None = None, timeout: float = CREATE_TIMEOUT, log: Any = None
+) -> TfEnv:
     """The cached TensorFlow venv, created first if missing (cache.build_once: one creator at
     a time; a killed creation's leftovers are removed, a finished venv never is)."""
     key = cache_key()
     root = cache if cache is not None else cache_root()
     try:
-        meta, seconds = build_once(root, key, lambda home, deadline: _create(home, deadline, log),
-                                   timeout, {"req": TF_REQ, "pins": TF_PINS})
+        meta, seconds = build_once(
+            root,
+            key,
+            lambda home, deadline: _create(home, deadline, log),
+            timeout,
+            {"req": TF_REQ, "pins": TF_PINS},
+        )
     except LockTimeout as exc:
         raise TfEnvError(f"{exc} (another session is creating the TensorFlow venv)") from None
     return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "built", seconds)
@@ -164,15 +219,24 @@ def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
     if log is not None:
         print(f"tensorflow: creating {venv} with {TF_REQ}", file=log, flush=True)
     base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    steps = [[base, "-m", "venv", str(venv)],
-             [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-              "--disable-pip-version-check", TF_REQ, *TF_PINS]]
+    steps = [
+        [base, "-m", "venv", str(venv)],
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            TF_REQ,
+            *TF_PINS,
+        ],
+    ]
     for argv in steps:
         res = run_job(argv, dict(os.environ), timeout=left(), label="tensorflow venv")
         if not res.ok:
             how = "timed out" if res.timed_out else f"exit {res.returncode}"
-            raise TfEnvError(f"TensorFlow venv: {' '.join(argv[:4])} failed ({how}):\n"
-                             f"{_tail(res)}")
+            raise TfEnvError(f"TensorFlow venv: {' '.join(argv[:4])} failed ({how}):\n{_tail(res)}")
     return probe(venv / "bin" / "python", left())
 
 

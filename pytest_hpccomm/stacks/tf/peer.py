@@ -69,8 +69,10 @@ class Worker:
         seen = tf.io.parse_tensor(proto, tf.as_dtype(dtype)).numpy()
         b = back.numpy()  # tobytes() is C order whatever the layout (ascontiguousarray is not
         # for a 0-d array: it returns one dimension)
-        return {"there": encode(str(seen.dtype), seen.shape, seen.tobytes()),
-                "back": encode(str(b.dtype), b.shape, b.tobytes())}
+        return {
+            "there": encode(str(seen.dtype), seen.shape, seen.tobytes()),
+            "back": encode(str(b.dtype), b.shape, b.tobytes()),
+        }
 
     def recv_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         """RecvTensor from a variable on `msg["from"]`, per size: `batches` batches of `iters`
@@ -123,7 +125,8 @@ def wait_for(addresses: list[str], timeout: float) -> None:
             except OSError:
                 if time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"{address} did not accept connections in {timeout:g}s") from None
+                        f"{address} did not accept connections in {timeout:g}s"
+                    ) from None
                 time.sleep(0.2)
 
 
@@ -146,8 +149,12 @@ def main() -> int:
     rpc_options: dict[str, Any] = {}  # what TensorFlow holds of the knob (collective mode)
     if job == "ps" or (job == "worker" and "chief" in cluster):
         # held for the task's life: the server serves while this reference lives
-        server = tf.distribute.Server(spec, job_name=job, task_index=index,  # noqa: F841
-                                      protocol="grpc")
+        server = tf.distribute.Server(  # noqa: F841
+            spec,
+            job_name=job,
+            task_index=index,
+            protocol="grpc",
+        )
     elif job == "chief":
         from pytest_hpccomm.stacks.tf.coordinator_peer import Coordinator
 
@@ -157,14 +164,16 @@ def main() -> int:
     elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
         from pytest_hpccomm.stacks.tf import collective_peer
 
-        rpc_options = collective_peer.enable(tf, spec, index,
-                                             KNOBS[os.environ.get(KNOB_VAR, "default")])
+        rpc_options = collective_peer.enable(
+            tf, spec, index, KNOBS[os.environ.get(KNOB_VAR, "default")]
+        )
         worker = collective_peer.CollectiveWorker(tf, index, len(cluster["worker"]))
         ops = ("allreduce", "allreduce_slices", "allreduce_bench")
     else:
         wait_for(list(cluster.get("ps", [])), 300.0)
-        tf.config.experimental_connect_to_cluster(spec, job_name=job, task_index=index,
-                                                  protocol="grpc")
+        tf.config.experimental_connect_to_cluster(
+            spec, job_name=job, task_index=index, protocol="grpc"
+        )
         worker = Worker(tf, task)
         ops = ("transfer", "recv_bench")
 
@@ -177,9 +186,16 @@ def main() -> int:
         raise ValueError(f"task {task}: unknown op {op!r}")
 
     with PeerClient.from_env() as client:
-        client.send({"op": "hello", "task": task, "pid": os.getpid(),
-                     "host": socket.gethostname(), "tensorflow": tf.__version__,
-                     "rpc_options": rpc_options})
+        client.send(
+            {
+                "op": "hello",
+                "task": task,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "tensorflow": tf.__version__,
+                "rpc_options": rpc_options,
+            }
+        )
         client.serve(handle)  # until "shutdown" or the orchestrator goes away
     sys.stdout.flush()
     sys.stderr.flush()

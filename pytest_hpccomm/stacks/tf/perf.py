@@ -22,8 +22,10 @@ from pytest_hpccomm.measure.pooling import JobPool, pool_point
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 
 BENCHMARK = "tf_recv_tensor"
-SETTINGS = {"quick": {"warmup": 5, "iters": 20, "batches": 8},
-            "full": {"warmup": 20, "iters": 50, "batches": 20}}
+SETTINGS = {
+    "quick": {"warmup": 5, "iters": 20, "batches": 8},
+    "full": {"warmup": 20, "iters": 50, "batches": 20},
+}
 
 
 class SweepFailed(Exception):
@@ -47,39 +49,61 @@ class RecvSweep:
     reruns: int = 0  # jobs run again because another process shared the cores
 
 
-def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
-            timeout: float = 900.0) -> RecvSweep:
+def run_job(
+    tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float, timeout: float = 900.0
+) -> RecvSweep:
     """One RecvTensor job: worker:0 reads ps:0's variables."""
     settings = SETTINGS.get(profile, SETTINGS["quick"])
     meter = cpu_share.CpuMeter()
     try:
-        reply = tasks.request("worker:0", {"op": "recv_bench", "from": "ps:0",
-                                           "sizes": list(sizes), "slowdown": slowdown,
-                                           **settings}, timeout)
+        reply = tasks.request(
+            "worker:0",
+            {
+                "op": "recv_bench",
+                "from": "ps:0",
+                "sizes": list(sizes),
+                "slowdown": slowdown,
+                **settings,
+            },
+            timeout,
+        )
     except TfError as exc:
         raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
     cpu = cpu_share.of_jobs([meter.stop()])
     points = {}
     for p in reply["points"]:
-        point = {"samples": [s * 1e6 for s in p["samples"]], "warmup": settings["warmup"],
-                 "valid": bool(p["valid"])}
+        point = {
+            "samples": [s * 1e6 for s in p["samples"]],
+            "warmup": settings["warmup"],
+            "valid": bool(p["valid"]),
+        }
         if "unstretched" in p:
             point["unstretched"] = [s * 1e6 for s in p["unstretched"]]
         points[int(p["bytes"])] = point
-    return RecvSweep(points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)},
-                     cpu.shares, cpu.disturbed)
+    return RecvSweep(
+        points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)}, cpu.shares, cpu.disturbed
+    )
 
 
 def merge(sweeps: Sequence[RecvSweep]) -> RecvSweep:
     """The jobs' batches pooled per size (job_sizes mark where each job's batches end)."""
     first = sweeps[0]
-    points = {size: {**pool_point([s.points[size] for s in sweeps],
-                                  ["samples", "unstretched", "max_samples"]),
-                     "valid": all(s.points[size]["valid"] for s in sweeps)}
-              for size in first.points}
-    return RecvSweep(points, first.fingerprint, tuple(c for s in sweeps for c in s.cpu),
-                     next((s.disturbed for s in sweeps if s.disturbed), ""),
-                     sum(s.reruns for s in sweeps))
+    points = {
+        size: {
+            **pool_point(
+                [s.points[size] for s in sweeps], ["samples", "unstretched", "max_samples"]
+            ),
+            "valid": all(s.points[size]["valid"] for s in sweeps),
+        }
+        for size in first.points
+    }
+    return RecvSweep(
+        points,
+        first.fingerprint,
+        tuple(c for s in sweeps for c in s.cpu),
+        next((s.disturbed for s in sweeps if s.disturbed), ""),
+        sum(s.reruns for s in sweeps),
+    )
 
 
 JobFn = Callable[[TfTasks, Sequence[int], str, float], RecvSweep]
@@ -90,17 +114,31 @@ class Sweeps:
     sweep per placement, its jobs re-run while another process shared the cores
     (cpu_share.QuietRetry; one that never had them is kept, marked)."""
 
-    def __init__(self, job: JobFn, tasks_for: Callable[[str], TfTasks], sizes: Sequence[int],
-                 profile: str, slowdown: float, repeats: int, max_repeats: int) -> None:
-        self.job, self.tasks_for, self.sizes, self.profile, self.slowdown = \
-            job, tasks_for, list(sizes), profile, slowdown
+    def __init__(
+        self,
+        job: JobFn,
+        tasks_for: Callable[[str], TfTasks],
+        sizes: Sequence[int],
+        profile: str,
+        slowdown: float,
+        repeats: int,
+        max_repeats: int,
+    ) -> None:
+        self.job, self.tasks_for, self.sizes, self.profile, self.slowdown = (
+            job,
+            tasks_for,
+            list(sizes),
+            profile,
+            slowdown,
+        )
         self.pool: JobPool[RecvSweep] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
         self.retry = cpu_share.QuietRetry()
 
     def _quiet_job(self, placement: str) -> RecvSweep:
         got, reruns = self.retry.run(
-            lambda: self.job(self.tasks_for(placement), self.sizes, self.profile,
-                             self.slowdown), lambda s: s.disturbed)
+            lambda: self.job(self.tasks_for(placement), self.sizes, self.profile, self.slowdown),
+            lambda s: s.disturbed,
+        )
         got.reruns = reruns
         return got
 
@@ -119,18 +157,33 @@ def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> li
     point = sweep.points[size]
     keyed = {**params, "size": size}
     samples = [float(x) for x in point["samples"]]
-    jobs = {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]} \
-        if "job_sizes" in point else {}
-    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} \
-        if sweep.cpu else {}
+    jobs = (
+        {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
+        if "job_sizes" in point
+        else {}
+    )
+    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
     return [
-        Measurement(stack="tf", benchmark=BENCHMARK, params=keyed, samples=tuple(samples),
-                    unit="us", direction=Direction.LOWER_IS_BETTER,
-                    warmup_discarded=int(point["warmup"]), metric="latency",
-                    extra={**jobs, **cpu}),
-        Measurement(stack="tf", benchmark=BENCHMARK, params={**keyed, "metric": "bandwidth"},
-                    samples=tuple(size / us for us in samples), unit="MB/s",
-                    direction=Direction.HIGHER_IS_BETTER, warmup_discarded=int(point["warmup"]),
-                    metric="bandwidth",
-                    extra={**cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})}),
+        Measurement(
+            stack="tf",
+            benchmark=BENCHMARK,
+            params=keyed,
+            samples=tuple(samples),
+            unit="us",
+            direction=Direction.LOWER_IS_BETTER,
+            warmup_discarded=int(point["warmup"]),
+            metric="latency",
+            extra={**jobs, **cpu},
+        ),
+        Measurement(
+            stack="tf",
+            benchmark=BENCHMARK,
+            params={**keyed, "metric": "bandwidth"},
+            samples=tuple(size / us for us in samples),
+            unit="MB/s",
+            direction=Direction.HIGHER_IS_BETTER,
+            warmup_discarded=int(point["warmup"]),
+            metric="bandwidth",
+            extra={**cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})},
+        ),
     ]

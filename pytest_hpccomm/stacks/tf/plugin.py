@@ -21,7 +21,15 @@ from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stacks.registry import StackProbe
 from pytest_hpccomm.stacks.tf import allreduce, ps
-from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, Site, TfError, TfHosts, TfTasks
+from pytest_hpccomm.stacks.tf.driver import (
+    PS_CLUSTER,
+    RING,
+    Layout,
+    Site,
+    TfError,
+    TfHosts,
+    TfTasks,
+)
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
 from pytest_hpccomm.stacks.tf.perf import (
     BENCHMARK,
@@ -42,9 +50,11 @@ TCP_ONLY = "TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
-    help_py = ("the TensorFlow to test: `build` (default: a venv with tensorflow-cpu made once "
-               "in the cache, hpccomm tf-env), a Python or venv that "
-               "has TensorFlow (a cluster's), or `none` (skip the TensorFlow items)")
+    help_py = (
+        "the TensorFlow to test: `build` (default: a venv with tensorflow-cpu made once "
+        "in the cache, hpccomm tf-env), a Python or venv that "
+        "has TensorFlow (a cluster's), or `none` (skip the TensorFlow items)"
+    )
     group.addoption("--hpc-tf-python", default=None, dest="hpc_tf_python", help=help_py)
     parser.addini("hpc_tf_python", help_py, default=BUILD)
 
@@ -58,8 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
     python = tf_python(config)
     if python not in (BUILD, NONE) and python_in(python) is None:
         why = "is not a Python executable" if Path(python).exists() else "does not exist"
-        raise pytest.UsageError(f"--hpc-tf-python: {python} {why} (a Python with "
-                                f"TensorFlow, its venv, `{BUILD}` or `{NONE}`)")
+        raise pytest.UsageError(
+            f"--hpc-tf-python: {python} {why} (a Python with "
+            f"TensorFlow, its venv, `{BUILD}` or `{NONE}`)"
+        )
 
 
 @dataclass(frozen=True)
@@ -86,19 +98,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     from pytest_hpccomm.measure.sizes import format_size
 
-    for name, select in (("tf_size", bench_sizes), ("tf_allreduce_size", allreduce.bench_sizes),
-                         ("tf_ps_size", ps.bench_sizes)):
+    for name, select in (
+        ("tf_size", bench_sizes),
+        ("tf_allreduce_size", allreduce.bench_sizes),
+        ("tf_ps_size", ps.bench_sizes),
+    ):
         if name in metafunc.fixturenames:
             sizes = select(hpc_session_of(metafunc.config).cfg.message_sizes)
             metafunc.parametrize(name, sizes, ids=[format_size(s) for s in sizes])
     if "tf_packing" in metafunc.fixturenames:
         metafunc.parametrize("tf_packing", list(allreduce.PACKINGS))
-        metafunc.parametrize("tf_pack_size", allreduce.PACK_SIZES,
-                             ids=[format_size(s) for s in allreduce.PACK_SIZES])
+        metafunc.parametrize(
+            "tf_pack_size", allreduce.PACK_SIZES, ids=[format_size(s) for s in allreduce.PACK_SIZES]
+        )
     if "tf_knob" in metafunc.fixturenames:
         metafunc.parametrize("tf_knob", [k for k in KNOBS if k != "default"])
-        metafunc.parametrize("tf_knob_size", allreduce.KNOB_SIZES,
-                             ids=[format_size(s) for s in allreduce.KNOB_SIZES])
+        metafunc.parametrize(
+            "tf_knob_size", allreduce.KNOB_SIZES, ids=[format_size(s) for s in allreduce.KNOB_SIZES]
+        )
 
 
 _ENVS: dict[str, TfEnv | TfEnvError] = {}
@@ -138,8 +155,7 @@ class SessionTasks:
         if key not in self.live:
             while len(self.live) >= self.LIVE:
                 self.live.popitem(last=False)[1].close()
-            self.live[key] = TfTasks(self.tf, placement, tf_site(placement, self.request),
-                                     layout)
+            self.live[key] = TfTasks(self.tf, placement, tf_site(placement, self.request), layout)
         self.live.move_to_end(key)
         tasks = self.live[key]
         tasks.start()
@@ -166,11 +182,15 @@ def check_placement(placement: str, hpc_session: HpcSession) -> None:
     if isinstance(fabric, FabricUnavailable):
         pytest.skip(fabric.reason)
     if placement == NETNS and fabric.kind != "ethernet":
-        pytest.skip(f"the virtual cluster's links are veths; fabric {fabric.kind} runs on "
-                    f"{LOOPBACK} and on real hosts")
+        pytest.skip(
+            f"the virtual cluster's links are veths; fabric {fabric.kind} runs on "
+            f"{LOOPBACK} and on real hosts"
+        )
     if placement not in (LOOPBACK, NETNS, HOSTS):
-        pytest.fail(f"placement {placement}: the TensorFlow tasks run on {LOOPBACK}, {NETNS} "
-                    f"and {HOSTS}", pytrace=False)
+        pytest.fail(
+            f"placement {placement}: the TensorFlow tasks run on {LOOPBACK}, {NETNS} and {HOSTS}",
+            pytrace=False,
+        )
 
 
 def tf_site(placement: str, request: pytest.FixtureRequest) -> Site:
@@ -183,16 +203,23 @@ def tf_site(placement: str, request: pytest.FixtureRequest) -> Site:
     if placement == HOSTS:
         fabric = request.getfixturevalue("hpc_rdma_fabric")
         if not fabric.local.address:
-            pytest.fail(f"TensorFlow tasks on hosts dial home to this host's fabric address; "
-                        f"{fabric.local.description} has none", pytrace=False)
-        return TfHosts(tuple(h.host for h in fabric.hosts),
-                       tuple(h.address for h in fabric.hosts), fabric.local.address,
-                       hpc_session_of(request.config).cfg.rsh_agent)
+            pytest.fail(
+                f"TensorFlow tasks on hosts dial home to this host's fabric address; "
+                f"{fabric.local.description} has none",
+                pytrace=False,
+            )
+        return TfHosts(
+            tuple(h.host for h in fabric.hosts),
+            tuple(h.address for h in fabric.hosts),
+            fabric.local.address,
+            hpc_session_of(request.config).cfg.rsh_agent,
+        )
     return None
 
 
-def tasks_or_fail(tasks: SessionTasks, placement: str, layout: Layout,
-                  hpc_session: HpcSession) -> TfTasks:
+def tasks_or_fail(
+    tasks: SessionTasks, placement: str, layout: Layout, hpc_session: HpcSession
+) -> TfTasks:
     check_placement(placement, hpc_session)
     try:
         return tasks(placement, layout)
@@ -201,57 +228,83 @@ def tasks_or_fail(tasks: SessionTasks, placement: str, layout: Layout,
 
 
 @pytest.fixture
-def tf_tasks(tf_session_tasks: SessionTasks, hpc_placement: str,
-             hpc_session: HpcSession) -> TfTasks:
+def tf_tasks(
+    tf_session_tasks: SessionTasks, hpc_placement: str, hpc_session: HpcSession
+) -> TfTasks:
     return tasks_or_fail(tf_session_tasks, hpc_placement, Layout(), hpc_session)
 
 
 @pytest.fixture
-def tf_ring(tf_session_tasks: SessionTasks, hpc_placement: str,
-            hpc_session: HpcSession) -> TfTasks:
+def tf_ring(tf_session_tasks: SessionTasks, hpc_placement: str, hpc_session: HpcSession) -> TfTasks:
     return tasks_or_fail(tf_session_tasks, hpc_placement, RING, hpc_session)
 
 
 @pytest.fixture
-def tf_ps_cluster(tf_session_tasks: SessionTasks, hpc_placement: str,
-                  hpc_session: HpcSession) -> TfTasks:
+def tf_ps_cluster(
+    tf_session_tasks: SessionTasks, hpc_placement: str, hpc_session: HpcSession
+) -> TfTasks:
     return tasks_or_fail(tf_session_tasks, hpc_placement, PS_CLUSTER, hpc_session)
 
 
-def sweeps(job: JobFn, layout: Layout, sizes: list[int], tasks: SessionTasks,
-           hpc_session: HpcSession) -> Sweeps:
+def sweeps(
+    job: JobFn, layout: Layout, sizes: list[int], tasks: SessionTasks, hpc_session: HpcSession
+) -> Sweeps:
     cfg = hpc_session.cfg
-    return Sweeps(job, lambda placement: tasks(placement, layout), sizes, cfg.profile,
-                  cfg.inject_slowdown, cfg.repeats, cfg.repeat_limit)
+    return Sweeps(
+        job,
+        lambda placement: tasks(placement, layout),
+        sizes,
+        cfg.profile,
+        cfg.inject_slowdown,
+        cfg.repeats,
+        cfg.repeat_limit,
+    )
 
 
 @pytest.fixture(scope="session")
 def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
-    return sweeps(run_job, Layout(), bench_sizes(hpc_session.cfg.message_sizes),
-                  tf_session_tasks, hpc_session)
+    return sweeps(
+        run_job, Layout(), bench_sizes(hpc_session.cfg.message_sizes), tf_session_tasks, hpc_session
+    )
 
 
 @pytest.fixture(scope="session")
 def tf_allreduce_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
-    return sweeps(allreduce.run_job, RING, allreduce.bench_sizes(hpc_session.cfg.message_sizes),
-                  tf_session_tasks, hpc_session)
+    return sweeps(
+        allreduce.run_job,
+        RING,
+        allreduce.bench_sizes(hpc_session.cfg.message_sizes),
+        tf_session_tasks,
+        hpc_session,
+    )
 
 
 @pytest.fixture(scope="session")
 def tf_knob_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> dict[str, Sweeps]:
     """knob -> the ring all-reduce's sweep with the workers' gRPC set so (made on first use)."""
-    return KnobSweeps(lambda knob: sweeps(allreduce.run_job, replace(RING, knob=knob),
-                                          list(allreduce.KNOB_SIZES), tf_session_tasks,
-                                          hpc_session))
+    return KnobSweeps(
+        lambda knob: sweeps(
+            allreduce.run_job,
+            replace(RING, knob=knob),
+            list(allreduce.KNOB_SIZES),
+            tf_session_tasks,
+            hpc_session,
+        )
+    )
 
 
 @pytest.fixture(scope="session")
-def tf_packed_sweeps(tf_session_tasks: SessionTasks,
-                     hpc_session: HpcSession) -> dict[str, Sweeps]:
+def tf_packed_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> dict[str, Sweeps]:
     """packing -> the packed all-reduce's sweep (allreduce.PACKINGS, made on first use)."""
-    return KnobSweeps(lambda packing: sweeps(allreduce.packed_job(packing), RING,
-                                             list(allreduce.PACK_SIZES), tf_session_tasks,
-                                             hpc_session))
+    return KnobSweeps(
+        lambda packing: sweeps(
+            allreduce.packed_job(packing),
+            RING,
+            list(allreduce.PACK_SIZES),
+            tf_session_tasks,
+            hpc_session,
+        )
+    )
 
 
 class KnobSweeps(dict[str, Sweeps]):
@@ -268,15 +321,26 @@ class KnobSweeps(dict[str, Sweeps]):
 
 @pytest.fixture(scope="session")
 def tf_ps_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
-    return sweeps(ps.run_job, PS_CLUSTER, ps.bench_sizes(hpc_session.cfg.message_sizes),
-                  tf_session_tasks, hpc_session)
+    return sweeps(
+        ps.run_job,
+        PS_CLUSTER,
+        ps.bench_sizes(hpc_session.cfg.message_sizes),
+        tf_session_tasks,
+        hpc_session,
+    )
 
 
 RecvRun = Callable[[int], None]
 
 
-def judged(sweeps: Sweeps, placement: str, hpc_session: HpcSession, hpc_record: Record,
-           records: Callable[[RecvSweep, int], list[Measurement]], invalid: str) -> RecvRun:
+def judged(
+    sweeps: Sweeps,
+    placement: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+    records: Callable[[RecvSweep, int], list[Measurement]],
+    invalid: str,
+) -> RecvRun:
     """run(size): that point of this placement's pooled sweep, validated (a point not `valid`
     fails with `invalid`) and judged; an undecided verdict pools one more job at a time
     (adaptive repeats)."""
@@ -288,69 +352,113 @@ def judged(sweeps: Sweeps, placement: str, hpc_session: HpcSession, hpc_record: 
                 pytest.fail(f"{size} B: {invalid}", pytrace=False)
             return records(sweep, size)
 
-        hpc_record.pooled(lambda: sweeps.get(placement), lambda: sweeps.more(placement),
-                          lambda: sweeps.cost(placement), checked, (SweepFailed, TfError))
+        hpc_record.pooled(
+            lambda: sweeps.get(placement),
+            lambda: sweeps.more(placement),
+            lambda: sweeps.cost(placement),
+            checked,
+            (SweepFailed, TfError),
+        )
 
     return run
 
 
 @pytest.fixture
-def tf_recv_tensor(tf_recv_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
-                   hpc_record: Record) -> RecvRun:
+def tf_recv_tensor(
+    tf_recv_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession, hpc_record: Record
+) -> RecvRun:
     """run(size): RecvTensor latency then bandwidth; every byte read must be the variable's."""
     params = {"placement": hpc_placement, "tasks": str(Layout())}
-    return judged(tf_recv_sweeps, hpc_placement, hpc_session, hpc_record,
-                  lambda sweep, size: measurements(sweep, size, params),
-                  f"{BENCHMARK}: the worker read other bytes than the variable's")
+    return judged(
+        tf_recv_sweeps,
+        hpc_placement,
+        hpc_session,
+        hpc_record,
+        lambda sweep, size: measurements(sweep, size, params),
+        f"{BENCHMARK}: the worker read other bytes than the variable's",
+    )
 
 
 @pytest.fixture
-def tf_allreduce(tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
-                 hpc_record: Record) -> RecvRun:
+def tf_allreduce(
+    tf_allreduce_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession, hpc_record: Record
+) -> RecvRun:
     """run(size): ring all-reduce latency then busbw; every element must be the workers'
     sum."""
     params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring", "knob": "default"}
-    return judged(tf_allreduce_sweeps, hpc_placement, hpc_session, hpc_record,
-                  lambda sweep, size: allreduce.measurements(sweep, size, RING.workers, params),
-                  f"{allreduce.BENCHMARK}: an element of the result is not the workers' sum")
+    return judged(
+        tf_allreduce_sweeps,
+        hpc_placement,
+        hpc_session,
+        hpc_record,
+        lambda sweep, size: allreduce.measurements(sweep, size, RING.workers, params),
+        f"{allreduce.BENCHMARK}: an element of the result is not the workers' sum",
+    )
 
 
 @pytest.fixture
-def tf_allreduce_knob(tf_knob_sweeps: dict[str, Sweeps], tf_knob: str, hpc_placement: str,
-                      hpc_session: HpcSession, hpc_record: Record) -> RecvRun:
+def tf_allreduce_knob(
+    tf_knob_sweeps: dict[str, Sweeps],
+    tf_knob: str,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+) -> RecvRun:
     """run(size): the ring all-reduce with the workers' gRPC set by `tf_knob` (wire.KNOBS),
     at allreduce.KNOB_SIZES; its records carry the knob, so `knob=default` beside it is
     TensorFlow's own setting."""
     layout = replace(RING, knob=tf_knob)
     params = {"placement": hpc_placement, "tasks": str(RING), "hint": "ring", "knob": tf_knob}
-    return judged(tf_knob_sweeps[tf_knob], hpc_placement, hpc_session, hpc_record,
-                  lambda sweep, size: allreduce.measurements(sweep, size, layout.workers,
-                                                             params),
-                  f"{allreduce.BENCHMARK} ({tf_knob}): an element of the result is not the "
-                  "workers' sum")
+    return judged(
+        tf_knob_sweeps[tf_knob],
+        hpc_placement,
+        hpc_session,
+        hpc_record,
+        lambda sweep, size: allreduce.measurements(sweep, size, layout.workers, params),
+        f"{allreduce.BENCHMARK} ({tf_knob}): an element of the result is not the workers' sum",
+    )
 
 
 @pytest.fixture
-def tf_ps_throughput(tf_ps_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession,
-                     hpc_record: Record) -> RecvRun:
+def tf_ps_throughput(
+    tf_ps_sweeps: Sweeps, hpc_placement: str, hpc_session: HpcSession, hpc_record: Record
+) -> RecvRun:
     """run(size): parameter-server steps per second; every variable must hold what the steps
     that ran pushed."""
     params = {"placement": hpc_placement, "tasks": str(PS_CLUSTER)}
-    return judged(tf_ps_sweeps, hpc_placement, hpc_session, hpc_record,
-                  lambda sweep, size: ps.measurements(sweep, size, params),
-                  f"{ps.BENCHMARK}: a variable does not hold what the steps pushed")
+    return judged(
+        tf_ps_sweeps,
+        hpc_placement,
+        hpc_session,
+        hpc_record,
+        lambda sweep, size: ps.measurements(sweep, size, params),
+        f"{ps.BENCHMARK}: a variable does not hold what the steps pushed",
+    )
 
 
 @pytest.fixture
-def tf_allreduce_packed(tf_packed_sweeps: dict[str, Sweeps], tf_packing: str,
-                        hpc_placement: str, hpc_session: HpcSession,
-                        hpc_record: Record) -> RecvRun:
+def tf_allreduce_packed(
+    tf_packed_sweeps: dict[str, Sweeps],
+    tf_packing: str,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    hpc_record: Record,
+) -> RecvRun:
     """run(size): `size` bytes as allreduce.TENSORS gradients reduced in one
     batch_all_reduce, packed by bytes_per_pack (`tf_packing`: allreduce.PACKINGS)."""
-    params: dict[str, Param] = {"placement": hpc_placement, "tasks": str(RING),
-                                "tensors": allreduce.TENSORS, "packing": tf_packing}
-    return judged(tf_packed_sweeps[tf_packing], hpc_placement, hpc_session, hpc_record,
-                  lambda sweep, size: allreduce.measurements(sweep, size, RING.workers, params,
-                                                             allreduce.PACKED),
-                  f"{allreduce.PACKED} ({tf_packing}): an element of a result is not the "
-                  "workers' sum")
+    params: dict[str, Param] = {
+        "placement": hpc_placement,
+        "tasks": str(RING),
+        "tensors": allreduce.TENSORS,
+        "packing": tf_packing,
+    }
+    return judged(
+        tf_packed_sweeps[tf_packing],
+        hpc_placement,
+        hpc_session,
+        hpc_record,
+        lambda sweep, size: allreduce.measurements(
+            sweep, size, RING.workers, params, allreduce.PACKED
+        ),
+        f"{allreduce.PACKED} ({tf_packing}): an element of a result is not the workers' sum",
+    )

@@ -23,8 +23,10 @@ from pytest_hpccomm.stacks.tf.perf import RecvSweep, SweepFailed
 BENCHMARK = "tf_ps_throughput"
 VARIABLES = 4  # per step: two on each of the two ps tasks
 SIZES = (1 << 10, 256 << 10, 4 << 20)  # bytes per variable: small, middle, large
-SETTINGS = {"quick": {"warmup": 5, "iters": 10, "batches": 8},
-            "full": {"warmup": 10, "iters": 20, "batches": 20}}
+SETTINGS = {
+    "quick": {"warmup": 5, "iters": 10, "batches": 8},
+    "full": {"warmup": 10, "iters": 20, "batches": 20},
+}
 
 
 def bench_sizes(sizes: Sequence[int]) -> list[int]:
@@ -32,25 +34,38 @@ def bench_sizes(sizes: Sequence[int]) -> list[int]:
     return [s for s in SIZES if s in set(sizes)]
 
 
-def run_job(tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float,
-            timeout: float = 900.0) -> RecvSweep:
+def run_job(
+    tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float, timeout: float = 900.0
+) -> RecvSweep:
     settings = SETTINGS.get(profile, SETTINGS["quick"])
     meter = cpu_share.CpuMeter()
     try:
-        reply = tasks.request("chief:0", {"op": "ps_bench", "sizes": list(sizes),
-                                          "variables": VARIABLES, "slowdown": slowdown,
-                                          **settings}, timeout)
+        reply = tasks.request(
+            "chief:0",
+            {
+                "op": "ps_bench",
+                "sizes": list(sizes),
+                "variables": VARIABLES,
+                "slowdown": slowdown,
+                **settings,
+            },
+            timeout,
+        )
     except TfError as exc:
         raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
     cpu = cpu_share.of_jobs([meter.stop()])
     points = {}
     for p in reply["points"]:
-        points[int(p["bytes"])] = {"samples": list(p["samples"]), "warmup": settings["warmup"],
-                                   "valid": bool(p["valid"]), "devices": p["devices"],
-                                   **({"unstretched": p["unstretched"]}
-                                      if "unstretched" in p else {})}
-    return RecvSweep(points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)},
-                     cpu.shares, cpu.disturbed)
+        points[int(p["bytes"])] = {
+            "samples": list(p["samples"]),
+            "warmup": settings["warmup"],
+            "valid": bool(p["valid"]),
+            "devices": p["devices"],
+            **({"unstretched": p["unstretched"]} if "unstretched" in p else {}),
+        }
+    return RecvSweep(
+        points, {**tasks.tf.fingerprint(), "tf_tasks": str(tasks.layout)}, cpu.shares, cpu.disturbed
+    )
 
 
 def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> list[Measurement]:
@@ -59,12 +74,23 @@ def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> li
     samples = [float(x) for x in point["samples"]]
     extra: dict[str, Any] = {
         "MB/s": statistics.median(samples) * 2 * VARIABLES * size / 1e6,
-        "variables": VARIABLES, "devices": point["devices"]}
+        "variables": VARIABLES,
+        "devices": point["devices"],
+    }
     if "job_sizes" in point:
         extra |= {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
     if sweep.cpu:
         extra["cpu"] = cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)
-    return [Measurement(stack="tf", benchmark=BENCHMARK, params={**params, "size": size},
-                        samples=tuple(samples), unit="steps/s",
-                        direction=Direction.HIGHER_IS_BETTER,
-                        warmup_discarded=int(point["warmup"]), metric="rate", extra=extra)]
+    return [
+        Measurement(
+            stack="tf",
+            benchmark=BENCHMARK,
+            params={**params, "size": size},
+            samples=tuple(samples),
+            unit="steps/s",
+            direction=Direction.HIGHER_IS_BETTER,
+            warmup_discarded=int(point["warmup"]),
+            metric="rate",
+            extra=extra,
+        )
+    ]

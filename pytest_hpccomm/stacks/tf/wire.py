@@ -24,8 +24,22 @@ KNOBS: dict[str, dict[str, str | int]] = {
 JOBS = ("ps", "worker", "chief")
 # what the transfer property draws from: every dtype a tf.Variable / RecvTensor carries as raw
 # bytes (bool, the integers, the floats; strings and resources take other paths)
-DTYPES = ("bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
-          "float16", "float32", "float64", "complex64", "complex128")
+DTYPES = (
+    "bool",
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "uint32",
+    "int32",
+    "uint64",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
 
 
 def parse_task(task: str) -> tuple[str, int]:

@@ -79,10 +79,14 @@ class Loop:
     def sge(self, offset: int, length: int) -> SGE:
         return SGE(self.mr.buf + offset, length, self.mr.lkey)
 
-    def send_wr(self, opcode: int, length: int, remote_offset: int = 0,
-                offset: int = 0) -> SendWR:
-        wr = SendWR(wr_id=1, opcode=opcode, num_sge=1, sg=[self.sge(offset, length)],
-                    send_flags=e.IBV_SEND_SIGNALED)
+    def send_wr(self, opcode: int, length: int, remote_offset: int = 0, offset: int = 0) -> SendWR:
+        wr = SendWR(
+            wr_id=1,
+            opcode=opcode,
+            num_sge=1,
+            sg=[self.sge(offset, length)],
+            send_flags=e.IBV_SEND_SIGNALED,
+        )
         if opcode in (e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_READ):
             wr.set_wr_rdma(int(self.remote["rkey"]), int(self.remote["addr"]) + remote_offset)
         elif opcode == e.IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -92,7 +96,6 @@ class Loop:
             # exercises the whole operation on every iteration like perftest's -A CMP_AND_SWAP
             wr.set_wr_atomic(int(self.remote["rkey"]), int(self.remote["addr"]), 0, 0)
         if self.ep.qp_type == "UD":
-
             if self.ep.ah is None:
                 raise BenchError("UD benchmark without the remote's address handle")
             wr.set_wr_ud(self.ep.ah, self.ep.remote_qpn, QKEY)
@@ -110,20 +113,25 @@ class Loop:
             if n:
                 for wc in wcs[:n]:
                     if wc.status != e.IBV_WC_SUCCESS:
-                        raise BenchError(f"{self.bench} {self.role}: {what} completed with "
-                                         f"status {wc.status} ({status_text(wc.status)}), "
-                                         f"vendor error {wc.vendor_err:#x}")
+                        raise BenchError(
+                            f"{self.bench} {self.role}: {what} completed with "
+                            f"status {wc.status} ({status_text(wc.status)}), "
+                            f"vendor error {wc.vendor_err:#x}"
+                        )
                 got += n
             elif time.monotonic() > self.deadline:
-                raise BenchError(f"{self.bench} {self.role}: {what}: {got} of {count} "
-                                 f"completions within {self.timeout:g}s")
+                raise BenchError(
+                    f"{self.bench} {self.role}: {what}: {got} of {count} "
+                    f"completions within {self.timeout:g}s"
+                )
 
     def spin_byte(self, offset: int, value: int, what: str) -> None:
         read = self.mr.read
         while read(1, offset)[0] != value:
             if time.monotonic() > self.deadline:
-                raise BenchError(f"{self.bench} {self.role}: {what} did not land within "
-                                 f"{self.timeout:g}s")
+                raise BenchError(
+                    f"{self.bench} {self.role}: {what} did not land within {self.timeout:g}s"
+                )
 
     # -- latency --------------------------------------------------------------------------------
     def send_lat(self, n: int, times: list[int]) -> None:
@@ -170,8 +178,11 @@ class Loop:
 
     def one_sided_lat(self, opcode: int, n: int, times: list[int]) -> None:
         qp, scq = self.ep.qp, self.ep.scq
-        length = 8 if opcode in (e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WR_ATOMIC_CMP_AND_SWP) \
+        length = (
+            8
+            if opcode in (e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WR_ATOMIC_CMP_AND_SWP)
             else self.size
+        )
         wr = self.send_wr(opcode, length)
         for _ in range(n):
             t0 = now()
@@ -226,8 +237,7 @@ class Loop:
             self.ack_rwr = self.recv_wr(0)
             window = max(self.iterations, self.warmup)
             if window > self.ep.max_recv_wr:
-                raise BenchError(f"send_bw: window {window} > max_recv_wr "
-                                 f"{self.ep.max_recv_wr}")
+                raise BenchError(f"send_bw: window {window} > max_recv_wr {self.ep.max_recv_wr}")
             if not client:
                 for _ in range(window):
                     self.ep.qp.post_recv(self.rwr)
@@ -240,8 +250,13 @@ class Loop:
         notify()  # receives are posted: the other side may start
         if not client and bench in PASSIVE_SERVER:
             return {"role": "server", "passive": True}
-        out: dict[str, Any] = {"role": self.role, "benchmark": bench, "size": self.size,
-                               "iterations": self.iterations, "warmup": self.warmup}
+        out: dict[str, Any] = {
+            "role": self.role,
+            "benchmark": bench,
+            "size": self.size,
+            "iterations": self.iterations,
+            "warmup": self.warmup,
+        }
         samples: list[Any] = []
         canary: list[dict[str, int]] = []
         for batch in range(-1 if self.warmup else 0, self.batches):
@@ -279,12 +294,16 @@ class Loop:
         return out
 
     def atomic_opcode(self) -> int:
-        return e.IBV_WR_ATOMIC_CMP_AND_SWP if self.atomic == "CMP_AND_SWP" \
+        return (
+            e.IBV_WR_ATOMIC_CMP_AND_SWP
+            if self.atomic == "CMP_AND_SWP"
             else e.IBV_WR_ATOMIC_FETCH_AND_ADD
+        )
 
 
-def run_bench(engine: Engine, ep: Endpoint, msg: dict[str, Any],
-              notify: Callable[[], None] = lambda: None) -> dict[str, Any]:
+def run_bench(
+    engine: Engine, ep: Endpoint, msg: dict[str, Any], notify: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
     if msg["benchmark"] not in LATENCY + BANDWIDTH:
         raise BenchError(f"unknown benchmark {msg['benchmark']!r}")
     try:
@@ -292,5 +311,4 @@ def run_bench(engine: Engine, ep: Endpoint, msg: dict[str, Any],
     except BenchError:
         raise
     except Exception as exc:  # pyverbs errors from post_send / post_recv
-        raise BenchError(f"{msg['benchmark']} {msg['role']}: {type(exc).__name__}: {exc}") \
-            from None
+        raise BenchError(f"{msg['benchmark']} {msg['role']}: {type(exc).__name__}: {exc}") from None

@@ -19,17 +19,24 @@ class WorkRequestFailed(AssertionError):
         self.kernel = kernel
 
 
-def describe_missing(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], n: int,
-                     wait: float, cq: str) -> str:
+def describe_missing(
+    wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], n: int, wait: float, cq: str
+) -> str:
     """'3 of 5 send completions within 5.0 s (none for RDMA_READ#103, SEND#104); completed:
     SEND#100 success, ...'."""
     text = f"{len(wcs)} of {n} {cq} completions within {wait:.1f} s"
-    ids = sorted({int(w.get("wr_id", 0)) for w in wrs if w.get("signaled", True)} -
-                 {int(c["wr_id"]) for c in wcs})
+    ids = sorted(
+        {int(w.get("wr_id", 0)) for w in wrs if w.get("signaled", True)}
+        - {int(c["wr_id"]) for c in wcs}
+    )
     if ids:
         ops = {int(w.get("wr_id", 0)): w.get("opcode", "SEND") for w in wrs}
-        text += " (none for " + ", ".join(f"{ops[i]}#{i}" for i in ids[:8]) \
-            + (f" and {len(ids) - 8} more" if len(ids) > 8 else "") + ")"
+        text += (
+            " (none for "
+            + ", ".join(f"{ops[i]}#{i}" for i in ids[:8])
+            + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+            + ")"
+        )
     if wcs:
         shown = ", ".join(f"{c['opcode']}#{c['wr_id']} {c['status_text']}" for c in wcs[:8])
         text += f"; completed: {shown}" + (", ..." if len(wcs) > 8 else "")
@@ -40,10 +47,13 @@ def expect_success(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: s
     """Every WR completed successfully, or a failure that says which one and how."""
     signalled = [w for w in wrs if w.get("signaled", True)]
     if len(wcs) < len(signalled):
-        missing = sorted({int(w.get("wr_id", 0)) for w in signalled} -
-                         {int(c["wr_id"]) for c in wcs})
-        raise WorkRequestFailed(f"{what}: {len(wcs)} of {len(signalled)} work requests "
-                                f"completed (no completion for wr_id {missing})")
+        missing = sorted(
+            {int(w.get("wr_id", 0)) for w in signalled} - {int(c["wr_id"]) for c in wcs}
+        )
+        raise WorkRequestFailed(
+            f"{what}: {len(wcs)} of {len(signalled)} work requests "
+            f"completed (no completion for wr_id {missing})"
+        )
     bad = [c for c in wcs if c["status"] != 0]
     if bad:
         c = bad[0]
@@ -51,7 +61,8 @@ def expect_success(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: s
         raise WorkRequestFailed(
             f"{what}: {wr.get('opcode', c['opcode'])} wr_id={c['wr_id']} completed with status "
             f"{c['status']} ({c['status_text']}), vendor error {c['vendor_err']:#x}"
-            + (f"; {len(bad) - 1} more failed" if len(bad) > 1 else ""))
+            + (f"; {len(bad) - 1} more failed" if len(bad) > 1 else "")
+        )
 
 
 class CompletionOrderError(AssertionError):
@@ -59,16 +70,23 @@ class CompletionOrderError(AssertionError):
     catalogue (defects.py), which tells a known overtaking pattern from any other."""
 
     def __init__(self, posted: list[tuple[str, int]], completed: list[tuple[str, int]]) -> None:
-        super().__init__("send-queue completions out of posting order: "
-                         + ", ".join(f"{op}#{i}" for op, i in completed)
-                         + " (posted: " + ", ".join(f"{op}#{i}" for op, i in posted) + ")")
+        super().__init__(
+            "send-queue completions out of posting order: "
+            + ", ".join(f"{op}#{i}" for op, i in completed)
+            + " (posted: "
+            + ", ".join(f"{op}#{i}" for op, i in posted)
+            + ")"
+        )
         self.posted, self.completed = posted, completed
 
 
 def expect_posting_order(wcs: list[dict[str, Any]], wrs: list[dict[str, Any]]) -> None:
     """RC completions of one send queue arrive in posting order (IB spec 10.8.3)."""
-    posted = [(str(w.get("opcode", "SEND")), int(w.get("wr_id", 0))) for w in wrs
-              if w.get("signaled", True)]
+    posted = [
+        (str(w.get("opcode", "SEND")), int(w.get("wr_id", 0)))
+        for w in wrs
+        if w.get("signaled", True)
+    ]
     completed = [(str(c["opcode"]), int(c["wr_id"])) for c in wcs]
     if completed != posted:
         raise CompletionOrderError(posted, completed)

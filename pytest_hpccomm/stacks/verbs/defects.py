@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.driver import CompletionOrderError, LinkDown, PeerError, WorkRequestFailed
+from pytest_hpccomm.stacks.verbs.driver import (
+    CompletionOrderError,
+    LinkDown,
+    PeerError,
+    WorkRequestFailed,
+)
 
 
 @dataclass(frozen=True)
@@ -37,16 +42,15 @@ def _read_overtaken(exc: BaseException) -> str | None:
     posted, completed = exc.posted, exc.completed
     if sorted(posted) != sorted(completed):
         return None  # missing or unexpected completions: not a reordering
-    if [p for p in posted if p[0] != "RDMA_READ"] != [c for c in completed
-                                                      if c[0] != "RDMA_READ"]:
+    if [p for p in posted if p[0] != "RDMA_READ"] != [c for c in completed if c[0] != "RDMA_READ"]:
         return None
     reads = [p for p in posted if p[0] == "RDMA_READ"]
     if [p for p in completed if p[0] == "RDMA_READ"] != reads:
         return None  # READs among themselves must keep their order too
     late = []
     for op, wr_id in reads:
-        after = posted[posted.index((op, wr_id)) + 1:]
-        before = completed[:completed.index((op, wr_id))]
+        after = posted[posted.index((op, wr_id)) + 1 :]
+        before = completed[: completed.index((op, wr_id))]
         overtook = [f"{o}#{i}" for o, i in before if (o, i) in after]
         if overtook:
             late.append(f"{op}#{wr_id} completed after {', '.join(overtook)}")
@@ -80,33 +84,46 @@ def _message(pattern: str) -> Callable[[BaseException], str | None]:
     return symptom
 
 
-CATALOGUE = {d.key: d for d in (
-    Defect(
-        "siw-read-completion-order", "siw",
-        "siw completes an RDMA READ when its response arrives, after SENDs and WRITEs posted "
-        "behind it have completed on transmission (Linux 6.1 siw_qp_tx.c moves the READ to "
-        "the ORQ; siw_qp_rx.c completes it later), against IB spec 10.8.3's posting order",
-        _read_overtaken),
-    Defect(
-        "siw-rresp-terminate", "siw",
-        "with a zero-length RDMA READ outstanding among others, siw matches a READ response to "
-        "an outstanding READ of another length (Linux 6.1 siw_qp_rx.c siw_rresp_check_ntoh: "
-        "'rresp len: N != 0', a DDP base-bounds error): the READ fails with a general error, "
-        "siw TERMINATEs the connection, and the work requests behind it never complete",
-        _rresp_terminate),
-    Defect(
-        "siw-no-remote-read-check", "siw",
-        "siw does not enforce REMOTE_READ: it sends READ responses from memory it checks with "
-        "no permissions (Linux 6.1 siw_qp_tx.c siw_qp_sq_proc_tx: siw_check_sgl_tx(qp->pd, "
-        "wqe, 0), 'w/o checking access')",
-        _message(r"RDMA_READ violating the responder's MR completed with success"
-                 r"|a forbidden RDMA READ returned the target's bytes")),
-    Defect(
-        "siw-no-qp-state", "siw",
-        "siw's ibv_query_qp reports no state: siw_query_qp() (Linux 6.1 siw_verbs.c) never "
-        "sets qp_attr->qp_state, so a QP of a working connection reads as RESET (0)",
-        _message(r"connected QPs report RESET, RESET")),
-)}
+CATALOGUE = {
+    d.key: d
+    for d in (
+        Defect(
+            "siw-read-completion-order",
+            "siw",
+            "siw completes an RDMA READ when its response arrives, after SENDs and WRITEs posted "
+            "behind it have completed on transmission (Linux 6.1 siw_qp_tx.c moves the READ to "
+            "the ORQ; siw_qp_rx.c completes it later), against IB spec 10.8.3's posting order",
+            _read_overtaken,
+        ),
+        Defect(
+            "siw-rresp-terminate",
+            "siw",
+            "with a zero-length RDMA READ outstanding among others, siw matches a READ response to "
+            "an outstanding READ of another length (Linux 6.1 siw_qp_rx.c siw_rresp_check_ntoh: "
+            "'rresp len: N != 0', a DDP base-bounds error): the READ fails with a general error, "
+            "siw TERMINATEs the connection, and the work requests behind it never complete",
+            _rresp_terminate,
+        ),
+        Defect(
+            "siw-no-remote-read-check",
+            "siw",
+            "siw does not enforce REMOTE_READ: it sends READ responses from memory it checks with "
+            "no permissions (Linux 6.1 siw_qp_tx.c siw_qp_sq_proc_tx: siw_check_sgl_tx(qp->pd, "
+            "wqe, 0), 'w/o checking access')",
+            _message(
+                r"RDMA_READ violating the responder's MR completed with success"
+                r"|a forbidden RDMA READ returned the target's bytes"
+            ),
+        ),
+        Defect(
+            "siw-no-qp-state",
+            "siw",
+            "siw's ibv_query_qp reports no state: siw_query_qp() (Linux 6.1 siw_verbs.c) never "
+            "sets qp_attr->qp_state, so a QP of a working connection reads as RESET (0)",
+            _message(r"connected QPs report RESET, RESET"),
+        ),
+    )
+}
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:
@@ -129,8 +146,9 @@ def diagnose(driver: str | None, exc: BaseException, keys: tuple[str, ...]) -> s
                 continue
             symptom = defect.symptom(leaf)
             if symptom:
-                seen.append(f"known {driver} defect {defect.key}: observed {symptom}. "
-                            f"{defect.explanation}")
+                seen.append(
+                    f"known {driver} defect {defect.key}: observed {symptom}. {defect.explanation}"
+                )
                 break
         else:
             return None

@@ -63,9 +63,15 @@ class LinkDown(BaseException):
     Exception, it ends the property at once with the reason (Hypothesis 6.x:
     failure_exceptions_to_catch() is Exception, SystemExit, GeneratorExit and Failed)."""
 
-    def __init__(self, message: str, *, qp_state: str | None = None,
-                 cm_events: tuple[str, ...] = (), kernel: tuple[str, ...] = (),
-                 completions: tuple[dict[str, Any], ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        qp_state: str | None = None,
+        cm_events: tuple[str, ...] = (),
+        kernel: tuple[str, ...] = (),
+        completions: tuple[dict[str, Any], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.qp_state, self.cm_events, self.kernel = qp_state, cm_events, kernel
@@ -114,8 +120,10 @@ class Peer:
     def start(self, op: str, **args: Any) -> str:
         """Send a request without waiting; finish(rid) collects the reply."""
         if self.broken:  # it may still be busy with an abandoned request: never wait on it
-            raise PeerError(f"{op}: {self.name} stopped answering earlier; the pair is "
-                            "restarted before the next item")
+            raise PeerError(
+                f"{op}: {self.name} stopped answering earlier; the pair is "
+                "restarted before the next item"
+            )
         rid = f"{self.name}-{next(self._ids)}"
         try:
             self.channel.send({"op": op, **args, "id": rid})
@@ -131,8 +139,9 @@ class Peer:
             left = deadline - time.monotonic()
             try:
                 if left <= 0:
-                    raise TimeoutError(f"no {'event ' + event if event else 'reply'} within "
-                                       f"{timeout:g}s")
+                    raise TimeoutError(
+                        f"no {'event ' + event if event else 'reply'} within {timeout:g}s"
+                    )
                 msg = self.channel.recv(left)
             except (TimeoutError, ChannelError) as exc:
                 self.broken = True
@@ -193,8 +202,15 @@ class PeerOptions:
         return cls(sel.device, sel.port, sel.gid_index, sel.address, plant)
 
     def argv(self) -> list[str]:
-        argv = [sys.executable, "-m", PEER_MODULE, "--device", self.device,
-                "--port", str(self.port)]
+        argv = [
+            sys.executable,
+            "-m",
+            PEER_MODULE,
+            "--device",
+            self.device,
+            "--port",
+            str(self.port),
+        ]
         if self.gid_index is not None:
             argv += ["--gid-index", str(self.gid_index)]
         if self.address:
@@ -207,6 +223,7 @@ class PeerOptions:
 @dataclass(frozen=True)
 class PeerPlace:
     """Where one peer of a pair runs: a host of --hpc-hosts, with that host's device."""
+
     host: str
     local: bool  # this machine: started directly, not over the remote shell
     opts: PeerOptions
@@ -216,6 +233,7 @@ class PeerPlace:
 class Placement:
     """Peers across hosts: the places, the remote shell, and the address of this machine
     the peers dial home to (its fabric address: the hosts reach it over that network)."""
+
     places: tuple[PeerPlace, ...]
     shell: RemoteShell
     listen: str
@@ -228,8 +246,10 @@ def start_peers(opts: PeerOptions, n: int = 2, placement: Placement | None = Non
         return _start_placed(placement)
     server = ControlServer()
     env = peer_env(server.env(), inherit=True)  # address and key: environment, never argv
-    jobs = [start_job(opts.argv(), env, timeout=opts.job_timeout, label=f"verbs peer {i}")
-            for i in range(n)]
+    jobs = [
+        start_job(opts.argv(), env, timeout=opts.job_timeout, label=f"verbs peer {i}")
+        for i in range(n)
+    ]
     peers: list[Peer] = []
     try:
         by_pid = {j.pid: j for j in jobs}
@@ -253,12 +273,19 @@ def _start_placed(placement: Placement) -> list[Peer]:
             label = f"verbs peer {i} on {place.host}"
             if place.local:
                 env = peer_env(server.env(), inherit=True)
-                jobs.append(start_job(place.opts.argv(), env, timeout=place.opts.job_timeout,
-                                      label=label))
+                jobs.append(
+                    start_job(place.opts.argv(), env, timeout=place.opts.job_timeout, label=label)
+                )
             else:
-                jobs.append(placement.shell.start(place.host, place.opts.argv(),
-                                                  peer_env(server.env()),
-                                                  timeout=place.opts.job_timeout, label=label))
+                jobs.append(
+                    placement.shell.start(
+                        place.host,
+                        place.opts.argv(),
+                        peer_env(server.env()),
+                        timeout=place.opts.job_timeout,
+                        label=label,
+                    )
+                )
         wait = max(p.opts.start_timeout for p in placement.places)
         met = _introductions(server, jobs, len(jobs), wait, placement.places[0].opts.device)
         by_host = {_short(str(hello.get("host", ""))): (ch, hello) for ch, hello in met}
@@ -266,10 +293,20 @@ def _start_placed(placement: Placement) -> list[Peer]:
         for i, place in enumerate(placement.places):
             got = by_host.get(_short(place.host))
             if got is None:
-                raise PeerError(f"no verbs peer said hello from {place.host} (hosts that did: "
-                                f"{', '.join(sorted(by_host)) or 'none'})")
-            peers.append(Peer(f"peer{i}", jobs[i], got[0], got[1]["info"], host=place.host,
-                              address=place.opts.address))
+                raise PeerError(
+                    f"no verbs peer said hello from {place.host} (hosts that did: "
+                    f"{', '.join(sorted(by_host)) or 'none'})"
+                )
+            peers.append(
+                Peer(
+                    f"peer{i}",
+                    jobs[i],
+                    got[0],
+                    got[1]["info"],
+                    host=place.host,
+                    address=place.opts.address,
+                )
+            )
         return peers
     except BaseException:
         for job in jobs:
@@ -283,14 +320,16 @@ def _short(host: str) -> str:
     return host.split(".")[0]
 
 
-def _introductions(server: ControlServer, jobs: list[RunningJob], n: int, timeout: float,
-                   device: str) -> list[tuple[Channel, dict[str, Any]]]:
+def _introductions(
+    server: ControlServer, jobs: list[RunningJob], n: int, timeout: float, device: str
+) -> list[tuple[Channel, dict[str, Any]]]:
     """Each peer's channel and hello, once n peers dialled in and opened their device."""
     try:
         channels = server.accept_peers(n, timeout=timeout)
     except TimeoutError as exc:
-        raise PeerError(f"verbs peers did not dial home: {exc}; "
-                        + "; ".join(_last_words(j) for j in jobs)) from None
+        raise PeerError(
+            f"verbs peers did not dial home: {exc}; " + "; ".join(_last_words(j) for j in jobs)
+        ) from None
     out = []
     for ch in channels:
         hello = ch.recv(timeout)
@@ -334,8 +373,7 @@ class Connection:
     b: Side  # the responder
 
     def close(self) -> None:
-        live = [(s.peer, "destroy_qp", {"ep": s.ep}) for s in (self.a, self.b)
-                if not s.peer.broken]
+        live = [(s.peer, "destroy_qp", {"ep": s.ep}) for s in (self.a, self.b) if not s.peer.broken]
         try:
             together(live)
         except (VerbsCallError, PeerError):
@@ -351,8 +389,14 @@ class VerbsPair:
     _ports = itertools.count(20000 + os.getpid() % 10000)
     call_margin = CALL_MARGIN
 
-    def __init__(self, a: Peer, b: Peer, selection: FabricSelection,
-                 opts: PeerOptions | None = None, placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        a: Peer,
+        b: Peer,
+        selection: FabricSelection,
+        opts: PeerOptions | None = None,
+        placement: Placement | None = None,
+    ) -> None:
         self.a, self.b, self.selection, self.opts = a, b, selection, opts
         self.placement = placement
         self.info = a.info
@@ -391,8 +435,9 @@ class VerbsPair:
         got = peer.call("create_qp", qp_type=qp_type, **caps)
         return Side(peer, int(got["ep"]), got)
 
-    def connect(self, qp_type: str = "RC", access: tuple[str, ...] = ALL_ACCESS,
-                **caps: Any) -> Connection:
+    def connect(
+        self, qp_type: str = "RC", access: tuple[str, ...] = ALL_ACCESS, **caps: Any
+    ) -> Connection:
         """A connected pair of QPs in RTS: a on peer a, b on peer b."""
         if qp_type == "UD" and self.iwarp:
             raise VerbsCallError("create_qp", "iWARP has no UD transport")
@@ -404,10 +449,20 @@ class VerbsPair:
             if self.iwarp:
                 self._cm_connect(a, b)
             else:
-                together([(a.peer, "connect", {"ep": a.ep, "remote": b.address,
-                                               "access": list(access)}),
-                          (b.peer, "connect", {"ep": b.ep, "remote": a.address,
-                                               "access": list(access)})])
+                together(
+                    [
+                        (
+                            a.peer,
+                            "connect",
+                            {"ep": a.ep, "remote": b.address, "access": list(access)},
+                        ),
+                        (
+                            b.peer,
+                            "connect",
+                            {"ep": b.ep, "remote": a.address, "access": list(access)},
+                        ),
+                    ]
+                )
         except BaseException:
             conn.close()
             raise
@@ -419,58 +474,86 @@ class VerbsPair:
         address, port = b.peer.address or self.selection.address, next(self._ports)
         limit, call = CM_LIMIT, CM_LIMIT + self.call_margin
         b.peer.call("cm_listen", ep=b.ep, address=address, port=port)
-        a.peer.call("cm_connect", ep=a.ep, address=address, port=port, limit=limit,
-                    timeout=call)
+        a.peer.call("cm_connect", ep=a.ep, address=address, port=port, limit=limit, timeout=call)
         b.peer.call("cm_accept", ep=b.ep, limit=limit, timeout=call)
         a.peer.call("cm_established", ep=a.ep, limit=limit, timeout=call)
         b.peer.call("cm_established", ep=b.ep, limit=limit, timeout=call)
 
-    def reg_mr(self, peer: Peer, length: int,
-               access: tuple[str, ...] = ALL_ACCESS) -> dict[str, Any]:
+    def reg_mr(
+        self, peer: Peer, length: int, access: tuple[str, ...] = ALL_ACCESS
+    ) -> dict[str, Any]:
         rights = list(dict.fromkeys(["local_write", *access]))
         return dict(peer.call("reg_mr", length=length, access=rights))
 
-    def execute(self, side: Side, wrs: list[dict[str, Any]], *, timeout: float | None = None,
-                expect: int | None = None, allow_missing: bool = False) -> list[dict[str, Any]]:
+    def execute(
+        self,
+        side: Side,
+        wrs: list[dict[str, Any]],
+        *,
+        timeout: float | None = None,
+        expect: int | None = None,
+        allow_missing: bool = False,
+    ) -> list[dict[str, Any]]:
         """Post wrs on side's send queue, wait for `expect` completions (default: one per
         signalled WR) and return them in the order the CQ gave them. The wait: `timeout`, or
         completion_wait() of the bytes the WRs move. Completions still missing then raise
         LinkDown, unless allow_missing (a test that expects the link to die)."""
         n = sum(1 for w in wrs if w.get("signaled", True)) if expect is None else expect
-        wait = completion_wait(sum(int(w.get("length", 0)) for w in wrs)) \
-            if timeout is None else timeout
-        wcs = list(side.peer.call("execute", ep=side.ep, wrs=wrs, count=n, wait=wait,
-                                  timeout=wait + self.call_margin))
+        wait = (
+            completion_wait(sum(int(w.get("length", 0)) for w in wrs))
+            if timeout is None
+            else timeout
+        )
+        wcs = list(
+            side.peer.call(
+                "execute", ep=side.ep, wrs=wrs, count=n, wait=wait, timeout=wait + self.call_margin
+            )
+        )
         if len(wcs) < n and not allow_missing:
             raise self.link_down(side, describe_missing(wcs, wrs, n, wait, "send"), wcs)
         return wcs
 
-    def poll(self, side: Side, cq: str = "recv", count: int = 1, nbytes: int = 0, *,
-             timeout: float | None = None, allow_missing: bool = False) -> list[dict[str, Any]]:
+    def poll(
+        self,
+        side: Side,
+        cq: str = "recv",
+        count: int = 1,
+        nbytes: int = 0,
+        *,
+        timeout: float | None = None,
+        allow_missing: bool = False,
+    ) -> list[dict[str, Any]]:
         """`count` completions of side's `cq` ("send" or "recv"), with execute()'s deadline
         (completion_wait(nbytes) unless `timeout`) and its LinkDown when they miss it."""
         wait = completion_wait(nbytes) if timeout is None else timeout
-        wcs = list(side.peer.call("poll", ep=side.ep, cq=cq, count=count, wait=wait,
-                                  timeout=wait + self.call_margin))
+        wcs = list(
+            side.peer.call(
+                "poll", ep=side.ep, cq=cq, count=count, wait=wait, timeout=wait + self.call_margin
+            )
+        )
         if len(wcs) < count and not allow_missing:
             raise self.link_down(side, describe_missing(wcs, [], count, wait, cq), wcs)
         return wcs
 
-    def expect_success(self, wcs: list[dict[str, Any]], wrs: list[dict[str, Any]],
-                       what: str) -> None:
+    def expect_success(
+        self, wcs: list[dict[str, Any]], wrs: list[dict[str, Any]], what: str
+    ) -> None:
         """expect_success(), its failure quoting the kernel log (a siw TERMINATE's reason)."""
         try:
             expect_success(wcs, wrs, what)
         except WorkRequestFailed as exc:
             raise WorkRequestFailed(str(exc), tuple(self.kernel_log.since())) from None
 
-    def link_down(self, side: Side, what: str,
-                  wcs: list[dict[str, Any]] | None = None) -> LinkDown:
+    def link_down(self, side: Side, what: str, wcs: list[dict[str, Any]] | None = None) -> LinkDown:
         """A LinkDown with the evidence: what the QP and rdma_cm say, and the kernel log."""
         got = side.peer.call("diagnose", ep=side.ep)
-        return LinkDown(f"{self.selection.device}: {what}", qp_state=str(got["qp_state"]),
-                        cm_events=tuple(got["cm_events"]),
-                        kernel=tuple(self.kernel_log.since()), completions=tuple(wcs or ()))
+        return LinkDown(
+            f"{self.selection.device}: {what}",
+            qp_state=str(got["qp_state"]),
+            cm_events=tuple(got["cm_events"]),
+            kernel=tuple(self.kernel_log.since()),
+            completions=tuple(wcs or ()),
+        )
 
     def close(self) -> None:
         for peer in (self.a, self.b):

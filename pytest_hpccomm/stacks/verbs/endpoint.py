@@ -18,7 +18,6 @@ class VerbsError(Exception):
     """A verbs call failed; the message names the call and the errno."""
 
 
-
 def pattern(length: int, seed: int) -> bytes:
     """Deterministic bytes, distinct per seed, so a stale or shifted buffer cannot match."""
     return random.Random(seed).randbytes(length)

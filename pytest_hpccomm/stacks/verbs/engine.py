@@ -42,9 +42,15 @@ ACCESS = {
     "remote_atomic": e.IBV_ACCESS_REMOTE_ATOMIC,
 }
 QP_TYPES = {"RC": e.IBV_QPT_RC, "UD": e.IBV_QPT_UD}
-STATES = {"RESET": e.IBV_QPS_RESET, "INIT": e.IBV_QPS_INIT, "RTR": e.IBV_QPS_RTR,
-          "RTS": e.IBV_QPS_RTS, "SQD": e.IBV_QPS_SQD, "SQE": e.IBV_QPS_SQE,
-          "ERR": e.IBV_QPS_ERR}
+STATES = {
+    "RESET": e.IBV_QPS_RESET,
+    "INIT": e.IBV_QPS_INIT,
+    "RTR": e.IBV_QPS_RTR,
+    "RTS": e.IBV_QPS_RTS,
+    "SQD": e.IBV_QPS_SQD,
+    "SQE": e.IBV_QPS_SQE,
+    "ERR": e.IBV_QPS_ERR,
+}
 STATE_NAMES = {v: k for k, v in STATES.items()}
 OPCODES = {
     "SEND": e.IBV_WR_SEND,
@@ -55,10 +61,15 @@ OPCODES = {
     "ATOMIC_CMP_AND_SWP": e.IBV_WR_ATOMIC_CMP_AND_SWP,
     "ATOMIC_FETCH_AND_ADD": e.IBV_WR_ATOMIC_FETCH_AND_ADD,
 }
-WC_OPCODES = {e.IBV_WC_SEND: "SEND", e.IBV_WC_RDMA_WRITE: "RDMA_WRITE",
-              e.IBV_WC_RDMA_READ: "RDMA_READ", e.IBV_WC_COMP_SWAP: "ATOMIC_CMP_AND_SWP",
-              e.IBV_WC_FETCH_ADD: "ATOMIC_FETCH_AND_ADD", e.IBV_WC_RECV: "RECV",
-              e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM"}
+WC_OPCODES = {
+    e.IBV_WC_SEND: "SEND",
+    e.IBV_WC_RDMA_WRITE: "RDMA_WRITE",
+    e.IBV_WC_RDMA_READ: "RDMA_READ",
+    e.IBV_WC_COMP_SWAP: "ATOMIC_CMP_AND_SWP",
+    e.IBV_WC_FETCH_ADD: "ATOMIC_FETCH_AND_ADD",
+    e.IBV_WC_RECV: "RECV",
+    e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM",
+}
 MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 PLANTS = ("mr-no-remote-write",)
 
@@ -66,8 +77,14 @@ PLANTS = ("mr-no-remote-write",)
 class Engine(CmOps):
     """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps."""
 
-    def __init__(self, device: str, port: int = 1, gid_index: int | None = None,
-                 address: str | None = None, plant: str | None = None) -> None:
+    def __init__(
+        self,
+        device: str,
+        port: int = 1,
+        gid_index: int | None = None,
+        address: str | None = None,
+        plant: str | None = None,
+    ) -> None:
         if plant is not None and plant not in PLANTS:
             raise ValueError(f"unknown planted bug {plant!r}: expected one of {PLANTS}")
         self.device, self.port, self.plant = device, port, plant
@@ -101,14 +118,23 @@ class Engine(CmOps):
     def op_info(self, msg: dict[str, Any]) -> dict[str, Any]:
         a, p = self.dev_attr, self.port_attr
         return {
-            "device": self.device, "port": self.port, "gid_index": self.gid_index,
-            "gid": self.gid, "lid": p.lid, "link_layer": int(p.link_layer),
-            "iwarp": self.iwarp, "node_type": self.node_type,
+            "device": self.device,
+            "port": self.port,
+            "gid_index": self.gid_index,
+            "gid": self.gid,
+            "lid": p.lid,
+            "link_layer": int(p.link_layer),
+            "iwarp": self.iwarp,
+            "node_type": self.node_type,
             "active_mtu": MTU_BYTES.get(int(p.active_mtu)),
             "max_mtu": MTU_BYTES.get(int(p.max_mtu)),
-            "fw_ver": a.fw_version, "max_qp_wr": a.max_qp_wr, "max_sge": a.max_sge,
-            "max_mr_size": a.max_mr_size, "max_qp_rd_atom": a.max_qp_rd_atom,
-            "max_qp_init_rd_atom": a.max_qp_init_rd_atom, "atomic_cap": int(a.atomic_caps),
+            "fw_ver": a.fw_version,
+            "max_qp_wr": a.max_qp_wr,
+            "max_sge": a.max_sge,
+            "max_mr_size": a.max_mr_size,
+            "max_qp_rd_atom": a.max_qp_rd_atom,
+            "max_qp_init_rd_atom": a.max_qp_init_rd_atom,
+            "atomic_cap": int(a.atomic_caps),
             "plant": self.plant,
         }
 
@@ -124,8 +150,9 @@ class Engine(CmOps):
         try:
             mr = MR(self.pd, max(length, 1), access)
         except PyverbsError as exc:
-            raise VerbsError(f"ibv_reg_mr(length={length}, access={'|'.join(names)}): "
-                             f"{exc}") from None
+            raise VerbsError(
+                f"ibv_reg_mr(length={length}, access={'|'.join(names)}): {exc}"
+            ) from None
         mid = next(self._ids)
         self.mrs[mid] = mr
         mr.write(b"\0" * mr.length, mr.length, 0)
@@ -170,22 +197,41 @@ class Engine(CmOps):
         sge = min(int(msg.get("max_sge", 1)), self.dev_attr.max_sge)
         scq = CQ(self.ctx, send_wr + 1)
         rcq = CQ(self.ctx, recv_wr + 1)
-        cap = QPCap(max_send_wr=send_wr, max_recv_wr=recv_wr, max_send_sge=sge,
-                    max_recv_sge=sge, max_inline_data=int(msg.get("max_inline", 0)))
+        cap = QPCap(
+            max_send_wr=send_wr,
+            max_recv_wr=recv_wr,
+            max_send_sge=sge,
+            max_recv_sge=sge,
+            max_inline_data=int(msg.get("max_inline", 0)),
+        )
         init = QPInitAttr(qp_type=QP_TYPES[qp_type], scq=scq, rcq=rcq, cap=cap, sq_sig_all=0)
         try:
             qp = QP(self.pd, init)
         except PyverbsError as exc:
             raise VerbsError(f"ibv_create_qp({qp_type}): {exc}") from None
-        ep = Endpoint(qp, scq, rcq, qp_type, self._psn.randrange(1 << 24), send_wr, recv_wr,
-                      retry_cnt=max(0, min(7, int(msg.get("retry_cnt", 7)))))
+        ep = Endpoint(
+            qp,
+            scq,
+            rcq,
+            qp_type,
+            self._psn.randrange(1 << 24),
+            send_wr,
+            recv_wr,
+            retry_cnt=max(0, min(7, int(msg.get("retry_cnt", 7)))),
+        )
         eid = next(self._ids)
         self.eps[eid] = ep
         return {"ep": eid, **self._address(ep)}
 
     def _address(self, ep: Endpoint) -> dict[str, Any]:
-        return {"qpn": ep.qp.qp_num, "psn": ep.psn, "lid": self.port_attr.lid, "gid": self.gid,
-                "qkey": QKEY, "mtu": int(self.port_attr.active_mtu)}
+        return {
+            "qpn": ep.qp.qp_num,
+            "psn": ep.psn,
+            "lid": self.port_attr.lid,
+            "gid": self.gid,
+            "qkey": QKEY,
+            "mtu": int(self.port_attr.active_mtu),
+        }
 
     def op_destroy_qp(self, msg: dict[str, Any]) -> None:
         ep = self.eps.pop(int(msg["ep"]))
@@ -204,8 +250,9 @@ class Engine(CmOps):
         attr, _ = ep.qp.query(e.IBV_QP_STATE)
         return {"state": STATE_NAMES.get(attr.qp_state, str(attr.qp_state))}
 
-    def _attrs(self, ep: Endpoint, state: str, remote: dict[str, Any] | None,
-               access: list[str]) -> tuple[QPAttr, dict[str, int]]:
+    def _attrs(
+        self, ep: Endpoint, state: str, remote: dict[str, Any] | None, access: list[str]
+    ) -> tuple[QPAttr, dict[str, int]]:
         """The attributes a transition to `state` needs, as ibv_modify_qp(3) lists them."""
         attr = QPAttr(qp_state=STATES[state])
         fields: dict[str, int] = {"STATE": e.IBV_QP_STATE}
@@ -229,10 +276,14 @@ class Engine(CmOps):
             attr.max_dest_rd_atomic = min(16, max(1, self.dev_attr.max_qp_rd_atom))
             attr.min_rnr_timer = 1  # 0.01 ms: the peers post receives a moment late
             attr.ah_attr = self._ah_attr(remote)
-            fields |= {"AV": e.IBV_QP_AV, "PATH_MTU": e.IBV_QP_PATH_MTU,
-                       "DEST_QPN": e.IBV_QP_DEST_QPN, "RQ_PSN": e.IBV_QP_RQ_PSN,
-                       "MAX_DEST_RD_ATOMIC": e.IBV_QP_MAX_DEST_RD_ATOMIC,
-                       "MIN_RNR_TIMER": e.IBV_QP_MIN_RNR_TIMER}
+            fields |= {
+                "AV": e.IBV_QP_AV,
+                "PATH_MTU": e.IBV_QP_PATH_MTU,
+                "DEST_QPN": e.IBV_QP_DEST_QPN,
+                "RQ_PSN": e.IBV_QP_RQ_PSN,
+                "MAX_DEST_RD_ATOMIC": e.IBV_QP_MAX_DEST_RD_ATOMIC,
+                "MIN_RNR_TIMER": e.IBV_QP_MIN_RNR_TIMER,
+            }
         elif state == "RTS":
             attr.sq_psn = ep.psn
             fields["SQ_PSN"] = e.IBV_QP_SQ_PSN
@@ -241,26 +292,34 @@ class Engine(CmOps):
                 # forever at 7 (rxe_comp.c), so a fault test asks for fewer
                 attr.timeout, attr.retry_cnt, attr.rnr_retry = 14, ep.retry_cnt, 7
                 attr.max_rd_atomic = min(16, max(1, self.dev_attr.max_qp_init_rd_atom))
-                fields |= {"TIMEOUT": e.IBV_QP_TIMEOUT, "RETRY_CNT": e.IBV_QP_RETRY_CNT,
-                           "RNR_RETRY": e.IBV_QP_RNR_RETRY,
-                           "MAX_QP_RD_ATOMIC": e.IBV_QP_MAX_QP_RD_ATOMIC}
+                fields |= {
+                    "TIMEOUT": e.IBV_QP_TIMEOUT,
+                    "RETRY_CNT": e.IBV_QP_RETRY_CNT,
+                    "RNR_RETRY": e.IBV_QP_RNR_RETRY,
+                    "MAX_QP_RD_ATOMIC": e.IBV_QP_MAX_QP_RD_ATOMIC,
+                }
         return attr, fields
 
     def _ah_attr(self, remote: dict[str, Any]) -> AHAttr:
-        gr = GlobalRoute(dgid=GID(remote.get("gid", self.gid)), sgid_index=self.gid_index,
-                         hop_limit=64)
+        gr = GlobalRoute(
+            dgid=GID(remote.get("gid", self.gid)), sgid_index=self.gid_index, hop_limit=64
+        )
         # RoCE and iWARP route by GID; InfiniBand by LID (a GRH only across subnets)
         is_global = int(self.port_attr.link_layer) == e.IBV_LINK_LAYER_ETHERNET
-        return AHAttr(port_num=self.port, is_global=int(is_global), gr=gr,
-                      dlid=int(remote.get("lid", 0)), sl=0)
+        return AHAttr(
+            port_num=self.port,
+            is_global=int(is_global),
+            gr=gr,
+            dlid=int(remote.get("lid", 0)),
+            sl=0,
+        )
 
     def op_modify_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One raw transition (the state-machine tests): attributes as `_attrs` builds them,
         minus the fields named in `omit`. A rejection raises VerbsError with the errno."""
         ep = self.eps[int(msg["ep"])]
         state = msg["state"]
-        attr, fields = self._attrs(ep, state, msg.get("remote"),
-                                   msg.get("access", ["local_write"]))
+        attr, fields = self._attrs(ep, state, msg.get("remote"), msg.get("access", ["local_write"]))
         mask = 0
         for name, bit in fields.items():
             if name not in msg.get("omit", []):
@@ -274,8 +333,7 @@ class Engine(CmOps):
     def op_connect(self, msg: dict[str, Any]) -> dict[str, Any]:
         """RESET -> INIT -> RTR -> RTS with the remote's address (UD: no remote needed)."""
         ep = self.eps[int(msg["ep"])]
-        access = msg.get("access", ["local_write", "remote_write", "remote_read",
-                                    "remote_atomic"])
+        access = msg.get("access", ["local_write", "remote_write", "remote_read", "remote_atomic"])
         for state in ("INIT", "RTR", "RTS"):
             attr, fields = self._attrs(ep, state, msg.get("remote"), access)
             mask = 0
@@ -315,13 +373,23 @@ class Engine(CmOps):
         flags = e.IBV_SEND_SIGNALED if w.get("signaled", True) else 0
         if w.get("inline"):
             flags |= e.IBV_SEND_INLINE
-        wr = SendWR(wr_id=int(w.get("wr_id", 0)), opcode=OPCODES[opcode], num_sge=1,
-                    sg=[self._sge(w)], send_flags=flags, imm_data=int(w.get("imm", 0)))
+        wr = SendWR(
+            wr_id=int(w.get("wr_id", 0)),
+            opcode=OPCODES[opcode],
+            num_sge=1,
+            sg=[self._sge(w)],
+            send_flags=flags,
+            imm_data=int(w.get("imm", 0)),
+        )
         if opcode.startswith("RDMA"):
             wr.set_wr_rdma(int(w["rkey"]), int(w["remote_addr"]))
         elif opcode.startswith("ATOMIC"):
-            wr.set_wr_atomic(int(w["rkey"]), int(w["remote_addr"]), int(w.get("compare_add", 0)),
-                             int(w.get("swap", 0)))
+            wr.set_wr_atomic(
+                int(w["rkey"]),
+                int(w["remote_addr"]),
+                int(w.get("compare_add", 0)),
+                int(w.get("swap", 0)),
+            )
         if ep.qp_type == "UD":
             if ep.ah is None:
                 raise VerbsError("UD send without a remote address (ud_remote first)")
@@ -336,8 +404,10 @@ class Engine(CmOps):
             try:
                 ep.qp.post_send(wr)
             except PyverbsError as exc:
-                raise VerbsError(f"ibv_post_send (WR {i}, {w.get('opcode', 'SEND')}, wr_id "
-                                 f"{w.get('wr_id', 0)}): errno {errno_of(exc)}: {exc}") from None
+                raise VerbsError(
+                    f"ibv_post_send (WR {i}, {w.get('opcode', 'SEND')}, wr_id "
+                    f"{w.get('wr_id', 0)}): errno {errno_of(exc)}: {exc}"
+                ) from None
 
     def op_execute(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         """post_send, then poll the send CQ: one round trip for the orchestrator."""
@@ -346,8 +416,9 @@ class Engine(CmOps):
 
     def op_digests(self, msg: dict[str, Any]) -> list[str]:
         """Digests of several regions of one MR: [[offset, length], ...]."""
-        return [self.op_digest({"mr": msg["mr"], "offset": o, "length": n})
-                for o, n in msg["regions"]]
+        return [
+            self.op_digest({"mr": msg["mr"], "offset": o, "length": n}) for o, n in msg["regions"]
+        ]
 
     def op_poll(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         """Up to `count` completions from the send or recv CQ within `wait` seconds; on an
@@ -358,8 +429,10 @@ class Engine(CmOps):
         gone: Callable[[], bool] | None = None
         if ep.cm is not None and ep.channel_fd is not None:
             gone = lambda: bool(self._cm_drain(ep))  # noqa: E731
-        return [wc_json(wc) for wc in poll(cq, int(msg.get("count", 1)),
-                                           float(msg.get("wait", 10)), gone)]
+        return [
+            wc_json(wc)
+            for wc in poll(cq, int(msg.get("count", 1)), float(msg.get("wait", 10)), gone)
+        ]
 
     def op_diagnose(self, msg: dict[str, Any]) -> dict[str, Any]:
         """What a silent QP can tell: its state as the device reports it, and the rdma_cm
@@ -373,8 +446,9 @@ class Engine(CmOps):
         return {"qp_state": state, "cm_events": events}
 
     # -- benchmarks (see bench.py) --------------------------------------------------------------
-    def op_bench(self, msg: dict[str, Any],
-                 notify: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    def op_bench(
+        self, msg: dict[str, Any], notify: Callable[[], None] = lambda: None
+    ) -> dict[str, Any]:
         """One benchmark at one size; notify() once receives are posted (the driver starts
         the other side only then)."""
         from pytest_hpccomm.stacks.verbs.bench import BenchError, run_bench
@@ -405,8 +479,7 @@ GONE_CHECK = 0.2  # seconds between looks at the connection while a CQ stays emp
 FLUSH_GRACE = 0.5  # once the connection is gone, flushed completions may still come
 
 
-def poll(cq: CQ, count: int, timeout: float,
-         gone: Callable[[], bool] | None = None) -> list[Any]:
+def poll(cq: CQ, count: int, timeout: float, gone: Callable[[], bool] | None = None) -> list[Any]:
     """Busy-poll (as perftest does) until `count` completions or the timeout; gone() says
     the connection was torn down, which shortens the wait to a grace for flushes."""
     got: list[Any] = []
@@ -428,6 +501,13 @@ def poll(cq: CQ, count: int, timeout: float,
 
 
 def wc_json(wc: Any) -> dict[str, Any]:
-    return {"wr_id": wc.wr_id, "status": wc.status, "status_text": status_text(wc.status),
-            "opcode": WC_OPCODES.get(wc.opcode, str(wc.opcode)), "byte_len": wc.byte_len,
-            "vendor_err": wc.vendor_err, "src_qp": wc.src_qp, "imm": wc.imm_data}
+    return {
+        "wr_id": wc.wr_id,
+        "status": wc.status,
+        "status_text": status_text(wc.status),
+        "opcode": WC_OPCODES.get(wc.opcode, str(wc.opcode)),
+        "byte_len": wc.byte_len,
+        "vendor_err": wc.vendor_err,
+        "src_qp": wc.src_qp,
+        "imm": wc.imm_data,
+    }

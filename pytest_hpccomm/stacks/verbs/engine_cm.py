@@ -94,8 +94,14 @@ class CmOps:
         ep = self.eps[int(msg["ep"])]
         ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
         ep.listen = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
-        ep.listen.bind_addr(AddrInfo(src=msg["address"], src_service=str(msg["port"]),
-                                     port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE))
+        ep.listen.bind_addr(
+            AddrInfo(
+                src=msg["address"],
+                src_service=str(msg["port"]),
+                port_space=ce.RDMA_PS_TCP,
+                flags=ce.RAI_PASSIVE,
+            )
+        )
         ep.listen.listen()
 
     def _to_init_for_cm(self, ep: Endpoint, cm: Any) -> None:
@@ -113,8 +119,7 @@ class CmOps:
         from pyverbs.cmid import CMID
 
         ep = self.eps[int(msg["ep"])]
-        event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST,
-                              float(msg.get("limit", 30)))
+        event = self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_REQUEST, float(msg.get("limit", 30)))
         ep.cm = CMID(creator=event, listen_id=ep.listen)
         event.ack_cm_event()
         self._to_init_for_cm(ep, ep.cm)
@@ -128,8 +133,12 @@ class CmOps:
         timeout = float(msg.get("limit", 30))
         ep.channel, ep.channel_fd = open_cm_channel(CMEventChannel)
         ep.cm = CMID(creator=ep.channel, port_space=ce.RDMA_PS_TCP)
-        ai = AddrInfo(src=self.address, dst=msg["address"], dst_service=str(msg["port"]),
-                      port_space=ce.RDMA_PS_TCP)
+        ai = AddrInfo(
+            src=self.address,
+            dst=msg["address"],
+            dst_service=str(msg["port"]),
+            port_space=ce.RDMA_PS_TCP,
+        )
         ep.cm.resolve_addr(ai, int(timeout * 1000))
         self._cm_wait(ep, ce.RDMA_CM_EVENT_ADDR_RESOLVED, timeout).ack_cm_event()
         ep.cm.resolve_route(int(timeout * 1000))
@@ -141,8 +150,7 @@ class CmOps:
         import pyverbs.cm_enums as ce
 
         ep = self.eps[int(msg["ep"])]
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED, float(msg.get("limit", 30)))\
-            .ack_cm_event()
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED, float(msg.get("limit", 30))).ack_cm_event()
         return self.op_query_qp(msg)
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
 
 # -- conformance: links, QPs, Hypothesis --------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def _verbs_shared_rc() -> dict[int, Link]:
     return {}  # id(pair) -> its long-lived link (one pair per session; keyed to be sure)
@@ -59,8 +60,9 @@ def verbs_fresh_rc(verbs_pair: VerbsPair) -> Iterator[FreshLink]:
 
     made: list[Link] = []
 
-    def make(b_access: tuple[str, ...] = ALL_ACCESS, length: int = 1 << 16,
-             retry_cnt: int = 7) -> Link:
+    def make(
+        b_access: tuple[str, ...] = ALL_ACCESS, length: int = 1 << 16, retry_cnt: int = 7
+    ) -> Link:
         link = make_link(verbs_pair, b_access, length, retry_cnt)
         made.append(link)
         return link
@@ -105,8 +107,15 @@ def verbs_atomic_order(verbs_rc: Link, verbs_pair: VerbsPair, record_property: A
         pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
     rc = verbs_rc
     rc.b.peer.call("write", mr=rc.mr_b["mr"], offset=0, hex=(1).to_bytes(8, "little").hex())
-    wr = {"opcode": "ATOMIC_FETCH_AND_ADD", "mr": rc.mr_a["mr"], "offset": 0, "length": 8,
-          "remote_addr": rc.mr_b["addr"], "rkey": rc.mr_b["rkey"], "compare_add": 1}
+    wr = {
+        "opcode": "ATOMIC_FETCH_AND_ADD",
+        "mr": rc.mr_a["mr"],
+        "offset": 0,
+        "length": 8,
+        "remote_addr": rc.mr_b["addr"],
+        "rkey": rc.mr_b["rkey"],
+        "compare_add": 1,
+    }
     verbs_pair.expect_success(verbs_pair.execute(rc.a, [wr]), [wr], "FETCH_AND_ADD probe")
     after = rc.b.peer.call("read", mr=rc.mr_b["mr"], offset=0, length=8)
     order = "little" if int.from_bytes(bytes.fromhex(after), "little") == 2 else "big"
@@ -120,9 +129,14 @@ PerftestPoint = Callable[["Benchmark", int], None]
 
 
 @pytest.fixture
-def verbs_perftest(verbs_bench: BenchRunner, verbs_pair: VerbsPair, verbs_emulated: bool,
-                   hpc_record: Record, record_property: Any,
-                   request: pytest.FixtureRequest) -> PerftestPoint:
+def verbs_perftest(
+    verbs_bench: BenchRunner,
+    verbs_pair: VerbsPair,
+    verbs_emulated: bool,
+    hpc_record: Record,
+    record_property: Any,
+    request: pytest.FixtureRequest,
+) -> PerftestPoint:
     """run(benchmark, size): one point over the pair; skips what the device cannot run, fails
     on an error or a non-positive sample; then judges it, or on an emulated device puts its
     numbers into the JUnit properties with hpccomm_verdict = disabled."""
@@ -150,18 +164,30 @@ def verbs_perftest(verbs_bench: BenchRunner, verbs_pair: VerbsPair, verbs_emulat
             for name, value in sorted(extra.items()):
                 record_property(f"hpccomm_{name}", value)
             record_property("hpccomm_samples", ",".join(f"{s:.6g}" for s in point.samples))
-            record_property("hpccomm_verdict",
-                            f"disabled: emulated device {info['device']} (software RDMA: "
-                            "timings say nothing about a fabric)")
+            record_property(
+                "hpccomm_verdict",
+                f"disabled: emulated device {info['device']} (software RDMA: "
+                "timings say nothing about a fabric)",
+            )
             note_emulated(request.config, request.node.nodeid)
             return
         params: dict[str, Any] = {"size": point.size, "connection": bench.qp_type}
         if bench.atomic:
             params["atomic"] = bench.atomic
-        hpc_record(Measurement(stack="verbs", benchmark=bench.name, params=params,
-                               samples=tuple(point.samples), unit=unit, direction=direction,
-                               warmup_discarded=point.warmup, metric=metric, extra=extra),
-                   {"verbs_device": info["device"], "verbs_fw": info.get("fw_ver")})
+        hpc_record(
+            Measurement(
+                stack="verbs",
+                benchmark=bench.name,
+                params=params,
+                samples=tuple(point.samples),
+                unit=unit,
+                direction=direction,
+                warmup_discarded=point.warmup,
+                metric=metric,
+                extra=extra,
+            ),
+            {"verbs_device": info["device"], "verbs_fw": info.get("fw_ver")},
+        )
 
     return run
 
@@ -170,8 +196,9 @@ PerftestProgram = Callable[[str, int], "PerftestRun"]
 
 
 @pytest.fixture
-def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
-                           verbs_emulated: bool, record_property: Any) -> PerftestProgram:
+def verbs_perftest_program(
+    verbs_fabric: FabricSelection, verbs_pair: VerbsPair, verbs_emulated: bool, record_property: Any
+) -> PerftestProgram:
     """run(program, size): perftest's own program (server and client) on the suite's device,
     its report in the JUnit properties; skips when perftest or the device's atomics are
     missing, fails when the program does."""
@@ -182,19 +209,35 @@ def verbs_perftest_program(verbs_fabric: FabricSelection, verbs_pair: VerbsPair,
     placement = verbs_pair.placement
     if placement is not None and placement.places[0].local:
         other = placement.places[1]
-        remote = RemoteServer(placement.shell, other.host, dataclasses.replace(
-            verbs_fabric, device=other.opts.device, port=other.opts.port,
-            gid_index=other.opts.gid_index, address=other.opts.address))
+        remote = RemoteServer(
+            placement.shell,
+            other.host,
+            dataclasses.replace(
+                verbs_fabric,
+                device=other.opts.device,
+                port=other.opts.port,
+                gid_index=other.opts.gid_index,
+                address=other.opts.address,
+            ),
+        )
 
     def run(program: str, size: int) -> PerftestRun:
-        return run_perftest(program, size, verbs_fabric, verbs_pair.info, verbs_emulated,
-                            record_property, remote)
+        return run_perftest(
+            program, size, verbs_fabric, verbs_pair.info, verbs_emulated, record_property, remote
+        )
 
     return run
 
 
-def run_perftest(program: str, size: int, fabric: FabricSelection, info: dict[str, Any],
-                 emulated: bool, record_property: Any, remote: Any = None) -> PerftestRun:
+def run_perftest(
+    program: str,
+    size: int,
+    fabric: FabricSelection,
+    info: dict[str, Any],
+    emulated: bool,
+    record_property: Any,
+    remote: Any = None,
+) -> PerftestRun:
     """perftest's `program` at `size` once: a missing program or device atomics skip; any
     failure, a hang included, fails the item (a hang is the stack's: never launched again),
     except perftest's own known defect, an xfail naming what this run showed of it."""

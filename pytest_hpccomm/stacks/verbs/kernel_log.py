@@ -18,8 +18,11 @@ import re
 
 KMSG = "/dev/kmsg"
 # the drivers and the core code a verbs failure runs through
-RDMA_LINES = re.compile(r"\b(siw|rxe|rdma_rxe|infiniband|ib_core|ib_uverbs|iw_cm|rdma_cm|ucma)\b"
-                        r"|\bmlx[45]_", re.IGNORECASE)
+RDMA_LINES = re.compile(
+    r"\b(siw|rxe|rdma_rxe|infiniband|ib_core|ib_uverbs|iw_cm|rdma_cm|ucma)\b"
+    r"|\bmlx[45]_",
+    re.IGNORECASE,
+)
 MAX_LINES = 20  # a flood (every packet of a dead QP) is cut: the first lines say why
 
 

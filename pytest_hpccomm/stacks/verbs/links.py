@@ -11,7 +11,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from pytest_hpccomm.stacks.verbs.driver import ALL_ACCESS, Connection, LinkDown, VerbsPair, WorkRequestFailed
+from pytest_hpccomm.stacks.verbs.driver import (
+    ALL_ACCESS,
+    Connection,
+    LinkDown,
+    VerbsPair,
+    WorkRequestFailed,
+)
 
 MR_BYTES = (4 << 20) + 8192  # several MiB payloads plus offsets and guard bytes
 
@@ -20,9 +26,15 @@ MR_BYTES = (4 << 20) + 8192  # several MiB payloads plus offsets and guard bytes
 # emulated guest (TCG) gets fewer examples than hardware. HPCCOMM_VERBS_EXAMPLES overrides.
 PROFILE = "verbs"
 settings.register_profile(
-    PROFILE, deadline=None, derandomize=False,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large])
+    PROFILE,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 def examples(emulated: bool, hardware: int = 100, emulation: int = 20) -> int:
@@ -64,8 +76,15 @@ class Link:
             return False
         if self.pair.iwarp:
             # siw reports no QP state (siw_query_qp sets none): ask the link itself
-            wr = {"opcode": "RDMA_READ", "mr": self.mr_a["mr"], "offset": 0, "length": 8,
-                  "remote_addr": self.mr_b["addr"], "rkey": self.mr_b["rkey"], "wr_id": 0}
+            wr = {
+                "opcode": "RDMA_READ",
+                "mr": self.mr_a["mr"],
+                "offset": 0,
+                "length": 8,
+                "remote_addr": self.mr_b["addr"],
+                "rkey": self.mr_b["rkey"],
+                "wr_id": 0,
+            }
             try:
                 wcs = self.pair.execute(self.a, [wr])
             except LinkDown:
@@ -97,11 +116,18 @@ class Link:
         is answered only after the earlier WRITEs are placed, so its completion is the fence."""
         if not self.pair.iwarp:
             return
-        wr = {"opcode": "RDMA_READ", "mr": self.mr_a["mr"], "offset": self.length - 8,
-              "length": 8, "remote_addr": self.mr_b["addr"], "rkey": self.mr_b["rkey"],
-              "wr_id": 0xfe}
-        self.pair.expect_success(self.pair.execute(self.a, [wr]), [wr],
-                                 "READ fencing the RDMA WRITEs before them")
+        wr = {
+            "opcode": "RDMA_READ",
+            "mr": self.mr_a["mr"],
+            "offset": self.length - 8,
+            "length": 8,
+            "remote_addr": self.mr_b["addr"],
+            "rkey": self.mr_b["rkey"],
+            "wr_id": 0xFE,
+        }
+        self.pair.expect_success(
+            self.pair.execute(self.a, [wr]), [wr], "READ fencing the RDMA WRITEs before them"
+        )
 
     def renew(self) -> None:
         """A new connection and MRs in place of these (tests hold this Link, not its parts)."""
@@ -119,11 +145,13 @@ class Link:
                     pass
 
 
-def make_link(pair: VerbsPair, b_access: tuple[str, ...] = ALL_ACCESS,
-              length: int = MR_BYTES, retry_cnt: int = 7) -> Link:
+def make_link(
+    pair: VerbsPair,
+    b_access: tuple[str, ...] = ALL_ACCESS,
+    length: int = MR_BYTES,
+    retry_cnt: int = 7,
+) -> Link:
     conn = pair.connect("RC", max_send_wr=64, max_recv_wr=64, retry_cnt=retry_cnt)
     mr_a = pair.reg_mr(pair.a, length)
     mr_b = pair.reg_mr(pair.b, length, b_access)
     return Link(pair, conn, mr_a, mr_b, b_access, length)
-
-

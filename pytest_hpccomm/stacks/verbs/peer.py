@@ -28,12 +28,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.verbs.peer")
     p.add_argument("--device", required=True, help="RDMA device, e.g. mlx5_0, rxe0, siw0")
     p.add_argument("--port", type=int, default=1)
-    p.add_argument("--gid-index", type=int, default=None, help="source GID (RoCE: the "
-                   "RoCE v2 IPv4-mapped one; InfiniBand: 0)")
-    p.add_argument("--address", default=None, help="IP address of the device's netdev "
-                   "(iWARP: rdma_cm binds to it)")
-    p.add_argument("--plant", default=None, help="test-only: plant a known bug "
-                   "(mr-no-remote-write) so the conformance suite can prove it catches it")
+    p.add_argument(
+        "--gid-index",
+        type=int,
+        default=None,
+        help="source GID (RoCE: the RoCE v2 IPv4-mapped one; InfiniBand: 0)",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="IP address of the device's netdev (iWARP: rdma_cm binds to it)",
+    )
+    p.add_argument(
+        "--plant",
+        default=None,
+        help="test-only: plant a known bug "
+        "(mr-no-remote-write) so the conformance suite can prove it catches it",
+    )
     p.add_argument("--selftest", action="store_true", help="run alone: loopback check")
     return p.parse_args(argv)
 
@@ -66,8 +77,9 @@ def serve(args: argparse.Namespace) -> int:
         client.send({"op": HELLO, "pid": os.getpid(), "error": f"{type(exc).__name__}: {exc}"})
         client.close()
         return 1
-    client.send({"op": HELLO, "pid": os.getpid(), "host": socket.gethostname(),
-                 "info": engine.op_info({})})
+    client.send(
+        {"op": HELLO, "pid": os.getpid(), "host": socket.gethostname(), "info": engine.op_info({})}
+    )
 
     def handle(msg: dict[str, Any]) -> Any:
         op = msg.get("op", "")
@@ -116,27 +128,62 @@ def selftest(args: argparse.Namespace) -> int:
     eng.op_post_recv({"ep": b["ep"], "mr": mb["mr"], "offset": 0, "length": 1024})
     wc = run(a["ep"], {"opcode": "SEND", "mr": ma["mr"], "offset": 0, "length": 1024})
     eng.op_poll({"ep": b["ep"], "cq": "recv", "count": 1, "wait": 10})
-    checks["send"] = wc["status_text"] == "success" and \
-        eng.op_digest({"mr": mb["mr"], "offset": 0, "length": 1024}) == want
+    checks["send"] = (
+        wc["status_text"] == "success"
+        and eng.op_digest({"mr": mb["mr"], "offset": 0, "length": 1024}) == want
+    )
     want = eng.op_fill({"mr": ma["mr"], "offset": 0, "length": 2048, "seed": 2})
-    wc = run(a["ep"], {"opcode": "RDMA_WRITE", "mr": ma["mr"], "offset": 0, "length": 2048,
-                       "remote_addr": mb["addr"] + 1024, "rkey": mb["rkey"]})
-    checks["rdma_write"] = wc["status_text"] == "success" and \
-        eng.op_digest({"mr": mb["mr"], "offset": 1024, "length": 2048}) == want
-    wc = run(a["ep"], {"opcode": "RDMA_READ", "mr": ma["mr"], "offset": 2048, "length": 2048,
-                       "remote_addr": mb["addr"] + 1024, "rkey": mb["rkey"]})
-    checks["rdma_read"] = wc["status_text"] == "success" and \
-        eng.op_digest({"mr": ma["mr"], "offset": 2048, "length": 2048}) == want
+    wc = run(
+        a["ep"],
+        {
+            "opcode": "RDMA_WRITE",
+            "mr": ma["mr"],
+            "offset": 0,
+            "length": 2048,
+            "remote_addr": mb["addr"] + 1024,
+            "rkey": mb["rkey"],
+        },
+    )
+    checks["rdma_write"] = (
+        wc["status_text"] == "success"
+        and eng.op_digest({"mr": mb["mr"], "offset": 1024, "length": 2048}) == want
+    )
+    wc = run(
+        a["ep"],
+        {
+            "opcode": "RDMA_READ",
+            "mr": ma["mr"],
+            "offset": 2048,
+            "length": 2048,
+            "remote_addr": mb["addr"] + 1024,
+            "rkey": mb["rkey"],
+        },
+    )
+    checks["rdma_read"] = (
+        wc["status_text"] == "success"
+        and eng.op_digest({"mr": ma["mr"], "offset": 2048, "length": 2048}) == want
+    )
     if eng.dev_attr.atomic_caps:
         eng.op_write({"mr": mb["mr"], "offset": 0, "hex": (41).to_bytes(8, "little").hex()})
-        wc = run(a["ep"], {"opcode": "ATOMIC_FETCH_AND_ADD", "mr": ma["mr"], "offset": 0,
-                           "length": 8, "remote_addr": mb["addr"], "rkey": mb["rkey"],
-                           "compare_add": 1})
+        wc = run(
+            a["ep"],
+            {
+                "opcode": "ATOMIC_FETCH_AND_ADD",
+                "mr": ma["mr"],
+                "offset": 0,
+                "length": 8,
+                "remote_addr": mb["addr"],
+                "rkey": mb["rkey"],
+                "compare_add": 1,
+            },
+        )
         old = eng.op_read({"mr": ma["mr"], "offset": 0, "length": 8})
         new = eng.op_read({"mr": mb["mr"], "offset": 0, "length": 8})
-        checks["atomic_fetch_add"] = wc["status_text"] == "success" and \
-            int.from_bytes(bytes.fromhex(old), "little") == 41 and \
-            int.from_bytes(bytes.fromhex(new), "little") == 42
+        checks["atomic_fetch_add"] = (
+            wc["status_text"] == "success"
+            and int.from_bytes(bytes.fromhex(old), "little") == 41
+            and int.from_bytes(bytes.fromhex(new), "little") == 42
+        )
     eng.close()
     report["ok"] = all(checks.values())
     print(json.dumps(report))

@@ -13,7 +13,13 @@ from typing import Any
 
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction
-from pytest_hpccomm.stacks.verbs.driver import Connection, PeerError, VerbsCallError, VerbsPair, together
+from pytest_hpccomm.stacks.verbs.driver import (
+    Connection,
+    PeerError,
+    VerbsCallError,
+    VerbsPair,
+    together,
+)
 from pytest_hpccomm.stacks.verbs.stats import (
     LatencyStats,
     bandwidth_mb_s,
@@ -96,13 +102,32 @@ class BenchSettings:
     @classmethod
     def for_profile(cls, profile: str, emulated: bool, slowdown: float = 1.0) -> BenchSettings:
         if emulated:
-            return cls(lat_iterations=16, bw_iterations=32, warmup=4, batches=3,
-                       batch_bytes=8 << 20, limit=120.0, slowdown=slowdown)
+            return cls(
+                lat_iterations=16,
+                bw_iterations=32,
+                warmup=4,
+                batches=3,
+                batch_bytes=8 << 20,
+                limit=120.0,
+                slowdown=slowdown,
+            )
         if profile == "full":
-            return cls(lat_iterations=1000, bw_iterations=1000, warmup=200, batches=30,
-                       batch_bytes=1 << 30, slowdown=slowdown)
-        return cls(lat_iterations=200, bw_iterations=256, warmup=50, batches=20,
-                   batch_bytes=256 << 20, slowdown=slowdown)
+            return cls(
+                lat_iterations=1000,
+                bw_iterations=1000,
+                warmup=200,
+                batches=30,
+                batch_bytes=1 << 30,
+                slowdown=slowdown,
+            )
+        return cls(
+            lat_iterations=200,
+            bw_iterations=256,
+            warmup=50,
+            batches=20,
+            batch_bytes=256 << 20,
+            slowdown=slowdown,
+        )
 
     @classmethod
     def for_session(cls, cfg: HpcConfig, emulated: bool) -> BenchSettings:
@@ -143,19 +168,26 @@ class BenchRunner:
 
     def _connection(self, qp_type: str) -> Connection:
         window = max(self.settings.bw_iterations, self.settings.warmup) + 8
-        conn = self.pair.connect(qp_type, max_send_wr=self.settings.depth + 8,
-                                 max_recv_wr=window, max_sge=1)
+        conn = self.pair.connect(
+            qp_type, max_send_wr=self.settings.depth + 8, max_recv_wr=window, max_sge=1
+        )
         if qp_type == "UD":
-            together([(conn.a.peer, "ud_remote", {"ep": conn.a.ep, "remote": conn.b.address}),
-                      (conn.b.peer, "ud_remote", {"ep": conn.b.ep, "remote": conn.a.address})])
+            together(
+                [
+                    (conn.a.peer, "ud_remote", {"ep": conn.a.ep, "remote": conn.b.address}),
+                    (conn.b.peer, "ud_remote", {"ep": conn.b.ep, "remote": conn.a.address}),
+                ]
+            )
         return conn
 
     def _buffers(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if self._generation != self.pair.restarts:  # new peers: the old MRs died with them
             # send half + receive half (write_lat), a UD GRH and an atomic's 8 bytes
             length = 2 * self.max_size + 64
-            self._mrs = {"a": self.pair.reg_mr(self.pair.a, length),
-                         "b": self.pair.reg_mr(self.pair.b, length)}
+            self._mrs = {
+                "a": self.pair.reg_mr(self.pair.a, length),
+                "b": self.pair.reg_mr(self.pair.b, length),
+            }
             self._generation = self.pair.restarts
         return self._mrs["a"], self._mrs["b"]
 
@@ -165,19 +197,38 @@ class BenchRunner:
         mr_a, mr_b = self._buffers()
         conn = self._connection(bench.qp_type)
         n, warmup = self.settings.iterations(bench, size)
-        common = {"benchmark": bench.loop, "size": size, "iterations": n, "warmup": warmup,
-                  "batches": self.settings.batches, "depth": self.settings.depth,
-                  "limit": self.settings.limit * self.settings.slowdown,
-                  "atomic": bench.atomic or "FETCH_AND_ADD", "slowdown": self.settings.slowdown}
+        common = {
+            "benchmark": bench.loop,
+            "size": size,
+            "iterations": n,
+            "warmup": warmup,
+            "batches": self.settings.batches,
+            "depth": self.settings.depth,
+            "limit": self.settings.limit * self.settings.slowdown,
+            "atomic": bench.atomic or "FETCH_AND_ADD",
+            "slowdown": self.settings.slowdown,
+        }
         limit = self.settings.limit * self.settings.slowdown + 30
         server = conn.b.peer
         try:
-            rid = server.start("bench", ep=conn.b.ep, role="server", mr=mr_b["mr"],
-                               remote={"addr": mr_a["addr"], "rkey": mr_a["rkey"]}, **common)
+            rid = server.start(
+                "bench",
+                ep=conn.b.ep,
+                role="server",
+                mr=mr_b["mr"],
+                remote={"addr": mr_a["addr"], "rkey": mr_a["rkey"]},
+                **common,
+            )
             server.wait_for(rid, limit, event=READY)
-            out = conn.a.peer.call("bench", timeout=limit, ep=conn.a.ep, role="client",
-                                   mr=mr_a["mr"],
-                                   remote={"addr": mr_b["addr"], "rkey": mr_b["rkey"]}, **common)
+            out = conn.a.peer.call(
+                "bench",
+                timeout=limit,
+                ep=conn.a.ep,
+                role="client",
+                mr=mr_a["mr"],
+                remote={"addr": mr_b["addr"], "rkey": mr_b["rkey"]},
+                **common,
+            )
             server.wait_for(rid, limit)
         except (VerbsCallError, PeerError):
             # the other side may still be spinning in its loop until its deadline: start over
@@ -188,8 +239,9 @@ class BenchRunner:
         point.canary = [dict(c) for c in out.get("canary", [])]
         return point
 
-    def _point(self, bench: Benchmark, size: int, n: int, warmup: int,
-               out: dict[str, Any]) -> BenchPoint:
+    def _point(
+        self, bench: Benchmark, size: int, n: int, warmup: int, out: dict[str, Any]
+    ) -> BenchPoint:
         if bench.latency:
             per_batch = [deltas(t, bench.rtt_factor) for t in out["times_ns"]]
             samples = [latency_stats(d).t_typical for d in per_batch]
@@ -198,7 +250,9 @@ class BenchRunner:
         elapsed = [int(x) for x in out["elapsed_ns"]]
         samples = [bandwidth_mb_s(size, n, t) for t in elapsed]
         total = sum(elapsed)
-        stats = {"bw_average_mb_s": bandwidth_mb_s(size, n * len(elapsed), total),
-                 "msg_rate_mpps": message_rate_mpps(n * len(elapsed), total),
-                 "bw_peak_mb_s": max(samples)}
+        stats = {
+            "bw_average_mb_s": bandwidth_mb_s(size, n * len(elapsed), total),
+            "msg_rate_mpps": message_rate_mpps(n * len(elapsed), total),
+            "bw_peak_mb_s": max(samples),
+        }
         return BenchPoint(bench, size, n, warmup, samples, stats)

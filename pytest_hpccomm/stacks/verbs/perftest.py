@@ -19,8 +19,17 @@ from pytest_hpccomm.cluster.jobs import JobResult, run_job, start_job
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
 
-LAT_COLUMNS = ("bytes", "iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev",
-               "t_p99", "t_p999")
+LAT_COLUMNS = (
+    "bytes",
+    "iterations",
+    "t_min",
+    "t_max",
+    "t_typical",
+    "t_avg",
+    "t_stdev",
+    "t_p99",
+    "t_p999",
+)
 BW_COLUMNS = ("bytes", "iterations", "bw_peak_mb_s", "bw_average_mb_s", "msg_rate_mpps")
 LISTENING = "Waiting for client"
 _ports = itertools.count(19000 + os.getpid() % 1000)
@@ -53,17 +62,26 @@ def parse_report(program: str, stdout: str) -> dict[str, float]:
         if len(parts) < len(columns) or not (parts[0].isdigit() and parts[1].isdigit()):
             continue
         try:
-            values = [float(p) for p in parts[:len(columns)]]
+            values = [float(p) for p in parts[: len(columns)]]
         except ValueError:
             continue
         return dict(zip(columns, values))
     raise PerftestFailed(f"{program} printed no result row:\n{stdout[-1500:]}")
 
 
-def command(program: str, sel: FabricSelection, size: int, iterations: int,
-            port: int) -> list[str]:
-    argv = [program, "-d", str(sel.device), "-i", str(sel.port or 1), "-p", str(port),
-            "-n", str(iterations), "-F"]  # -F: no failure on CPU frequency warnings (VMs)
+def command(program: str, sel: FabricSelection, size: int, iterations: int, port: int) -> list[str]:
+    argv = [
+        program,
+        "-d",
+        str(sel.device),
+        "-i",
+        str(sel.port or 1),
+        "-p",
+        str(port),
+        "-n",
+        str(iterations),
+        "-F",
+    ]  # -F: no failure on CPU frequency warnings (VMs)
     if "atomic" not in program:
         argv += ["-s", str(size)]
     if sel.kind == "iwarp":
@@ -93,6 +111,7 @@ def listening(port: int) -> bool:
 class RemoteServer:
     """The server side on another host, as perftest runs across two nodes: started there over
     the remote shell, with that host's device and GID; the client dials its address."""
+
     shell: RemoteShell
     host: str
     selection: FabricSelection
@@ -103,7 +122,8 @@ REFUSED_CRASH = (
     "perftest before 26.04.17 (linux-rdma/perftest 3d9d8d0) retries an RDMA CM connect "
     "its server rejected and crashes in the retry's teardown (librdmacm state corrupted); "
     "with -R its client can ask for the test's QP before the server listens for it again "
-    "(perftest syncs the two over its own channel first, the listen comes after)")
+    "(perftest syncs the two over its own channel first, the listen comes after)"
+)
 
 
 def known_defect(client: JobResult) -> str:
@@ -116,13 +136,22 @@ def known_defect(client: JobResult) -> str:
 
 def _said(job: JobResult, lines: int = 12) -> str:
     """The end of what a program printed, stderr first: the cause is rarely its last line."""
-    out = [f"{name}: " + "\n  ".join(text.strip().splitlines()[-lines:])
-           for name, text in (("stderr", job.stderr), ("stdout", job.stdout)) if text.strip()]
+    out = [
+        f"{name}: " + "\n  ".join(text.strip().splitlines()[-lines:])
+        for name, text in (("stderr", job.stderr), ("stdout", job.stdout))
+        if text.strip()
+    ]
     return "\n".join(out)
 
 
-def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
-             timeout: float = 120.0, remote: RemoteServer | None = None) -> PerftestRun:
+def run_pair(
+    program: str,
+    sel: FabricSelection,
+    size: int,
+    iterations: int,
+    timeout: float = 120.0,
+    remote: RemoteServer | None = None,
+) -> PerftestRun:
     """Server first (here, or on `remote`); once it listens, the client here against the
     server's device address."""
     port = next(_ports)
@@ -133,15 +162,17 @@ def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
     else:
         # line-buffered: its "Waiting for client" must come back through ssh before it exits
         server = remote.shell.start(
-            remote.host, ["stdbuf", "-oL", *command(program, remote.selection, size,
-                                                    iterations, port)], {},
-            timeout=timeout + 30, label=f"{program} server on {remote.host}")
+            remote.host,
+            ["stdbuf", "-oL", *command(program, remote.selection, size, iterations, port)],
+            {},
+            timeout=timeout + 30,
+            label=f"{program} server on {remote.host}",
+        )
         target = remote.selection.address or remote.host
     try:
         deadline = time.monotonic() + timeout
         # a remote server's socket is not ours to see: its banner (streamed back) tells
-        while not (remote is None and listening(port)) and \
-                LISTENING not in server.peek_output()[0]:
+        while not (remote is None and listening(port)) and LISTENING not in server.peek_output()[0]:
             if server.poll() is not None or time.monotonic() > deadline:
                 res = server.stop()
                 raise PerftestFailed(f"{program} server did not listen: {res.describe()}")
@@ -155,14 +186,17 @@ def run_pair(program: str, sel: FabricSelection, size: int, iterations: int,
         server.stop()
     for who, job in (("client", client), ("server", srv)):
         if not job.ok:
-            raise PerftestFailed(f"{program} {who}: {job.describe()}\n{_said(job)}"
-                                 + (f"\nserver: {_said(srv)}" if who == "client" else ""),
-                                 hung=job.timed_out,
-                                 defect=known_defect(job) if who == "client" else "")
+            raise PerftestFailed(
+                f"{program} {who}: {job.describe()}\n{_said(job)}"
+                + (f"\nserver: {_said(srv)}" if who == "client" else ""),
+                hung=job.timed_out,
+                defect=known_defect(job) if who == "client" else "",
+            )
     report = parse_report(program, client.stdout)
     # NaN is unreadable, except perftest's own arithmetic on inf latencies (its cycle counter
     # under emulation): then its t_stdev prints as nan
-    if any(math.isnan(v) for v in report.values()) and \
-            not any(math.isinf(v) for v in report.values()):
+    if any(math.isnan(v) for v in report.values()) and not any(
+        math.isinf(v) for v in report.values()
+    ):
         raise PerftestFailed(f"{program}: unreadable numbers {report}")
     return PerftestRun(program, report, client, srv)

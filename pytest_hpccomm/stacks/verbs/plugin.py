@@ -24,16 +24,20 @@ if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
     from pytest_hpccomm.stacks.verbs.driver import Placement, VerbsPair
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner
 
-PLANT_HELP = ("test-only: start the verbs peers with a planted bug, to prove the conformance "
-              "suite catches it (mr-no-remote-write: MRs are registered without REMOTE_WRITE "
-              "even when it is asked for)")
+PLANT_HELP = (
+    "test-only: start the verbs peers with a planted bug, to prove the conformance "
+    "suite catches it (mr-no-remote-write: MRs are registered without REMOTE_WRITE "
+    "even when it is asked for)"
+)
 
 DEADLINE = 240.0  # seconds per verbs item; the slowest in the TCG-emulated guest take ~10 s
 DEADLINE_SHARE = 0.8  # of pytest-timeout's timeout, so the watchdog fires first
-DEADLINE_HELP = (f"seconds a verbs item may run (default {DEADLINE:g}, at most "
-                 f"{DEADLINE_SHARE:g} x pytest-timeout's --timeout; 0: no deadline): past it "
-                 "the item fails even inside a Hypothesis property, which swallows "
-                 "pytest-timeout's failure")
+DEADLINE_HELP = (
+    f"seconds a verbs item may run (default {DEADLINE:g}, at most "
+    f"{DEADLINE_SHARE:g} x pytest-timeout's --timeout; 0: no deadline): past it "
+    "the item fails even inside a Hypothesis property, which swallows "
+    "pytest-timeout's failure"
+)
 
 pytest_plugins = ["pytest_hpccomm.stacks.verbs.fixtures"]
 
@@ -43,16 +47,30 @@ PAIR_KEY = pytest.StashKey[Any]()  # the session's VerbsPair, once started
 
 @pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
-    return [ImportProbe("verbs", ("pyverbs",), ("pyverbs",), (),
-                        "apt-get install python3-pyverbs (rdma-core)")]
+    return [
+        ImportProbe(
+            "verbs", ("pyverbs",), ("pyverbs",), (), "apt-get install python3-pyverbs (rdma-core)"
+        )
+    ]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
-    group.addoption("--hpc-verbs-plant", default=None, dest="hpc_verbs_plant",
-                    choices=("mr-no-remote-write",), help=PLANT_HELP)
-    group.addoption("--hpc-verbs-deadline", default=None, type=float,
-                    dest="hpc_verbs_deadline", metavar="SECONDS", help=DEADLINE_HELP)
+    group.addoption(
+        "--hpc-verbs-plant",
+        default=None,
+        dest="hpc_verbs_plant",
+        choices=("mr-no-remote-write",),
+        help=PLANT_HELP,
+    )
+    group.addoption(
+        "--hpc-verbs-deadline",
+        default=None,
+        type=float,
+        dest="hpc_verbs_deadline",
+        metavar="SECONDS",
+        help=DEADLINE_HELP,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -129,8 +147,10 @@ def fabric_reason(hpc: HpcSession) -> str | None:
     if isinstance(sel, FabricSelection):
         if sel.kind in RDMA_KINDS:
             return None
-        return (f"verbs needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
-                f"{sel.kind} ({sel.description})")
+        return (
+            f"verbs needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
+            f"{sel.kind} ({sel.description})"
+        )
     if sel.kind in prov.LINK_TYPES:
         why = prov.unavailable_reason(sel.kind, hpc.inventory, cfg.netdev, Path(cfg.sysfs_root))
         return f"{sel.reason}; cannot create one: {why}" if why else None
@@ -174,8 +194,12 @@ def verbs_emulated(verbs_fabric: FabricSelection) -> bool:
 
 
 @pytest.fixture(scope="session")
-def verbs_pair(verbs_fabric: FabricSelection, hpc_rdma_fabric: ClusterFabric,
-               pytestconfig: pytest.Config, record_testsuite_property: Any) -> Iterator[VerbsPair]:
+def verbs_pair(
+    verbs_fabric: FabricSelection,
+    hpc_rdma_fabric: ClusterFabric,
+    pytestconfig: pytest.Config,
+    record_testsuite_property: Any,
+) -> Iterator[VerbsPair]:
     from pytest_hpccomm.stacks.verbs.driver import PeerError, PeerOptions, VerbsPair, start_peers
 
     # which kernel and driver the suite ran on, in the JUnit XML next to the verdicts (known
@@ -187,9 +211,12 @@ def verbs_pair(verbs_fabric: FabricSelection, hpc_rdma_fabric: ClusterFabric,
     opts = PeerOptions.from_selection(verbs_fabric, plant)
     placement = placement_of(hpc_rdma_fabric, plant)
     # which path every verbs item of this session took: loopback QPs on one device, or a wire
-    record_testsuite_property("verbs_path", "loopback QPs on one device" if placement is None
-                              else "host to host: " + " -> ".join(p.host for p in
-                                                                  placement.places))
+    record_testsuite_property(
+        "verbs_path",
+        "loopback QPs on one device"
+        if placement is None
+        else "host to host: " + " -> ".join(p.host for p in placement.places),
+    )
     try:
         a, b = start_peers(opts, 2, placement)
     except PeerError as exc:
@@ -209,19 +236,28 @@ def placement_of(fabric: ClusterFabric, plant: str | None) -> Placement | None:
 
     if not fabric.spans_hosts:
         return None
-    places = tuple(PeerPlace(h.host, h.local, dataclasses.replace(
-        PeerOptions.from_selection(h.selection, plant), address=h.address))
-        for h in fabric.hosts[:2])
+    places = tuple(
+        PeerPlace(
+            h.host,
+            h.local,
+            dataclasses.replace(PeerOptions.from_selection(h.selection, plant), address=h.address),
+        )
+        for h in fabric.hosts[:2]
+    )
     listen = fabric.local.address
     if not listen:
-        pytest.fail(f"peers across hosts dial home to this host's fabric address; "
-                    f"{fabric.local.description} has none", pytrace=False)
+        pytest.fail(
+            f"peers across hosts dial home to this host's fabric address; "
+            f"{fabric.local.description} has none",
+            pytrace=False,
+        )
     return Placement(places, fabric.shell, listen)
 
 
 @pytest.fixture(scope="session")
-def verbs_bench(verbs_pair: VerbsPair, verbs_emulated: bool,
-                pytestconfig: pytest.Config) -> Iterator[BenchRunner]:
+def verbs_bench(
+    verbs_pair: VerbsPair, verbs_emulated: bool, pytestconfig: pytest.Config
+) -> Iterator[BenchRunner]:
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner, BenchSettings
 
     cfg = hpc_session_of(pytestconfig).cfg
@@ -242,4 +278,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "hpccomm verbs")
         terminalreporter.write_line(
             f"{len(ran)} benchmark points ran as a functional pass on an emulated device "
-            f"({where}): performance verdicts disabled, timings are not judged or stored")
+            f"({where}): performance verdicts disabled, timings are not judged or stored"
+        )

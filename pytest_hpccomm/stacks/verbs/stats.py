@@ -56,18 +56,25 @@ def latency_stats(delta_us: Sequence[float]) -> LatencyStats:
     delta = sorted(delta_us)
     cnt = len(delta) - LAT_MEASURE_TAIL
     if cnt < 1:
-        raise ValueError(f"latency needs at least {LAT_MEASURE_TAIL + 1} iterations, "
-                         f"got {len(delta)}")
+        raise ValueError(
+            f"latency needs at least {LAT_MEASURE_TAIL + 1} iterations, got {len(delta)}"
+        )
     kept = delta[:cnt]
     avg = sum(kept) / cnt
     # perftest truncates each difference to int before squaring (int temp_var): we do not —
     # that is a bug in perftest for sub-µs latencies, and t_stdev is informational only
     stdev = math.sqrt(sum((avg - d) ** 2 for d in kept) / cnt)
     # delta[] still holds the dropped tail, so these indices may reach it, as in perftest
-    return LatencyStats(iterations=len(delta_us), t_min=delta[0], t_max=delta[cnt],
-                        t_typical=_median(delta, cnt), t_avg=avg, t_stdev=stdev,
-                        t_p99=delta[min(math.ceil(cnt * 0.99), len(delta) - 1)],
-                        t_p999=delta[min(math.ceil(cnt * 0.999), len(delta) - 1)])
+    return LatencyStats(
+        iterations=len(delta_us),
+        t_min=delta[0],
+        t_max=delta[cnt],
+        t_typical=_median(delta, cnt),
+        t_avg=avg,
+        t_stdev=stdev,
+        t_p99=delta[min(math.ceil(cnt * 0.99), len(delta) - 1)],
+        t_p999=delta[min(math.ceil(cnt * 0.999), len(delta) - 1)],
+    )
 
 
 def bandwidth_mb_s(size: int, iterations: int, elapsed_ns: int) -> float:

@@ -60,8 +60,10 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if armed is None or not armed.fired:
         return  # late: its item is over
     took = time.monotonic() - armed.started
-    raise ItemDeadline(f"{armed.what}: still running after {took:.0f} s, past its verbs "
-                       f"deadline of {armed.seconds:g} s (--hpc-verbs-deadline)")
+    raise ItemDeadline(
+        f"{armed.what}: still running after {took:.0f} s, past its verbs "
+        f"deadline of {armed.seconds:g} s (--hpc-verbs-deadline)"
+    )
 
 
 @contextmanager

@@ -12,16 +12,32 @@ GRH_BYTES = 40  # a UD receive buffer starts with the Global Routing Header
 QKEY = 0x11111111
 
 # libibverbs' ibv_wc_status_str(), so failures read as every verbs tool prints them
-WC_STATUS = ("success", "local length error", "local QP operation error",
-             "local EE context operation error", "local protection error",
-             "Work Request Flushed Error", "memory management operation error",
-             "bad response error", "local access error", "remote invalid request error",
-             "remote access error", "remote operation error",
-             "transport retry counter exceeded", "RNR retry counter exceeded",
-             "local RDD violation error", "remote invalid RD request", "aborted error",
-             "invalid EE context number", "invalid EE context state", "fatal error",
-             "response timeout error", "general error", "TM error",
-             "TM rendezvous request error")
+WC_STATUS = (
+    "success",
+    "local length error",
+    "local QP operation error",
+    "local EE context operation error",
+    "local protection error",
+    "Work Request Flushed Error",
+    "memory management operation error",
+    "bad response error",
+    "local access error",
+    "remote invalid request error",
+    "remote access error",
+    "remote operation error",
+    "transport retry counter exceeded",
+    "RNR retry counter exceeded",
+    "local RDD violation error",
+    "remote invalid RD request",
+    "aborted error",
+    "invalid EE context number",
+    "invalid EE context state",
+    "fatal error",
+    "response timeout error",
+    "general error",
+    "TM error",
+    "TM rendezvous request error",
+)
 
 
 def status_text(status: int) -> str:

@@ -19,8 +19,15 @@ from pytest_hpccomm.stacks.grpc.build import (
     find_toolchain,
 )
 
-FAKE = Toolchain(cxx="/usr/bin/c++", protoc="/usr/bin/protoc", plugin="/usr/bin/grpc_cpp_plugin",
-                 cflags=("-DX",), libs=("-lgrpc++",), prefix=None, versions=("c++ 12", "3.21"))
+FAKE = Toolchain(
+    cxx="/usr/bin/c++",
+    protoc="/usr/bin/protoc",
+    plugin="/usr/bin/grpc_cpp_plugin",
+    cflags=("-DX",),
+    libs=("-lgrpc++",),
+    prefix=None,
+    versions=("c++ 12", "3.21"),
+)
 
 
 @pytest.fixture
@@ -59,8 +66,9 @@ def test_prefix_without_grpc_is_a_skip_reason(tmp_path: Path) -> None:
         find_toolchain(tmp_path)
 
 
-def test_cache_key_follows_sources_recipe_and_toolchain(sources: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_key_follows_sources_recipe_and_toolchain(
+    sources: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = cache_key(FAKE)
     assert cache_key(FAKE) == key  # stable
     assert cache_key(dataclasses.replace(FAKE, prefix="/opt/ar-grpc")) != key
@@ -117,7 +125,8 @@ def test_compile_error_fails_and_leaves_no_cache_entry(sources: Path, tmp_path: 
         pytest.skip(str(e))
     (sources / "peer.cc").write_text("#error planted compile error\n")
     cache = tmp_path / "cache"
-    with pytest.raises(NativeBuildError,
-                       match="(?s)compiling peer.cc failed.*planted compile error"):
+    with pytest.raises(
+        NativeBuildError, match="(?s)compiling peer.cc failed.*planted compile error"
+    ):
         ensure_built(cache=cache, timeout=300)
     assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []

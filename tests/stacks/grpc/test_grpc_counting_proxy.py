@@ -42,8 +42,9 @@ class SlowForwardProxy(CountingProxy):
         super().__init__(target, timeout=TIMEOUT)
 
     def _spawn(self, fn: Callable[..., None], *args: Any) -> None:
-        super()._spawn(fn, *(SlowSocket(a, self.release) if isinstance(a, socket.socket) else a
-                             for a in args))
+        super()._spawn(
+            fn, *(SlowSocket(a, self.release) if isinstance(a, socket.socket) else a for a in args)
+        )
 
 
 def recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -74,8 +75,9 @@ def test_counts_include_every_byte_a_peer_has_received(upstream: socket.socket) 
     relay = SlowForwardProxy(f"127.0.0.1:{upstream.getsockname()[1]}")
     senders: list[threading.Thread] = []
     try:
-        with socket.create_connection(("127.0.0.1", int(relay.target.rsplit(":", 1)[1])),
-                                      timeout=TIMEOUT) as client:
+        with socket.create_connection(
+            ("127.0.0.1", int(relay.target.rsplit(":", 1)[1])), timeout=TIMEOUT
+        ) as client:
             conn, _ = upstream.accept()
             with conn:
                 conn.settimeout(TIMEOUT)

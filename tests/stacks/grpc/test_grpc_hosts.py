@@ -37,24 +37,48 @@ def native() -> NativeBuild:
     return native_build_or_skip()
 
 
-def suite_on_h0(cluster: VirtualCluster, agent: Path, tmp_path: Path, hosts: str,
-                *args: str) -> JobResult:
-    argv = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-rs", "-p", "no:cacheprovider",
-            "--import-mode=importlib", "--hpc-fabric=ethernet", f"--hpc-hosts={hosts}",
-            f"--hpc-rsh-agent={agent}", "--hpc-grpc-modes=raw", "--hpc-history=none",
-            f"--hpc-baselines={tmp_path / 'bl'}", "--hpc-system=hosts-test", *args]
+def suite_on_h0(
+    cluster: VirtualCluster, agent: Path, tmp_path: Path, hosts: str, *args: str
+) -> JobResult:
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITE),
+        "-q",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "--hpc-fabric=ethernet",
+        f"--hpc-hosts={hosts}",
+        f"--hpc-rsh-agent={agent}",
+        "--hpc-grpc-modes=raw",
+        "--hpc-history=none",
+        f"--hpc-baselines={tmp_path / 'bl'}",
+        "--hpc-system=hosts-test",
+        *args,
+    ]
     return cluster.run_job(0, argv, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)
 
 
-def test_grpc_suite_runs_on_hosts_over_ssh(native: NativeBuild,
-                                           ssh_cluster: tuple[VirtualCluster, Path],
-                                           tmp_path: Path) -> None:
+def test_grpc_suite_runs_on_hosts_over_ssh(
+    native: NativeBuild, ssh_cluster: tuple[VirtualCluster, Path], tmp_path: Path
+) -> None:
     cluster, agent = ssh_cluster
     results = tmp_path / "results.json"
     before = cluster.counters(1)
-    job = suite_on_h0(cluster, agent, tmp_path, "h0,h1", "-k",
-                      "test_tf_grpc_bench and uniform-medium", "--hpc-grpc-peers=native,python",
-                      f"--hpc-grpc-build={native.directory}", f"--hpc-results={results}")
+    job = suite_on_h0(
+        cluster,
+        agent,
+        tmp_path,
+        "h0,h1",
+        "-k",
+        "test_tf_grpc_bench and uniform-medium",
+        "--hpc-grpc-peers=native,python",
+        f"--hpc-grpc-build={native.directory}",
+        f"--hpc-results={results}",
+    )
     rx, tx = (a - b for a, b in zip(cluster.counters(1), before))
     assert job.ok, job.describe() + job.stdout[-4000:]
     summary = job.stdout.strip().splitlines()[-1]
@@ -63,20 +87,31 @@ def test_grpc_suite_runs_on_hosts_over_ssh(native: NativeBuild,
     records = [r["measurement"] for r in json.loads(results.read_text())["results"]]
     assert {m["params"]["placement"] for m in records} == {"hosts"}
     assert len(records) == 8, [m["benchmark"] for m in records]
-    sent = sum(m["params"]["bytes"] * sum(m["extra"]["iterations_per_sample"])
-               for m in records if m["benchmark"] == "tf_grpc_p2p_bandwidth")
+    sent = sum(
+        m["params"]["bytes"] * sum(m["extra"]["iterations_per_sample"])
+        for m in records
+        if m["benchmark"] == "tf_grpc_p2p_bandwidth"
+    )
     assert sent > 0 and tx >= sent, (tx, sent)  # the clients were on h1, the servers away
     assert rx > 0, rx
     left = still_running(cluster, "cmdline", [m.encode() for m in PEER_MARKS])
     assert not left, f"gRPC peers left on the hosts: {left}"
 
 
-def test_one_host_is_a_clear_failure(ssh_cluster: tuple[VirtualCluster, Path],
-                                     tmp_path: Path) -> None:
+def test_one_host_is_a_clear_failure(
+    ssh_cluster: tuple[VirtualCluster, Path], tmp_path: Path
+) -> None:
     cluster, agent = ssh_cluster
-    job = suite_on_h0(cluster, agent, tmp_path, "h0", "-k",
-                      "test_tf_grpc_bench and p2p_latency and uniform-medium",
-                      "--hpc-grpc-peers=python")
+    job = suite_on_h0(
+        cluster,
+        agent,
+        tmp_path,
+        "h0",
+        "-k",
+        "test_tf_grpc_bench and p2p_latency and uniform-medium",
+        "--hpc-grpc-peers=python",
+    )
     assert job.returncode == 1, job.describe() + job.stdout[-3000:]
-    assert "1 failed" in job.stdout and "--hpc-hosts must name at least 2" in job.stdout, \
+    assert "1 failed" in job.stdout and "--hpc-hosts must name at least 2" in job.stdout, (
         job.stdout[-3000:]
+    )

@@ -20,8 +20,13 @@ LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
 
 
 def point(samples: list[float]) -> dict[str, Any]:
-    return {"layout": [1 << 20] * 10, "samples": samples, "iterations": [3] * len(samples),
-            "warmup": 1, "errors": []}
+    return {
+        "layout": [1 << 20] * 10,
+        "samples": samples,
+        "iterations": [3] * len(samples),
+        "warmup": 1,
+        "errors": [],
+    }
 
 
 def sweep(family: str, link: LinkRate | None) -> Sweep:
@@ -30,17 +35,34 @@ def sweep(family: str, link: LinkRate | None) -> Sweep:
 
 def test_only_the_bandwidth_record_carries_the_link() -> None:
     args = ("uniform-large", sweep("p2p", LINK))
-    bw = measurement("tf_grpc_p2p_bandwidth", *args, point([110.0, 115.0]), "grpc", "native",
-                     "raw", NETNS)
+    bw = measurement(
+        "tf_grpc_p2p_bandwidth", *args, point([110.0, 115.0]), "grpc", "native", "raw", NETNS
+    )
     assert (bw.extra["link_rate_gbps"], bw.extra["link_rate_source"]) == (1.0, LINK.source)
     assert link_fraction(115.0, bw.unit, 1.0) == pytest.approx(0.92)
     lat = measurement("tf_grpc_p2p_latency", *args, point([9e4]), "grpc", "native", "raw", NETNS)
     assert "link_rate_gbps" not in lat.extra
-    ps = measurement("tf_grpc_ps_throughput", "uniform-large", sweep("ps", LINK),
-                     point([11.0]), "grpc", "native", "raw", NETNS)
+    ps = measurement(
+        "tf_grpc_ps_throughput",
+        "uniform-large",
+        sweep("ps", LINK),
+        point([11.0]),
+        "grpc",
+        "native",
+        "raw",
+        NETNS,
+    )
     assert "link_rate_gbps" not in ps.extra  # rpc/s is no data rate
-    unknown = measurement("tf_grpc_p2p_bandwidth", "uniform-large", sweep("p2p", None),
-                          point([110.0]), "grpc", "native", "raw", LOOPBACK)
+    unknown = measurement(
+        "tf_grpc_p2p_bandwidth",
+        "uniform-large",
+        sweep("p2p", None),
+        point([110.0]),
+        "grpc",
+        "native",
+        "raw",
+        LOOPBACK,
+    )
     assert "link_rate_gbps" not in unknown.extra and "link_rate_source" not in unknown.extra
 
 
@@ -55,7 +77,8 @@ def server(host: str) -> ServerHandle:
 
 
 def test_link_between_servers_and_clients_on_the_virtual_cluster(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(virtual, "run_command", lambda argv, **kw: "")  # no tc here
     vc = VirtualCluster(2, prefix="hpcclinkgrpc", subnet="10.250.5.0/24")
     assert GrpcLab.link_between(NETNS, vc, [server("h0")], [1]) is None
@@ -67,15 +90,29 @@ def test_link_between_servers_and_clients_on_the_virtual_cluster(
 
 def test_link_between_real_hosts_is_the_slowest_discovered() -> None:
     def host(name: str, driver: str | None, gbps: float | None) -> HostFabric:
-        sel = FabricSelection("ethernet", None, None, None, None, "eth0", "192.0.2.1", gbps,
-                              1500, None, driver, "Ethernet", "eth0")
+        sel = FabricSelection(
+            "ethernet",
+            None,
+            None,
+            None,
+            None,
+            "eth0",
+            "192.0.2.1",
+            gbps,
+            1500,
+            None,
+            driver,
+            "Ethernet",
+            "eth0",
+        )
         return HostFabric(name, sel, local=name == "a")
 
     def hosts(*fabrics: HostFabric) -> GrpcHosts:
         return GrpcHosts(ClusterFabric(fabrics[0].selection, fabrics))
 
     site = hosts(host("a", "ice", 100.0), host("b", "ice", 25.0))
-    assert GrpcLab.link_between(HOSTS, site, [server("a")], [1]) == \
-        LinkRate(25.0, "netdev eth0 speed on b")
+    assert GrpcLab.link_between(HOSTS, site, [server("a")], [1]) == LinkRate(
+        25.0, "netdev eth0 speed on b"
+    )
     veths = hosts(host("a", "ice", 100.0), host("b", None, 10.0))  # b: a veth's 10000
     assert GrpcLab.link_between(HOSTS, veths, [server("a")], [1]) is None

@@ -7,11 +7,19 @@ from typing import Any
 from pytest_hpccomm.stacks.grpc.driver import Sweep, merge_sweeps
 
 
-def result(samples: list[float], iterations: list[int],
-           errors: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"benchmark": "latency", "name": "uniform", "layout": [8], "samples": samples,
-            "per_worker": [samples], "iterations": iterations, "warmup": 2,
-            "errors": list(errors)}
+def result(
+    samples: list[float], iterations: list[int], errors: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return {
+        "benchmark": "latency",
+        "name": "uniform",
+        "layout": [8],
+        "samples": samples,
+        "per_worker": [samples],
+        "iterations": iterations,
+        "warmup": 2,
+        "errors": list(errors),
+    }
 
 
 def sweep(results: dict[tuple[str, str], dict[str, Any]], rx: int) -> Sweep:

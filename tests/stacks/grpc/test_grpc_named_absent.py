@@ -14,8 +14,13 @@ from tests.builders import usage_error_line
 
 SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
 USES_NATIVE = "def test_native(grpc_lab):\n    grpc_lab.native()\n"
-ARGS = ("--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
-        "--import-mode=importlib")
+ARGS = (
+    "--hpc-history=none",
+    "--hpc-baselines=bl",
+    "-p",
+    "no:cacheprovider",
+    "--import-mode=importlib",
+)
 
 
 def test_a_prefix_that_is_not_a_directory(pytester: pytest.Pytester) -> None:
@@ -28,8 +33,7 @@ def test_a_prefix_without_grpc(pytester: pytest.Pytester, tmp_path: Path) -> Non
     (tmp_path / "include").mkdir()
     (tmp_path / "lib" / "pkgconfig").mkdir(parents=True)
     pytester.copy_example(str(SUITE))
-    line = usage_error_line(pytester.runpytest_subprocess(f"--hpc-grpc-prefix={tmp_path}",
-                                                              *ARGS))
+    line = usage_error_line(pytester.runpytest_subprocess(f"--hpc-grpc-prefix={tmp_path}", *ARGS))
     assert f"--hpc-grpc-prefix {tmp_path}: no gRPC installation there" in line
 
 
@@ -50,8 +54,11 @@ def test_a_build_without_a_peer_fails(pytester: pytest.Pytester, tmp_path: Path)
 def test_a_paired_prefix_that_is_absent(pytester: pytest.Pytester, side: str) -> None:
     sides = {"base": "system", "candidate": "system", side: "/typo"}
     pytester.copy_example(str(SUITE))
-    line = usage_error_line(pytester.runpytest_subprocess(
-        f"--hpc-base=grpc={sides['base']}", f"--hpc-candidate=grpc={sides['candidate']}", *ARGS))
+    line = usage_error_line(
+        pytester.runpytest_subprocess(
+            f"--hpc-base=grpc={sides['base']}", f"--hpc-candidate=grpc={sides['candidate']}", *ARGS
+        )
+    )
     assert f"--hpc-{side} grpc=/typo: not a directory" in line
 
 
@@ -64,7 +71,8 @@ def no_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_no_toolchain_skips_only_when_nobody_named_a_grpc(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prefix = tmp_path / "g"
     (prefix / "include" / "grpcpp").mkdir(parents=True)
     (prefix / "include" / "grpcpp" / "grpcpp.h").write_text("")
@@ -74,16 +82,20 @@ def test_no_toolchain_skips_only_when_nobody_named_a_grpc(
     default.assert_outcomes(skipped=1)  # the system's gRPC, asked for by nobody
     named = pytester.runpytest_subprocess(f"--hpc-grpc-prefix={prefix}", *ARGS)
     named.assert_outcomes(failed=1)
-    named.stdout.fnmatch_lines([f"*--hpc-grpc-prefix {prefix}: native gRPC peer: no C++ "
-                                "compiler on PATH*"])
+    named.stdout.fnmatch_lines(
+        [f"*--hpc-grpc-prefix {prefix}: native gRPC peer: no C++ compiler on PATH*"]
+    )
 
 
-def test_no_toolchain_fails_a_paired_run(pytester: pytest.Pytester, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_toolchain_fails_a_paired_run(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     no_compiler(monkeypatch, tmp_path)
     pytester.makepyfile(USES_NATIVE)
-    result = pytester.runpytest_subprocess("--hpc-base=grpc=system",
-                                           "--hpc-candidate=grpc=system", *ARGS)
+    result = pytester.runpytest_subprocess(
+        "--hpc-base=grpc=system", "--hpc-candidate=grpc=system", *ARGS
+    )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*--hpc-candidate grpc=system: native gRPC peer: no C++ "
-                                 "compiler on PATH*"])
+    result.stdout.fnmatch_lines(
+        ["*--hpc-candidate grpc=system: native gRPC peer: no C++ compiler on PATH*"]
+    )

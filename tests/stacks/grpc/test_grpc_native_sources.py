@@ -25,14 +25,24 @@ def _header_values(text: str) -> dict[str, object]:
 def test_generated_header_carries_the_python_values() -> None:
     got = _header_values(build.constants_header())
     assert got == {
-        "kResultBegin": framing.BEGIN, "kResultEnd": framing.END, "kReady": wire.READY,
-        "kMetaPrefix": wire.META_PREFIX, "kCompress": wire.COMPRESS,
-        "kModeSerialized": "serialized", "kModeRaw": "raw",
-        "kRawEcho": wire.method("Echo", "raw"), "kRawSend": wire.method("Send", "raw"),
-        "kRawPull": wire.method("Pull", "raw"), "kRawEchoStream": wire.method("EchoStream", "raw"),
-        "kWant": wire.WANT, "kHeaderSize": wire.HEADER_SIZE, "kAckSize": wire.ACK_SIZE,
-        "kPool": payload.POOL_SIZE, "kMaxMessage": wire.MAX_MESSAGE,
-        "kCancelledSeqs": wire.CANCELLED_SEQS}
+        "kResultBegin": framing.BEGIN,
+        "kResultEnd": framing.END,
+        "kReady": wire.READY,
+        "kMetaPrefix": wire.META_PREFIX,
+        "kCompress": wire.COMPRESS,
+        "kModeSerialized": "serialized",
+        "kModeRaw": "raw",
+        "kRawEcho": wire.method("Echo", "raw"),
+        "kRawSend": wire.method("Send", "raw"),
+        "kRawPull": wire.method("Pull", "raw"),
+        "kRawEchoStream": wire.method("EchoStream", "raw"),
+        "kWant": wire.WANT,
+        "kHeaderSize": wire.HEADER_SIZE,
+        "kAckSize": wire.ACK_SIZE,
+        "kPool": payload.POOL_SIZE,
+        "kMaxMessage": wire.MAX_MESSAGE,
+        "kCancelledSeqs": wire.CANCELLED_SEQS,
+    }
 
 
 def test_frame_layout_is_what_frame_h_encodes() -> None:

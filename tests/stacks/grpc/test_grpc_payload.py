@@ -34,16 +34,34 @@ def test_defaults_are_tf_grpc_bench_s() -> None:
 
 
 def test_category_boundaries() -> None:
-    assert categories_of([1, KiB - 1, KiB, MiB - 1, MiB, 10 * MiB]) == \
-        [SMALL, SMALL, MEDIUM, MEDIUM, LARGE, LARGE]
-    assert CATEGORIES[SMALL][1] < CATEGORIES[MEDIUM][0] and \
-        CATEGORIES[MEDIUM][1] < CATEGORIES[LARGE][0]
+    assert categories_of([1, KiB - 1, KiB, MiB - 1, MiB, 10 * MiB]) == [
+        SMALL,
+        SMALL,
+        MEDIUM,
+        MEDIUM,
+        LARGE,
+        LARGE,
+    ]
+    assert (
+        CATEGORIES[SMALL][1] < CATEGORIES[MEDIUM][0]
+        and CATEGORIES[MEDIUM][1] < CATEGORIES[LARGE][0]
+    )
 
 
-@pytest.mark.parametrize("kw", [{"small": KiB}, {"small": 0}, {"medium": KiB - 1},
-                                {"medium": MiB}, {"large": MiB - 1}, {"large": 10 * MiB + 1},
-                                {"buffers": 0}, {"skew": (0.0, 0.0, 0.0)},
-                                {"skew": (-1.0, 1.0, 1.0)}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"small": KiB},
+        {"small": 0},
+        {"medium": KiB - 1},
+        {"medium": MiB},
+        {"large": MiB - 1},
+        {"large": 10 * MiB + 1},
+        {"buffers": 0},
+        {"skew": (0.0, 0.0, 0.0)},
+        {"skew": (-1.0, 1.0, 1.0)},
+    ],
+)
 def test_sizes_outside_their_category_are_rejected(kw: dict[str, object]) -> None:
     with pytest.raises(PayloadError):
         PayloadSpec(**kw)  # type: ignore[arg-type]
@@ -60,10 +78,13 @@ def test_skew_bias_option() -> None:
     assert (cats.count(LARGE), cats.count(MEDIUM), cats.count(SMALL)) == (2, 6, 12)
 
 
-@given(buffers=st.integers(1, 1000),
-       weights=st.tuples(*[st.floats(0, 100, allow_nan=False)] * 3).filter(lambda w: sum(w) > 0))
-def test_skew_counts_are_exact_and_proportional(buffers: int,
-                                                weights: tuple[float, float, float]) -> None:
+@given(
+    buffers=st.integers(1, 1000),
+    weights=st.tuples(*[st.floats(0, 100, allow_nan=False)] * 3).filter(lambda w: sum(w) > 0),
+)
+def test_skew_counts_are_exact_and_proportional(
+    buffers: int, weights: tuple[float, float, float]
+) -> None:
     counts = skew_counts(buffers, weights)
     assert sum(counts) == buffers
     for c, w in zip(counts, weights):
@@ -79,8 +100,11 @@ def test_schemes_are_reproducible_from_the_seed() -> None:
 
 
 def test_random_draws_every_category_at_its_configured_size() -> None:
-    drawn = {n for s in range(20) for n in layout("random", PayloadSpec(
-        small=100, medium=100 * KiB, large=2 * MiB, seed=s))}
+    drawn = {
+        n
+        for s in range(20)
+        for n in layout("random", PayloadSpec(small=100, medium=100 * KiB, large=2 * MiB, seed=s))
+    }
     assert drawn == {100, 100 * KiB, 2 * MiB}
 
 

@@ -19,21 +19,34 @@ pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 
 
 @pytest.mark.parametrize("peer", ["python", "native"])
-def test_dropped_buffer_fails_and_shrinks(peer: str, pytester: pytest.Pytester,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dropped_buffer_fails_and_shrinks(
+    peer: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     native_peer_or_skip(monkeypatch)  # the native client (relay) runs against either peer
     pytester.copy_example(str(SUITE))
-    args = ["-p", "no:cacheprovider",
-            "--import-mode=importlib", "--hpc-history=none", "--hpc-grpc-peers", peer,
-            "--hpc-grpc-clients=python,native",
-            "-k", "test_round_trip_is_byte_exact"]
-    bad = pytester.runpytest_subprocess(*args, "--hpc-grpc-plant-bug", "drop-last-buffer",
-                                        timeout=300)
+    args = [
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "--hpc-history=none",
+        "--hpc-grpc-peers",
+        peer,
+        "--hpc-grpc-clients=python,native",
+        "-k",
+        "test_round_trip_is_byte_exact",
+    ]
+    bad = pytester.runpytest_subprocess(
+        *args, "--hpc-grpc-plant-bug", "drop-last-buffer", timeout=300
+    )
     bad.assert_outcomes(failed=4)  # serialized and raw, each by both clients
     out = bad.stdout.str()
     # Hypothesis' report ("Falsifying example" before 6.1xx, "Failing test case" since)
-    shrunk = re.findall(r"(?:Falsifying example|Failing test case): round_trip\(\n"
-                        r"(?:E\s+)?layout=(.*),$", out, re.M)
+    shrunk = re.findall(
+        r"(?:Falsifying example|Failing test case): round_trip\(\n"
+        r"(?:E\s+)?layout=(.*),$",
+        out,
+        re.M,
+    )
     assert shrunk == ["[b'']"] * 4, out[-3000:]  # the minimal layout, every mode and client
     bad.stdout.fnmatch_lines(["*1 buffers sent, 0 came back*"])
 

@@ -13,8 +13,9 @@ from pytest_hpccomm.stacks.grpc import build
 
 def fake_build(d: Path, sources: str, binaries: tuple[str, ...]) -> Path:
     d.mkdir()
-    (d / "build.json").write_text(json.dumps({"key": "k1", "sources": sources,
-                                              "grpc_version": "1.51.1"}))
+    (d / "build.json").write_text(
+        json.dumps({"key": "k1", "sources": sources, "grpc_version": "1.51.1"})
+    )
     for name in binaries:
         (d / name).write_bytes(b"")
     return d

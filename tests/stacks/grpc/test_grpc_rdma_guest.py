@@ -33,8 +33,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
 SUITE = "hpccomm_suites/grpc/test_perf_tf_grpc_bench.py"
 CONFORMANCE = "hpccomm_suites/grpc/test_conformance_grpc.py"
-SETTINGS = ("--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", "--hpc-grpc-buffers=1",
-            "--hpc-grpc-large=1M")
+SETTINGS = (
+    "--hpc-grpc-peers=native",
+    "--hpc-grpc-modes=raw",
+    "--hpc-grpc-buffers=1",
+    "--hpc-grpc-large=1M",
+)
 ONE_ITEM = "test_tf_grpc_bench and loopback and p2p_latency and uniform-medium"
 
 
@@ -48,11 +52,27 @@ def native() -> NativeBuild:
     return native_build_or_skip()
 
 
-def run(image: str, native: NativeBuild, results: Path, *args: str, targets: str = SUITE,
-        fabric: str = "softroce", hosts: int = 1) -> Any:
+def run(
+    image: str,
+    native: NativeBuild,
+    results: Path,
+    *args: str,
+    targets: str = SUITE,
+    fabric: str = "softroce",
+    hosts: int = 1,
+) -> Any:
     staged = f"/mnt/job/stage/{native.directory.name}"
-    return boot(image, results, fabric, f"--hpc-grpc-build={staged}", *args,
-                targets=targets, stage=(native.directory,), job_timeout=1200, hosts=hosts)
+    return boot(
+        image,
+        results,
+        fabric,
+        f"--hpc-grpc-build={staged}",
+        *args,
+        targets=targets,
+        stage=(native.directory,),
+        job_timeout=1200,
+        hosts=hosts,
+    )
 
 
 def run_on_siw(image: str, native: NativeBuild, results: Path, *args: str) -> dict[str, Any]:
@@ -65,10 +85,11 @@ def run_on_siw(image: str, native: NativeBuild, results: Path, *args: str) -> di
     run(image, native, results, *args, fabric="iwarp")
     warning = siw_warning(results)
     died = not (results / "junit.xml").is_file()
-    if warning and (died or any("cannot connect" in m
-                                for m in junit(results)["failed"].values())):
-        pytest.xfail(f"known siw defect observed in this boot"
-                     f"{' (the guest died without JUnit)' if died else ''}: {warning}")
+    if warning and (died or any("cannot connect" in m for m in junit(results)["failed"].values())):
+        pytest.xfail(
+            f"known siw defect observed in this boot"
+            f"{' (the guest died without JUnit)' if died else ''}: {warning}"
+        )
     assert not died, f"the guest left no JUnit and no siw WARNING: {tail(results)}"
     got = junit(results)
     got["results"] = results
@@ -89,12 +110,14 @@ def siw_warning(where: Path) -> str:
 
 def proofs(results: Path) -> list[str]:
     """What each item's proof of path said (junit properties)."""
-    return re.findall(r'name="hpccomm_path_\d+" value="([^"]*)"',
-                      (results / "junit.xml").read_text())
+    return re.findall(
+        r'name="hpccomm_path_\d+" value="([^"]*)"', (results / "junit.xml").read_text()
+    )
 
 
-def test_rsocket_alone_breaks_at_fcntl(guest_image: str, native: NativeBuild,
-                                       tmp_path: Path) -> None:
+def test_rsocket_alone_breaks_at_fcntl(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
     run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket", *SETTINGS, "-k", ONE_ITEM)
     got = junit(tmp_path)
     assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(tmp_path))
@@ -103,45 +126,70 @@ def test_rsocket_alone_breaks_at_fcntl(guest_image: str, native: NativeBuild,
     assert "fcntl" in message and "Operation not supported" in message, message[-2000:]
 
 
-def test_a_silent_fallback_to_tcp_fails_the_proof_of_path(guest_image: str,
-                                                          native: NativeBuild,
-                                                          tmp_path: Path) -> None:
+def test_a_silent_fallback_to_tcp_fails_the_proof_of_path(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
     # a mistyped preload path: ld.so ignores it and the peers run on kernel TCP
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
-        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so", *SETTINGS,
-        "-k", ONE_ITEM)
+    run(
+        guest_image,
+        native,
+        tmp_path,
+        "--hpc-grpc-preset=rsocket-compat",
+        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so",
+        *SETTINGS,
+        "-k",
+        ONE_ITEM,
+    )
     got = junit(tmp_path)
     assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(tmp_path))
     [message] = got["failed"].values()
     assert "did not cross the RDMA device" in message, message[-2000:]
 
 
-def test_rsocket_compat_carries_the_perf_suite_side_by_side(guest_image: str,
-                                                            native: NativeBuild,
-                                                            tmp_path: Path) -> None:
+def test_rsocket_compat_carries_the_perf_suite_side_by_side(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
     # one job per sweep: the rows are function only under emulation, whatever the jobs
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS,
-        "--hpc-repeats=1", "-k", "loopback")
+    run(
+        guest_image,
+        native,
+        tmp_path,
+        "--hpc-grpc-preset=rsocket-compat",
+        *SETTINGS,
+        "--hpc-repeats=1",
+        "-k",
+        "loopback",
+    )
     got = junit(tmp_path)
     assert not got["failed"] and len(got["passed"]) == 40, (got["failed"], tail(tmp_path))
     assert sum("rsocket-compat-tcp" in n for n in got["passed"]) == 20  # the twin's half
     got_proofs = proofs(tmp_path)
     assert got_proofs and all("rxe0" in p for p in got_proofs), got_proofs[:3]
     summary = (tmp_path / "summary.md").read_text()
-    rows = [r for r in summary.split("### Side by side")[1].splitlines()
-            if r.startswith("| rsocket-compat vs rsocket-compat-tcp")]
+    rows = [
+        r
+        for r in summary.split("### Side by side")[1].splitlines()
+        if r.startswith("| rsocket-compat vs rsocket-compat-tcp")
+    ]
     # p2p latency and bandwidth, PS rate, mimic step time: 5 schemes each, no verdicts
     assert len(rows) == 20 and all("function only" in r for r in rows), rows
     for metric in ("latency", "bandwidth", "rate", "step time"):
         assert sum(f"({metric})" in r for r in rows) == 5, (metric, rows)
 
 
-def test_rsocket_compat_passes_conformance_inside_the_runtime(guest_image: str,
-                                                              native: NativeBuild,
-                                                              tmp_path: Path) -> None:
+def test_rsocket_compat_passes_conformance_inside_the_runtime(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
     # raw mode: the runtime's transport is the same for both; serialized adds 2 min here
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
-        "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw", targets=CONFORMANCE)
+    run(
+        guest_image,
+        native,
+        tmp_path,
+        "--hpc-grpc-preset=rsocket-compat",
+        "--hpc-grpc-peers=native",
+        "--hpc-grpc-modes=raw",
+        targets=CONFORMANCE,
+    )
     got = junit(tmp_path)
     assert not got["failed"] and len(got["passed"]) >= 15, (got["failed"], tail(tmp_path))
     assert any("test_calls_take_the_runtimes_path" in n for n in got["passed"]), got["passed"]
@@ -151,39 +199,62 @@ def test_rsocket_compat_passes_conformance_inside_the_runtime(guest_image: str,
     assert all("kernel-TCP relay" in why for why in got["skipped"].values()), got["skipped"]
 
 
-def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(guest_image: str,
-                                                               native: NativeBuild,
-                                                               tmp_path: Path) -> None:
+def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
     # siw counts nothing on its port; its RDMA is TCP through the kernel's own sockets
-    got = run_on_siw(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
-                     *SETTINGS, "-k", ONE_ITEM)
+    got = run_on_siw(
+        guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS, "-k", ONE_ITEM
+    )
     assert not got["failed"] and len(got["passed"]) == 2, (got, tail(got["results"]))
     got_proofs = proofs(got["results"])
-    assert got_proofs and all("siw0" in p and "through processes' sockets" in p
-                              for p in got_proofs), got_proofs
+    assert got_proofs and all(
+        "siw0" in p and "through processes' sockets" in p for p in got_proofs
+    ), got_proofs
 
 
-def test_a_silent_fallback_over_siw_is_caught(guest_image: str, native: NativeBuild,
-                                              tmp_path: Path) -> None:
-    got = run_on_siw(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat",
-                     "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so",
-                     *SETTINGS, "-k", ONE_ITEM)
+def test_a_silent_fallback_over_siw_is_caught(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
+    got = run_on_siw(
+        guest_image,
+        native,
+        tmp_path,
+        "--hpc-grpc-preset=rsocket-compat",
+        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so",
+        *SETTINGS,
+        "-k",
+        ONE_ITEM,
+    )
     assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(got["results"]))
     [message] = got["failed"].values()
     assert "processes' own TCP sockets sent" in message, message[-2000:]
 
 
-def test_rsocket_compat_across_two_guests(guest_image: str, native: NativeBuild,
-                                          tmp_path: Path) -> None:
+def test_rsocket_compat_across_two_guests(
+    guest_image: str, native: NativeBuild, tmp_path: Path
+) -> None:
     # --hpc-hosts=h0,h1: servers on h0 at its rxe0 netdev's address, clients on h1 over ssh
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS,
-        "--hpc-repeats=1", "-k", "test_tf_grpc_bench and uniform-medium", hosts=2)
+    run(
+        guest_image,
+        native,
+        tmp_path,
+        "--hpc-grpc-preset=rsocket-compat",
+        *SETTINGS,
+        "--hpc-repeats=1",
+        "-k",
+        "test_tf_grpc_bench and uniform-medium",
+        hosts=2,
+    )
     got = junit(tmp_path)
     # p2p latency and bandwidth, PS rate, mimic step: the runtime and its TCP twin
     assert not got["failed"] and len(got["passed"]) == 8, (got, tail(tmp_path))
     assert all("hosts" in n for n in got["passed"]), got["passed"]
     got_proofs = proofs(tmp_path)
     assert len(got_proofs) >= 2 and all("rxe0 on h0" in p for p in got_proofs), got_proofs
-    rows = [r for r in (tmp_path / "summary.md").read_text().splitlines()
-            if r.startswith("| rsocket-compat vs rsocket-compat-tcp")]
+    rows = [
+        r
+        for r in (tmp_path / "summary.md").read_text().splitlines()
+        if r.startswith("| rsocket-compat vs rsocket-compat-tcp")
+    ]
     assert len(rows) == 4 and all("function only" in r for r in rows), rows

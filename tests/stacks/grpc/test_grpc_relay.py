@@ -36,8 +36,7 @@ def server(native: NativeBuild) -> Iterator[ServerHandle]:
 
 @pytest.fixture
 def client(native: NativeBuild, server: ServerHandle) -> Iterator[TensorClient]:
-    with TensorClient(server.target, "raw",
-                      channel=RelayChannel(native.peer, server.target)) as c:
+    with TensorClient(server.target, "raw", channel=RelayChannel(native.peer, server.target)) as c:
         c.wait_ready(10)
         yield c
 
@@ -46,8 +45,7 @@ def test_bytes_come_back_exactly(client: TensorClient) -> None:
     sent = [b"", bytes(range(256)) * 4099, b"\0" * (5 << 20)]
     assert client.echo(sent, timeout=60) == sent
     assert client.send(sent, timeout=60) == sum(map(len, sent))
-    assert client.stream([[b"a"], [b"bc"], []], timeout=30) == [(0, [b"a"]), (1, [b"bc"]),
-                                                                (2, [])]
+    assert client.stream([[b"a"], [b"bc"], []], timeout=30) == [(0, [b"a"]), (1, [b"bc"]), (2, [])]
 
 
 def test_a_status_comes_back_as_grpcio_raises_it(client: TensorClient) -> None:
@@ -98,8 +96,9 @@ def test_a_dead_relay_is_a_failure_naming_it(native: NativeBuild, server: Server
         ch.close()
 
 
-def test_a_malformed_record_ends_the_relay_saying_why(native: NativeBuild,
-                                                      server: ServerHandle) -> None:
+def test_a_malformed_record_ends_the_relay_saying_why(
+    native: NativeBuild, server: ServerHandle
+) -> None:
     ch = RelayChannel(native.peer, server.target)
     try:
         with pytest.raises(RelayBroken, match="malformed call record"):

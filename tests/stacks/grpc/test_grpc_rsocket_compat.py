@@ -33,8 +33,7 @@ def test_grpc_runs_through_the_shim_on_kernel_tcp(native: NativeBuild) -> None:
     env = {"LD_PRELOAD": str(native.rsocket_compat), "GRPC_POLL_STRATEGY": "poll"}
     server = start_server("native", native, env=env, lifetime=60)
     try:
-        sweep = run_p2p("native", native, server, "raw", [("two", [10, 1 << 20])], QUICK,
-                        env=env)
+        sweep = run_p2p("native", native, server, "raw", [("two", [10, 1 << 20])], QUICK, env=env)
     finally:
         res = server.stop()
     for (bench, name), point in sweep.results.items():
@@ -82,8 +81,12 @@ timed("again", 5000)
 
 
 def rpoll_probe(preload: str, timeout: float = 20) -> JobResult:
-    return run_job([sys.executable, "-c", RPOLL_PROBE], timeout=timeout, label="rpoll probe",
-                   env={**os.environ, "LD_PRELOAD": preload})
+    return run_job(
+        [sys.executable, "-c", RPOLL_PROBE],
+        timeout=timeout,
+        label="rpoll probe",
+        env={**os.environ, "LD_PRELOAD": preload},
+    )
 
 
 def rdma_core_version() -> int | None:
@@ -121,8 +124,10 @@ def test_rpoll_keeps_its_timeouts_through_the_shim(native: NativeBuild, rspreloa
 def test_bare_rpoll_of_old_rdma_core_hangs_after_short_timeouts(rspreload: str) -> None:
     version = rdma_core_version()
     if version is None or version >= 63:
-        pytest.skip(f"rdma-core {version or '(version unknown)'} has the fix of rpoll's "
-                    "timeout (a1747742e, rdma-core 63)")
+        pytest.skip(
+            f"rdma-core {version or '(version unknown)'} has the fix of rpoll's "
+            "timeout (a1747742e, rdma-core 63)"
+        )
     res = rpoll_probe(rspreload, timeout=8)  # through the shim the probe takes 0.3 s
     assert res.timed_out, f"rdma-core {version}'s rpoll returned: {res.describe()}"
     assert '"ready": [1, 1' in res.stdout and '"again"' not in res.stdout, res.stdout[-500:]

@@ -19,30 +19,53 @@ from pytest_hpccomm.stacks.horovod.build import (
     env_from_probe,
     user_env,
 )
-from pytest_hpccomm.stacks.horovod.driver import HorovodError, HorovodPeers, HostsSite, controller_list
+from pytest_hpccomm.stacks.horovod.driver import (
+    HorovodError,
+    HorovodPeers,
+    HostsSite,
+    controller_list,
+)
 from pytest_hpccomm.stacks.horovod.wire import static_process_sets
 
 # The lines of Horovod 0.28.1's sdist around what cxx17.patch changes (CMakeLists.txt 16-22,
 # horovod/torch/CMakeLists.txt 64-70), at their line numbers.
-TOP = ["", "project(horovod CXX)", "", "set(CMAKE_CXX_STANDARD 14)",
-       "set(CMAKE_CXX_STANDARD_REQUIRED ON)", "set(CMAKE_CXX_EXTENSIONS OFF)", ""]
-TORCH = ["add_definitions(-DPYTORCH_VERSION=${VERSION_DEC} -DTORCH_API_INCLUDE_EXTENSION_H=1)",
-         "set(Pytorch_CXX11 ${Pytorch_CXX11} PARENT_SCOPE)",
-         'if(NOT Pytorch_VERSION VERSION_LESS "1.5.0")', "    set(CMAKE_CXX_STANDARD 14)",
-         "endif()", "", "# PyTorch SOURCES"]
+TOP = [
+    "",
+    "project(horovod CXX)",
+    "",
+    "set(CMAKE_CXX_STANDARD 14)",
+    "set(CMAKE_CXX_STANDARD_REQUIRED ON)",
+    "set(CMAKE_CXX_EXTENSIONS OFF)",
+    "",
+]
+TORCH = [
+    "add_definitions(-DPYTORCH_VERSION=${VERSION_DEC} -DTORCH_API_INCLUDE_EXTENSION_H=1)",
+    "set(Pytorch_CXX11 ${Pytorch_CXX11} PARENT_SCOPE)",
+    'if(NOT Pytorch_VERSION VERSION_LESS "1.5.0")',
+    "    set(CMAKE_CXX_STANDARD 14)",
+    "endif()",
+    "",
+    "# PyTorch SOURCES",
+]
 
 
 def _tree(root: Path) -> None:
     (root / "horovod" / "torch").mkdir(parents=True)
     (root / "CMakeLists.txt").write_text("\n".join(["# l"] * 15 + TOP + ["# end"]) + "\n")
     (root / "horovod" / "torch" / "CMakeLists.txt").write_text(
-        "\n".join(["# l"] * 63 + TORCH + ["# end"]) + "\n")
+        "\n".join(["# l"] * 63 + TORCH + ["# end"]) + "\n"
+    )
 
 
 def test_patch_sets_cxx17_in_both_cmake_files(tmp_path: Path) -> None:
     _tree(tmp_path)
-    subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(build.PATCH)],
-                   cwd=tmp_path, check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        ["patch", "-p1", "--forward", "--batch", "-i", str(build.PATCH)],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     for path in (tmp_path / "CMakeLists.txt", tmp_path / "horovod" / "torch" / "CMakeLists.txt"):
         text = path.read_text()
         assert "CMAKE_CXX_STANDARD 17" in text and "CMAKE_CXX_STANDARD 14" not in text, path
@@ -67,9 +90,16 @@ def test_mpirun_is_found_beside_the_libmpi_horovod_links(tmp_path: Path) -> None
     (tmp_path / "bin").mkdir()
     (tmp_path / "lib" / "libmpi.so.40").write_text("")
     (tmp_path / "bin" / "mpirun").write_text("")
-    env = env_from_probe(Path(sys.executable), {
-        "horovod": "0.28.1", "torch": "2.13.0", "libmpi": str(tmp_path / "lib" / "libmpi.so.40"),
-        "built": {"mpi": True, "gloo": True, "nccl": False}}, "user")
+    env = env_from_probe(
+        Path(sys.executable),
+        {
+            "horovod": "0.28.1",
+            "torch": "2.13.0",
+            "libmpi": str(tmp_path / "lib" / "libmpi.so.40"),
+            "built": {"mpi": True, "gloo": True, "nccl": False},
+        },
+        "user",
+    )
     assert env.controllers == ("mpi", "gloo") and env.operations == ("mpi", "gloo")
     assert env.mpirun == tmp_path / "bin" / "mpirun"
     finger = env.fingerprint()
@@ -93,8 +123,9 @@ def test_the_cached_build_is_accepted_as_a_users_horovod(horovod_env: HorovodEnv
 
 
 def test_peers_refuse_what_they_cannot_run() -> None:
-    gloo_only = HorovodEnv(Path(sys.executable), "0.28.1", "2.13.0", ("gloo",), ("gloo",),
-                           None, "user")
+    gloo_only = HorovodEnv(
+        Path(sys.executable), "0.28.1", "2.13.0", ("gloo",), ("gloo",), None, "user"
+    )
     with pytest.raises(HorovodError, match="built without the mpi controller"):
         HorovodPeers(gloo_only, "mpi", "loopback")
     with pytest.raises(HorovodError, match="hosts placement needs at least 2 hosts"):
@@ -121,13 +152,19 @@ def test_controller_lists_and_process_sets() -> None:
     assert static_process_sets(1) == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--hpc-horovod-controllers=mpi,nccl"], "--hpc-horovod-controllers: controllers must be"),
-    (["--hpc-horovod-python=/nonexistent/python"], "--hpc-horovod-python: /nonexistent/python "
-                                                   "does not exist"),
-])
-def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str],
-                                      message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--hpc-horovod-controllers=mpi,nccl"], "--hpc-horovod-controllers: controllers must be"),
+        (
+            ["--hpc-horovod-python=/nonexistent/python"],
+            "--hpc-horovod-python: /nonexistent/python does not exist",
+        ),
+    ],
+)
+def test_bad_options_are_usage_errors(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
     res = pytester.runpytest_subprocess("--hpc-history=none", *args, timeout=120)
     assert res.ret == 4
@@ -142,14 +179,16 @@ def test_opting_out_skips_with_the_reason(pytester: pytest.Pytester) -> None:
         def test_needs_horovod():
             pass
     """)
-    res = pytester.runpytest_subprocess("--hpc-history=none", "--hpc-horovod-python=none",
-                                        "-rs", timeout=120)
+    res = pytester.runpytest_subprocess(
+        "--hpc-history=none", "--hpc-horovod-python=none", "-rs", timeout=120
+    )
     res.assert_outcomes(skipped=1)
     assert "Horovod opted out (--hpc-horovod-python=none)" in res.stdout.str()
 
 
 def test_a_failed_build_fails_the_items_with_the_logs_tail(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Orchestrator logic only (a stand-in build): a build that fails is every Horovod
     item's failure, carrying the log's last lines, never a skip; the build is tried once."""
     from pytest_hpccomm.stacks.horovod import plugin
@@ -158,8 +197,9 @@ def test_a_failed_build_fails_the_items_with_the_logs_tail(
 
     def broken() -> HorovodEnv:
         calls.append(1)
-        raise HorovodBuildError("Horovod build: pip wheel failed (exit 1):\nerror: 'c10' "
-                                "has not been declared")
+        raise HorovodBuildError(
+            "Horovod build: pip wheel failed (exit 1):\nerror: 'c10' has not been declared"
+        )
 
     monkeypatch.setattr(plugin, "ensure_built", broken)
     monkeypatch.setattr(plugin, "_ENVS", {})

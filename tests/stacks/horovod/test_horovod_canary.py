@@ -32,8 +32,9 @@ TOLERANCE = 0.05  # the plugin's default
 
 
 @pytest.mark.parametrize("controller", ["gloo", "mpi"])
-def test_slowdown_stretches_allreduce_batches_and_training(horovod_env: HorovodEnv,
-                                                           controller: str) -> None:
+def test_slowdown_stretches_allreduce_batches_and_training(
+    horovod_env: HorovodEnv, controller: str
+) -> None:
     bench = {"op": "bench", "sizes": [16, 1 << 16], "warmup": 2, "iters": 5, "batches": 10}
     train = {"op": "train", "model": "small_cnn", **TRAIN["small_cnn"], "iters": 4}
     with HorovodPeers(horovod_env, controller, "loopback") as peers:
@@ -43,33 +44,43 @@ def test_slowdown_stretches_allreduce_batches_and_training(horovod_env: HorovodE
             ratios = [s / u for s, u in zip(p["samples"], p["unstretched"], strict=True)]
             # never short of F; above it by the sleep's wake-up delay, which busy-polling MPI
             # ranks on 2 cores make up to ~2 ms on a 5 ms batch now and then
-            assert min(ratios) >= 0.98 * FACTOR and statistics.median(ratios) <= 1.2 * FACTOR, \
+            assert min(ratios) >= 0.98 * FACTOR and statistics.median(ratios) <= 1.2 * FACTOR, (
                 f"{p['bytes']} B: reported/unstretched per batch = {ratios}, expected {FACTOR}"
+            )
         plain: list[list[float]] = []
         canary: list[list[float]] = []
         for i in range(ROUNDS):  # P C, C P, ...: the rounds the paired rule pairs
-            for factor in ((1.0, FACTOR) if i % 2 == 0 else (FACTOR, 1.0)):
+            for factor in (1.0, FACTOR) if i % 2 == 0 else (FACTOR, 1.0):
                 replies = peers.request({**train, "slowdown": factor}, 300.0)
                 assert all(r["valid"] for r in replies)
-                rates = [statistics.fmean(it)
-                         for it in zip(*(r["images_per_s"] for r in replies))]
+                rates = [statistics.fmean(it) for it in zip(*(r["images_per_s"] for r in replies))]
                 if factor > 1.0:
-                    work = [statistics.fmean(it) for it in
-                            zip(*(r["unstretched_images_per_s"] for r in replies))]
+                    work = [
+                        statistics.fmean(it)
+                        for it in zip(*(r["unstretched_images_per_s"] for r in replies))
+                    ]
                     ratios = [w / r for w, r in zip(work, rates, strict=True)]
-                    assert min(ratios) >= 0.98 * FACTOR and \
-                        statistics.median(ratios) <= 1.2 * FACTOR, \
-                        f"training: unstretched/reported images/s per iteration = {ratios}"
+                    assert (
+                        min(ratios) >= 0.98 * FACTOR and statistics.median(ratios) <= 1.2 * FACTOR
+                    ), f"training: unstretched/reported images/s per iteration = {ratios}"
                 (canary if factor > 1.0 else plain).append(rates)
     v = judge_paired(_images(canary), _images(plain), TOLERANCE, labels=("canary", "plain"))
-    rounds = [(round(statistics.median(p)), round(statistics.median(c)))
-              for p, c in zip(plain, canary, strict=True)]
+    rounds = [
+        (round(statistics.median(p)), round(statistics.median(c)))
+        for p, c in zip(plain, canary, strict=True)
+    ]
     assert v.outcome is Outcome.REGRESSION, f"{v.message}; (plain, canary) per round: {rounds}"
 
 
 def _images(jobs: list[list[float]]) -> Measurement:
     """One side's training requests as a record of the synthetic benchmark, one job each."""
-    return Measurement(stack="horovod", benchmark=SYNTHETIC, params={"model": "small_cnn"},
-                       samples=tuple(x for job in jobs for x in job), unit="img/s",
-                       direction=Direction.HIGHER_IS_BETTER, metric="images_per_s_per_rank",
-                       extra={"job_medians": [statistics.median(job) for job in jobs]})
+    return Measurement(
+        stack="horovod",
+        benchmark=SYNTHETIC,
+        params={"model": "small_cnn"},
+        samples=tuple(x for job in jobs for x in job),
+        unit="img/s",
+        direction=Direction.HIGHER_IS_BETTER,
+        metric="images_per_s_per_rank",
+        extra={"job_medians": [statistics.median(job) for job in jobs]},
+    )

@@ -14,11 +14,17 @@ from pytest_hpccomm.stacks.horovod.perf import allreduce_sweeps, measurements
 from tests.neighbour import busy_neighbour
 
 
-def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(
-        horovod_env: HorovodEnv) -> None:
+def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(horovod_env: HorovodEnv) -> None:
     parked: list[str] = []
-    sweeps = allreduce_sweeps(horovod_env, [1 << 16], "quick", 1.0, repeats=1, max_repeats=1,
-                              before_job=lambda: parked.append("job"))
+    sweeps = allreduce_sweeps(
+        horovod_env,
+        [1 << 16],
+        "quick",
+        1.0,
+        repeats=1,
+        max_repeats=1,
+        before_job=lambda: parked.append("job"),
+    )
     with busy_neighbour(300.0):  # two busy loops: the neighbour takes a core and more
         with busy_neighbour(300.0):
             sweep = sweeps.get("gloo", LOOPBACK, None, "default")
@@ -31,8 +37,7 @@ def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(
         assert m.extra["cpu"]["reruns"] == 2
 
 
-def test_parked_peers_end_and_the_next_request_starts_new_ones(
-        horovod_env: HorovodEnv) -> None:
+def test_parked_peers_end_and_the_next_request_starts_new_ones(horovod_env: HorovodEnv) -> None:
     with HorovodPeers(horovod_env, "mpi", LOOPBACK) as peers:
         first = peers.pids()
         peers.park()

@@ -27,27 +27,46 @@ from pytest_hpccomm.stacks.horovod.build import CACHE_VAR, HorovodEnv, cache_roo
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHES = {MPI_CACHE_VAR: str(mpi_cache()), CACHE_VAR: str(cache_root())}
-ITEMS = ("(test_hvd_allreduce and not knobs) or test_allreduce_matches_numpy or "
-         "test_traffic_takes_the_fabric or test_peers_report_their_controller or "
-         "test_a_killed_rank_ends_the_job")
+ITEMS = (
+    "(test_hvd_allreduce and not knobs) or test_allreduce_matches_numpy or "
+    "test_traffic_takes_the_fabric or test_peers_report_their_controller or "
+    "test_a_killed_rank_ends_the_job"
+)
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
-def test_horovod_suite_runs_on_hosts_over_ssh(horovod_env: HorovodEnv,
-                                              ssh_cluster: tuple[VirtualCluster, Path],
-                                              tmp_path: Path) -> None:
+def test_horovod_suite_runs_on_hosts_over_ssh(
+    horovod_env: HorovodEnv, ssh_cluster: tuple[VirtualCluster, Path], tmp_path: Path
+) -> None:
     cluster, agent = ssh_cluster
     results = tmp_path / "results.json"
-    argv = [sys.executable, "-m", "pytest", str(SUITES_DIR / "horovod"), "-q", "-rs",
-            "-p", "no:cacheprovider", "--import-mode=importlib", "-k", ITEMS,
-            "--hpc-fabric=ethernet", "--hpc-hosts=h0,h1", f"--hpc-rsh-agent={agent}",
-            "--hpc-bind=none", "--hpc-sizes=16,64K", "--hpc-history=none",
-            f"--hpc-baselines={tmp_path / 'bl'}", f"--hpc-results={results}",
-            "--hpc-system=hosts-test"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITES_DIR / "horovod"),
+        "-q",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "-k",
+        ITEMS,
+        "--hpc-fabric=ethernet",
+        "--hpc-hosts=h0,h1",
+        f"--hpc-rsh-agent={agent}",
+        "--hpc-bind=none",
+        "--hpc-sizes=16,64K",
+        "--hpc-history=none",
+        f"--hpc-baselines={tmp_path / 'bl'}",
+        f"--hpc-results={results}",
+        "--hpc-system=hosts-test",
+    ]
     before = cluster.counters(1)
-    job = cluster.run_job(0, argv, env={**os.environ, **CACHES, "PYTHONPATH": str(ROOT)},
-                          timeout=1200)
+    job = cluster.run_job(
+        0, argv, env={**os.environ, **CACHES, "PYTHONPATH": str(ROOT)}, timeout=1200
+    )
     rx, tx = (a - b for a, b in zip(cluster.counters(1), before))
     assert job.ok, job.describe() + job.stdout[-4000:]
     summary = job.stdout.strip().splitlines()[-1]

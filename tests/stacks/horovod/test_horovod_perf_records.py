@@ -11,25 +11,54 @@ from pytest_hpccomm.stacks.horovod.perf import Sweep, bench_sizes, measurements,
 
 
 def test_sizes_are_powers_of_four_from_four_bytes() -> None:
-    assert bench_sizes([0, 1, 2, 4, 8, 16, 32, 64, 1 << 20, 3 << 20, 4 << 20]) == \
-        [4, 16, 64, 1 << 20, 4 << 20]
+    assert bench_sizes([0, 1, 2, 4, 8, 16, 32, 64, 1 << 20, 3 << 20, 4 << 20]) == [
+        4,
+        16,
+        64,
+        1 << 20,
+        4 << 20,
+    ]
 
 
 def test_a_batch_is_the_ranks_mean_as_osu_and_nccl_tests_report_it_slowest_beside() -> None:
-    replies = [{"points": [{"bytes": 16, "samples": [1.0, 5.0], "valid": True,
-                            "unstretched": [0.5, 2.0]}]},
-               {"points": [{"bytes": 16, "samples": [2.0, 3.0], "valid": False,
-                            "unstretched": [1.0, 1.0]}]}]
-    assert bench_times(replies) == [{"bytes": 16, "samples": [1.5, 4.0],
-                                     "max_samples": [2.0, 5.0], "valid": False,
-                                     "unstretched": [0.75, 1.5]}]
+    replies = [
+        {
+            "points": [
+                {"bytes": 16, "samples": [1.0, 5.0], "valid": True, "unstretched": [0.5, 2.0]}
+            ]
+        },
+        {
+            "points": [
+                {"bytes": 16, "samples": [2.0, 3.0], "valid": False, "unstretched": [1.0, 1.0]}
+            ]
+        },
+    ]
+    assert bench_times(replies) == [
+        {
+            "bytes": 16,
+            "samples": [1.5, 4.0],
+            "max_samples": [2.0, 5.0],
+            "valid": False,
+            "unstretched": [0.75, 1.5],
+        }
+    ]
 
 
 def test_jobs_pool_as_units_and_busbw_follows_nccl_tests() -> None:
-    a = Sweep({1 << 20: {"samples": [100.0, 100.0], "max_samples": [110.0, 120.0],
-                         "warmup": 3, "valid": True}}, 2)
-    b = Sweep({1 << 20: {"samples": [200.0], "max_samples": [210.0], "warmup": 3,
-                         "valid": True}}, 2)
+    a = Sweep(
+        {
+            1 << 20: {
+                "samples": [100.0, 100.0],
+                "max_samples": [110.0, 120.0],
+                "warmup": 3,
+                "valid": True,
+            }
+        },
+        2,
+    )
+    b = Sweep(
+        {1 << 20: {"samples": [200.0], "max_samples": [210.0], "warmup": 3, "valid": True}}, 2
+    )
     pooled = merge([a, b])
     point = pooled.points[1 << 20]
     assert point["samples"] == [100.0, 100.0, 200.0] and point["job_sizes"] == [2, 1]

@@ -27,26 +27,40 @@ SUITE = SUITES_DIR / "horovod" / "test_conformance_horovod.py"
 TEST = "test_conformance_horovod.py::test_allreduce_matches_numpy"
 
 
-def run_allreduce_property(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                           controller: str, *extra: str) -> pytest.RunResult:
+def run_allreduce_property(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, controller: str, *extra: str
+) -> pytest.RunResult:
     for var, path in CACHES.items():
         monkeypatch.setenv(var, str(path))
     pytester.copy_example(str(SUITE))
     return pytester.runpytest_subprocess(
-        TEST, f"--hpc-horovod-controllers={controller}", "--hpc-launcher=local",
-        "--hpc-history=none", "--hpc-fabric=ethernet", "-p", "no:cacheprovider",
-        "--import-mode=importlib", *extra, timeout=600)
+        TEST,
+        f"--hpc-horovod-controllers={controller}",
+        "--hpc-launcher=local",
+        "--hpc-history=none",
+        "--hpc-fabric=ethernet",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        *extra,
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_planted_allreduce_bug_fails_shrunk_and_reproducible(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, controller: str) -> None:
-    res = run_allreduce_property(pytester, monkeypatch, controller,
-                                 "--hpc-horovod-plant=corrupt-allreduce")
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, controller: str
+) -> None:
+    res = run_allreduce_property(
+        pytester, monkeypatch, controller, "--hpc-horovod-plant=corrupt-allreduce"
+    )
     out = res.stdout.str()
     res.assert_outcomes(failed=1)
-    wrong = re.search(r"rank 0: 1 of (\d+) elements wrong; element (\d+): got (\S+), "
-                      r"expected (\S+) \((\w+), (\w+),", out)
+    wrong = re.search(
+        r"rank 0: 1 of (\d+) elements wrong; element (\d+): got (\S+), "
+        r"expected (\S+) \((\w+), (\w+),",
+        out,
+    )
     assert wrong, out[-4000:]
     count, index, got, want, op, dtype = wrong.groups()
     # shrunk: just over the threshold, the first dtype, zeros everywhere (the op is whichever
@@ -76,11 +90,14 @@ def _replay(out: str, keep_plant: bool) -> list[np.ndarray]:
     env = dict(w.split("=", 1) for w in assignments)
     if not keep_plant:
         del env[PLANT_VAR]
-    res = run_job(words[len(assignments):], {**os.environ, **env}, timeout=300.0,
-                  label="horovod replay")
+    res = run_job(
+        words[len(assignments) :], {**os.environ, **env}, timeout=300.0, label="horovod replay"
+    )
     assert res.ok, res.describe()
-    reports = sorted((json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")),
-                     key=lambda r: r["rank"])
+    reports = sorted(
+        (json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")),
+        key=lambda r: r["rank"],
+    )
     assert reports and all("output" in r["report"] for r in reports), res.stdout[-2000:]
     arrays = []
     for r in reports:
@@ -89,7 +106,8 @@ def _replay(out: str, keep_plant: bool) -> list[np.ndarray]:
     return arrays
 
 
-def test_same_property_passes_without_plant(pytester: pytest.Pytester,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_same_property_passes_without_plant(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     res = run_allreduce_property(pytester, monkeypatch, "gloo")
     res.assert_outcomes(passed=1)

@@ -15,8 +15,12 @@ EPOCH_US = 1_000_000_000_000_000  # the timeline's start, microseconds since the
 
 def _trace() -> list[dict[str, object]]:
     return [
-        {"name": "process_name", "ph": "M", "pid": 0,
-         "args": {"start_time_since_epoch_in_micros": EPOCH_US}},
+        {
+            "name": "process_name",
+            "ph": "M",
+            "pid": 0,
+            "args": {"start_time_since_epoch_in_micros": EPOCH_US},
+        },
         {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "grad.w"}},
         # step 1 (ts 0-10 ms): negotiate 2 ms, allreduce 3 ms with nested activities
         {"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 1000, "pid": 1},
@@ -40,8 +44,10 @@ def _trace() -> list[dict[str, object]]:
 
 def test_nested_activities_belong_to_their_top_level_phase() -> None:
     found = phases(_trace())
-    assert [(n, b - a) for n, a, b in found][:2] == [("NEGOTIATE_ALLREDUCE", 2000.0),
-                                                     ("ALLREDUCE", 3000.0)]
+    assert [(n, b - a) for n, a, b in found][:2] == [
+        ("NEGOTIATE_ALLREDUCE", 2000.0),
+        ("ALLREDUCE", 3000.0),
+    ]
     assert all(a >= EPOCH_US for _, a, _ in found)
 
 

@@ -81,9 +81,20 @@ def test_driver_busbw_record_known_answer(bench: str, n: int) -> None:
     algbw * factor; the record's unit GB/s, its direction higher-is-better."""
     factor, blocks = NCCL[bench]
     size, us = 10**6, 1000.0
-    doc = {"benchmark": bench, "ranks": n, "participants": n, "results": [
-        {"size": size, "samples": [us, us, us], "max_samples": [us, us, us],
-         "iterations": 1, "warmup": 0}]}
+    doc = {
+        "benchmark": bench,
+        "ranks": n,
+        "participants": n,
+        "results": [
+            {
+                "size": size,
+                "samples": [us, us, us],
+                "max_samples": [us, us, us],
+                "iterations": 1,
+                "warmup": 0,
+            }
+        ],
+    }
     sweep = Sweep({bench: doc}, JobResult((), 0, "", "", 0.0, False))
     latency, busbw = measurements(sweep, bench, size, {"mpi": "openmpi"})
     assert latency.samples == (us, us, us) and latency.unit == "us"

@@ -13,16 +13,30 @@ from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job
 from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.cluster.placement import LOOPBACK
-from pytest_hpccomm.stacks.mpi.conformance import PEER_MODULE, ConformancePeer, PeerLost, build_launch
+from pytest_hpccomm.stacks.mpi.conformance import (
+    PEER_MODULE,
+    ConformancePeer,
+    PeerLost,
+    build_launch,
+)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
-REDUCE = {"kind": "reduce", "op": "SUM", "dtype": "int8", "variant": "allreduce", "root": 0,
-          "count": PLANT_THRESHOLD + 1, "inputs": [[0] * (PLANT_THRESHOLD + 1)] * 3}
+REDUCE = {
+    "kind": "reduce",
+    "op": "SUM",
+    "dtype": "int8",
+    "variant": "allreduce",
+    "root": 0,
+    "count": PLANT_THRESHOLD + 1,
+    "inputs": [[0] * (PLANT_THRESHOLD + 1)] * 3,
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +46,12 @@ def openmpi() -> MpiRuntime:
 
 @pytest.mark.parametrize("plant,last", [(None, 0), ("corrupt-reduce", 1)])
 def test_case_mode_replays_one_case(openmpi: MpiRuntime, plant: str | None, last: int) -> None:
-    launch, _ = build_launch(openmpi, LOOPBACK, [str(openmpi.python), "-m", PEER_MODULE,
-                                                 "--case", json.dumps(REDUCE)],
-                             {PLANT_VAR: plant} if plant else {})
+    launch, _ = build_launch(
+        openmpi,
+        LOOPBACK,
+        [str(openmpi.python), "-m", PEER_MODULE, "--case", json.dumps(REDUCE)],
+        {PLANT_VAR: plant} if plant else {},
+    )
     res = run_job(launch.argv, launch.env, timeout=60, scratch=launch.scratch)
     assert res.ok, res.describe()
     doc = json.loads(res.stdout.split(CASE_MARK, 1)[1])
@@ -44,8 +61,18 @@ def test_case_mode_replays_one_case(openmpi: MpiRuntime, plant: str | None, last
 
 def test_hung_case_is_peer_lost_then_restarts_and_all_is_reaped(openmpi: MpiRuntime) -> None:
     # a blocking receive that nothing matches (a self-message the peer never sends)
-    hang = {"kind": "p2p", "dtype": "uint8", "count": 1, "send": "send", "recv": "recv",
-            "src": 1, "dst": 1, "tag": 0, "slack": 0, "seed": 0}
+    hang = {
+        "kind": "p2p",
+        "dtype": "uint8",
+        "count": 1,
+        "send": "send",
+        "recv": "recv",
+        "src": 1,
+        "dst": 1,
+        "tag": 0,
+        "slack": 0,
+        "seed": 0,
+    }
     with ConformancePeer(openmpi, LOOPBACK, case_timeout=3.0) as peer:
         assert peer.ranks == 3 and peer.info.plant is None
         job = peer._job
@@ -65,13 +92,26 @@ def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> No
     """Beyond what its package's __init__ modules import, the peer adds only itself, its case
     list, the stack's schema (wire) and case data (payload); the control channel comes later,
     at run."""
-    code = ("import sys; import pytest_hpccomm.stacks.mpi; before = set(sys.modules); "
-            f"import {PEER_MODULE}; "
-            "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
-            "('pytest', '_pytest', 'hypothesis', 'pytest_hpccomm', 'mpi4py')))")
+    code = (
+        "import sys; import pytest_hpccomm.stacks.mpi; before = set(sys.modules); "
+        f"import {PEER_MODULE}; "
+        "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+        "('pytest', '_pytest', 'hypothesis', 'pytest_hpccomm', 'mpi4py')))"
+    )
     env = {"PYTHONPATH": str(build_launch.__globals__["PROJECT_ROOT"]), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([str(openmpi.python), "-c", code], env=env, capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [str(openmpi.python), "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert json.loads(out.replace("'", '"')) == sorted(
-        [PEER_MODULE, "pytest_hpccomm.stacks.mpi.conformance_cases",
-         "pytest_hpccomm.stacks.mpi.payload", "pytest_hpccomm.stacks.mpi.wire"])
+        [
+            PEER_MODULE,
+            "pytest_hpccomm.stacks.mpi.conformance_cases",
+            "pytest_hpccomm.stacks.mpi.payload",
+            "pytest_hpccomm.stacks.mpi.wire",
+        ]
+    )

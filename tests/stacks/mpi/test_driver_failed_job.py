@@ -14,25 +14,42 @@ import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-from pytest_hpccomm.stacks.mpi.driver import SweepFailed, SweepSettings, SweepTarget, measurements, run_sweep
+from pytest_hpccomm.stacks.mpi.driver import (
+    SweepFailed,
+    SweepSettings,
+    SweepTarget,
+    measurements,
+    run_sweep,
+)
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
-TINY = SweepSettings(batches=3, min_batches=3, budget=0.0, iterations=5, loops=2,
-                     coll_iterations=5, batch_bytes=1 << 16, warmup=2)
+TINY = SweepSettings(
+    batches=3,
+    min_batches=3,
+    budget=0.0,
+    iterations=5,
+    loops=2,
+    coll_iterations=5,
+    batch_bytes=1 << 16,
+    warmup=2,
+)
 CRASH = 'echo "rank 1: segfault in MPI_Finalize" >&2; exit 3'
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
 
 def wrapper(path: Path, real: Path, then: str) -> Path:
     """An mpirun that runs the real one, then (unless it failed, or only said its version)
     does `then`."""
-    path.write_text(f'#!/bin/sh\n"{real}" "$@" || exit $?\n[ "$1" = --version ] && exit 0\n'
-                    f"{then}\n")
+    path.write_text(
+        f'#!/bin/sh\n"{real}" "$@" || exit $?\n[ "$1" = --version ] && exit 0\n{then}\n'
+    )
     path.chmod(0o755)
     return path
 
@@ -43,28 +60,35 @@ def runtime_failing_with(tmp_path: Path, then: str) -> MpiRuntime:
 
 
 def test_a_job_that_exits_non_zero_after_printing_fails_its_benchmarks(tmp_path: Path) -> None:
-    sweep = run_sweep(runtime_failing_with(tmp_path, CRASH), "loopback", "osu_latency", [8],
-                      TINY)
+    sweep = run_sweep(runtime_failing_with(tmp_path, CRASH), "loopback", "osu_latency", [8], TINY)
     assert len(sweep.docs["osu_latency"]["results"][0]["samples"]) == 3  # printed, for real
-    with pytest.raises(SweepFailed, match=r"^osu_latency printed its results, but MPI job "
-                                          r"failed after osu_latency: .* exit 3 after .*: "
-                                          r"rank 1: segfault in MPI_Finalize$"):
+    with pytest.raises(
+        SweepFailed,
+        match=r"^osu_latency printed its results, but MPI job "
+        r"failed after osu_latency: .* exit 3 after .*: "
+        r"rank 1: segfault in MPI_Finalize$",
+    ):
         measurements(sweep, "osu_latency", 8, {"mpi": "openmpi"})
 
 
 def test_a_job_that_times_out_after_printing_fails_its_benchmarks(tmp_path: Path) -> None:
     # timeout_for() gives this tiny sweep ~61 s; a tenth is ample for Open MPI's ~1 s start
     target = SweepTarget("loopback", timeout_scale=0.15)
-    sweep = run_sweep(runtime_failing_with(tmp_path, "exec sleep 300"), target, "osu_latency",
-                      [8], TINY)
+    sweep = run_sweep(
+        runtime_failing_with(tmp_path, "exec sleep 300"), target, "osu_latency", [8], TINY
+    )
     assert sweep.job.timed_out and sweep.docs["osu_latency"]["results"]
-    with pytest.raises(SweepFailed, match=r"^osu_latency printed its results, but MPI job "
-                                          r"failed after osu_latency: .* timed out after "):
+    with pytest.raises(
+        SweepFailed,
+        match=r"^osu_latency printed its results, but MPI job "
+        r"failed after osu_latency: .* timed out after ",
+    ):
         measurements(sweep, "osu_latency", 8, {"mpi": "openmpi"})
 
 
-def test_the_items_of_a_job_that_failed_after_printing_fail(pytester: pytest.Pytester,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_items_of_a_job_that_failed_after_printing_fail(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The suite with an MPI environment whose mpirun crashes after the job: both items fail
     with the job's reason, none passes on the timings it printed."""
     env = pytester.path / "mpi-envs" / "openmpi" / "bin"
@@ -76,11 +100,22 @@ def test_the_items_of_a_job_that_failed_after_printing_fail(pytester: pytest.Pyt
     monkeypatch.setenv(CACHE_VAR, str(env.parent.parent))
     pytester.copy_example(str(SUITE))
     result = pytester.runpytest_subprocess(
-        "--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=8,1K", "-k", "osu_latency",
-        "--hpc-repeats=1", "--hpc-history=none", "--hpc-baselines=bl", "-p", "no:cacheprovider",
-        "--import-mode=importlib", timeout=300)
+        "--hpc-mpi=openmpi",
+        "--hpc-launcher=local",
+        "--hpc-sizes=8,1K",
+        "-k",
+        "osu_latency",
+        "--hpc-repeats=1",
+        "--hpc-history=none",
+        "--hpc-baselines=bl",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        timeout=300,
+    )
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
-    assert out.count("osu_latency printed its results, but MPI job failed after osu_latency") \
-        >= 2, out
+    assert (
+        out.count("osu_latency printed its results, but MPI job failed after osu_latency") >= 2
+    ), out
     assert "exit 3" in out and "segfault in MPI_Finalize" in out

@@ -11,7 +11,13 @@ from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.link import LinkRate, link_fraction
-from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepTarget, _link_rate, measurements, merge_sweeps
+from pytest_hpccomm.stacks.mpi.driver import (
+    Sweep,
+    SweepTarget,
+    _link_rate,
+    measurements,
+    merge_sweeps,
+)
 from tests.stacks.mpi.test_driver_records import collective_sweep, doc, job
 
 LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
@@ -20,10 +26,24 @@ LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
 def p2p_sweep(link: LinkRate | None) -> Sweep:
     bw = {"size": 1 << 20, "samples": [110.0, 118.0, 120.0], "iterations": 10, "warmup": 1}
     lat = {"size": 1 << 20, "samples": [9000.0, 9100.0], "iterations": 10, "warmup": 1}
-    mr = {"size": 1 << 20, "samples": [110.0, 118.0], "rate_samples": [105.0, 112.0],
-          "iterations": 10, "warmup": 1, "window": 64, "pairs": 1}
-    return Sweep({"osu_bw": doc("osu_bw", [bw]), "osu_latency": doc("osu_latency", [lat]),
-                  "osu_mbw_mr": doc("osu_mbw_mr", [mr])}, job(""), link=link)
+    mr = {
+        "size": 1 << 20,
+        "samples": [110.0, 118.0],
+        "rate_samples": [105.0, 112.0],
+        "iterations": 10,
+        "warmup": 1,
+        "window": 64,
+        "pairs": 1,
+    }
+    return Sweep(
+        {
+            "osu_bw": doc("osu_bw", [bw]),
+            "osu_latency": doc("osu_latency", [lat]),
+            "osu_mbw_mr": doc("osu_mbw_mr", [mr]),
+        },
+        job(""),
+        link=link,
+    )
 
 
 def test_bandwidth_records_carry_the_link_and_others_do_not() -> None:
@@ -36,8 +56,9 @@ def test_bandwidth_records_carry_the_link_and_others_do_not() -> None:
     assert "link_rate_gbps" not in lat.extra
     mbw, rate = measurements(sweep, "osu_mbw_mr", 1 << 20, {})
     assert mbw.extra["link_rate_gbps"] == 1.0 and "link_rate_gbps" not in rate.extra
-    busbw = measurements(dataclasses.replace(collective_sweep(), link=LINK), "osu_allreduce",
-                         1 << 20, {})
+    busbw = measurements(
+        dataclasses.replace(collective_sweep(), link=LINK), "osu_allreduce", 1 << 20, {}
+    )
     assert [("link_rate_gbps" in m.extra) for m in busbw] == [False, True]  # latency, busbw
 
 

@@ -13,19 +13,28 @@ from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, UNSIZED
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
-TINY = SweepSettings(batches=3, min_batches=3, budget=0.0, iterations=5, loops=2,
-                     coll_iterations=5, batch_bytes=1 << 16, warmup=2)
+TINY = SweepSettings(
+    batches=3,
+    min_batches=3,
+    budget=0.0,
+    iterations=5,
+    loops=2,
+    coll_iterations=5,
+    batch_bytes=1 << 16,
+    warmup=2,
+)
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
 
 @pytest.mark.parametrize("corrupt", [False, True], ids=["clean", "corrupt"])
 def test_every_benchmark_validates_its_data(corrupt: bool) -> None:
     runtime = resolve("openmpi")
-    sweep = run_sweep(runtime, "loopback", ",".join(BENCHMARKS), [1, 4096], TINY,
-                      corrupt=corrupt)
+    sweep = run_sweep(runtime, "loopback", ",".join(BENCHMARKS), [1, 4096], TINY, corrupt=corrupt)
     assert list(sweep.docs) == list(BENCHMARKS)
     for bench in BENCHMARKS:
         for size in [0] if bench in UNSIZED else [1, 4096]:
@@ -38,8 +47,9 @@ def test_every_benchmark_validates_its_data(corrupt: bool) -> None:
                 assert len(m.samples) == 3 and all(x > 0 for x in m.samples), m
 
 
-def test_a_wrong_byte_fails_the_item(pytester: pytest.Pytester,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_byte_fails_the_item(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The suite, with its jobs' peers corrupting one byte per block: items fail on the
     validation, before any verdict."""
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
@@ -50,9 +60,18 @@ import pytest_hpccomm.stacks.mpi.plugin as plugin
 plugin.run_sweep = functools.partial(plugin.run_sweep, corrupt=True)
 """)
     result = pytester.runpytest_subprocess(
-        "--hpc-mpi=openmpi", "--hpc-launcher=local", "--hpc-sizes=4", "-k",
-        "osu_latency or osu_allreduce or osu_barrier", "--hpc-history=none",
-        "--hpc-baselines=bl", "-p", "no:cacheprovider", "--import-mode=importlib", timeout=300)
+        "--hpc-mpi=openmpi",
+        "--hpc-launcher=local",
+        "--hpc-sizes=4",
+        "-k",
+        "osu_latency or osu_allreduce or osu_barrier",
+        "--hpc-history=none",
+        "--hpc-baselines=bl",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        timeout=300,
+    )
     result.assert_outcomes(failed=2, passed=1)  # the barrier moves no data
     out = result.stdout.str()
     for bench in ("osu_latency", "osu_allreduce"):

@@ -30,11 +30,25 @@ from pytest_hpccomm.stacks.mpi.peer import parse_args
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS
 
 
-def doc(benchmark: str, results: list[dict[str, Any]], ranks: int = 2,
-        errors: list[str] | None = None, participants: int | None = None) -> dict[str, Any]:
-    return {"benchmark": benchmark, "ranks": ranks, "participants": participants or ranks,
-            "hosts": ["h0", "h1"], "mpi_library": "Open MPI v5.0.11", "mpi_version": "3.1",
-            "mpi4py": "4.1.0", "timer_us": 0.06, "results": results, "errors": errors or []}
+def doc(
+    benchmark: str,
+    results: list[dict[str, Any]],
+    ranks: int = 2,
+    errors: list[str] | None = None,
+    participants: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "benchmark": benchmark,
+        "ranks": ranks,
+        "participants": participants or ranks,
+        "hosts": ["h0", "h1"],
+        "mpi_library": "Open MPI v5.0.11",
+        "mpi_version": "3.1",
+        "mpi4py": "4.1.0",
+        "timer_us": 0.06,
+        "results": results,
+        "errors": errors or [],
+    }
 
 
 def printed(*docs: dict[str, Any]) -> str:
@@ -47,7 +61,7 @@ def job(stdout: str, rc: int = 0, timed_out: bool = False) -> JobResult:
 
 def test_parse_output_reads_every_document_and_ignores_a_cut_off_one() -> None:
     a, b = doc("osu_latency", []), doc("osu_bw", [])
-    out = printed(a, b) + f"{BEGIN}\n{{\"benchmark\": \"osu_bi"
+    out = printed(a, b) + f'{BEGIN}\n{{"benchmark": "osu_bi'
     assert list(parse_output(out)) == ["osu_latency", "osu_bw"]
     assert parse_output("no markers at all") == {}
 
@@ -57,11 +71,16 @@ def test_a_job_that_dies_fails_every_benchmark_also_those_it_printed() -> None:
     assert _finish(job(finished)).point("osu_latency", 8)["samples"] == [1.0]
     for failed in (job(finished, rc=137), job(finished, rc=-9, timed_out=True)):
         sweep = _finish(failed)
-        with pytest.raises(SweepFailed, match="osu_latency printed its results, but MPI job "
-                                              "failed after osu_latency: test job "):
+        with pytest.raises(
+            SweepFailed,
+            match="osu_latency printed its results, but MPI job "
+            "failed after osu_latency: test job ",
+        ):
             sweep.point("osu_latency", 8)
-    with pytest.raises(SweepFailed, match="osu_bw did not finish: MPI job failed after "
-                                          "osu_latency: test job exit 137"):
+    with pytest.raises(
+        SweepFailed,
+        match="osu_bw did not finish: MPI job failed after osu_latency: test job exit 137",
+    ):
         _finish(job(finished, rc=137)).point("osu_bw", 8)
     with pytest.raises(SweepFailed, match="MPI job failed: test job timed out"):
         _finish(job("", rc=-9, timed_out=True))
@@ -70,8 +89,10 @@ def test_a_job_that_dies_fails_every_benchmark_also_those_it_printed() -> None:
 
 
 def test_errors_are_matched_to_their_size() -> None:
-    errors = ["osu_bw size=1 batch=0 rank=1: wrong data at byte 0 (got 3, want 2)",
-              "osu_bw size=1024 rank=1: 4 more wrong blocks"]
+    errors = [
+        "osu_bw size=1 batch=0 rank=1: wrong data at byte 0 (got 3, want 2)",
+        "osu_bw size=1024 rank=1: 4 more wrong blocks",
+    ]
     sweep = Sweep({"osu_bw": doc("osu_bw", [], errors=errors)}, job(""))
     assert sweep.errors_for("osu_bw", 1) == errors[:1]
     assert sweep.errors_for("osu_bw", 1024) == errors[1:]
@@ -94,7 +115,11 @@ def test_peer_argv_round_trips_through_the_peer_parser() -> None:
     args = parse_args(argv[3:])
     assert args.benchmark == ["osu_bw", "osu_allreduce"] and args.sizes == [1, 4096]
     assert (args.batches, args.min_batches, args.budget, args.batch_bytes) == (
-        s.batches, s.min_batches, s.budget, s.batch_bytes)
+        s.batches,
+        s.min_batches,
+        s.budget,
+        s.batch_bytes,
+    )
     assert args.slowdown == 1.5 and args.corrupt
 
 
@@ -118,19 +143,37 @@ def test_nccl_factors_and_sizes() -> None:
 
 def collective_sweep(ranks: int = 4) -> Sweep:
     lat = [100.0, 200.0, 400.0]  # us per operation, average over ranks, per batch
-    results = [{"size": 1 << 20, "samples": lat, "max_samples": [110.0, 210.0, 420.0],
-                "iterations": 1, "warmup": 1},
-               {"size": 0, "samples": [5.0, 5.0, 5.0], "max_samples": [6.0, 6.0, 6.0],
-                "iterations": 50, "warmup": 50}]
-    return Sweep({"osu_allreduce": doc("osu_allreduce", results, ranks),
-                  "osu_allgather": doc("osu_allgather", results, ranks),
-                  "osu_barrier": doc("osu_barrier", results[1:], ranks)}, job(""))
+    results = [
+        {
+            "size": 1 << 20,
+            "samples": lat,
+            "max_samples": [110.0, 210.0, 420.0],
+            "iterations": 1,
+            "warmup": 1,
+        },
+        {
+            "size": 0,
+            "samples": [5.0, 5.0, 5.0],
+            "max_samples": [6.0, 6.0, 6.0],
+            "iterations": 50,
+            "warmup": 50,
+        },
+    ]
+    return Sweep(
+        {
+            "osu_allreduce": doc("osu_allreduce", results, ranks),
+            "osu_allgather": doc("osu_allgather", results, ranks),
+            "osu_barrier": doc("osu_barrier", results[1:], ranks),
+        },
+        job(""),
+    )
 
 
 def test_busbw_numbers_for_a_sweep() -> None:
     sweep = collective_sweep()
-    lat, bus = measurements(sweep, "osu_allreduce", 1 << 20, {"mpi": "openmpi",
-                                                              "placement": "netns"})
+    lat, bus = measurements(
+        sweep, "osu_allreduce", 1 << 20, {"mpi": "openmpi", "placement": "netns"}
+    )
     assert lat.metric == "latency" and lat.unit == "us"
     assert lat.direction is Direction.LOWER_IS_BETTER
     assert lat.samples == (100.0, 200.0, 400.0)
@@ -159,8 +202,15 @@ def test_no_busbw_without_data_and_barrier_has_no_size() -> None:
 
 
 def test_mbw_mr_records_bandwidth_and_message_rate() -> None:
-    point = {"size": 8, "samples": [4.0, 5.0], "rate_samples": [5e5, 6.25e5],
-             "iterations": 640, "warmup": 640, "window": 64, "pairs": 2}
+    point = {
+        "size": 8,
+        "samples": [4.0, 5.0],
+        "rate_samples": [5e5, 6.25e5],
+        "iterations": 640,
+        "warmup": 640,
+        "window": 64,
+        "pairs": 2,
+    }
     sweep = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point], ranks=5, participants=4)}, job(""))
     bw, rate = measurements(sweep, "osu_mbw_mr", 8, {})
     assert (bw.metric, bw.unit, bw.params["ranks"]) == ("bandwidth", "MB/s", 4)
@@ -173,9 +223,16 @@ def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
         p: dict[str, Any] = {"size": size, "samples": samples, "warmup": 1, "iterations": 10}
         return p | ({"rate_samples": rate} if rate else {})
 
-    a = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [1.0, 3.0], [5.0]), point(64, [2.0])],
-                                 errors=["e1"]),
-               "osu_bw": doc("osu_bw", [point(8, [9.0])])}, job(""), transport="tcp over lo")
+    a = Sweep(
+        {
+            "osu_mbw_mr": doc(
+                "osu_mbw_mr", [point(8, [1.0, 3.0], [5.0]), point(64, [2.0])], errors=["e1"]
+            ),
+            "osu_bw": doc("osu_bw", [point(8, [9.0])]),
+        },
+        job(""),
+        transport="tcp over lo",
+    )
     b = Sweep({"osu_mbw_mr": doc("osu_mbw_mr", [point(8, [10.0, 30.0], [6.0])])}, job(""))
     failed = dataclasses.replace(b, failure="MPI job failed after osu_mbw_mr: test job exit 1")
     with pytest.raises(SweepFailed, match="osu_mbw_mr printed its results, but MPI job failed"):
@@ -196,7 +253,8 @@ def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
 
 
 def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_free(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The contention guard in the sweep cache (orchestrator logic: the jobs are stand-ins)."""
     from types import SimpleNamespace
 
@@ -204,23 +262,36 @@ def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_f
     from pytest_hpccomm.stacks.mpi.driver import SweepTarget
 
     def sweep(median: float, foreign: float) -> Sweep:
-        out = printed(doc("osu_latency", [{"size": 8, "samples": [median] * 5, "warmup": 1,
-                                           "iterations": 100}]))
+        out = printed(
+            doc(
+                "osu_latency",
+                [{"size": 8, "samples": [median] * 5, "warmup": 1, "iterations": 100}],
+            )
+        )
         why = f"cores shared: {foreign}" if foreign > 0.1 else ""
-        return Sweep(parse_output(out), job(out), cpu=({"foreign_cores": foreign},),
-                     disturbed=why)
+        return Sweep(parse_output(out), job(out), cpu=({"foreign_cores": foreign},), disturbed=why)
 
     # job 1: disturbed, then quiet on its first re-run; job 2: disturbed three times in a row
-    planned = iter([sweep(9.0, 0.8), sweep(4.0, 0.0), sweep(8.0, 0.7), sweep(8.5, 0.9),
-                    sweep(7.0, 0.6)])
+    planned = iter(
+        [sweep(9.0, 0.8), sweep(4.0, 0.0), sweep(8.0, 0.7), sweep(8.5, 0.9), sweep(7.0, 0.6)]
+    )
     monkeypatch.setattr(plugin, "run_sweep", lambda *a, **k: next(planned))
     cache = plugin.MpiSweeps("quick", [8], 1.0, repeats=2, reruns=2)
-    got = cache.get(SimpleNamespace(name="openmpi"), SweepTarget("loopback"),  # type: ignore
-                    "osu_latency")
+    got = cache.get(
+        SimpleNamespace(name="openmpi"),
+        SweepTarget("loopback"),  # type: ignore
+        "osu_latency",
+    )
     assert next(planned, None) is None  # 1 + 1 re-run, then 1 + 2 re-runs
     assert got.point("osu_latency", 8)["samples"] == [4.0] * 5 + [7.0] * 5
     assert got.disturbed == "cores shared: 0.6" and got.reruns == 3
     cpu = measurements(got, "osu_latency", 8, {"mpi": "openmpi"})[0].extra["cpu"]
-    assert cpu == {"foreign_cores": [0.0, 0.6], "disturbed": "cores shared: 0.6", "reruns": 3,
-                   "load1": [None, None], "run_queue": [None, None], "mhz": [None, None],
-                   "others": [[], []]}
+    assert cpu == {
+        "foreign_cores": [0.0, 0.6],
+        "disturbed": "cores shared: 0.6",
+        "reruns": 3,
+        "load1": [None, None],
+        "run_queue": [None, None],
+        "mhz": [None, None],
+        "others": [[], []],
+    }

@@ -14,8 +14,19 @@ from pytest_hpccomm.stacks.mpi.runtime import spec_error
 USES_RUNTIME = "def test_runtime(mpi_runtime):\n    assert mpi_runtime.flavor\n"
 
 
-@pytest.mark.parametrize("spec", ["openmpi", "openmpi4", "mpich", "mpirun", "mpiexec.hydra",
-                                  "srun", "/opt/ompi/bin/mpirun", "./mpirun"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "openmpi",
+        "openmpi4",
+        "mpich",
+        "mpirun",
+        "mpiexec.hydra",
+        "srun",
+        "/opt/ompi/bin/mpirun",
+        "./mpirun",
+    ],
+)
 def test_valid_names(spec: str) -> None:
     assert spec_error(spec) is None
 
@@ -26,21 +37,26 @@ def test_typos_are_named(spec: str) -> None:
     assert error is not None and repr(spec) in error and "openmpi, openmpi4, mpich" in error
 
 
-def test_absent_mpi_path_is_a_usage_error_and_broken_mpi_fails(pytester: pytest.Pytester,
-                                                               tmp_path: Path) -> None:
+def test_absent_mpi_path_is_a_usage_error_and_broken_mpi_fails(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
     pytester.makepyfile(USES_RUNTIME)
-    absent = pytester.runpytest_subprocess("--hpc-mpi=/nonexistent/bin/mpirun", "-rs",
-                                           "--hpc-history=none", "-p", "no:cacheprovider")
+    absent = pytester.runpytest_subprocess(
+        "--hpc-mpi=/nonexistent/bin/mpirun", "-rs", "--hpc-history=none", "-p", "no:cacheprovider"
+    )
     assert absent.ret == pytest.ExitCode.USAGE_ERROR
     absent.stderr.fnmatch_lines(
-        ["*--hpc-mpi: MPI '/nonexistent/bin/mpirun': no such executable here*"])
+        ["*--hpc-mpi: MPI '/nonexistent/bin/mpirun': no such executable here*"]
+    )
 
     broken = tmp_path / "mpirun"  # installed, but its --version fails (a broken install)
-    broken.write_text("#!/bin/sh\necho 'error while loading shared libraries: libmpi.so' >&2\n"
-                      "exit 127\n")
+    broken.write_text(
+        "#!/bin/sh\necho 'error while loading shared libraries: libmpi.so' >&2\nexit 127\n"
+    )
     broken.chmod(0o755)
-    result = pytester.runpytest_subprocess(f"--hpc-mpi={broken}", "--hpc-history=none",
-                                           "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        f"--hpc-mpi={broken}", "--hpc-history=none", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(errors=1)  # failed in the fixture: an error of the item, exit 1
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([f"*MPI '{broken}' is installed but broken: *exit 127*"])

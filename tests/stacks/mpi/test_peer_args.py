@@ -25,17 +25,21 @@ def test_every_osu_benchmark_is_known() -> None:
     assert len(args.benchmark) == 14 and args.corrupt
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--benchmark", "osu_latncy"], "unknown benchmark(s) osu_latncy"),
-    (["--benchmark", ","], "unknown benchmark(s) (none)"),
-    (["--benchmark", "osu_bw", "--sizes", "8,1K"], "sizes must be byte counts"),
-    (["--benchmark", "osu_bw", "--sizes", "-1"], "sizes must be >= 0"),
-    (["--benchmark", "osu_bw", "--min-batches", "40"], "--min-batches <= --batches"),
-    (["--benchmark", "osu_bw", "--window", "0"], "must be >= 1"),
-    (["--benchmark", "osu_bw", "--slowdown", "0.5"], "--slowdown must be >= 1"),
-])
-def test_bad_arguments_are_usage_errors(argv: list[str], message: str,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--benchmark", "osu_latncy"], "unknown benchmark(s) osu_latncy"),
+        (["--benchmark", ","], "unknown benchmark(s) (none)"),
+        (["--benchmark", "osu_bw", "--sizes", "8,1K"], "sizes must be byte counts"),
+        (["--benchmark", "osu_bw", "--sizes", "-1"], "sizes must be >= 0"),
+        (["--benchmark", "osu_bw", "--min-batches", "40"], "--min-batches <= --batches"),
+        (["--benchmark", "osu_bw", "--window", "0"], "must be >= 1"),
+        (["--benchmark", "osu_bw", "--slowdown", "0.5"], "--slowdown must be >= 1"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
     assert exc.value.code == 2
@@ -71,8 +75,10 @@ def test_validation_accepts_the_pattern_and_names_a_wrong_byte() -> None:
     buf[10] ^= 0xFF
     b.expect(buf, seed(3, 1), "osu_bw size=1000 batch=3")
     assert len(b.errors) == 2
-    assert b.errors[1] == ("osu_bw size=1000 batch=3 rank=0: wrong data at byte 10 "
-                           f"(got {int(buf[10])}, want {int(buf[10]) ^ 0xFF})")
+    assert b.errors[1] == (
+        "osu_bw size=1000 batch=3 rank=0: wrong data at byte 10 "
+        f"(got {int(buf[10])}, want {int(buf[10]) ^ 0xFF})"
+    )
 
 
 def test_corrupt_flag_puts_one_wrong_byte_in_every_block() -> None:

@@ -41,11 +41,25 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlurm]:
 
 
 def _pytest(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
-            "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "-k", "osu_latency",
-            "--hpc-fabric=ethernet", "--hpc-launcher=srun", "--hpc-bind=none",
-            "--hpc-history=none", f"--hpc-baselines={tmp_path / 'bl'}",
-            "--hpc-system=slurm-test", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITES_DIR / "mpi" / "test_perf_osu.py"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "-k",
+        "osu_latency",
+        "--hpc-fabric=ethernet",
+        "--hpc-launcher=srun",
+        "--hpc-bind=none",
+        "--hpc-history=none",
+        f"--hpc-baselines={tmp_path / 'bl'}",
+        "--hpc-system=slurm-test",
+        *extra,
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -54,16 +68,19 @@ def _env() -> dict[str, str]:
 
 def test_suite_runs_in_an_allocation_with_srun(slurm: VirtualSlurm, tmp_path: Path) -> None:
     results = tmp_path / "results.json"
-    argv = _pytest(tmp_path, f"--hpc-mpi={','.join(MPIS)}", "--hpc-sizes=8,64K",
-                   f"--hpc-results={results}")
+    argv = _pytest(
+        tmp_path, f"--hpc-mpi={','.join(MPIS)}", "--hpc-sizes=8,64K", f"--hpc-results={results}"
+    )
     before = slurm.cluster.counters(1)
     job = slurm.run(0, ["salloc", "-N2", "--immediate=30", *argv], timeout=900, env=_env())
     rx, tx = (a - b for a, b in zip(slurm.cluster.counters(1), before))
     assert job.ok, job.describe() + job.stdout[-3000:]
     assert f"{2 * len(MPIS)} passed" in job.stdout.strip().splitlines()[-1], job.stdout[-3000:]
     doc = json.loads(results.read_text())
-    items = {(r["measurement"]["params"]["mpi"], r["measurement"]["params"]["size"])
-             for r in doc["results"]}
+    items = {
+        (r["measurement"]["params"]["mpi"], r["measurement"]["params"]["size"])
+        for r in doc["results"]
+    }
     assert items == {(m, s) for m in MPIS for s in (8, 65536)}, items
     for r in doc["results"]:
         assert r["measurement"]["params"]["placement"] == "hosts"
@@ -75,18 +92,30 @@ def test_suite_runs_in_an_allocation_with_srun(slurm: VirtualSlurm, tmp_path: Pa
     assert rx > 8 * 2**20 * len(MPIS) and tx > 8 * 2**20 * len(MPIS), (rx, tx)
 
 
-def test_an_allocation_smaller_than_the_placement_fails_naming_it(slurm: VirtualSlurm,
-                                                                  tmp_path: Path) -> None:
+def test_an_allocation_smaller_than_the_placement_fails_naming_it(
+    slurm: VirtualSlurm, tmp_path: Path
+) -> None:
     mpi = f"--hpc-mpi={MPIS[0]}"
-    one = slurm.run(0, ["salloc", "-N1", "--immediate=30", *_pytest(tmp_path, mpi,
-                                                                    "--hpc-sizes=8")],
-                    timeout=300, env=_env())
+    one = slurm.run(
+        0,
+        ["salloc", "-N1", "--immediate=30", *_pytest(tmp_path, mpi, "--hpc-sizes=8")],
+        timeout=300,
+        env=_env(),
+    )
     assert one.returncode == 1, one.describe() + one.stdout[-2000:]
     assert "hosts placement needs at least 2 hosts, got h0" in one.stdout, one.stdout[-2000:]
     # two hosts named, one allocated: srun refuses, and the item says so
-    named = slurm.run(0, ["salloc", "-N1", "--immediate=30",
-                          *_pytest(tmp_path, mpi, "--hpc-sizes=8", "--hpc-hosts=h0,h1")],
-                      timeout=300, env=_env())
+    named = slurm.run(
+        0,
+        [
+            "salloc",
+            "-N1",
+            "--immediate=30",
+            *_pytest(tmp_path, mpi, "--hpc-sizes=8", "--hpc-hosts=h0,h1"),
+        ],
+        timeout=300,
+        env=_env(),
+    )
     assert named.returncode == 1, named.describe() + named.stdout[-2000:]
     assert "MPI job failed" in named.stdout, named.stdout[-2000:]
     assert "srun: error: Only allocated 1 nodes asked for 2" in named.stdout, named.stdout[-2000:]
@@ -98,5 +127,6 @@ def test_no_rank_is_left_after_the_allocation(slurm: VirtualSlurm) -> None:
     daemons = {p.pid for job in slurm.daemons.values() for p in job.processes()}
     shims = {job.pid for job in slurm.daemons.values()}
     left = [pid for pid in slurm.cluster.pids() if pid not in daemons | shims]
-    assert not left, [Path(f"/proc/{p}/cmdline").read_bytes()[:200] for p in left
-                      if os.path.exists(f"/proc/{p}")]
+    assert not left, [
+        Path(f"/proc/{p}/cmdline").read_bytes()[:200] for p in left if os.path.exists(f"/proc/{p}")
+    ]

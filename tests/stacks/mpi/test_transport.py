@@ -21,10 +21,15 @@ from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import NoTransport, transport_for
 from tests.fabrics._fabric_trees import inventory
 
-OMPI5 = MpiRuntime("openmpi", Path("/opt/ompi/bin/mpirun"), Path("/usr/bin/python3"),
-                   MpiFlavor("openmpi", (5, 0, 11)))
-MPICH = MpiRuntime("mpich", Path("/opt/mpich/bin/mpirun"), Path("/usr/bin/python3"),
-                   MpiFlavor("mpich", (5, 0, 2)))
+OMPI5 = MpiRuntime(
+    "openmpi",
+    Path("/opt/ompi/bin/mpirun"),
+    Path("/usr/bin/python3"),
+    MpiFlavor("openmpi", (5, 0, 11)),
+)
+MPICH = MpiRuntime(
+    "mpich", Path("/opt/mpich/bin/mpirun"), Path("/usr/bin/python3"), MpiFlavor("mpich", (5, 0, 2))
+)
 HOSTS = (Host("n1"), Host("n2"))
 
 
@@ -34,29 +39,85 @@ def selection(tree: str, kind: str) -> FabricSelection:
     return got
 
 
-@pytest.mark.parametrize(("tree", "kind", "vendor", "summary", "env"), [
-    ("ethernet-plain", "ethernet", "openmpi", "tcp over eth0", {}),
-    ("ib-edr-mlx5", "ipoib", "mpich", "tcp over ib0", {}),
-    ("ib-edr-mlx5", "ib", "openmpi", "ucx on mlx5_0:1",
-     {"OMPI_MCA_pml": "ucx", "UCX_NET_DEVICES": "mlx5_0:1", "UCX_TLS": "rc,ud,self"}),
-    ("ib-edr-mlx5", "ib", "mpich", "ucx on mlx5_0:1",
-     {"MPIR_CVAR_CH4_NETMOD": "ucx", "MPIR_CVAR_NOLOCAL": "1", "UCX_NET_DEVICES": "mlx5_0:1",
-      "UCX_TLS": "rc,ud,self"}),
-    ("roce-v2-mlx5", "roce", "openmpi", "ucx on mlx5_0:1",
-     {"OMPI_MCA_pml": "ucx", "UCX_NET_DEVICES": "mlx5_0:1", "UCX_TLS": "rc,ud,self",
-      "UCX_IB_GID_INDEX": "3"}),
-    ("softroce-rxe", "softroce", "mpich", "ucx on rxe0:1",
-     {"MPIR_CVAR_CH4_NETMOD": "ucx", "MPIR_CVAR_NOLOCAL": "1", "UCX_NET_DEVICES": "rxe0:1",
-      "UCX_TLS": "rc,ud,self", "UCX_IB_GID_INDEX": "3", "UCX_UD_ETH_DGID_CHECK": "n"}),
-    ("iwarp-siw", "iwarp", "openmpi", "ofi verbs;ofi_rxm on siw0:1",
-     {"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi", "FI_PROVIDER": "verbs;ofi_rxm",
-      "FI_VERBS_IFACE": "eth0"}),
-    ("iwarp-siw", "iwarp", "mpich", "ofi verbs;ofi_rxm on siw0:1",
-     {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1", "FI_PROVIDER": "verbs;ofi_rxm",
-      "FI_VERBS_IFACE": "eth0"}),
-])
-def test_each_fabric_maps_to_its_transport(tree: str, kind: str, vendor: str, summary: str,
-                                           env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("tree", "kind", "vendor", "summary", "env"),
+    [
+        ("ethernet-plain", "ethernet", "openmpi", "tcp over eth0", {}),
+        ("ib-edr-mlx5", "ipoib", "mpich", "tcp over ib0", {}),
+        (
+            "ib-edr-mlx5",
+            "ib",
+            "openmpi",
+            "ucx on mlx5_0:1",
+            {"OMPI_MCA_pml": "ucx", "UCX_NET_DEVICES": "mlx5_0:1", "UCX_TLS": "rc,ud,self"},
+        ),
+        (
+            "ib-edr-mlx5",
+            "ib",
+            "mpich",
+            "ucx on mlx5_0:1",
+            {
+                "MPIR_CVAR_CH4_NETMOD": "ucx",
+                "MPIR_CVAR_NOLOCAL": "1",
+                "UCX_NET_DEVICES": "mlx5_0:1",
+                "UCX_TLS": "rc,ud,self",
+            },
+        ),
+        (
+            "roce-v2-mlx5",
+            "roce",
+            "openmpi",
+            "ucx on mlx5_0:1",
+            {
+                "OMPI_MCA_pml": "ucx",
+                "UCX_NET_DEVICES": "mlx5_0:1",
+                "UCX_TLS": "rc,ud,self",
+                "UCX_IB_GID_INDEX": "3",
+            },
+        ),
+        (
+            "softroce-rxe",
+            "softroce",
+            "mpich",
+            "ucx on rxe0:1",
+            {
+                "MPIR_CVAR_CH4_NETMOD": "ucx",
+                "MPIR_CVAR_NOLOCAL": "1",
+                "UCX_NET_DEVICES": "rxe0:1",
+                "UCX_TLS": "rc,ud,self",
+                "UCX_IB_GID_INDEX": "3",
+                "UCX_UD_ETH_DGID_CHECK": "n",
+            },
+        ),
+        (
+            "iwarp-siw",
+            "iwarp",
+            "openmpi",
+            "ofi verbs;ofi_rxm on siw0:1",
+            {
+                "OMPI_MCA_pml": "cm",
+                "OMPI_MCA_mtl": "ofi",
+                "FI_PROVIDER": "verbs;ofi_rxm",
+                "FI_VERBS_IFACE": "eth0",
+            },
+        ),
+        (
+            "iwarp-siw",
+            "iwarp",
+            "mpich",
+            "ofi verbs;ofi_rxm on siw0:1",
+            {
+                "MPIR_CVAR_CH4_NETMOD": "ofi",
+                "MPIR_CVAR_NOLOCAL": "1",
+                "FI_PROVIDER": "verbs;ofi_rxm",
+                "FI_VERBS_IFACE": "eth0",
+            },
+        ),
+    ],
+)
+def test_each_fabric_maps_to_its_transport(
+    tree: str, kind: str, vendor: str, summary: str, env: dict[str, str]
+) -> None:
     t = transport_for(selection(tree, kind), vendor)
     assert (t.summary, dict(t.env)) == (summary, env)
     assert t.tcp_only == (kind in ("ethernet", "ipoib"))
@@ -66,19 +127,24 @@ def test_each_fabric_maps_to_its_transport(tree: str, kind: str, vendor: str, su
 def test_only_rxe_turns_off_the_ud_destination_check() -> None:
     """UCX's UD drops every packet between two rxe hosts with the check on (found in the
     two-guest cluster); a real RoCE HCA keeps it."""
-    assert "UCX_UD_ETH_DGID_CHECK" not in transport_for(selection("roce-v2-mlx5", "roce"),
-                                                        "openmpi").env
+    assert (
+        "UCX_UD_ETH_DGID_CHECK"
+        not in transport_for(selection("roce-v2-mlx5", "roce"), "openmpi").env
+    )
 
 
-def test_libfabric_without_a_verbs_endpoint_is_named(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_libfabric_without_a_verbs_endpoint_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What Debian 12's libfabric 1.17 printed with siw in the guests, and a working one."""
     from pytest_hpccomm.stacks.mpi import libfabric
 
     fi_info = tmp_path / "fi_info"
-    fi_info.write_text("#!/bin/sh\necho 'libfabric:1:2::verbs:fabric:vrb_get_rdmacm_rai():128"
-                       "<warn> rdma_getaddrinfo: Resource temporarily unavailable (11)' >&2\n"
-                       "echo 'fi_getinfo: -61'\nexit 1\n")
+    fi_info.write_text(
+        "#!/bin/sh\necho 'libfabric:1:2::verbs:fabric:vrb_get_rdmacm_rai():128"
+        "<warn> rdma_getaddrinfo: Resource temporarily unavailable (11)' >&2\n"
+        "echo 'fi_getinfo: -61'\nexit 1\n"
+    )
     fi_info.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     libfabric.verbs_provider_reason.cache_clear()
@@ -99,8 +165,21 @@ def test_ib_uses_no_gid_index() -> None:
 
 
 def test_a_fabric_without_what_it_needs_has_no_transport() -> None:
-    broken = FabricSelection("roce", None, None, None, None, "eth0", None, None, None, None,
-                             None, None, "eth0 (no RDMA device)")
+    broken = FabricSelection(
+        "roce",
+        None,
+        None,
+        None,
+        None,
+        "eth0",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        "eth0 (no RDMA device)",
+    )
     with pytest.raises(NoTransport, match="roce fabric without an RDMA device"):
         transport_for(broken, "openmpi")
 
@@ -128,8 +207,13 @@ def test_hosts_launch_over_ib_with_mpich_and_srun() -> None:
     forwarded = hydra.argv[hydra.argv.index("-genvlist") + 1].split(",")
     assert {"UCX_NET_DEVICES", "UCX_TLS", "MPIR_CVAR_CH4_NETMOD"} <= set(forwarded)
     assert hydra.env["UCX_NET_DEVICES"] == "mlx5_0:1"
-    srun = hosts_launch(MPICH, ["peer"], {}, list(HOSTS),
-                        SweepTarget("hosts", hosts=HOSTS, transport=t, launcher="srun"))
+    srun = hosts_launch(
+        MPICH,
+        ["peer"],
+        {},
+        list(HOSTS),
+        SweepTarget("hosts", hosts=HOSTS, transport=t, launcher="srun"),
+    )
     assert srun.argv[0] == "srun" and "--nodelist=n1,n2" in srun.argv
     assert srun.env["MPIR_CVAR_CH4_NETMOD"] == "ucx" and "FI_PROVIDER" not in srun.env
 
@@ -145,14 +229,16 @@ def test_loopback_on_an_rdma_fabric_goes_through_the_hca() -> None:
 
 
 def test_hosts_launch_keeps_the_peer_variables_before_the_transports(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The order the environment reaches mpirun (and ssh) in: the peer's own variables, then
     the transport's, then the launcher's pins."""
     t = transport_for(selection("ib-edr-mlx5", "ib"), "mpich")
     for name in [*peer_env(), *t.env]:
         monkeypatch.delenv(name, raising=False)
-    env = hosts_launch(MPICH, ["peer"], peer_env(), list(HOSTS),
-                       SweepTarget("hosts", hosts=HOSTS, transport=t)).env
+    env = hosts_launch(
+        MPICH, ["peer"], peer_env(), list(HOSTS), SweepTarget("hosts", hosts=HOSTS, transport=t)
+    ).env
     new = [k for k in env if k not in os.environ and k != "PATH"]
     assert new == [*peer_env(), *t.env]
 

@@ -22,8 +22,9 @@ FACTOR = 3.0
 def test_slowdown_stretches_every_batch_of_reads(tf_env: TfEnv) -> None:
     with TfTasks(tf_env, "loopback", None, Layout()) as tasks:
         plain = run_job(tasks, [64, 1 << 20], "quick", 1.0)
-        assert all("unstretched" not in p for p in plain.points.values()), \
+        assert all("unstretched" not in p for p in plain.points.values()), (
             "a plain job was stretched"
+        )
         canary = run_job(tasks, [64, 1 << 20], "quick", FACTOR)
     check_stretched(canary)
 
@@ -31,8 +32,9 @@ def test_slowdown_stretches_every_batch_of_reads(tf_env: TfEnv) -> None:
 def test_slowdown_stretches_every_batch_of_allreduces(tf_env: TfEnv) -> None:
     with TfTasks(tf_env, "loopback", None, RING) as tasks:
         plain = allreduce.run_job(tasks, [64, 1 << 20], "quick", 1.0)
-        assert all("unstretched" not in p for p in plain.points.values()), \
+        assert all("unstretched" not in p for p in plain.points.values()), (
             "a plain job was stretched"
+        )
         canary = allreduce.run_job(tasks, [64, 1 << 20], "quick", FACTOR)
     check_stretched(canary)
 
@@ -41,8 +43,9 @@ def test_slowdown_stretches_every_batch_of_ps_steps(tf_env: TfEnv) -> None:
     """Rates: a batch's steps per second are F times fewer than its own work gave."""
     with TfTasks(tf_env, "loopback", None, PS_CLUSTER) as tasks:
         plain = ps.run_job(tasks, [1 << 10], "quick", 1.0)
-        assert all("unstretched" not in p for p in plain.points.values()), \
+        assert all("unstretched" not in p for p in plain.points.values()), (
             "a plain job was stretched"
+        )
         canary = ps.run_job(tasks, [1 << 10, 4 << 20], "quick", FACTOR)
     check_stretched(canary, rate=True)
 
@@ -50,8 +53,10 @@ def test_slowdown_stretches_every_batch_of_ps_steps(tf_env: TfEnv) -> None:
 def check_stretched(canary: RecvSweep, rate: bool = False) -> None:
     for size, p in canary.points.items():
         assert p["valid"], f"{size} B: the job's result was wrong"
-        ratios = [(u / s if rate else s / u)
-                  for s, u in zip(p["samples"], p["unstretched"], strict=True)]
+        ratios = [
+            (u / s if rate else s / u) for s, u in zip(p["samples"], p["unstretched"], strict=True)
+        ]
         # never short of F; above it by the sleep's wake-up delay only
-        assert min(ratios) >= 0.98 * FACTOR and statistics.median(ratios) <= 1.2 * FACTOR, \
+        assert min(ratios) >= 0.98 * FACTOR and statistics.median(ratios) <= 1.2 * FACTOR, (
             f"{size} B: reported/unstretched per batch = {ratios}, expected {FACTOR}"
+        )

@@ -26,26 +26,48 @@ from pytest_hpccomm.stacks.tf.wire import TASK_VAR
 from tests.sshd_hosts import still_running
 
 ROOT = Path(__file__).resolve().parents[3]
-ITEMS = ("test_traffic_takes_the_fabric or test_tensor_over_4_mib_crosses_bit_exact or "
-         "test_a_killed_task_is_an_error_not_a_hang or test_allreduce_traffic_takes_the_fabric "
-         "or test_coordinated_training_matches_one_process or test_tf_recv_tensor")
+ITEMS = (
+    "test_traffic_takes_the_fabric or test_tensor_over_4_mib_crosses_bit_exact or "
+    "test_a_killed_task_is_an_error_not_a_hang or test_allreduce_traffic_takes_the_fabric "
+    "or test_coordinated_training_matches_one_process or test_tf_recv_tensor"
+)
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
-def test_tf_suite_runs_on_hosts_over_ssh(tf_env: TfEnv,
-                                         ssh_cluster: tuple[VirtualCluster, Path],
-                                         tmp_path: Path) -> None:
+def test_tf_suite_runs_on_hosts_over_ssh(
+    tf_env: TfEnv, ssh_cluster: tuple[VirtualCluster, Path], tmp_path: Path
+) -> None:
     cluster, agent = ssh_cluster
     results = tmp_path / "results.json"
-    argv = [sys.executable, "-m", "pytest", str(SUITES_DIR / "tf"), "-q", "-rs",
-            "-p", "no:cacheprovider", "--import-mode=importlib", "-k", ITEMS,
-            "--hpc-fabric=ethernet", "--hpc-hosts=h0,h1", f"--hpc-rsh-agent={agent}",
-            "--hpc-sizes=16,64K", "--hpc-history=none", f"--hpc-baselines={tmp_path / 'bl'}",
-            f"--hpc-results={results}", "--hpc-system=hosts-test"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITES_DIR / "tf"),
+        "-q",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "-k",
+        ITEMS,
+        "--hpc-fabric=ethernet",
+        "--hpc-hosts=h0,h1",
+        f"--hpc-rsh-agent={agent}",
+        "--hpc-sizes=16,64K",
+        "--hpc-history=none",
+        f"--hpc-baselines={tmp_path / 'bl'}",
+        f"--hpc-results={results}",
+        "--hpc-system=hosts-test",
+    ]
     before = cluster.counters(1)
-    job = cluster.run_job(0, argv, env={**os.environ, CACHE_VAR: str(cache_root()),
-                                        "PYTHONPATH": str(ROOT)}, timeout=900)
+    job = cluster.run_job(
+        0,
+        argv,
+        env={**os.environ, CACHE_VAR: str(cache_root()), "PYTHONPATH": str(ROOT)},
+        timeout=900,
+    )
     rx, tx = (a - b for a, b in zip(cluster.counters(1), before))
     assert job.ok, job.describe() + job.stdout[-4000:]
     summary = job.stdout.strip().splitlines()[-1]

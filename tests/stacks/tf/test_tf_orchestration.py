@@ -26,8 +26,10 @@ FAKE = TfEnv(Path("/nonexistent/python"), "2.21.0", "v2.21.0", "", "user")
 def test_tasks_are_named_job_colon_index() -> None:
     assert Layout(2, 2).tasks == ["ps:0", "ps:1", "worker:0", "worker:1"]
     assert str(Layout()) == "1ps-1w"
-    assert str(RING) == "2w-collective" and RING.tasks == RING.workers_tasks == \
-        ["worker:0", "worker:1"]
+    assert str(RING) == "2w-collective" and RING.tasks == RING.workers_tasks == [
+        "worker:0",
+        "worker:1",
+    ]
     assert str(PS_CLUSTER) == "2ps-2w-coordinator"
     assert PS_CLUSTER.tasks == ["ps:0", "ps:1", "worker:0", "worker:1", "chief:0"]
     assert parse_task("worker:1") == ("worker", 1)
@@ -37,8 +39,9 @@ def test_tasks_are_named_job_colon_index() -> None:
             parse_task(bad)
 
 
-def test_a_ready_venv_is_reused_and_a_stale_one_is_not(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ready_venv_is_reused_and_a_stale_one_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The marker names the key it was made for: another key (a new pin, another Python) or a
     venv without its python makes a new one; a matching one is taken as it is."""
     key = cache_key()
@@ -74,17 +77,26 @@ def test_a_probe_that_saw_no_rpc_from_tensorflow_is_an_error(tmp_path: Path) -> 
     """An empty gRPC version would leave the fingerprint blind to a change of TensorFlow's
     gRPC: the probe names what TensorFlow said instead (the Python here stands in for one
     with TensorFlow and prints what PROBE_SCRIPT prints)."""
+
     def python(answer: dict[str, Any]) -> Path:
         path = tmp_path / "python"
         path.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
         path.chmod(0o755)
         return path
 
-    blind = {"tensorflow": "2.21.0", "git": "v", "grpc": "", "agents": [],
-             "error": "UnavailableError: failed to connect"}
-    with pytest.raises(TfEnvError, match="gRPC version is unknown: its client sent the "
-                                         "probe's loopback server 'no RPC' "
-                                         r"\(TensorFlow said: UnavailableError"):
+    blind = {
+        "tensorflow": "2.21.0",
+        "git": "v",
+        "grpc": "",
+        "agents": [],
+        "error": "UnavailableError: failed to connect",
+    }
+    with pytest.raises(
+        TfEnvError,
+        match="gRPC version is unknown: its client sent the "
+        "probe's loopback server 'no RPC' "
+        r"\(TensorFlow said: UnavailableError",
+    ):
         tf_env.probe(python(blind))
     seen = {**blind, "grpc": "1.74.0", "agents": ["grpc-c++/1.74.0 grpc-c/49.0.0"]}
     assert tf_env.probe(python(seen))["grpc"] == "1.74.0"
@@ -108,8 +120,7 @@ def test_tasks_on_hosts_take_host_i_mod_n_at_its_fabric_address() -> None:
     site = TfHosts(("h0", "h1"), ("10.0.0.1", "fd00::2"), "10.0.0.1")
     tasks = TfTasks(FAKE, "hosts", site, PS_CLUSTER)
     tasks._plan()
-    ports = [int(a.rsplit(":", 1)[1]) for job in ("ps", "worker", "chief")
-             for a in tasks.spec[job]]
+    ports = [int(a.rsplit(":", 1)[1]) for job in ("ps", "worker", "chief") for a in tasks.spec[job]]
     assert ports == list(range(ports[0], ports[0] + 5)) and ports[-1] < 32768
     assert [a.rsplit(":", 1)[0] for a in tasks.spec["ps"]] == ["10.0.0.1", "[fd00::2]"]
     assert tasks.hosts == {"ps:0": 0, "ps:1": 1, "worker:0": 0, "worker:1": 1, "chief:0": 0}
@@ -122,8 +133,13 @@ def test_sweep_sizes_are_powers_of_four() -> None:
 
 
 def _sweep(samples: list[float], valid: bool = True) -> RecvSweep:
-    return RecvSweep({64: {"samples": samples, "warmup": 5, "valid": valid}}, {"tensorflow": "x"},
-                     ({"foreign_cores": 0.0},), "", 0)
+    return RecvSweep(
+        {64: {"samples": samples, "warmup": 5, "valid": valid}},
+        {"tensorflow": "x"},
+        ({"foreign_cores": 0.0},),
+        "",
+        0,
+    )
 
 
 def test_jobs_pool_per_size_and_records_carry_where_jobs_end() -> None:
@@ -149,8 +165,9 @@ def test_allreduce_records_are_latency_then_busbw() -> None:
     assert lat.extra["max_rank_latency_us"] == 250.0
     assert bus.metric == "busbw" and bus.direction is Direction.HIGHER_IS_BETTER
     assert bus.samples[0] == pytest.approx(64 / 100e-6 / 1e9)
-    assert bus.extra["busbw_factor"] == 1.0 and bus.extra["algbw_gb_s"] == \
-        pytest.approx((64 / 100e-6 + 64 / 300e-6) / 2 / 1e9)  # the batches' median
+    assert bus.extra["busbw_factor"] == 1.0 and bus.extra["algbw_gb_s"] == pytest.approx(
+        (64 / 100e-6 + 64 / 300e-6) / 2 / 1e9
+    )  # the batches' median
 
 
 def test_ps_records_are_steps_per_second_with_bytes_moved() -> None:
@@ -172,11 +189,22 @@ class _Workers:
     def __init__(self) -> None:
         self.asked: list[dict[str, object]] = []
 
-    def request_all(self, msgs: dict[str, dict[str, object]],
-                    timeout: float | None = None) -> dict[str, object]:
+    def request_all(
+        self, msgs: dict[str, dict[str, object]], timeout: float | None = None
+    ) -> dict[str, object]:
         self.asked.extend(msgs.values())
-        return {t: {"points": [{"bytes": 1 << 16, "samples": [1e-3, 3e-3] if t == "worker:1"
-                                else [1e-3, 1e-3], "valid": True}]} for t in msgs}
+        return {
+            t: {
+                "points": [
+                    {
+                        "bytes": 1 << 16,
+                        "samples": [1e-3, 3e-3] if t == "worker:1" else [1e-3, 1e-3],
+                        "valid": True,
+                    }
+                ]
+            }
+            for t in msgs
+        }
 
 
 def test_packed_jobs_ask_every_worker_alike_and_report_their_mean() -> None:
@@ -197,14 +225,25 @@ TREES = Path(__file__).resolve().parents[3] / "fixtures" / "sysfs"
 def test_on_infiniband_the_suite_skips_saying_tf_grpc_is_tcp(pytester: pytest.Pytester) -> None:
     """TensorFlow's bundled gRPC has no RDMA path: on ib (a recorded EDR host) every item
     skips with that reason first, before any TensorFlow is made or started."""
-    for name in ("test_perf_tf.py", "test_conformance_tf.py", "test_collectives_tf.py",
-                 "test_parameter_server_tf.py"):
+    for name in (
+        "test_perf_tf.py",
+        "test_conformance_tf.py",
+        "test_collectives_tf.py",
+        "test_parameter_server_tf.py",
+    ):
         pytester.copy_example(str(SUITE / name))
-    result = pytester.runpytest("-rs", "--hpc-fabric=ib", "--hpc-history=none",
-                                f"--hpc-sysfs-root={TREES / 'ib-edr-mlx5' / 'sys'}",
-                                "-p", "no:cacheprovider", "--import-mode=importlib")
+    result = pytester.runpytest(
+        "-rs",
+        "--hpc-fabric=ib",
+        "--hpc-history=none",
+        f"--hpc-sysfs-root={TREES / 'ib-edr-mlx5' / 'sys'}",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
     reasons = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
-    assert reasons and all("TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib" in line
-                           for line in reasons), reasons
+    assert reasons and all(
+        "TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib" in line for line in reasons
+    ), reasons

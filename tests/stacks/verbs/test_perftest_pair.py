@@ -18,8 +18,14 @@ REFUSED = JobResult(("ib_send_lat",), -11, " ERRNO: Connection refused.\n", "", 
 REFUSED_EXIT = JobResult(("ib_send_lat",), 1, " ERRNO: Connection refused.\n", "", 0.8, False)
 OK = JobResult(("ib_send_lat",), 0, "t_avg 10.0\n", "", 1.0, False)
 CRASH = JobResult(("ib_send_lat",), -11, "", "", 0.8, False)
-EXCHANGE = JobResult(("ib_write_lat",), 1, "", "Bad wc status -- 5 -- 1\n"
-                     "Failed to exchange data between server and clients\n", 0.5, False)
+EXCHANGE = JobResult(
+    ("ib_write_lat",),
+    1,
+    "",
+    "Bad wc status -- 5 -- 1\nFailed to exchange data between server and clients\n",
+    0.5,
+    False,
+)
 
 
 class Server:
@@ -42,22 +48,30 @@ def clients(monkeypatch: pytest.MonkeyPatch, results: list[JobResult]) -> list[A
     return calls
 
 
-@pytest.mark.parametrize("client,defect", [
-    (REFUSED, "client refused by RDMA CM ('Connection refused'), then killed by SIGSEGV"),
-    (REFUSED_EXIT, ""),  # refused, but no crash: not this defect's symptom
-    (CRASH, ""),  # a crash without a refusal is the program's own failure
-    (EXCHANGE, ""),
-])
+@pytest.mark.parametrize(
+    "client,defect",
+    [
+        (REFUSED, "client refused by RDMA CM ('Connection refused'), then killed by SIGSEGV"),
+        (REFUSED_EXIT, ""),  # refused, but no crash: not this defect's symptom
+        (CRASH, ""),  # a crash without a refusal is the program's own failure
+        (EXCHANGE, ""),
+    ],
+)
 def test_a_failed_client_runs_once_and_names_a_known_defect_only_by_its_symptom(
-        monkeypatch: pytest.MonkeyPatch, client: JobResult, defect: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, client: JobResult, defect: str
+) -> None:
     made = clients(monkeypatch, [client, OK])
     server = WaitingServer(OK)
     monkeypatch.setattr(perftest, "start_job", lambda *a, **kw: server)
     monkeypatch.setattr(perftest, "command", lambda *a: ["ib_send_lat"])
     monkeypatch.setattr(perftest, "listening", lambda port: True)
     with pytest.raises(perftest.PerftestFailed) as failed:
-        perftest.run_pair("ib_send_lat", SimpleNamespace(address="10.0.0.1"),  # type: ignore[arg-type]
-                          64, 200)
+        perftest.run_pair(
+            "ib_send_lat",
+            SimpleNamespace(address="10.0.0.1"),  # type: ignore[arg-type]
+            64,
+            200,
+        )
     assert made == [["ib_send_lat", "10.0.0.1"]]
     assert failed.value.defect == defect
     assert server.waited == 0, "the server was waited for after its client failed"
@@ -88,20 +102,26 @@ class WaitingServer(Server):
 
 @pytest.mark.parametrize("client,hung", [(HUNG, True), (CRASH, False)])
 def test_a_pair_that_outlived_its_timeout_says_it_hung(
-        monkeypatch: pytest.MonkeyPatch, client: JobResult, hung: bool) -> None:
+    monkeypatch: pytest.MonkeyPatch, client: JobResult, hung: bool
+) -> None:
     # a hang says so (the item's failure names it)
     clients(monkeypatch, [client])
     monkeypatch.setattr(perftest, "start_job", lambda *a, **kw: WaitingServer(OK))
     monkeypatch.setattr(perftest, "command", lambda *a: ["ib_send_lat"])
     monkeypatch.setattr(perftest, "listening", lambda port: True)
     with pytest.raises(perftest.PerftestFailed) as failed:
-        perftest.run_pair("ib_send_lat", SimpleNamespace(address="10.0.0.1"),  # type: ignore[arg-type]
-                          64, 200)
+        perftest.run_pair(
+            "ib_send_lat",
+            SimpleNamespace(address="10.0.0.1"),  # type: ignore[arg-type]
+            64,
+            200,
+        )
     assert failed.value.hung is hung
 
 
 def test_a_hung_pair_fails_the_item_and_is_not_launched_again(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A hang is the stack's (perftest's own programs over the device under test): the item
     fails the first time, naming the hang; the pair is not launched again."""
     from pytest_hpccomm.stacks.verbs.fixtures import run_perftest
@@ -117,13 +137,20 @@ def test_a_hung_pair_fails_the_item_and_is_not_launched_again(
     monkeypatch.setattr(perftest, "run_pair", hung_then_fine)
     monkeypatch.setattr(perftest, "missing", lambda program: "")
     with pytest.raises(pytest.fail.Exception, match="client hung 120 s"):
-        run_perftest("ib_send_lat", 64, SimpleNamespace(device="rxe0"),  # type: ignore[arg-type]
-                     {}, True, lambda *a: None)
+        run_perftest(
+            "ib_send_lat",
+            64,
+            SimpleNamespace(device="rxe0"),  # type: ignore[arg-type]
+            {},
+            True,
+            lambda *a: None,
+        )
     assert launches == ["ib_send_lat"]
 
 
 def test_the_known_defect_is_an_xfail_naming_what_was_observed(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from pytest_hpccomm.stacks.verbs.fixtures import run_perftest
 
     def refused(*a: Any, **kw: Any) -> Any:
@@ -131,7 +158,15 @@ def test_the_known_defect_is_an_xfail_naming_what_was_observed(
 
     monkeypatch.setattr(perftest, "run_pair", refused)
     monkeypatch.setattr(perftest, "missing", lambda program: "")
-    with pytest.raises(pytest.xfail.Exception, match="known perftest defect: observed refused, "
-                                                     "SIGSEGV. perftest before 26.04.17"):
-        run_perftest("ib_write_lat", 64, SimpleNamespace(device="siw0"),  # type: ignore[arg-type]
-                     {}, True, lambda *a: None)
+    with pytest.raises(
+        pytest.xfail.Exception,
+        match="known perftest defect: observed refused, SIGSEGV. perftest before 26.04.17",
+    ):
+        run_perftest(
+            "ib_write_lat",
+            64,
+            SimpleNamespace(device="siw0"),  # type: ignore[arg-type]
+            {},
+            True,
+            lambda *a: None,
+        )

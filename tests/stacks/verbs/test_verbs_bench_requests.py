@@ -41,8 +41,11 @@ class RecordingPair:
         self.a, self.b = RecordingPeer("a", self.sent), RecordingPeer("b", self.sent)
 
     def connect(self, qp_type: str, **_: Any) -> Any:
-        return SimpleNamespace(a=SimpleNamespace(peer=self.a, ep=1),
-                               b=SimpleNamespace(peer=self.b, ep=2), close=lambda: None)
+        return SimpleNamespace(
+            a=SimpleNamespace(peer=self.a, ep=1),
+            b=SimpleNamespace(peer=self.b, ep=2),
+            close=lambda: None,
+        )
 
     def reg_mr(self, peer: Any, length: int) -> dict[str, Any]:
         return {"mr": 7, "addr": 4096, "rkey": 9}

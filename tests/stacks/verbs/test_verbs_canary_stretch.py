@@ -39,24 +39,22 @@ pytestmark = pytest.mark.stack("verbs")
 FACTOR = 3.0
 # one of each kind of timed region: a two-sided ping-pong, a write ping-pong, a one-sided
 # round trip (per iteration), and a stream (per batch)
-POINTS = [("ib_send_lat", 64), ("ib_write_lat", 64), ("ib_read_lat", 64),
-          ("ib_write_bw", 65536)]
+POINTS = [("ib_send_lat", 64), ("ib_write_lat", 64), ("ib_read_lat", 64), ("ib_write_bw", 65536)]
 # Bounds between the hypotheses, not from a machine's readings: a sample (or region) carries the
 # stretch F once (1 for latency's carried share, F for bandwidth's and for the regions), missed
 # it (1/F; 1) or got it twice (F; F squared). Each check takes the geometric midpoint between
 # the right answer and its neighbours, so it tells them apart whatever the emulator's tails.
 # Latency is judged on the batches' median: one batch with a heavy tail does not decide.
-CARRIED = FACTOR ** -0.5
+CARRIED = FACTOR**-0.5
 ROUNDS = 2  # plain, canary, canary, plain: a drift of the emulated machine hits both alike
 
 
 @pytest.mark.parametrize("key,size", POINTS, ids=[k for k, _ in POINTS])
-def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: VerbsPair,
-                                               verbs_emulated: bool,
-                                               record_property: Any) -> None:
+def test_canary_stretches_the_peers_timed_work(
+    key: str, size: int, verbs_pair: VerbsPair, verbs_emulated: bool, record_property: Any
+) -> None:
     bench = BY_KEY[key]
-    settings = dataclasses.replace(BenchSettings.for_profile("quick", verbs_emulated),
-                                   batches=5)
+    settings = dataclasses.replace(BenchSettings.for_profile("quick", verbs_emulated), batches=5)
     plain = BenchRunner(verbs_pair, settings, size)
     canary = BenchRunner(verbs_pair, dataclasses.replace(settings, slowdown=FACTOR), size)
     samples: dict[str, list[float]] = {"plain": [], "canary": []}
@@ -77,23 +75,27 @@ def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: 
                     # per iteration as perftest reports them (per half round trip for
                     # ping-pongs)
                     per_us = 1000.0 * point.iterations * bench.rtt_factor
-                    carried += [s / (c["region_ns"] / per_us)
-                                for s, c in zip(point.samples, point.canary)]
+                    carried += [
+                        s / (c["region_ns"] / per_us) for s, c in zip(point.samples, point.canary)
+                    ]
                 else:
                     unit = bandwidth_mb_s(point.size, point.iterations, 1)
                     for mb_s, c in zip(point.samples, point.canary):
                         elapsed = unit / mb_s
                         carried.append(elapsed / (elapsed - c["region_ns"] + c["work_ns"]))
-    assert min(regions) >= FACTOR ** 0.5 and max(regions) <= FACTOR ** 1.5, (
+    assert min(regions) >= FACTOR**0.5 and max(regions) <= FACTOR**1.5, (
         f"{key}: the client's timed regions took {regions} x their unstretched time per "
-        f"batch, expected {FACTOR:g}")
+        f"batch, expected {FACTOR:g}"
+    )
     slow, fast = statistics.median(samples["canary"]), statistics.median(samples["plain"])
     # latency grows by F; bandwidth shrinks by F
-    ratio = low_tail(samples["canary"]) / low_tail(samples["plain"]) if bench.latency \
-        else fast / slow
+    ratio = (
+        low_tail(samples["canary"]) / low_tail(samples["plain"]) if bench.latency else fast / slow
+    )
     record_property("canary_stretch", round(ratio, 3))
-    record_property("canary_stretch_medians", round(slow / fast if bench.latency
-                                                    else fast / slow, 3))
+    record_property(
+        "canary_stretch_medians", round(slow / fast if bench.latency else fast / slow, 3)
+    )
     record_property("canary_carried", [round(c, 3) for c in carried])
     if bench.latency:
         assert statistics.median(carried) >= CARRIED, (
@@ -101,12 +103,14 @@ def test_canary_stretches_the_peers_timed_work(key: str, size: int, verbs_pair: 
             f"iteration is {[round(c, 3) for c in carried]} x its mean stretched region, "
             f"expected about 1, {1 / FACTOR:.2f} if the samples missed the stretch (vs plain "
             f"at the 10th percentile: {ratio:.2f} x, median "
-            f"{slow:.4g} vs {fast:.4g} {bench.metric[1]})")
+            f"{slow:.4g} vs {fast:.4g} {bench.metric[1]})"
+        )
     else:
-        assert min(carried) >= FACTOR ** 0.5 and max(carried) <= FACTOR ** 1.5, (
+        assert min(carried) >= FACTOR**0.5 and max(carried) <= FACTOR**1.5, (
             f"{key} {size} B under --hpc-inject-slowdown {FACTOR:g}: per batch, the sample "
             f"is {carried} x slower than its unstretched work, expected {FACTOR:g} "
-            f"(vs plain: {ratio:.2f} x, median {slow:.4g} vs {fast:.4g} {bench.metric[1]})")
+            f"(vs plain: {ratio:.2f} x, median {slow:.4g} vs {fast:.4g} {bench.metric[1]})"
+        )
 
 
 def low_tail(samples: list[float]) -> float:

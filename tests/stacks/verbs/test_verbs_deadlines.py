@@ -96,7 +96,7 @@ class FakePair(VerbsPair):
         return Side(self.a, 1, {})
 '''
 
-CONFTEST = '''
+CONFTEST = """
 import pytest
 
 from pytest_hpccomm.stacks.verbs.plugin import PAIR_KEY
@@ -113,9 +113,9 @@ def verbs_pair(pytestconfig):
 
 def pytest_addoption(parser):
     parser.addoption("--fake-mode", default="dead")
-'''
+"""
 
-ITEMS = '''
+ITEMS = """
 import time
 
 import pytest
@@ -143,7 +143,7 @@ def test_dead_link(verbs_pair):
 def test_next_item_runs(verbs_pair):
     print(f"NEXT ran after {verbs_pair.restarts} restart(s)")
     assert not verbs_pair.broken
-'''
+"""
 
 
 def run(pytester: pytest.Pytester, mode: str, *args: str) -> tuple[pytest.RunResult, float]:
@@ -152,9 +152,16 @@ def run(pytester: pytest.Pytester, mode: str, *args: str) -> tuple[pytest.RunRes
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_items=ITEMS)
     started = time.monotonic()
-    result = pytester.runpytest("-s", "-p", "no:cacheprovider", *plugin_args(),
-                                "--hpc-fabric=softroce", tree("softroce-rxe"),
-                                f"--fake-mode={mode}", *args)
+    result = pytester.runpytest(
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        *plugin_args(),
+        "--hpc-fabric=softroce",
+        tree("softroce-rxe"),
+        f"--fake-mode={mode}",
+        *args,
+    )
     return result, time.monotonic() - started
 
 
@@ -173,12 +180,17 @@ def test_dead_link_fails_its_item_at_once_with_the_evidence(pytester: pytest.Pyt
 def test_silent_peer_fails_its_item_and_the_pair_is_restarted(pytester: pytest.Pytester) -> None:
     result, took = run(pytester, "silent")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*EXAMPLES 1 in *", "*NEXT ran after 1 restart(s)*",
-                                 "*PeerError: peer0.*: no message within 0.*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*EXAMPLES 1 in *",
+            "*NEXT ran after 1 restart(s)*",
+            "*PeerError: peer0.*: no message within 0.*",
+        ]
+    )
     assert took < 30, f"took {took:.0f} s"
 
 
-SHRINKS_FOREVER = '''
+SHRINKS_FOREVER = """
 import time
 
 import pytest
@@ -201,17 +213,24 @@ def test_property_that_never_ends():
 
 def test_after():
     print("AFTER ran")
-'''
+"""
 
 
 def test_item_deadline_ends_a_property_hypothesis_would_shrink_on(
-        pytester: pytest.Pytester) -> None:
+    pytester: pytest.Pytester,
+) -> None:
     with_pyverbs(pytester)
     pytester.makepyfile(test_forever=SHRINKS_FOREVER)
     started = time.monotonic()
-    result = pytester.runpytest("-s", "-p", "no:cacheprovider", *plugin_args(),
-                                "--hpc-fabric=softroce", tree("softroce-rxe"),
-                                "--hpc-verbs-deadline=2")
+    result = pytester.runpytest(
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        *plugin_args(),
+        "--hpc-fabric=softroce",
+        tree("softroce-rxe"),
+        "--hpc-verbs-deadline=2",
+    )
     took = time.monotonic() - started
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*AFTER ran*", "*ItemDeadline*past its verbs deadline of 2 s*"])
@@ -221,7 +240,7 @@ def test_item_deadline_ends_a_property_hypothesis_would_shrink_on(
 def test_deadline_stays_below_pytest_timeout(pytester: pytest.Pytester) -> None:
     pytest.importorskip("pytest_timeout")
     with_pyverbs(pytester)
-    pytester.makepyfile('''
+    pytester.makepyfile("""
         import pytest
         from pytest_hpccomm.stacks.verbs.plugin import item_deadline
 
@@ -233,9 +252,16 @@ def test_deadline_stays_below_pytest_timeout(pytester: pytest.Pytester) -> None:
         @pytest.mark.timeout(10)
         def test_marked(request):
             print("DEADLINE", item_deadline(request.node))
-    ''')
-    result = pytester.runpytest("-s", "-p", "no:cacheprovider", *plugin_args(),
-                                "--hpc-fabric=softroce", tree("softroce-rxe"), "--timeout=100")
+    """)
+    result = pytester.runpytest(
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        *plugin_args(),
+        "--hpc-fabric=softroce",
+        tree("softroce-rxe"),
+        "--timeout=100",
+    )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*DEADLINE 80.0*", "*DEADLINE 8.0*"])
 

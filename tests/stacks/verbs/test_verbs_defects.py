@@ -25,8 +25,10 @@ from pytest_hpccomm.stacks.verbs.driver import (
 from pytest_hpccomm.stacks.verbs.kernel_log import KernelLog, parse_record
 
 READS = ("siw-read-completion-order", "siw-rresp-terminate")
-RRESP = ("[27.115] siw: [QP 3]: rresp len: 1 != 0",
-         "[27.117] siw: got TERMINATE. layer 1, type 1, code 1")
+RRESP = (
+    "[27.115] siw: [QP 3]: rresp len: 1 != 0",
+    "[27.117] siw: got TERMINATE. layer 1, type 1, code 1",
+)
 
 
 def order_error(posted: list[str], completed: list[str]) -> CompletionOrderError:
@@ -39,17 +41,23 @@ def order_error(posted: list[str], completed: list[str]) -> CompletionOrderError
 
 
 def test_a_read_overtaken_by_later_work_requests_is_the_siw_defect() -> None:
-    exc = order_error(["RDMA_READ#100", "SEND#101", "RDMA_WRITE#102"],
-                      ["SEND#101", "RDMA_WRITE#102", "RDMA_READ#100"])
+    exc = order_error(
+        ["RDMA_READ#100", "SEND#101", "RDMA_WRITE#102"],
+        ["SEND#101", "RDMA_WRITE#102", "RDMA_READ#100"],
+    )
     reason = diagnose("siw", exc, READS)
     assert reason and "siw-read-completion-order" in reason
     assert "RDMA_READ#100 completed after SEND#101, RDMA_WRITE#102" in reason
 
 
-@pytest.mark.parametrize("completed", [
-    ["RDMA_WRITE#102", "SEND#101", "RDMA_READ#100"],  # a WRITE overtook a SEND too
-    ["RDMA_READ#103", "SEND#101", "RDMA_WRITE#102", "RDMA_READ#100"],  # READs swapped
-], ids=["send-write-reordered", "reads-reordered"])
+@pytest.mark.parametrize(
+    "completed",
+    [
+        ["RDMA_WRITE#102", "SEND#101", "RDMA_READ#100"],  # a WRITE overtook a SEND too
+        ["RDMA_READ#103", "SEND#101", "RDMA_WRITE#102", "RDMA_READ#100"],  # READs swapped
+    ],
+    ids=["send-write-reordered", "reads-reordered"],
+)
 def test_any_other_reordering_stays_a_failure(completed: list[str]) -> None:
     posted = ["RDMA_READ#100", "SEND#101", "RDMA_WRITE#102"]
     if "RDMA_READ#103" in completed:
@@ -63,11 +71,14 @@ def test_a_known_symptom_on_another_driver_stays_a_failure() -> None:
 
 
 def test_a_dead_link_is_the_rresp_defect_only_with_its_kernel_evidence() -> None:
-    dead = LinkDown("siw0: 6 of 9 send completions within 5.0 s", qp_state="RESET",
-                    kernel=RRESP)
+    dead = LinkDown("siw0: 6 of 9 send completions within 5.0 s", qp_state="RESET", kernel=RRESP)
     reason = diagnose("siw", dead, READS)
-    assert reason and "siw-rresp-terminate: observed siw: [QP 3]: rresp len: 1 != 0; " \
-        "siw: got TERMINATE. layer 1, type 1, code 1" in reason
+    assert (
+        reason
+        and "siw-rresp-terminate: observed siw: [QP 3]: rresp len: 1 != 0; "
+        "siw: got TERMINATE. layer 1, type 1, code 1"
+        in reason
+    )
     assert diagnose("siw", LinkDown("no completions", kernel=RRESP[1:]), READS) is None
     assert diagnose("siw", PeerError("peer0: no reply within 25s"), READS) is None
     failed = WorkRequestFailed("RDMA_READ wr_id=104 completed with status 21", RRESP)
@@ -76,10 +87,12 @@ def test_a_dead_link_is_the_rresp_defect_only_with_its_kernel_evidence() -> None
 
 def test_every_part_of_a_group_must_be_known() -> None:
     known = order_error(["RDMA_READ#100", "SEND#101"], ["SEND#101", "RDMA_READ#100"])
-    assert diagnose("siw", BaseExceptionGroup("two bugs", [known, LinkDown("x", kernel=RRESP)]),
-                    READS)
-    assert diagnose("siw", ExceptionGroup("two bugs", [known, AssertionError("bytes")]),
-                    READS) is None
+    assert diagnose(
+        "siw", BaseExceptionGroup("two bugs", [known, LinkDown("x", kernel=RRESP)]), READS
+    )
+    assert (
+        diagnose("siw", ExceptionGroup("two bugs", [known, AssertionError("bytes")]), READS) is None
+    )
 
 
 def test_known_defects_xfails_with_the_observation_and_lets_the_rest_through() -> None:

@@ -39,11 +39,10 @@ def guest_image() -> str:
 
 # conformance tests that must pass: iWARP has no UD, siw no atomics, and its QPs reach RTS only
 # through rdma_cm (the manual state-machine walk is skipped there)
-@pytest.mark.parametrize("fabric,device,at_least", [("softroce", "rxe", 35),
-                                                     ("iwarp", "siw", 12)])
-def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabric: str,
-                                         device: str, at_least: int,
-                                         record_property: Any) -> None:
+@pytest.mark.parametrize("fabric,device,at_least", [("softroce", "rxe", 35), ("iwarp", "siw", 12)])
+def test_verbs_suite_passes_in_the_guest(
+    guest_image: str, tmp_path: Path, fabric: str, device: str, at_least: int, record_property: Any
+) -> None:
     job = boot(guest_image, tmp_path, fabric, CANARY)
     got = junit(tmp_path)
     canary = [n for n in got["passed"] if "test_canary_stretches" in n]
@@ -59,10 +58,14 @@ def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabri
     record_property("guest_xfailed", len(got["xfailed"]))
     for name, reason in got["xfailed"].items():
         record_property(f"guest_xfail {name.rsplit('.', 1)[-1]}", reason[:500])
-    assert not got["failed"], f"{fabric} in the guest: {len(got['failed'])} failed: " \
-        + "; ".join(f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5])
-    unexplained = {k: v for k, v in got["xfailed"].items()
-                   if not (v.startswith(f"known {device} defect ") and "observed" in v)}
+    assert not got["failed"], f"{fabric} in the guest: {len(got['failed'])} failed: " + "; ".join(
+        f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5]
+    )
+    unexplained = {
+        k: v
+        for k, v in got["xfailed"].items()
+        if not (v.startswith(f"known {device} defect ") and "observed" in v)
+    }
     assert not unexplained, f"xfails that are no observed known defect: {unexplained}"
     assert job.ok, f"guest run failed: {job.describe()}\n{tail(tmp_path)}"
     assert len(conformance) >= at_least, f"only {len(conformance)} conformance tests passed"
@@ -73,15 +76,25 @@ def test_verbs_suite_passes_in_the_guest(guest_image: str, tmp_path: Path, fabri
 
 
 def test_planted_mr_without_remote_write_is_caught(guest_image: str, tmp_path: Path) -> None:
-    job = boot(guest_image, tmp_path, "softroce", "--hpc-verbs-plant=mr-no-remote-write",
-               "-m", "conformance", "-k", PLANTED_TESTS)
+    job = boot(
+        guest_image,
+        tmp_path,
+        "softroce",
+        "--hpc-verbs-plant=mr-no-remote-write",
+        "-m",
+        "conformance",
+        "-k",
+        PLANTED_TESTS,
+    )
     got = junit(tmp_path)
     assert job.returncode == 1, f"the planted bug went unnoticed: {job.describe()}"
     caught = {k: v for k, v in got["failed"].items() if "remote access error" in v}
-    assert any("test_rdma_write_into_mr_with_remote_write_lands" in k for k in caught), \
+    assert any("test_rdma_write_into_mr_with_remote_write_lands" in k for k in caught), (
         f"the MR-rights test did not catch the planted bug: {sorted(got['failed'])}"
-    assert any("RDMA_WRITE" in k for k in caught), \
+    )
+    assert any("RDMA_WRITE" in k for k in caught), (
         f"the RDMA_WRITE integrity property did not catch it: {sorted(got['failed'])}"
+    )
 
 
 CLUSTER_TIMEOUT = 1500
@@ -91,9 +104,17 @@ CLUSTER_TIMEOUT = 1500
 # osu_latency sweep alone took 283 s of a 712 s test on 2026-11-24). The full run (every OSU
 # benchmark, up to 4 MiB) is `bash ci/guest/run.sh --hosts 2 --fabric softroce`; osu_bw alone
 # to 64 KiB took ~6 min between the two emulated guests.
-CLUSTER_SELECTION = ("hpccomm_suites/verbs", "hpccomm_suites/mpi/test_rdma_transport.py",
-                     "hpccomm_suites/mpi/test_perf_osu.py", "-k", "not test_perf_osu or osu_latency",
-                     "--hpc-sizes", "1:64K", "--hpc-repeats", "1")
+CLUSTER_SELECTION = (
+    "hpccomm_suites/verbs",
+    "hpccomm_suites/mpi/test_rdma_transport.py",
+    "hpccomm_suites/mpi/test_perf_osu.py",
+    "-k",
+    "not test_perf_osu or osu_latency",
+    "--hpc-sizes",
+    "1:64K",
+    "--hpc-repeats",
+    "1",
+)
 # the items that only a two-host run has, and what each must leave in the JUnit properties
 CLUSTER_ITEMS = {
     "test_host_to_host.test_payload_crosses_the_link[SEND]": "counters",
@@ -105,20 +126,26 @@ CLUSTER_ITEMS = {
 }
 
 
-def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(guest_image: str, tmp_path: Path,
-                                                          record_property: Any) -> None:
-    job = boot(guest_image, tmp_path, "softroce", *CLUSTER_SELECTION, hosts=2,
-               job_timeout=CLUSTER_TIMEOUT)
+def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(
+    guest_image: str, tmp_path: Path, record_property: Any
+) -> None:
+    job = boot(
+        guest_image, tmp_path, "softroce", *CLUSTER_SELECTION, hosts=2, job_timeout=CLUSTER_TIMEOUT
+    )
     got = junit(tmp_path)
     record_property("cluster_seconds", round(job.elapsed, 1))
     record_property("cluster_passed", len(got["passed"]))
     record_property("cluster_skipped", len(got["skipped"]))
-    assert not got["failed"], f"two-guest cluster: {len(got['failed'])} failed: " \
-        + "; ".join(f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5])
+    assert not got["failed"], f"two-guest cluster: {len(got['failed'])} failed: " + "; ".join(
+        f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5]
+    )
     assert job.ok, f"cluster run failed: {job.describe()}\n{tail(tmp_path)}"
     root = ET.parse(tmp_path / "junit.xml").getroot()
-    suite = {p.get("name"): p.get("value") for p in root.iter("property")
-             if p.get("name", "").startswith("verbs_")}
+    suite = {
+        p.get("name"): p.get("value")
+        for p in root.iter("property")
+        if p.get("name", "").startswith("verbs_")
+    }
     assert suite.get("verbs_path") == "host to host: h0 -> h1", suite
     for case in root.iter("testcase"):
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"
@@ -132,9 +159,18 @@ def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(guest_image: str, tmp_
     assert not CLUSTER_ITEMS, f"cluster items that did not run: {sorted(CLUSTER_ITEMS)}"
     osu = [n for n in got["passed"] if "test_osu_p2p" in n and "osu_latency" in n]
     assert osu, "no osu_latency point ran across the hosts"
-    perftest = [c for c in root.iter("testcase") if "crosscheck" in c.get("classname", "")
-                and c.find("failure") is None and c.find("skipped") is None]
-    servers = {p.get("value") for c in perftest for p in c.iter("property")
-               if p.get("name") == "perftest_server"}
+    perftest = [
+        c
+        for c in root.iter("testcase")
+        if "crosscheck" in c.get("classname", "")
+        and c.find("failure") is None
+        and c.find("skipped") is None
+    ]
+    servers = {
+        p.get("value")
+        for c in perftest
+        for p in c.iter("property")
+        if p.get("name") == "perftest_server"
+    }
     assert servers == {"h1"}, f"perftest's own programs ran their server on {servers}"
     assert (tmp_path / "console-h1.log").is_file(), "no console log from the second guest"

@@ -61,11 +61,13 @@ def test_ib_without_pyverbs_names_the_stack_and_what_was_found(pytester: pytest.
 
 
 def test_softroce_on_a_recorded_tree_without_rxe_cannot_be_provisioned(
-        pytester: pytest.Pytester) -> None:
+    pytester: pytest.Pytester,
+) -> None:
     with_pyverbs(pytester)
     pytester.makepyfile(VERBS_TESTS)
-    result = pytester.runpytest("-rs", *plugin_args(), "--hpc-fabric=softroce",
-                                tree("ethernet-plain"))
+    result = pytester.runpytest(
+        "-rs", *plugin_args(), "--hpc-fabric=softroce", tree("ethernet-plain")
+    )
     result.assert_outcomes(skipped=2)
     text = reasons(result)
     assert "no SoftRoCE (rxe) device" in text and "cannot create one" in text, text
@@ -76,8 +78,7 @@ def test_softroce_on_a_recorded_tree_without_rxe_cannot_be_provisioned(
 def test_softroce_tree_selects_rxe_and_marks_it_emulated(pytester: pytest.Pytester) -> None:
     with_pyverbs(pytester)
     pytester.makepyfile(VERBS_TESTS)
-    result = pytester.runpytest("-s", *plugin_args(), "--hpc-fabric=softroce",
-                                tree("softroce-rxe"))
+    result = pytester.runpytest("-s", *plugin_args(), "--hpc-fabric=softroce", tree("softroce-rxe"))
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*SELECTED softroce rxe0 3 EMULATED*"])
 
@@ -93,8 +94,9 @@ def test_ib_tree_is_hardware(pytester: pytest.Pytester) -> None:
 def test_ethernet_session_skips_verbs_naming_the_fabric(pytester: pytest.Pytester) -> None:
     with_pyverbs(pytester)
     pytester.makepyfile(VERBS_TESTS)
-    result = pytester.runpytest("-rs", *plugin_args(), "--hpc-fabric=ethernet",
-                                tree("ethernet-plain"))
+    result = pytester.runpytest(
+        "-rs", *plugin_args(), "--hpc-fabric=ethernet", tree("ethernet-plain")
+    )
     result.assert_outcomes(skipped=2)
     assert "verbs needs an RDMA fabric" in reasons(result)
 

@@ -40,9 +40,16 @@ echo "modprobe $*" >> "$FAKE_SYSFS/../commands.log"
 
 
 def netdev(name: str, addresses: tuple[str, ...] = ("192.0.2.15",), up: bool = True) -> NetDev:
-    return NetDev(name=name, type=ARPHRD_ETHER, operstate="up" if up else "down", mtu=1500,
-                  speed_mbps=None, addresses=addresses, driver="virtio_net",
-                  flags=IFF_UP if up else 0)
+    return NetDev(
+        name=name,
+        type=ARPHRD_ETHER,
+        operstate="up" if up else "down",
+        mtu=1500,
+        speed_mbps=None,
+        addresses=addresses,
+        driver="virtio_net",
+        flags=IFF_UP if up else 0,
+    )
 
 
 INV = Inventory(rdma=(), netdevs=(netdev("eth0"),))
@@ -106,8 +113,9 @@ def test_next_free_name_when_rxe0_is_taken(host: Path) -> None:
     assert made.device == "rxe1"
 
 
-def test_link_without_a_roce_v2_ipv4_gid_is_removed_again(host: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_link_without_a_roce_v2_ipv4_gid_is_removed_again(
+    host: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_NO_GID", "1")
     with pytest.raises(prov.ProvisionError, match="IPv4-mapped GID absent"):
         prov.provision("softroce", INV, sysfs_root=host)
@@ -127,10 +135,12 @@ def test_reasons_without_side_effects(host: Path, monkeypatch: pytest.MonkeyPatc
     assert all(not c.startswith("rdma") for c in commands(host)), "a reason must not act"
 
 
-def test_not_root_and_recorded_trees_are_reasons(host: Path, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "recorded sysfs tree" in str(prov.unavailable_reason("softroce", INV,
-                                                                sysfs_root=tmp_path))
+def test_not_root_and_recorded_trees_are_reasons(
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "recorded sysfs tree" in str(
+        prov.unavailable_reason("softroce", INV, sysfs_root=tmp_path)
+    )
     monkeypatch.setattr(prov.os, "geteuid", lambda: 1000)
     assert "needs root" in str(prov.unavailable_reason("softroce", INV, sysfs_root=host))
     with pytest.raises(prov.ProvisionError, match="needs root"):

@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.stats import bandwidth_mb_s, deltas, latency_stats, message_rate_mpps
+from pytest_hpccomm.stacks.verbs.stats import (
+    bandwidth_mb_s,
+    deltas,
+    latency_stats,
+    message_rate_mpps,
+)
 
 
 def test_deltas_are_consecutive_post_gaps_over_the_rtt_factor() -> None:

