@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import mmap
 import os
 import statistics
 import subprocess
@@ -87,9 +88,19 @@ def _hash(block: bytes = b"\x5a" * (8 << 20)) -> float:
     return len(block) / (time.perf_counter() - t0) / 1e6
 
 
+def _small_pages(n: int) -> np.ndarray:
+    """n zero bytes in base pages whatever transparent huge pages would do: numpy asks for
+    huge pages for large arrays, the kernel grants them or not per allocation, and a copy's
+    rate then depends on which it got (explanation: docs/explanation/host-probe.md)."""
+    buf = mmap.mmap(-1, n)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        buf.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
 def _copier() -> Callable[[], float]:
-    src = np.ones(32 << 20, dtype=np.uint8)
-    dst = np.empty_like(src)
+    src, dst = _small_pages(32 << 20), _small_pages(32 << 20)
+    src[:] = 1
     np.copyto(dst, src)  # fault its pages in: the first copy times the kernel, not memory
 
     def copy() -> float:
