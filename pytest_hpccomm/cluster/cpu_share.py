@@ -73,16 +73,21 @@ def _mhz() -> float | None:
     return sum(mhz) / len(mhz) if mhz else None
 
 
-def _own() -> float:
-    """CPU seconds of this process tree: self, reaped children, live descendants."""
+def _own(rows: Mapping[proctree.Proc, proctree.Row]) -> float:
+    """CPU seconds of this process tree: self, reaped children, live descendants (in `rows`,
+    a proctree.table())."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    # zombies too: a sibling job that ended but is reaped after this one (parallel workers,
-    # finished in order) is no longer live and not yet our children's: its time would count
-    # as a neighbour's
-    live = sum(proctree.cpu_ticks(p.pid) for p in proctree.descendants([os.getpid()], zombies=True))
+    live = sum(rows[p].cpu_ticks for p in _tree(rows))
     return total + live / _TICK
+
+
+def _tree(rows: Mapping[proctree.Proc, proctree.Row]) -> set[proctree.Proc]:
+    """This process's descendants in `rows`, zombies too: a sibling job that ended but is
+    reaped after this one (parallel workers, finished in order) is no longer live and not yet
+    our children's: its time would count as a neighbour's."""
+    return proctree.descendants([os.getpid()], zombies=True, rows=rows)
 
 
 @dataclass(frozen=True)
@@ -155,15 +160,16 @@ class CpuMeter:
     def __init__(self) -> None:
         self._t0 = time.monotonic()
         self._busy0, self._steal0, self._queue0 = _machine()
-        self._own0 = _own()
-        self._ticks0 = proctree.self_ticks_all()
+        self._rows0 = proctree.table()  # one pass: our tree's time, and everyone's
+        self._own0 = _own(self._rows0)
 
     def stop(self, extra_own: float = 0.0) -> CpuShare:
         """extra_own: CPU seconds of the job's processes outside this process tree (srun's
         tasks on this node, outside_cpu.py), ours as well."""
         wall = max(time.monotonic() - self._t0, 1e-6)
         busy, steal, queue = _machine()
-        own = _own()
+        rows = proctree.table()
+        own = _own(rows)
         share = CpuShare(
             wall=wall,
             cpus=os.cpu_count() or 1,
@@ -174,19 +180,23 @@ class CpuMeter:
             run_queue=(self._queue0, queue),
             mhz=_mhz(),
         )
-        if share.disturbed:  # name them: only then is the second pass over /proc paid
-            share = dataclasses.replace(share, others=self._busiest(wall))
+        if share.disturbed:  # name them, from the same two tables
+            share = dataclasses.replace(share, others=self._busiest(wall, rows))
         return share
 
     def _busiest(
-        self, wall: float, top: int = 3, least: float = 0.05
+        self,
+        wall: float,
+        rows: Mapping[proctree.Proc, proctree.Row],
+        top: int = 3,
+        least: float = 0.05,
     ) -> tuple[tuple[str, float], ...]:
         """The processes outside this tree that used the most CPU since the snapshot (one
         started since then counts whole), at least `least` cores each."""
-        mine = {p.pid for p in proctree.descendants([os.getpid()], zombies=True)} | {os.getpid()}
+        mine = {p.pid for p in _tree(rows)} | {os.getpid()}
         used = [
-            (ticks - self._ticks0.get(p, 0), p)
-            for p, ticks in proctree.self_ticks_all().items()
+            (row.self_ticks - (self._rows0[p].self_ticks if p in self._rows0 else 0), p)
+            for p, row in rows.items()
             if p.pid not in mine
         ]
         used.sort(reverse=True)

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 PROC = "/proc"
 
@@ -55,13 +55,26 @@ def self_ticks_of(p: Proc) -> int | None:
     return int(rest[11]) + int(rest[12])
 
 
-def self_ticks_all() -> dict[Proc, int]:
-    """utime + stime of every process there is now, by Proc (one pass over /proc)."""
-    out: dict[Proc, int] = {}
+@dataclass(frozen=True)
+class Row:
+    """One process as /proc/PID/stat shows it at one moment."""
+
+    ppid: int
+    state: str
+    self_ticks: int  # utime + stime
+    cpu_ticks: int  # and its reaped children's (cutime + cstime)
+
+
+def table() -> dict[Proc, Row]:
+    """Every process there is now, by Proc (one pass over /proc)."""
+    out: dict[Proc, Row] = {}
     for pid in _pids():
         rest = _fields(pid)
         if rest is not None:
-            out[Proc(pid, int(rest[19]))] = int(rest[11]) + int(rest[12])
+            user, system, cuser, csystem = (int(rest[i]) for i in (11, 12, 13, 14))
+            out[Proc(pid, int(rest[19]))] = Row(
+                int(rest[1]), rest[0].decode(), user + system, user + system + cuser + csystem
+            )
     return out
 
 
@@ -80,23 +93,24 @@ def alive(p: Proc) -> bool:
     return st is not None and st[1] == p.start and st[2] not in ("Z", "X")
 
 
-def descendants(roots: Iterable[int], zombies: bool = False) -> set[Proc]:
+def descendants(
+    roots: Iterable[int], zombies: bool = False, rows: Mapping[Proc, Row] | None = None
+) -> set[Proc]:
     """Every live process below the given PIDs (not the roots themselves); with `zombies`,
-    also those that ended and wait to be reaped (they still hold their CPU times)."""
+    also those that ended and wait to be reaped (they still hold their CPU times). `rows`: a
+    table() already read (else /proc is read now)."""
     gone = ("X",) if zombies else ("Z", "X")
-    children: dict[int, list[tuple[int, int]]] = {}
-    for pid in _pids():
-        st = _stat(pid)
-        if st is not None and st[2] not in gone:
-            children.setdefault(st[0], []).append((pid, st[1]))
+    children: dict[int, list[Proc]] = {}
+    for p, row in (table() if rows is None else rows).items():
+        if row.state not in gone:
+            children.setdefault(row.ppid, []).append(p)
     out: set[Proc] = set()
     todo = list(roots)
     while todo:
-        for pid, start in children.get(todo.pop(), ()):
-            p = Proc(pid, start)
+        for p in children.get(todo.pop(), ()):
             if p not in out:
                 out.add(p)
-                todo.append(pid)
+                todo.append(p.pid)
     return out
 
 
