@@ -44,7 +44,9 @@ RETRIES_HEADER = (
     + """
 The suite retries only for a named transient cause that the code detects by its signature,
 bounded, and counted: each session's count per cause is in the terminal summary
-(`hpccomm retries: ...`), the markdown summary, the results JSON (`session.retries`) and
+(`hpccomm retries: ...`, then one `retried: cause: test: reason` line per retry, the
+reason naming what the code saw, e.g. the processes that shared the cores), the markdown
+summary, the results JSON (`session.retries`) and
 JUnit's global properties (`hpccomm_retries`, `hpccomm_retries_<cause>`). Nothing else is
 tried again: a hang, a wrong answer, a false alarm or a missed canary fails the first time.
 

@@ -276,6 +276,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     retried = retries.counts(hpc_session_of(config).retries_mark)
     if suites or retried:
         terminalreporter.write_line(f"hpccomm {retries.summary_line(retried)}")
+        for line in retries.detail_lines(retries.since(hpc_session_of(config).retries_mark)):
+            terminalreporter.write_line(f"  retried: {line}")
     hpc = hpc_session_of(config)
     if not hpc.results:
         return

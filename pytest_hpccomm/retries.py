@@ -9,8 +9,10 @@ hang, a wrong answer, a regression), and no check is repeated until it passes.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 CONTENTION = "cores shared"
 MPICH_INIT = "MPICH MPI_Init ep_enable"
@@ -25,36 +27,63 @@ CAUSES: dict[str, str] = {
     "3 launches (cluster/launchers/mpirun.py)",
 }
 
-_counts: Counter[str] = Counter()
+
+@dataclass(frozen=True)
+class Retry:
+    """One retry: its cause, the test it happened in (pytest's PYTEST_CURRENT_TEST) and the
+    detecting code's reason (for the contention guard, which processes shared the cores)."""
+
+    cause: str
+    test: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.cause}: {self.test or '(outside a test)'}: {self.reason or '?'}"
 
 
-def count(cause: str, n: int = 1) -> None:
-    """One more retry (or `n`) for `cause`, which must be one of CAUSES."""
+_ledger: list[Retry] = []
+
+
+def count(cause: str, n: int = 1, reason: str = "") -> None:
+    """One more retry (or `n`) for `cause`, which must be one of CAUSES; `reason` is what the
+    code saw (it reaches the terminal summary, so a CI log says who shared the cores)."""
     if cause not in CAUSES:
         raise ValueError(f"retry for an unnamed cause {cause!r}: only {sorted(CAUSES)} retry")
-    if n > 0:
-        _counts[cause] += n
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    _ledger.extend(Retry(cause, test, " ".join(reason.split())) for _ in range(max(n, 0)))
 
 
-def mark() -> dict[str, int]:
-    """The counts so far: a session counts from its mark (a session run inside another, as
-    pytester's are, adds to both)."""
-    return dict(_counts)
+def mark() -> int:
+    """The ledger's position now: a session counts from its mark (a session run inside
+    another, as pytester's are, adds to both)."""
+    return len(_ledger)
 
 
-def counts(since: dict[str, int] | None = None) -> dict[str, int]:
+def since(mark_: int = 0) -> list[Retry]:
+    """The retries from a mark() on, in order."""
+    return _ledger[mark_:]
+
+
+def counts(mark_: int = 0) -> dict[str, int]:
     """Retries per cause, all or since a mark(); causes without one are left out."""
-    since = since or {}
-    return {c: n - since.get(c, 0) for c, n in sorted(_counts.items()) if n > since.get(c, 0)}
+    return dict(sorted(Counter(r.cause for r in since(mark_)).items()))
 
 
 def summary_line(got: dict[str, int] | None = None) -> str:
-    """'retries: none' or 'retries: 3 (cores shared 2, perftest connect refused 1)'."""
+    """'retries: none' or 'retries: 3 (MPICH MPI_Init ep_enable 1, cores shared 2)'."""
     got = counts() if got is None else got
     total = sum(got.values())
     if not total:
         return "retries: none"
     return f"retries: {total} (" + ", ".join(f"{c} {n}" for c, n in got.items()) + ")"
+
+
+def detail_lines(got: list[Retry], most: int = 30) -> list[str]:
+    """One line per retry (the first `most`, then how many more), for the terminal summary."""
+    lines = [r.line() for r in got[:most]]
+    if len(got) > most:
+        lines.append(f"... and {len(got) - most} more")
+    return lines
 
 
 def property_name(cause: str) -> str:

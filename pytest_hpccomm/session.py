@@ -33,7 +33,7 @@ class HpcSession:
     fingerprint: dict[str, Any]
     system: str
     results: list[RunResult] = field(default_factory=list)
-    retries_mark: dict[str, int] = field(default_factory=retries.mark)  # counted from here
+    retries_mark: int = field(default_factory=retries.mark)  # counted from here
 
     @property
     def fabric_kind(self) -> str:

@@ -259,7 +259,8 @@ class QuietRetry:
         attempt = 0
         while True:
             got = job()
-            if not disturbed(got):
+            why = disturbed(got)
+            if not why:
                 self._disturbed_in_a_row = 0
                 return got, attempt
             self._disturbed_in_a_row += 1
@@ -267,4 +268,4 @@ class QuietRetry:
                 return got, attempt
             attempt += 1
             self.extra_runs += 1
-            retries.count(retries.CONTENTION)
+            retries.count(retries.CONTENTION, reason=why)

@@ -4,7 +4,6 @@ are counted where a CI user looks (terminal, JUnit global properties, results JS
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pytest
 
@@ -15,7 +14,7 @@ from pytest_hpccomm import retries
 def own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     """This module's retries are stand-ins: counted in a ledger of their own, not in the
     session's that runs these tests."""
-    monkeypatch.setattr(retries, "_counts", Counter())
+    monkeypatch.setattr(retries, "_ledger", [])
 
 
 RETRYING = """
@@ -23,7 +22,7 @@ from pytest_hpccomm import retries
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 def test_job_ran_again(hpc_record):
-    retries.count(retries.CONTENTION, 2)
+    retries.count(retries.CONTENTION, 2, reason="busiest: 4242 some peer (0.93)")
     retries.count(retries.MPICH_INIT)
     hpc_record(Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8},
                            samples=tuple(10.0 + 0.01 * i for i in range(20)), unit="us",
@@ -48,6 +47,14 @@ def test_the_summary_line_counts_per_cause() -> None:
     )
 
 
+def test_the_detail_lines_are_bounded() -> None:
+    retries.count(retries.CONTENTION, 3, reason="x\n  y")
+    got = retries.since(0)
+    assert [r.reason for r in got] == ["x y"] * 3
+    assert retries.detail_lines(got, most=2)[-1] == "... and 1 more"
+    assert retries.counts(retries.mark()) == {}
+
+
 def test_a_sessions_retries_reach_every_output(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_retrying=RETRYING)
     result = pytester.runpytest(
@@ -61,7 +68,17 @@ def test_a_sessions_retries_reach_every_output(pytester: pytest.Pytester) -> Non
     )
     result.assert_outcomes(passed=1)
     line = "retries: 3 (MPICH MPI_Init ep_enable 1, cores shared 2)"
-    result.stdout.fnmatch_lines([f"hpccomm {line}"])
+    # each retry says where it happened and what the code saw, in the order they happened
+    result.stdout.fnmatch_lines(
+        [
+            f"hpccomm {line}",
+            "  retried: cores shared: test_retrying.py::test_job_ran_again: busiest: 4242 some"
+            " peer (0.93)",
+            "  retried: cores shared: test_retrying.py::test_job_ran_again: busiest: 4242 some"
+            " peer (0.93)",
+            "  retried: MPICH MPI_Init ep_enable: test_retrying.py::test_job_ran_again: ?",
+        ]
+    )
     junit = (pytester.path / "r/junit.xml").read_text()
     assert '<property name="hpccomm_retries" value="3"' in junit
     assert '<property name="hpccomm_retries_cores_shared" value="2"' in junit

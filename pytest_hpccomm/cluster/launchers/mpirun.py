@@ -187,5 +187,5 @@ def run_retrying_init_flake(
         result = job.wait()
         if attempt == attempts or INIT_FLAKE not in result.stderr:
             return result
-        retries.count(retries.MPICH_INIT)
+        retries.count(retries.MPICH_INIT, reason=f"launch {attempt} of {attempts}: {INIT_FLAKE}")
     raise AssertionError("unreachable")

@@ -251,7 +251,10 @@ class ConformancePeer:
             except ConformanceError as exc:
                 result = job.stop(grace=0.5)
                 if attempt < START_ATTEMPTS and INIT_FLAKE in result.stderr:
-                    retries.count(retries.MPICH_INIT)
+                    retries.count(
+                        retries.MPICH_INIT,
+                        reason=f"peer start {attempt} of {START_ATTEMPTS}: {INIT_FLAKE}",
+                    )
                     continue  # MPICH's MPI_Init flake: retry the start, as NetnsLauncher.run
                 raise ConformanceError(f"{exc}: {result.describe()}") from None
         raise AssertionError("unreachable")
