@@ -44,6 +44,7 @@ from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import (
     CONTROLLER_ENV,
     CONTROLLERS,
+    CPUS_VAR,
     PLANT_VAR,
     PLANTS,
     SIZE_VAR,
@@ -75,6 +76,7 @@ class RankInfo:
     controller: str
     horovod: str
     process_sets: list[list[int]]
+    cpus: tuple[int, ...] = ()  # the CPUs it may run on (wire.CPUS_VAR)
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,9 @@ class HorovodPeers:
         }
         if self.plant:
             env[PLANT_VAR] = self.plant
+        cpus = sorted(os.sched_getaffinity(0))
+        if self.hosts is None and n <= len(cpus):  # all ranks on this host's cores: one each
+            env.setdefault(CPUS_VAR, ",".join(map(str, cpus)))  # a user's "" turns it off
         if self.controller == "gloo":
             # Gloo's timeout (Horovod's default 30 s) bounds its connect and every receive:
             # below this harness's it aborts every rank first ("Application timeout caused pair
@@ -370,6 +375,7 @@ class HorovodPeers:
                 str(h["controller"]),
                 str(h["horovod"]),
                 list(h["process_sets"]),
+                tuple(int(c) for c in h.get("cpus", ())),
             )
             for h in (hellos[i] for i in order)
         ]

@@ -34,6 +34,7 @@ from pytest_hpccomm.stacks.horovod.wire import (
     SIZE_VAR,
     decode,
     encode,
+    rank_cpu,
     static_process_sets,
 )
 
@@ -275,6 +276,7 @@ class Peer:
             "cross_rank": hvd.cross_rank(),
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "cpus": sorted(os.sched_getaffinity(0)),
             "controller": "mpi" if hvd.mpi_enabled() else "gloo",
             "horovod": horovod.__version__,
             "torch": self.torch.__version__,
@@ -325,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     if plant is not None and plant not in PLANTS:
         print(f"{PLANT_VAR}={plant!r}: known plants are {', '.join(PLANTS)}", file=sys.stderr)
         return 2
+    cpu = rank_cpu(os.environ)
+    if cpu is not None:  # every thread so far (numpy's BLAS pool); torch's and Horovod's inherit
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(tid), {cpu})
     import horovod.torch as hvd
     import torch  # late: the orchestrator imports this module without torch or Horovod
 

@@ -6,6 +6,8 @@ keeps the reference; the peer only runs Horovod and reports what it received.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # re-exported: the Horovod peer and tests take them from here
 from pytest_hpccomm.peer.tensors import decode as decode
 from pytest_hpccomm.peer.tensors import encode as encode
@@ -21,6 +23,24 @@ PLANT_VAR = "HPCCOMM_HOROVOD_PLANT"
 PLANTS = ("corrupt-allreduce",)
 PLANT_THRESHOLD = 8
 SIZE_VAR = "HPCCOMM_HOROVOD_SIZE"  # ranks in the job: static process sets are made at init
+# Ranks that share this host's cores each get one of them: rank r runs on cpus[r % len(cpus)].
+# Unpinned, each rank's compute thread and Horovod's background thread make 4 runnable threads
+# on 2 cores, and the scheduler now and then puts both compute threads on one core and both
+# background threads on the other, where it stays: every training request runs at half speed.
+CPUS_VAR = "HPCCOMM_HOROVOD_CPUS"
+# where a rank finds its world rank before hvd.init(): our Gloo launch, Open MPI, MPICH's Hydra
+RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def rank_cpu(env: Mapping[str, str]) -> int | None:
+    """The CPU this rank is to run on (CPUS_VAR and its rank), or None: not pinned."""
+    cpus = [int(c) for c in env.get(CPUS_VAR, "").split(",") if c.strip()]
+    rank = next((env[v] for v in RANK_VARS if env.get(v, "").isdigit()), None)
+    if not cpus or rank is None:
+        return None
+    return cpus[int(rank) % len(cpus)]
+
+
 # Horovod's own variables the orchestrator sets (launching without horovodrun)
 CONTROLLER_ENV = {
     "mpi": {"HOROVOD_CONTROLLER": "mpi", "HOROVOD_CPU_OPERATIONS": "mpi"},

@@ -8,9 +8,9 @@ it, plus a sleep's wake-up). Does the gate see it? Plain and canary training req
 an A/B run's rounds do (the default --hpc-ab-rounds, order alternating: P C, C P, ...) and the
 paired A/B rule judges the canary's images/s against the plain ones': it must call a
 regression. A round's plain/canary ratio is not F: training requests spread +-15 % from one to
-the next, and now and then a plain one runs at half speed or less (seen with the MPI
-controller; why is not established), which a band around F cannot hold and fewer rounds than
-the gate's own cannot carry (with 4 rounds, one such round left a 3x canary inconclusive)."""
+the next, which a band around F cannot hold. Before loopback ranks ran one per core
+(test_horovod_rank_cpus.py), runs of MPI-controller requests ran at half speed, and with 4
+rounds one such round left a 3x canary inconclusive; the gate's own rounds are kept."""
 
 from __future__ import annotations
 
