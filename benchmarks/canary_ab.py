@@ -34,9 +34,9 @@ from typing import Any
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome
-from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.measure.sizes import parse_size_spec
+from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, measurements, run_sweep
 from pytest_hpccomm.stacks.mpi.runtime import resolve
 

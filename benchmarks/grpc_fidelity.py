@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_hpccomm.cluster.jobs import RunningJob, run_job, start_job
 from pytest_hpccomm.measure.sizes import format_size, parse_size_spec
+from pytest_hpccomm.proc.jobs import RunningJob, run_job, start_job
 from pytest_hpccomm.stacks.grpc import driver, wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild, ensure_built
 

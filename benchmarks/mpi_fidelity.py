@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.measure.sizes import format_size, parse_size_spec
+from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, loopback_launch, run_sweep
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 

@@ -4,7 +4,7 @@ false alarms on real sessions (a later session of the same code against the set'
 Not a test: a script. It reads the session's results JSON (--hpc-results: every point's samples
 and job sizes) and the set's stack files as they were before that session updated them, and runs
 the shipped rule (verdict.judge with the family's typical spread between sessions, as
-baselines/judging.py does; the host probe's shift is left at 1: pass --host-shift to apply one).
+judging.py does; the host probe's shift is left at 1: pass --host-shift to apply one).
 
     .venv/bin/python benchmarks/rejudge.py --baselines DIR --system ci-2c --fabric ethernet \
         --results results/results.json --tolerance 0.05 --tolerance 0.15

@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.measure.sizes import format_size, parse_size_spec
+from pytest_hpccomm.proc.jobs import run_job
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = [

@@ -211,7 +211,7 @@ TOOLS: dict[str, tuple[str, str]] = {
         "record this host's RDMA/network sysfs as a fixture tree",
     ),
     "baselines": (
-        "pytest_hpccomm.baselines.admin",
+        "pytest_hpccomm.admin",
         "show, diff, promote or prune stored baseline sets",
     ),
     "report": (

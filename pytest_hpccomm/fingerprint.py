@@ -17,7 +17,7 @@ from pytest_hpccomm import __version__
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 
 # What makes a machine type: a baseline taken where one of these differs measured other hardware,
-# so its verdicts are informational (baselines/judging.py). Versions (kernel, MPI, ...) are
+# so its verdicts are informational (judging.py). Versions (kernel, MPI, ...) are
 # compared and noted, not exempted: a new version on the same hardware is what a gate checks.
 MACHINE_TYPE_FIELDS = ("cpu_model", "cpu_cores", "arch")
 

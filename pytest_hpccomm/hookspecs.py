@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from pytest_hpccomm.baselines.result import RunResult
     from pytest_hpccomm.fabrics import FabricProbe
     from pytest_hpccomm.measure.host_speed import HostSpeed
-    from pytest_hpccomm.stacks.registry import StackProbe
+    from pytest_hpccomm.stack_probes import StackProbe
 
 hookspec = pluggy.HookspecMarker("pytest")
 

@@ -1,7 +1,7 @@
 """pytest entry point (pytest11: hpccomm). Thin: options, markers, fixtures, summary.
 
 The work lives in config (options), session (discovery and fingerprint; stack plugins reach
-it through session.hpc_session_of), skips (skip semantics), baselines.judging (verdicts against
+it through session.hpc_session_of), skips (skip semantics), judging (verdicts against
 baselines) and report/ (outputs).
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm import hookspecs, retries
-from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.cluster.placement import kept_in_profile, placements
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+from pytest_hpccomm.judging import BaselineJudge
 from pytest_hpccomm.measure.host_speed import quiet_probe
 from pytest_hpccomm.record import JUDGE_KEY, Record
 from pytest_hpccomm.report.stack_time import OTHER, StackTimes, stack_of
@@ -111,7 +111,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         sizes = hpc.cfg.message_sizes
         metafunc.parametrize("hpc_size", sizes, ids=[format_size(s) for s in sizes])
     if "hpc_placement" in metafunc.fixturenames:
-        where = placements(hpc.cfg, bool(hpc.cfg.host_list))
+        where = placements(hpc.cfg.launcher, bool(hpc.cfg.host_list))
         mark = metafunc.definition.get_closest_marker("quick_placements")
         kept = kept_in_profile(where, None if mark is None else mark.args, hpc.cfg.profile)
         if kept != where:

@@ -10,9 +10,9 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.judging import BaselineJudge
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.session import HpcSession
 

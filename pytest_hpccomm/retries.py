@@ -20,7 +20,7 @@ MPICH_INIT = "MPICH MPI_Init ep_enable"
 # cause -> how the code detects it, and why it is transient (not the stack's answer)
 CAUSES: dict[str, str] = {
     CONTENTION: "the contention guard measured another process on the job's cores "
-    "(cluster/cpu_share.py): the timing measured that process too; the job runs "
+    "(proc/cpu_share.py): the timing measured that process too; the job runs "
     "again, at most twice, and not at all while the cores stay busy",
     MPICH_INIT: "MPICH's MPI_Init failed in libfabric's TCP endpoint setup ('OFI call "
     "ep_enable failed') before any communication; the launch is repeated, at most "

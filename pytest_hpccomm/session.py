@@ -21,7 +21,7 @@ from pytest_hpccomm.fabrics import (
     select_fabric,
 )
 from pytest_hpccomm.fabrics.sysfs import Inventory, read_inventory
-from pytest_hpccomm.stacks.registry import StackProbe
+from pytest_hpccomm.stack_probes import StackProbe
 
 
 @dataclass

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from tests import expected_skips, group_times
@@ -12,6 +13,16 @@ from tests.slurm_hosts import slurm_virtual_hosts
 from tests.sshd_hosts import ssh_virtual_hosts
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def retry_ledger(monkeypatch: pytest.MonkeyPatch) -> list[retries.Retry]:
+    """A retry ledger of the test's own: the retries a test provokes on purpose (a busy
+    neighbour, stand-in readings) are its evidence, not the session's; the session's
+    `hpccomm retries` then counts only those nothing asked for."""
+    ledger: list[retries.Retry] = []
+    monkeypatch.setattr(retries, "_ledger", ledger)
+    return ledger
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
+from pytest_hpccomm.proc.jobs import JobResult, run_job
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD, RUN = ROOT / "ci" / "guest" / "build.sh", ROOT / "ci" / "guest" / "run.sh"

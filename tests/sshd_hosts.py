@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from pytest_hpccomm.cluster.jobs import RunningJob
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.proc.jobs import RunningJob
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP = Path("/run/sshd")  # sshd refuses to start without its privilege separation dir

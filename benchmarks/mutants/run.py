@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from catalogue import REPO, STACKS, Mutant, load, problems, scratch_copy  # noqa: E402
 
-from pytest_hpccomm.cluster.jobs import run_job  # noqa: E402
+from pytest_hpccomm.proc.jobs import run_job  # noqa: E402
 
 DEFAULT_SELECT = {
     "mpi": ("hpccomm_suites/mpi", "-m", "conformance"),

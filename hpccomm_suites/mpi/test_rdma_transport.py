@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.host_fabrics import ClusterFabric, HostFabric
-from pytest_hpccomm.cluster.jobs import run_job, start_job
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placement import HOSTS
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection
 from pytest_hpccomm.fabrics.counters import sent_and_received
 from pytest_hpccomm.fabrics.link_cut import roce_cut
+from pytest_hpccomm.proc.jobs import run_job, start_job
 from pytest_hpccomm.session import HpcSession
 from pytest_hpccomm.stacks.mpi.driver import (
     SweepFailed,

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.peer.tensors import decode, encode
+from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.stacks.tf.driver import RING, TaskLost, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site

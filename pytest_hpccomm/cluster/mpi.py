@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
 from pytest_hpccomm.cache import cache_dir
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.proc.jobs import run_job
 
 Vendor = Literal["openmpi", "mpich"]
 

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_hpccomm.cluster import proctree
 from pytest_hpccomm.files import atomic_write
+from pytest_hpccomm.proc import proctree
 
 NETNS_RUN = Path("/run/netns")
 NETNS_ETC = Path("/etc/netns")

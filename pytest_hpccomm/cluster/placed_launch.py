@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import JobResult, PidsHook, RunningJob, run_job, start_job
 from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec
@@ -25,6 +24,7 @@ from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.proc.jobs import JobResult, PidsHook, RunningJob, run_job, start_job
 
 # TCP over loopback: the fabric under test is the network stack, not shared memory. Pinned by
 # variables: Open MPI refuses `oob_tcp_if_include lo` (its out-of-band channel needs a

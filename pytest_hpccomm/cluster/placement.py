@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_hpccomm.config import HpcConfig
-
 LOOPBACK, NETNS, HOSTS = "loopback", "netns", "hosts"
 
 
-def placements(cfg: HpcConfig, on_cluster: bool) -> list[str]:
-    if cfg.launcher == "local":
+def placements(launcher: str, on_cluster: bool) -> list[str]:
+    """Where peers run for --hpc-launcher `launcher`; `on_cluster`: hosts were named."""
+    if launcher == "local":
         return [LOOPBACK]
-    if cfg.launcher == "netns":
+    if launcher == "netns":
         return [NETNS]
-    if cfg.launcher in ("mpirun", "srun") or on_cluster:
+    if launcher in ("mpirun", "srun") or on_cluster:
         return [HOSTS]
     return [LOOPBACK, NETNS]
 

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, run_job, start_job
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob, run_job, start_job
 
 STDIN_ENV = "pytest_hpccomm.peer.stdin_env"
 KILL_AFTER = 5  # seconds between the remote timeout's TERM and its KILL

@@ -30,9 +30,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.cluster import proctree
-from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, start_job
-
 # re-exported: the plugin and tests know them as the virtual cluster's
 from pytest_hpccomm.cluster.netns_teardown import NETNS_ETC as NETNS_ETC
 from pytest_hpccomm.cluster.netns_teardown import ClusterError as ClusterError
@@ -41,6 +38,8 @@ from pytest_hpccomm.cluster.netns_teardown import default_state_dir as default_s
 from pytest_hpccomm.cluster.netns_teardown import pids_in_netns as pids_in_netns
 from pytest_hpccomm.cluster.netns_teardown import run_command, teardown_manifest, write_manifest
 from pytest_hpccomm.measure.link import LinkRate, format_bit_rate
+from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob, start_job
 
 IFACE = "fab0"
 BRIDGE = "br0"

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
 from pytest_hpccomm.cluster.virtual import VirtualCluster, VirtualHost
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")  # Debian 12: SLURM 22.05
 _SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.proc.jobs import run_job
 
 ROCE_V2_PORT = 4791
 NFT_TIMEOUT = 15.0

@@ -10,7 +10,7 @@ side effects, whether that is possible here: so collection can skip with the rea
 module, not root, no `rdma` tool, no netdev with an IPv4 address) before anything is touched.
 
 The verbs stack's session fixture calls these (stacks/verbs/plugin.py); nothing here imports
-pytest. Every command runs as a job with a hard timeout (cluster/jobs.py).
+pytest. Every command runs as a job with a hard timeout (proc/jobs.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
 from pytest_hpccomm.fabrics.sysfs import ARPHRD_ETHER, Inventory, NetDev, read_attr
+from pytest_hpccomm.proc.jobs import run_job
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.proc.jobs import run_job
 
 NFT_TIMEOUT = 15.0
 ALL, OWNED = "hpccomm-tcp-all", "hpccomm-tcp-owned"  # the two counters' rule comments

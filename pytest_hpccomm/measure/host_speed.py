@@ -156,7 +156,7 @@ def _waker(child_cpu: int, trips: int = 1000) -> tuple[Callable[[], float], Call
 def probe(rounds: int = ROUNDS) -> HostSpeed:
     """The median of `rounds` interleaved rounds of every component (~1 s here), this
     thread pinned to one CPU and the echo child to another (_cpus) for the probe's length."""
-    from pytest_hpccomm.cluster.cpu_share import CpuMeter
+    from pytest_hpccomm.proc.cpu_share import CpuMeter
 
     own = os.sched_getaffinity(0)
     mine, childs = _cpus()
@@ -184,9 +184,9 @@ def probe(rounds: int = ROUNDS) -> HostSpeed:
 
 def quiet_probe() -> HostSpeed:
     """probe() taken again while another process shared the cores (the contention guard's
-    bounded, counted re-runs: cluster/cpu_share.QuietRetry); the last reading says whether it
+    bounded, counted re-runs: proc/cpu_share.QuietRetry); the last reading says whether it
     stayed disturbed. A neighbour's burst during the probe would read as a slower host."""
-    from pytest_hpccomm.cluster.cpu_share import QuietRetry
+    from pytest_hpccomm.proc.cpu_share import QuietRetry
 
     reading, _ = QuietRetry().run(probe, lambda s: s.disturbed)
     return reading

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
+from pytest_hpccomm.proc.jobs import JobResult, run_job
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 ABSENT = "chromium not found on PATH (Debian: apt-get install chromium)"

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.baselines import adaptive, gate
-from pytest_hpccomm.baselines.judging import BaselineJudge
 from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.judging import BaselineJudge
 from pytest_hpccomm.report.stack_time import StackTimes
 from pytest_hpccomm.session import HpcSession
 

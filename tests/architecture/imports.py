@@ -18,10 +18,10 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+def imports_of(name: str, path: Path, known: set[str], typing: bool = False) -> set[str]:
     """Every module this one imports at run time (any depth in the file: function-level imports
-    count, they run too; `if TYPE_CHECKING:` ones do not), resolved to modules of the package or to
-    top-level third-party names."""
+    count, they run too; `if TYPE_CHECKING:` ones only with `typing`), resolved to modules of the
+    package or to top-level third-party names."""
     is_pkg = path.name == "__init__.py"
     here = name if is_pkg else name.rpartition(".")[0]
     found: set[str] = set()
@@ -29,7 +29,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     typing_only = {
         id(n)
         for guard in ast.walk(tree)
-        if isinstance(guard, ast.If) and ast.unparse(guard.test).endswith("TYPE_CHECKING")
+        if not typing
+        and isinstance(guard, ast.If)
+        and ast.unparse(guard.test).endswith("TYPE_CHECKING")
         for stmt in guard.body
         for n in ast.walk(stmt)
     }
@@ -59,10 +61,11 @@ def _resolve(dotted: str, known: set[str]) -> str:
     return dotted
 
 
-def graph() -> dict[str, set[str]]:
+def graph(typing: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules it imports (`typing`: with `if TYPE_CHECKING:` imports)."""
     mods = modules()
     known = set(mods)
-    return {name: imports_of(name, path, known) for name, path in mods.items()}
+    return {name: imports_of(name, path, known, typing) for name, path in mods.items()}
 
 
 def closure(start: str, g: dict[str, set[str]]) -> set[str]:

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 from pytest_hpccomm.cache import cache_dir
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.proc.jobs import run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 # the pure numerical tests: summaries (bootstrap CI of the median), stored-baseline verdicts

@@ -44,6 +44,13 @@ def test_no_import_cycles() -> None:
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+def test_no_import_cycles_in_the_types_either() -> None:
+    # an `if TYPE_CHECKING:` import back into a module that imports this one is a cycle of
+    # design, hidden from the interpreter: a Protocol where the user is, or a narrower argument
+    found = cycles(graph(typing=True))
+    assert not found, "type-level cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
 @pytest.mark.parametrize("peer", PEERS)
 def test_a_peer_program_imports_no_orchestrator_code(peer: str) -> None:
     stack = stack_of(peer)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
+from pytest_hpccomm.proc.jobs import JobResult
 from tests.ci.cikit import (
     CANARY,
     ITEMS,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import TAG_VAR
 from pytest_hpccomm.cluster.mpi import mpi_prefix, mpirun_path
 from pytest_hpccomm.cluster.virtual import NETNS_ETC, default_state_dir
+from pytest_hpccomm.proc.jobs import TAG_VAR
 
 HERE = Path(__file__).parent
 

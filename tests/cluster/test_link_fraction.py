@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
-from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.measure.link import link_fraction
+from pytest_hpccomm.proc.jobs import run_job
 from tests.cluster.clusterkit import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import start_job
 from pytest_hpccomm.cluster.launchers import LaunchSpec
 from pytest_hpccomm.cluster.launchers.mpirun import (
     INIT_FLAKE,
@@ -22,6 +21,7 @@ from pytest_hpccomm.cluster.launchers.mpirun import (
 )
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.proc.jobs import start_job
 from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
 
 pytestmark = pytest.mark.needs_root

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.cluster.launchers import LaunchSpec
 from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
+from pytest_hpccomm.proc.jobs import JobResult, run_job
 from tests.cluster.clusterkit import mpi_env
 
 pytestmark = pytest.mark.needs_root  # a UTS namespace, to run under the hostname h0

@@ -10,7 +10,6 @@ import threading
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.fabrics.tcp_owners import (
     ALL,
     OWNED,
@@ -18,6 +17,7 @@ from pytest_hpccomm.fabrics.tcp_owners import (
     TcpOwnersMeter,
     parse_counters,
 )
+from pytest_hpccomm.proc.jobs import run_job
 
 MiB = 1 << 20
 

@@ -315,7 +315,7 @@ JUDGED_ONCE = (
     + """
 
 def test_judged_once_per_samples(hpc_record, monkeypatch):
-    from pytest_hpccomm.baselines import judging
+    from pytest_hpccomm import judging
     calls = []
     real = judging.verdict_of
     monkeypatch.setattr(judging, "verdict_of", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -110,7 +110,7 @@ def test_this_host_with_ib_skips_everything_fabric_bound(pytester: pytest.Pytest
 def test_stack_from_hook_skips_when_missing(pytester: pytest.Pytester) -> None:
     """A third-party stack registers through the hook; absent, its tests skip with the hint."""
     pytester.makeconftest("""
-        from pytest_hpccomm.stacks.registry import ImportProbe
+        from pytest_hpccomm.stack_probes import ImportProbe
         def pytest_hpccomm_stack_probes(config):
             return [ImportProbe("nccl", ("nccl_bindings_not_installed",), (), (), "pip install x")]
     """)

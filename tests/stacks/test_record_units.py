@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.measure.link import link_fraction
 from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.grpc import tfbench
 from pytest_hpccomm.stacks.grpc.driver import Sweep as GrpcSweep
 from pytest_hpccomm.stacks.horovod import perf as hvd

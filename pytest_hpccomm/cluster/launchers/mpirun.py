@@ -12,9 +12,9 @@ import time
 from typing import Callable, Mapping
 
 from pytest_hpccomm import retries
-from pytest_hpccomm.cluster.jobs import JobResult, PidsHook, start_job
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 from pytest_hpccomm.cluster.mpi import ROOT_ENV, MpiFlavor, detect_mpi
+from pytest_hpccomm.proc.jobs import JobResult, PidsHook, start_job
 
 TCP_ONLY_MPICH_ENV = {
     "MPIR_CVAR_NOLOCAL": "1",

@@ -15,11 +15,11 @@ import dataclasses
 import os
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec
 from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
+from pytest_hpccomm.proc.jobs import JobResult
 
 
 class NetnsLauncher:

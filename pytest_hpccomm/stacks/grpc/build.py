@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from pytest_hpccomm.cache import cache_dir
-from pytest_hpccomm.cluster.jobs import JobResult, RunningJob, run_job, start_job
 from pytest_hpccomm.files import LockTimeout, file_lock
 from pytest_hpccomm.peer import framing
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob, run_job, start_job
 from pytest_hpccomm.stacks.grpc import payload, wire
 
 NATIVE_DIR = Path(__file__).with_name("native")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.proc.jobs import run_job
 
 _TIMEOUT = 30.0
 

@@ -19,10 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.cluster import cpu_share
-from pytest_hpccomm.cluster.cpu_share import CpuShare
 from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
-from pytest_hpccomm.cluster.jobs import JobResult, RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env as cluster_peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, process_launch
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
@@ -30,6 +27,9 @@ from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint
 from pytest_hpccomm.measure.pooling import pool_point
+from pytest_hpccomm.proc import cpu_share
+from pytest_hpccomm.proc.cpu_share import CpuShare
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.certs import TlsFiles

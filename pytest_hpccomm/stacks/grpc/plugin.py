@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.baselines.adaptive import until_decided
-from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.config import HpcConfig
@@ -26,10 +25,12 @@ from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
 from pytest_hpccomm.measure.link import LinkRate
 from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.skips import fabric_reason
+from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
 from pytest_hpccomm.stacks.grpc.build import (
     NativeBuild,
     NativeBuildError,
@@ -55,7 +56,6 @@ from pytest_hpccomm.stacks.grpc.driver import (
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
 from pytest_hpccomm.stacks.grpc.runtimes import Runtime, RuntimeUnavailable, labels, resolve, uses
 from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement, payload_moved
-from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
 
 OPTIONS_KEY = pytest.StashKey[GrpcOptions]()
 SYSTEM = "system"  # --hpc-base grpc=system: the system's gRPC (libgrpc++-dev)

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.cluster.mpi import MPI_ENVS, mpi_prefix
 from pytest_hpccomm.files import LockTimeout
+from pytest_hpccomm.proc.jobs import JobResult, run_job
 
 HOROVOD_VERSION = "0.28.1"
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"

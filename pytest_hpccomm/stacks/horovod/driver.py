@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import RunningJob
 from pytest_hpccomm.cluster.mpi import detect_mpi
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacementError, mpi_launch, process_launch
@@ -40,6 +39,7 @@ from pytest_hpccomm.peer.channel import (
     MessageError,
     RemoteError,
 )
+from pytest_hpccomm.proc.jobs import RunningJob
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import (
     CONTROLLER_ENV,

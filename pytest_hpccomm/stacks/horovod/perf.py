@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
+from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import (

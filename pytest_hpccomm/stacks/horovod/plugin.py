@@ -26,6 +26,7 @@ from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
+from pytest_hpccomm.stack_probes import StackProbe
 from pytest_hpccomm.stacks.horovod.build import (
     MPI_ENV,
     HorovodBuildError,
@@ -58,7 +59,6 @@ from pytest_hpccomm.stacks.horovod.perf import (
     train_sweeps,
 )
 from pytest_hpccomm.stacks.horovod.wire import CONTROLLERS, PLANTS
-from pytest_hpccomm.stacks.registry import StackProbe
 
 BUILD, NONE = "build", "none"
 LIVE_PEERS = pytest.StashKey[list[HorovodPeers]]()  # the session's conformance peers

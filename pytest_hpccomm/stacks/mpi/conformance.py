@@ -27,7 +27,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm import retries
-from pytest_hpccomm.cluster.jobs import RunningJob, run_job
 from pytest_hpccomm.cluster.launchers import Launch
 from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
@@ -41,6 +40,7 @@ from pytest_hpccomm.peer.channel import (
     MessageError,
     RemoteError,
 )
+from pytest_hpccomm.proc.jobs import RunningJob, run_job
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 

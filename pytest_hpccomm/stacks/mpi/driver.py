@@ -19,9 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.launchers import Launch
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
@@ -32,6 +30,8 @@ from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.peer import framing
+from pytest_hpccomm.proc import cpu_share
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import Transport
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS

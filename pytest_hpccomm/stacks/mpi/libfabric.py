@@ -14,7 +14,7 @@ import functools
 import os
 import shutil
 
-from pytest_hpccomm.cluster.jobs import run_job
+from pytest_hpccomm.proc.jobs import run_job
 
 PROVIDER = "verbs;ofi_rxm"
 

@@ -4,16 +4,33 @@ are filled before a batch and checked after it (OSU's -c), and the bytes one ope
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from pytest_hpccomm.stacks.mpi.wire import GATHERS, SCATTERS
 
-if TYPE_CHECKING:
-    from pytest_hpccomm.stacks.mpi.peer import Bench
+
+class Bench(Protocol):
+    """What an operation of this table uses of the peer's benchmark (peer.Bench)."""
+
+    comm: Any
+    MPI: Any
+    rank: int
+    size: int
+
+    @property
+    def modulo(self) -> int: ...
+
+    def buf(self, name: str, nbytes: int) -> np.ndarray: ...
+
+    def fill(self, view: np.ndarray, s: int, modulo: int = 256) -> None: ...
+
+    def expect(self, got: np.ndarray, s: int, what: str) -> None: ...
+
+    def expect_sum(self, got: np.ndarray, offset: int, seeds: Sequence[int], what: str) -> None: ...
 
 
 def seed(batch: int, rank: int = 0, block: int = 0) -> int:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.cpu_share import QuietRetry
 from pytest_hpccomm.cluster.mpi import MPI_ENVS
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
@@ -27,8 +26,10 @@ from pytest_hpccomm.fabrics.sysfs import (
     SOFTWARE_DRIVERS,
 )  # emulated: timings say nothing of a fabric
 from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
+from pytest_hpccomm.stack_probes import StackProbe
 from pytest_hpccomm.stacks.mpi import osu
 from pytest_hpccomm.stacks.mpi.conformance import (
     ConformanceError,
@@ -59,7 +60,6 @@ from pytest_hpccomm.stacks.mpi.runtime import (
 )
 from pytest_hpccomm.stacks.mpi.transport import OFI_VERBS_FABRICS, NoTransport, transport_for
 from pytest_hpccomm.stacks.mpi.wire import PLANTS
-from pytest_hpccomm.stacks.registry import StackProbe
 
 DEFAULT_MPIS = "openmpi,mpich"
 # sweep timeouts are sized for real fabrics; rxe/siw between two TCG guests took 91 s and more

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pytest_hpccomm.cluster.jobs import RunningJob
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacementError, process_launch
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
@@ -39,6 +38,7 @@ from pytest_hpccomm.peer.channel import (
     MessageError,
     RemoteError,
 )
+from pytest_hpccomm.proc.jobs import RunningJob
 from pytest_hpccomm.stacks.tf.env import TfEnv
 from pytest_hpccomm.stacks.tf.wire import (
     CLIENT,

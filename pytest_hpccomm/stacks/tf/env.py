@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
 from pytest_hpccomm.files import LockTimeout
+from pytest_hpccomm.proc.jobs import JobResult, run_job
 
 TF_REQ = "tensorflow-cpu==2.21.0"  # current for Python 3.11; a new release is a new cache key
 # What tensorflow-cpu 2.21.0 resolved to, pinned: a new protobuf, keras or numpy

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
+from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 
 BENCHMARK = "tf_recv_tensor"

@@ -19,7 +19,7 @@ from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
-from pytest_hpccomm.stacks.registry import StackProbe
+from pytest_hpccomm.stack_probes import StackProbe
 from pytest_hpccomm.stacks.tf import allreduce, ps
 from pytest_hpccomm.stacks.tf.driver import (
     PS_CLUSTER,

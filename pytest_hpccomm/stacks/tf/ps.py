@@ -15,8 +15,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_hpccomm.cluster import cpu_share
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
+from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, SweepFailed
 

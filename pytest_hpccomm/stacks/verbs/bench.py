@@ -17,6 +17,7 @@ More: docs/explanation/internals.md (pytest_hpccomm.stacks.verbs.bench).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyverbs.enums as e
@@ -26,8 +27,9 @@ from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES, QKEY, status_text
 
 if TYPE_CHECKING:
+    from pyverbs.mr import MR
+
     from pytest_hpccomm.stacks.verbs.endpoint import Endpoint
-    from pytest_hpccomm.stacks.verbs.engine import Engine
 
 LATENCY = ("send_lat", "write_lat", "read_lat", "atomic_lat")
 BANDWIDTH = ("send_bw", "write_bw", "read_bw", "atomic_bw")
@@ -41,9 +43,8 @@ class BenchError(Exception):
 
 
 class Loop:
-    def __init__(self, engine: Engine, ep: Endpoint, msg: dict[str, Any]) -> None:
-
-        self.engine, self.ep = engine, ep
+    def __init__(self, mrs: Mapping[int, MR], ep: Endpoint, msg: dict[str, Any]) -> None:
+        self.ep = ep
         self.bench: str = msg["benchmark"]
         self.role: str = msg["role"]
         self.size = int(msg["size"])
@@ -52,7 +53,7 @@ class Loop:
         self.batches = int(msg.get("batches", 1))
         self.depth = max(1, min(int(msg.get("depth", 128)), ep.max_send_wr))
         self.timeout = float(msg.get("limit", 60))
-        self.mr = engine.mrs[int(msg["mr"])]
+        self.mr = mrs[int(msg["mr"])]
         self.remote = msg.get("remote") or {}
         self.atomic = msg.get("atomic", "FETCH_AND_ADD")
         self.slowdown = float(msg.get("slowdown", 1.0))
@@ -302,12 +303,16 @@ class Loop:
 
 
 def run_bench(
-    engine: Engine, ep: Endpoint, msg: dict[str, Any], notify: Callable[[], None] = lambda: None
+    mrs: Mapping[int, MR],
+    ep: Endpoint,
+    msg: dict[str, Any],
+    notify: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
+    """One benchmark loop over `ep` with the engine's memory region msg["mr"] (of `mrs`)."""
     if msg["benchmark"] not in LATENCY + BANDWIDTH:
         raise BenchError(f"unknown benchmark {msg['benchmark']!r}")
     try:
-        return Loop(engine, ep, msg).run(notify)
+        return Loop(mrs, ep, msg).run(notify)
     except BenchError:
         raise
     except Exception as exc:  # pyverbs errors from post_send / post_recv

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpccomm.cluster.jobs import RunningJob, start_job
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
+from pytest_hpccomm.proc.jobs import RunningJob, start_job
 
 # the checks live in completions.py; re-exported here, where the suites import them from
 from pytest_hpccomm.stacks.verbs.completions import CompletionOrderError as CompletionOrderError

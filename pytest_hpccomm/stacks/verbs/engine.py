@@ -455,7 +455,7 @@ class Engine(CmOps):
 
         ep = self.eps[int(msg["ep"])]
         try:
-            return run_bench(self, ep, msg, notify)
+            return run_bench(self.mrs, ep, msg, notify)
         except BenchError as exc:
             raise VerbsError(str(exc)) from None
 

@@ -1,7 +1,7 @@
 """perftest's own programs (ib_send_lat, ib_write_bw, ...) as a cross-check of the suite.
 
 Server and client run on this host against the selected device, as `ib_write_bw -d DEV` and
-`ib_write_bw -d DEV ADDRESS` would by hand; both are jobs with hard timeouts (cluster/jobs.py).
+`ib_write_bw -d DEV ADDRESS` would by hand; both are jobs with hard timeouts (proc/jobs.py).
 Their report line is parsed into perftest's own column names.
 """
 
@@ -15,9 +15,9 @@ import signal
 import time
 from dataclasses import dataclass
 
-from pytest_hpccomm.cluster.jobs import JobResult, run_job, start_job
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.proc.jobs import JobResult, run_job, start_job
 
 LAT_COLUMNS = (
     "bytes",

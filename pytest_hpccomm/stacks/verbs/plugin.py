@@ -17,7 +17,7 @@ from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection
 from pytest_hpccomm.fabrics import provision as prov
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
-from pytest_hpccomm.stacks.registry import ImportProbe, StackProbe
+from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
 
 if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
     from pytest_hpccomm.cluster.host_fabrics import ClusterFabric

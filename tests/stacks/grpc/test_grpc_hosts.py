@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from tests.native_grpc import native_build_or_skip
 from tests.sshd_hosts import still_running

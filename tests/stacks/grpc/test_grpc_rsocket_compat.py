@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult, run_job
+from pytest_hpccomm.proc.jobs import JobResult, run_job
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.driver import BenchSettings, run_p2p, start_server
 from pytest_hpccomm.stacks.grpc.runtimes import rspreload_path

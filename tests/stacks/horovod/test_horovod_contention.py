@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers
@@ -14,7 +15,9 @@ from pytest_hpccomm.stacks.horovod.perf import allreduce_sweeps, measurements
 from tests.neighbour import busy_neighbour
 
 
-def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(horovod_env: HorovodEnv) -> None:
+def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(
+    horovod_env: HorovodEnv, retry_ledger: list[retries.Retry]
+) -> None:
     parked: list[str] = []
     sweeps = allreduce_sweeps(
         horovod_env,
@@ -30,6 +33,9 @@ def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(horovod_env: Hor
             sweep = sweeps.get("gloo", LOOPBACK, None, "default")
     assert parked == ["job"] * 3, "every try parks the idle peers first"
     assert sweep.reruns == 2 and len(sweep.cpu) == 1, (sweep.reruns, sweep.cpu)
+    # counted, each naming the neighbour's busy loop among the busiest processes
+    assert [r.cause for r in retry_ledger] == [retries.CONTENTION] * 2, retry_ledger
+    assert all("busiest: " in r.reason and "monotonic" in r.reason for r in retry_ledger)
     assert sweep.disturbed.startswith("cores shared: other processes used "), sweep.disturbed
     assert sweep.cpu[0]["foreign_cores"] >= 0.3, sweep.cpu
     for m in measurements(sweep, 1 << 16, {"controller": "gloo", "placement": LOOPBACK}):

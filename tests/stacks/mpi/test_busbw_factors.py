@@ -16,8 +16,8 @@ from fractions import Fraction
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult
 from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.mpi.driver import Sweep, busbw_factor, collective_bytes, measurements
 from pytest_hpccomm.stacks.mpi.wire import COLLECTIVES
 

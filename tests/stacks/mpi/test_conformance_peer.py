@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from pytest_hpccomm.cluster import proctree
-from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job
 from pytest_hpccomm.cluster.mpi import mpirun_path
 from pytest_hpccomm.cluster.placement import LOOPBACK
+from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.proc.jobs import TAG_VAR, run_job
 from pytest_hpccomm.stacks.mpi.conformance import (
     PEER_MODULE,
     ConformancePeer,

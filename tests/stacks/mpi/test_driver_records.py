@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm import retries
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.peer.framing import BEGIN, END
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.mpi.driver import (
     Sweep,
     SweepFailed,
@@ -253,7 +254,7 @@ def test_jobs_of_one_sweep_are_pooled_in_job_order() -> None:
 
 
 def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_free(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, retry_ledger: list[retries.Retry]
 ) -> None:
     """The contention guard in the sweep cache (orchestrator logic: the jobs are stand-ins)."""
     from types import SimpleNamespace
@@ -283,6 +284,7 @@ def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_f
         "osu_latency",
     )
     assert next(planned, None) is None  # 1 + 1 re-run, then 1 + 2 re-runs
+    assert [r.reason for r in retry_ledger] == [f"cores shared: {f}" for f in (0.8, 0.7, 0.9)]
     assert got.point("osu_latency", 8)["samples"] == [4.0] * 5 + [7.0] * 5
     assert got.disturbed == "cores shared: 0.6" and got.reruns == 3
     cpu = measurements(got, "osu_latency", 8, {"mpi": "openmpi"})[0].extra["cpu"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import JobResult
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.verbs import perftest
 
 REFUSED = JobResult(("ib_send_lat",), -11, " ERRNO: Connection refused.\n", "", 0.8, False)

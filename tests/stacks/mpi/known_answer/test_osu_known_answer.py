@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cluster.jobs import run_job
 from pytest_hpccomm.cluster.mpi import mpi_prefix, mpirun_path
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, loopback_launch, measurements, run_sweep
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cluster import proctree
-from pytest_hpccomm.cluster.jobs import TAG_VAR, last_words, run_job, start_job
+from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.proc.jobs import TAG_VAR, last_words, run_job, start_job
 from tests.cluster.clusterkit import our_zombies, tagged_processes
 
 
@@ -88,7 +88,7 @@ def test_missing_program() -> None:
 def test_job_dies_with_its_owner() -> None:
     # the owner is SIGKILLed (no cleanup code runs): the shim's PDEATHSIG still ends the job
     code = (
-        "import sys, time; from pytest_hpccomm.cluster.jobs import start_job;"
+        "import sys, time; from pytest_hpccomm.proc.jobs import start_job;"
         "j = start_job(['sleep', '300']); time.sleep(0.3);"
         "print([p.pid for p in j.processes()][0], flush=True); time.sleep(300)"
     )

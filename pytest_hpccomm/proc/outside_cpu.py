@@ -8,7 +8,7 @@ tagged processes count as its own, and so do the step daemons of this SLURM job 
 [JOBID.STEP], which start the tasks and forward their output): that is what srun costs, as
 mpirun's daemons are part of an mpirun job.
 
-More: docs/explanation/internals.md (pytest_hpccomm.cluster.outside_cpu).
+More: docs/explanation/internals.md (pytest_hpccomm.proc.outside_cpu).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from pytest_hpccomm.cluster import proctree
+from pytest_hpccomm.proc import proctree
 
 _TICK = float(os.sysconf("SC_CLK_TCK"))
 

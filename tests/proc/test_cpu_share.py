@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_hpccomm import retries
-from pytest_hpccomm.cluster.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
-from pytest_hpccomm.cluster.jobs import TAG_VAR, run_job, start_job
+from pytest_hpccomm.proc.cpu_share import CpuShare, JobsCpu, QuietRetry, evidence, of_jobs
+from pytest_hpccomm.proc.jobs import TAG_VAR, run_job, start_job
 from tests.neighbour import BUSY, busy_neighbour
 
 
@@ -95,11 +95,10 @@ def test_disturbed_needs_more_than_the_quiet_share() -> None:
 
 
 def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet(
-    monkeypatch: pytest.MonkeyPatch,
+    retry_ledger: list[retries.Retry],
 ) -> None:
-    # a ledger of its own: these stand-in re-runs are not the session's (they had made every
-    # run of the test command report 4 "cores shared" retries that no job needed)
-    monkeypatch.setattr(retries, "_ledger", [])
+    # its own ledger: these stand-in re-runs had made every run of the test command report 4
+    # "cores shared" retries that no job needed
     retry = QuietRetry(reruns=2, streak=3)
     loads = iter(["busy", "", "busy", "busy", "busy", "busy", "", "busy", ""])
     runs = [retry.run(lambda: next(loads), lambda why: why) for _ in range(5)]
@@ -107,7 +106,7 @@ def test_retries_stop_while_the_machine_stays_loaded_and_rearm_once_it_is_quiet(
     # job 3: loaded, no re-run while the streak lasts; job 4: quiet; job 5: re-run again
     assert runs == [("", 1), ("busy", 2), ("busy", 0), ("", 0), ("", 1)]
     assert retry.extra_runs == 4
-    assert [(r.cause, r.reason) for r in retries.since()] == [(retries.CONTENTION, "busy")] * 4
+    assert [(r.cause, r.reason) for r in retry_ledger] == [(retries.CONTENTION, "busy")] * 4
 
 
 def test_of_jobs_keeps_each_jobs_share_and_the_first_disturbed_reason() -> None:

@@ -4,7 +4,7 @@ A benchmark's samples cannot tell a slower stack from a neighbour that took the 
 pytest, a browser, a build on a shared CI runner); the machine's own accounting can. Over a
 job's lifetime:
 
-More: docs/explanation/internals.md (pytest_hpccomm.cluster.cpu_share).
+More: docs/explanation/internals.md (pytest_hpccomm.proc.cpu_share).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from pytest_hpccomm import retries
-from pytest_hpccomm.cluster import proctree
+from pytest_hpccomm.proc import proctree
 
 # Other processes may use this much on average while a job measures (cluster daemons, a shell);
 # more, and the job's timings are not its own: MPI ranks that busy-poll lose whole time slices.

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterable, Mapping, Sequence
 
-from pytest_hpccomm.cluster import proctree
-from pytest_hpccomm.cluster.cpu_share import CpuMeter, CpuShare
-from pytest_hpccomm.cluster.outside_cpu import OutsideCpu
+from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.proc.cpu_share import CpuMeter, CpuShare
+from pytest_hpccomm.proc.outside_cpu import OutsideCpu
 
 TAG_VAR = "HPCCOMM_JOB_TAG"
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
