@@ -10,7 +10,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # placement test (sshd runs only inside the virtual cluster's namespaces); then what
   # ci/guest/build.sh needs to build the SoftRoCE/iWARP guest: QEMU, debootstrap and the
   # headers of the kernel the guest boots (siw.ko is built against them); SLURM 22.05 and
-  # munge for the real SLURM on the virtual cluster (cluster/virtual_slurm.py starts its
+  # munge for the real SLURM on the virtual cluster (tests/virtual_slurm.py starts its
   # daemons inside the namespaces, with their own config; the packages' services stay off;
   # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships;
   # and the shellcheck package: tests/ci lints ci/slurm/nightly.sbatch with it)

@@ -24,6 +24,7 @@ from pytest_hpccomm.baselines.store import (
     BaselineStore,
     JsonBaselineStore,
 )
+from pytest_hpccomm.baselines.verdict import between_sessions_sd
 from pytest_hpccomm.files import atomic_write, updating
 from pytest_hpccomm.report.terminal import text_table
 
@@ -33,12 +34,10 @@ def _num(x: float) -> str:
 
 
 def _spread(e: BaselineEntry) -> str:
-    """The sd of the sessions' log medians ('-' with fewer than two sessions)."""
-    logs = [math.log(m) for m in e.session_medians if m > 0]
-    if len(logs) < 2:
-        return "-"
-    mean = sum(logs) / len(logs)
-    return f"{math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) * 100:.1f}%"
+    """The spread between sessions the verdicts use (verdict.between_sessions_sd: the sd of the
+    sessions' log medians), '-' below the MIN_SESSIONS it needs."""
+    sd = between_sessions_sd(e.session_medians)
+    return "-" if sd is None else f"{sd * 100:.1f}%"
 
 
 def _selected(

@@ -7,10 +7,10 @@ import pytest
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from tests import expected_skips, group_times
 from tests.slurm_hosts import slurm_virtual_hosts
 from tests.sshd_hosts import ssh_virtual_hosts
+from tests.virtual_slurm import VirtualSlurm
 
 pytest_plugins = ["pytester"]
 

@@ -3,7 +3,7 @@
     with slurm_virtual_hosts(workdir) as slurm:       # skips with the reason when impossible
         slurm.run(0, ["sbatch", "--wait", script], timeout=300, env=job_env())
 
-VirtualSlurm (cluster/virtual_slurm.py) runs munged, slurmctld and one slurmd per host inside
+VirtualSlurm (tests/virtual_slurm.py) runs munged, slurmctld and one slurmd per host inside
 the namespaces; this wraps the skip reasons (not root, no SLURM or libpmix-dev installed, no
 MPI environment) and the teardown, and gives the environment a job needs to find this
 checkout and the MPI environments from inside the cluster.
@@ -21,8 +21,8 @@ import pytest
 from pytest_hpccomm.cluster.mpi import mpi_cache, mpirun_path
 from pytest_hpccomm.cluster.virtual import ClusterUnavailable, VirtualCluster
 from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
-from pytest_hpccomm.cluster.virtual_slurm import unavailable_reason as no_slurm
+from tests.virtual_slurm import VirtualSlurm
+from tests.virtual_slurm import unavailable_reason as no_slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 # SLURM's mpi/pmix plugin dlopens an unversioned libpmix.so, which only libpmix-dev ships

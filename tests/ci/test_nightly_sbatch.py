@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from pytest_hpccomm.proc.jobs import JobResult
 from tests.ci.cikit import (
     CANARY,
@@ -31,6 +30,7 @@ from tests.ci.cikit import (
     nightly_env,
     outcomes,
 )
+from tests.virtual_slurm import VirtualSlurm
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 TIMEOUT = 600.0  # one sbatch --wait; a run here takes well under a minute

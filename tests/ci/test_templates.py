@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.mpi import mpi_prefix
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from tests.ci.ci_steps import (
     Execute,
     JobRun,
@@ -39,6 +38,7 @@ from tests.ci.ci_steps import (
     yaml_missing,
 )
 from tests.ci.cikit import ROOT, SCRIPT, SELECT, SUITE, VENV, check_reports, job_env
+from tests.virtual_slurm import VirtualSlurm
 
 WORKFLOW = ROOT / "ci" / "github" / "hpccomm.yml"
 ACTIONLINT_CONFIG = ROOT / "ci" / "github" / "actionlint.yaml"

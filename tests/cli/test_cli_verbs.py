@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +20,7 @@ import pytest
 
 from pytest_hpccomm.__main__ import main
 from pytest_hpccomm.baselines.store import JsonBaselineStore
-from pytest_hpccomm.baselines.verdict import Outcome
+from pytest_hpccomm.baselines.verdict import MIN_SESSIONS, Outcome
 from pytest_hpccomm.bootstrap import Part, run_parts
 from pytest_hpccomm.doctor import command_line as doctor_args
 from pytest_hpccomm.nightly import command_line as run_args
@@ -109,6 +111,29 @@ def test_baselines_show_lists_the_sets_and_one_sets_entries(tmp_path: Path) -> N
     )
     assert code == 0
     assert re.search(r'osu_latency\{"ranks":2,"size":8\}\s+3\s+10\s+us\s+0\.0%', out), out
+
+
+def test_baselines_show_gives_the_spread_the_verdicts_use(tmp_path: Path) -> None:
+    # sessions at 1.0, 1.1 and 1.2 times 10: the sd of their log medians (the verdicts' spread)
+    for n, scale in enumerate((1.0, 1.1, 1.2)):
+        JsonBaselineStore(tmp_path).update(
+            "a",
+            "ethernet",
+            "mpi",
+            [make_measurement([10.0 * scale] * 3, size=8)],
+            {"kernel": "6.1"},
+            timestamp=f"2026-01-0{n + 1}T00:00:00+00:00",
+        )
+        argv = ["--root", str(tmp_path), "show", "--system", "a", "--stack", "mpi", "--entries"]
+        code, out, _ = run("baselines", *argv)
+        assert code == 0
+        want = (
+            "-"
+            if n + 1 < MIN_SESSIONS
+            else f"{statistics.stdev(math.log(x) for x in (1.0, 1.1, 1.2)):.1%}"
+        )
+        # below MIN_SESSIONS the verdicts have no spread, and neither does the table
+        assert re.search(rf"\s{n + 1}\s+\S+\s+us\s+{re.escape(want)}\s", out), (n, out)
 
 
 def test_baselines_diff_gives_the_ratio_of_medians(tmp_path: Path) -> None:

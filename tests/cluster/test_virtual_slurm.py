@@ -27,9 +27,9 @@ from pytest_hpccomm.cluster.virtual import (
     pids_in_netns,
 )
 from pytest_hpccomm.cluster.virtual import unavailable_reason as no_cluster
-from pytest_hpccomm.cluster.virtual_slurm import SLURMD_PORT, SlurmError, VirtualSlurm, slurm_conf
-from pytest_hpccomm.cluster.virtual_slurm import unavailable_reason as no_slurm
 from tests.cluster.clusterkit import Snapshot, live
+from tests.virtual_slurm import SLURMD_PORT, SlurmError, VirtualSlurm, slurm_conf
+from tests.virtual_slurm import unavailable_reason as no_slurm
 
 pytestmark = pytest.mark.needs_root
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,7 +210,7 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
+from tests.virtual_slurm import VirtualSlurm
 vc = VirtualCluster(2, state_dir=sys.argv[1]).__enter__()
 s = VirtualSlurm(vc, Path(sys.argv[2]), daemon_timeout=300).__enter__()
 print(vc.prefix, *[p.pid for j in s.daemons.values() for p in j.processes()], flush=True)

@@ -1,7 +1,7 @@
 """The MPI suite's 'hosts' placement inside a real SLURM allocation, ranks placed by srun.
 
 SLURM (Debian's munge, slurmctld, one slurmd per host) runs on a virtual cluster
-(cluster/virtual_slurm.py). pytest runs as a user runs it on a cluster's first node:
+(tests/virtual_slurm.py). pytest runs as a user runs it on a cluster's first node:
 `salloc -N2 pytest --hpc-launcher=srun hpccomm_suites/mpi ...`, with no host list given, so the hosts
 come from SLURM_JOB_NODELIST / SLURM_TASKS_PER_NODE as SLURM set them. srun starts the ranks
 with --mpi=pmix for Open MPI 4 and 5, --mpi=pmi2 for MPICH (launchers/srun.py says why).
@@ -22,8 +22,8 @@ import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import mpirun_path
-from pytest_hpccomm.cluster.virtual_slurm import VirtualSlurm
 from tests.slurm_hosts import job_env, slurm_virtual_hosts
+from tests.virtual_slurm import VirtualSlurm
 
 ROOT = Path(__file__).resolve().parents[3]
 MPIS = [m for m in ("openmpi", "openmpi4", "mpich") if mpirun_path(m) is not None]

@@ -3,7 +3,7 @@
     with VirtualCluster(2) as vc, VirtualSlurm(vc, tmp_path) as slurm:
         slurm.run(0, ["srun", "-N2", "hostname"], timeout=30)
 
-More: docs/explanation/internals.md (pytest_hpccomm.cluster.virtual_slurm).
+More: docs/explanation/internals.md (tests.virtual_slurm).
 """
 
 from __future__ import annotations
