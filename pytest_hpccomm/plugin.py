@@ -273,12 +273,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "hpccomm time per stack (setup + call + teardown)")
         for line in times.lines(wall=time.time() - config.stash[STARTED_KEY]):
             terminalreporter.write_line(line)
-    retried = retries.counts(hpc_session_of(config).retries_mark)
+    hpc = hpc_session_of(config)
+    retried = retries.counts(hpc.retries_mark)
     if suites or retried:
         terminalreporter.write_line(f"hpccomm {retries.summary_line(retried)}")
-        for line in retries.detail_lines(retries.since(hpc_session_of(config).retries_mark)):
+        for line in retries.detail_lines(retries.since(hpc.retries_mark)):
             terminalreporter.write_line(f"  retried: {line}")
-    hpc = hpc_session_of(config)
     if not hpc.results:
         return
     from pytest_hpccomm.report.terminal import summary_table

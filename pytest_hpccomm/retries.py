@@ -50,7 +50,7 @@ def count(cause: str, n: int = 1, reason: str = "") -> None:
     if cause not in CAUSES:
         raise ValueError(f"retry for an unnamed cause {cause!r}: only {sorted(CAUSES)} retry")
     test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
-    _ledger.extend(Retry(cause, test, " ".join(reason.split())) for _ in range(max(n, 0)))
+    _ledger.extend([Retry(cause, test, " ".join(reason.split()))] * max(n, 0))
 
 
 def mark() -> int:

@@ -39,12 +39,6 @@ def _stat(pid: int) -> tuple[int, int, str] | None:
     return None if rest is None else (int(rest[1]), int(rest[19]), rest[0].decode())
 
 
-def cpu_ticks(pid: int) -> int:
-    """utime + stime + cutime + cstime of pid in clock ticks (0 if it is gone)."""
-    rest = _fields(pid)
-    return 0 if rest is None else sum(int(rest[i]) for i in (11, 12, 13, 14))
-
-
 def self_ticks_of(p: Proc) -> int | None:
     """utime + stime of p itself (not its reaped children's) while its PID is still that
     process (a zombie keeps its times until reaped); None once it is gone or the PID was
