@@ -26,7 +26,7 @@ import numpy as np
 from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines import adaptive, host_probes
 from pytest_hpccomm.baselines.gate import MACHINE_TYPE_NOTE
-from pytest_hpccomm.baselines.paired import judge_paired
+from pytest_hpccomm.baselines.paired import job_medians, judge_paired
 from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
 from pytest_hpccomm.baselines.store import (
     MAX_SESSIONS,
@@ -326,10 +326,11 @@ class BaselineJudge:
         )
         extra = dict(
             m.extra,
+            job_medians=job_medians(m),  # the rounds the verdict paired, both sides
             paired_base={
                 "implementation": sides[0],
                 "samples": list(base.samples),
-                "job_medians": base.extra.get("job_medians"),
+                "job_medians": job_medians(base),
             },
         )
         finger = dict(finger, paired_base=sides[0], paired_candidate=sides[1])

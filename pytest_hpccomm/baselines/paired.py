@@ -35,9 +35,17 @@ MIN_ROUNDS = 3  # a t interval from 2 rounds (1 degree of freedom) spans orders 
 
 
 def job_medians(m: Measurement) -> list[float]:
-    """Each job's median batch, in job order (the driver pools jobs: measure/pooling.py)."""
+    """Each job's median batch, in job order (the driver pools jobs: measure/pooling.py):
+    `job_medians` when the driver kept them, else the median of each job's run of samples
+    (`job_sizes`: where each job's batches end), else one job."""
     medians = m.extra.get("job_medians")
-    return [float(x) for x in medians] if medians else [float(np.median(m.samples))]
+    if medians:
+        return [float(x) for x in medians]
+    sizes = [int(n) for n in m.extra.get("job_sizes") or []]
+    if sizes and sum(sizes) == len(m.samples):
+        ends = np.cumsum(sizes)
+        return [float(np.median(m.samples[e - n : e])) for n, e in zip(sizes, ends) if n > 0]
+    return [float(np.median(m.samples))]
 
 
 def judge_paired(

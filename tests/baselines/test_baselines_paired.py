@@ -39,6 +39,15 @@ def test_job_medians_fall_back_to_one_job() -> None:
     assert job_medians(make_measurement([1.0, 3.0, 2.0])) == [2.0]
 
 
+def test_job_medians_from_where_each_jobs_samples_end() -> None:
+    """A record that keeps only job_sizes (a rate derived per sample, a training run) pairs
+    job by job all the same: each job's median of its own run of samples."""
+    m = make_measurement([1.0, 5.0, 3.0, 10.0, 30.0, 20.0, 7.0])
+    assert job_medians(dataclasses.replace(m, extra={"job_sizes": [3, 3, 1]})) == [3.0, 20.0, 7.0]
+    # sizes that do not cover the samples say nothing about where jobs end: one job
+    assert job_medians(dataclasses.replace(m, extra={"job_sizes": [3, 3]})) == [7.0]
+
+
 def test_ten_percent_slower_candidate_is_a_regression_naming_both_sides() -> None:
     base, cand = drifting(1.10, 6, 0.01, seed=1)
     v = judge_paired(jobs(cand), jobs(base), 0.05, labels=("ompi5", "ompi4"))

@@ -1,4 +1,6 @@
-"""The stored-baseline gate on TensorFlow and Horovod, through real verdicts: a baseline run
+"""The stored-baseline and the paired A/B gate on TensorFlow and Horovod, through real verdicts.
+
+Stored: a baseline run
 of one perf point per stack, then a 1.5x canary run of the same point judged against it
 (--hpc-inject-slowdown: the peers stretch every timed batch or iteration). The canary is
 caught or declined with the gate's reason, its median ratio beyond the band, never PASS
@@ -13,10 +15,17 @@ caught or declined with the gate's reason, its median ratio beyond the band, nev
   one baseline run, 1.1 ms in others), so one baseline run is no reference for them; their
   canary is checked batch by batch (tests/stacks/horovod). A training job's images/s spread
   +-15 % job to job, now and then one job at half speed: the median over the run's jobs holds.
+
+Paired: one session measures base and candidate (both `build` here, two environments of one
+build; a user names two builds or versions), jobs interleaved in rounds, every point judged
+candidate vs base. The 1.5x canary stretches the candidate only and must be caught at every
+stretched point naming both sides; the clean A vs A session must call no point a change.
+Horovod runs over gloo alone here (the stored test covers both controllers).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +35,7 @@ from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.stacks.horovod import build as hvd_build
 from pytest_hpccomm.stacks.tf import env as tf_env
-from tests.integration._paired import canary_caught
+from tests.integration._paired import canary_caught, clean_judged_no_change
 
 ROOT = Path(__file__).resolve().parents[2]
 # read before pytester moves HOME: the bootstrap's environments
@@ -86,3 +95,45 @@ def test_a_canary_is_caught_against_a_fresh_baseline(
     assert all(v["tolerance"] == 0.05 for v in judged.values())
     if stack == "horovod":  # one images/s point per controller among the judged
         assert sum("|hvd_synthetic" in point for point in judged) == 2, sorted(judged)
+
+
+ROUNDS = 4
+PAIRED = {  # stack -> extra selection, points judged per run, the regression's terminal line
+    "tf": ([], 2, "*regression: tf_recv_tensor* build (candidate) median * vs build (base) *"),
+    "horovod": (
+        ["--hpc-horovod-controllers=gloo"],
+        3,
+        "*regression: hvd_synthetic* build (candidate) median * img/s vs build (base) * img/s "
+        f"({ROUNDS} job pairs, paired ratio 0.*",
+    ),
+}
+
+
+@pytest.mark.parametrize("stack", sorted(POINTS))
+def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stack: str
+) -> None:
+    for var, path in CACHES.items():
+        monkeypatch.setenv(var, path)
+    suite, select = POINTS[stack]
+    extra, points, line = PAIRED[stack]
+    pytester.copy_example(str(ROOT / suite))
+    args = [
+        *select,
+        *extra,
+        f"--hpc-base={stack}=build",
+        f"--hpc-candidate={stack}=build",
+        f"--hpc-ab-rounds={ROUNDS}",
+        *COMMON,
+    ]
+    canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5", timeout=900)
+    canary_caught(canary, pytester.path / "r.json", points, line, STRETCHED[stack])
+    for r in json.loads((pytester.path / "r.json").read_text())["results"]:
+        # both sides ran every round, and the result says which side was which
+        assert r["fingerprint"]["paired_base"] == r["fingerprint"]["paired_candidate"] == "build"
+        extra_ = r["measurement"]["extra"]
+        assert len(extra_["paired_base"]["job_medians"]) == len(extra_["job_medians"]) == ROUNDS
+    assert not (pytester.path / "bl").exists()  # a paired run reads and writes no baseline
+
+    clean = pytester.runpytest_subprocess(*args, timeout=900)
+    clean_judged_no_change(clean, pytester.path / "r.json", points)

@@ -370,6 +370,26 @@ class Sweeps(Generic[S]):
             lambda: self._quiet_job(controller, placement, site, variant),
         )
 
+    def paired(
+        self,
+        base: Sweeps[S],
+        controller: str,
+        placement: str,
+        site: Site,
+        variant: str,
+        rounds: int,
+    ) -> tuple[S, S]:
+        """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
+        (JobPool.paired: one job of each side per round, adjacent, alternating order). Each
+        store runs its own Horovod; the canary stretches the candidate's jobs only (the base
+        store is made with slowdown 1)."""
+        return self.pool.paired(
+            (controller, placement, variant),
+            lambda _round: base._quiet_job(controller, placement, site, variant),
+            lambda _round: self._quiet_job(controller, placement, site, variant),
+            rounds,
+        )
+
     def _quiet_job(self, controller: str, placement: str, site: Site, variant: str) -> S:
         """One job, run again while another process shared the cores (QuietRetry); one that
         never had them to itself is kept, marked, and its verdict turns INCONCLUSIVE."""

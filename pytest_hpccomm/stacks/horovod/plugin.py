@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
@@ -27,6 +26,13 @@ from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import StackProbe
+from pytest_hpccomm.stacks.contract import (
+    Implementations,
+    Point,
+    check_python_specs,
+    judge_point,
+    named_in_pair,
+)
 from pytest_hpccomm.stacks.horovod.build import (
     MPI_ENV,
     HorovodBuildError,
@@ -61,6 +67,7 @@ from pytest_hpccomm.stacks.horovod.perf import (
 from pytest_hpccomm.stacks.horovod.wire import CONTROLLERS, PLANTS
 
 BUILD, NONE = "build", "none"
+STACK = "horovod"
 LIVE_PEERS = pytest.StashKey[list[HorovodPeers]]()  # the session's conformance peers
 
 
@@ -111,13 +118,14 @@ def pytest_configure(config: pytest.Config) -> None:
     controllers(config)  # a bad value is a usage error before any test runs
     if config.pluginmanager.has_plugin("hpccomm"):
         register_settings(hpc_session_of(config).cfg.profile)
-    python = horovod_python(config)
-    if python not in (BUILD, NONE) and python_in(python) is None:
-        why = "is not a Python executable" if Path(python).exists() else "does not exist"
-        raise pytest.UsageError(
-            f"--hpc-horovod-python: {python} {why} (a Python with "
-            f"Horovod, its venv, `{BUILD}` or `{NONE}`)"
-        )
+    check_python_specs(
+        config, STACK, "--hpc-horovod-python", horovod_python(config), "Horovod", (BUILD, NONE)
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
+    return [STACK]  # two Horovod environments: `build` or a Python/venv per side
 
 
 @dataclass(frozen=True)
@@ -125,9 +133,12 @@ class HorovodProbe:
     """Cheap: what the build needs is on PATH, or the user named a Python (checked later)."""
 
     python: str
-    name: str = "horovod"
+    name: str = STACK
+    named: bool = False  # a side of a paired run: what is missing fails its items instead
 
     def unavailable_reason(self) -> str | None:
+        if self.named:
+            return None
         if self.python == NONE:
             return "Horovod opted out (--hpc-horovod-python=none)"
         if self.python != BUILD:
@@ -145,7 +156,7 @@ class HorovodProbe:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
-    return [HorovodProbe(horovod_python(config))]
+    return [HorovodProbe(horovod_python(config), named=named_in_pair(config, STACK))]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -169,27 +180,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
-_ENVS: dict[str, HorovodEnv | HorovodUnavailable | HorovodBuildError] = {}
+def _resolve(python: str) -> HorovodEnv:
+    return ensure_built() if python == BUILD else user_env(python)
 
 
-def resolve_env(python: str) -> HorovodEnv:
-    """The Horovod of `python`, resolved (or built) once per process."""
-    if python not in _ENVS:
-        try:
-            _ENVS[python] = ensure_built() if python == BUILD else user_env(python)
-        except (HorovodUnavailable, HorovodBuildError) as exc:
-            _ENVS[python] = exc
-    got = _ENVS[python]
-    if isinstance(got, HorovodUnavailable):
-        pytest.skip(str(got))
-    if isinstance(got, HorovodBuildError):
-        pytest.fail(str(got), pytrace=False)
-    return got
+IMPLS = Implementations(_resolve, (HorovodUnavailable,), (HorovodBuildError,))
+
+
+def resolve_env(python: str, named_by: str | None = None) -> HorovodEnv:
+    """The Horovod of `python`, resolved once per process (contract.Implementations)."""
+    return IMPLS(python, named_by)
 
 
 @pytest.fixture(scope="session")
-def horovod_env(pytestconfig: pytest.Config) -> HorovodEnv:
-    return resolve_env(horovod_python(pytestconfig))
+def horovod_env(pytestconfig: pytest.Config, hpc_session: HpcSession) -> HorovodEnv:
+    """The Horovod under test; in a paired A/B run of horovod, the candidate's."""
+    return IMPLS.under_test(hpc_session, STACK, horovod_python(pytestconfig))
+
+
+@pytest.fixture(scope="session")
+def horovod_base_env(hpc_session: HpcSession) -> HorovodEnv | None:
+    """The base side's Horovod of a paired A/B run of horovod (None: not a paired run)."""
+    return IMPLS.base(hpc_session, STACK)
 
 
 @pytest.fixture(scope="session")
@@ -248,20 +260,38 @@ def horovod_site(
     return site_for(hpc_placement, hpc_session, request)
 
 
+def _allreduce_store(
+    hvd: HorovodEnv, hpc_session: HpcSession, config: pytest.Config, slowdown: float
+) -> Sweeps[Sweep]:
+    cfg = hpc_session.cfg
+    return allreduce_sweeps(
+        hvd,
+        bench_sizes(cfg.message_sizes),
+        cfg.profile,
+        slowdown,
+        cfg.repeats,
+        cfg.repeat_limit,
+        lambda: _park_conformance_peers(config),
+    )
+
+
 @pytest.fixture(scope="session")
 def horovod_sweeps(
     horovod_env: HorovodEnv, hpc_session: HpcSession, pytestconfig: pytest.Config
 ) -> Sweeps[Sweep]:
-    cfg = hpc_session.cfg
-    return allreduce_sweeps(
-        horovod_env,
-        bench_sizes(cfg.message_sizes),
-        cfg.profile,
-        cfg.inject_slowdown,
-        cfg.repeats,
-        cfg.repeat_limit,
-        lambda: _park_conformance_peers(pytestconfig),
-    )
+    """The allreduce sweeps of the Horovod under test (a paired run's candidate: the canary
+    stretches these)."""
+    return _allreduce_store(horovod_env, hpc_session, pytestconfig, hpc_session.cfg.inject_slowdown)
+
+
+@pytest.fixture(scope="session")
+def horovod_base_sweeps(
+    horovod_base_env: HorovodEnv | None, hpc_session: HpcSession, pytestconfig: pytest.Config
+) -> Sweeps[Sweep] | None:
+    """A paired run's base side (never stretched by the canary); None: not a paired run."""
+    if horovod_base_env is None:
+        return None
+    return _allreduce_store(horovod_base_env, hpc_session, pytestconfig, 1.0)
 
 
 AllreduceRun = Callable[[int, str], None]
@@ -270,6 +300,7 @@ AllreduceRun = Callable[[int, str], None]
 @pytest.fixture
 def horovod_allreduce(
     horovod_sweeps: Sweeps[Sweep],
+    horovod_base_sweeps: Sweeps[Sweep] | None,
     horovod_controller: str,
     hpc_placement: str,
     hpc_session: HpcSession,
@@ -278,15 +309,22 @@ def horovod_allreduce(
 ) -> AllreduceRun:
     """run(size, knobs): the point of this (controller, placement, knobs) sweep, validated
     (every element is the number of ranks) and judged, latency then busbw; an undecided
-    verdict pools one more job at a time (adaptive repeats)."""
+    verdict pools one more job at a time (adaptive repeats); in a paired run, judged against
+    the base Horovod's jobs of the same rounds."""
     return _allreduce_runner(
-        horovod_sweeps, horovod_controller, hpc_placement, hpc_session, hpc_record, request
+        (horovod_sweeps, horovod_base_sweeps),
+        horovod_controller,
+        hpc_placement,
+        hpc_session,
+        hpc_record,
+        request,
     )
 
 
 @pytest.fixture
 def horovod_allreduce_loopback(
     horovod_sweeps: Sweeps[Sweep],
+    horovod_base_sweeps: Sweeps[Sweep] | None,
     horovod_controller: str,
     hpc_session: HpcSession,
     hpc_record: Record,
@@ -294,7 +332,30 @@ def horovod_allreduce_loopback(
 ) -> AllreduceRun:
     """As horovod_allreduce, on loopback only (the knobs: each setting is its own jobs)."""
     return _allreduce_runner(
-        horovod_sweeps, horovod_controller, LOOPBACK, hpc_session, hpc_record, request
+        (horovod_sweeps, horovod_base_sweeps),
+        horovod_controller,
+        LOOPBACK,
+        hpc_session,
+        hpc_record,
+        request,
+    )
+
+
+def _train_store(
+    hvd: HorovodEnv,
+    hpc_session: HpcSession,
+    config: pytest.Config,
+    slowdown: float,
+    scratch: Path,
+) -> Sweeps[TrainSweep]:
+    cfg = hpc_session.cfg
+    return train_sweeps(
+        hvd,
+        slowdown,
+        cfg.repeats,
+        cfg.repeat_limit,
+        scratch,
+        lambda: _park_conformance_peers(config),
     )
 
 
@@ -305,14 +366,30 @@ def horovod_train_sweeps(
     tmp_path_factory: pytest.TempPathFactory,
     pytestconfig: pytest.Config,
 ) -> Sweeps[TrainSweep]:
-    cfg = hpc_session.cfg
-    return train_sweeps(
+    return _train_store(
         horovod_env,
-        cfg.inject_slowdown,
-        cfg.repeats,
-        cfg.repeat_limit,
+        hpc_session,
+        pytestconfig,
+        hpc_session.cfg.inject_slowdown,
         tmp_path_factory.mktemp("horovod-timeline"),
-        lambda: _park_conformance_peers(pytestconfig),
+    )
+
+
+@pytest.fixture(scope="session")
+def horovod_base_train_sweeps(
+    horovod_base_env: HorovodEnv | None,
+    hpc_session: HpcSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+) -> Sweeps[TrainSweep] | None:
+    if horovod_base_env is None:
+        return None
+    return _train_store(
+        horovod_base_env,
+        hpc_session,
+        pytestconfig,
+        1.0,
+        tmp_path_factory.mktemp("horovod-timeline-base"),
     )
 
 
@@ -322,6 +399,7 @@ SyntheticRun = Callable[[str], None]
 @pytest.fixture
 def horovod_synthetic(
     horovod_train_sweeps: Sweeps[TrainSweep],
+    horovod_base_train_sweeps: Sweeps[TrainSweep] | None,
     horovod_controller: str,
     hpc_placement: str,
     hpc_session: HpcSession,
@@ -335,7 +413,7 @@ def horovod_synthetic(
     def run(model: str) -> None:
         params = {"controller": horovod_controller, "placement": hpc_placement, "model": model}
         _pooled_run(
-            horovod_train_sweeps,
+            (horovod_train_sweeps, horovod_base_train_sweeps),
             (horovod_controller, hpc_placement, model),
             lambda sw: train_measurements(sw, params),
             hpc_session,
@@ -380,8 +458,11 @@ def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureReq
     return None
 
 
+Stores = tuple[Sweeps[S], Sweeps[S] | None]  # the session's store, a paired run's base store
+
+
 def _allreduce_runner(
-    horovod_sweeps: Sweeps[Sweep],
+    stores: Stores[Sweep],
     horovod_controller: str,
     hpc_placement: str,
     hpc_session: HpcSession,
@@ -397,7 +478,7 @@ def _allreduce_runner(
             return measurements(sw, size, params)
 
         _pooled_run(
-            horovod_sweeps,
+            stores,
             (horovod_controller, hpc_placement, knobs),
             records,
             hpc_session,
@@ -409,20 +490,27 @@ def _allreduce_runner(
 
 
 def _pooled_run(
-    sweeps: Sweeps[S],
+    stores: Stores[S],
     where: tuple[str, str, str],
     records: Callable[[S], list[Measurement]],
     hpc_session: HpcSession,
     hpc_record: Record,
     request: pytest.FixtureRequest,
 ) -> None:
-    """The (controller, placement, variant) sweep's point judged (Record.pooled)."""
-    controller, placement, variant = where
+    """The (controller, placement, variant) sweep's point judged (contract.judge_point)."""
+    (sweeps, base), (controller, placement, variant) = stores, where
     site = site_for(placement, hpc_session, request)
-    hpc_record.pooled(
-        lambda: sweeps.get(controller, placement, site, variant),
-        lambda: sweeps.more(controller, placement, site, variant),
-        lambda: sweeps.cost(controller, placement, variant),
+    rounds = hpc_session.cfg.ab_rounds
+    judge_point(
+        hpc_record,
+        Point(
+            get=lambda: sweeps.get(controller, placement, site, variant),
+            more=lambda: sweeps.more(controller, placement, site, variant),
+            cost=lambda: sweeps.cost(controller, placement, variant),
+            paired=None
+            if base is None
+            else lambda: sweeps.paired(base, controller, placement, site, variant, rounds),
+        ),
         records,
         (SweepFailed,),
     )

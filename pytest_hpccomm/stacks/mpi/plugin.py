@@ -30,6 +30,7 @@ from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import StackProbe
+from pytest_hpccomm.stacks.contract import BASE_FLAG, CANDIDATE_FLAG, Implementations, sides
 from pytest_hpccomm.stacks.mpi import osu
 from pytest_hpccomm.stacks.mpi.conformance import (
     ConformanceError,
@@ -310,36 +311,28 @@ def sweep_target(
     return SweepTarget(LOOPBACK, transport=None if transport.tcp_only else transport)
 
 
-_RUNTIMES: dict[str, MpiRuntime | MpiUnavailable | MpiBroken] = {}
+IMPLS = Implementations(resolve, (MpiUnavailable,), (MpiBroken,))
 
 
-def runtime_of(spec: str) -> MpiRuntime:
-    """The MPI `spec` names, resolved once per process: skips when it is absent here (only an
-    environment name of --hpc-mpi gets here absent: pytest_configure refuses the others),
-    fails when it is installed but broken."""
-    if spec not in _RUNTIMES:
-        try:
-            _RUNTIMES[spec] = resolve(spec)
-        except (MpiUnavailable, MpiBroken) as exc:
-            _RUNTIMES[spec] = exc
-    got = _RUNTIMES[spec]
-    if isinstance(got, MpiUnavailable):
-        pytest.skip(str(got))
-    if isinstance(got, MpiBroken):
-        pytest.fail(str(got), pytrace=False)
-    return got
+def runtime_of(spec: str, named_by: str | None = None) -> MpiRuntime:
+    """The MPI `spec` names, resolved once per process (contract.Implementations): skips when
+    it is absent here (only an environment name of the default --hpc-mpi list gets here
+    absent: pytest_configure refuses the others), fails when it is installed but broken or
+    when a side of a paired run (`named_by`) is absent."""
+    return IMPLS(spec, named_by)
 
 
 @pytest.fixture(scope="session")
-def mpi_runtime(mpi_name: str) -> MpiRuntime:
-    return runtime_of(mpi_name)
+def mpi_runtime(mpi_name: str, hpc_session: HpcSession) -> MpiRuntime:
+    paired = sides(hpc_session, "mpi")
+    return runtime_of(mpi_name, None if paired is None else f"{CANDIDATE_FLAG} mpi")
 
 
 @pytest.fixture(scope="session")
 def mpi_base_runtime(hpc_session: HpcSession) -> MpiRuntime | None:
     """The base side's MPI of a paired A/B run of mpi (None: not a paired run)."""
-    sides = hpc_session.cfg.paired("mpi")
-    return None if sides is None else runtime_of(sides[0])
+    paired = sides(hpc_session, "mpi")
+    return None if paired is None else runtime_of(paired[0], f"{BASE_FLAG} mpi")
 
 
 @pytest.fixture(scope="session")

@@ -123,7 +123,9 @@ class Sweeps:
         slowdown: float,
         repeats: int,
         max_repeats: int,
+        base: Sweeps | None = None,
     ) -> None:
+        self.base = base  # a paired A/B run's base side: its own TensorFlow's tasks, unstretched
         self.job, self.tasks_for, self.sizes, self.profile, self.slowdown = (
             job,
             tasks_for,
@@ -150,6 +152,19 @@ class Sweeps:
 
     def cost(self, placement: str) -> dict[str, Any]:
         return self.pool.cost(placement)
+
+    def paired(self, placement: str, rounds: int) -> tuple[RecvSweep, RecvSweep]:
+        """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
+        (JobPool.paired: one job of each side per round, adjacent, alternating order)."""
+        base = self.base
+        if base is None:
+            raise ValueError("a paired sweep of a store made without a base side")
+        return self.pool.paired(
+            placement,
+            lambda _round: base._quiet_job(placement),
+            lambda _round: self._quiet_job(placement),
+            rounds,
+        )
 
 
 def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> list[Measurement]:

@@ -8,11 +8,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricUnavailable
@@ -20,6 +18,13 @@ from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import StackProbe
+from pytest_hpccomm.stacks.contract import (
+    Implementations,
+    Point,
+    check_python_specs,
+    judge_point,
+    named_in_pair,
+)
 from pytest_hpccomm.stacks.tf import allreduce, ps
 from pytest_hpccomm.stacks.tf.driver import (
     PS_CLUSTER,
@@ -44,6 +49,7 @@ from pytest_hpccomm.stacks.tf.perf import (
 from pytest_hpccomm.stacks.tf.wire import KNOBS
 
 BUILD, NONE = "build", "none"
+STACK = "tf"
 # what a fabric that is not TCP gets told (the items' fabric mark)
 TCP_ONLY = "TensorFlow's gRPC runs over TCP: use --hpc-fabric=ipoib"
 
@@ -65,13 +71,14 @@ def tf_python(config: pytest.Config) -> str:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    python = tf_python(config)
-    if python not in (BUILD, NONE) and python_in(python) is None:
-        why = "is not a Python executable" if Path(python).exists() else "does not exist"
-        raise pytest.UsageError(
-            f"--hpc-tf-python: {python} {why} (a Python with "
-            f"TensorFlow, its venv, `{BUILD}` or `{NONE}`)"
-        )
+    check_python_specs(
+        config, STACK, "--hpc-tf-python", tf_python(config), "TensorFlow", (BUILD, NONE)
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
+    return [STACK]  # two TensorFlow environments: `build` or a Python/venv per side
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,13 @@ class TfProbe:
     """Cheap: the user opted out or not (the venv is made, or the user's checked, on use)."""
 
     python: str
-    name: str = "tf"
+    name: str = STACK
+    named: bool = False  # a side of a paired run
 
     def unavailable_reason(self) -> str | None:
-        return "TensorFlow opted out (--hpc-tf-python=none)" if self.python == NONE else None
+        if self.python == NONE and not self.named:
+            return "TensorFlow opted out (--hpc-tf-python=none)"
+        return None
 
     def versions(self) -> dict[str, str]:
         return {}  # the resolved TensorFlow's facts travel in each result (TfEnv.fingerprint)
@@ -90,7 +100,7 @@ class TfProbe:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
-    return [TfProbe(tf_python(config))]
+    return [TfProbe(tf_python(config), named=named_in_pair(config, STACK))]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -118,25 +128,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
-_ENVS: dict[str, TfEnv | TfEnvError] = {}
+def _resolve(python: str) -> TfEnv:
+    return ensure_env() if python == BUILD else user_env(python)
 
 
-def resolve_env(python: str) -> TfEnv:
-    """The TensorFlow of `python`, resolved (or its venv made) once per process."""
-    if python not in _ENVS:
-        try:
-            _ENVS[python] = ensure_env() if python == BUILD else user_env(python)
-        except TfEnvError as exc:
-            _ENVS[python] = exc
-    got = _ENVS[python]
-    if isinstance(got, TfEnvError):
-        pytest.fail(str(got), pytrace=False)
-    return got
+IMPLS = Implementations(_resolve, (), (TfEnvError,))  # a venv made on demand: never absent
+
+
+def resolve_env(python: str, named_by: str | None = None) -> TfEnv:
+    """The TensorFlow of `python`, resolved once per process (contract.Implementations)."""
+    return IMPLS(python, named_by)
 
 
 @pytest.fixture(scope="session")
-def tf_env(pytestconfig: pytest.Config) -> TfEnv:
-    return resolve_env(tf_python(pytestconfig))
+def tf_env(pytestconfig: pytest.Config, hpc_session: HpcSession) -> TfEnv:
+    """The TensorFlow under test; in a paired A/B run of tf, the candidate's."""
+    return IMPLS.under_test(hpc_session, STACK, tf_python(pytestconfig))
+
+
+@pytest.fixture(scope="session")
+def tf_base_env(hpc_session: HpcSession) -> TfEnv | None:
+    """The base side's TensorFlow of a paired A/B run of tf (None: not a paired run)."""
+    return IMPLS.base(hpc_session, STACK)
 
 
 class SessionTasks:
@@ -170,6 +183,21 @@ class SessionTasks:
 @pytest.fixture(scope="session")
 def tf_session_tasks(tf_env: TfEnv, request: pytest.FixtureRequest) -> Iterator[SessionTasks]:
     tasks = SessionTasks(tf_env, request)
+    try:
+        yield tasks
+    finally:
+        tasks.close()
+
+
+@pytest.fixture(scope="session")
+def tf_base_session_tasks(
+    tf_base_env: TfEnv | None, request: pytest.FixtureRequest
+) -> Iterator[SessionTasks | None]:
+    """A paired run's base side's tasks (its own TensorFlow); None: not a paired run."""
+    if tf_base_env is None:
+        yield None
+        return
+    tasks = SessionTasks(tf_base_env, request)
     try:
         yield tasks
     finally:
@@ -247,40 +275,71 @@ def tf_ps_cluster(
 
 
 def sweeps(
-    job: JobFn, layout: Layout, sizes: list[int], tasks: SessionTasks, hpc_session: HpcSession
+    job: JobFn,
+    layout: Layout,
+    sizes: list[int],
+    tasks: SessionTasks,
+    hpc_session: HpcSession,
+    base_tasks: SessionTasks | None = None,
 ) -> Sweeps:
+    """A benchmark's store; in a paired run with the base side's store inside it (its own
+    tasks, never stretched by the canary)."""
     cfg = hpc_session.cfg
-    return Sweeps(
-        job,
-        lambda placement: tasks(placement, layout),
-        sizes,
-        cfg.profile,
-        cfg.inject_slowdown,
-        cfg.repeats,
-        cfg.repeat_limit,
-    )
+
+    def store(on: SessionTasks, slowdown: float, base: Sweeps | None) -> Sweeps:
+        return Sweeps(
+            job,
+            lambda placement: on(placement, layout),
+            sizes,
+            cfg.profile,
+            slowdown,
+            cfg.repeats,
+            cfg.repeat_limit,
+            base,
+        )
+
+    base = None if base_tasks is None else store(base_tasks, 1.0, None)
+    return store(tasks, cfg.inject_slowdown, base)
 
 
 @pytest.fixture(scope="session")
-def tf_recv_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+def tf_recv_sweeps(
+    tf_session_tasks: SessionTasks,
+    tf_base_session_tasks: SessionTasks | None,
+    hpc_session: HpcSession,
+) -> Sweeps:
     return sweeps(
-        run_job, Layout(), bench_sizes(hpc_session.cfg.message_sizes), tf_session_tasks, hpc_session
+        run_job,
+        Layout(),
+        bench_sizes(hpc_session.cfg.message_sizes),
+        tf_session_tasks,
+        hpc_session,
+        tf_base_session_tasks,
     )
 
 
 @pytest.fixture(scope="session")
-def tf_allreduce_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+def tf_allreduce_sweeps(
+    tf_session_tasks: SessionTasks,
+    tf_base_session_tasks: SessionTasks | None,
+    hpc_session: HpcSession,
+) -> Sweeps:
     return sweeps(
         allreduce.run_job,
         RING,
         allreduce.bench_sizes(hpc_session.cfg.message_sizes),
         tf_session_tasks,
         hpc_session,
+        tf_base_session_tasks,
     )
 
 
 @pytest.fixture(scope="session")
-def tf_knob_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> dict[str, Sweeps]:
+def tf_knob_sweeps(
+    tf_session_tasks: SessionTasks,
+    tf_base_session_tasks: SessionTasks | None,
+    hpc_session: HpcSession,
+) -> dict[str, Sweeps]:
     """knob -> the ring all-reduce's sweep with the workers' gRPC set so (made on first use)."""
     return KnobSweeps(
         lambda knob: sweeps(
@@ -289,12 +348,17 @@ def tf_knob_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> d
             list(allreduce.KNOB_SIZES),
             tf_session_tasks,
             hpc_session,
+            tf_base_session_tasks,
         )
     )
 
 
 @pytest.fixture(scope="session")
-def tf_packed_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> dict[str, Sweeps]:
+def tf_packed_sweeps(
+    tf_session_tasks: SessionTasks,
+    tf_base_session_tasks: SessionTasks | None,
+    hpc_session: HpcSession,
+) -> dict[str, Sweeps]:
     """packing -> the packed all-reduce's sweep (allreduce.PACKINGS, made on first use)."""
     return KnobSweeps(
         lambda packing: sweeps(
@@ -303,6 +367,7 @@ def tf_packed_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) ->
             list(allreduce.PACK_SIZES),
             tf_session_tasks,
             hpc_session,
+            tf_base_session_tasks,
         )
     )
 
@@ -320,13 +385,18 @@ class KnobSweeps(dict[str, Sweeps]):
 
 
 @pytest.fixture(scope="session")
-def tf_ps_sweeps(tf_session_tasks: SessionTasks, hpc_session: HpcSession) -> Sweeps:
+def tf_ps_sweeps(
+    tf_session_tasks: SessionTasks,
+    tf_base_session_tasks: SessionTasks | None,
+    hpc_session: HpcSession,
+) -> Sweeps:
     return sweeps(
         ps.run_job,
         PS_CLUSTER,
         ps.bench_sizes(hpc_session.cfg.message_sizes),
         tf_session_tasks,
         hpc_session,
+        tf_base_session_tasks,
     )
 
 
@@ -343,7 +413,8 @@ def judged(
 ) -> RecvRun:
     """run(size): that point of this placement's pooled sweep, validated (a point not `valid`
     fails with `invalid`) and judged; an undecided verdict pools one more job at a time
-    (adaptive repeats)."""
+    (adaptive repeats); in a paired run, judged against the base side's jobs of the same
+    rounds."""
     check_placement(placement, hpc_session)
 
     def run(size: int) -> None:
@@ -352,10 +423,16 @@ def judged(
                 pytest.fail(f"{size} B: {invalid}", pytrace=False)
             return records(sweep, size)
 
-        hpc_record.pooled(
-            lambda: sweeps.get(placement),
-            lambda: sweeps.more(placement),
-            lambda: sweeps.cost(placement),
+        judge_point(
+            hpc_record,
+            Point(
+                get=lambda: sweeps.get(placement),
+                more=lambda: sweeps.more(placement),
+                cost=lambda: sweeps.cost(placement),
+                paired=None
+                if sweeps.base is None
+                else lambda: sweeps.paired(placement, hpc_session.cfg.ab_rounds),
+            ),
             checked,
             (SweepFailed, TfError),
         )

@@ -202,7 +202,7 @@ def test_a_failed_build_fails_the_items_with_the_logs_tail(
         )
 
     monkeypatch.setattr(plugin, "ensure_built", broken)
-    monkeypatch.setattr(plugin, "_ENVS", {})
+    monkeypatch.setattr(plugin.IMPLS, "_got", {})
     pytester.makepyfile("""
         def test_one(horovod_env):
             pass
