@@ -13,7 +13,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # munge for the real SLURM on the virtual cluster (tests/virtual_slurm.py starts its
   # daemons inside the namespaces, with their own config; the packages' services stay off;
   # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships;
-  # and the shellcheck package: tests/ci lints ci/slurm/nightly.sbatch with it)
+  # and the shellcheck package: tests/ci lints the batch script template with it)
   pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
         libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
         qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc

@@ -218,6 +218,10 @@ TOOLS: dict[str, tuple[str, str]] = {
         "pytest_hpccomm.report.rerender",
         "the HTML report and markdown summary again, from a results JSON",
     ),
+    "templates": (
+        "pytest_hpccomm.ci_templates",
+        "write the SLURM batch script or the GitHub/GitLab CI template here",
+    ),
     "demo-report": ("pytest_hpccomm.report.demo", "write the reports of a made-up session"),
     "screenshot": ("pytest_hpccomm.report.screenshot", "a PNG of an HTML report's first screen"),
 }

@@ -1,7 +1,8 @@
 """The wheel holds what an installed pytest-hpccomm needs: every package of the checkout, the
 suites, the native gRPC peer's sources and protos (its build reads them from the installed
 package) and the Horovod build's patch; installed into a fresh venv outside the checkout, it runs
-the MPI conformance suite and builds the native gRPC peer from an empty directory."""
+the MPI conformance suite, builds the native gRPC peer and writes the CI templates from an
+empty directory."""
 
 from __future__ import annotations
 
@@ -204,6 +205,38 @@ def test_the_installed_wheel_imports_from_the_venv_not_the_checkout(
     assert proc.returncode == 0, proc.stderr
     where = Path(proc.stdout.strip()).resolve()
     assert where.is_relative_to(bin_.parent.resolve()) and not where.is_relative_to(ROOT), where
+
+
+def test_the_installed_wheel_writes_the_templates(
+    installed: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """`hpccomm templates NAME --out DIR` writes the checkout's templates, byte for byte, from
+    the installed package; an existing file is kept."""
+    from pytest_hpccomm.ci_templates import TEMPLATES
+
+    bin_, empty, env = installed
+    for name, (files, _) in TEMPLATES.items():
+        proc = subprocess.run(
+            [str(bin_ / "hpccomm"), "templates", name, "--out", str(tmp_path / name)],
+            cwd=empty,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for f in files:
+            shipped = (PACKAGE / "templates" / f).read_text()
+            assert (tmp_path / name / Path(f).name).read_text() == shipped, f
+    again = subprocess.run(
+        [str(bin_ / "hpccomm"), "templates", "slurm", "--out", str(tmp_path / "slurm")],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 1 and "exists (--force to overwrite it)" in again.stderr, again
 
 
 def test_the_installed_wheel_builds_the_native_grpc_peer(

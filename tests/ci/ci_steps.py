@@ -1,7 +1,7 @@
 """Run the CI templates' own steps, as GitHub Actions and GitLab CI would, on this machine.
 
 A template must not drift from the CLI: the tests take every `run:` (GitHub) and `script:`
-(GitLab) from ci/github/hpccomm.yml and ci/gitlab/hpccomm.gitlab-ci.yml and execute it with
+(GitLab) from the templates (pytest_hpccomm/templates/github, gitlab) and execute it with
 bash, with the variables the template defines (GitHub `${{ }}` expressions evaluated from a
 `vars` mapping the test gives, the github context and earlier steps' outputs; GitLab variables
 expanded, `expand: false` kept raw). What a hosted service does itself is emulated, and said

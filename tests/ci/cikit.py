@@ -1,11 +1,13 @@
-"""What the tests of ci/slurm/nightly.sbatch and the CI templates share: the small selection
-they submit, the environment that points a job at this checkout, and readers of the reports."""
+"""What the tests of the batch script and the CI templates share (pytest_hpccomm/templates/,
+written by `hpccomm templates`): the small selection they submit, a gate directory made as a
+user makes one, the environment that points a job at it, and readers of the reports."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -13,9 +15,10 @@ from pathlib import Path
 from tests.slurm_hosts import job_env
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "ci" / "slurm" / "nightly.sbatch"
-VENV = Path(sys.prefix)  # the venv running these tests (it has pytest-hpccomm's dependencies)
-SUITE = "hpccomm_suites/mpi/test_perf_osu.py"
+TEMPLATES = ROOT / "pytest_hpccomm" / "templates"
+SCRIPT = TEMPLATES / "nightly.sbatch"  # the shipped template (what the linters read)
+VENV = Path(sys.prefix)  # the venv running these tests (it has pytest-hpccomm installed)
+SUITE = "hpccomm_suites.mpi.test_perf_osu"  # a module of the installed suites (--pyargs)
 # Open MPI's latency at two sizes, one rank on each of h0 and h1, started by srun. The virtual
 # hosts share this machine's two cores (--hpc-bind=none), and its latency drifts between
 # sessions by up to 30 % (tests/integration/test_mpi_gate.py): a 50 % tolerance keeps a clean
@@ -29,11 +32,34 @@ CANARY = "--hpc-inject-slowdown=3"
 REPORTS = ("results.json", "report.html", "summary.md", "junit.xml")
 
 
-def nightly_env(baselines: Path, **extra: str) -> dict[str, str]:
-    """sbatch's environment for nightly.sbatch on the virtual SLURM: this checkout, this venv,
-    the selection above, baselines in `baselines`."""
+def gate_dir(where: Path) -> Path:
+    """A gate directory as a user makes one: `hpccomm templates slurm --out DIR` writes
+    nightly.sbatch there (the shipped template, unchanged)."""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_hpccomm",
+            "templates",
+            "slurm",
+            "--out",
+            str(where),
+            "--force",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (where / "nightly.sbatch").read_text() == SCRIPT.read_text()
+    return where
+
+
+def nightly_env(baselines: Path, gate: Path, **extra: str) -> dict[str, str]:
+    """sbatch's environment for nightly.sbatch on the virtual SLURM: the gate directory, this
+    venv, the selection above, baselines in `baselines`."""
     return job_env(
-        HPCCOMM_DIR=str(ROOT),
+        HPCCOMM_DIR=str(gate),
         HPCCOMM_VENV=str(VENV),
         HPCCOMM_SUITES=SUITE,
         HPCCOMM_SYSTEM="nightly-test",

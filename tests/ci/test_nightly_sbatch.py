@@ -1,4 +1,5 @@
-"""ci/slurm/nightly.sbatch, submitted with `sbatch --wait` to a real SLURM as a user does.
+"""The batch script (nightly.sbatch, written by `hpccomm templates slurm` into a gate
+directory), submitted with `sbatch --wait` to a real SLURM as a user does.
 
 SLURM (Debian's munged, slurmctld, one slurmd per host) runs on a two-host virtual cluster
 (tests/slurm_hosts.py). The script runs the selection of tests/ci/cikit.py (Open MPI's
@@ -24,8 +25,8 @@ from pytest_hpccomm.proc.jobs import JobResult
 from tests.ci.cikit import (
     CANARY,
     ITEMS,
-    SCRIPT,
     check_reports,
+    gate_dir,
     job_id,
     nightly_env,
     outcomes,
@@ -44,14 +45,15 @@ def submit(
     sbatch: tuple[str, ...] = (),
     **env: str,
 ) -> tuple[JobResult, str, Path]:
-    """sbatch --wait the script from `workdir`: (sbatch's result, the job's output, the
-    results directory named by the job id)."""
-    workdir.mkdir(parents=True, exist_ok=True)
+    """sbatch --wait the script from `workdir`, a gate directory made as a user makes one
+    (`hpccomm templates slurm`): (sbatch's result, the job's output, the results directory
+    named by the job id)."""
+    gate = gate_dir(workdir)
     r = slurm.run(
         0,
-        ["sbatch", "--wait", f"--chdir={workdir}", *sbatch, str(SCRIPT), *args],
+        ["sbatch", "--wait", f"--chdir={workdir}", *sbatch, str(gate / "nightly.sbatch"), *args],
         timeout=TIMEOUT,
-        env=nightly_env(baselines, **env),
+        env=nightly_env(baselines, gate, **env),
     )
     assert not r.timed_out, r.describe()
     jid = job_id(r.stdout)
@@ -141,11 +143,12 @@ def test_sbatch_against_a_slurm_that_is_down_fails_fast_naming_it(
 ) -> None:
     """Last in the module: it stops the controller of the module's SLURM."""
     slurm_hosts.daemons["slurmctld"].stop()
+    gate = gate_dir(tmp_path)
     r = slurm_hosts.run(
         0,
-        ["sbatch", "--wait", f"--chdir={tmp_path}", str(SCRIPT)],
+        ["sbatch", "--wait", f"--chdir={tmp_path}", str(gate / "nightly.sbatch")],
         timeout=TIMEOUT,
-        env=nightly_env(tmp_path / "bl"),
+        env=nightly_env(tmp_path / "bl", gate),
     )
     assert r.returncode != 0 and not r.timed_out, r.describe()
     assert "Unable to contact slurm controller" in r.stderr, r.stderr

@@ -1,8 +1,8 @@
-"""The CI templates users copy: ci/github/hpccomm.yml (GitHub Actions, self-hosted cluster
-runner) and ci/gitlab/hpccomm.gitlab-ci.yml (GitLab CI), both submitting
-ci/slurm/nightly.sbatch.
+"""The CI templates users write with `hpccomm templates`: github/hpccomm.yml (GitHub Actions,
+self-hosted cluster runner) and gitlab/hpccomm.gitlab-ci.yml (GitLab CI), both submitting
+nightly.sbatch from the gate directory (pytest_hpccomm/templates/ holds all three).
 
-Linted with the real tools: actionlint (with ci/github/actionlint.yaml naming the runner's
+Linted with the real tools: actionlint (with github/actionlint.yaml naming the runner's
 labels; it runs shellcheck on every `run:` when shellcheck is installed), check-jsonschema's
 vendored GitHub-workflow and GitLab-CI schemas, shellcheck on the batch script. A template
 must not drift from the CLI: every step's commands run (tests/ci/ci_steps.py executes them as
@@ -37,12 +37,22 @@ from tests.ci.ci_steps import (
     run_gitlab_job,
     yaml_missing,
 )
-from tests.ci.cikit import ROOT, SCRIPT, SELECT, SUITE, VENV, check_reports, job_env
+from tests.ci.cikit import (
+    ROOT,
+    SCRIPT,
+    SELECT,
+    SUITE,
+    TEMPLATES,
+    VENV,
+    check_reports,
+    gate_dir,
+    job_env,
+)
 from tests.virtual_slurm import VirtualSlurm
 
-WORKFLOW = ROOT / "ci" / "github" / "hpccomm.yml"
-ACTIONLINT_CONFIG = ROOT / "ci" / "github" / "actionlint.yaml"
-PIPELINE = ROOT / "ci" / "gitlab" / "hpccomm.gitlab-ci.yml"
+WORKFLOW = TEMPLATES / "github" / "hpccomm.yml"
+ACTIONLINT_CONFIG = TEMPLATES / "github" / "actionlint.yaml"
+PIPELINE = TEMPLATES / "gitlab" / "hpccomm.gitlab-ci.yml"
 BIN = Path(VENV) / "bin"
 needs_yaml = pytest.mark.skipif(bool(yaml_missing()), reason=yaml_missing() or "")
 # the stand-in build of the A/B jobs: records which commit it built, installs nothing runnable
@@ -209,11 +219,11 @@ def collected(job: JobRun) -> int:
     return int(m.group(1))
 
 
-def gh_vars(baselines: Path, **extra: str) -> dict[str, str]:
-    """The repository variables a user sets, pointed at this checkout and the test's
-    selection."""
+def gh_vars(tmp: Path, **extra: str) -> dict[str, str]:
+    """The repository variables a user sets, pointed at a gate directory made in `tmp` as a
+    user makes one and at the test's selection."""
     return {
-        "HPCCOMM_DIR": str(ROOT),
+        "HPCCOMM_DIR": str(gate_dir(tmp / "gate")),
         "HPCCOMM_VENV": str(VENV),
         "HPCCOMM_SYSTEM": "ci-test",
         "HPCCOMM_FABRIC": "ethernet",
@@ -234,10 +244,11 @@ def gh_vars(baselines: Path, **extra: str) -> dict[str, str]:
 AB_SELECT = "-k osu_latency --hpc-sizes=8 --hpc-bind=none --hpc-history=none --hpc-tolerance=0.5"
 
 
-def gl_overrides(**extra: str) -> dict[str, str]:
-    """GitLab: the template's variables as a project's CI/CD variables override them."""
+def gl_overrides(tmp: Path, **extra: str) -> dict[str, str]:
+    """GitLab: the template's variables as a project's CI/CD variables override them (the
+    gate directory made in `tmp`)."""
     return {
-        "HPCCOMM_DIR": str(ROOT),
+        "HPCCOMM_DIR": str(gate_dir(tmp / "gate")),
         "HPCCOMM_VENV": str(VENV),
         "HPCCOMM_SYSTEM": "ci-test",
         "HPCCOMM_FABRIC": "ethernet",
@@ -290,7 +301,7 @@ def test_gitlab_jobs_collect_against_a_standin_slurm(
         project_dir=project,
         predefined={},
         base_env=env,
-        overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
+        overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
     )
     assert nightly.ok, nightly.describe()
     assert collected(nightly) == 2, nightly.describe()
@@ -304,7 +315,7 @@ def test_gitlab_jobs_collect_against_a_standin_slurm(
         },
         base_env=env,
         overrides=gl_overrides(
-            HPCCOMM_ARGS=AB_SELECT, HPCCOMM_AB_ROUNDS="3", HPCCOMM_BUILD=STUB_BUILD
+            tmp_path, HPCCOMM_ARGS=AB_SELECT, HPCCOMM_AB_ROUNDS="3", HPCCOMM_BUILD=STUB_BUILD
         ),
     )
     assert gate.ok, gate.describe()
@@ -352,7 +363,7 @@ def test_a_cancelled_run_cancels_its_own_batch_job(
         project_dir=project,
         predefined={"CI_JOB_ID": "77"},
         base_env=env,
-        overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
+        overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
     )
     assert log.read_text().splitlines() == [  # after_script: GitLab runs it on a cancel too
         "sbatch --job-name=hpccomm-77",
@@ -480,7 +491,7 @@ class TestOnTheVirtualSlurm:
             predefined={},
             base_env=env,
             execute=in_cluster(slurm_hosts),
-            overrides=gl_overrides(HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
+            overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
         )
         record_property("gitlab_nightly_s", round(time.monotonic() - t0, 1))
         assert nightly.ok, nightly.describe()
@@ -497,6 +508,7 @@ class TestOnTheVirtualSlurm:
             base_env=env,
             execute=in_cluster(slurm_hosts),
             overrides=gl_overrides(
+                tmp_path,
                 HPCCOMM_ARGS=AB_SELECT,
                 HPCCOMM_AB_ROUNDS="3",
                 HPCCOMM_BUILD=STUB_BUILD,
