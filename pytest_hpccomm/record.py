@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import pytest
 
@@ -19,22 +19,12 @@ from pytest_hpccomm.session import HpcSession
 JUDGE_KEY = pytest.StashKey[BaselineJudge]()
 
 
-class PooledSweep(Protocol):
-    """A stack's sweep pooled from jobs (measure/pooling.JobPool), as Record.pooled needs it."""
-
-    @property
-    def fingerprint(self) -> Mapping[str, Any]: ...
-
-
-P = TypeVar("P", bound=PooledSweep)
-
-
 class Record:
     """record(measurement, runtime_fingerprint=None, base=None) -> RunResult: what the
     `hpc_record` fixture gives a test; record.all(measurements, ...) records several and fails
     once at the end; record.undecided(measurement, runtime_fingerprint)
-    says whether more jobs could decide its verdict (adaptive repeats), recording nothing;
-    record.pooled(...) does both for a point of a pooled sweep."""
+    says whether more jobs could decide its verdict (adaptive repeats), recording nothing
+    (stacks/contract.judge_point does both for a point of a pooled sweep)."""
 
     def __init__(
         self,
@@ -101,39 +91,6 @@ class Record:
     ) -> bool:
         with _baseline_file_errors_fail():
             return self.judge.undecided(m, runtime_fingerprint)
-
-    def pooled(
-        self,
-        get: Callable[[], P],
-        more: Callable[[], P | None],
-        cost: Callable[[], dict[str, Any]],
-        records: Callable[[P], list[Measurement]],
-        failures: tuple[type[Exception], ...],
-    ) -> None:
-        """A point of a pooled sweep (get(): the session's sweep) judged, every record kept
-        before a regression fails the item; while a verdict is undecided, more() pools one more
-        job (None: no more allowed) and the records are re-made (baselines/adaptive); cost()
-        is what the repeats cost. A job that fails (one of `failures`) fails the item with its
-        one line."""
-        from pytest_hpccomm.baselines.adaptive import until_decided
-
-        try:
-            sweep = get()
-        except failures as exc:
-            pytest.fail(str(exc), pytrace=False)
-
-        def grow() -> list[Measurement] | None:
-            try:
-                grown = more()
-            except failures as exc:
-                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-            return None if grown is None else records(grown)
-
-        fingerprint = sweep.fingerprint
-        self.all(
-            until_decided(records(sweep), lambda m: self.undecided(m, fingerprint), grow, cost),
-            fingerprint,
-        )
 
 
 @contextmanager

@@ -15,20 +15,27 @@ docs/explanation/architecture.md ("The stack contract").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import pytest
 
+from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.record import PooledSweep, Record
+from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 
 E = TypeVar("E")
-P = TypeVar("P", bound=PooledSweep)
+S = TypeVar("S")
+
+
+def _own_fingerprint(sweep: Any) -> Mapping[str, Any]:
+    """A sweep's own `fingerprint` (most stores' sweeps carry one)."""
+    return cast(Mapping[str, Any], sweep.fingerprint)
+
 
 BASE_FLAG, CANDIDATE_FLAG = "--hpc-base", "--hpc-candidate"
 
@@ -125,45 +132,95 @@ def check_python_specs(
 
 
 @dataclass(frozen=True)
-class Point(Generic[P]):
+class Point(Generic[S]):
     """One benchmark point of a stack's session store: get() the pooled sweep, more() one more
     job (None: no more allowed), cost() what the repeats cost; in a paired A/B run paired()
-    gives (candidate, base) sweeps of the same rounds."""
+    gives (candidate, base) sweeps of the same rounds. fingerprint(sweep): what only the
+    peers know (library versions, hosts), into every record's fingerprint."""
 
-    get: Callable[[], P]
-    more: Callable[[], P | None]
+    get: Callable[[], S]
+    more: Callable[[], S | None]
     cost: Callable[[], dict[str, Any]]
-    paired: Callable[[], tuple[P, P]] | None = None
+    paired: Callable[[], tuple[S, S]] | None = None
+    fingerprint: Callable[[S], Mapping[str, Any]] = _own_fingerprint
 
 
 def judge_point(
     record: Record,
-    point: Point[P],
-    records: Callable[[P], list[Measurement]],
+    point: Point[S],
+    records: Callable[[S], list[Measurement]],
     failures: tuple[type[Exception], ...],
+    functional: str | None = None,
 ) -> None:
-    """The point judged: against the stored baseline with adaptive repeats (Record.pooled),
-    or, in a paired run, every candidate record against the base's record of the same point
-    (the base's records are validated as the candidate's are, a failure naming the side)."""
-    if point.paired is None:
-        record.pooled(point.get, point.more, point.cost, records, failures)
+    """The point judged. Stored mode: every record against its baseline; while a verdict is
+    undecided, one more job is pooled and the records made again (baselines/adaptive), every
+    record kept before a regression fails the item. A paired run: each candidate record
+    against the base's record of the same point (both sides validated alike, a failure naming
+    the side). `functional`: why the numbers are not judged (an emulated device): the records
+    are reported without a verdict. A job that fails (one of `failures`) fails the item with
+    its one line."""
+    if point.paired is not None:
+        try:
+            candidate, base = point.paired()
+        except failures as exc:
+            pytest.fail(str(exc), pytrace=False)
+        cand_ms = _side("candidate", records, candidate)
+        base_ms = _side("base", records, base)
+        if [m.key for m in cand_ms] != [m.key for m in base_ms]:
+            pytest.fail(
+                f"the sides measured different points: candidate {[m.key for m in cand_ms]}, "
+                f"base {[m.key for m in base_ms]}",
+                pytrace=False,
+            )
+        if functional is None:
+            record.all(cand_ms, point.fingerprint(candidate), base_ms)
+        else:
+            for m in cand_ms:
+                record.functional(m, functional, point.fingerprint(candidate))
         return
     try:
+        sweep = point.get()
+    except failures as exc:
+        pytest.fail(str(exc), pytrace=False)
+    fingerprint = point.fingerprint(sweep)
+    ms = records(sweep)
+    if functional is not None:
+        for m in ms:
+            record.functional(m, functional, fingerprint)
+        return
+
+    def grow() -> list[Measurement] | None:
+        try:
+            grown = point.more()
+        except failures as exc:
+            pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
+        return None if grown is None else records(grown)
+
+    record.all(
+        until_decided(ms, lambda m: record.undecided(m, fingerprint), grow, point.cost),
+        fingerprint,
+    )
+
+
+def validate_point(
+    point: Point[S],
+    records: Callable[[S], list[Measurement]],
+    failures: tuple[type[Exception], ...],
+) -> None:
+    """A functional pass that reports nothing: the point's records made, and so validated
+    (both sides in a paired run)."""
+    try:
+        if point.paired is None:
+            records(point.get())
+            return
         candidate, base = point.paired()
     except failures as exc:
         pytest.fail(str(exc), pytrace=False)
-    cand_ms = _side("candidate", records, candidate)
-    base_ms = _side("base", records, base)
-    if [m.key for m in cand_ms] != [m.key for m in base_ms]:
-        pytest.fail(
-            f"the sides measured different points: candidate {[m.key for m in cand_ms]}, "
-            f"base {[m.key for m in base_ms]}",
-            pytrace=False,
-        )
-    record.all(cand_ms, candidate.fingerprint, base_ms)
+    _side("candidate", records, candidate)
+    _side("base", records, base)
 
 
-def _side(name: str, records: Callable[[P], list[Measurement]], sweep: P) -> list[Measurement]:
+def _side(name: str, records: Callable[[S], list[Measurement]], sweep: S) -> list[Measurement]:
     try:
         return records(sweep)
     except pytest.fail.Exception as exc:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.config import HpcConfig
@@ -24,6 +23,7 @@ from pytest_hpccomm.fabrics.path_proof import Crossing, PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
 from pytest_hpccomm.measure.link import LinkRate
+from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.record import Record
@@ -31,6 +31,7 @@ from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.skips import fabric_reason
 from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
+from pytest_hpccomm.stacks.contract import Point, judge_point
 from pytest_hpccomm.stacks.grpc.build import (
     NativeBuild,
     NativeBuildError,
@@ -777,63 +778,35 @@ def grpc_bench(
     def run(bench: str, scheme: str) -> None:
         family, name = BENCHMARKS[bench][:2]
         cluster = grpc_site(hpc_placement, request)
-        base: Any = None
         where = grpc_lab.where(family, grpc_peer, grpc_mode, hpc_placement, rt.label)
-        try:
-            if grpc_base_lab is None:
-                sweep = grpc_lab.sweep(where, cluster)
-            else:
-                sweep, base_sweep = grpc_lab.sweep_paired(
-                    grpc_base_lab, where, cluster, hpc_config.ab_rounds
-                )
-                base_point = base_sweep.get(name, scheme)
-                assert not base_point["errors"], (
-                    f"base: {bench} {scheme}: {base_point['errors'][:3]}"
-                )
-                base = measurement(
-                    bench,
-                    scheme,
-                    base_sweep,
-                    base_point,
-                    rt.label,
-                    grpc_peer,
-                    grpc_mode,
-                    hpc_placement,
-                )
-            point = sweep.get(name, scheme)
-        except GrpcRunError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        assert not point["errors"], f"{bench} {scheme}: {point['errors'][:3]}"
-        proven(sweep, request)
 
-        def record_of(sw: Sweep, pt: dict[str, Any]) -> Any:
-            m = measurement(bench, scheme, sw, pt, rt.label, grpc_peer, grpc_mode, hpc_placement)
-            return with_twin(m, grpc_lab, rt)
-
-        finger = {"grpc_runtime": rt.describe(), **sweep.runtime_fingerprint}
-        emulated = grpc_lab.emulated(rt)
-        if emulated:
-            hpc_record.functional(record_of(sweep, point), emulated, finger)
-            return
-
-        def grow() -> list[Any] | None:
+        def records(sw: Sweep) -> list[Measurement]:
             try:
-                grown = grpc_lab.more(where, cluster)
+                pt = sw.get(name, scheme)
             except GrpcRunError as exc:
-                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-            if grown is None:
-                return None
-            again = grown.get(name, scheme)
-            assert not again["errors"], f"{bench} {scheme}: {again['errors'][:3]}"
-            proven(grown, request)
-            return [record_of(grown, again)]
+                pytest.fail(str(exc), pytrace=False)
+            if pt["errors"]:
+                pytest.fail(f"{bench} {scheme}: {pt['errors'][:3]}", pytrace=False)
+            proven(sw, request)
+            m = measurement(bench, scheme, sw, pt, rt.label, grpc_peer, grpc_mode, hpc_placement)
+            return [with_twin(m, grpc_lab, rt)]
 
-        m = record_of(sweep, point)
-        if base is None:  # adaptive repeats: more client runs while the verdict is undecided
-            [m] = until_decided(
-                [m], lambda r: hpc_record.undecided(r, finger), grow, lambda: grpc_lab.cost(where)
-            )
-        hpc_record(m, finger, base)
+        rounds = hpc_config.ab_rounds
+        judge_point(
+            hpc_record,
+            Point(
+                get=lambda: grpc_lab.sweep(where, cluster),
+                more=lambda: grpc_lab.more(where, cluster),
+                cost=lambda: grpc_lab.cost(where),
+                paired=None
+                if grpc_base_lab is None
+                else lambda: grpc_lab.sweep_paired(grpc_base_lab, where, cluster, rounds),
+                fingerprint=lambda sw: {"grpc_runtime": rt.describe(), **sw.runtime_fingerprint},
+            ),
+            records,
+            (GrpcRunError,),
+            functional=grpc_lab.emulated(rt) or None,
+        )
 
     return run
 
@@ -850,7 +823,7 @@ def proven(sweep: Sweep, request: pytest.FixtureRequest) -> None:
             )
 
 
-def with_twin(m: Any, lab: GrpcLab, rt: Runtime) -> Any:
+def with_twin(m: Measurement, lab: GrpcLab, rt: Runtime) -> Measurement:
     """The runtime's point names its TCP twin's, for the side-by-side table."""
     twin = lab.twin_of(rt)
     if twin is None:

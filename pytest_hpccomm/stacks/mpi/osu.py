@@ -1,5 +1,5 @@
 """The OSU items' plumbing behind the `mpi_osu` fixture (plugin.py): which benchmarks a session
-selected, and judging one (benchmark, size) point of a finished sweep."""
+selected, and the validated records of one (benchmark, size) point of a finished sweep."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.record import Record
 from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, measurements
 
 FIXTURE = "mpi_osu"
@@ -51,53 +49,20 @@ def selected(items: Iterable[pytest.Item]) -> Selected:
     return chosen
 
 
-def judge(
-    benchmark: str,
-    size: int,
-    sweep: Sweep,
-    params: dict[str, str],
-    record: Record,
-    emulated: bool = False,
-    base: Sweep | None = None,
-    more: Callable[[], Sweep | None] | None = None,
-    cost: Callable[[], dict[str, Any]] = dict,
-) -> None:
-    """Validation first (a wrong byte fails whatever the timing), then every record; a
-    regression in one record fails the item only after all of them are recorded. On an
-    emulated device (rxe, siw) the sweep is a functional pass: validated, never judged.
-    With `base` (a paired A/B run) both sides are validated and each record of the candidate
-    is judged against the base's record of the same point. Otherwise, while a record's
-    verdict is undecided (`record.undecided`), `more()` pools one more job into the sweep
-    (None: no more allowed); `cost()` is what the repeats cost, kept with every record
-    (baselines/adaptive.until_decided)."""
-    records = [_validated("" if base is None else "candidate: ", sweep, benchmark, size, params)]
-    if base is not None:
-        records.append(_validated("base: ", base, benchmark, size, params))
-    if emulated:
-        return
-    ms = records[0]
-    if more is not None:
+def records_of(
+    benchmark: str, size: int, params: dict[str, str]
+) -> Callable[[Sweep], list[Measurement]]:
+    """records(sweep): the point's records, validation first (a wrong byte fails whatever the
+    timing); a failed sweep or a validation error fails the item."""
 
-        def grow() -> list[Measurement] | None:
-            try:
-                grown = more()
-            except SweepFailed as exc:
-                pytest.fail(f"adaptive repeat: {exc}", pytrace=False)
-            return None if grown is None else _validated("", grown, benchmark, size, params)
+    def records(sweep: Sweep) -> list[Measurement]:
+        try:
+            errors = sweep.errors_for(benchmark, size)
+            ms = measurements(sweep, benchmark, size, params)
+        except SweepFailed as exc:
+            pytest.fail(str(exc), pytrace=False)
+        if errors:
+            pytest.fail("data validation failed: " + "; ".join(errors[:3]), pytrace=False)
+        return ms
 
-        ms = until_decided(ms, lambda m: record.undecided(m, sweep.runtime_fingerprint), grow, cost)
-    record.all(ms, sweep.runtime_fingerprint, records[1] if base is not None else None)
-
-
-def _validated(
-    label: str, sweep: Sweep, benchmark: str, size: int, params: dict[str, str]
-) -> list[Measurement]:
-    """The point's records; a failed sweep or a validation error fails the item."""
-    try:
-        errors = sweep.errors_for(benchmark, size)
-        ms = measurements(sweep, benchmark, size, params)
-    except SweepFailed as exc:
-        pytest.fail(f"{label}{exc}", pytrace=False)
-    if errors:
-        pytest.fail(f"{label}data validation failed: " + "; ".join(errors[:3]), pytrace=False)
-    return ms
+    return records

@@ -30,7 +30,15 @@ from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import StackProbe
-from pytest_hpccomm.stacks.contract import BASE_FLAG, CANDIDATE_FLAG, Implementations, sides
+from pytest_hpccomm.stacks.contract import (
+    BASE_FLAG,
+    CANDIDATE_FLAG,
+    Implementations,
+    Point,
+    judge_point,
+    sides,
+    validate_point,
+)
 from pytest_hpccomm.stacks.mpi import osu
 from pytest_hpccomm.stacks.mpi.conformance import (
     ConformanceError,
@@ -378,34 +386,26 @@ def mpi_osu(
         wanted = mpi_osu_selected.get((mpi_runtime.name, hpc_placement), set()) | {benchmark}
         hosts = len(target.hosts) if target.hosts else hpc_session.cfg.vhosts
         group = next(g for g in job_groups(wanted, hpc_placement, hosts) if benchmark in g)
-        base: Sweep | None = None
-        try:
-            if mpi_base_runtime is None:
-                sweep = mpi_sweeps.get(mpi_runtime, target, ",".join(group), benchmark)
-            else:
-                sweep, base = mpi_sweeps.get_paired(
-                    mpi_base_runtime,
-                    mpi_runtime,
-                    target,
-                    ",".join(group),
-                    hpc_session.cfg.ab_rounds,
-                )
-        except SweepFailed as exc:
-            pytest.fail(str(exc), pytrace=False)
-        fabric = hpc_session.selection
-        emulated = isinstance(fabric, FabricSelection) and fabric.driver in SOFTWARE_DRIVERS
-        key = (mpi_runtime, target, ",".join(group))
-        osu.judge(
-            benchmark,
-            size,
-            sweep,
-            {"mpi": mpi_runtime.name, "placement": hpc_placement},
-            hpc_record,
-            emulated,
-            base,
-            more=None if base is not None else lambda: mpi_sweeps.more(*key, benchmark),
-            cost=lambda: mpi_sweeps.cost(*key, benchmark),
+        benchmarks, rounds = ",".join(group), hpc_session.cfg.ab_rounds
+        point = Point(
+            get=lambda: mpi_sweeps.get(mpi_runtime, target, benchmarks, benchmark),
+            more=lambda: mpi_sweeps.more(mpi_runtime, target, benchmarks, benchmark),
+            cost=lambda: mpi_sweeps.cost(mpi_runtime, target, benchmarks, benchmark),
+            paired=None
+            if mpi_base_runtime is None
+            else lambda: mpi_sweeps.get_paired(
+                mpi_base_runtime, mpi_runtime, target, benchmarks, rounds
+            ),
+            fingerprint=lambda sweep: sweep.runtime_fingerprint,
         )
+        records = osu.records_of(
+            benchmark, size, {"mpi": mpi_runtime.name, "placement": hpc_placement}
+        )
+        fabric = hpc_session.selection
+        if isinstance(fabric, FabricSelection) and fabric.driver in SOFTWARE_DRIVERS:
+            validate_point(point, records, (SweepFailed,))  # emulated: a functional pass
+            return
+        judge_point(hpc_record, point, records, (SweepFailed,))
 
     return run
 
