@@ -40,7 +40,8 @@ def _parse_ip_json(text: str) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _run(argv: list[str]) -> str | None:
+def tool_output(argv: list[str]) -> str | None:
+    """A host tool's stdout (ip, ibv_devinfo; 5 s at most); None when it is missing or fails."""
     if shutil.which(argv[0]) is None:
         return None
     try:
@@ -50,7 +51,8 @@ def _run(argv: list[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _is_live(root: Path) -> bool:
+def is_live(root: Path) -> bool:
+    """Whether `root` is this host's /sys (not a recorded tree)."""
     try:
         return root.resolve() == LIVE_SYSFS.resolve()
     except OSError:
@@ -66,8 +68,8 @@ def read_addresses(sysfs_root: Path) -> dict[str, tuple[str, ...]] | None:
             return _parse_ip_json(recorded.read_text(errors="replace"))
         except OSError:
             return None
-    if _is_live(sysfs_root):
-        out = _run(["ip", "-j", "addr", "show"])
+    if is_live(sysfs_root):
+        out = tool_output(["ip", "-j", "addr", "show"])
         return _parse_ip_json(out) if out else None
     return None
 
@@ -102,7 +104,7 @@ def read_ibv_devinfo(sysfs_root: Path, have_devices: bool) -> dict[tuple[str, in
             return parse_ibv_devinfo(recorded.read_text(errors="replace"))
         except OSError:
             return {}
-    if have_devices and _is_live(sysfs_root):
-        out = _run(["ibv_devinfo"])
+    if have_devices and is_live(sysfs_root):
+        out = tool_output(["ibv_devinfo"])
         return parse_ibv_devinfo(out) if out else {}
     return {}

@@ -20,8 +20,8 @@ from pytest_hpccomm.fabrics.not_in_sysfs import (
     IBV_DEVINFO_FILE,
     IP_ADDR_FILE,
     LIVE_SYSFS,
-    _is_live,
-    _run,
+    is_live,
+    tool_output,
 )
 from pytest_hpccomm.fabrics.sysfs import is_empty_gid, listdir
 
@@ -164,7 +164,7 @@ def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
         raise ValueError(
             f"nothing to record under {root}: no readable entry in class/infiniband or class/net"
         )
-    live = _is_live(root)
+    live = is_live(root)
     for fname, argv in (
         (IP_ADDR_FILE, ["ip", "-j", "addr", "show"]),
         (IBV_DEVINFO_FILE, ["ibv_devinfo"]),
@@ -173,7 +173,7 @@ def snapshot(dest: Path, sysfs_root: Path = LIVE_SYSFS) -> Path:
         if not live and source.is_file():
             shutil.copyfile(source, dest / fname)
         elif live and (fname == IP_ADDR_FILE or ibdevs):
-            out = _run(argv)
+            out = tool_output(argv)
             if out:
                 (dest / fname).write_text(out if out.endswith("\n") else out + "\n")
     return dest

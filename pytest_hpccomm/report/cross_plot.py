@@ -13,11 +13,11 @@ from pytest_hpccomm.report.cross_stack import CrossStack, Row
 from pytest_hpccomm.report.plots import (
     MARKERS,
     SERIES_COLOURS,
-    _size_axis,
     legend_below,
     legend_rows,
     log_value_axis,
     png_bytes,
+    size_axis,
 )
 
 
@@ -47,7 +47,7 @@ def _panel(
         xs += [p[0] for p in pts]
         ys += [p[1] for p in pts]
     if xs:
-        _size_axis(ax, xs, max_labels=7)  # half the page's width
+        size_axis(ax, xs, max_labels=7)  # half the page's width
         log_value_axis(ax, max(ys) / min(ys) if min(ys) > 0 else 1e9)
     ax.set_ylabel(ylabel)
     ax.set_xlabel("message size")

@@ -148,7 +148,7 @@ def _mark(ax: Any, p: _Point, y: float, colour: str) -> None:
         )
 
 
-def _size_axis(ax: Any, xs: Sequence[float], max_labels: int = 12) -> None:
+def size_axis(ax: Any, xs: Sequence[float], max_labels: int = 12) -> None:
     ax.set_xscale("log", base=2)
     ticks = sorted(set(xs))
     # 23 labels (1 B .. 4 MiB) collide at this width: label every other power, tick them all.
@@ -335,7 +335,7 @@ def _size_x(r: RunResult) -> float:
 def sweep_png(members: Sequence[RunResult], title: str) -> bytes:
     """Value vs message size on a log2 axis (OSU's plots), one line per other parameter set."""
     return line_png(
-        members, title, x_of=_size_x, set_x=_size_axis, xlabel="message size", skip=[SIZE_PARAM]
+        members, title, x_of=_size_x, set_x=size_axis, xlabel="message size", skip=[SIZE_PARAM]
     )
 
 
