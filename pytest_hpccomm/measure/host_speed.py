@@ -41,10 +41,12 @@ _ECHO = (
 @dataclass(frozen=True)
 class HostSpeed:
     """Median rate of each component (COMPONENTS, UNITS), and why the reading is not this
-    host's alone ("": the cores were the probe's; else the contention guard's reason)."""
+    host's alone ("": the cores were the probe's; else the contention guard's reason);
+    `rounds`: each component's rates, round by round (what own_noise reads; not stored)."""
 
     rates: Mapping[str, float]
     disturbed: str = field(default="", compare=False)
+    rounds: Mapping[str, tuple[float, ...]] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in self.rates.items()}
@@ -66,6 +68,20 @@ def speed_ratio(now: HostSpeed, then: HostSpeed) -> tuple[float, dict[str, float
     if not ratios:
         return 1.0, {}
     return math.exp(statistics.fmean(math.log(r) for r in ratios.values())), ratios
+
+
+def own_noise(reading: HostSpeed) -> float | None:
+    """The probe's own noise, from one reading's rounds: the standard error of log(speed_ratio)
+    between two readings of an unchanged host. A component's median of n rounds has standard
+    error 1.2533 sd(log rate)/sqrt(n) (the median's, normal case); speed_ratio averages the
+    components' logs (divide by the count) and compares two readings (times sqrt 2). None
+    without two rounds of every component. A reading lasts about a second, shorter than the
+    steps a VM's rates move in, so this is the probe's noise and not the host's."""
+    rounds = [r for r in reading.rounds.values()]
+    if not rounds or any(len(r) < 2 or min(r) <= 0 for r in rounds):
+        return None
+    se = [1.2533 * statistics.stdev(math.log(x) for x in r) / math.sqrt(len(r)) for r in rounds]
+    return math.sqrt(2.0) * math.sqrt(sum(e * e for e in se)) / len(se)
 
 
 def typical(probes: list[HostSpeed]) -> HostSpeed:
@@ -179,7 +195,11 @@ def probe(rounds: int = ROUNDS) -> HostSpeed:
     finally:
         close()
         os.sched_setaffinity(0, own)
-    return HostSpeed({k: statistics.median(v) for k, v in got.items()}, meter.stop().disturbed)
+    return HostSpeed(
+        {k: statistics.median(v) for k, v in got.items()},
+        meter.stop().disturbed,
+        {k: tuple(v) for k, v in got.items()},
+    )
 
 
 def quiet_probe() -> HostSpeed:
