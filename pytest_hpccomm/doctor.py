@@ -4,9 +4,10 @@ many items would run and which would skip and why, without running a test.
 
 The skip reasons are the suites' own: doctor is a pytest session of the suites that collects
 only (`--collect-only`), with this module as a plugin reading each item's skip as the plugin
-marked it at collection (fabric, stack, root), and the virtual cluster's reason for the items
-placed on it (its fixture's). What a fixture finds only when it starts (a build that fails, a
-peer that dies) shows in a real run."""
+marked it at collection (fabric, stack, root), what each stack foresees of its fixtures' skips
+(pytest_hpccomm_foreseen_skip: undefined points, placements the fabric cannot take), and the
+virtual cluster's reason for the items placed on it. What a fixture finds only when it
+starts (a build that fails, a peer that dies) shows in a real run."""
 
 from __future__ import annotations
 
@@ -34,10 +35,14 @@ def suite_of(item: pytest.Item) -> str:
 
 def item_skip(item: pytest.Item) -> str | None:
     """Why the item would skip before its test runs: the plugin's collection-time skip, else
-    the virtual cluster's reason for an item placed on it."""
+    what its stack foresees of its fixtures' skips (pytest_hpccomm_foreseen_skip), else the
+    virtual cluster's reason for an item placed on it."""
     mark = item.get_closest_marker("skip")
     if mark is not None:
         return str(mark.kwargs.get("reason", mark.args[0] if mark.args else "skipped"))
+    foreseen = item.config.hook.pytest_hpccomm_foreseen_skip(item=item)
+    if foreseen:
+        return str(foreseen)
     callspec = getattr(item, "callspec", None)
     if callspec is not None and callspec.params.get("hpc_placement") == "netns":
         from pytest_hpccomm.cluster.virtual import unavailable_reason

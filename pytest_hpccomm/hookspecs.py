@@ -35,6 +35,23 @@ def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
 
 
 @hookspec(firstresult=True)
+def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
+    """Why `item` would skip once its fixtures start, when collection already tells (a point
+    the benchmark does not define, a placement the session's fabric cannot take); None: it
+    would not, or only running it tells. `hpccomm doctor` asks, so its forecast names the
+    skips a run would show. Answer with the reason the fixture skips with, e.g.::
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_hpccomm_foreseen_skip(item):
+            params = stack_params(item, "toy")  # stacks.contract: None for another stack's
+            if params is not None and params.get("hpc_size") == 0:
+                return ZERO_BYTES  # the same constant the fixture skips with
+            return None
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
 def pytest_hpccomm_host_probe(config: pytest.Config) -> HostSpeed | None:
     """This host's reference probe (measure/host_speed.py), taken once per session when a
     stored verdict or a baseline update needs it; None: the built-in probe."""

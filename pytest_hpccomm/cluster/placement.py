@@ -11,7 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
+
 LOOPBACK, NETNS, HOSTS = "loopback", "netns", "hosts"
+
+
+def placement_reason(placement: str, fabric: FabricSelection | FabricUnavailable) -> str | None:
+    """Why a placement cannot carry the session's fabric (one line; None: it can): an
+    unavailable fabric's own reason, or the virtual cluster's veths on a fabric that is not
+    Ethernet. Stacks skip with it when their fixtures start; `hpccomm doctor` foresees it."""
+    if isinstance(fabric, FabricUnavailable):
+        return fabric.reason
+    if placement == NETNS and fabric.kind != "ethernet":
+        return (
+            f"the virtual cluster's links are veths (Ethernet); fabric {fabric.kind} runs on "
+            f"{LOOPBACK} and on real hosts (--hpc-hosts)"
+        )
+    return None
 
 
 def placements(launcher: str, on_cluster: bool) -> list[str]:

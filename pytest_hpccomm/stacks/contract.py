@@ -24,6 +24,7 @@ import pytest
 
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cache import python_in
+from pytest_hpccomm.cluster.placement import placement_reason
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -84,6 +85,26 @@ class Implementations(Generic[E]):
     def forget(self) -> None:
         """Resolve every spec again (tests that change what a spec resolves to)."""
         self._got.clear()
+
+
+def stack_params(item: pytest.Item, stack: str) -> dict[str, Any] | None:
+    """An item's parameters when it is one of `stack`'s (its stack marker), else None: what a
+    stack's pytest_hpccomm_foreseen_skip reads."""
+    mark = item.get_closest_marker("stack")
+    if mark is None or mark.args[:1] != (stack,):
+        return None
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec is not None else {}
+
+
+def foreseen_placement(item: pytest.Item, stack: str) -> str | None:
+    """For a stack whose every placed item skips where the placement cannot carry the fabric
+    (cluster.placement.placement_reason): that reason for one of its items, foreseen."""
+    params = stack_params(item, stack)
+    placement = None if params is None else params.get("hpc_placement")
+    if placement is None or not item.config.pluginmanager.has_plugin("hpccomm"):
+        return None
+    return placement_reason(str(placement), hpc_session_of(item.config).selection)
 
 
 def sides(hpc_session: HpcSession, stack: str) -> tuple[str, str] | None:

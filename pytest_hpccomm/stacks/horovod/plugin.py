@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.mpi import mpi_prefix
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.fabrics import FabricUnavailable
+from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -30,6 +30,7 @@ from pytest_hpccomm.stacks.contract import (
     Implementations,
     Point,
     check_python_specs,
+    foreseen_placement,
     judge_point,
     named_in_pair,
 )
@@ -121,6 +122,11 @@ def pytest_configure(config: pytest.Config) -> None:
     check_python_specs(
         config, STACK, "--hpc-horovod-python", horovod_python(config), "Horovod", (BUILD, NONE)
     )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
+    return foreseen_placement(item, STACK)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -429,14 +435,11 @@ def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureReq
     ranks dial home to this host's fabric address, Horovod's TCP pinned to its netdev), None
     on loopback; skips where the placement cannot carry the session's fabric."""
     fabric = hpc_session.selection
-    if isinstance(fabric, FabricUnavailable):
-        pytest.skip(fabric.reason)
+    reason = placement_reason(placement, fabric)
+    if reason:
+        pytest.skip(reason)
+    assert isinstance(fabric, FabricSelection)
     if placement == NETNS:
-        if fabric.kind != "ethernet":
-            pytest.skip(
-                f"the virtual cluster's links are veths; fabric {fabric.kind} runs "
-                f"on {LOOPBACK} and on real hosts"
-            )
         cluster: VirtualCluster = request.getfixturevalue("hpc_virtual_cluster")
         return cluster
     if placement == HOSTS:

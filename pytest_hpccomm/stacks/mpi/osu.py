@@ -14,6 +14,7 @@ from pytest_hpccomm.stacks.mpi.driver import Sweep, SweepFailed, measurements
 
 FIXTURE = "mpi_osu"
 BANDWIDTH = ("osu_bw", "osu_bibw", "osu_mbw_mr")  # undefined for 0-byte messages
+ZERO_BYTES = "bandwidth of 0-byte messages is undefined (OSU starts at 1 B)"
 
 Selected = dict[tuple[str, str], set[str]]  # (MPI, placement) -> benchmarks
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.cluster.mpi import MPI_ENVS
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
 from pytest_hpccomm.fabrics.sysfs import (
@@ -37,6 +37,7 @@ from pytest_hpccomm.stacks.contract import (
     Point,
     judge_point,
     sides,
+    stack_params,
     validate_point,
 )
 from pytest_hpccomm.stacks.mpi import osu
@@ -159,6 +160,35 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
     return [MpiProbe()]
+
+
+ON_HOSTS = "needs a TCP control channel (not implemented)"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
+    """The skips the OSU, conformance and ULFM fixtures make that collection can tell."""
+    params = stack_params(item, "mpi")
+    if params is None:
+        return None
+    if osu.benchmark_of(item) in osu.BANDWIDTH and params.get("hpc_size") == 0:
+        return osu.ZERO_BYTES
+    placement = params.get("hpc_placement")
+    fixtures = getattr(item, "fixturenames", ())
+    if placement not in (None, LOOPBACK, NETNS):
+        if "mpi_conformance_peer" in fixtures:
+            return conformance_placement(str(placement))
+        if "mpi_ulfm" in fixtures:
+            return ulfm_placement(str(placement))
+    return None
+
+
+def conformance_placement(placement: str) -> str:
+    return f"conformance peer runs on {LOOPBACK} or {NETNS}; placement {placement!r} {ON_HOSTS}"
+
+
+def ulfm_placement(placement: str) -> str:
+    return f"placement {placement!r}: the ULFM job runs on {LOOPBACK} or {NETNS}"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -296,12 +326,10 @@ def sweep_target(
         reason = verbs_provider_reason()
         if reason:
             pytest.skip(f"MPI on {fabric.kind} ({fabric.device}): {reason}")
+    reason = placement_reason(placement, fabric)
+    if reason:
+        pytest.skip(reason)
     if placement == NETNS:
-        if fabric.kind != "ethernet":
-            pytest.skip(
-                f"the virtual cluster's links are veths (Ethernet); fabric "
-                f"{fabric.kind} runs on {LOOPBACK} and on real hosts (--hpc-hosts)"
-            )
         return SweepTarget(NETNS, cluster=request.getfixturevalue("hpc_virtual_cluster"))
     if placement == HOSTS:
         launcher = "srun" if cfg.launcher == "srun" else "mpirun"
@@ -381,7 +409,7 @@ def mpi_osu(
 
     def run(benchmark: str, size: int) -> None:
         if size == 0 and benchmark in osu.BANDWIDTH:
-            pytest.skip("bandwidth of 0-byte messages is undefined (OSU starts at 1 B)")
+            pytest.skip(osu.ZERO_BYTES)
         target = sweep_target(hpc_placement, mpi_runtime, hpc_session, request)
         wanted = mpi_osu_selected.get((mpi_runtime.name, hpc_placement), set()) | {benchmark}
         hosts = len(target.hosts) if target.hosts else hpc_session.cfg.vhosts
@@ -428,10 +456,7 @@ def mpi_conformance_peer(
     """The session's conformance peer for (mpi_name, hpc_placement); reaped at session end,
     also when a test or the start fails."""
     if hpc_placement not in (LOOPBACK, NETNS):
-        pytest.skip(
-            f"conformance peer runs on {LOOPBACK} or {NETNS}; placement "
-            f"{hpc_placement!r} needs a TCP control channel (not implemented)"
-        )
+        pytest.skip(conformance_placement(hpc_placement))
     cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == NETNS else None
     peer = ConformancePeer(
         mpi_runtime,
@@ -463,7 +488,7 @@ def mpi_ulfm(
     if reason:
         pytest.skip(reason)
     if hpc_placement not in (LOOPBACK, NETNS):
-        pytest.skip(f"placement {hpc_placement!r}: the ULFM job runs on {LOOPBACK} or {NETNS}")
+        pytest.skip(ulfm_placement(hpc_placement))
     cluster = request.getfixturevalue("hpc_virtual_cluster") if hpc_placement == NETNS else None
 
     def run() -> UlfmOutcome:

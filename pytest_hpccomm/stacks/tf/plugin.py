@@ -11,9 +11,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.fabrics import FabricUnavailable
 from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -22,6 +21,7 @@ from pytest_hpccomm.stacks.contract import (
     Implementations,
     Point,
     check_python_specs,
+    foreseen_placement,
     judge_point,
     named_in_pair,
 )
@@ -74,6 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     check_python_specs(
         config, STACK, "--hpc-tf-python", tf_python(config), "TensorFlow", (BUILD, NONE)
     )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
+    return foreseen_placement(item, STACK)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -206,14 +211,9 @@ def tf_base_session_tasks(
 
 def check_placement(placement: str, hpc_session: HpcSession) -> None:
     """Skips (one line) where the placement cannot carry the session's fabric."""
-    fabric = hpc_session.selection
-    if isinstance(fabric, FabricUnavailable):
-        pytest.skip(fabric.reason)
-    if placement == NETNS and fabric.kind != "ethernet":
-        pytest.skip(
-            f"the virtual cluster's links are veths; fabric {fabric.kind} runs on "
-            f"{LOOPBACK} and on real hosts"
-        )
+    reason = placement_reason(placement, hpc_session.selection)
+    if reason:
+        pytest.skip(reason)
     if placement not in (LOOPBACK, NETNS, HOSTS):
         pytest.fail(
             f"placement {placement}: the TensorFlow tasks run on {LOOPBACK}, {NETNS} and {HOSTS}",
