@@ -124,8 +124,10 @@ class Sweeps:
         repeats: int,
         max_repeats: int,
         base: Sweeps | None = None,
+        fresh: Callable[[str], TfTasks] | None = None,
     ) -> None:
         self.base = base  # a paired A/B run's base side: its own TensorFlow's tasks, unstretched
+        self.fresh = fresh  # new started tasks per paired job (the caller closes them)
         self.job, self.tasks_for, self.sizes, self.profile, self.slowdown = (
             job,
             tasks_for,
@@ -136,9 +138,10 @@ class Sweeps:
         self.pool: JobPool[RecvSweep] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
         self.retry = cpu_share.QuietRetry()
 
-    def _quiet_job(self, placement: str) -> RecvSweep:
+    def _quiet_job(self, placement: str, tasks: TfTasks | None = None) -> RecvSweep:
+        on = tasks if tasks is not None else self.tasks_for(placement)
         got, reruns = self.retry.run(
-            lambda: self.job(self.tasks_for(placement), self.sizes, self.profile, self.slowdown),
+            lambda: self.job(on, self.sizes, self.profile, self.slowdown),
             lambda s: s.disturbed,
         )
         got.reruns = reruns
@@ -155,16 +158,27 @@ class Sweeps:
 
     def paired(self, placement: str, rounds: int) -> tuple[RecvSweep, RecvSweep]:
         """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
-        (JobPool.paired: one job of each side per round, adjacent, alternating order)."""
+        (JobPool.paired: one job of each side per round, adjacent, alternating order), each
+        job on new tasks of its side's TensorFlow (`fresh`)."""
         base = self.base
         if base is None:
             raise ValueError("a paired sweep of a store made without a base side")
         return self.pool.paired(
             placement,
-            lambda _round: base._quiet_job(placement),
-            lambda _round: self._quiet_job(placement),
+            lambda _round: base._fresh_job(placement),
+            lambda _round: self._fresh_job(placement),
             rounds,
         )
+
+    def _fresh_job(self, placement: str) -> RecvSweep:
+        """_quiet_job on tasks started for it and closed after it (the session's otherwise)."""
+        if self.fresh is None:
+            return self._quiet_job(placement)
+        tasks = self.fresh(placement)
+        try:
+            return self._quiet_job(placement, tasks)
+        finally:
+            tasks.close()
 
 
 def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> list[Measurement]:

@@ -179,6 +179,19 @@ class SessionTasks:
         tasks.start()
         return tasks
 
+    def fresh(self, placement: str, layout: Layout = Layout()) -> TfTasks:  # noqa: B008
+        """A set of tasks of its own, started, that the caller closes: a paired run's job
+        gets new tasks every round, as gRPC's paired runs start fresh servers (a task
+        process instance is part of the measurement: one side's long-lived tasks ran the
+        whole session faster than the other's, A against identical A)."""
+        tasks = TfTasks(self.tf, placement, tf_site(placement, self.request), layout)
+        try:
+            tasks.start()
+        except BaseException:
+            tasks.close()
+            raise
+        return tasks
+
     def close(self) -> None:
         for tasks in self.live.values():
             tasks.close()
@@ -283,7 +296,7 @@ def sweeps(
     base_tasks: SessionTasks | None = None,
 ) -> Sweeps:
     """A benchmark's store; in a paired run with the base side's store inside it (its own
-    tasks, never stretched by the canary)."""
+    TensorFlow, never stretched by the canary), and every paired job on new tasks."""
     cfg = hpc_session.cfg
 
     def store(on: SessionTasks, slowdown: float, base: Sweeps | None) -> Sweeps:
@@ -296,6 +309,7 @@ def sweeps(
             cfg.repeats,
             cfg.repeat_limit,
             base,
+            fresh=None if base_tasks is None else lambda placement: on.fresh(placement, layout),
         )
 
     base = None if base_tasks is None else store(base_tasks, 1.0, None)
