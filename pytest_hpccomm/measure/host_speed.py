@@ -73,14 +73,21 @@ def speed_ratio(now: HostSpeed, then: HostSpeed) -> tuple[float, dict[str, float
 def own_noise(reading: HostSpeed) -> float | None:
     """The probe's own noise, from one reading's rounds: the standard error of log(speed_ratio)
     between two readings of an unchanged host. A component's median of n rounds has standard
-    error 1.2533 sd(log rate)/sqrt(n) (the median's, normal case); speed_ratio averages the
-    components' logs (divide by the count) and compares two readings (times sqrt 2). None
-    without two rounds of every component. A reading lasts about a second, shorter than the
-    steps a VM's rates move in, so this is the probe's noise and not the host's."""
-    rounds = [r for r in reading.rounds.values()]
+    error 1.2533 s/sqrt(n) (the median's, normal case), s its rounds' spread of log rates,
+    taken robustly (1.4826 x their median absolute deviation: a burst that slows one round
+    moves the median little); speed_ratio averages the components' logs (divide by their
+    count) and compares two readings (times sqrt 2). None without two rounds of every
+    component. A reading lasts about a second, shorter than the steps a VM's rates move in,
+    so this is the probe's noise and not the host's."""
+    rounds = list(reading.rounds.values())
     if not rounds or any(len(r) < 2 or min(r) <= 0 for r in rounds):
         return None
-    se = [1.2533 * statistics.stdev(math.log(x) for x in r) / math.sqrt(len(r)) for r in rounds]
+    se = []
+    for r in rounds:
+        logs = [math.log(x) for x in r]
+        mid = statistics.median(logs)
+        spread = 1.4826 * statistics.median(abs(x - mid) for x in logs)
+        se.append(1.2533 * spread / math.sqrt(len(logs)))
     return math.sqrt(2.0) * math.sqrt(sum(e * e for e in se)) / len(se)
 
 
