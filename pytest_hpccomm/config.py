@@ -393,7 +393,9 @@ def resolve_hosts(
     return ()
 
 
-def _assignments(flag: str, items: list[str] | None) -> dict[str, str]:
+def assignments(flag: str, items: list[str] | None) -> dict[str, str]:
+    """STACK=IMPL values of --hpc-base or --hpc-candidate, stack -> implementation (a
+    malformed or repeated one is a usage error naming `flag`)."""
     out: dict[str, str] = {}
     for item in items or []:
         stack, sep, impl = str(item).partition("=")
@@ -413,7 +415,7 @@ def _paired_sides(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """--hpc-base and --hpc-candidate must name the same stacks (one side alone compares
     nothing)."""
-    b, c = _assignments("--hpc-base", base), _assignments("--hpc-candidate", candidate)
+    b, c = assignments("--hpc-base", base), assignments("--hpc-candidate", candidate)
     lone = sorted(set(b) ^ set(c))
     if lone:
         side = "--hpc-base" if lone[0] in b else "--hpc-candidate"

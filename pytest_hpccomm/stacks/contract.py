@@ -25,6 +25,7 @@ import pytest
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import placement_reason
+from pytest_hpccomm.config import assignments
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -118,7 +119,7 @@ def named_in_pair(config: pytest.Config, stack: str) -> bool:
     if not config.pluginmanager.has_plugin("hpccomm"):
         return False
     items = config.getoption("hpc_candidate", None) or config.getini("hpc_candidate") or []
-    return any(str(item).partition("=")[0].strip() == stack for item in items)
+    return stack in assignments("--hpc-candidate", [str(item) for item in items])
 
 
 def check_python_specs(
