@@ -10,25 +10,18 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
+from pytest_hpccomm.properties import property_settings as shared_settings
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 
 
 def property_settings(opts: GrpcOptions, cap: int | None = None) -> settings:
-    """The profile's example budget (--hpc-grpc-examples), at most `cap` for slow properties;
-    no deadline: every example is RPCs against a live server on shared cores. The quick profile
-    is derandomized (as MPI's): a nightly gate must catch a bug every run or never, not 9 runs
-    in 10 on a freshly drawn example; the full profile draws new examples and keeps a database."""
-    kw: dict[str, Any] = {
-        "max_examples": min(opts.examples, cap) if cap else opts.examples,
-        "deadline": None,
-        "derandomize": opts.quick,
-        "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
-    }
-    if opts.plant_bug or opts.quick:  # derandomized runs use no database; a planted-bug run
-        kw["database"] = None  # must not leave its failures in one
-    return settings(**kw)
+    """The profile's example budget (--hpc-grpc-examples), at most `cap` for slow properties
+    (pytest_hpccomm.properties: derandomized in the quick profile); a planted-bug run keeps
+    its failures out of the database."""
+    examples = min(opts.examples, cap) if cap else opts.examples
+    return shared_settings(examples, opts.quick, database=not opts.plant_bug)
 
 
 class SettingsFactory(Protocol):

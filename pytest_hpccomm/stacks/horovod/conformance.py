@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 
+from pytest_hpccomm.properties import property_settings
 from pytest_hpccomm.stacks.horovod.wire import DTYPES, INT_DTYPES, decode, encode
 
 MAX_ELEMENTS = 64
@@ -246,18 +247,8 @@ EXAMPLES = {"quick": 25, "full": 200}
 
 
 def register_settings(profile: str) -> settings:
-    """quick: derandomized (a merge gate sees the same examples every run; rerunning
-    reproduces), no database; full: random, with the database. No deadline (a case is a round
-    trip through every rank), print_blob for @reproduce_failure, one bug per test."""
-    quick = profile != "full"
-    s = settings(
-        max_examples=EXAMPLES["quick" if quick else "full"],
-        deadline=None,
-        derandomize=quick,
-        print_blob=True,
-        report_multiple_bugs=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    """The suite's Hypothesis profile for --hpc-profile (pytest_hpccomm.properties' rule)."""
+    s = property_settings(EXAMPLES["full" if profile == "full" else "quick"], profile != "full")
     settings.register_profile(SETTINGS_PROFILE, s)
     return s
 

@@ -41,6 +41,7 @@ from pytest_hpccomm.peer.channel import (
     RemoteError,
 )
 from pytest_hpccomm.proc.jobs import RunningJob, run_job
+from pytest_hpccomm.properties import property_settings
 from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
@@ -64,21 +65,13 @@ EXAMPLES = {"quick": 30, "full": 200}
 
 
 def register_settings(profile: str) -> settings:
-    """Register (or re-register) the suite's Hypothesis profile for the --hpc-profile.
-
-    quick: derandomized (same examples every run: a merge gate must not flap on a newly drawn
-    example; rerunning reproduces a failure), no database. full: random, with the database.
-    Both: no deadline (a case is a network round trip), print_blob for @reproduce_failure,
-    and one bug per test (the shrunk one)."""
-    quick = profile != "full"
-    s = settings(
-        max_examples=EXAMPLES["quick" if quick else "full"],
-        deadline=None,
-        derandomize=quick,
-        print_blob=True,
-        report_multiple_bugs=False,
-        suppress_health_check=[HealthCheck.too_slow],
-    )  # derandomize: database=None
+    """Register (or re-register) the suite's Hypothesis profile for the --hpc-profile
+    (pytest_hpccomm.properties' rule; MPI's properties trip only the too_slow check)."""
+    s = property_settings(
+        EXAMPLES["full" if profile == "full" else "quick"],
+        profile != "full",
+        suppress=(HealthCheck.too_slow,),
+    )
     settings.register_profile(SETTINGS_PROFILE, s)
     return s
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
+from pytest_hpccomm.properties import SLOW
+from pytest_hpccomm.properties import property_settings as shared_settings
 from pytest_hpccomm.stacks.verbs.driver import (
     ALL_ACCESS,
     Connection,
@@ -21,20 +23,10 @@ from pytest_hpccomm.stacks.verbs.driver import (
 
 MR_BYTES = (4 << 20) + 8192  # several MiB payloads plus offsets and guard bytes
 
-# Hypothesis against a long-lived peer: every example is a few round trips, so no deadline
-# (the verbs plugin's per-item deadline bounds the whole item, shrinking included); the
-# emulated guest (TCG) gets fewer examples than hardware. HPCCOMM_VERBS_EXAMPLES overrides.
-PROFILE = "verbs"
-settings.register_profile(
-    PROFILE,
-    deadline=None,
-    derandomize=False,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+# Hypothesis against a long-lived peer (pytest_hpccomm.properties; the verbs plugin's per-item
+# deadline bounds the whole item, shrinking included); the emulated guest (TCG) gets fewer
+# examples than hardware. HPCCOMM_VERBS_EXAMPLES overrides.
+SUPPRESS = (HealthCheck.function_scoped_fixture, *SLOW)
 
 
 def examples(emulated: bool, hardware: int = 100, emulation: int = 20) -> int:
@@ -47,8 +39,7 @@ def examples(emulated: bool, hardware: int = 100, emulation: int = 20) -> int:
 def property_settings(emulated: bool, quick: bool = True) -> settings:
     """The quick profile draws the same examples every run (a catch is every run or never);
     the full profile draws new ones."""
-    base = settings(settings.get_profile(PROFILE), max_examples=examples(emulated))
-    return settings(base, derandomize=True, database=None) if quick else base
+    return shared_settings(examples(emulated), quick, suppress=SUPPRESS)
 
 
 @dataclass

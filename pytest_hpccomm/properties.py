@@ -1,0 +1,39 @@
+"""Hypothesis settings for every stack's conformance properties: one rule, one place.
+
+quick profile: derandomized (a merge gate sees the same examples every run: a catch is every
+run or never, and rerunning reproduces it), no database; full profile: random, with the
+database. Always: no deadline (an example is round trips through live peers on shared cores;
+each stack bounds its items instead), print_blob for @reproduce_failure, one bug per test (the
+shrunk one). A stack gives only its example budget and the health checks its properties trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import HealthCheck, settings
+
+SLOW = (HealthCheck.too_slow, HealthCheck.data_too_large)
+
+
+def property_settings(
+    examples: int,
+    quick: bool,
+    *,
+    suppress: Sequence[HealthCheck] = SLOW,
+    database: bool = True,
+) -> settings:
+    """`examples` per property; `database=False` keeps even a full run's failures out of the
+    database (a planted-bug run)."""
+    kw: dict[str, object] = {}
+    if quick or not database:
+        kw["database"] = None
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=quick,
+        print_blob=True,
+        report_multiple_bugs=False,
+        suppress_health_check=list(suppress),
+        **kw,  # type: ignore[arg-type]
+    )
