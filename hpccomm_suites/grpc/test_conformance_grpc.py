@@ -23,9 +23,9 @@ from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.conformance import CountingProxy, SettingsFactory, eventually
 from pytest_hpccomm.stacks.grpc.driver import ServerHandle, hostport
+from pytest_hpccomm.stacks.grpc.fixtures import Connect
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffers_for
-from pytest_hpccomm.stacks.grpc.plugin import Connect
 from pytest_hpccomm.stacks.grpc.properties import (
     MiB,
     Pattern,

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.grpc.fixtures import BenchRun
+from pytest_hpccomm.stacks.grpc.lab import GrpcLab
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES
-from pytest_hpccomm.stacks.grpc.plugin import BenchRun, GrpcLab
 from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, bytes_sent
 
 # no fabric marker: stock gRPC needs a TCP fabric (ethernet, ipoib), an RDMA runtime
