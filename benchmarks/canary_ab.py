@@ -23,13 +23,13 @@ import argparse
 import json
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+import paired_session  # benchmarks/paired_session.py (scripts run from benchmarks/)
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.baselines.paired import judge_paired
@@ -165,39 +165,16 @@ def collect_grpc(args: argparse.Namespace, factors: tuple[float, ...]) -> dict[s
     order = list(factors)
     random.Random(args.seed).shuffle(order)
     for f in order:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "r.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "pytest",
-                str(GRPC_SUITE),
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-k",
-                "tf_grpc_p2p_latency",
-                "--hpc-launcher=local",
-                "--hpc-grpc-modes=raw",
-                "--hpc-base=grpc=system",
-                "--hpc-candidate=grpc=system",
-                f"--hpc-ab-rounds={args.rounds}",
-                f"--hpc-inject-slowdown={f}",
-                "--hpc-history=none",
-                f"--hpc-results={out}",
-                "--import-mode=importlib",
-            ]
-            proc = subprocess.run(
-                cmd,
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=60 * args.rounds + 600,
-                check=False,
-            )
-            if not out.exists():
-                raise SystemExit(f"factor {f}: pytest exit {proc.returncode}: {proc.stdout[-600:]}")
-            results = json.loads(out.read_text())["results"]
+        results, _seconds = paired_session.run(
+            GRPC_SUITE,
+            ["-k", "tf_grpc_p2p_latency", "--hpc-grpc-modes=raw"],
+            "grpc",
+            "system",
+            "system",
+            rounds=args.rounds,
+            factor=f,
+            timeout=60 * args.rounds + 600,
+        )
         cand = [r["measurement"]["extra"]["job_medians"] for r in results]
         base = [r["measurement"]["extra"]["paired_base"]["job_medians"] for r in results]
         pairs[str(f)] = {

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+import paired_session  # benchmarks/paired_session.py (scripts run from benchmarks/)
 
 from hpccomm_suites import DIR as SUITES_DIR
 
@@ -39,34 +37,16 @@ SELECT = {
 
 def session(stack: str, factor: float, args: argparse.Namespace) -> dict[str, Any]:
     suite, select = SELECT[stack]
-    with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
-        out = Path(tmp) / "r.json"
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(suite),
-            *select,
-            f"--hpc-base={stack}={args.base}",
-            f"--hpc-candidate={stack}={args.candidate}",
-            f"--hpc-ab-rounds={args.rounds}",
-            f"--hpc-inject-slowdown={factor}",
-            "--hpc-launcher=local",
-            "--hpc-history=none",
-            f"--hpc-results={out}",
-            f"--rootdir={tmp}",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-        ]
-        t0 = time.monotonic()
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=3600, cwd=tmp)
-        seconds = time.monotonic() - t0
-        if not out.exists():
-            raise SystemExit(
-                f"{stack} x{factor}: no results (exit {res.returncode}):\n{res.stdout[-3000:]}"
-            )
-        doc = json.loads(out.read_text())
+    results, seconds = paired_session.run(
+        suite,
+        select,
+        stack,
+        args.base,
+        args.candidate,
+        rounds=args.rounds,
+        factor=factor,
+        timeout=3600,
+    )
     points = [
         {
             "point": f"{r['measurement']['benchmark']}:{r['measurement']['metric']}",
@@ -75,7 +55,7 @@ def session(stack: str, factor: float, args: argparse.Namespace) -> dict[str, An
             "ci": [r["verdict"]["ci_low"], r["verdict"]["ci_high"]],
             "reason": r["verdict"].get("reason"),
         }
-        for r in doc["results"]
+        for r in results
     ]
     return {"stack": stack, "factor": factor, "seconds": round(seconds, 1), "points": points}
 

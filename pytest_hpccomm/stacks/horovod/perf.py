@@ -344,7 +344,9 @@ JobFn = Callable[[str, str, Site, str], S]
 
 class Sweeps(Generic[S]):
     """Session cache: one pooled sweep per (controller, placement, variant), the variant
-    being the knobs of an allreduce sweep or the model of a training sweep."""
+    being the knobs of an allreduce sweep or the model of a training sweep. In a paired A/B
+    run the candidate's store holds the base's (`base`: its own Horovod, made with slowdown 1
+    so the canary never reaches it)."""
 
     def __init__(
         self,
@@ -353,8 +355,9 @@ class Sweeps(Generic[S]):
         repeats: int,
         max_repeats: int,
         before_job: Callable[[], None] = lambda: None,
+        base: Sweeps[S] | None = None,
     ) -> None:
-        self.job, self.before_job = job, before_job
+        self.job, self.before_job, self.base = job, before_job, base
         self.pool: JobPool[S] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
         self.retry = cpu_share.QuietRetry()  # the contention guard's re-runs of disturbed jobs
 
@@ -371,18 +374,14 @@ class Sweeps(Generic[S]):
         )
 
     def paired(
-        self,
-        base: Sweeps[S],
-        controller: str,
-        placement: str,
-        site: Site,
-        variant: str,
-        rounds: int,
+        self, controller: str, placement: str, site: Site, variant: str, rounds: int
     ) -> tuple[S, S]:
         """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
         (JobPool.paired: one job of each side per round, adjacent, alternating order). Each
-        store runs its own Horovod; the canary stretches the candidate's jobs only (the base
-        store is made with slowdown 1)."""
+        store runs its own Horovod."""
+        base = self.base
+        if base is None:
+            raise ValueError("not a paired A/B run: this store has no base")
         return self.pool.paired(
             (controller, placement, variant),
             lambda _round: base._quiet_job(controller, placement, site, variant),
@@ -414,13 +413,14 @@ def allreduce_sweeps(
     repeats: int,
     max_repeats: int,
     before_job: Callable[[], None] = lambda: None,
+    base: Sweeps[Sweep] | None = None,
 ) -> Sweeps[Sweep]:
     def job(controller: str, placement: str, site: Site, knobs: str) -> Sweep:
         # a knob's sweep runs only KNOB_SIZES: each size costs cycle-bound operations
         mine = sizes if knobs == "default" else [s for s in sizes if s in KNOB_SIZES]
         return run_job(hvd, controller, placement, site, mine, profile, slowdown, knobs)
 
-    return Sweeps(job, merge, repeats, max_repeats, before_job)
+    return Sweeps(job, merge, repeats, max_repeats, before_job, base)
 
 
 def train_sweeps(
@@ -430,8 +430,9 @@ def train_sweeps(
     max_repeats: int,
     scratch: Path,
     before_job: Callable[[], None] = lambda: None,
+    base: Sweeps[TrainSweep] | None = None,
 ) -> Sweeps[TrainSweep]:
     def job(controller: str, placement: str, site: Site, model: str) -> TrainSweep:
         return run_train_job(hvd, controller, placement, site, model, slowdown, scratch)
 
-    return Sweeps(job, merge_train, repeats, max_repeats, before_job)
+    return Sweeps(job, merge_train, repeats, max_repeats, before_job, base)

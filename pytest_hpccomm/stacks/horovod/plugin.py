@@ -267,7 +267,11 @@ def horovod_site(
 
 
 def _allreduce_store(
-    hvd: HorovodEnv, hpc_session: HpcSession, config: pytest.Config, slowdown: float
+    hvd: HorovodEnv,
+    hpc_session: HpcSession,
+    config: pytest.Config,
+    slowdown: float,
+    base: Sweeps[Sweep] | None = None,
 ) -> Sweeps[Sweep]:
     cfg = hpc_session.cfg
     return allreduce_sweeps(
@@ -278,26 +282,25 @@ def _allreduce_store(
         cfg.repeats,
         cfg.repeat_limit,
         lambda: _park_conformance_peers(config),
+        base,
     )
 
 
 @pytest.fixture(scope="session")
 def horovod_sweeps(
-    horovod_env: HorovodEnv, hpc_session: HpcSession, pytestconfig: pytest.Config
+    horovod_env: HorovodEnv,
+    horovod_base_env: HorovodEnv | None,
+    hpc_session: HpcSession,
+    pytestconfig: pytest.Config,
 ) -> Sweeps[Sweep]:
     """The allreduce sweeps of the Horovod under test (a paired run's candidate: the canary
-    stretches these)."""
-    return _allreduce_store(horovod_env, hpc_session, pytestconfig, hpc_session.cfg.inject_slowdown)
-
-
-@pytest.fixture(scope="session")
-def horovod_base_sweeps(
-    horovod_base_env: HorovodEnv | None, hpc_session: HpcSession, pytestconfig: pytest.Config
-) -> Sweeps[Sweep] | None:
-    """A paired run's base side (never stretched by the canary); None: not a paired run."""
-    if horovod_base_env is None:
-        return None
-    return _allreduce_store(horovod_base_env, hpc_session, pytestconfig, 1.0)
+    stretches these), with a paired run's base store inside (never stretched)."""
+    base = None
+    if horovod_base_env is not None:
+        base = _allreduce_store(horovod_base_env, hpc_session, pytestconfig, 1.0)
+    return _allreduce_store(
+        horovod_env, hpc_session, pytestconfig, hpc_session.cfg.inject_slowdown, base
+    )
 
 
 AllreduceRun = Callable[[int, str], None]
@@ -306,7 +309,6 @@ AllreduceRun = Callable[[int, str], None]
 @pytest.fixture
 def horovod_allreduce(
     horovod_sweeps: Sweeps[Sweep],
-    horovod_base_sweeps: Sweeps[Sweep] | None,
     horovod_controller: str,
     hpc_placement: str,
     hpc_session: HpcSession,
@@ -318,19 +320,13 @@ def horovod_allreduce(
     verdict pools one more job at a time (adaptive repeats); in a paired run, judged against
     the base Horovod's jobs of the same rounds."""
     return _allreduce_runner(
-        (horovod_sweeps, horovod_base_sweeps),
-        horovod_controller,
-        hpc_placement,
-        hpc_session,
-        hpc_record,
-        request,
+        horovod_sweeps, horovod_controller, hpc_placement, hpc_session, hpc_record, request
     )
 
 
 @pytest.fixture
 def horovod_allreduce_loopback(
     horovod_sweeps: Sweeps[Sweep],
-    horovod_base_sweeps: Sweeps[Sweep] | None,
     horovod_controller: str,
     hpc_session: HpcSession,
     hpc_record: Record,
@@ -338,12 +334,7 @@ def horovod_allreduce_loopback(
 ) -> AllreduceRun:
     """As horovod_allreduce, on loopback only (the knobs: each setting is its own jobs)."""
     return _allreduce_runner(
-        (horovod_sweeps, horovod_base_sweeps),
-        horovod_controller,
-        LOOPBACK,
-        hpc_session,
-        hpc_record,
-        request,
+        horovod_sweeps, horovod_controller, LOOPBACK, hpc_session, hpc_record, request
     )
 
 
@@ -353,6 +344,7 @@ def _train_store(
     config: pytest.Config,
     slowdown: float,
     scratch: Path,
+    base: Sweeps[TrainSweep] | None = None,
 ) -> Sweeps[TrainSweep]:
     cfg = hpc_session.cfg
     return train_sweeps(
@@ -362,40 +354,30 @@ def _train_store(
         cfg.repeat_limit,
         scratch,
         lambda: _park_conformance_peers(config),
+        base,
     )
 
 
 @pytest.fixture(scope="session")
 def horovod_train_sweeps(
     horovod_env: HorovodEnv,
+    horovod_base_env: HorovodEnv | None,
     hpc_session: HpcSession,
     tmp_path_factory: pytest.TempPathFactory,
     pytestconfig: pytest.Config,
 ) -> Sweeps[TrainSweep]:
+    """The synthetic training sweeps of the Horovod under test, a paired run's base inside."""
+    base = None
+    if horovod_base_env is not None:
+        scratch = tmp_path_factory.mktemp("horovod-timeline-base")
+        base = _train_store(horovod_base_env, hpc_session, pytestconfig, 1.0, scratch)
     return _train_store(
         horovod_env,
         hpc_session,
         pytestconfig,
         hpc_session.cfg.inject_slowdown,
         tmp_path_factory.mktemp("horovod-timeline"),
-    )
-
-
-@pytest.fixture(scope="session")
-def horovod_base_train_sweeps(
-    horovod_base_env: HorovodEnv | None,
-    hpc_session: HpcSession,
-    tmp_path_factory: pytest.TempPathFactory,
-    pytestconfig: pytest.Config,
-) -> Sweeps[TrainSweep] | None:
-    if horovod_base_env is None:
-        return None
-    return _train_store(
-        horovod_base_env,
-        hpc_session,
-        pytestconfig,
-        1.0,
-        tmp_path_factory.mktemp("horovod-timeline-base"),
+        base,
     )
 
 
@@ -405,7 +387,6 @@ SyntheticRun = Callable[[str], None]
 @pytest.fixture
 def horovod_synthetic(
     horovod_train_sweeps: Sweeps[TrainSweep],
-    horovod_base_train_sweeps: Sweeps[TrainSweep] | None,
     horovod_controller: str,
     hpc_placement: str,
     hpc_session: HpcSession,
@@ -419,7 +400,7 @@ def horovod_synthetic(
     def run(model: str) -> None:
         params = {"controller": horovod_controller, "placement": hpc_placement, "model": model}
         _pooled_run(
-            (horovod_train_sweeps, horovod_base_train_sweeps),
+            horovod_train_sweeps,
             (horovod_controller, hpc_placement, model),
             lambda sw: train_measurements(sw, params),
             hpc_session,
@@ -461,11 +442,8 @@ def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureReq
     return None
 
 
-Stores = tuple[Sweeps[S], Sweeps[S] | None]  # the session's store, a paired run's base store
-
-
 def _allreduce_runner(
-    stores: Stores[Sweep],
+    sweeps: Sweeps[Sweep],
     horovod_controller: str,
     hpc_placement: str,
     hpc_session: HpcSession,
@@ -481,7 +459,7 @@ def _allreduce_runner(
             return measurements(sw, size, params)
 
         _pooled_run(
-            stores,
+            sweeps,
             (horovod_controller, hpc_placement, knobs),
             records,
             hpc_session,
@@ -493,7 +471,7 @@ def _allreduce_runner(
 
 
 def _pooled_run(
-    stores: Stores[S],
+    sweeps: Sweeps[S],
     where: tuple[str, str, str],
     records: Callable[[S], list[Measurement]],
     hpc_session: HpcSession,
@@ -501,7 +479,7 @@ def _pooled_run(
     request: pytest.FixtureRequest,
 ) -> None:
     """The (controller, placement, variant) sweep's point judged (contract.judge_point)."""
-    (sweeps, base), (controller, placement, variant) = stores, where
+    controller, placement, variant = where
     site = site_for(placement, hpc_session, request)
     rounds = hpc_session.cfg.ab_rounds
     judge_point(
@@ -511,8 +489,8 @@ def _pooled_run(
             more=lambda: sweeps.more(controller, placement, site, variant),
             cost=lambda: sweeps.cost(controller, placement, variant),
             paired=None
-            if base is None
-            else lambda: sweeps.paired(base, controller, placement, site, variant, rounds),
+            if sweeps.base is None
+            else lambda: sweeps.paired(controller, placement, site, variant, rounds),
         ),
         records,
         (SweepFailed,),
