@@ -131,23 +131,32 @@ class BaselineJudge:
         m: Measurement,
         why: str,
         runtime_fingerprint: Mapping[str, Any] | None = None,
+        base: Measurement | None = None,
     ) -> RunResult:
         """`m` reported without a verdict (e.g. timed on an emulated device, where timings say
-        nothing about a fabric): outcome NEW with `why`, never written as a baseline."""
+        nothing about a fabric): outcome NEW with `why`, never written as a baseline. With
+        `base` (a paired run's base side of the same point) its median and the ratio are
+        reported beside it: both sides ran, neither is judged."""
         med = float(np.median(m.samples))
+        base_med, ratio, against = None, None, ""
+        if base is not None:
+            base_med = float(np.median(base.samples))
+            ratio = med / base_med if base_med else None
+            against = f", base median {base_med:.4g} (n={len(base.samples)})"
         verdict = Verdict(
             Outcome.NEW,
             med,
-            None,
-            None,
+            base_med,
+            ratio,
             None,
             None,
             None,
             m.tolerance or self.hpc.cfg.tolerance,
             f"function only: {describe(m.benchmark, m.params)}: median "
-            f"{med:.4g} {m.unit} (n={len(m.samples)}), no verdict: {why}",
+            f"{med:.4g} {m.unit} (n={len(m.samples)}){against}, no verdict: {why}",
             reason="function only",
             n_current=len(m.samples),
+            n_baseline=None if base is None else len(base.samples),
         )
         result = RunResult(
             nodeid=nodeid,

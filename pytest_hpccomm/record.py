@@ -59,12 +59,17 @@ class Record:
         return result
 
     def functional(
-        self, m: Measurement, why: str, runtime_fingerprint: Mapping[str, Any] | None = None
+        self,
+        m: Measurement,
+        why: str,
+        runtime_fingerprint: Mapping[str, Any] | None = None,
+        base: Measurement | None = None,
     ) -> RunResult:
-        """Report `m` without judging it (why: e.g. an emulated device); never a baseline."""
+        """Report `m` without judging it (why: e.g. an emulated device); never a baseline.
+        `base`: a paired run's base side of the same point, reported beside it."""
         from pytest_hpccomm.report.junit import junit_properties
 
-        result = self.judge.functional(self.request.node.nodeid, m, why, runtime_fingerprint)
+        result = self.judge.functional(self.request.node.nodeid, m, why, runtime_fingerprint, base)
         for name, value in junit_properties(result):
             self.record_property(name, value)
         return result

@@ -8,8 +8,8 @@ typical latency, or its bandwidth.
 
 On rxe and siw (software devices, e.g. the CI guest under emulation) every benchmark still runs
 — a functional pass: it must complete and produce numbers — but its timings are neither judged
-nor stored: they are put into the JUnit properties with hpccomm_verdict = disabled. Running,
-checking and judging a point: the `verbs_perftest` fixture (stacks/verbs/plugin.py).
+nor stored: they are reported with no verdict and the reason (in a paired run, both sides').
+Running, checking and judging a point: the `verbs_perftest` fixture (stacks/verbs/fixtures.py).
 """
 
 from __future__ import annotations

@@ -44,17 +44,17 @@ class JobPool(Generic[S]):
         merge: Callable[[Sequence[S]], S],
         repeats: int,
         max_repeats: int,
-        failures: tuple[type[Exception], ...],
+        failures: tuple[type[BaseException], ...],
     ) -> None:
         self.merge, self.repeats = merge, repeats
         self.max_repeats = max(max_repeats, repeats)
         self.failures = failures
         self._jobs: dict[Hashable, list[S]] = {}
-        self._done: dict[Hashable, S | Exception] = {}
+        self._done: dict[Hashable, S | BaseException] = {}
         self._added: dict[Hashable, float] = {}  # seconds the added jobs took
         self._part_jobs: dict[tuple[Hashable, Hashable], list[S]] = {}  # more_of's jobs
-        self._part_done: dict[tuple[Hashable, Hashable], S | Exception] = {}
-        self._paired: dict[Hashable, tuple[S, S] | Exception] = {}
+        self._part_done: dict[tuple[Hashable, Hashable], S | BaseException] = {}
+        self._paired: dict[Hashable, tuple[S, S] | BaseException] = {}
 
     def get(self, key: Hashable, job: Callable[[], S]) -> S:
         if key not in self._done:
@@ -68,7 +68,7 @@ class JobPool(Generic[S]):
     def pooled(self, key: Hashable) -> S | None:
         """The sweep if get() has pooled it (None: not yet, or it failed)."""
         got = self._done.get(key)
-        return None if got is None or isinstance(got, Exception) else got
+        return None if got is None or isinstance(got, BaseException) else got
 
     def more(self, key: Hashable, job: Callable[[], S]) -> S | None:
         """The sweep with one more job pooled in, or None once it has max_repeats jobs (or
@@ -78,7 +78,7 @@ class JobPool(Generic[S]):
             not jobs
             or len(jobs) >= self.max_repeats
             or key not in self._done
-            or isinstance(self._done[key], Exception)
+            or isinstance(self._done[key], BaseException)
         ):
             return None
         t0 = time.monotonic()
@@ -110,8 +110,8 @@ class JobPool(Generic[S]):
         if (
             not jobs
             or done is None
-            or isinstance(done, Exception)
-            or isinstance(self._part_done.get((key, part)), Exception)
+            or isinstance(done, BaseException)
+            or isinstance(self._part_done.get((key, part)), BaseException)
             or len(jobs) + len(added) >= self.max_repeats
         ):
             return None
@@ -155,7 +155,7 @@ class JobPool(Generic[S]):
         return self._settled(self._paired[key])
 
     @staticmethod
-    def _settled(got: T | Exception) -> T:
-        if isinstance(got, Exception):
+    def _settled(got: T | BaseException) -> T:
+        if isinstance(got, BaseException):
             raise got
         return got

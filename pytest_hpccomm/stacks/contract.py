@@ -171,7 +171,7 @@ def judge_point(
     record: Record,
     point: Point[S],
     records: Callable[[S], list[Measurement]],
-    failures: tuple[type[Exception], ...],
+    failures: tuple[type[BaseException], ...],
     functional: str | None = None,
 ) -> None:
     """The point judged. Stored mode: every record against its baseline; while a verdict is
@@ -197,8 +197,8 @@ def judge_point(
         if functional is None:
             record.all(cand_ms, point.fingerprint(candidate), base_ms)
         else:
-            for m in cand_ms:
-                record.functional(m, functional, point.fingerprint(candidate))
+            for m, b in zip(cand_ms, base_ms, strict=True):
+                record.functional(m, functional, point.fingerprint(candidate), b)
         return
     try:
         sweep = point.get()
@@ -227,7 +227,7 @@ def judge_point(
 def validate_point(
     point: Point[S],
     records: Callable[[S], list[Measurement]],
-    failures: tuple[type[Exception], ...],
+    failures: tuple[type[BaseException], ...],
 ) -> None:
     """A functional pass that reports nothing: the point's records made, and so validated
     (both sides in a paired run)."""

@@ -1,4 +1,4 @@
-"""A paired A/B run of Horovod or TensorFlow that names what cannot be a side is a usage error
+"""A paired A/B run of Horovod, TensorFlow or verbs that names what cannot be a side is a usage error
 (exit 4) naming the option, before any test runs: a path that does not exist, `none`, or the
 stack's own implementation option beside the two sides."""
 
@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-OWN = {"horovod": "--hpc-horovod-python", "tf": "--hpc-tf-python"}
+OWN = {"horovod": "--hpc-horovod-python", "tf": "--hpc-tf-python", "verbs": "--hpc-verbs-python"}
+# each stack's keyword for the implementation it finds by itself (a cached build; this Python)
+OWN_KIND = {"horovod": "build", "tf": "build", "verbs": "this"}
 
 
 @pytest.mark.parametrize("stack", sorted(OWN))
@@ -38,11 +40,11 @@ def test_what_cannot_be_a_side_is_a_usage_error(
     pytester: pytest.Pytester, stack: str, base: str, candidate: str, extra: list[str], says: str
 ) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    own = OWN[stack]
+    own, kind = OWN[stack], OWN_KIND[stack]
     res = pytester.runpytest_inprocess(
-        f"--hpc-base={stack}={base}",
-        f"--hpc-candidate={stack}={candidate}",
-        *[e.format(own=own) for e in extra],
+        f"--hpc-base={stack}={base.replace('build', kind)}",
+        f"--hpc-candidate={stack}={candidate.replace('build', kind)}",
+        *[e.format(own=own).replace("build", kind) for e in extra],
         "--hpc-history=none",
         "-p",
         "no:cacheprovider",
@@ -53,11 +55,11 @@ def test_what_cannot_be_a_side_is_a_usage_error(
 
 
 @pytest.mark.parametrize("stack", sorted(OWN))
-def test_both_stacks_can_be_paired(pytester: pytest.Pytester, stack: str) -> None:
+def test_every_stack_can_be_paired(pytester: pytest.Pytester, stack: str) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
     res = pytester.runpytest_inprocess(
-        f"--hpc-base={stack}=build",
-        f"--hpc-candidate={stack}=build",
+        f"--hpc-base={stack}={OWN_KIND[stack]}",
+        f"--hpc-candidate={stack}={OWN_KIND[stack]}",
         "--hpc-history=none",
         "-p",
         "no:cacheprovider",

@@ -53,8 +53,8 @@ SIMPLE = "def test_one():\n    pass\n"
         ),
         (["--hpc-ab-rounds=2"], "--hpc-ab-rounds: must be 3..100, got 2"),
         (
-            ["--hpc-base=verbs=a", "--hpc-candidate=verbs=b"],
-            "stack 'verbs' cannot run a paired A/B comparison (stacks that can: ",
+            ["--hpc-base=nccl=a", "--hpc-candidate=nccl=b"],
+            "stack 'nccl' cannot run a paired A/B comparison (stacks that can: ",
         ),
         (
             ["--hpc-base=mpi=opnmpi4", "--hpc-candidate=mpi=openmpi"],

@@ -194,16 +194,19 @@ class PeerOptions:
     plant: str | None = None
     start_timeout: float = 120.0  # Python + pyverbs start in ~15 s under TCG emulation
     job_timeout: float = 4 * 3600.0  # a session's peers: a hard cap, reaped at session end
+    python: str = ""  # the Python whose pyverbs the peers use (env.VerbsEnv); "": this one
 
     @classmethod
-    def from_selection(cls, sel: FabricSelection, plant: str | None = None) -> PeerOptions:
+    def from_selection(
+        cls, sel: FabricSelection, plant: str | None = None, python: str = ""
+    ) -> PeerOptions:
         if sel.device is None or sel.port is None:
             raise PeerError(f"fabric {sel.kind} selected no RDMA device: {sel.description}")
-        return cls(sel.device, sel.port, sel.gid_index, sel.address, plant)
+        return cls(sel.device, sel.port, sel.gid_index, sel.address, plant, python=python)
 
     def argv(self) -> list[str]:
         argv = [
-            sys.executable,
+            self.python or sys.executable,
             "-m",
             PEER_MODULE,
             "--device",

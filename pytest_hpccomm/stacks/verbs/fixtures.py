@@ -22,8 +22,9 @@ if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
     from hypothesis import settings
 
     from pytest_hpccomm.stacks.verbs.driver import Side, VerbsPair
+    from pytest_hpccomm.stacks.verbs.env import VerbsEnv
     from pytest_hpccomm.stacks.verbs.links import Link
-    from pytest_hpccomm.stacks.verbs.perf import Benchmark, BenchRunner
+    from pytest_hpccomm.stacks.verbs.perf import Benchmark, BenchPoint, Sweeps
     from pytest_hpccomm.stacks.verbs.perftest import PerftestRun
 
 
@@ -128,21 +129,50 @@ def verbs_atomic_order(verbs_rc: Link, verbs_pair: VerbsPair, record_property: A
 PerftestPoint = Callable[["Benchmark", int], None]
 
 
+FUNCTIONAL_ROUNDS = 2  # a paired run on an emulated device: each order once, nothing judged
+
+
 @pytest.fixture
 def verbs_perftest(
-    verbs_bench: BenchRunner,
+    verbs_sweeps: Sweeps,
     verbs_pair: VerbsPair,
     verbs_emulated: bool,
+    verbs_env: VerbsEnv,
     hpc_record: Record,
-    record_property: Any,
     request: pytest.FixtureRequest,
 ) -> PerftestPoint:
-    """run(benchmark, size): one point over the pair; skips what the device cannot run, fails
-    on an error or a non-positive sample; then judges it, or on an emulated device puts its
-    numbers into the JUnit properties with hpccomm_verdict = disabled."""
+    """run(benchmark, size): one point (stacks.contract.judge_point): skips what the device
+    cannot run, fails on an error or a non-finite, non-positive or missing sample; then
+    judges it (adaptive repeats; in a paired run, against the base's jobs of the same
+    rounds), or on an emulated device reports both sides' numbers without a verdict."""
+    from pytest_hpccomm.stacks.contract import Point, judge_point
     from pytest_hpccomm.stacks.verbs.driver import PeerError, VerbsCallError
+    from pytest_hpccomm.stacks.verbs.perf import records
 
     info = verbs_pair.info
+    batches = verbs_sweeps.runner.settings.batches
+    cfg = hpc_session_of(request.config).cfg
+    rounds = FUNCTIONAL_ROUNDS if verbs_emulated else cfg.ab_rounds
+    functional = (
+        f"emulated device {info['device']} (software RDMA: timings say nothing about a fabric)"
+        if verbs_emulated
+        else None
+    )
+    fingerprint = {
+        "verbs_device": info["device"],
+        "verbs_fw": info.get("fw_ver"),
+        **verbs_env.fingerprint(),
+    }
+
+    def checked(point: BenchPoint) -> list[Measurement]:
+        where = f"{point.bench.key} size={point.size}"
+        want = batches * max(1, len(point.job_sizes))
+        if len(point.samples) != want:
+            pytest.fail(f"{where}: {len(point.samples)} samples, not {want}", pytrace=False)
+        bad = [x for x in point.samples if not (math.isfinite(x) and x > 0)]
+        if bad:
+            pytest.fail(f"{where}: non-positive or infinite samples {bad}", pytrace=False)
+        return records(point)
 
     def run(bench: Benchmark, size: int) -> None:
         why = bench.needs(info)
@@ -151,43 +181,24 @@ def verbs_perftest(
         mtu = info.get("active_mtu") or 0
         if bench.qp_type == "UD" and size > mtu:
             pytest.skip(f"UD messages are limited to the path MTU ({mtu} B on {info['device']})")
-        try:
-            point = verbs_bench.run(bench, size)
-        except (VerbsCallError, PeerError) as exc:
-            pytest.fail(f"{bench.key} size={size}: {exc}", pytrace=False)
-        assert len(point.samples) == verbs_bench.settings.batches
-        bad = [s for s in point.samples if not (math.isfinite(s) and s > 0)]
-        assert not bad, f"{bench.key} size={size}: non-positive or infinite samples {bad}"
-        metric, unit, direction = bench.metric
-        extra = {"iterations_per_sample": point.iterations, **point.stats}
-        if verbs_emulated:
-            for name, value in sorted(extra.items()):
-                record_property(f"hpccomm_{name}", value)
-            record_property("hpccomm_samples", ",".join(f"{s:.6g}" for s in point.samples))
-            record_property(
-                "hpccomm_verdict",
-                f"disabled: emulated device {info['device']} (software RDMA: "
-                "timings say nothing about a fabric)",
-            )
-            note_emulated(request.config, request.node.nodeid)
-            return
-        params: dict[str, Any] = {"size": point.size, "connection": bench.qp_type}
-        if bench.atomic:
-            params["atomic"] = bench.atomic
-        hpc_record(
-            Measurement(
-                stack="verbs",
-                benchmark=bench.name,
-                params=params,
-                samples=tuple(point.samples),
-                unit=unit,
-                direction=direction,
-                warmup_discarded=point.warmup,
-                metric=metric,
-                extra=extra,
+        paired = None
+        if verbs_sweeps.base is not None:
+            paired = lambda: verbs_sweeps.paired(bench, size, rounds)  # noqa: E731
+        judge_point(
+            hpc_record,
+            Point(
+                get=lambda: verbs_sweeps.get(bench, size),
+                more=lambda: verbs_sweeps.more(bench, size),
+                cost=lambda: verbs_sweeps.cost(bench, size),
+                paired=paired,
+                fingerprint=lambda _point: fingerprint,
             ),
-            {"verbs_device": info["device"], "verbs_fw": info.get("fw_ver")},
+            checked,
+            (VerbsCallError, PeerError),
+            functional,
         )
+        if verbs_emulated:
+            note_emulated(request.config, request.node.nodeid)
 
     return run
 

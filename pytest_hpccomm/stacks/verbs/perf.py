@@ -8,11 +8,15 @@ warm-up + `batches` batches and returns raw times.
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpccomm.config import HpcConfig
-from pytest_hpccomm.measure.measurement import Direction
+from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.stacks.verbs.driver import (
     Connection,
     PeerError,
@@ -153,6 +157,85 @@ class BenchPoint:
     stats: dict[str, float] = field(default_factory=dict)  # perftest's report for the point
     # under the canary, per batch: the client's timed regions' ns before and after the stretch
     canary: list[dict[str, int]] = field(default_factory=list)
+    job_sizes: list[int] = field(default_factory=list)  # pooled: where each job's batches end
+
+
+def merge(points: Sequence[BenchPoint]) -> BenchPoint:
+    """Jobs of one point pooled: batches and canary regions in job order, `job_sizes` marking
+    where each job's batches end (the verdict resamples whole jobs); perftest's statistics are
+    the first job's."""
+    return dataclasses.replace(
+        points[0],
+        samples=[s for p in points for s in p.samples],
+        canary=[c for p in points for c in p.canary],
+        job_sizes=[len(p.samples) for p in points],
+    )
+
+
+def records(point: BenchPoint) -> list[Measurement]:
+    """The point's one record: one sample per batch (typical latency, or bandwidth)."""
+    bench = point.bench
+    metric, unit, direction = bench.metric
+    params: dict[str, Any] = {"size": point.size, "connection": bench.qp_type}
+    if bench.atomic:
+        params["atomic"] = bench.atomic
+    extra: dict[str, Any] = {"iterations_per_sample": point.iterations, **point.stats}
+    if len(point.job_sizes) > 1:
+        extra["job_sizes"] = point.job_sizes
+        ends = [sum(point.job_sizes[: i + 1]) for i in range(len(point.job_sizes))]
+        extra["job_medians"] = [
+            statistics.median(point.samples[end - n : end])
+            for n, end in zip(point.job_sizes, ends, strict=True)
+        ]
+    return [
+        Measurement(
+            stack="verbs",
+            benchmark=bench.name,
+            params=params,
+            samples=tuple(point.samples),
+            unit=unit,
+            direction=direction,
+            warmup_discarded=point.warmup * max(1, len(point.job_sizes)),
+            metric=metric,
+            extra=extra,
+        )
+    ]
+
+
+class Sweeps:
+    """Session cache of one side's benchmark points: each (benchmark, size) pooled from
+    independent jobs (one job: `runner.run`, on a fresh pair of QPs). In a paired A/B run the
+    candidate's store holds the base's (`base`: its own peers, unstretched by the canary)."""
+
+    def __init__(
+        self, runner: BenchRunner, repeats: int, max_repeats: int, base: Sweeps | None = None
+    ) -> None:
+        self.runner, self.base = runner, base
+        self.pool: JobPool[BenchPoint] = JobPool(
+            merge, repeats, max_repeats, (VerbsCallError, PeerError)
+        )
+
+    def get(self, bench: Benchmark, size: int) -> BenchPoint:
+        return self.pool.get((bench.key, size), lambda: self.runner.run(bench, size))
+
+    def more(self, bench: Benchmark, size: int) -> BenchPoint | None:
+        return self.pool.more((bench.key, size), lambda: self.runner.run(bench, size))
+
+    def cost(self, bench: Benchmark, size: int) -> dict[str, Any]:
+        return self.pool.cost((bench.key, size))
+
+    def paired(self, bench: Benchmark, size: int, rounds: int) -> tuple[BenchPoint, BenchPoint]:
+        """(this store's, base's) points of `rounds` rounds, one job of each side per round
+        (JobPool.paired: adjacent, alternating order)."""
+        if self.base is None:
+            raise ValueError("not a paired A/B run: this store has no base")
+        base = self.base
+        return self.pool.paired(
+            (bench.key, size),
+            lambda _round: base.runner.run(bench, size),
+            lambda _round: self.runner.run(bench, size),
+            rounds,
+        )
 
 
 class BenchRunner:

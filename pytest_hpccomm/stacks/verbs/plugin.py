@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import platform
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +19,20 @@ from pytest_hpccomm.fabrics import provision as prov
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
+from pytest_hpccomm.stacks.contract import Implementations, check_python_specs, named_in_pair
+from pytest_hpccomm.stacks.verbs.env import (
+    NONE,
+    OPTION,
+    THIS,
+    VerbsEnv,
+    VerbsEnvError,
+    VerbsUnavailable,
+)
 
 if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
     from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
     from pytest_hpccomm.stacks.verbs.driver import Placement, VerbsPair
-    from pytest_hpccomm.stacks.verbs.perf import BenchRunner
+    from pytest_hpccomm.stacks.verbs.perf import BenchRunner, Sweeps
 
 PLANT_HELP = (
     "test-only: start the verbs peers with a planted bug, to prove the conformance "
@@ -41,21 +51,60 @@ DEADLINE_HELP = (
 
 pytest_plugins = ["pytest_hpccomm.stacks.verbs.fixtures"]
 
+STACK = "verbs"
 EMULATED_KEY = pytest.StashKey[list[str]]()
 PAIR_KEY = pytest.StashKey[Any]()  # the session's VerbsPair, once started
+BASE_PAIR_KEY = pytest.StashKey[Any]()  # a paired A/B run's base side's VerbsPair
+
+
+@dataclass(frozen=True)
+class NamedProbe:
+    """The user named the verbs Python(s) (--hpc-verbs-python, a paired run's sides): present
+    for collection; the peers' Python is probed when a fixture resolves it (env.resolve)."""
+
+    python: str
+    name: str = STACK
+
+    def unavailable_reason(self) -> str | None:
+        return f"verbs opted out ({OPTION}={NONE})" if self.python == NONE else None
+
+    def versions(self) -> dict[str, str]:
+        return {}  # the resolved Python's facts travel in each result (VerbsEnv.fingerprint)
+
+
+def verbs_python(config: pytest.Config) -> str:
+    """--hpc-verbs-python, or `this` (this Python)."""
+    return str(config.getoption("hpc_verbs_python", None) or THIS)
 
 
 @pytest.hookimpl(optionalhook=True)  # the core plugin declares it; `-p no:hpccomm` does not
 def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
+    python = verbs_python(config)
+    if python != THIS or named_in_pair(config, STACK):
+        return [NamedProbe(python)]
     return [
         ImportProbe(
-            "verbs", ("pyverbs",), ("pyverbs",), (), "apt-get install python3-pyverbs (rdma-core)"
+            STACK, ("pyverbs",), ("pyverbs",), (), "apt-get install python3-pyverbs (rdma-core)"
         )
     ]
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
+    return [STACK]  # two verbs Pythons (two rdma-core/pyverbs installations), one per side
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
+    group.addoption(
+        OPTION,
+        default=None,
+        dest="hpc_verbs_python",
+        metavar="PYTHON",
+        help="the Python (or its venv) whose pyverbs, and so whose rdma-core, the verbs peers "
+        f"use (default: this Python; {NONE}: no verbs); a paired A/B run names two: "
+        "--hpc-base verbs=PYTHON --hpc-candidate verbs=PYTHON",
+    )
     group.addoption(
         "--hpc-verbs-plant",
         default=None,
@@ -73,8 +122,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[EMULATED_KEY] = []
+    check_python_specs(config, STACK, OPTION, verbs_python(config), "pyverbs", (THIS, NONE))
 
 
 def _is_verbs(item: pytest.Item) -> bool:
@@ -117,12 +168,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     kernel log, so a dead link reports only what this item's traffic provoked."""
     if not _is_verbs(item):
         return
-    pair = item.config.stash.get(PAIR_KEY, None)
-    if pair is None:
-        return
-    if pair.broken:
-        pair.restart()
-    pair.kernel_log.mark()
+    for pair in _pairs(item.config):
+        if pair.broken:
+            pair.restart()
+        pair.kernel_log.mark()
+
+
+def _pairs(config: pytest.Config) -> list[Any]:
+    """The session's live VerbsPairs: the one under test, and a paired run's base side's."""
+    return [p for p in (config.stash.get(k, None) for k in (PAIR_KEY, BASE_PAIR_KEY)) if p]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -135,8 +189,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         try:
             return (yield)
         finally:
-            pair = item.config.stash.get(PAIR_KEY, None)
-            if armed is not None and armed.fired and pair is not None:
+            for pair in _pairs(item.config) if armed is not None and armed.fired else []:
                 # interrupted mid-request: a peer may still be busy, or its channel mid-frame
                 pair.a.broken = pair.b.broken = True
 
@@ -193,23 +246,46 @@ def verbs_emulated(verbs_fabric: FabricSelection) -> bool:
     return verbs_fabric.driver in SOFTWARE_DRIVERS
 
 
+def _resolve(spec: str) -> VerbsEnv:
+    from pytest_hpccomm.stacks.verbs.env import resolve
+
+    return resolve(spec)
+
+
+IMPLS = Implementations(_resolve, (VerbsUnavailable,), (VerbsEnvError,))
+
+
+@pytest.fixture(scope="session")
+def verbs_env(pytestconfig: pytest.Config, hpc_session: HpcSession) -> VerbsEnv:
+    """The Python (pyverbs, rdma-core) under test; in a paired A/B run of verbs, the
+    candidate's."""
+    return IMPLS.under_test(hpc_session, STACK, verbs_python(pytestconfig))
+
+
+@pytest.fixture(scope="session")
+def verbs_base_env(hpc_session: HpcSession) -> VerbsEnv | None:
+    """The base side's Python of a paired A/B run of verbs (None: not a paired run)."""
+    return IMPLS.base(hpc_session, STACK)
+
+
 @pytest.fixture(scope="session")
 def verbs_pair(
     verbs_fabric: FabricSelection,
+    verbs_env: VerbsEnv,
     hpc_rdma_fabric: ClusterFabric,
     pytestconfig: pytest.Config,
     record_testsuite_property: Any,
 ) -> Iterator[VerbsPair]:
-    from pytest_hpccomm.stacks.verbs.driver import PeerError, PeerOptions, VerbsPair, start_peers
-
     # which kernel and driver the suite ran on, in the JUnit XML next to the verdicts (known
     # defects are keyed by what a failure shows, and their explanations cite kernel sources)
     record_testsuite_property("verbs_kernel", platform.release())
     record_testsuite_property("verbs_device", str(verbs_fabric.device))
     record_testsuite_property("verbs_driver", str(verbs_fabric.driver))
-    plant = pytestconfig.getoption("hpc_verbs_plant")
-    opts = PeerOptions.from_selection(verbs_fabric, plant)
-    placement = placement_of(hpc_rdma_fabric, plant)
+    for name, value in verbs_env.fingerprint().items():
+        record_testsuite_property(name, value)
+    placement = placement_of(
+        hpc_rdma_fabric, pytestconfig.getoption("hpc_verbs_plant"), verbs_env.python
+    )
     # which path every verbs item of this session took: loopback QPs on one device, or a wire
     record_testsuite_property(
         "verbs_path",
@@ -217,20 +293,57 @@ def verbs_pair(
         if placement is None
         else "host to host: " + " -> ".join(p.host for p in placement.places),
     )
+    yield from _live_pair(verbs_fabric, verbs_env, hpc_rdma_fabric, pytestconfig, PAIR_KEY)
+
+
+@pytest.fixture(scope="session")
+def verbs_base_pair(
+    verbs_fabric: FabricSelection,
+    verbs_base_env: VerbsEnv | None,
+    hpc_rdma_fabric: ClusterFabric,
+    pytestconfig: pytest.Config,
+    record_testsuite_property: Any,
+) -> Iterator[VerbsPair | None]:
+    """A paired run's base side: two more peers on the same device(s), run by the base's
+    Python (None: not a paired run)."""
+    if verbs_base_env is None:
+        yield None
+        return
+    for name, value in verbs_base_env.fingerprint().items():
+        record_testsuite_property(f"base_{name}", value)
+    yield from _live_pair(
+        verbs_fabric, verbs_base_env, hpc_rdma_fabric, pytestconfig, BASE_PAIR_KEY
+    )
+
+
+def _live_pair(
+    fabric: FabricSelection,
+    env: VerbsEnv,
+    cluster: ClusterFabric,
+    config: pytest.Config,
+    key: pytest.StashKey[Any],
+) -> Iterator[VerbsPair]:
+    """Two peers run by `env`'s Python, kept in the stash under `key` (the deadline and
+    restart hooks find them there), closed at the end, also when the session fails."""
+    from pytest_hpccomm.stacks.verbs.driver import PeerError, PeerOptions, VerbsPair, start_peers
+
+    plant = config.getoption("hpc_verbs_plant")
+    opts = PeerOptions.from_selection(fabric, plant, env.python)
+    placement = placement_of(cluster, plant, env.python)
     try:
         a, b = start_peers(opts, 2, placement)
     except PeerError as exc:
-        pytest.fail(f"verbs peers on {verbs_fabric.description}: {exc}", pytrace=False)
-    pair = VerbsPair(a, b, verbs_fabric, opts, placement)
-    pytestconfig.stash[PAIR_KEY] = pair
+        pytest.fail(f"verbs peers on {fabric.description} ({env.python}): {exc}", pytrace=False)
+    pair = VerbsPair(a, b, fabric, opts, placement)
+    config.stash[key] = pair
     try:
         yield pair
     finally:
-        del pytestconfig.stash[PAIR_KEY]
+        del config.stash[key]
         pair.close()
 
 
-def placement_of(fabric: ClusterFabric, plant: str | None) -> Placement | None:
+def placement_of(fabric: ClusterFabric, plant: str | None, python: str = "") -> Placement | None:
     """One peer on each of the first two hosts of --hpc-hosts; None for a single host."""
     from pytest_hpccomm.stacks.verbs.driver import PeerOptions, PeerPlace, Placement
 
@@ -240,7 +353,9 @@ def placement_of(fabric: ClusterFabric, plant: str | None) -> Placement | None:
         PeerPlace(
             h.host,
             h.local,
-            dataclasses.replace(PeerOptions.from_selection(h.selection, plant), address=h.address),
+            dataclasses.replace(
+                PeerOptions.from_selection(h.selection, plant, python), address=h.address
+            ),
         )
         for h in fabric.hosts[:2]
     )
@@ -257,13 +372,35 @@ def placement_of(fabric: ClusterFabric, plant: str | None) -> Placement | None:
 @pytest.fixture(scope="session")
 def verbs_bench(
     verbs_pair: VerbsPair, verbs_emulated: bool, pytestconfig: pytest.Config
-) -> Iterator[BenchRunner]:
+) -> BenchRunner:
+    """Benchmark points over the pair under test (the canary stretches these)."""
     from pytest_hpccomm.stacks.verbs.perf import BenchRunner, BenchSettings
 
     cfg = hpc_session_of(pytestconfig).cfg
     settings = BenchSettings.for_session(cfg, verbs_emulated)
-    runner = BenchRunner(verbs_pair, settings, max(cfg.message_sizes))
-    yield runner
+    return BenchRunner(verbs_pair, settings, max(cfg.message_sizes))
+
+
+@pytest.fixture(scope="session")
+def verbs_sweeps(
+    verbs_bench: BenchRunner,
+    verbs_base_pair: VerbsPair | None,
+    verbs_emulated: bool,
+    pytestconfig: pytest.Config,
+) -> Sweeps:
+    """The session's pooled points (--hpc-repeats jobs, adaptive repeats); in a paired run
+    with the base side's store inside, its runner never stretched by the canary. On an
+    emulated device one job per point: its numbers are reported, never judged."""
+    from pytest_hpccomm.stacks.verbs.perf import BenchRunner, BenchSettings, Sweeps
+
+    cfg = hpc_session_of(pytestconfig).cfg
+    repeats, most = (1, 1) if verbs_emulated else (cfg.repeats, cfg.repeat_limit)
+    base = None
+    if verbs_base_pair is not None:
+        settings = BenchSettings.for_profile(cfg.profile, verbs_emulated)  # slowdown 1
+        runner = BenchRunner(verbs_base_pair, settings, max(cfg.message_sizes))
+        base = Sweeps(runner, repeats, most)
+    return Sweeps(verbs_bench, repeats, most, base)
 
 
 def note_emulated(config: pytest.Config, nodeid: str) -> None:

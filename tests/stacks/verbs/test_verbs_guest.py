@@ -6,6 +6,9 @@ Builds (or reuses) the cached guest, boots it once per case, and reads the guest
   only as a known defect observed in that run (stacks/verbs/defects.py), and the guest's kernel
   and driver go into this test's properties; test_verbs_canary_stretch.py runs beside it
   (under --hpc-inject-slowdown the verbs peers' timed work must take about F times as long)
+- paired: a paired A/B run of verbs (`--hpc-base verbs=/usr/bin/python3 --hpc-candidate
+  verbs=VENV`, a second environment over the guest's pyverbs): both sides' peers run every
+  selected perf point and both medians are reported, with no verdict on the emulated device
 - planted: the peers register MRs without REMOTE_WRITE (--hpc-verbs-plant); the conformance
   suite must catch it: the RDMA WRITE tests fail with a remote access error
 - cluster: two guests (run.sh --hosts 2) on SoftRoCE, the verbs suite with one peer per guest
@@ -73,6 +76,68 @@ def test_verbs_suite_passes_in_the_guest(
     assert len(canary) == 4, f"the canary's stretch of the verbs peers was not shown: {canary}"
     log = (tmp_path / "pytest.log").read_text(errors="replace")
     assert f"{device}0" in log, f"the suite did not run on a provisioned {device}0"
+
+
+PAIRED_POINTS = "test_perftest and (ib_send_lat or ib_write_bw or ib_read_lat)"
+
+
+def _venv_over(python: str, where: Path) -> Path:
+    """A venv in `where` over `python` and its site-packages (made by hand: the guest has
+    Debian's python3, whose venv module lacks ensurepip): a second environment, prefix and
+    all, with the same pyverbs; the guest resolves the link to its own interpreter."""
+    (where / "bin").mkdir(parents=True)
+    (where / "bin" / "python").symlink_to(python)
+    (where / "pyvenv.cfg").write_text(
+        f"home = {Path(python).parent}\ninclude-system-site-packages = true\n"
+    )
+    return where
+
+
+def test_paired_run_reports_both_sides_in_the_guest(guest_image: str, tmp_path: Path) -> None:
+    venv = _venv_over("/usr/bin/python3", tmp_path / "stage" / "cand")
+    results = tmp_path / "results"
+    results.mkdir()
+    job = boot(
+        guest_image,
+        results,
+        "softroce",
+        "-m",
+        "perf",
+        "-k",
+        PAIRED_POINTS,
+        "--hpc-sizes",
+        "64,64K",
+        "--hpc-base",
+        "verbs=/usr/bin/python3",
+        "--hpc-candidate",
+        f"verbs=/mnt/job/stage/{venv.name}",
+        stage=(venv,),
+    )
+    got = junit(results)
+    assert not got["failed"], f"paired verbs run: {got['failed']}\n{tail(results)}"
+    assert job.ok, f"guest run failed: {job.describe()}\n{tail(results)}"
+    root = ET.parse(results / "junit.xml").getroot()
+    suite = {
+        str(p.get("name")): str(p.get("value"))
+        for p in root.iter("property")
+        if "verbs_p" in str(p.get("name"))
+    }
+    # each side's peers ran by its own Python, in its own environment
+    assert suite.get("verbs_python") == f"/mnt/job/stage/{venv.name}/bin/python", suite
+    assert suite.get("verbs_prefix") == f"/mnt/job/stage/{venv.name}", suite
+    assert suite.get("base_verbs_python") == "/usr/bin/python3", suite
+    assert suite.get("base_verbs_prefix") == "/usr", suite
+    points = 0
+    for case in root.iter("testcase"):
+        if case.find("skipped") is not None or "test_perftest" not in str(case.get("name")):
+            continue
+        props = {str(p.get("name")): str(p.get("value")) for p in case.iter("property")}
+        assert float(props["median"]) > 0 and float(props["baseline_median"]) > 0, props
+        assert props["verdict"] == "new" and "emulated device rxe0" in props["no_verdict"], props
+        points += 1
+    # 8 selected: send_lat (RC, UD), read_lat, write_bw x 64 B, 64 KiB; UD's 64 KiB is above
+    # the path MTU and skips
+    assert points >= 7, f"{points} paired points reported: {got['passed']}"
 
 
 def test_planted_mr_without_remote_write_is_caught(guest_image: str, tmp_path: Path) -> None:
