@@ -38,7 +38,7 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.measure.sizes import parse_size_spec
 from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, measurements, run_sweep
-from pytest_hpccomm.stacks.mpi.runtime import resolve
+from pytest_hpccomm.stacks.mpi.env import resolve
 
 TOLERANCES = (0.02, 0.05, 0.10)
 ROOT = Path(__file__).resolve().parents[1]

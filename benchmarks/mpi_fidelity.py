@@ -28,7 +28,7 @@ from pytest_hpccomm.cluster.mpi import mpi_prefix
 from pytest_hpccomm.measure.sizes import format_size, parse_size_spec
 from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, loopback_launch, run_sweep
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime, resolve
 
 PT2PT = Path("c/mpi/pt2pt/standard")
 BUILD = """\

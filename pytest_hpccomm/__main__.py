@@ -203,7 +203,7 @@ TOOLS: dict[str, tuple[str, str]] = {
         "pytest_hpccomm.stacks.grpc.build",
         "build the native gRPC peer now, against the system's gRPC or a PREFIX",
     ),
-    "build-horovod": ("pytest_hpccomm.stacks.horovod.build", "build the Horovod environment now"),
+    "build-horovod": ("pytest_hpccomm.stacks.horovod.env", "build the Horovod environment now"),
     "tf-env": ("pytest_hpccomm.stacks.tf.env", "create the TensorFlow environment now"),
     "probe": ("pytest_hpccomm.measure.host_speed", "this host's reference-probe rates"),
     "snapshot": (

@@ -55,7 +55,7 @@ PARTS = (
     Part(
         "horovod",
         "Horovod (patched, with Gloo and Open MPI)",
-        _tool("pytest_hpccomm.stacks.horovod.build"),
+        _tool("pytest_hpccomm.stacks.horovod.env"),
     ),
     Part("tf", "the TensorFlow environment", _tool("pytest_hpccomm.stacks.tf.env")),
 )

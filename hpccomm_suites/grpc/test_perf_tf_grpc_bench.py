@@ -12,7 +12,7 @@ Samples are per-batch values; echoes and acknowledgements are checked (a wrong b
 echo fails the item even when the timing would pass). Python peers' per-RPC cost (~500 us
 here) hides the transport: latency verdicts about a runtime should use the native peer, and
 the quick profile times only it unless --hpc-grpc-peers names the others (options.py).
-What each point records: stacks/grpc/tfbench.py; sweeps, servers and judging: the `grpc_bench`
+What each point records: stacks/grpc/perf.py; sweeps, servers and judging: the `grpc_bench`
 fixture (stacks/grpc/plugin.py).
 """
 
@@ -25,7 +25,7 @@ import pytest
 from pytest_hpccomm.stacks.grpc.fixtures import BenchRun
 from pytest_hpccomm.stacks.grpc.lab import GrpcLab
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES
-from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, bytes_sent
+from pytest_hpccomm.stacks.grpc.perf import BENCHMARKS, bytes_sent
 
 # no fabric marker: stock gRPC needs a TCP fabric (ethernet, ipoib), an RDMA runtime
 # (--hpc-grpc-preset) an RDMA one; the grpc_bench fixture says which is missing

@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.remote_shell import is_this_host
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.conformance import (
     Reduction,
     array_of,
@@ -34,6 +33,7 @@ from pytest_hpccomm.stacks.horovod.conformance import (
     wire,
 )
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import DTYPES
 
 pytestmark = [

@@ -31,8 +31,8 @@ from pytest_hpccomm.stacks.mpi.driver import (
     peer_argv,
     run_sweep,
 )
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.plugin import sweep_target
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi")]
 

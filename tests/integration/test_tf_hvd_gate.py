@@ -33,7 +33,7 @@ import pytest
 
 from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
-from pytest_hpccomm.stacks.horovod import build as hvd_build
+from pytest_hpccomm.stacks.horovod import env as hvd_build
 from pytest_hpccomm.stacks.tf import env as tf_env
 from tests.integration._paired import canary_caught, clean_judged_no_change
 

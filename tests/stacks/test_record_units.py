@@ -17,7 +17,7 @@ import pytest
 from pytest_hpccomm.measure.link import link_fraction
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.proc.jobs import JobResult
-from pytest_hpccomm.stacks.grpc import tfbench
+from pytest_hpccomm.stacks.grpc import perf as grpc_perf
 from pytest_hpccomm.stacks.grpc.driver import Sweep as GrpcSweep
 from pytest_hpccomm.stacks.horovod import perf as hvd
 from pytest_hpccomm.stacks.mpi import driver as mpi
@@ -104,17 +104,17 @@ GRPC_WANT = {
 
 
 def test_grpc_table_covers_every_benchmark() -> None:
-    assert set(GRPC_WANT) == set(tfbench.BENCHMARKS)
+    assert set(GRPC_WANT) == set(grpc_perf.BENCHMARKS)
 
 
 @pytest.mark.parametrize("bench", sorted(GRPC_WANT))
 def test_grpc_records(bench: str) -> None:
-    family = tfbench.BENCHMARKS[bench][0]
+    family = grpc_perf.BENCHMARKS[bench][0]
     sweep = GrpcSweep(
         family=family, peer="native", mode="raw", placement="loopback", results={}, grpc_version=""
     )
     point = {"layout": [10, 10], "samples": [US] * 3, "iterations": [1] * 3, "warmup": 0}
-    m = tfbench.measurement(
+    m = grpc_perf.measurement(
         bench, "uniform-small", sweep, point, "native", "native", "raw", "loopback"
     )
     assert (m.metric, m.unit, m.direction) == GRPC_WANT[bench]

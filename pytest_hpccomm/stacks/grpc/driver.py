@@ -353,7 +353,7 @@ class Sweep:
     cpu: list[dict[str, float]] = field(default_factory=list)  # per client job (cpu_share.py)
     disturbed: str = ""  # why a client run's timings are not its own ("": cores were ours)
     reruns: int = 0  # client runs repeated because another process shared the cores
-    runtime: str = ""  # the gRPC runtime's label (runtimes.py)
+    runtime: str = ""  # the gRPC runtime's label (env.py)
     path: list[dict[str, Any]] = field(default_factory=list)  # per client run: path.py
     link: LinkRate | None = None  # the link between servers and clients (None: unknown)
 

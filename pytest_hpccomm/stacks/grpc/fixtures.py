@@ -32,11 +32,11 @@ from pytest_hpccomm.stacks.grpc.driver import (
     Site,
     Sweep,
 )
+from pytest_hpccomm.stacks.grpc.env import Runtime
 from pytest_hpccomm.stacks.grpc.lab import GrpcLab
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
+from pytest_hpccomm.stacks.grpc.perf import BENCHMARKS, measurement
 from pytest_hpccomm.stacks.grpc.plugin import OPTIONS_KEY, prefix_of
-from pytest_hpccomm.stacks.grpc.runtimes import Runtime
-from pytest_hpccomm.stacks.grpc.tfbench import BENCHMARKS, measurement
 
 
 @pytest.fixture(scope="session")
@@ -227,7 +227,7 @@ def grpc_bench(
 ) -> BenchRun:
     """run(benchmark, scheme): the point of this item's (peer, mode, placement, runtime)
     sweep; its echoes and acknowledgements checked, an RDMA runtime's path proven by the
-    counters, then recorded and judged (tfbench.measurement), beside its TCP twin. In a paired
+    counters, then recorded and judged (perf.measurement), beside its TCP twin. In a paired
     A/B run the candidate's point is judged against the base's of this session; on an emulated
     RDMA device a runtime's points are reported without verdicts."""
     grpc_lab.on_tcp_or_skip(request.config)

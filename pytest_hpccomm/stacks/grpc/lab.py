@@ -46,9 +46,9 @@ from pytest_hpccomm.stacks.grpc.driver import (
     run_ps,
     start_server,
 )
+from pytest_hpccomm.stacks.grpc.env import Runtime, RuntimeUnavailable, resolve, uses
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
-from pytest_hpccomm.stacks.grpc.runtimes import Runtime, RuntimeUnavailable, resolve, uses
-from pytest_hpccomm.stacks.grpc.tfbench import payload_moved
+from pytest_hpccomm.stacks.grpc.perf import payload_moved
 
 Failure = GrpcRunError | NativeBuildError
 Where = tuple[str, str, str, str, str]  # family, peer, mode, placement, runtime label

@@ -11,8 +11,8 @@ import pytest
 
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size
 from pytest_hpccomm.stacks.grpc.driver import PEERS
+from pytest_hpccomm.stacks.grpc.env import PRESETS, RuntimeSpec, RuntimeSpecError, spec_of
 from pytest_hpccomm.stacks.grpc.payload import SCHEMES, PayloadError, PayloadSpec, layout
-from pytest_hpccomm.stacks.grpc.runtimes import PRESETS, RuntimeSpec, RuntimeSpecError, spec_of
 from pytest_hpccomm.stacks.grpc.wire import MAX_MESSAGE, MODES
 
 PLANTED_BUGS = ("drop-last-buffer",)
@@ -32,7 +32,7 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "--hpc-grpc-preset",
         f"a known runtime's environment for the native peers "
-        f"({', '.join(PRESETS)}); see stacks/grpc/runtimes.py",
+        f"({', '.join(PRESETS)}); see stacks/grpc/env.py",
         "",
     ),
     (

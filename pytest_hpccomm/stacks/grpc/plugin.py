@@ -18,8 +18,8 @@ from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
 from pytest_hpccomm.stacks.grpc.build import (
     prefix_error,
 )
+from pytest_hpccomm.stacks.grpc.env import labels
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
-from pytest_hpccomm.stacks.grpc.runtimes import labels
 
 pytest_plugins = ["pytest_hpccomm.stacks.grpc.fixtures"]  # the fixtures the suites ask for
 

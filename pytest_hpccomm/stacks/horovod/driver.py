@@ -40,7 +40,7 @@ from pytest_hpccomm.peer.channel import (
     RemoteError,
 )
 from pytest_hpccomm.proc.jobs import RunningJob
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import (
     CONTROLLER_ENV,
     CONTROLLERS,

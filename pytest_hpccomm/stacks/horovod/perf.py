@@ -26,7 +26,6 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.report.beside import beside
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import (
     HorovodError,
     HorovodPeers,
@@ -34,6 +33,7 @@ from pytest_hpccomm.stacks.horovod.driver import (
     Site,
     bench_times,
 )
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 
 BENCHMARK = "hvd_allreduce"
 # name -> Horovod's variables; "default" is Horovod's own (fusion 128 MiB, cycle 1 ms)

@@ -34,14 +34,6 @@ from pytest_hpccomm.stacks.contract import (
     judge_point,
     named_in_pair,
 )
-from pytest_hpccomm.stacks.horovod.build import (
-    MPI_ENV,
-    HorovodBuildError,
-    HorovodEnv,
-    HorovodUnavailable,
-    ensure_built,
-    user_env,
-)
 from pytest_hpccomm.stacks.horovod.conformance import LOOPBACK_RANKS as CONFORMANCE_LOOPBACK_RANKS
 from pytest_hpccomm.stacks.horovod.conformance import register_settings
 from pytest_hpccomm.stacks.horovod.driver import (
@@ -50,6 +42,14 @@ from pytest_hpccomm.stacks.horovod.driver import (
     HostsSite,
     Site,
     controller_list,
+)
+from pytest_hpccomm.stacks.horovod.env import (
+    MPI_ENV,
+    HorovodBuildError,
+    HorovodEnv,
+    HorovodUnavailable,
+    ensure_built,
+    user_env,
 )
 from pytest_hpccomm.stacks.horovod.perf import (
     BENCHMARK,

@@ -42,7 +42,7 @@ from pytest_hpccomm.peer.channel import (
 )
 from pytest_hpccomm.proc.jobs import RunningJob, run_job
 from pytest_hpccomm.properties import property_settings
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
 PEER_MODULE = "pytest_hpccomm.stacks.mpi.conformance_peer"

@@ -32,7 +32,7 @@ from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.peer import framing
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.proc.jobs import JobResult
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import Transport
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS
 

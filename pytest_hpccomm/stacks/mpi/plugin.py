@@ -40,7 +40,7 @@ from pytest_hpccomm.stacks.contract import (
     stack_params,
     validate_point,
 )
-from pytest_hpccomm.stacks.mpi import osu
+from pytest_hpccomm.stacks.mpi import perf
 from pytest_hpccomm.stacks.mpi.conformance import (
     ConformanceError,
     ConformancePeer,
@@ -58,9 +58,7 @@ from pytest_hpccomm.stacks.mpi.driver import (
     merge_sweeps,
     run_sweep,
 )
-from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
-from pytest_hpccomm.stacks.mpi.probe import MpiProbe
-from pytest_hpccomm.stacks.mpi.runtime import (
+from pytest_hpccomm.stacks.mpi.env import (
     MpiBroken,
     MpiRuntime,
     MpiUnavailable,
@@ -68,6 +66,8 @@ from pytest_hpccomm.stacks.mpi.runtime import (
     resolve,
     spec_error,
 )
+from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
+from pytest_hpccomm.stacks.mpi.probe import MpiProbe
 from pytest_hpccomm.stacks.mpi.transport import OFI_VERBS_FABRICS, NoTransport, transport_for
 from pytest_hpccomm.stacks.mpi.wire import PLANTS
 
@@ -171,8 +171,8 @@ def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
     params = stack_params(item, "mpi")
     if params is None:
         return None
-    if osu.benchmark_of(item) in osu.BANDWIDTH and params.get("hpc_size") == 0:
-        return osu.ZERO_BYTES
+    if perf.benchmark_of(item) in perf.BANDWIDTH and params.get("hpc_size") == 0:
+        return perf.ZERO_BYTES
     placement = params.get("hpc_placement")
     fixtures = getattr(item, "fixturenames", ())
     if placement not in (None, LOOPBACK, NETNS):
@@ -384,8 +384,8 @@ def mpi_sweeps(hpc_session: HpcSession) -> MpiSweeps:
 
 
 @pytest.fixture(scope="session")
-def mpi_osu_selected(request: pytest.FixtureRequest) -> osu.Selected:
-    return osu.selected(request.session.items)
+def mpi_osu_selected(request: pytest.FixtureRequest) -> perf.Selected:
+    return perf.selected(request.session.items)
 
 
 OsuRun = Callable[[str, int], None]
@@ -397,7 +397,7 @@ def mpi_osu(
     mpi_runtime: MpiRuntime,
     mpi_base_runtime: MpiRuntime | None,
     mpi_sweeps: MpiSweeps,
-    mpi_osu_selected: osu.Selected,
+    mpi_osu_selected: perf.Selected,
     hpc_session: HpcSession,
     hpc_record: Record,
     request: pytest.FixtureRequest,
@@ -408,8 +408,8 @@ def mpi_osu(
     same session."""
 
     def run(benchmark: str, size: int) -> None:
-        if size == 0 and benchmark in osu.BANDWIDTH:
-            pytest.skip(osu.ZERO_BYTES)
+        if size == 0 and benchmark in perf.BANDWIDTH:
+            pytest.skip(perf.ZERO_BYTES)
         target = sweep_target(hpc_placement, mpi_runtime, hpc_session, request)
         wanted = mpi_osu_selected.get((mpi_runtime.name, hpc_placement), set()) | {benchmark}
         hosts = len(target.hosts) if target.hosts else hpc_session.cfg.vhosts
@@ -426,7 +426,7 @@ def mpi_osu(
             ),
             fingerprint=lambda sweep: sweep.runtime_fingerprint,
         )
-        records = osu.records_of(
+        records = perf.records_of(
             benchmark, size, {"mpi": mpi_runtime.name, "placement": hpc_placement}
         )
         fabric = hpc_session.selection

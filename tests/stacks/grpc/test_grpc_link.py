@@ -14,7 +14,7 @@ from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.measure.link import LinkRate, link_fraction
 from pytest_hpccomm.stacks.grpc.driver import GrpcHosts, ServerHandle, Sweep, merge_sweeps
 from pytest_hpccomm.stacks.grpc.lab import GrpcLab
-from pytest_hpccomm.stacks.grpc.tfbench import measurement
+from pytest_hpccomm.stacks.grpc.perf import measurement
 
 LINK = LinkRate(1.0, "tbf fab0 on h0,h1: 1 Gbit/s", shaped=True)
 

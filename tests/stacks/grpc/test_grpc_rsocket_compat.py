@@ -18,7 +18,7 @@ import pytest
 from pytest_hpccomm.proc.jobs import JobResult, run_job
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from pytest_hpccomm.stacks.grpc.driver import BenchSettings, run_p2p, start_server
-from pytest_hpccomm.stacks.grpc.runtimes import rspreload_path
+from pytest_hpccomm.stacks.grpc.env import rspreload_path
 from tests.native_grpc import native_build_or_skip
 
 QUICK = BenchSettings(batches=3, batch_seconds=0.01, warmup_seconds=0.01, lifetime=60)

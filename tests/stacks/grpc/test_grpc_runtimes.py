@@ -1,5 +1,5 @@
 """Runtime presets and --hpc-grpc-env: parsing, placeholders filled from the fabric, the TCP
-twin, and what a session without the fabric's pieces says (runtimes.py)."""
+twin, and what a session without the fabric's pieces says (env.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.stacks.grpc.driver import grpc_cause
-from pytest_hpccomm.stacks.grpc.runtimes import (
+from pytest_hpccomm.stacks.grpc.env import (
     PRESETS,
     RuntimeSpecError,
     RuntimeUnavailable,

@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.stacks.horovod import build
-from pytest_hpccomm.stacks.horovod.build import (
-    HorovodBuildError,
-    HorovodEnv,
-    cache_key,
-    env_from_probe,
-    user_env,
-)
+from pytest_hpccomm.stacks.horovod import env as hvd_env
 from pytest_hpccomm.stacks.horovod.driver import (
     HorovodError,
     HorovodPeers,
     HostsSite,
     controller_list,
+)
+from pytest_hpccomm.stacks.horovod.env import (
+    HorovodBuildError,
+    HorovodEnv,
+    cache_key,
+    env_from_probe,
+    user_env,
 )
 from pytest_hpccomm.stacks.horovod.wire import static_process_sets
 
@@ -60,7 +60,7 @@ def _tree(root: Path) -> None:
 def test_patch_sets_cxx17_in_both_cmake_files(tmp_path: Path) -> None:
     _tree(tmp_path)
     subprocess.run(
-        ["patch", "-p1", "--forward", "--batch", "-i", str(build.PATCH)],
+        ["patch", "-p1", "--forward", "--batch", "-i", str(hvd_env.PATCH)],
         cwd=tmp_path,
         check=True,
         capture_output=True,
@@ -77,11 +77,11 @@ def test_cache_key_follows_every_input(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert key == cache_key(dict(tools))
     assert key != cache_key({**tools, "mpi": "Open MPI 5.0.12"})
     patch = tmp_path / "other.patch"
-    patch.write_bytes(build.PATCH.read_bytes() + b"\n")
-    monkeypatch.setattr(build, "PATCH", patch)
+    patch.write_bytes(hvd_env.PATCH.read_bytes() + b"\n")
+    monkeypatch.setattr(hvd_env, "PATCH", patch)
     patched = cache_key(tools)
     assert patched != key
-    monkeypatch.setattr(build, "RECIPE", build.RECIPE + 1)
+    monkeypatch.setattr(hvd_env, "RECIPE", hvd_env.RECIPE + 1)
     assert cache_key(tools) not in (key, patched)
 
 

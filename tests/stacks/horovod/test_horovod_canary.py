@@ -22,8 +22,8 @@ from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, bench_times
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.perf import SYNTHETIC, TRAIN
 
 FACTOR = 3.0

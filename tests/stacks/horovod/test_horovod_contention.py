@@ -9,8 +9,8 @@ import os
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.placement import LOOPBACK
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.perf import allreduce_sweeps, measurements
 from tests.neighbour import busy_neighbour
 

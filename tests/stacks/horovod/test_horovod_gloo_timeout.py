@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import GLOO_TIMEOUT_VAR, HorovodPeers
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 
 
 def environ(pid: int) -> dict[str, str]:

@@ -23,7 +23,7 @@ from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.stacks.horovod.build import CACHE_VAR, HorovodEnv, cache_root
+from pytest_hpccomm.stacks.horovod.env import CACHE_VAR, HorovodEnv, cache_root
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHES = {MPI_CACHE_VAR: str(mpi_cache()), CACHE_VAR: str(cache_root())}

@@ -19,7 +19,7 @@ from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.proc.jobs import run_job
-from pytest_hpccomm.stacks.horovod.build import CACHE_VAR, cache_root
+from pytest_hpccomm.stacks.horovod.env import CACHE_VAR, cache_root
 from pytest_hpccomm.stacks.horovod.wire import PLANT_THRESHOLD, PLANT_VAR, decode
 
 CACHES = {MPI_CACHE_VAR: mpi_cache(), CACHE_VAR: cache_root()}  # before pytester moves HOME

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.horovod.build import HorovodEnv
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import CPUS_VAR, rank_cpu
 
 

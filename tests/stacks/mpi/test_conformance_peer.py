@@ -19,7 +19,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     PeerLost,
     build_launch,
 )
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime, resolve
 from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_THRESHOLD, PLANT_VAR
 
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from pytest_hpccomm.stacks.mpi.driver import (
     measurements,
     run_sweep,
 )
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime, resolve
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"

@@ -8,7 +8,7 @@ import pytest
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, measurements, run_sweep
-from pytest_hpccomm.stacks.mpi.runtime import resolve
+from pytest_hpccomm.stacks.mpi.env import resolve
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, UNSIZED
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME

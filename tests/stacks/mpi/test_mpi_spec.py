@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.mpi.runtime import spec_error
+from pytest_hpccomm.stacks.mpi.env import spec_error
 
 USES_RUNTIME = "def test_runtime(mpi_runtime):\n    assert mpi_runtime.flavor\n"
 

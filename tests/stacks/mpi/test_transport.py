@@ -17,7 +17,7 @@ from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.fabrics import FabricSelection, select_fabric
 from pytest_hpccomm.stacks.mpi.driver import SweepTarget, hosts_launch, loopback_launch
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import NoTransport, transport_for
 from tests.fabrics._fabric_trees import inventory
 

@@ -32,7 +32,7 @@ from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.driver import SweepSettings, loopback_launch, measurements, run_sweep
-from pytest_hpccomm.stacks.mpi.runtime import MpiRuntime, resolve
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime, resolve
 
 SOURCE = Path(__file__).with_name("osu_pingpong.c")
 BOUND = math.sqrt(2.0)  # geometric midpoint between agreement (1) and a factor-2 error

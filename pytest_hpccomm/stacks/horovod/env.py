@@ -7,7 +7,7 @@ against torch 2.13.0 CPU and the project's Open MPI venv (mpicc), with Gloo and 
 
     hpccomm build-horovod         # ~2-5 min cold on 2 cores
 
-More: docs/explanation/internals.md (pytest_hpccomm.stacks.horovod.build).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.horovod.env).
 """
 
 from __future__ import annotations
