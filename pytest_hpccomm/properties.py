@@ -2,9 +2,10 @@
 
 quick profile: derandomized (a merge gate sees the same examples every run: a catch is every
 run or never, and rerunning reproduces it), no database; full profile: random, with the
-database. Always: no deadline (an example is round trips through live peers on shared cores;
-each stack bounds its items instead), print_blob for @reproduce_failure, one bug per test (the
-shrunk one). A stack gives only its example budget and the health checks its properties trip.
+default database (none under Hypothesis' own `ci` profile, which it loads where CI is set).
+Always: no deadline (an example is round trips through live peers on shared cores; each stack
+bounds its items instead), print_blob for @reproduce_failure, one bug per test (the shrunk one).
+A stack gives only its example budget and the health checks its properties trip.
 """
 
 from __future__ import annotations
