@@ -9,7 +9,6 @@ warm-up + `batches` batches and returns raw times.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,13 +179,8 @@ def records(point: BenchPoint) -> list[Measurement]:
     if bench.atomic:
         params["atomic"] = bench.atomic
     extra: dict[str, Any] = {"iterations_per_sample": point.iterations, **point.stats}
-    if len(point.job_sizes) > 1:
+    if len(point.job_sizes) > 1:  # each job's median: baselines.paired.job_medians
         extra["job_sizes"] = point.job_sizes
-        ends = [sum(point.job_sizes[: i + 1]) for i in range(len(point.job_sizes))]
-        extra["job_medians"] = [
-            statistics.median(point.samples[end - n : end])
-            for n, end in zip(point.job_sizes, ends, strict=True)
-        ]
     return [
         Measurement(
             stack="verbs",
