@@ -19,9 +19,16 @@ from pytest_hpccomm.baselines.history import (
     OTAVA_HINT,
     ChangePoint,
     HistoryStore,
+    RunRecord,
     SeriesKey,
     change_points,
     default_history_path,
+)
+from pytest_hpccomm.baselines.ratio_gate import (
+    DEFAULT_LAST,
+    DEFAULT_MIN_SEGMENT,
+    judge_series,
+    step_line,
 )
 from pytest_hpccomm.measure.measurement import param_key
 from pytest_hpccomm.report.terminal import text_table
@@ -51,6 +58,8 @@ def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.params is not None:
         pkey = param_key(args.params)
     keys = store.keys(args.system, args.fabric, args.stack, args.benchmark, pkey)
+    if args.gate:
+        return _gate(store, keys, args, out, err)
     if args.html is not None:
         return _trends_page(store, keys, args, out, err)
     if not keys:
@@ -157,8 +166,89 @@ def _one_series(
             ]
         )
     text_table(rows, out)
-    out.write(f"{len(cps)} change point(s)\n")
+    out.write(f"{len(cps)} change point(s) of the raw medians\n")
+    paired = store.ratio_records(key.system, key.fabric, key.stack, key.benchmark, key.params_key)
+    if paired:
+        status = max(status, _ratio_series(paired, args, out, err))
     return status
+
+
+def _ratio_series(
+    paired: Sequence[RunRecord], args: argparse.Namespace, out: TextIO, err: TextIO
+) -> int:
+    """The paired runs' ratio series with the ratio gate's steps."""
+    try:
+        gate = judge_series(paired, args.tolerance, args.last, args.min_segment, args.max_pvalue)
+    except RuntimeError:
+        err.write(OTAVA_HINT + "\n")
+        return 1
+    at = {s.index: s for s in gate.steps}
+    out.write(f"ratio series: {len(paired)} paired runs (candidate / reference, same session)\n")
+    rows = [["#", "TIME (UTC)", "RUN", "REFERENCE", "RATIO", "CI", "REF MEDIAN", "STEP"]]
+    for i, r in enumerate(paired):
+        step = at.get(i)
+        rows.append(
+            [
+                str(i),
+                r.timestamp.strftime("%Y-%m-%d %H:%M:%S"),
+                r.run_id,
+                str((r.base_fingerprint or {}).get("implementation", "-")),
+                f"{r.ratio:.3f}" if r.ratio is not None else "-",
+                "-"
+                if r.ci_low is None or r.ci_high is None
+                else f"{r.ci_low:.3f}\N{EN DASH}{r.ci_high:.3f}",
+                "-" if r.base_median is None else _fmt_median(r.base_median),
+                "" if step is None else f"<-- step {step.step:.3f}",
+            ]
+        )
+    text_table(rows, out)
+    for s in gate.steps:
+        out.write(("GATE FAILS: " if s in gate.fired else "step: ") + step_line(s) + "\n")
+    return 0
+
+
+def _gate(
+    store: HistoryStore,
+    keys: Sequence[SeriesKey],
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """--gate: the ratio gate over every matching series; 1 when a step fails it."""
+    fired = judged = 0
+    for key in keys:
+        paired = store.ratio_records(
+            key.system, key.fabric, key.stack, key.benchmark, key.params_key
+        )
+        name = (
+            f"{key.system}/{key.fabric}/{key.stack} {key.benchmark} {_params_text(key.params_key)}"
+        )
+        if not paired:
+            out.write(f"{name}: raw medians only (no paired run): not gated\n")
+            continue
+        try:
+            gate = judge_series(
+                paired, args.tolerance, args.last, args.min_segment, args.max_pvalue
+            )
+        except RuntimeError:
+            err.write(OTAVA_HINT + "\n")
+            return 1
+        if gate.reason:
+            out.write(f"{name}: ratio series not gated: {gate.reason}\n")
+            continue
+        judged += 1
+        fired += bool(gate.fired)
+        for s in gate.steps:
+            head = "GATE FAILS" if s in gate.fired else "step"
+            out.write(f"{name}: {head}: {step_line(s)}\n")
+        if not gate.steps:
+            out.write(f"{name}: ratio series, {gate.nights} nights: no step\n")
+    out.write(
+        f"ratio gate: {fired} of {judged} series failed (a step worse than "
+        f"{args.tolerance:.0%} in the last {args.last} nights, levels of "
+        f"{args.min_segment}+ nights)\n"
+    )
+    return 1 if fired else 0
 
 
 def _json_object(text: str) -> dict[str, object]:
@@ -168,6 +258,16 @@ def _json_object(text: str) -> dict[str, object]:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"size\": 8}'")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
     return value
 
 
@@ -269,6 +369,29 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--max-pvalue", type=float, default=0.001, help="change point significance")
     h.add_argument(
         "--min-magnitude", type=float, default=0.0, help="ignore relative changes below this"
+    )
+    h.add_argument(
+        "--gate",
+        action="store_true",
+        help="the ratio gate: exit 1 when a paired series (nightly against a reference) has a "
+        "step worse than --tolerance starting in the last --last runs",
+    )
+    h.add_argument(
+        "--tolerance", type=_fraction, default=0.05, help="the ratio gate's band (default 0.05)"
+    )
+    h.add_argument(
+        "--last",
+        type=_positive_int,
+        default=DEFAULT_LAST,
+        metavar="K",
+        help=f"a failing step starts in the last K runs (default {DEFAULT_LAST})",
+    )
+    h.add_argument(
+        "--min-segment",
+        type=_positive_int,
+        default=DEFAULT_MIN_SEGMENT,
+        metavar="M",
+        help=f"runs each level needs before a step counts (default {DEFAULT_MIN_SEGMENT})",
     )
     h.add_argument(
         "--html", metavar="PATH", help="write the trends page here (self-contained HTML with plots)"

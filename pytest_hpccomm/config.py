@@ -175,6 +175,22 @@ OPTIONS: tuple[OptionSpec, ...] = (
         kind="assign",
     ),
     OptionSpec(
+        "--hpc-reference",
+        "the nightly against a reference build: STACK=IMPL, e.g. mpi=/opt/ompi-ref/bin/mpirun "
+        "(repeat per stack); each point is measured in paired rounds against it (the base "
+        "side; the candidate is what the run tests, or --hpc-candidate), and the history "
+        "records the paired ratio: host drift cancels in it",
+        kind="assign",
+    ),
+    OptionSpec(
+        "--hpc-ratio-gate",
+        "with --hpc-reference: fail the run when a ratio series of its points has a step "
+        "worse than the tolerance that started in the last K runs (change points, levels of "
+        "3+ runs); 0: off",
+        0,
+        kind="int",
+    ),
+    OptionSpec(
         "--hpc-ab-rounds",
         "rounds of a paired A/B run: one job of each side per round, "
         "adjacent, in alternating order (A B, B A, ...; default 20)",
@@ -241,9 +257,16 @@ class HpcConfig:
     sysfs_root: Path = Path("/sys")
     base: dict[str, str] = field(default_factory=dict)  # stack -> implementation (A/B)
     candidate: dict[str, str] = field(default_factory=dict)
+    reference: dict[str, str] = field(default_factory=dict)  # stack -> the nightly's reference
+    ratio_gate: int = 0  # nights a failing ratio step may start in (0: off)
     ab_rounds: int = 20
     host_list: tuple[Host, ...] = ()  # resolved: --hpc-hosts, else hostfile, else SLURM
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def tested_by_option(self, stack: str, value: object) -> bool:
+        """Whether a nightly against a reference tests `value`, the stack's own implementation
+        option, as its candidate (not a third implementation beside the two sides)."""
+        return stack in self.reference and self.candidate.get(stack) == str(value)
 
     @property
     def message_sizes(self) -> tuple[int, ...]:
@@ -366,7 +389,17 @@ def build_config(config: pytest.Config) -> HpcConfig:
     if history is None:
         values["history"] = default_history_path()
     values["update_baselines"] = values["update_baselines"] or "none"
-    values["base"], values["candidate"] = _paired_sides(values["base"], values["candidate"])
+    values["reference"] = assignments("--hpc-reference", values["reference"])
+    values["base"], values["candidate"] = _paired_sides(
+        values["base"], values["candidate"], values["reference"], config
+    )
+    if values["ratio_gate"] and not values["reference"]:
+        raise pytest.UsageError(
+            "--hpc-ratio-gate judges the ratio series of a nightly against a reference: "
+            "give --hpc-reference STACK=IMPL"
+        )
+    if values["ratio_gate"] and values["history"] is None:
+        raise pytest.UsageError("--hpc-ratio-gate reads the history: --hpc-history is 'none'")
     if values["candidate"] and values["update_baselines"] != "none":
         raise pytest.UsageError(
             "--hpc-base/--hpc-candidate judge two builds against each "
@@ -411,11 +444,30 @@ def assignments(flag: str, items: list[str] | None) -> dict[str, str]:
 
 
 def _paired_sides(
-    base: list[str] | None, candidate: list[str] | None
+    base: list[str] | None,
+    candidate: list[str] | None,
+    reference: dict[str, str],
+    config: pytest.Config,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """--hpc-base and --hpc-candidate must name the same stacks (one side alone compares
-    nothing)."""
+    nothing). A stack of --hpc-reference is a base side whose candidate is --hpc-candidate's
+    or, unnamed, what the run tests for it (the stacks' pytest_hpccomm_under_test)."""
     b, c = assignments("--hpc-base", base), assignments("--hpc-candidate", candidate)
+    for stack, impl in sorted(reference.items()):
+        if stack in b:
+            raise pytest.UsageError(
+                f"--hpc-reference and --hpc-base both name stack {stack!r}: the reference is "
+                f"the base side of the nightly's pairs"
+            )
+        b[stack] = impl
+        if stack not in c:
+            tested = config.hook.pytest_hpccomm_under_test(config=config, stack=stack)
+            if tested is None:
+                raise pytest.UsageError(
+                    f"--hpc-reference {stack}={impl}: which {stack} is under test is not one "
+                    f"implementation here; name it with --hpc-candidate {stack}=IMPL"
+                )
+            c[stack] = str(tested)
     lone = sorted(set(b) ^ set(c))
     if lone:
         side = "--hpc-base" if lone[0] in b else "--hpc-candidate"

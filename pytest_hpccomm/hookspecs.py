@@ -35,6 +35,22 @@ def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
 
 
 @hookspec(firstresult=True)
+def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
+    """The implementation this run tests for `stack`, as --hpc-candidate would name it: the
+    candidate side of a nightly against a reference (--hpc-reference STACK=IMPL) when the
+    candidate is not named. None: not yours, or the run names several (a usage error asks
+    for --hpc-candidate). E.g.::
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_hpccomm_under_test(config, stack):
+            if stack != "toy":
+                return None
+            return config.getoption("hpc_toy_python") or "build"
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
 def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
     """Why `item` would skip once its fixtures start, when collection already tells (a point
     the benchmark does not define, a placement the session's fabric cannot take); None: it

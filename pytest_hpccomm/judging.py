@@ -27,7 +27,7 @@ from pytest_hpccomm import fingerprint as fp
 from pytest_hpccomm.baselines import adaptive, host_probes
 from pytest_hpccomm.baselines.gate import MACHINE_TYPE_NOTE
 from pytest_hpccomm.baselines.paired import job_medians, judge_paired
-from pytest_hpccomm.baselines.result import FUNCTIONAL, RunResult
+from pytest_hpccomm.baselines.result import BASE_FINGERPRINT, FUNCTIONAL, PAIRED_BASE, RunResult
 from pytest_hpccomm.baselines.store import (
     MAX_SESSIONS,
     BaselineEntry,
@@ -333,15 +333,13 @@ class BaselineJudge:
             shared_cores(m.extra),
             shared_cores(base.extra),
         )
-        extra = dict(
-            m.extra,
-            job_medians=job_medians(m),  # the rounds the verdict paired, both sides
-            paired_base={
-                "implementation": sides[0],
-                "samples": list(base.samples),
-                "job_medians": job_medians(base),
-            },
-        )
+        extra = dict(m.extra, job_medians=job_medians(m))  # the rounds paired, both sides
+        extra[PAIRED_BASE] = {
+            "implementation": sides[0],
+            "samples": list(base.samples),
+            "job_medians": job_medians(base),
+            "fingerprint": dict(base.extra.get(BASE_FINGERPRINT) or {}),
+        }
         finger = dict(finger, paired_base=sides[0], paired_candidate=sides[1])
         result = RunResult(
             nodeid=nodeid,

@@ -241,6 +241,7 @@ def pytest_runtest_makereport(
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_hpccomm.report.session_end import (
         gate_verdict,
+        ratio_gate,
         retry_properties,
         write_session_outputs,
     )
@@ -257,7 +258,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     lines = write_session_outputs(
         config, hpc, judge, config.stash[STARTED_KEY], config.stash[TIMES_KEY], status
     )
-    config.stash[SUMMARY_KEY] = lines
+    ratio_lines, ratio_failed = ratio_gate(config, hpc)  # the history holds tonight's run now
+    if ratio_failed and session.exitstatus in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    config.stash[SUMMARY_KEY] = [*lines, *ratio_lines]
 
 
 SUMMARY_KEY = pytest.StashKey[list[str]]()

@@ -6,9 +6,11 @@ in the series of run medians. Change points come from Apache Otava (the Hunter a
 E-divisive means with a t-test merge step, Fleming et al., ICPE 2023), not a home-made detector.
 
 Otava's wheel pins numpy==2.2 and scipy<1.17, which this project does not; its analysis modules
-need only numpy and scipy, so it is installed without its dependencies:
+need only numpy and scipy: `pip install --no-deps apache-otava`.
 
-    pip install --no-deps apache-otava
+A paired A/B run (a nightly against a reference build) is recorded with its paired ratio, the
+ratio's interval, the base's median and both sides' fingerprints: the ratio series is what
+host drift cannot move (baselines/ratio_gate.py, docs/explanation/nightly-reference.md).
 
 Default location: $XDG_CACHE_HOME/pytest-hpccomm/history.sqlite (~/.cache/... when unset).
 """
@@ -21,15 +23,29 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from pytest_hpccomm.baselines.result import RunResult
+from pytest_hpccomm.baselines.result import PAIRED_BASE, RunResult
 from pytest_hpccomm.cache import cache_dir
 from pytest_hpccomm.measure.measurement import param_key
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Otava searches each window of this many runs for a split: two levels of 3 runs and a run
+# either side. A window as long as a month of nights (Otava's default, 50) misses a level
+# that came and went within it, such as a week of a slow host.
+DEFAULT_WINDOW = 8
+DEFAULT_MIN_SEGMENT = 3  # runs a level needs: one odd run (or two) is no change point
+# columns schema 2 added; a schema-1 database gains them in place (_migrate)
+_V2_COLUMNS = (
+    ("mode", "TEXT NOT NULL DEFAULT 'stored'"),  # 'stored' or 'paired' (ratio = paired ratio)
+    ("ci_low", "REAL"),  # the ratio's interval
+    ("ci_high", "REAL"),
+    ("base_median", "REAL"),  # a paired run's base side
+    ("tolerance", "REAL"),
+    ("base_fingerprint", "TEXT"),  # JSON: the base implementation and what its peers know
+)
 OTAVA_HINT = "change points need Apache Otava: pip install --no-deps apache-otava"
 
 _SCHEMA = """
@@ -58,6 +74,12 @@ CREATE TABLE IF NOT EXISTS results (
     outcome    TEXT NOT NULL,
     ratio      REAL,
     fingerprint TEXT NOT NULL,        -- JSON
+    mode       TEXT NOT NULL DEFAULT 'stored',
+    ci_low     REAL,
+    ci_high    REAL,
+    base_median REAL,
+    tolerance  REAL,
+    base_fingerprint TEXT,
     PRIMARY KEY (run_id, system, fabric, stack, benchmark, params_key)
 );
 CREATE INDEX IF NOT EXISTS results_series
@@ -86,6 +108,13 @@ class RunRecord(NamedTuple):
     unit: str
     direction: str  # Direction value: "lower" or "higher" is better
     fingerprint: dict[str, Any]
+    mode: str = "stored"  # "paired": a run against a base build in the same session
+    ratio: float | None = None  # paired: candidate / base (stored: against the baseline)
+    ci_low: float | None = None
+    ci_high: float | None = None
+    base_median: float | None = None
+    base_fingerprint: dict[str, Any] | None = None
+    tolerance: float | None = None  # the verdict's band
 
 
 class SeriesKey(NamedTuple):
@@ -142,6 +171,9 @@ class HistoryStore:
             )
             conn.commit()
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is not None and version[0] == "1":
+            _migrate(conn)
+            version = (str(SCHEMA_VERSION),)
         if version is None or int(version[0]) != SCHEMA_VERSION:
             conn.close()
             raise RuntimeError(
@@ -188,6 +220,7 @@ class HistoryStore:
                     r.verdict.outcome.value,
                     r.verdict.ratio,
                     json.dumps(dict(r.fingerprint), sort_keys=True, default=str),
+                    *_paired_columns(r),
                 )
             )
         conn = self._connect(create=True)
@@ -198,8 +231,8 @@ class HistoryStore:
                     (run_id, ts, commit),
                 )
                 conn.executemany(
-                    "INSERT OR REPLACE INTO results VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT OR REPLACE INTO results ({_COLUMNS}) VALUES "
+                    f"({', '.join('?' * len(_COLUMNS.split(',')))})",
                     rows,
                 )
         finally:
@@ -241,16 +274,25 @@ class HistoryStore:
         """As series(), with each run's commit, the direction and the result's fingerprint."""
         rows = self._of_key(
             "runs.timestamp, results.run_id, runs.commit_id, results.median, "
-            "results.unit, results.direction, results.fingerprint",
+            "results.unit, results.direction, results.fingerprint, results.mode, "
+            "results.ratio, results.ci_low, results.ci_high, results.base_median, "
+            "results.base_fingerprint, results.tolerance",
             system,
             fabric,
             stack,
             benchmark,
             params_key,
         )
+        return [_record(*row) for row in rows]
+
+    def ratio_records(
+        self, system: str, fabric: str, stack: str, benchmark: str, params_key: str
+    ) -> list[RunRecord]:
+        """The paired runs of one key (its ratio series), oldest first."""
         return [
-            RunRecord(_as_datetime(t), rid, commit, med, unit, direction, _fingerprint(fp))
-            for t, rid, commit, med, unit, direction, fp in rows
+            r
+            for r in self.records(system, fabric, stack, benchmark, params_key)
+            if r.mode == "paired" and r.ratio is not None and r.ratio > 0
         ]
 
     def commits(self, run_ids: Sequence[str]) -> dict[str, str | None]:
@@ -301,6 +343,77 @@ class HistoryStore:
             conn.close()
 
 
+_COLUMNS = (
+    "run_id, system, fabric, stack, benchmark, params_key, nodeid, metric, unit, direction, "
+    "n, median, mean, min, max, outcome, ratio, fingerprint, mode, ci_low, ci_high, "
+    "base_median, tolerance, base_fingerprint"
+)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 in one exclusive transaction: the added columns, then the version (a
+    concurrent process that migrated first leaves nothing to do)."""
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and row[0] == "1":
+            have = {c[1] for c in conn.execute("PRAGMA table_info(results)")}
+            for name, decl in _V2_COLUMNS:
+                if name not in have:
+                    conn.execute(f"ALTER TABLE results ADD COLUMN {name} {decl}")
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
+
+
+def _paired_columns(r: RunResult) -> tuple[Any, ...]:
+    """(mode, ci_low, ci_high, base_median, tolerance, base_fingerprint) of one result."""
+    v = r.verdict
+    base = r.measurement.extra.get(PAIRED_BASE)
+    if not isinstance(base, Mapping):
+        return ("stored", v.ci_low, v.ci_high, v.baseline_median, v.tolerance, None)
+    fp = {"implementation": base.get("implementation"), **dict(base.get("fingerprint") or {})}
+    return (
+        "paired",
+        v.ci_low,
+        v.ci_high,
+        v.baseline_median,
+        v.tolerance,
+        json.dumps(fp, sort_keys=True, default=str),
+    )
+
+
+def _record(
+    t: float,
+    run_id: str,
+    commit: str | None,
+    median: float,
+    unit: str,
+    direction: str,
+    fingerprint: str,
+    mode: str,
+    *paired: Any,
+) -> RunRecord:
+    """A RunRecord from a row of records()' columns (the paired ones in RunRecord's order)."""
+    ratio, low, high, base_median, base_fp, tolerance = paired
+    return RunRecord(
+        _as_datetime(t),
+        run_id,
+        commit,
+        median,
+        unit,
+        direction,
+        _fingerprint(fingerprint),
+        mode,
+        ratio,
+        low,
+        high,
+        base_median,
+        None if base_fp is None else _fingerprint(base_fp),
+        tolerance,
+    )
+
+
 def _fingerprint(text: str) -> dict[str, Any]:
     """A stored fingerprint; a row written by hand or damaged reads as empty, not as a crash."""
     try:
@@ -310,13 +423,25 @@ def _fingerprint(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def kept_levels(indices: Sequence[int], n: int, min_segment: int) -> list[int]:
+    """The change points left when every one that bounds a level shorter than min_segment
+    runs is dropped (an excursion of a run or two, or a new level not yet confirmed)."""
+    cuts = sorted(set(indices))
+    bounds = [0, *cuts, n]
+    short = {k for k in range(len(bounds) - 1) if bounds[k + 1] - bounds[k] < min_segment}
+    # the level before cuts[k] is segment k, the one after it segment k + 1
+    return [c for k, c in enumerate(cuts) if k not in short and k + 1 not in short]
+
+
 def change_points(
     values: Sequence[float],
     max_pvalue: float = 0.001,
     min_magnitude: float = 0.0,
-    window_len: int = 50,
+    window_len: int = DEFAULT_WINDOW,
+    min_segment: int = DEFAULT_MIN_SEGMENT,
 ) -> list[ChangePoint]:
-    """Change points of a series (Otava's compute_change_points: split + merge, Hunter).
+    """Change points of a series (Otava's compute_change_points: split + merge, Hunter), each
+    between levels of at least `min_segment` runs; before/after are those levels' means.
 
     `max_pvalue` is the t-test threshold of Otava's merge step; `min_magnitude` drops changes
     smaller than that relative size. Series shorter than 3 points have none.
@@ -327,18 +452,19 @@ def change_points(
         raise RuntimeError(OTAVA_HINT) from exc
     if len(values) < 3:
         return []
+    xs = [float(v) for v in values]
     found, _weak = compute_change_points(
-        [float(v) for v in values],
-        window_len=window_len,
-        max_pvalue=max_pvalue,
-        min_magnitude=min_magnitude,
+        xs, window_len=window_len, max_pvalue=max_pvalue, min_magnitude=min_magnitude
     )
+    p_of = {int(cp.index): float(cp.stats.pvalue) for cp in found}
+    cuts = kept_levels(list(p_of), len(xs), min_segment)
+    bounds = [0, *cuts, len(xs)]
     return [
         ChangePoint(
-            index=int(cp.index),
-            before=float(cp.stats.mean_1),
-            after=float(cp.stats.mean_2),
-            p_value=float(cp.stats.pvalue),
+            index=i,
+            before=float(np.mean(xs[bounds[k] : i])),
+            after=float(np.mean(xs[i : bounds[k + 2]])),
+            p_value=p_of[i],
         )
-        for cp in found
+        for k, i in enumerate(cuts)
     ]

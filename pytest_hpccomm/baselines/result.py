@@ -13,6 +13,11 @@ from pytest_hpccomm.baselines.verdict import Verdict
 from pytest_hpccomm.measure.measurement import Measurement
 
 FUNCTIONAL = "functional"  # measurement.extra key of a result reported without a verdict: why
+# a paired A/B run: the candidate result's measurement.extra key holding the base side
+# (implementation, samples, job_medians, fingerprint) ...
+PAIRED_BASE = "paired_base"
+# ... and the base record's extra key, until judged, holding what only its peers know
+BASE_FINGERPRINT = "base_fingerprint"
 
 
 @dataclass(frozen=True)

@@ -138,12 +138,34 @@ def _headline(results: Sequence[RunResult], session: Mapping[str, Any]) -> list[
     )
     if where:
         lines.append(where)
+    lines += _paired_line(session)
     if session.get("retries"):  # named transient causes only (retries.py): how many, why
         lines.append("<sub>" + retries.summary_line(session["retries"]) + "</sub>")
     when = [f"{k} {iso_time(session[k])}" for k in ("started", "finished") if session.get(k)]
     if when:
         lines.append("<sub>" + ", ".join(when) + "</sub>")
     return lines
+
+
+def _paired_line(session: Mapping[str, Any]) -> list[str]:
+    """What a paired run judged against: a nightly's reference build, or an A/B's base."""
+    paired = session.get("paired") or {}
+    if not paired:
+        return []
+    reference = session.get("reference") or {}
+    parts = [
+        f"{stack}: candidate `{sides['candidate']}` against "
+        + ("the reference" if stack in reference else "base")
+        + f" `{sides['base']}`"
+        for stack, sides in sorted(paired.items())
+    ]
+    rounds = session.get("ab_rounds")
+    return [
+        "judged in paired rounds"
+        + (f" ({rounds} per point)" if rounds else "")
+        + ": "
+        + "; ".join(parts)
+    ]
 
 
 def _by_stack(results: Sequence[RunResult]) -> dict[str, list[RunResult]]:

@@ -3,6 +3,7 @@ history. Everything here runs once, after the last test, from plugin.pytest_sess
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
@@ -44,6 +45,7 @@ def session_info(hpc: HpcSession, started: float) -> dict[str, Any]:
                     for stack, impl in sorted(hpc.cfg.candidate.items())
                 },
                 "ab_rounds": hpc.cfg.ab_rounds,
+                **({"reference": dict(hpc.cfg.reference)} if hpc.cfg.reference else {}),
             }
             if hpc.cfg.candidate
             else {}
@@ -166,22 +168,98 @@ def write_session_outputs(
         write_html_report(hpc.cfg.report, results, info)
         lines.append(f"HTML report: {hpc.cfg.report}")
     if hpc.cfg.history is not None and results:
-        if hpc.cfg.inject_slowdown > 1.0:
-            lines.append("history: not recorded (canary run with --hpc-inject-slowdown)")
-        elif hpc.cfg.candidate:  # two builds side by side, not this system's own series
-            lines.append("history: not recorded (paired A/B run with --hpc-candidate)")
-        else:
-            from pytest_hpccomm.baselines.history import HistoryStore
-
-            run_id = uuid.uuid4().hex[:12]
-            HistoryStore(hpc.cfg.history).append(
-                results, run_id=run_id, timestamp=started, commit=os.environ.get("GITHUB_SHA")
-            )
-            lines.append(f"history: run {run_id} appended to {hpc.cfg.history}")
+        lines += _record_history(hpc, results, started)
     if hpc.cfg.screenshots:
         lines += _screenshots(hpc, results)
     config.hook.pytest_hpccomm_report(config=config, results=results, session_info=info)
     return lines
+
+
+def _record_history(hpc: HpcSession, results: list[RunResult], started: float) -> list[str]:
+    """Into the history: stored-mode results (not under the canary, which would stretch the
+    system's own series) and the pairs of a nightly against a reference (--hpc-reference;
+    the canary stretches their candidate only, as a change of its code would: recorded, and
+    named in the candidate's fingerprint). A merge request's A/B pairs (--hpc-base and
+    --hpc-candidate) are two builds side by side, not this system's series."""
+    canary = hpc.cfg.inject_slowdown > 1.0
+    kept: list[RunResult] = []
+    skipped: set[str] = set()
+    for r in results:
+        stack = r.measurement.stack
+        if stack in hpc.cfg.reference:
+            named = {"canary": f"{hpc.cfg.inject_slowdown:g}x"} if canary else {}
+            kept.append(dataclasses.replace(r, fingerprint={**r.fingerprint, **named}))
+        elif stack in hpc.cfg.candidate:
+            skipped.add("paired A/B run with --hpc-candidate")
+        elif canary:
+            skipped.add("canary run with --hpc-inject-slowdown")
+        else:
+            kept.append(r)
+    lines = [f"history: not recorded ({why})" for why in sorted(skipped)]
+    if kept and hpc.cfg.history is not None:
+        from pytest_hpccomm.baselines.history import HistoryStore
+
+        run_id = uuid.uuid4().hex[:12]
+        HistoryStore(hpc.cfg.history).append(
+            kept, run_id=run_id, timestamp=started, commit=os.environ.get("GITHUB_SHA")
+        )
+        refs = ", ".join(f"{k}={v}" for k, v in sorted(hpc.cfg.reference.items()))
+        against = f" (paired ratios against the reference {refs})" if refs else ""
+        lines.append(f"history: run {run_id} appended to {hpc.cfg.history}{against}")
+    return lines
+
+
+def ratio_gate(config: pytest.Config, hpc: HpcSession) -> tuple[list[str], bool]:
+    """--hpc-ratio-gate K, after the history holds tonight's run: the ratio gate
+    (baselines/ratio_gate.py) over the series of each of this run's points measured against
+    the reference. Returns the terminal lines and whether the run fails for them; the same
+    lines go to JUnit's global properties and the markdown summary."""
+    if not hpc.cfg.ratio_gate or hpc.cfg.history is None or not hpc.results:
+        return [], False
+    from pytest_hpccomm.baselines.history import HistoryStore
+    from pytest_hpccomm.baselines.ratio_gate import judge_series, step_line
+    from pytest_hpccomm.baselines.verdict import describe
+    from pytest_hpccomm.measure.measurement import param_key
+
+    store = HistoryStore(hpc.cfg.history)
+    fired: list[str] = []
+    judged = short = 0
+    seen: set[tuple[str, ...]] = set()
+    for r in hpc.results:
+        m = r.measurement
+        key = (r.system, r.fabric, m.stack, m.benchmark, param_key(m.params))
+        if m.stack not in hpc.cfg.reference or key in seen or not store.path.exists():
+            continue
+        seen.add(key)
+        gate = judge_series(store.ratio_records(*key), r.verdict.tolerance, last=hpc.cfg.ratio_gate)
+        if gate.reason:
+            short += 1
+            continue
+        judged += 1
+        name = f"{m.stack} {describe(m.benchmark, m.params)}"
+        fired += [f"  {name}: {step_line(s)}" for s in gate.fired]
+    head = (
+        f"hpccomm ratio gate: {len(fired)} failing step(s) in {judged} series judged "
+        f"(a step worse than the tolerance that started in the last {hpc.cfg.ratio_gate} "
+        f"runs); {short} series too short to judge yet"
+    )
+    lines = [head, *fired]
+    _ratio_gate_outputs(config, hpc, lines)
+    return lines, bool(fired)
+
+
+def _ratio_gate_outputs(config: pytest.Config, hpc: HpcSession, lines: list[str]) -> None:
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property("hpccomm_ratio_gate", lines[0])
+        for line in lines[1:]:
+            xml.add_global_property("hpccomm_ratio_gate_failed", line.strip())
+    markdown = hpc.cfg.markdown or _step_summary()
+    if markdown is not None and markdown.exists():
+        with open(markdown, "a", encoding="utf-8") as fh:
+            fh.write("\n" + "\n".join(f"    {line}" for line in lines) + "\n")
 
 
 def trends_path(report: Path) -> Path:

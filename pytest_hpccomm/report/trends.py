@@ -6,7 +6,9 @@ One self-contained HTML page (inline CSS, base64 PNGs, no script), like the run 
 points come from Apache Otava (baselines.history.change_points); for each one the page says
 which run introduced it and what differs between that run's fingerprint and the one before it
 (baselines.store.fingerprint_diff), so "latency went up 20 % on the 14th" comes with "and the
-MPI library changed from 5.0.3 to 5.0.6 in that run" when the fingerprint recorded it.
+MPI library changed from 5.0.3 to 5.0.6 in that run" when the fingerprint recorded it. A series
+with paired runs (a nightly against a reference) also gets its ratio series and the ratio
+gate's steps (baselines/ratio_gate.py); each series says which one its gate used.
 
 A history holds thousands of series (every size of every sweep), so the page shows at most
 `limit` of them: series with change points first (newest change first), then the most recently
@@ -20,7 +22,7 @@ import io
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
@@ -29,9 +31,17 @@ from typing import Any, Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from pytest_hpccomm.baselines.history import ChangePoint, HistoryStore, RunRecord, SeriesKey
+from pytest_hpccomm.baselines.history import (
+    DEFAULT_MIN_SEGMENT,
+    ChangePoint,
+    HistoryStore,
+    RunRecord,
+    SeriesKey,
+)
 from pytest_hpccomm.baselines.history import change_points as find_change_points
+from pytest_hpccomm.baselines.ratio_gate import DEFAULT_LAST, SeriesGate, Step, judge_series
 from pytest_hpccomm.baselines.store import fingerprint_diff
+from pytest_hpccomm.baselines.verdict import band
 from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.report.common import fmt_params
@@ -60,6 +70,16 @@ class Trend:
     key: SeriesKey
     records: list[RunRecord]
     changes: list[Change]
+    ratio: list[RunRecord] = field(default_factory=list)  # the paired runs, oldest first
+    gate: SeriesGate | None = None  # the ratio gate of `ratio` (None: no paired run)
+
+    @property
+    def gated_by(self) -> str:
+        """Which series the gate of this point uses."""
+        if not self.ratio:
+            return "raw medians (runs against stored baselines; no paired run)"
+        ref = (self.ratio[-1].base_fingerprint or {}).get("implementation", "?")
+        return f"ratio series (paired against the reference {ref}; host drift cancels)"
 
     @property
     def unit(self) -> str:
@@ -121,7 +141,11 @@ def collect(
             for cp in found
             if 0 < cp.index < len(records)
         ]
-        trends.append(Trend(key, records, changes))
+        ratio = [r for r in records if r.mode == "paired" and r.ratio is not None and r.ratio > 0]
+        gate = None
+        if ratio:
+            gate = judge_series(ratio, ratio[-1].tolerance or 0.05, max_pvalue=max_pvalue)
+        trends.append(Trend(key, records, changes, ratio, gate))
     return trends
 
 
@@ -141,7 +165,9 @@ def select(trends: Sequence[Trend], limit: int) -> list[Trend]:
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     ranked = sorted(trends, key=lambda t: _natural(t.key))
     ranked.sort(key=lambda t: (t.last_change or epoch, t.key.last), reverse=True)
-    ranked.sort(key=lambda t: not t.changes)  # stable: keeps the time order inside each group
+    # stable: keeps the time order inside each group; a failing ratio step first of all
+    ranked.sort(key=lambda t: not t.changes and not (t.gate and t.gate.steps))
+    ranked.sort(key=lambda t: not (t.gate and t.gate.fired))
     return ranked[:limit]
 
 
@@ -165,6 +191,37 @@ def _date_format(times: Sequence[datetime]) -> str:
     return "%m-%d"
 
 
+def _mark(ax: Any, x: float, text: str, colour: str, n: int) -> None:
+    """A vertical line at a change, labelled at the top (close changes: labels stagger)."""
+    ax.axvline(x, color=colour, lw=1.8, zorder=4)
+    ax.annotate(
+        text,
+        xy=(x, 1.0),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -4 - 15 * ((n - 1) % 3)),
+        textcoords="offset points",
+        ha="left",
+        va="top",
+        fontsize=9,
+        color=colour,
+        fontweight="bold",
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
+    )
+
+
+def _time_axis(ax: Any, recs: Sequence[RunRecord]) -> None:
+    """Runs along x, oldest left, ticks labelled with their time."""
+    form = _date_format([r.timestamp for r in recs])
+
+    def day(v: float, _pos: int | None = None) -> str:
+        i = int(round(v))
+        return recs[i].timestamp.strftime(form) if 0 <= i < len(recs) and v == i else ""
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=12 if len(form) < 6 else 8, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(day))
+    ax.set_xlim(-0.7, max(len(recs) - 0.3, 0.7))
+
+
 def trend_png(trend: Trend) -> bytes:
     """Run medians over runs (oldest left), the mean of each level between change points as a
     dashed line, each change point a vertical line at the run that introduced it, labelled
@@ -184,32 +241,15 @@ def trend_png(trend: Trend) -> bytes:
             )
     for n, c in enumerate(trend.changes, 1):
         colour = WORSE if c.worse else BETTER
-        x = c.point.index - 0.5
-        ax.axvline(x, color=colour, lw=1.8, zorder=4)
-        ax.annotate(
+        _mark(
+            ax,
+            c.point.index - 0.5,
             f"#{n} {_fmt(c.point.before)} → {_fmt(c.point.after)} "
             f"({c.point.rel_change * 100:+.1f} %)",
-            xy=(x, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(4, -4 - 15 * ((n - 1) % 3)),  # close changes: labels stagger
-            textcoords="offset points",
-            ha="left",
-            va="top",
-            fontsize=9,
-            color=colour,
-            fontweight="bold",
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
+            colour,
+            n,
         )
-
-    form = _date_format([r.timestamp for r in recs])
-
-    def day(v: float, _pos: int | None = None) -> str:
-        i = int(round(v))
-        return recs[i].timestamp.strftime(form) if 0 <= i < len(recs) and v == i else ""
-
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=12 if len(form) < 6 else 8, integer=True))
-    ax.xaxis.set_major_formatter(FuncFormatter(day))
-    ax.set_xlim(-0.7, max(len(recs) - 0.3, 0.7))
+    _time_axis(ax, recs)
     span = (max(ys) - min(ys)) if ys else 0.0
     if ys:
         pad = span * 0.25 or abs(ys[0]) * 0.05 or 1.0
@@ -222,6 +262,56 @@ def trend_png(trend: Trend) -> bytes:
         loc="left",
         fontsize=11,
         fontweight="bold",
+    )
+    ax.grid(True, alpha=0.3)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def step_colour(gate: SeriesGate, step: Step) -> str:
+    """Red: fails the gate; orange: worse beyond the band, not failing (older, or gone);
+    green: better; grey: within the band."""
+    if step in gate.fired:
+        return WORSE
+    if not step.beyond:
+        return "#7f7f7f"
+    return "#ff7f0e" if step.worse else BETTER
+
+
+def ratio_png(trend: Trend) -> bytes:
+    """The paired ratio of each run with its interval, the tolerance band around 1, each
+    level's geometric mean dashed, each ratio step a vertical line labelled with its size."""
+    recs, gate = trend.ratio, trend.gate
+    xs = list(range(len(recs)))
+    ys = [float(r.ratio or 0.0) for r in recs]
+    lo = [y - float(r.ci_low if r.ci_low is not None else y) for y, r in zip(ys, recs)]
+    hi = [float(r.ci_high if r.ci_high is not None else y) - y for y, r in zip(ys, recs)]
+    tol = recs[-1].tolerance or 0.05
+    fig = Figure(figsize=(10, 2.6), layout="constrained")
+    ax = fig.subplots()
+    ax.axhspan(*band(tol), color="#2ca02c", alpha=0.08, zorder=1)
+    ax.axhline(1.0, color="#555555", lw=0.8, zorder=1)
+    ax.errorbar(xs, ys, yerr=[lo, hi], color=LINE, lw=1.2, marker="o", ms=3.5, capsize=2, zorder=3)
+    steps = gate.steps if gate is not None else []
+    bounds = [0, *(st.index for st in steps), len(recs)]
+    for a, b in zip(bounds, bounds[1:]):
+        if b > a:
+            level = math.exp(sum(math.log(y) for y in ys[a:b]) / (b - a))
+            ax.plot([a - 0.4, b - 0.6], [level, level], color="#555555", ls="--", lw=1.1)
+    for n, st in enumerate(steps, 1):
+        colour = step_colour(gate, st) if gate is not None else LINE
+        state = " FAILS" if gate is not None and st in gate.fired else ""
+        state += " (gone)" if st.gone_at is not None else ""
+        _mark(ax, st.index - 0.5, f"step {st.step:.3f}{state}", colour, n)
+    _time_axis(ax, recs)
+    ax.set_xlabel("paired runs, oldest → newest")
+    ax.set_ylabel("candidate / reference")
+    ax.set_title(
+        f"ratio series: {len(recs)} paired runs, band ±{tol * 100:g} %, "
+        f"{len(steps)} step{'s' if len(steps) != 1 else ''}",
+        loc="left",
+        fontsize=10.5,
     )
     ax.grid(True, alpha=0.3)
     buf = io.BytesIO()
@@ -314,6 +404,60 @@ def _changes_table(shown: Sequence[Trend]) -> list[str]:
     return out
 
 
+def _ratio_steps_table(shown: Sequence[Trend]) -> list[str]:
+    rows = [(n, t, st) for n, t in enumerate(shown, 1) if t.gate for st in t.gate.steps]
+    if not any(t.ratio for t in shown):
+        return []
+    if not rows:
+        return [
+            "<h2>Ratio steps</h2>",
+            '<p class="empty">No step in the ratio series shown: candidate against reference, '
+            "measured in the same sessions, did not change level.</p>",
+        ]
+    head = ("series", "paired run #", "run", "time (UTC)", "step (CI)", "gate", "what changed")
+    out = [
+        "<h2>Ratio steps</h2>",
+        "<table>",
+        "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>",
+    ]
+    for n, t, st in rows:
+        assert t.gate is not None
+        if st in t.gate.fired:
+            state, cls = "FAILS", "worse"
+        elif st.gone_at is not None:
+            state, cls = f"gone again at paired run {st.gone_at}", ""
+        elif not st.beyond:
+            state, cls = "within the tolerance", ""
+        elif not st.worse:
+            state, cls = "better", "better"
+        else:
+            state, cls = "older than the gate's last runs", "worse"
+        changed = "<br>".join(_e(c) for c in st.changed) or "no fingerprint difference"
+        out.append(
+            "<tr>"
+            f'<td><a href="#{series_anchor(n)}">{_e(series_title(t.key))}</a></td>'
+            f'<td class="num">{st.index}</td><td class="nw"><code>{_e(st.run_id)}</code></td>'
+            f'<td class="nw">{_e(st.night)}</td>'
+            f'<td class="num">{st.step:.3f} ({st.ci[0]:.3f}–{st.ci[1]:.3f})</td>'
+            f'<td class="{cls}">{_e(state)}</td><td>{changed}</td></tr>'
+        )
+    out.append("</table>")
+    return out
+
+
+def _gate_note(gate: SeriesGate | None) -> str:
+    """One line under a ratio plot: what the ratio gate says of the series."""
+    if gate is None:
+        return ""
+    if gate.reason:
+        return f"ratio gate: not judged yet ({gate.reason})"
+    return (
+        f"ratio gate: {len(gate.steps)} step(s), {len(gate.fired)} failing (worse than the "
+        f"band, in the last {DEFAULT_LAST} paired runs, not gone again; levels of "
+        f"{DEFAULT_MIN_SEGMENT}+ runs)"
+    )
+
+
 def _series(shown: Sequence[Trend]) -> list[str]:
     out = ["<h2>Series</h2>"]
     for n, t in enumerate(shown, 1):
@@ -323,11 +467,21 @@ def _series(shown: Sequence[Trend]) -> list[str]:
             f' · <a href="#{diff_anchor(n, c)}">change #{i} at run {c.point.index}</a>'
             for i, c in enumerate(t.changes, 1)
         )
+        ratio = ""
+        if t.ratio:
+            rpng = base64.b64encode(ratio_png(t)).decode("ascii")
+            steps = len(t.gate.steps) if t.gate else 0
+            ralt = f"{series_title(t.key)}: ratio series, {len(t.ratio)} paired runs, {steps} steps"
+            ratio = (
+                f'<figure><img alt="{_e(ralt)}" src="data:image/png;base64,{rpng}"></figure>'
+                f'<p class="meta">{_e(_gate_note(t.gate))}</p>'
+            )
         out.append(
             f'<section id="{series_anchor(n)}"><h3>{_e(series_title(t.key))}</h3>'
-            f'<p class="meta">{len(t.records)} runs, last {_when(t.key.last)}{links}</p>'
+            f'<p class="meta">{len(t.records)} runs, last {_when(t.key.last)}{links} · '
+            f"the gate uses the {_e(t.gated_by)}</p>"
             f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{png}"></figure>'
-            "</section>"
+            f"{ratio}</section>"
         )
     return out
 
@@ -395,7 +549,8 @@ def render_trends(
                 "--benchmark or --params, or raise --limit."
             )
         body.append(f'<p class="note">{_e(note)}</p>')
-        body += _changes_table(shown) + _series(shown) + _diffs(shown)
+        body += _ratio_steps_table(shown) + _changes_table(shown) + _series(shown)
+        body += _diffs(shown)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width">'

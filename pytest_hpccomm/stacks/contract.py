@@ -15,6 +15,7 @@ docs/explanation/architecture.md ("The stack contract").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Generic, TypeVar, cast
 import pytest
 
 from pytest_hpccomm.baselines.adaptive import until_decided
+from pytest_hpccomm.baselines.result import BASE_FINGERPRINT
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import placement_reason
 from pytest_hpccomm.config import assignments
@@ -135,7 +137,8 @@ def check_python_specs(
         sides(hpc_session_of(config), stack) if config.pluginmanager.has_plugin("hpccomm") else None
     )
     if paired is not None:
-        if config.getoption(option.lstrip("-").replace("-", "_"), None) is not None:
+        given = config.getoption(option.lstrip("-").replace("-", "_"), None)
+        if given is not None and not hpc_session_of(config).cfg.tested_by_option(stack, given):
             raise pytest.UsageError(
                 f"{option} cannot be combined with a paired A/B run of {stack}: "
                 f"{BASE_FLAG}/{CANDIDATE_FLAG} {stack}=... name the two sides"
@@ -187,7 +190,12 @@ def judge_point(
         except failures as exc:
             pytest.fail(str(exc), pytrace=False)
         cand_ms = _side("candidate", records, candidate)
-        base_ms = _side("base", records, base)
+        # what only the base's peers know (its library versions) goes with its records
+        base_fp = dict(point.fingerprint(base))
+        base_ms = [
+            dataclasses.replace(b, extra={**b.extra, BASE_FINGERPRINT: base_fp})
+            for b in _side("base", records, base)
+        ]
         if [m.key for m in cand_ms] != [m.key for m in base_ms]:
             pytest.fail(
                 f"the sides measured different points: candidate {[m.key for m in cand_ms]}, "

@@ -179,7 +179,7 @@ def test_cli_series_flags_change_point(tmp_path: Path) -> None:
     assert "<-- change +2" in rows["15"]
     assert sum("<-- change" in line for line in lines) == 1
     assert "run015" in rows["15"] and "2024-06-16 02:00:00" in rows["15"]
-    assert lines[-1] == "1 change point(s)"
+    assert lines[-1] == "1 change point(s) of the raw medians"
 
 
 def test_cli_filters_and_errors(tmp_path: Path) -> None:

@@ -58,16 +58,16 @@ def gate_dir(where: Path) -> Path:
 def nightly_env(baselines: Path, gate: Path, **extra: str) -> dict[str, str]:
     """sbatch's environment for nightly.sbatch on the virtual SLURM: the gate directory, this
     venv, the selection above, baselines in `baselines`."""
-    return job_env(
-        HPCCOMM_DIR=str(gate),
-        HPCCOMM_VENV=str(VENV),
-        HPCCOMM_SUITES=SUITE,
-        HPCCOMM_SYSTEM="nightly-test",
-        HPCCOMM_FABRIC="ethernet",
-        HPCCOMM_BASELINES=str(baselines),
-        HPCCOMM_ARGS=SELECT,
-        **extra,
-    )
+    defaults = {
+        "HPCCOMM_DIR": str(gate),
+        "HPCCOMM_VENV": str(VENV),
+        "HPCCOMM_SUITES": SUITE,
+        "HPCCOMM_SYSTEM": "nightly-test",
+        "HPCCOMM_FABRIC": "ethernet",
+        "HPCCOMM_BASELINES": str(baselines),
+        "HPCCOMM_ARGS": SELECT,
+    }
+    return job_env(**{**defaults, **extra})  # `extra` may replace a default
 
 
 def job_id(sbatch_stdout: str) -> str:

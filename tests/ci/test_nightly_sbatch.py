@@ -15,6 +15,7 @@ step, and (last: it stops the controller) a SLURM that is down, where sbatch its
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,12 +26,14 @@ from pytest_hpccomm.proc.jobs import JobResult
 from tests.ci.cikit import (
     CANARY,
     ITEMS,
+    SELECT,
     check_reports,
     gate_dir,
     job_id,
     nightly_env,
     outcomes,
 )
+from tests.integration._paired import clean_judged_no_change
 from tests.virtual_slurm import VirtualSlurm
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -114,6 +117,47 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
     for name, seconds in (("baselines", t1 - t0), ("run", t2 - t1), ("canary", t3 - t2)):
         record_property(f"sbatch_{name}_s", round(seconds, 1))
     print(f"sbatch --wait: baselines {t1 - t0:.1f}s, run {t2 - t1:.1f}s, canary {t3 - t2:.1f}s")
+
+
+def test_reference_mode_records_the_ratio_history_and_names_the_reference(
+    slurm_hosts: VirtualSlurm, tmp_path: Path
+) -> None:
+    """HPCCOMM_REFERENCE set: each night runs in paired rounds against the reference (here the
+    same Open MPI, the candidate being the run's --hpc-mpi), with no baselines at all; the
+    history gains each night's paired ratios, the log and the summary name the reference, and
+    the ratio gate says the series is too short to judge yet. Three nights, the third with a
+    candidate-only canary, which the night's paired verdicts catch."""
+    history = tmp_path / "history.sqlite"
+    env = {
+        "HPCCOMM_REFERENCE": "mpi=openmpi",
+        "HPCCOMM_HISTORY": str(history),
+        "HPCCOMM_ARGS": SELECT.replace("--hpc-history=none ", "") + " --hpc-ab-rounds=3",
+        "HPCCOMM_REQUIRE_ARMED": "0",  # 3 rounds arm no gate: not what this test asks
+    }
+    for night in range(3):
+        args = (CANARY,) if night == 2 else ()
+        r, log, results = submit(slurm_hosts, tmp_path / f"n{night}", tmp_path / "bl", *args, **env)
+        assert "judged against the reference mpi=openmpi (paired rounds; ratio history" in log, log[
+            -3000:
+        ]
+        assert "hpccomm ratio gate: 0 failing step(s) in 0 series judged" in log, log[-3000:]
+        summary = (results / "summary.md").read_text()
+        assert "candidate `openmpi` against the reference `openmpi`" in summary, summary
+        judged = outcomes(results / "results.json")
+        assert len(judged) == ITEMS, judged
+        if night < 2:  # A against A: no claim that chance does not explain
+            ran = pytest.RunResult(r.returncode, log.splitlines(), [], r.elapsed)
+            clean_judged_no_change(ran, results / "results.json", ITEMS)
+        else:
+            assert r.returncode == 1, r.describe() + log[-3000:]
+            assert all(v.startswith(("regression", "inconclusive")) for v in judged.values())
+    assert not (tmp_path / "bl").exists()  # a paired night reads and writes no baseline
+    with sqlite3.connect(history) as db:
+        per_run = db.execute(
+            "SELECT run_id, COUNT(*), MIN(mode), MAX(mode) FROM results GROUP BY run_id"
+        ).fetchall()
+    assert len(per_run) == 3 and all(n == ITEMS for _, n, *_ in per_run), per_run
+    assert {m for _, _, lo, hi in per_run for m in (lo, hi)} == {"paired"}
 
 
 def test_an_allocation_of_one_node_fails_naming_it(

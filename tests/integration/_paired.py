@@ -104,14 +104,17 @@ def canary_caught(
     return judged
 
 
-def clean_judged_no_change(result: pytest.RunResult, path: Path, items: int) -> None:
+def clean_judged_no_change(
+    result: pytest.RunResult, path: Path, items: int, *, failed_otherwise: bool = False
+) -> None:
     """A clean run (A vs identical A, or a re-run against its own fresh baseline) makes no claim
     that chance does not explain. Every change the rule calls must carry its own evidence (p
     below the rule's alpha in the direction it moved) and none may be stronger than a clean run
     of `items` points shows in CLEAN_RUN_ALPHA of runs (Bonferroni: p < CLEAN_RUN_ALPHA / (2 *
     items)): such a claim is a defect (sides not exchangeable, p values too small), not chance.
     A claim within chance is the rule's designed false-alarm rate: reported as a warning. The
-    exit code is 1 exactly when a regression was called."""
+    exit code is 1 exactly when a regression was called (or `failed_otherwise`: another gate
+    of the run, such as the ratio gate, failed it)."""
     judged = verdicts(path)
     assert len(judged) == items, result.stdout.str()
     bound = CLEAN_RUN_ALPHA / (2 * items)
@@ -133,4 +136,4 @@ def clean_judged_no_change(result: pytest.RunResult, path: Path, items: int) -> 
             stacklevel=2,
         )
     regression = any(v["outcome"] == "regression" for v in claimed.values())
-    assert result.ret == (1 if regression else 0), result.stdout.str()
+    assert result.ret == (1 if regression or failed_otherwise else 0), result.stdout.str()

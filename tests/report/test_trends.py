@@ -287,3 +287,28 @@ def test_a_sweep_that_changed_in_one_run_is_listed_in_sweep_order(tmp_path: Path
     shown = select(collect(store, store.keys()), 10)
     assert [json.loads(t.key.params_key)["size"] for t in shown] == sizes
     assert all([c.point.index for c in t.changes] == [12] for t in shown)
+
+
+def test_a_paired_series_shows_its_ratio_series_and_the_gates_step(tmp_path: Path) -> None:
+    """Nights against a reference: the raw medians drift on nights 5-8 (both sides), the ratio
+    does not; from night 12 a canary on the candidate: one ratio step, failing, named."""
+    from tests.baselines.test_ratio_gate import noisy, paired
+
+    store = HistoryStore(tmp_path / "h.sqlite")
+    ratios = noisy([(12, 1.0), (3, 1.1)])
+    for i, x in enumerate(ratios):
+        base = 20.0 if 4 <= i < 8 else 10.0  # host drift: both sides 2x slower
+        canary = "1.1x" if i >= 12 else None
+        store.append([paired(x, base=base, canary=canary)], f"n{i:02d}", T0 + timedelta(days=i))
+    record(store, [3.0] * 5, system="nightly")  # a stored-mode series beside it
+    page = write_trends_page(tmp_path / "trends.html", store, store.keys())
+    html = page.path.read_text()
+    first = page.shown[0]
+    assert first.gate is not None and [s.index for s in first.gate.fired] == [12]
+    assert [c.point.index for c in first.changes] != [12]  # the raw medians show the drift
+    row = re.search(r"<h2>Ratio steps</h2>.*?</table>", html, re.S)
+    assert row and "FAILS" in row[0] and "candidate: canary - -&gt; 1.1x" in row[0]
+    assert "the gate uses the ratio series (paired against the reference openmpi4" in html
+    assert "the gate uses the raw medians (runs against stored baselines" in html
+    imgs = images(html)
+    assert len(imgs) == 3 and imgs[1].size == (1000, 260)  # raw, ratio, the stored series

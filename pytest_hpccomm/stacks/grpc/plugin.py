@@ -49,14 +49,24 @@ def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
     return ["grpc"]  # the native peer built against two gRPC installations (--hpc-base grpc=)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
+    """The gRPC the native peer is built against: --hpc-grpc-prefix, else the system's."""
+    if stack != "grpc":
+        return None
+    return str(config.getoption("hpc_grpc_prefix") or SYSTEM)
+
+
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("hpccomm"):
         return  # `-p no:hpccomm`: the core plugin and its options are off
     opts = parse_options(config)  # bad values: usage error before tests
-    sides = hpc_session_of(config).cfg.paired("grpc")
+    cfg = hpc_session_of(config).cfg
+    sides = cfg.paired("grpc")
     if sides is not None:
-        opts = paired_options(opts, bool(config.getoption("hpc_grpc_prefix")))
+        prefix = config.getoption("hpc_grpc_prefix")
+        opts = paired_options(opts, bool(prefix) and not cfg.tested_by_option("grpc", prefix))
     check_named(opts, sides)
     config.stash[OPTIONS_KEY] = opts
 

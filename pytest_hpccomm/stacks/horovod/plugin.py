@@ -134,6 +134,14 @@ def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
     return [STACK]  # two Horovod environments: `build` or a Python/venv per side
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
+    """--hpc-horovod-python, else the environment the bootstrap builds."""
+    if stack != STACK:
+        return None
+    return horovod_python(config)
+
+
 @dataclass(frozen=True)
 class HorovodProbe:
     """Cheap: what the build needs is on PATH, or the user named a Python (checked later)."""

@@ -130,7 +130,8 @@ def _check_paired(config: pytest.Config) -> None:
     sides = hpc_session_of(config).cfg.paired("mpi")
     if sides is None:
         return
-    if config.getoption("hpc_mpi"):
+    cfg, named = hpc_session_of(config).cfg, config.getoption("hpc_mpi")
+    if named and not cfg.tested_by_option("mpi", named):
         raise pytest.UsageError(
             "--hpc-mpi cannot be combined with a paired A/B run of mpi: "
             "--hpc-base/--hpc-candidate name the two MPIs"
@@ -194,6 +195,16 @@ def ulfm_placement(placement: str) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
     return ["mpi"]  # two MPI environments or two system mpiruns (--hpc-base mpi=...)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
+    """The one MPI --hpc-mpi (or the ini) names; None for several, or the default list."""
+    if stack != "mpi":
+        return None
+    value = config.getoption("hpc_mpi") or config.getini("hpc_mpi") or DEFAULT_MPIS
+    names = [n.strip() for n in str(value).split(",") if n.strip()]
+    return names[0] if len(names) == 1 else None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

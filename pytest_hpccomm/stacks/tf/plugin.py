@@ -86,6 +86,14 @@ def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
     return [STACK]  # two TensorFlow environments: `build` or a Python/venv per side
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
+    """--hpc-tf-python, else the environment the bootstrap makes."""
+    if stack != STACK:
+        return None
+    return tf_python(config)
+
+
 @dataclass(frozen=True)
 class TfProbe:
     """Cheap: the user opted out or not (the venv is made, or the user's checked, on use)."""

@@ -94,6 +94,14 @@ def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
     return [STACK]  # two verbs Pythons (two rdma-core/pyverbs installations), one per side
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
+    """--hpc-verbs-python, else this Python's pyverbs."""
+    if stack != STACK:
+        return None
+    return verbs_python(config)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
     group.addoption(
