@@ -7,7 +7,7 @@ last `min_segment` nights (one odd night is no level). A step is the ratio of th
 geometric means with a Welch t interval on the log ratios; it fails the gate when it is worse
 beyond the tolerance, starts within the last `last` nights and has not gone away (a later
 change point back to within the tolerance of the level before it). What changed across it:
-the fingerprint keys that differ between the night before and the night of the step.
+the commit and fingerprint keys that differ between the night before and the night of it.
 Explained in docs/explanation/nightly-reference.md.
 """
 
@@ -130,7 +130,11 @@ def judge_series(
                 worse=step > 1 if lower_better else step < 1,
                 beyond=not down <= step <= up,
                 p_value=found[i].p_value,
-                changed=fingerprint_changes(before.fingerprint, after.fingerprint, "candidate")
+                changed=fingerprint_changes(
+                    {"commit": before.commit or "-", **before.fingerprint},
+                    {"commit": after.commit or "-", **after.fingerprint},
+                    "candidate",
+                )
                 + fingerprint_changes(
                     before.base_fingerprint or {}, after.base_fingerprint or {}, "reference"
                 ),

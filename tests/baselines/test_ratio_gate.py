@@ -48,7 +48,7 @@ def nights(ratios: list[float], **kw: Any) -> list[RunRecord]:
         RunRecord(
             T0 + timedelta(days=i),
             f"n{i:02d}",
-            None,
+            kw.get("commit", lambda i: None)(i),
             10.0 * x,
             "us",
             "lower",
@@ -181,3 +181,10 @@ def test_history_gate_rejects_a_tolerance_outside_0_1(tmp_path: Path) -> None:
 def test_the_results_json_keeps_the_base_fingerprint() -> None:
     r = paired(1.1)
     assert json.loads(json.dumps(r.measurement.extra))[PAIRED_BASE]["fingerprint"] == REF_FP
+
+
+def test_the_candidates_commit_is_named_when_it_changed_across_the_step() -> None:
+    ratios = noisy([(10, 1.0), (5, 1.3)])
+    recs = nights(ratios, commit=lambda i: "a1b2c3" if i < 10 else "d4e5f6")
+    (step,) = judge_series(recs, tolerance=0.05, last=5).fired
+    assert step.changed == ["candidate: commit a1b2c3 -> d4e5f6"]
