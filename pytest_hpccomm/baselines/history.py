@@ -116,6 +116,11 @@ class RunRecord(NamedTuple):
     base_fingerprint: dict[str, Any] | None = None
     tolerance: float | None = None  # the verdict's band
 
+    @property
+    def has_ratio(self) -> bool:
+        """A point of a ratio series: a paired run with a usable ratio."""
+        return self.mode == "paired" and self.ratio is not None and self.ratio > 0
+
 
 class SeriesKey(NamedTuple):
     system: str
@@ -290,9 +295,7 @@ class HistoryStore:
     ) -> list[RunRecord]:
         """The paired runs of one key (its ratio series), oldest first."""
         return [
-            r
-            for r in self.records(system, fabric, stack, benchmark, params_key)
-            if r.mode == "paired" and r.ratio is not None and r.ratio > 0
+            r for r in self.records(system, fabric, stack, benchmark, params_key) if r.has_ratio
         ]
 
     def commits(self, run_ids: Sequence[str]) -> dict[str, str | None]:

@@ -97,11 +97,11 @@ def judge_series(
         raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
     if min_segment < 1 or last < 1:
         raise ValueError("last and min_segment must be at least 1")
-    paired = [r for r in records if r.mode == "paired" and r.ratio is not None and r.ratio > 0]
+    paired = [r for r in records if r.has_ratio]
     n = len(paired)
     if n < 2 * min_segment:
         return SeriesGate(n, [], [], f"{n} paired nights; a step needs {2 * min_segment}")
-    ratios = [float(r.ratio) for r in paired if r.ratio is not None]
+    ratios = [float(r.ratio or 0.0) for r in paired]
     logs = np.log(np.asarray(ratios))
     # each window holds two full levels and a night either side (history.DEFAULT_WINDOW)
     window = max(DEFAULT_WINDOW, 2 * min_segment + 2)

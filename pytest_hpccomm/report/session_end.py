@@ -214,21 +214,22 @@ def ratio_gate(config: pytest.Config, hpc: HpcSession) -> tuple[list[str], bool]
     (baselines/ratio_gate.py) over the series of each of this run's points measured against
     the reference. Returns the terminal lines and whether the run fails for them; the same
     lines go to JUnit's global properties and the markdown summary."""
-    if not hpc.cfg.ratio_gate or hpc.cfg.history is None or not hpc.results:
-        return [], False
+    history = hpc.cfg.history
+    if not hpc.cfg.ratio_gate or not hpc.results or history is None or not history.exists():
+        return [], False  # nothing recorded: no series to judge
     from pytest_hpccomm.baselines.history import HistoryStore
     from pytest_hpccomm.baselines.ratio_gate import judge_series, step_line
     from pytest_hpccomm.baselines.verdict import describe
     from pytest_hpccomm.measure.measurement import param_key
 
-    store = HistoryStore(hpc.cfg.history)
+    store = HistoryStore(history)
     fired: list[str] = []
     judged = short = 0
     seen: set[tuple[str, ...]] = set()
     for r in hpc.results:
         m = r.measurement
         key = (r.system, r.fabric, m.stack, m.benchmark, param_key(m.params))
-        if m.stack not in hpc.cfg.reference or key in seen or not store.path.exists():
+        if m.stack not in hpc.cfg.reference or key in seen:
             continue
         seen.add(key)
         gate = judge_series(store.ratio_records(*key), r.verdict.tolerance, last=hpc.cfg.ratio_gate)

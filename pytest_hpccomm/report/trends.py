@@ -141,7 +141,7 @@ def collect(
             for cp in found
             if 0 < cp.index < len(records)
         ]
-        ratio = [r for r in records if r.mode == "paired" and r.ratio is not None and r.ratio > 0]
+        ratio = [r for r in records if r.has_ratio]
         gate = None
         if ratio:
             gate = judge_series(ratio, ratio[-1].tolerance or 0.05, max_pvalue=max_pvalue)

@@ -95,6 +95,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _listed_mpis(config: pytest.Config) -> list[str]:
+    """The names --hpc-mpi (or the ini, or the default list) gives, unchecked."""
+    value = config.getoption("hpc_mpi") or config.getini("hpc_mpi") or DEFAULT_MPIS
+    return [n.strip() for n in str(value).split(",") if n.strip()]
+
+
 def mpi_names(config: pytest.Config) -> list[str]:
     """The MPIs the items run on; in a paired A/B run of mpi, the candidate alone (each item
     then measures the base too and is judged against it)."""
@@ -102,8 +108,7 @@ def mpi_names(config: pytest.Config) -> list[str]:
         sides = hpc_session_of(config).cfg.paired("mpi")
         if sides is not None:
             return [sides[1]]
-    value = config.getoption("hpc_mpi") or config.getini("hpc_mpi") or DEFAULT_MPIS
-    names = [n.strip() for n in str(value).split(",") if n.strip()]
+    names = _listed_mpis(config)
     if not names:
         raise pytest.UsageError("--hpc-mpi: empty list")
     for name in names:
@@ -202,8 +207,7 @@ def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
     """The one MPI --hpc-mpi (or the ini) names; None for several, or the default list."""
     if stack != "mpi":
         return None
-    value = config.getoption("hpc_mpi") or config.getini("hpc_mpi") or DEFAULT_MPIS
-    names = [n.strip() for n in str(value).split(",") if n.strip()]
+    names = _listed_mpis(config)
     return names[0] if len(names) == 1 else None
 
 
