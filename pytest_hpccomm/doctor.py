@@ -61,12 +61,10 @@ class Doctor:
         self.skips: dict[str, Counter[str]] = defaultdict(Counter)
         self.config: pytest.Config | None = None
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        self.config = config
-        for item in items:
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # after every plugin's pytest_collection_modifyitems: their skips are all marked
+        self.config = session.config
+        for item in session.items:
             suite, reason = suite_of(item), item_skip(item)
             if reason is None:
                 self.runs[suite] += 1

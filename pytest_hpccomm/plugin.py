@@ -97,7 +97,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         marks = list(item.iter_markers())
         check_marker_args(item.nodeid, marks, hpc)
-        reason = skip_reason(marks, hpc)
+        callspec = getattr(item, "callspec", None)
+        placement = None if callspec is None else callspec.params.get("hpc_placement")
+        reason = skip_reason(marks, hpc, placement)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 

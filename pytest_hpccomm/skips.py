@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
+from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import FabricUnavailable, fabric_kinds
 from pytest_hpccomm.session import HpcSession
 
@@ -23,6 +23,8 @@ MARKERS = (
     "quick_placements(*placements): in the quick profile, when both loopback and netns would "
     "run, run this item at these placements only (its stack's code path is the same at "
     "each); the full profile runs every placement",
+    "placements(*placements): runs at these placements only (loopback, netns, hosts); at "
+    "the others skipped at collection, saying so",
 )
 
 
@@ -41,6 +43,12 @@ def check_marker_args(nodeid: str, markers: Iterable[pytest.Mark], session: HpcS
                     f"{nodeid}: @pytest.mark.quick_placements{mark.args!r}: "
                     f"placements are {LOOPBACK}, {NETNS}"
                 )
+        elif mark.name == "placements":
+            if not mark.args or any(p not in (LOOPBACK, NETNS, HOSTS) for p in mark.args):
+                raise pytest.UsageError(
+                    f"{nodeid}: @pytest.mark.placements{mark.args!r}: "
+                    f"placements are {LOOPBACK}, {NETNS}, {HOSTS}"
+                )
         elif mark.name == "fabric":
             kinds = fabric_kinds()  # built-in and registered through the fabric hook
             if not mark.args or any(k not in kinds for k in mark.args):
@@ -49,9 +57,14 @@ def check_marker_args(nodeid: str, markers: Iterable[pytest.Mark], session: HpcS
                 )
 
 
-def skip_reason(markers: Iterable[pytest.Mark], session: HpcSession) -> str | None:
-    """The first unmet requirement of a test, as one line, or None when it can run."""
+def skip_reason(
+    markers: Iterable[pytest.Mark], session: HpcSession, placement: str | None = None
+) -> str | None:
+    """The first unmet requirement of a test (at `placement`, its hpc_placement), as one
+    line, or None when it can run."""
     for mark in markers:
+        if mark.name == "placements" and placement is not None and placement not in mark.args:
+            return placement_reason(mark.args, placement)
         if mark.name == "needs_root" and os.geteuid() != 0:
             return f"needs root (network namespaces / RDMA links); running as uid {os.geteuid()}"
         if mark.name == "fabric":
@@ -80,3 +93,10 @@ def fabric_reason(kinds: tuple[str, ...], session: HpcSession) -> str | None:
             f"({selection.description})"
         )
     return None
+
+
+def placement_reason(placements: tuple[str, ...], placement: str) -> str:
+    """Why an item of `placements` (its placements marker) skips at `placement`."""
+    if placements == (HOSTS,):
+        return f"runs across hosts (--hpc-hosts); placement {placement}"
+    return f"runs at placement {'|'.join(placements)}; placement {placement}"

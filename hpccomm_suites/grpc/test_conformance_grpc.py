@@ -315,17 +315,17 @@ def test_compression_gives_the_same_bytes(
         same()
 
 
+@pytest.mark.grpc_runtime(
+    "tcp",
+    why="the bytes are counted by a kernel-TCP relay on loopback; gRPC runtime {runtime} "
+    "carries its calls over the RDMA device",
+)
 def test_compression_takes_effect_on_the_wire(
     grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect, grpc_lab: Any
 ) -> None:
     """Compression requested is compression applied: 4 MiB of zeros cross the wire in far
     fewer bytes when the channel compresses (request) and x-hpcc-compress asks for a gzip
     response; the same call uncompressed carries them all. Counted by a relay in between."""
-    if grpc_lab.opts.spec.rdma:
-        pytest.skip(
-            f"the bytes are counted by a kernel-TCP relay on loopback; gRPC runtime "
-            f"{grpc_lab.opts.runtime} carries its calls over the RDMA device"
-        )
     sent = [bytes(2 * MiB), bytes(2 * MiB)]
     with CountingProxy(grpc_server.target) as relay:
         with grpc_connect(relay.target, grpc_mode) as plain:
@@ -392,6 +392,9 @@ def test_no_server_is_unavailable(
             assert time.monotonic() - t0 < 5, "UNAVAILABLE should come fast, not at the deadline"
 
 
+@pytest.mark.grpc_runtime(
+    "rdma", why="gRPC runtime {runtime} has no RDMA path to prove: it runs over kernel TCP"
+)
 def test_calls_take_the_runtimes_path(
     grpc_client: TensorClient, grpc_lab: Any, request: pytest.FixtureRequest
 ) -> None:
@@ -400,10 +403,7 @@ def test_calls_take_the_runtimes_path(
     would need (fabrics/path_proof.py)."""
     rt = grpc_lab.runtime()
     probe = grpc_lab.path_probe(rt, LOOPBACK)
-    if probe is None:
-        pytest.skip(
-            f"gRPC runtime {rt.describe()} has no RDMA path to prove: it runs over kernel TCP"
-        )
+    assert probe is not None, f"gRPC runtime {rt.describe()}: an RDMA preset without RDMA"
     sent = [Pattern(2 * MiB, seed=s).materialize() for s in range(2)]
     before = probe.read()
     for _ in range(2):

@@ -6,7 +6,7 @@ proves it with the hosts' own counters: an osu_bw job moving 1 MiB messages from
 to the second must show at least that payload in packets (or bytes) on both RDMA ports, while
 the kernel's TCP sent far fewer segments than the payload would need (only mpirun's and ssh's
 control traffic goes over TCP). Runs with --hpc-hosts on an RDMA fabric (in CI: the two-guest
-SoftRoCE cluster, ci/guest/run.sh --hosts 2); skips elsewhere, saying why.
+SoftRoCE cluster, ci/guest/run.sh --hosts 2); skips elsewhere at collection, saying why.
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ from pytest_hpccomm.stacks.mpi.driver import (
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.plugin import sweep_target
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("mpi")]
+# across hosts on an RDMA fabric only: elsewhere skipped at collection, saying which it lacks
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("mpi"),
+    pytest.mark.placements(HOSTS),
+    pytest.mark.fabric(*RDMA_KINDS),
+]
 
 SIZE = 1 << 20
 MAX_MTU = 4096
@@ -70,13 +76,6 @@ def test_mpi_payload_goes_through_the_rdma_device(
     request: pytest.FixtureRequest,
     record_property: Any,
 ) -> None:
-    if hpc_placement != HOSTS:
-        pytest.skip(f"runs across hosts (--hpc-hosts); placement {hpc_placement}")
-    if hpc_session.cfg.fabric not in RDMA_KINDS:
-        pytest.skip(
-            f"needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
-            f"{hpc_session.cfg.fabric}"
-        )
     target = sweep_target(HOSTS, mpi_runtime, hpc_session, request)
     fabric: ClusterFabric = request.getfixturevalue("hpc_rdma_fabric")
     sel = hpc_session.selection
@@ -150,13 +149,6 @@ def test_mpi_job_over_a_cut_link_ends_with_an_error(
     request: pytest.FixtureRequest,
     record_property: Any,
 ) -> None:
-    if hpc_placement != HOSTS:
-        pytest.skip(f"runs across hosts (--hpc-hosts); placement {hpc_placement}")
-    if hpc_session.cfg.fabric not in RDMA_KINDS:
-        pytest.skip(
-            f"needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
-            f"{hpc_session.cfg.fabric}"
-        )
     target = sweep_target(HOSTS, mpi_runtime, hpc_session, request)
     fabric: ClusterFabric = request.getfixturevalue("hpc_rdma_fabric")
     src = fabric.hosts[0]

@@ -58,15 +58,25 @@ class Implementations(Generic[E]):
         self.resolve, self.unavailable, self.broken = resolve, unavailable, broken
         self._got: dict[str, E | Exception] = {}
 
-    def __call__(self, spec: str, named_by: str | None = None) -> E:
-        """The implementation; `named_by`: the option that named it as a side of a paired run
-        (an absent side then fails the item: the user asked for it)."""
+    def peek(self, spec: str) -> E | Exception:
+        """The implementation, or what resolving it raised (no skip, no failure): what a
+        forecast (pytest_hpccomm_foreseen_skip) reads."""
         if spec not in self._got:
             try:
                 self._got[spec] = self.resolve(spec)
             except self.unavailable + self.broken as exc:
                 self._got[spec] = exc
-        got = self._got[spec]
+        return self._got[spec]
+
+    def skip_reason(self, spec: str) -> str | None:
+        """The skip an item of `spec` would make for it (unavailable here), or None."""
+        got = self.peek(spec)
+        return str(got) if isinstance(got, self.unavailable) else None
+
+    def __call__(self, spec: str, named_by: str | None = None) -> E:
+        """The implementation; `named_by`: the option that named it as a side of a paired run
+        (an absent side then fails the item: the user asked for it)."""
+        got = self.peek(spec)
         if isinstance(got, self.unavailable):
             if named_by is None:
                 pytest.skip(str(got))

@@ -21,7 +21,7 @@ import pytest
 from pytest_hpccomm.__main__ import main
 from pytest_hpccomm.baselines.store import JsonBaselineStore
 from pytest_hpccomm.baselines.verdict import MIN_SESSIONS, Outcome
-from pytest_hpccomm.bootstrap import Part, run_parts
+from pytest_hpccomm.bootstrap import Part, build_guest, run_parts
 from pytest_hpccomm.doctor import command_line as doctor_args
 from pytest_hpccomm.nightly import command_line as run_args
 from pytest_hpccomm.report.markdown import markdown_summary
@@ -241,12 +241,26 @@ def _skip_reasons(junit: Path) -> Counter[str]:
 # MPI: a 0-byte osu_bw point skips in its fixture (bandwidth is undefined); doctor foresees it
 # through the stack's pytest_hpccomm_foreseen_skip
 MPI_BW = ["-k", "osu_bw", "--hpc-sizes=0,8", "--hpc-mpi=openmpi", "--hpc-launcher=local"]
+# MPI across hosts (placements marker) and ULFM under MPICH (its fixture asks the MPI);
+# gRPC's proof of path under stock gRPC (the grpc_runtime marker)
+MPI_HOSTS_ULFM = ["-k", "rdma_transport or ulfm", "--hpc-mpi=mpich"]
+GRPC_PATH = ["-k", "test_calls_take_the_runtimes_path"]
+# an RDMA runtime on Ethernet: its items' fixtures skip (no device, the virtual cluster), the
+# marked ones at collection (the compression item counts bytes on a kernel-TCP relay)
+GRPC_RDMA = ["--hpc-grpc-preset=rsocket-compat"]
 
 
 @pytest.mark.parametrize(
     ("suite", "extra"),
-    [("fabric", []), ("verbs", []), ("mpi", MPI_BW)],
-    ids=["fabric", "verbs", "mpi"],
+    [
+        ("fabric", []),
+        ("verbs", []),
+        ("mpi", MPI_BW),
+        ("mpi", MPI_HOSTS_ULFM),
+        ("grpc", GRPC_PATH),
+        ("grpc", GRPC_RDMA),
+    ],
+    ids=["fabric", "verbs", "mpi-bw", "mpi-hosts-ulfm", "grpc-path", "grpc-rdma-runtime"],
 )
 def test_doctor_says_what_a_suite_would_skip_with_the_suites_own_reasons(
     tmp_path: Path, suite: str, extra: list[str]
@@ -278,8 +292,15 @@ def test_doctor_says_what_a_suite_would_skip_with_the_suites_own_reasons(
     )
     assert real.returncode in (0, 5), real.stdout[-3000:]
     assert said == _skip_reasons(tmp_path / "r" / "junit.xml"), doctor.stdout[-2000:]
-    if suite == "mpi":  # the point the fixture skips was foreseen, not only collected
+    if extra is MPI_BW:  # the point the fixture skips was foreseen, not only collected
         assert said == {"bandwidth of 0-byte messages is undefined (OSU starts at 1 B)": 1}
+    if extra is MPI_HOSTS_ULFM:
+        assert sum(n for r, n in said.items() if "no ULFM run-time" in r) == 2, said
+        assert sum(n for r, n in said.items() if r.startswith("runs across hosts")) == 4, said
+    if extra is GRPC_PATH:
+        assert list(said) == [
+            "gRPC runtime grpc has no RDMA path to prove: it runs over kernel TCP"
+        ]
     runs = int(re.match(rf"{suite}: (\d+) would run", lines[head]).group(1))  # type: ignore[union-attr]
     passed = re.search(r"(\d+) passed", real.stdout)
     assert runs == (int(passed.group(1)) if passed else 0), (lines[head], real.stdout[-500:])
@@ -303,6 +324,26 @@ def test_doctor_hands_pytest_its_options() -> None:
     got = doctor_args(["--suite", "mpi", "--hpc-fabric=ib", "-m", "conformance"])
     assert got[:2] == ["--collect-only", "-qq"]
     assert got[-2:] == ["--pyargs", "hpccomm_suites.mpi"] and "--hpc-fabric=ib" in got
+
+
+def test_setup_guest_part_skips_outside_a_checkout_and_where_the_host_cannot_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # fakes of ci/guest/build.sh: what is under test is the part's own logic
+    assert build_guest(tmp_path / "absent.sh") == 0
+    assert capsys.readouterr().out.startswith("skipped: no ")
+    cannot = tmp_path / "cannot.sh"
+    cannot.write_text('echo "build.sh: debootstrap is not installed" >&2; exit 1\n')
+    assert build_guest(cannot) == 0
+    assert capsys.readouterr().out == "skipped: build.sh: debootstrap is not installed\n"
+    builds = tmp_path / "builds.sh"
+    builds.write_text('[ "${1:-}" = --check ] && exit 0; echo /cache/guest/abc\n')
+    assert build_guest(builds) == 0
+    assert capsys.readouterr().out.startswith("guest: /cache/guest/abc (")
+    broken = tmp_path / "broken.sh"
+    broken.write_text('[ "${1:-}" = --check ] && exit 0; echo "no space left" >&2; exit 3\n')
+    assert build_guest(broken) == 1
+    assert "exit 3" in capsys.readouterr().out
 
 
 def test_setup_counts_a_part_that_says_skipped_and_fails_on_a_failed_one() -> None:

@@ -137,6 +137,8 @@ def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) ->
         "needs_root",
         "slow",
         "quick_placements(*placements)",
+        "placements(*placements)",
+        "grpc_runtime(kind, why=...)",
     ):
         assert f"@pytest.mark.{name}" in markers
 
@@ -224,6 +226,66 @@ def test_a_quick_placement_that_is_no_placement_is_a_usage_error(pytester: pytes
     result = pytester.runpytest_subprocess("--hpc-fabric=ethernet")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "quick_placements('lo',): placements are loopback, netns" in result.stderr.str()
+
+
+def test_placements_marker_skips_other_placements_at_collection(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.placements("hosts")
+        def test_across(hpc_placement):
+            pass
+        @pytest.mark.placements("netns")
+        def test_netns(hpc_placement):
+            pass
+    """)
+    result = pytester.runpytest("--hpc-fabric=ethernet", "-rs", "--hpc-launcher=netns")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*runs across hosts (--hpc-hosts); placement netns"])
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.placements("node1")
+        def test_typo(hpc_placement):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--hpc-fabric=ethernet")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "placements('node1',): placements are loopback, netns, hosts" in result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("preset", "outcomes"),
+    [("", {"passed": 1, "skipped": 1}), ("rsocket-compat", {"passed": 1, "skipped": 1})],
+)
+def test_grpc_runtime_marker_skips_the_other_kind_at_collection(
+    pytester: pytest.Pytester, preset: str, outcomes: dict[str, int]
+) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.grpc_runtime("rdma", why="runtime {runtime} runs over kernel TCP")
+        def test_rdma():
+            pass
+        @pytest.mark.grpc_runtime("tcp", why="runtime {runtime} is an RDMA one")
+        def test_tcp():
+            pass
+    """)
+    args = ["--hpc-fabric=ethernet", "-rs"] + ([f"--hpc-grpc-preset={preset}"] if preset else [])
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(**outcomes)
+    if preset:
+        result.stdout.fnmatch_lines(["*runtime rsocket-compat is an RDMA one"])
+    else:
+        result.stdout.fnmatch_lines(["*runtime grpc runs over kernel TCP"])
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.grpc_runtime("infiniband", why="x")
+        def test_typo():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--hpc-fabric=ethernet")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "kinds are rdma, tcp" in result.stderr.str()
 
 
 def test_header_names_fabric_and_system(pytester: pytest.Pytester) -> None:

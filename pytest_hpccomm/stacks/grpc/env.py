@@ -244,6 +244,16 @@ def uses(spec: RuntimeSpec, placeholder: str) -> bool:
     return any("{" + placeholder + "}" in v for _, v in pairs)
 
 
+def no_device_reason(spec: RuntimeSpec, sel: FabricSelection | None, fabric: str) -> str | None:
+    """An RDMA runtime on a session whose fabric has no RDMA device (resolve's skip)."""
+    if spec.rdma and (sel is None or not sel.device):
+        return (
+            f"gRPC runtime {spec.label} runs over an RDMA device; "
+            f"the session's fabric ({fabric}) has none"
+        )
+    return None
+
+
 def resolve(
     spec: RuntimeSpec,
     sel: FabricSelection | None,
@@ -254,11 +264,9 @@ def resolve(
     """The runtime under test and, when it has one, its TCP twin (first)."""
     values = _values(sel, rspreload if rspreload is not None else rspreload_path(), compat)
     preset = spec.preset
-    if spec.rdma and (sel is None or not sel.device):
-        raise RuntimeUnavailable(
-            f"gRPC runtime {spec.label} runs over an RDMA device; "
-            f"the session's fabric ({fabric}) has none"
-        )
+    absent = no_device_reason(spec, sel, fabric)
+    if absent:
+        raise RuntimeUnavailable(absent)
     env = _fill((preset.env if preset else ()) + spec.env, values, spec.label, fabric)
     main = Runtime(spec.label, env, spec.rdma)
     if preset is None or preset.twin is None:

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.fabrics import TCP_FABRICS, FabricSelection
+from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate, slowest
 from pytest_hpccomm.fabrics.path_proof import PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
@@ -25,7 +25,6 @@ from pytest_hpccomm.measure.link import LinkRate
 from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.session import hpc_session_of
-from pytest_hpccomm.skips import fabric_reason
 from pytest_hpccomm.stacks.grpc.build import (
     NativeBuild,
     NativeBuildError,
@@ -49,6 +48,12 @@ from pytest_hpccomm.stacks.grpc.driver import (
 from pytest_hpccomm.stacks.grpc.env import Runtime, RuntimeUnavailable, resolve, uses
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.perf import payload_moved
+from pytest_hpccomm.stacks.grpc.skips import (
+    netns_reason,
+    on_tcp_reason,
+    python_client_reason,
+    python_peer_reason,
+)
 
 Failure = GrpcRunError | NativeBuildError
 Where = tuple[str, str, str, str, str]  # family, peer, mode, placement, runtime label
@@ -130,10 +135,7 @@ class GrpcLab:
             pytest.skip(str(self._runtimes))
         got = self._runtimes[label or self.opts.runtime]
         if peer != "native" and got.env:
-            pytest.skip(
-                f"gRPC runtime {got.describe()} runs in the native peers only: the "
-                f"{peer} peer runs grpcio's bundled core"
-            )
+            pytest.skip(python_peer_reason(got.label, peer))
         return got
 
     def twin_of(self, rt: Runtime) -> Runtime | None:
@@ -357,19 +359,16 @@ class GrpcLab:
 
     def on_tcp_or_skip(self, config: pytest.Config) -> None:
         """Stock gRPC runs over kernel TCP: off a TCP fabric its items skip, saying so."""
-        if not self.opts.spec.rdma:
-            reason = fabric_reason(TCP_FABRICS, hpc_session_of(config))
-            if reason:
-                pytest.skip(f"gRPC over kernel TCP (no RDMA runtime: --hpc-grpc-preset) ({reason})")
+        reason = on_tcp_reason(self.opts.spec, hpc_session_of(config))
+        if reason:
+            pytest.skip(reason)
 
     def local_or_skip(self, placement: str) -> None:
         """An RDMA runtime (and its twin: a pair or none) runs over RDMA devices: this host's
         or the real hosts', never the virtual cluster's veths."""
-        if self.opts.spec.rdma and placement == NETNS:
-            pytest.skip(
-                f"gRPC runtime {self.opts.runtime} runs over RDMA devices (placements "
-                f"{LOOPBACK} and {HOSTS}); the virtual cluster's hosts have none"
-            )
+        reason = netns_reason(self.opts.spec, self.opts.runtime, placement)
+        if reason:
+            pytest.skip(reason)
 
     def client_of(
         self, kind: str, target: str, mode: str, *, ca: Path | None = None, gzip: bool = False
@@ -389,12 +388,9 @@ class GrpcLab:
                 mode,
                 channel=RelayChannel(self.native().peer, target, rt.env, ca=ca, gzip=gzip),
             )
-        if not self.opts.spec.stock:
-            pytest.skip(
-                f"the python client is grpcio's bundled core in pytest, outside gRPC "
-                f"runtime {self.runtime().describe()}: the native client "
-                "(--hpc-grpc-clients=native) makes its calls inside it"
-            )
+        outside = python_client_reason(self.opts.spec)
+        if outside:
+            pytest.skip(outside)
         creds = None if ca is None else grpc.ssl_channel_credentials(ca.read_bytes())
         return TensorClient(target, mode, credentials=creds, compression=compression)
 

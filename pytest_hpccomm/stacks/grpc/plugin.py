@@ -13,13 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpccomm.cluster.placement import NETNS
+from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.session import hpc_session_of
 from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
+from pytest_hpccomm.stacks.contract import stack_params
 from pytest_hpccomm.stacks.grpc.build import (
     prefix_error,
 )
 from pytest_hpccomm.stacks.grpc.env import labels
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+from pytest_hpccomm.stacks.grpc.skips import (
+    RUNTIME_MARK,
+    RUNTIME_MARK_LINE,
+    netns_reason,
+    no_device_reason,
+    on_tcp_reason,
+    python_client_reason,
+    python_peer_reason,
+    runtime_kind_reason,
+)
 
 pytest_plugins = ["pytest_hpccomm.stacks.grpc.fixtures"]  # the fixtures the suites ask for
 
@@ -59,6 +72,7 @@ def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
 
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", RUNTIME_MARK_LINE)
     if not config.pluginmanager.has_plugin("hpccomm"):
         return  # `-p no:hpccomm`: the core plugin and its options are off
     opts = parse_options(config)  # bad values: usage error before tests
@@ -110,6 +124,63 @@ def paired_options(opts: GrpcOptions, prefix_given: bool) -> GrpcOptions:
             "a paired A/B run of grpc compares native peers: --hpc-grpc-peers must include native"
         )
     return dataclasses.replace(opts, peers=("native",), perf_peers=("native",))
+
+
+@pytest.hookimpl(trylast=True)  # after the core plugin's skips, which come first
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The grpc_runtime marker: an item for another kind of runtime skips at collection."""
+    opts = config.stash.get(OPTIONS_KEY, None)
+    if opts is None:
+        return
+    for item in items:
+        mark = item.get_closest_marker(RUNTIME_MARK)
+        if mark is None:
+            continue
+        try:
+            reason = runtime_kind_reason(mark.args[0], mark.kwargs["why"], opts.spec)
+        except (IndexError, KeyError, ValueError) as exc:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.{RUNTIME_MARK}{mark.args!r}: {exc} "
+                "(expected a kind and why=)"
+            ) from None
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
+    """The skips the gRPC fixtures make that the options and the fabric already tell: stock
+    gRPC off a TCP fabric, an RDMA runtime without a device or in the virtual cluster, a
+    Python peer or client outside the runtime under test."""
+    params = stack_params(item, "grpc")
+    opts = item.config.stash.get(OPTIONS_KEY, None)
+    if params is None or opts is None:
+        return None
+    fixtures = getattr(item, "fixturenames", ())
+    hpc = hpc_session_of(item.config)
+    spec = opts.spec
+    if "grpc_server" in fixtures or "grpc_bench" in fixtures:
+        reason = on_tcp_reason(spec, hpc)
+        if reason:
+            return reason
+    if "hpc_virtual_cluster" in fixtures and "grpc_bench" not in fixtures:  # p2p_across
+        reason = netns_reason(spec, opts.runtime, NETNS)
+        if reason:
+            return reason
+    sel = hpc.selection if isinstance(hpc.selection, FabricSelection) else None
+    runs_runtime = "grpc_bench" in fixtures or params.get("grpc_client_kind") == "native"
+    if runs_runtime and no_device_reason(spec, sel, hpc.fabric_kind):
+        return no_device_reason(spec, sel, hpc.fabric_kind)
+    if "grpc_bench" in fixtures:
+        label = str(params.get("grpc_runtime", opts.runtime))
+        if params.get("grpc_peer", "native") != "native" and not spec.stock:
+            return python_peer_reason(label, str(params["grpc_peer"]))
+        reason = netns_reason(spec, opts.runtime, str(params.get("hpc_placement")))
+        if reason:
+            return reason
+    if params.get("grpc_client_kind") == "python" and "grpc_connect" in fixtures:
+        return python_client_reason(spec)
+    return None
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:

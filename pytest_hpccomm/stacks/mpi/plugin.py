@@ -181,11 +181,20 @@ def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
         return perf.ZERO_BYTES
     placement = params.get("hpc_placement")
     fixtures = getattr(item, "fixturenames", ())
+    name = params.get("mpi_name")
+    if name is not None and sides(hpc_session_of(item.config), "mpi") is None:
+        absent = IMPLS.skip_reason(str(name))  # a paired run's absent side fails instead
+        if absent:
+            return absent
     if placement not in (None, LOOPBACK, NETNS):
         if "mpi_conformance_peer" in fixtures:
             return conformance_placement(str(placement))
         if "mpi_ulfm" in fixtures:
             return ulfm_placement(str(placement))
+    if "mpi_ulfm" in fixtures and name is not None:
+        got = IMPLS.peek(str(name))
+        if isinstance(got, MpiRuntime):
+            return ulfm_reason(got)
     return None
 
 
@@ -491,6 +500,15 @@ def mpi_conformance_peer(
 
 
 UlfmRun = Callable[[], UlfmOutcome]
+_ULFM: dict[str, str | None] = {}  # mpirun -> why it has no ULFM (None: it has)
+
+
+def ulfm_reason(runtime: MpiRuntime) -> str | None:
+    """ulfm_unavailable_reason, asked once per MPI (it may run ompi_info)."""
+    key = str(runtime.mpirun)
+    if key not in _ULFM:
+        _ULFM[key] = ulfm_unavailable_reason(runtime)
+    return _ULFM[key]
 
 
 @pytest.fixture
@@ -499,7 +517,7 @@ def mpi_ulfm(
 ) -> UlfmRun:
     """run(): the ULFM job, a short-lived one of its own (it kills a rank, which would end the
     session's conformance peer); skips where the MPI or the placement cannot run it."""
-    reason = ulfm_unavailable_reason(mpi_runtime)
+    reason = ulfm_reason(mpi_runtime)
     if reason:
         pytest.skip(reason)
     if hpc_placement not in (LOOPBACK, NETNS):
