@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as sps
+import scipy  # scipy.stats loads on first use (scipy imports subpackages lazily)
 
 from pytest_hpccomm.baselines.verdict import (
     DEFAULT_ALPHA,
@@ -129,11 +129,11 @@ def judge_paired(
     if np.all(d == d[0]):  # identical ratios in every round: no spread to test against
         ci, p_up, p_down = (ratio, ratio), float(d[0] <= 0), float(d[0] >= 0)
     else:
-        res = sps.ttest_1samp(d, 0.0, alternative="two-sided")
+        res = scipy.stats.ttest_1samp(d, 0.0, alternative="two-sided")
         low, high = res.confidence_interval(confidence_level=level)
         ci = (math.exp(float(low)), math.exp(float(high)))
-        p_up = float(sps.ttest_1samp(d, 0.0, alternative="greater").pvalue)
-        p_down = float(sps.ttest_1samp(d, 0.0, alternative="less").pvalue)
+        p_up = float(scipy.stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+        p_down = float(scipy.stats.ttest_1samp(d, 0.0, alternative="less").pvalue)
     p_worse, p_better = (p_up, p_down) if lower_better else (p_down, p_up)
     outcome, reason = classify_paired(ci, p_worse, p_better, lower_better, tol, alpha)
     return verdict(outcome, reason, ratio, ci, p_worse, p_better)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+import scipy  # scipy.stats loads on first use (scipy imports subpackages lazily)
 
 from pytest_hpccomm.baselines.history import (
     DEFAULT_MIN_SEGMENT,
@@ -79,7 +79,7 @@ def _interval(old: np.ndarray, new: np.ndarray, alpha: float) -> tuple[float, fl
     if len(old) < 2 or len(new) < 2 or (np.ptp(old) == 0 and np.ptp(new) == 0):
         step = math.exp(_level(new) - _level(old))
         return step, step
-    res = sps.ttest_ind(new, old, equal_var=False)
+    res = scipy.stats.ttest_ind(new, old, equal_var=False)
     low, high = res.confidence_interval(confidence_level=1.0 - 2.0 * alpha)
     return math.exp(float(low)), math.exp(float(high))
 

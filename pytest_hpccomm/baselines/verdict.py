@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+import scipy  # scipy.stats loads on first use (scipy imports subpackages lazily)
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.measure.stats import MIN_SAMPLES, block_length, blocks, percentile_bootstrap
@@ -206,7 +206,7 @@ def typical_sessions_sd(families_levels: Sequence[Sequence[float]]) -> float | N
         sd = between_sessions_sd(levels)
         if sd is not None:
             d = len(levels) - 1
-            scaled.append(sd * sd / (float(sps.chi2.median(d)) / d))
+            scaled.append(sd * sd / (float(scipy.stats.chi2.median(d)) / d))
     if len(scaled) < MIN_FAMILY:
         return None
     return math.sqrt(float(np.median(scaled)))
@@ -433,12 +433,12 @@ def judge(
     # One-sided Mann-Whitney U on the raw samples: is this run stochastically larger/smaller?
     # (On block medians one burst-hit block among ~10 can veto a 20 % slowdown; the raw test's
     # overconfidence under autocorrelation is bounded by the block CI, which must also agree.)
-    p_greater = float(sps.mannwhitneyu(cur, base, alternative="greater").pvalue)
-    p_less = float(sps.mannwhitneyu(cur, base, alternative="less").pvalue)
+    p_greater = float(scipy.stats.mannwhitneyu(cur, base, alternative="greater").pvalue)
+    p_less = float(scipy.stats.mannwhitneyu(cur, base, alternative="less").pvalue)
     p_worse, p_better = (p_greater, p_less) if lower_better else (p_less, p_greater)
     if s_b is not None:
         q = 0.5 + level / 2.0
-        z = float(sps.t.ppf(q, dof))
+        z = float(scipy.stats.t.ppf(q, dof))
         margin = z * s_b * math.sqrt(1.0 + 1.0 / len(levels))
         ci = widened(ratio, ci, margin)
     outcome, reason = classify(

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+import scipy  # scipy.stats loads on first use (scipy imports subpackages lazily)
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 2000  # enough for a stable 95 % percentile interval; cheap at n <= 1000
@@ -92,8 +92,8 @@ def percentile_bootstrap(
     """scipy's percentile bootstrap interval of `statistic`, seeded: the same inputs give the
     same interval.  Degenerate resamples (all ties) are expected with coarse timers: no warning."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
-        res = sps.bootstrap(
+        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
+        res = scipy.stats.bootstrap(
             data,
             statistic,
             confidence_level=confidence_level,
@@ -140,7 +140,7 @@ def summarize(
         p95=p95,
         p99=p99,
         p99_9=p99_9,
-        iqr=float(sps.iqr(x)),
+        iqr=float(scipy.stats.iqr(x)),
         cv=cv,
         median_ci_low=None if ci is None else ci[0],
         median_ci_high=None if ci is None else ci[1],

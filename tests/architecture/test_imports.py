@@ -92,3 +92,29 @@ def test_the_orchestrator_imports_no_peer_program() -> None:
     bad = {m: sorted(GRAPH[m] & set(PEERS)) for m in GRAPH if m not in PEERS}
     bad = {m: peers for m, peers in bad.items() if peers}
     assert not bad, f"orchestrator modules import peer programs (use the wire module): {bad}"
+
+
+PLUGINS = (
+    "pytest_hpccomm.plugin",
+    "pytest_hpccomm.stacks.grpc.plugin",
+    "pytest_hpccomm.stacks.mpi.plugin",
+    "pytest_hpccomm.stacks.verbs.plugin",
+    "pytest_hpccomm.stacks.horovod.plugin",
+    "pytest_hpccomm.stacks.tf.plugin",
+)
+
+
+def test_loading_the_plugins_does_not_load_scipy_stats() -> None:
+    """scipy.stats is most of the plugins' import cost: every pytest session, a collect-only
+    one, a conformance-only one or a guest's, would pay it before its first test; it loads
+    when a verdict is first computed (the modules use it as scipy.stats, which scipy loads
+    on first access)."""
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {PLUGINS!r}]; "
+        "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT.parent
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"the plugins pulled in {out.stdout.strip()}"
