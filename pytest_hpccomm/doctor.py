@@ -7,7 +7,8 @@ only (`--collect-only`), with this module as a plugin reading each item's skip a
 marked it at collection (fabric, stack, root), what each stack foresees of its fixtures' skips
 (pytest_hpccomm_foreseen_skip: undefined points, placements the fabric cannot take), and the
 virtual cluster's reason for the items placed on it. What a fixture finds only when it
-starts (a build that fails, a peer that dies) shows in a real run."""
+starts (a build that fails, a peer that dies, an RDMA device's attributes) shows in a real
+run."""
 
 from __future__ import annotations
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
-from pytest_hpccomm.fabrics import FabricUnavailable, fabric_kinds
+from pytest_hpccomm.fabrics import FabricUnavailable, fabric_kinds, provision
 from pytest_hpccomm.session import HpcSession
 
 MARKERS = (
@@ -17,7 +18,8 @@ MARKERS = (
     "stack(name): exercises the named stack (as its plugin registers it); skipped when it "
     "is not installed here",
     "fabric(*kinds): runs only on these fabric kinds (ib, roce, softroce, iwarp, ipoib, "
-    "ethernet); skipped with what was found otherwise (why=: the stack's reason, first)",
+    "ethernet); skipped with what was found otherwise (why=: the stack's reason, first; "
+    "made=True: a softroce/iwarp link the session's hpc_rdma_fabric creates counts)",
     "needs_root: needs root (network namespaces, rdma links); skipped otherwise",
     "slow: takes minutes; deselect with -m 'not slow'",
     "quick_placements(*placements): in the quick profile, when both loopback and netns would "
@@ -25,6 +27,12 @@ MARKERS = (
     "each); the full profile runs every placement",
     "placements(*placements): runs at these placements only (loopback, netns, hosts); at "
     "the others skipped at collection, saying so",
+    "needs_hosts: runs across two hosts of --hpc-hosts (or a hostfile, or a SLURM "
+    "allocation); skipped otherwise",
+)
+NEEDS_HOSTS = (
+    "needs two hosts (--hpc-hosts a,b, a hostfile or a SLURM allocation); this session's "
+    "peers share one host"
 )
 
 
@@ -65,10 +73,12 @@ def skip_reason(
     for mark in markers:
         if mark.name == "placements" and placement is not None and placement not in mark.args:
             return placement_reason(mark.args, placement)
+        if mark.name == "needs_hosts" and len(session.cfg.host_list) < 2:
+            return NEEDS_HOSTS
         if mark.name == "needs_root" and os.geteuid() != 0:
             return f"needs root (network namespaces / RDMA links); running as uid {os.geteuid()}"
         if mark.name == "fabric":
-            reason = fabric_reason(mark.args, session)
+            reason = fabric_reason(mark.args, session, made=bool(mark.kwargs.get("made")))
             if reason:  # why=: the stack's own word on other fabrics, first
                 return f"{mark.kwargs['why']} ({reason})" if mark.kwargs.get("why") else reason
         if mark.name == "stack":
@@ -78,9 +88,17 @@ def skip_reason(
     return None
 
 
-def fabric_reason(kinds: tuple[str, ...], session: HpcSession) -> str | None:
+def fabric_reason(kinds: tuple[str, ...], session: HpcSession, *, made: bool = False) -> str | None:
+    """Why the session's fabric is none of `kinds` (None: it is); `made`: a softroce/iwarp
+    link that hpc_rdma_fabric will create counts as there, unless it cannot be created."""
     selection = session.selection
     if isinstance(selection, FabricUnavailable):
+        if made and selection.kind in kinds and selection.kind in provision.LINK_TYPES:
+            cfg = session.cfg
+            why = provision.unavailable_reason(
+                selection.kind, session.inventory, cfg.netdev, Path(cfg.sysfs_root)
+            )
+            return f"{selection.reason}; cannot create one: {why}" if why else None
         if selection.kind in kinds or not kinds:
             return selection.reason
         return (

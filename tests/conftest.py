@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+# The plugins load scipy.stats on first use; a pytester in-process session drops the modules
+# first imported inside it, and scipy's C extensions cannot be imported twice in a process
+# ("cannot load module more than once"): load it here, before any in-process session
+import scipy.stats  # noqa: F401
+
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from tests import expected_skips, group_times

@@ -15,6 +15,7 @@ import pytest
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import Side, VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import NewQp
+from pytest_hpccomm.stacks.verbs.skips import MANUAL_ONLY_IWARP
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -29,10 +30,7 @@ RC_REQUIRED = {
 @pytest.fixture
 def manual_only(verbs_pair: VerbsPair) -> None:
     if verbs_pair.iwarp:
-        pytest.skip(
-            "iWARP QPs reach RTR and RTS only through the connection manager "
-            "(test_cm_connection_reaches_rts covers them)"
-        )
+        pytest.skip(MANUAL_ONLY_IWARP)
 
 
 def state(side: Side) -> str:

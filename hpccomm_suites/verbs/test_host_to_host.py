@@ -28,7 +28,7 @@ from pytest_hpccomm.fabrics.link_cut import roce_cut
 from pytest_hpccomm.stacks.verbs.driver import VerbsPair
 from pytest_hpccomm.stacks.verbs.links import Link
 
-pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
+pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs"), pytest.mark.needs_hosts]
 
 PAYLOAD = 1 << 20
 MAX_MTU = 4096  # the largest RDMA path MTU: fewest packets a payload can take
@@ -43,11 +43,7 @@ RETRY_BOUND = 10.0
 
 
 def _hosts(pair: VerbsPair, fabric: ClusterFabric) -> tuple[HostFabric, HostFabric]:
-    if pair.hosts is None:
-        pytest.skip(
-            "needs two hosts (--hpc-hosts a,b): this session's peers share one device "
-            "(loopback QPs)"
-        )
+    assert pair.hosts is not None, "needs_hosts: two hosts, yet the pair shares one device"
     by_name = {h.host: h for h in fabric.hosts}
     return by_name[pair.hosts[0]], by_name[pair.hosts[1]]
 

@@ -138,6 +138,7 @@ def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) ->
         "slow",
         "quick_placements(*placements)",
         "placements(*placements)",
+        "needs_hosts",
         "grpc_runtime(kind, why=...)",
     ):
         assert f"@pytest.mark.{name}" in markers
@@ -252,6 +253,44 @@ def test_placements_marker_skips_other_placements_at_collection(
     result = pytester.runpytest_subprocess("--hpc-fabric=ethernet")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "placements('node1',): placements are loopback, netns, hosts" in result.stderr.str()
+
+
+def test_fabric_marker_made_counts_a_link_the_session_would_create(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """made=True: an absent rxe that hpc_rdma_fabric would create is no reason to skip at
+    collection; one it cannot create (here: a recorded sysfs tree) is, saying why."""
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.fabric("softroce", made=True)
+        def test_made():
+            pass
+        @pytest.mark.fabric("softroce")
+        def test_there():
+            pass
+    """)
+    (tmp_path / "sys" / "class" / "net").mkdir(parents=True)
+    result = pytester.runpytest(
+        "--hpc-fabric=softroce", f"--hpc-sysfs-root={tmp_path / 'sys'}", "-rs"
+    )
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(
+        ["*no SoftRoCE (rxe) device*; cannot create one: reading a recorded sysfs tree*"]
+    )
+
+
+def test_needs_hosts_marker_skips_a_one_host_session_at_collection(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.needs_hosts
+        def test_across():
+            pass
+    """)
+    result = pytester.runpytest("--hpc-fabric=ethernet", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs two hosts (--hpc-hosts a,b, *one host"])
 
 
 @pytest.mark.parametrize(

@@ -9,17 +9,22 @@ import dataclasses
 import platform
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_hpccomm import skips
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection
 from pytest_hpccomm.fabrics import provision as prov
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
-from pytest_hpccomm.stacks.contract import Implementations, check_python_specs, named_in_pair
+from pytest_hpccomm.stacks.contract import (
+    Implementations,
+    check_python_specs,
+    named_in_pair,
+    stack_params,
+)
 from pytest_hpccomm.stacks.verbs.env import (
     NONE,
     OPTION,
@@ -204,7 +209,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 def fabric_reason(hpc: HpcSession) -> str | None:
     """Why the session's fabric cannot carry verbs tests (None: it can, or can be created)."""
-    sel, cfg = hpc.selection, hpc.cfg
+    sel = hpc.selection
     if isinstance(sel, FabricSelection):
         if sel.kind in RDMA_KINDS:
             return None
@@ -212,9 +217,8 @@ def fabric_reason(hpc: HpcSession) -> str | None:
             f"verbs needs an RDMA fabric ({', '.join(RDMA_KINDS)}); this session runs on "
             f"{sel.kind} ({sel.description})"
         )
-    if sel.kind in prov.LINK_TYPES:
-        why = prov.unavailable_reason(sel.kind, hpc.inventory, cfg.netdev, Path(cfg.sysfs_root))
-        return f"{sel.reason}; cannot create one: {why}" if why else None
+    if sel.kind in prov.LINK_TYPES:  # a link hpc_rdma_fabric makes counts, if it can
+        return skips.fabric_reason((sel.kind,), hpc, made=True)
     return sel.reason
 
 
@@ -236,6 +240,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         mark = pytest.mark.skip(reason="; ".join(reasons))
         for item in verbs:
             item.add_marker(mark)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
+    """The skips the verbs fixtures make that the fabric kind and PATH tell (skips.py)."""
+    from pytest_hpccomm.stacks.verbs.skips import foreseen
+
+    params = stack_params(item, "verbs")
+    if params is None:
+        return None
+    return foreseen(item, params, hpc_session_of(item.config).fabric_kind == "iwarp")
 
 
 @pytest.fixture(scope="session")

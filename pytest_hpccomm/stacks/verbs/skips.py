@@ -1,0 +1,34 @@
+"""Why verbs items skip where the fabric kind or this host's programs already tell, one text
+per cause, given both by the fixtures when they start and by the forecast (the plugin's
+pytest_hpccomm_foreseen_skip, read by `hpccomm doctor`). What only the opened device says
+(atomics, the active MTU) shows in a real run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_hpccomm.stacks.verbs.perf import Benchmark
+from pytest_hpccomm.stacks.verbs.perftest import missing
+
+MANUAL_ONLY_IWARP = (
+    "iWARP QPs reach RTR and RTS only through the connection manager "
+    "(test_cm_connection_reaches_rts covers them)"
+)
+
+
+def foreseen(item: pytest.Item, params: dict[str, Any], iwarp: bool) -> str | None:
+    """The skip a verbs item's fixtures would make, foreseen from the fabric kind (`iwarp`)
+    and this host's PATH, or None."""
+    fixtures = getattr(item, "fixturenames", ())
+    if iwarp and "manual_only" in fixtures:
+        return MANUAL_ONLY_IWARP
+    bench = params.get("bench")
+    if isinstance(bench, Benchmark):
+        # atomics are the device's to say: assumed present here
+        return bench.needs({"iwarp": iwarp, "atomic_cap": True})
+    program = params.get("program")
+    if isinstance(program, str) and "verbs_perftest_program" in fixtures:
+        return missing(program)
+    return None
