@@ -55,25 +55,45 @@ GUEST_BUILD = Path(__file__).resolve().parents[1] / "ci" / "guest" / "build.sh"
 GUEST_TIMEOUT = 1800.0  # debootstrap, the wheels and siw.ko under a cold cache
 
 
-def build_guest(build: Path = GUEST_BUILD) -> int:
-    """The SoftRoCE/iWARP guest image (ci/guest/build.sh: cached by its inputs' hash): a
-    checkout's, so an installed wheel says it skipped; so does a host that cannot build it
-    (build.sh --check says what it lacks)."""
+class GuestUnavailable(Exception):
+    """This host cannot build the guest image: no checkout's build.sh, or its --check says
+    what is missing (a skip reason)."""
+
+
+class GuestBuildFailed(Exception):
+    """build.sh could build here and did not (a failure)."""
+
+
+def guest_image(build: Path = GUEST_BUILD) -> tuple[str, float]:
+    """The SoftRoCE/iWARP guest image's directory (ci/guest/build.sh: cached by its inputs'
+    hash) and the seconds the build took; a checkout's, so an installed wheel has none."""
     from pytest_hpccomm.proc.jobs import run_job
 
     if not build.is_file():
-        print(f"skipped: no {build} (the RDMA guests are a checkout's ci/guest, not the wheel's)")
-        return 0
+        raise GuestUnavailable(
+            f"no {build} (the RDMA guests are a checkout's ci/guest, not the wheel's)"
+        )
     check = run_job(["bash", str(build), "--check"], timeout=60, label="build.sh --check")
     if not check.ok:
         lines = (check.stderr.strip() or check.stdout.strip() or check.describe()).splitlines()
-        print(f"skipped: {lines[-1]}")
-        return 0
+        raise GuestUnavailable(lines[-1])
     got = run_job(["bash", str(build)], timeout=GUEST_TIMEOUT, label="ci/guest/build.sh")
     if not got.ok:
-        print(f"guest: {got.describe()}\n{got.stderr[-3000:]}")
+        raise GuestBuildFailed(f"{got.describe()}\n{got.stderr[-3000:]}")
+    return got.stdout.strip().splitlines()[-1], got.elapsed
+
+
+def build_guest(build: Path = GUEST_BUILD) -> int:
+    """The `guest` part: guest_image, or "skipped:" and why where this host cannot build it."""
+    try:
+        image, seconds = guest_image(build)
+    except GuestUnavailable as exc:
+        print(f"skipped: {exc}")
+        return 0
+    except GuestBuildFailed as exc:
+        print(f"guest: {exc}")
         return 1
-    print(f"guest: {got.stdout.strip().splitlines()[-1]} ({got.elapsed:.0f} s)")
+    print(f"guest: {image} ({seconds:.0f} s)")
     return 0
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.bootstrap import GuestBuildFailed, GuestUnavailable, guest_image
 from pytest_hpccomm.proc.jobs import JobResult, run_job
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD, RUN = ROOT / "ci" / "guest" / "build.sh", ROOT / "ci" / "guest" / "run.sh"
-BUILD_TIMEOUT = 1800.0
 JOB_TIMEOUT = 900  # inside the guest; run.sh adds its boot margin, we add ours
 # (per verbs item inside the guest: the verbs plugin's deadline, 0.8 x pytest-timeout's 300 s,
 # which Hypothesis cannot swallow; pytest-timeout stays as the outer belt)
@@ -27,12 +27,12 @@ def guest_image_or_skip() -> str:
     """The built guest image's directory; skips when this host cannot build or boot it."""
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86 is not installed (apt-get install qemu-system-x86)")
-    check = run_job(["bash", str(BUILD), "--check"], timeout=60, label="build.sh --check")
-    if not check.ok:
-        pytest.skip((check.stderr.strip() or check.stdout.strip()).splitlines()[-1])
-    build = run_job(["bash", str(BUILD)], timeout=BUILD_TIMEOUT, label="ci/guest/build.sh")
-    assert build.ok, f"guest build failed: {build.describe()}\n{build.stderr[-3000:]}"
-    return build.stdout.strip().splitlines()[-1]
+    try:
+        return guest_image(BUILD)[0]
+    except GuestUnavailable as exc:
+        pytest.skip(str(exc))
+    except GuestBuildFailed as exc:
+        pytest.fail(f"guest build failed: {exc}", pytrace=False)
 
 
 def boot(

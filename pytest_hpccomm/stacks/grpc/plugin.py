@@ -21,13 +21,12 @@ from pytest_hpccomm.stacks.contract import stack_params
 from pytest_hpccomm.stacks.grpc.build import (
     prefix_error,
 )
-from pytest_hpccomm.stacks.grpc.env import labels
+from pytest_hpccomm.stacks.grpc.env import labels, no_device_reason
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
 from pytest_hpccomm.stacks.grpc.skips import (
     RUNTIME_MARK,
     RUNTIME_MARK_LINE,
     netns_reason,
-    no_device_reason,
     on_tcp_reason,
     python_client_reason,
     python_peer_reason,
@@ -168,9 +167,10 @@ def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
         if reason:
             return reason
     sel = hpc.selection if isinstance(hpc.selection, FabricSelection) else None
-    runs_runtime = "grpc_bench" in fixtures or params.get("grpc_client_kind") == "native"
-    if runs_runtime and no_device_reason(spec, sel, hpc.fabric_kind):
-        return no_device_reason(spec, sel, hpc.fabric_kind)
+    if "grpc_bench" in fixtures or params.get("grpc_client_kind") == "native":
+        reason = no_device_reason(spec, sel, hpc.fabric_kind)  # resolving the runtime
+        if reason:
+            return reason
     if "grpc_bench" in fixtures:
         label = str(params.get("grpc_runtime", opts.runtime))
         if params.get("grpc_peer", "native") != "native" and not spec.stock:

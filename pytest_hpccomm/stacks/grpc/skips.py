@@ -8,9 +8,7 @@ from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.fabrics import TCP_FABRICS
 from pytest_hpccomm.session import HpcSession
 from pytest_hpccomm.skips import fabric_reason
-from pytest_hpccomm.stacks.grpc.env import RuntimeSpec, no_device_reason
-
-__all__ = ["no_device_reason"]  # resolve's skip, for the forecast
+from pytest_hpccomm.stacks.grpc.env import RuntimeSpec
 
 RUNTIME_MARK = "grpc_runtime"
 RUNTIME_MARK_LINE = (
