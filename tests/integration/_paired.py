@@ -10,7 +10,14 @@ that it cannot decide (too few sessions, or an interval too wide for the band; c
 gate status). Its median ratio must still lie beyond the band, since the peers stretch every
 timed batch by the canary's factor (a known answer), and it must never be PASS or an
 improvement. A run whose cores another process shared (the contention guard's reason) has no
-known answer: the test fails naming that, not as a missed canary."""
+known answer: the test fails naming that, not as a missed canary.
+
+Against a stored baseline the known answer also needs the host at one speed in the baseline
+and the canary session, and this VM type's jobs move between speed phases lasting minutes
+(MPI 8 B latency 6.7 and 11.1 us a minute apart). So a stored-gate test runs a clean session
+right after the canary's and reads the host's move from it (host_moved): beyond what the
+canary's factor survives, the sessions are run once more (retries.HOST_MOVED, counted), and
+a second such move fails the test naming it (bracketed)."""
 
 from __future__ import annotations
 
@@ -18,11 +25,14 @@ import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from pytest_hpccomm import retries
 from pytest_hpccomm.baselines.verdict import DEFAULT_ALPHA
+
+T = TypeVar("T")
 
 # the chance that a clean run fails clean_judged_no_change although its sides are
 # exchangeable and the rule's p values valid (a family-wise bound over the run's points)
@@ -137,3 +147,50 @@ def clean_judged_no_change(
         )
     regression = any(v["outcome"] == "regression" for v in claimed.values())
     assert result.ret == (1 if regression or failed_otherwise else 0), result.stdout.str()
+
+
+def host_moved(clean: Path, factor: float) -> list[str]:
+    """The points at which a clean session, run right after a canary session stretched by
+    `factor`, read the host farther from the stored baseline than the canary's known answer
+    survives. Phases last minutes and the sessions seconds, so the canary session's speed lies
+    between the baseline's (ratio 1) and the clean session's (ratio r): the canary's ratio is
+    factor * min(1, r) at least for a time, which must clear 1 + tolerance, so r must exceed
+    (1 + tolerance) / factor; for a rate, max(1, r) / factor must stay below 1 - tolerance.
+    Each entry says the point, r and the edge."""
+    moved = []
+    for point, v in verdicts(clean).items():
+        ratio, tolerance = v["ratio"], float(v["tolerance"])
+        if ratio is None:
+            continue
+        if v["direction"] == "lower":
+            edge, out = (1.0 + tolerance) / factor, ratio <= (1.0 + tolerance) / factor
+        else:
+            edge, out = (1.0 - tolerance) * factor, ratio >= (1.0 - tolerance) * factor
+        if out:
+            moved.append(
+                f"{point.split('|', 1)[0]}: the clean session after the canary read "
+                f"{ratio:.3f}x the baseline (the {factor:g}x canary's ratio is a known answer "
+                f"only {'above' if v['direction'] == 'lower' else 'below'} {edge:.3f}x)"
+            )
+    return moved
+
+
+def bracketed(sessions: Callable[[], T], clean: Callable[[T], Path], factor: float) -> T:
+    """Run `sessions` (baseline, canary, then a clean session; in a fresh directory each time)
+    and return what it returned, once the clean session (its results file: `clean`) shows the
+    host did not move beyond what the canary survives (host_moved). A move is counted as a
+    retry (retries.HOST_MOVED) and the sessions run once more; a second move fails the test,
+    naming both: with the host moving that often, this run cannot test the gate."""
+    first = sessions()
+    moved = host_moved(clean(first), factor)
+    if not moved:
+        return first
+    retries.count(retries.HOST_MOVED, reason="; ".join(moved))
+    second = sessions()
+    again = host_moved(clean(second), factor)
+    if again:
+        pytest.fail(
+            "the host's speed moved between the sessions twice in a row, so the canary's "
+            f"ratio was no known answer in either: {'; '.join(moved)}; then {'; '.join(again)}"
+        )
+    return second

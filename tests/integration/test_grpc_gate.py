@@ -1,10 +1,11 @@
 """The stored-baseline gate on the gRPC stack: the native peer (the system's gRPC), TCP over
 loopback, TF-gRPC-Bench p2p latency of small payloads.
 
-A baseline run writes the baseline and one history run; a clean re-run judged against it calls
-no point a regression or an improvement; a 1.5x canary run (the peers stretch every timed
-batch) adds nothing to the history store, so a canary can never become part of the series
-change-point detection reads.
+A baseline run writes the baseline and one history run; a 1.5x canary run (the peers stretch
+every timed batch) adds nothing to the history store, so a canary can never become part of the
+series change-point detection reads; a clean re-run after it, judged against the baseline,
+calls no point a regression or an improvement and shows whether the host moved too far for the
+canary's known answer (then the three run once more, counted: tests/integration/_paired.py).
 
 The canary is judged as tests/integration/_paired.py says: every point a regression, or
 inconclusive with its reason (the native peer's small-message latency varies between jobs by
@@ -14,13 +15,14 @@ beyond the band, never PASS. Each run is made once.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
-from tests.integration._paired import canary_caught, clean_judged_no_change
+from tests.integration._paired import bracketed, canary_caught, clean_judged_no_change
 from tests.native_grpc import native_peer_or_skip
 
 SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
@@ -53,19 +55,27 @@ def test_grpc_canary_fails_and_writes_no_history(
     native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
     history = pytester.path / "h.sqlite"
-    first = pytester.runpytest_subprocess(*ARGS, "--hpc-update-baselines=all", timeout=300)
-    first.assert_outcomes(passed=1)
-    assert history_runs(history) == 1  # the baseline run is part of the history
-    rerun = pytester.runpytest_subprocess(*ARGS, timeout=300)
+
+    def sessions() -> tuple[pytest.RunResult, pytest.RunResult]:
+        shutil.rmtree(pytester.path / "bl", ignore_errors=True)
+        history.unlink(missing_ok=True)
+        first = pytester.runpytest_subprocess(*ARGS, "--hpc-update-baselines=all", timeout=300)
+        first.assert_outcomes(passed=1)
+        assert history_runs(history) == 1  # the baseline run is part of the history
+        canary = pytester.runpytest_subprocess(
+            *ARGS, "--hpc-inject-slowdown=1.5", "--hpc-results=canary.json", timeout=300
+        )
+        assert history_runs(history) == 1, "a canary run was appended to the history"
+        rerun = pytester.runpytest_subprocess(*ARGS, timeout=300)
+        assert history_runs(history) == 2
+        return canary, rerun
+
+    canary, rerun = bracketed(sessions, lambda _: pytester.path / "r.json", 1.5)
     clean_judged_no_change(rerun, pytester.path / "r.json", 1)
-    runs = history_runs(history)
-    assert runs == 2
-    canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=300)
-    assert history_runs(history) == runs, "a canary run was appended to the history"
     canary.stdout.fnmatch_lines(["*history: not recorded (canary run with --hpc-inject-slowdown)*"])
     canary_caught(
         canary,
-        pytester.path / "r.json",
+        pytester.path / "canary.json",
         1,
         "*regression: tf_grpc_p2p_latency * median * us vs baseline * us "
         "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*",

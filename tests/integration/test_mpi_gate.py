@@ -1,13 +1,14 @@
 """The merge gate on a real benchmark: the MPI latency sweep (Open MPI, TCP over loopback).
 
-Run 1 writes the baseline, run 2 (a clean re-run) is judged against it and must call no point
-a regression or an improvement, run 3 with the canary (--hpc-inject-slowdown 1.5: the peers
+Run 1 writes the baseline; run 2 with the canary (--hpc-inject-slowdown 1.5: the peers
 stretch every timed batch by 1.5x) must catch every point or say why it cannot decide, never
-PASS (tests/integration/_paired.py). Each run is made once.
+PASS; run 3 (a clean re-run) is judged against it and must call no point a regression or an
+improvement, and shows whether the host moved too far for the canary's known answer (then the
+three run once more, counted as a retry: tests/integration/_paired.py).
 
 Against a one-session baseline the stored rule claims nothing (fewer than 3 sessions: the
-spread between sessions is unknown, and this VM type's MPI jobs move between two speed modes
-1.22x apart for minutes): the clean re-run and the canary are both INCONCLUSIVE, the canary's
+spread between sessions is unknown, and this VM type's MPI jobs move between speed modes
+1.2-1.7x apart for minutes): the clean re-run and the canary are both INCONCLUSIVE, the canary's
 median ratio beyond the band. The stored rule's claims with sessions are calibrated in
 tests/baselines/test_baselines_calibration.py.
 """
@@ -15,12 +16,13 @@ tests/baselines/test_baselines_calibration.py.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-from tests.integration._paired import canary_caught, clean_judged_no_change
+from tests.integration._paired import bracketed, canary_caught, clean_judged_no_change
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
@@ -52,21 +54,25 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(
         "--import-mode=importlib",
         "-rs",
     ]
-    first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
-    first.assert_outcomes(passed=2)
-    stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
-    assert len(stored["entries"]) == 2
-    assert all(
-        e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
-        for e in stored["entries"].values()
-    )
 
-    rerun = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
+    def sessions() -> tuple[pytest.RunResult, pytest.RunResult]:
+        shutil.rmtree(pytester.path / "bl", ignore_errors=True)
+        first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=300)
+        first.assert_outcomes(passed=2)
+        stored = json.loads((pytester.path / "bl/gate/ethernet/mpi.json").read_text())
+        assert len(stored["entries"]) == 2
+        assert all(
+            e["fingerprint"].get("mpi_library", "").startswith("Open MPI")
+            for e in stored["entries"].values()
+        )
+        canary = pytester.runpytest_subprocess(
+            *args, "--hpc-inject-slowdown=1.5", "--hpc-results=canary.json", timeout=300
+        )
+        rerun = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
+        return canary, rerun
+
+    canary, rerun = bracketed(sessions, lambda _: pytester.path / "rerun.json", 1.5)
     clean_judged_no_change(rerun, pytester.path / "rerun.json", 2)
-
-    canary = pytester.runpytest_subprocess(
-        *args, "--hpc-inject-slowdown=1.5", "--hpc-results=canary.json", timeout=300
-    )
     canary_caught(
         canary,
         pytester.path / "canary.json",

@@ -1,6 +1,8 @@
-"""The clean-run check of the end-to-end gate tests on hand-made results: it fails where a
-claim is stronger than chance over the run's points, or made without its evidence, and
-passes, with a warning, a claim within the rule's designed false-alarm rate."""
+"""The end-to-end gate tests' own checks on hand-made results. The clean-run check fails where
+a claim is stronger than chance over the run's points, or made without its evidence, and
+passes, with a warning, a claim within the rule's designed false-alarm rate. The host-move
+bracket reads the clean session after a canary against the canary's factor, retries once,
+counted, and fails on a second move."""
 
 from __future__ import annotations
 
@@ -9,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration._paired import CLEAN_RUN_ALPHA, clean_judged_no_change
+from pytest_hpccomm import retries
+from tests.integration._paired import (
+    CLEAN_RUN_ALPHA,
+    bracketed,
+    clean_judged_no_change,
+    host_moved,
+)
 
 
 def results(path: Path, *points: tuple[str, float | None, float | None]) -> Path:
@@ -78,3 +86,57 @@ def test_a_missing_point_fails(tmp_path: Path) -> None:
     path = results(tmp_path / "r.json", ("pass", 0.5, 0.5))
     with pytest.raises(AssertionError):
         clean_judged_no_change(run(0), path, 2)
+
+
+def rated(path: Path, *points: tuple[str, float, float]) -> Path:
+    """A clean session's results: a point per (direction, ratio against the baseline, tolerance)."""
+    doc = {
+        "results": [
+            {
+                "nodeid": f"t.py::test_x[p{i}]",
+                "key": "k",
+                "measurement": {"direction": d},
+                "verdict": {"outcome": "inconclusive", "ratio": r, "tolerance": t},
+            }
+            for i, (d, r, t) in enumerate(points)
+        ]
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_host_moved_reads_the_edge_the_canary_survives(tmp_path: Path) -> None:
+    # a 1.5x canary and a 10 % band: a time's known answer holds above 1.1 / 1.5 = 0.733x
+    # (the CI run that motivated it: the clean sessions ran 0.60x the baseline's 8 B latency),
+    # a rate's below 0.9 * 1.5 = 1.35x; a slower host only helps a time's canary
+    path = rated(
+        tmp_path / "r.json",
+        ("lower", 0.60, 0.1),
+        ("lower", 0.74, 0.1),
+        ("lower", 1.9, 0.1),
+        ("higher", 1.36, 0.1),
+        ("higher", 0.5, 0.1),
+    )
+    moved = host_moved(path, 1.5)
+    assert [m.split(":", 1)[0] for m in moved] == ["p0]", "p3]"], moved
+    assert "read 0.600x the baseline" in moved[0] and "only above 0.733x" in moved[0]
+    assert "only below 1.350x" in moved[1]
+    assert host_moved(rated(tmp_path / "q.json", ("lower", 0.72, 0.1)), 2.0) == []
+
+
+def test_bracketed_runs_again_once_counted_and_fails_on_a_second_move(
+    tmp_path: Path, retry_ledger: list[retries.Retry]
+) -> None:
+    reads = iter([0.6, 1.0, 0.6, 0.65])
+    runs: list[Path] = []
+
+    def sessions() -> Path:
+        runs.append(rated(tmp_path / f"r{len(runs)}.json", ("lower", next(reads), 0.1)))
+        return runs[-1]
+
+    assert bracketed(sessions, lambda p: p, 1.5) == runs[1]
+    assert [r.cause for r in retry_ledger] == [retries.HOST_MOVED]
+    assert "read 0.600x" in retry_ledger[0].reason
+    with pytest.raises(pytest.fail.Exception, match="twice in a row.*0.600x.*then.*0.650x"):
+        bracketed(sessions, lambda p: p, 1.5)
+    assert len(runs) == 4 and len(retry_ledger) == 2
