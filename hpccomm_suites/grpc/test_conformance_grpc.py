@@ -25,7 +25,7 @@ from pytest_hpccomm.stacks.grpc.conformance import CountingProxy, SettingsFactor
 from pytest_hpccomm.stacks.grpc.driver import ServerHandle, hostport
 from pytest_hpccomm.stacks.grpc.fixtures import Connect
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
-from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffers_for
+from pytest_hpccomm.stacks.grpc.peer.payload import POOL_SIZE, buffers_for
 from pytest_hpccomm.stacks.grpc.properties import (
     MiB,
     Pattern,
@@ -40,7 +40,7 @@ grpc = pytest.importorskip(
     "grpc",
     reason="stack 'grpc' not available: missing grpc (install: pip install 'pytest-hpccomm[grpc]')",
 )
-from pytest_hpccomm.stacks.grpc.pyclient import TensorClient, request  # noqa: E402
+from pytest_hpccomm.stacks.grpc.peer.pyclient import TensorClient, request  # noqa: E402
 
 # stock gRPC skips off TCP fabrics (grpc_server); an RDMA runtime runs on its device's
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("grpc")]

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_hpccomm.stacks.grpc.fixtures import BenchRun
 from pytest_hpccomm.stacks.grpc.lab import GrpcLab
-from pytest_hpccomm.stacks.grpc.payload import SCHEMES
+from pytest_hpccomm.stacks.grpc.peer.payload import SCHEMES
 from pytest_hpccomm.stacks.grpc.perf import BENCHMARKS, bytes_sent
 
 # no fabric marker: stock gRPC needs a TCP fabric (ethernet, ipoib), an RDMA runtime

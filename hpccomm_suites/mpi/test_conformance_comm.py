@@ -15,7 +15,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     ConformancePeer,
     conformance_settings,
 )
-from pytest_hpccomm.stacks.mpi.payload import digest, pattern
+from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
     pytest.mark.conformance,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
-from pytest_hpccomm.stacks.mpi.payload import digest, pattern
+from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
     pytest.mark.conformance,

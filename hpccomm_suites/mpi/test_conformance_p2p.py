@@ -23,7 +23,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     byte_sizes,
     conformance_settings,
 )
-from pytest_hpccomm.stacks.mpi.payload import digest, pattern
+from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
     pytest.mark.conformance,

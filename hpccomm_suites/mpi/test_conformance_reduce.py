@@ -24,7 +24,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     ConformancePeer,
     conformance_settings,
 )
-from pytest_hpccomm.stacks.mpi.payload import MATMUL, PAIR_TYPES, from_json, np_dtype
+from pytest_hpccomm.stacks.mpi.peer.payload import MATMUL, PAIR_TYPES, from_json, np_dtype
 
 pytestmark = [
     pytest.mark.conformance,

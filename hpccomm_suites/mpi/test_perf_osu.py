@@ -5,7 +5,7 @@ Point-to-point: osu_latency, osu_bw, osu_bibw (ranks 0 and 1), osu_multi_lat and
 osu_alltoall, osu_reduce_scatter, osu_gather, osu_scatter (latency = average over ranks, as
 OSU prints it) and osu_barrier (no size). Collectives and multi-pair benchmarks use 2 ranks on
 loopback and one rank per virtual host (--hpc-vhosts) on netns. Definitions: see the peer
-(pytest_hpccomm/stacks/mpi/peer.py); what each item records: see driver.measurements
+(pytest_hpccomm/stacks/mpi/peer/__main__.py); what each item records: see driver.measurements
 (collectives add nccl-tests' busbw, osu_mbw_mr its message rate, as second records).
 
 Sampling (driver.SweepSettings): one sample per batch between barriers, warm-up (OSU's skip,

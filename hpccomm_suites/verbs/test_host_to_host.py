@@ -34,7 +34,7 @@ PAYLOAD = 1 << 20
 MAX_MTU = 4096  # the largest RDMA path MTU: fewest packets a payload can take
 RETRY_EXC_ERR = 12  # IBV_WC_RETRY_EXC_ERR
 FLUSH_ERR = 5  # IBV_WC_WR_FLUSH_ERR
-# The cut link's QPs: timeout 14 (4.096 us x 2^14 = 67 ms, engine.py) and retry_cnt 6, not
+# The cut link's QPs: timeout 14 (4.096 us x 2^14 = 67 ms, peer/engine.py) and retry_cnt 6, not
 # the usual 7: rxe retries forever at 7 (rxe_comp.c: `if (retry_cnt != 7) retry_cnt--`), where
 # IBTA's 7 means seven retries. The spec's bound is then (6 + 1) x 67 ms = 0.47 s; rxe's
 # timer and the emulated guest add slack

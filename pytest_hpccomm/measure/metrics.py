@@ -3,7 +3,7 @@
 - OSU Micro-Benchmarks print MB/s with MB = 10^6 bytes (they divide by 1e6, not 2^20). The
   OSU formulas themselves (half round trip, window bandwidth, osu_mbw_mr over the senders'
   mean time as OSU's calc_bw does) live in the MPI peer, which computes every sample
-  (stacks/mpi/peer.py, osu_ops.py); a peer imports nothing from here.
+  (stacks/mpi/peer/__main__.py, osu_ops.py); a peer imports nothing from here.
 - nccl-tests, doc/PERFORMANCE.md ("Performance reported by NCCL tests"): algbw = S / t in
   GB/s (10^9 bytes/s) and busbw = algbw * a per-collective correction factor; the MPI driver
   derives them from the OSU collectives' latencies.

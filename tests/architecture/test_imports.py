@@ -1,13 +1,14 @@
 """The package's shape, checked from its imports: no cycles, and peer programs that stay on
 their side of the control channel.
 
-The peer rule: a peer program is a module named `peer` or `*_peer` in a stack's folder: it
-runs on the hosts (often under mpirun, in another Python environment) and may import only
-the shared peer-side helpers (pytest_hpccomm.peer), its own stack's peer-side modules and
-third-party libraries; never
-pytest, Hypothesis, the core (plugin, session, cluster, measure, baselines, report, ...) or its
-stack's plugin or driver. The orchestrator, in turn, never imports a peer program: names both
-sides share live in the stack's standard-library-only wire module.
+The peer rule: what runs on the hosts lives in each stack's `peer/` subpackage (its program is
+`peer/__main__.py`, `python -m pytest_hpccomm.stacks.<stack>.peer`; further programs beside
+it). It runs often under mpirun and in another Python environment, and may import only the
+shared peer-side helpers (pytest_hpccomm.peer), its own stack's `peer/` and `wire` and
+third-party libraries; never pytest, Hypothesis, the core (plugin, session, cluster, measure,
+baselines, report, ...) or the rest of its stack. The orchestrator, in turn, never imports a
+peer program (a module of `peer/` run as `__main__`): names both sides share live in the
+stack's standard-library-only wire module.
 """
 
 from __future__ import annotations
@@ -20,15 +21,23 @@ import pytest
 from tests.architecture.imports import PACKAGE, ROOT, closure, cycles, graph
 
 GRAPH = graph()
-PEERS = sorted(
+# every module of a stack's peer/ subpackage: the host side
+PEER_SIDE = sorted(
     m
     for m in GRAPH
-    if m.startswith(f"{PACKAGE}.stacks.")
-    and m.count(".") == 3
-    and m.rsplit(".", 1)[1].endswith("peer")
+    if m.startswith(f"{PACKAGE}.stacks.") and m.count(".") >= 3 and m.split(".")[3] == "peer"
 )
+
+
+def _is_program(module: str) -> bool:
+    path = ROOT.parent / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = ROOT.parent / module.replace(".", "/") / "__init__.py"
+    return module.endswith(".__main__") or 'if __name__ == "__main__"' in path.read_text()
+
+
+PEERS = [m for m in PEER_SIDE if _is_program(m)]  # the programs run with python -m
 TEST_TOOLS = ("pytest", "_pytest", "hypothesis", "pluggy")
-ORCHESTRATOR_IN_A_STACK = ("plugin", "driver")
 
 
 def stack_of(module: str) -> str:
@@ -36,7 +45,12 @@ def stack_of(module: str) -> str:
 
 
 def test_there_are_peer_programs_to_check() -> None:
-    assert f"{PACKAGE}.stacks.mpi.peer" in PEERS and len(PEERS) >= 3, PEERS
+    assert f"{PACKAGE}.stacks.mpi.peer.__main__" in PEERS and len(PEERS) >= 5, PEERS
+
+
+@pytest.mark.parametrize("stack", ["grpc", "horovod", "mpi", "tf", "verbs"])
+def test_every_stack_has_its_host_side_in_peer(stack: str) -> None:
+    assert f"{PACKAGE}.stacks.{stack}.peer.__main__" in PEERS, PEERS
 
 
 def test_no_import_cycles() -> None:
@@ -51,22 +65,20 @@ def test_no_import_cycles_in_the_types_either() -> None:
     assert not found, "type-level cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
-@pytest.mark.parametrize("peer", PEERS)
-def test_a_peer_program_imports_no_orchestrator_code(peer: str) -> None:
+@pytest.mark.parametrize("peer", PEER_SIDE)
+def test_the_host_side_imports_no_orchestrator_code(peer: str) -> None:
     stack = stack_of(peer)
-    allowed = {PACKAGE, f"{PACKAGE}.stacks"}
-    bad = []
-    for m in sorted(closure(peer, GRAPH)):
-        if m in TEST_TOOLS:
-            bad.append(m)
-        elif (
+    allowed = {PACKAGE, f"{PACKAGE}.stacks", stack, f"{stack}.wire"}
+    bad = [
+        m
+        for m in sorted(closure(peer, GRAPH))
+        if m in TEST_TOOLS
+        or (
             m.startswith(PACKAGE)
             and m not in allowed
-            and not m.startswith((f"{PACKAGE}.peer", stack))
-        ):
-            bad.append(m)
-        elif m.startswith(stack + ".") and m.rsplit(".", 1)[1] in ORCHESTRATOR_IN_A_STACK:
-            bad.append(m)
+            and not m.startswith((f"{PACKAGE}.peer", f"{stack}.peer"))
+        )
+    ]
     assert not bad, f"{peer} imports (maybe through others) orchestrator code: {bad}"
 
 

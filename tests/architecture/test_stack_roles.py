@@ -1,6 +1,6 @@
 """Every stack's folder names its modules by the same roles (docs/explanation/architecture.md,
 "Role names"): a plugin, the implementation (env), the driver, the measured points (perf), the
-names both sides share (wire) and a peer program."""
+names both sides share (wire) and the host side (peer/, its program peer/__main__.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 STACKS = Path(__file__).resolve().parents[2] / "pytest_hpccomm" / "stacks"
-ROLES = ("plugin", "env", "driver", "perf", "wire", "peer")
+ROLES = ("plugin", "env", "driver", "perf", "wire", "peer/__main__")
 
 
 @pytest.mark.parametrize("stack", ["grpc", "horovod", "mpi", "tf", "verbs"])

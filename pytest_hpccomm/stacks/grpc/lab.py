@@ -377,8 +377,8 @@ class GrpcLab:
         the runtime under test). grpcio is imported only here: the plugin loads without it."""
         import grpc
 
-        from pytest_hpccomm.stacks.grpc.pyclient import TensorClient
-        from pytest_hpccomm.stacks.grpc.relay import RelayChannel
+        from pytest_hpccomm.stacks.grpc.peer.pyclient import TensorClient
+        from pytest_hpccomm.stacks.grpc.peer.relay import RelayChannel
 
         compression = grpc.Compression.Gzip if gzip else None
         if kind == "native":

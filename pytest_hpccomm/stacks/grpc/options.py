@@ -12,7 +12,7 @@ import pytest
 from pytest_hpccomm.measure.sizes import SizeSpecError, parse_size
 from pytest_hpccomm.stacks.grpc.driver import PEERS
 from pytest_hpccomm.stacks.grpc.env import PRESETS, RuntimeSpec, RuntimeSpecError, spec_of
-from pytest_hpccomm.stacks.grpc.payload import SCHEMES, PayloadError, PayloadSpec, layout
+from pytest_hpccomm.stacks.grpc.peer.payload import SCHEMES, PayloadError, PayloadSpec, layout
 from pytest_hpccomm.stacks.grpc.wire import MAX_MESSAGE, MODES
 
 PLANTED_BUGS = ("drop-last-buffer",)

@@ -1,6 +1,6 @@
 """What travels between gRPC peers, without protobuf: method paths, raw frames, the lines
 peers print. Standard library only, so the orchestrator (and the plugin, loaded in every
-pytest session) imports it without grpcio; the protobuf messages are in messages.py.
+pytest session) imports it without grpcio; the protobuf messages are in peer/messages.py.
 Peer-side module (no pytest, no orchestrator imports).
 """
 

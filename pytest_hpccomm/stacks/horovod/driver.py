@@ -4,7 +4,7 @@ horovodrun, so the transport stays pinned to the fabric), talk to every rank, en
 MPI controller: one MPI job of peers under the mpirun of the MPI Horovod was linked against
 (loopback: ranks here, TCP over lo; netns: one rank per virtual host, TCP over fab0; hosts: one
 rank per host of --hpc-hosts, started by mpirun over the remote shell or by srun, TCP pinned to
-the fabric's netdev). Gloo controller: a rendezvous server (rendezvous.py,
+the fabric's netdev). Gloo controller: a rendezvous server (peer/rendezvous.py,
 bound to loopback, the first virtual host's address or this host's fabric address) and one
 process per rank with Horovod's variables, HOROVOD_GLOO_IFACE = lo, fab0 or the fabric's netdev
 (on hosts, each rank started over the remote shell, its variables on stdin). Every rank dials
@@ -51,7 +51,7 @@ from pytest_hpccomm.stacks.horovod.wire import (
 )
 
 PEER_MODULE = "pytest_hpccomm.stacks.horovod.peer"
-RENDEZVOUS_MODULE = "pytest_hpccomm.stacks.horovod.rendezvous"
+RENDEZVOUS_MODULE = "pytest_hpccomm.stacks.horovod.peer.rendezvous"
 LOOPBACK_RANKS = 2
 # failing cases, for replay; one directory per user (another's would not be writable)
 CASE_DIR = Path(tempfile.gettempdir()) / f"hpccomm-horovod-cases-{os.getuid()}"

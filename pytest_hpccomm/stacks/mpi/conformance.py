@@ -2,7 +2,7 @@
 case by case over the control channel, plus Hypothesis settings and the ULFM job.
 
 Flow of one case: a property test draws a case (a JSON object), ConformancePeer.run() sends it
-to rank 0 of the peer job (conformance_peer.py), which broadcasts it; every rank runs it and
+to rank 0 of the peer job (peer/conformance.py), which broadcasts it; every rank runs it and
 reports what it saw; rank 0 gathers and replies; the test judges the reports against NumPy.
 
 Ranks: `loopback` runs LOOPBACK_RANKS = 3 ranks on this host (TCP over lo), because several
@@ -45,7 +45,7 @@ from pytest_hpccomm.properties import property_settings
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
-PEER_MODULE = "pytest_hpccomm.stacks.mpi.conformance_peer"
+PEER_MODULE = "pytest_hpccomm.stacks.mpi.peer.conformance"
 LOOPBACK_RANKS = 3
 START_ATTEMPTS = 3  # MPICH's MPI_Init flake (OFI ep_enable) is retried, nothing else
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
@@ -396,7 +396,7 @@ def run_ulfm(
     cluster: VirtualCluster | None = None,
     timeout: float = 60.0,
 ) -> UlfmOutcome:
-    """A short-lived job of its own (it kills a rank): see conformance_peer.ulfm(). Ends the
+    """A short-lived job of its own (it kills a rank): see peer/conformance.py's ulfm(). Ends the
     job once every survivor has reported: the run-time's teardown after a failure sometimes
     hangs (~1 in 10 here, after correct reports), and that is not what this checks."""
     placed = _placed(

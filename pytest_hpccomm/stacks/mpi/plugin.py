@@ -7,6 +7,9 @@ Tests ask for
                          (MPI, placement), validated and judged (test_perf_osu.py)
   mpi_conformance_peer   the long-lived peer the conformance properties drive
   mpi_ulfm               run(): the ULFM job of its own (it kills a rank) on this placement
+  mpi_rdma_traffic       run(): an osu_bw job across two hosts and what their RDMA ports and
+                         TCP counted meanwhile (rdma_path.py)
+  mpi_cut_job            run(): a long job across two hosts, its RDMA path cut under it
 Underneath: `mpi_sweeps` (the session's sweep cache, MpiSweeps) and `mpi_osu_selected` (the
 benchmarks this session's items ask for, so one job runs just those).
 """
@@ -18,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
 from pytest_hpccomm.cluster.mpi import MPI_ENVS
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
@@ -68,6 +72,12 @@ from pytest_hpccomm.stacks.mpi.env import (
 )
 from pytest_hpccomm.stacks.mpi.libfabric import verbs_provider_reason
 from pytest_hpccomm.stacks.mpi.probe import MpiProbe
+from pytest_hpccomm.stacks.mpi.rdma_path import (
+    CutOutcome,
+    RdmaTraffic,
+    cut_under_job,
+    measure_traffic,
+)
 from pytest_hpccomm.stacks.mpi.transport import OFI_VERBS_FABRICS, NoTransport, transport_for
 from pytest_hpccomm.stacks.mpi.wire import PLANTS
 
@@ -531,3 +541,32 @@ def mpi_ulfm(
             pytest.fail(str(exc), pytrace=False)
 
     return run
+
+
+@pytest.fixture
+def mpi_rdma_traffic(
+    mpi_runtime: MpiRuntime,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
+) -> Callable[[], RdmaTraffic]:
+    """run(): one osu_bw job from the first host to the second, with what both hosts' RDMA
+    ports and TCP counted meanwhile (rdma_path.RdmaTraffic); skips where the port counts
+    nothing, fails when the job fails."""
+    target = sweep_target(hpc_placement, mpi_runtime, hpc_session, request)
+    fabric: ClusterFabric = request.getfixturevalue("hpc_rdma_fabric")
+    return lambda: measure_traffic(mpi_runtime, target, fabric)
+
+
+@pytest.fixture
+def mpi_cut_job(
+    mpi_runtime: MpiRuntime,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
+) -> Callable[[], CutOutcome]:
+    """run(): a long osu_bw job across two hosts with the RDMA path cut under it, and how it
+    ended (rdma_path.CutOutcome)."""
+    target = sweep_target(hpc_placement, mpi_runtime, hpc_session, request)
+    fabric: ClusterFabric = request.getfixturevalue("hpc_rdma_fabric")
+    return lambda: cut_under_job(mpi_runtime, target, fabric)

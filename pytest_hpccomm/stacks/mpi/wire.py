@@ -1,6 +1,6 @@
 """The MPI stack's schema: names both sides use, standard library only (peer rule).
 
-The benchmark peer (peer.py) and the conformance peer (conformance_peer.py) run under mpirun in
+The benchmark peer (peer/__main__.py) and the conformance peer (peer/conformance.py) run under mpirun in
 the MPI's own environment; the orchestrator (driver.py, conformance.py, plugin.py, the suites)
 takes every name it shares with them from here, never from a peer program. Result documents
 are framed by pytest_hpccomm.peer.framing; conformance cases travel over the control channel.

@@ -1,6 +1,6 @@
 """Orchestrator side of the verbs stack: two long-lived peers, and connections between them.
 
-The peers (peer.py) each own the selected device's resources; everything they do is asked
+The peers (peer/) each own the selected device's resources; everything they do is asked
 over the control channel. A connection is two QPs, one per peer: on InfiniBand and RoCE the
 orchestrator relays each side's QPN, PSN, LID and GID to the other (perftest does the same
 over its TCP side channel); on iWARP the peers connect through rdma_cm. On one host both

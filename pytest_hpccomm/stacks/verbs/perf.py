@@ -1,7 +1,7 @@
 """perftest's benchmark set over the verbs pair (orchestrator side).
 
 Each benchmark is named after the perftest program it reproduces; its peer loop is in
-bench.py and its statistics in stats.py. One (benchmark, size) is one peer request per side:
+peer/bench.py and its statistics in stats.py. One (benchmark, size) is one peer request per side:
 the server side is started first and says when its receives are posted, then the client runs
 warm-up + `batches` batches and returns raw times.
 """
@@ -38,7 +38,7 @@ ATOMIC_SIZE = 8
 @dataclass(frozen=True)
 class Benchmark:
     name: str  # perftest's program, e.g. ib_write_lat
-    loop: str  # bench.py loop
+    loop: str  # peer/bench.py loop
     qp_type: str = "RC"
     atomic: str | None = None  # FETCH_AND_ADD | CMP_AND_SWP
 
@@ -100,7 +100,7 @@ class BenchSettings:
     batch_bytes: int
     depth: int = 64  # perftest's tx_depth is 128; 64 keeps the Python loop's CQ polls short
     limit: float = 120.0  # seconds for one (benchmark, size) on each side
-    slowdown: float = 1.0  # the canary's stretch of the client's timed work (bench.py)
+    slowdown: float = 1.0  # the canary's stretch of the client's timed work (peer/bench.py)
 
     @classmethod
     def for_profile(cls, profile: str, emulated: bool, slowdown: float = 1.0) -> BenchSettings:

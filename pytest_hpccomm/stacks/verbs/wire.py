@@ -1,6 +1,6 @@
 """The verbs stack's schema: names both sides use, standard library only (peer rule).
 
-The peer (peer.py, engine.py, bench.py) runs where the RDMA device is; the orchestrator
+The peer (peer/: __main__, engine, bench) runs where the RDMA device is; the orchestrator
 (driver.py, perf.py, plugin.py, the suites) takes every name it shares with it from here.
 """
 

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from pytest_hpccomm.peer import framing
-from pytest_hpccomm.stacks.grpc import build, payload, wire
+from pytest_hpccomm.stacks.grpc import build, wire
+from pytest_hpccomm.stacks.grpc.peer import payload
 
 CXX = [n for n in build.SOURCES if n.endswith((".cc", ".h"))]
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_hpccomm.stacks.grpc.payload import (
+from pytest_hpccomm.stacks.grpc.peer.payload import (
     CATEGORIES,
     LARGE,
     MEDIUM,

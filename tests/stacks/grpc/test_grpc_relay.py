@@ -1,4 +1,4 @@
-"""The native relay (native/relay.cc, relay.py): the conformance suite's calls made by the
+"""The native relay (native/relay.cc, peer/relay.py): the conformance suite's calls made by the
 native peer, against a real native server on loopback. What the suite's properties rely on:
 bytes and statuses come back exactly, metadata keeps its type, a deadline and a cancellation
 end the call as grpcio's would, and a relay that dies or hangs is a one-line failure naming
@@ -18,8 +18,8 @@ from tests.native_grpc import native_build_or_skip
 
 grpc = pytest.importorskip("grpc", reason="stack 'grpc' not available: missing grpc")
 from pytest_hpccomm.stacks.grpc import wire  # noqa: E402
-from pytest_hpccomm.stacks.grpc.pyclient import TensorClient  # noqa: E402
-from pytest_hpccomm.stacks.grpc.relay import UNARY, RelayBroken, RelayChannel, RelayError  # noqa: E402
+from pytest_hpccomm.stacks.grpc.peer.pyclient import TensorClient  # noqa: E402
+from pytest_hpccomm.stacks.grpc.peer.relay import UNARY, RelayBroken, RelayChannel, RelayError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

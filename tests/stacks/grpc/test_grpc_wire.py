@@ -15,7 +15,7 @@ from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.build import NATIVE_DIR
 
 pb = pytest.importorskip(
-    "pytest_hpccomm.stacks.grpc.messages",
+    "pytest_hpccomm.stacks.grpc.peer.messages",
     reason="protobuf not installed (pip install 'pytest-hpccomm[grpc]')",
 )
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pytest_hpccomm.stacks.horovod.timeline import covered, per_step, phases
+from pytest_hpccomm.stacks.horovod.peer.timeline import covered, per_step, phases
 
 EPOCH_US = 1_000_000_000_000_000  # the timeline's start, microseconds since the epoch
 

@@ -90,8 +90,8 @@ def test_hung_case_is_peer_lost_then_restarts_and_all_is_reaped(openmpi: MpiRunt
 
 def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> None:
     """Beyond what its package's __init__ modules import, the peer adds only itself, its case
-    list, the stack's schema (wire) and case data (payload); the control channel comes later,
-    at run."""
+    list, its package (peer/), the stack's schema (wire) and case data (payload); the control
+    channel comes later, at run."""
     code = (
         "import sys; import pytest_hpccomm.stacks.mpi; before = set(sys.modules); "
         f"import {PEER_MODULE}; "
@@ -110,8 +110,9 @@ def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> No
     assert json.loads(out.replace("'", '"')) == sorted(
         [
             PEER_MODULE,
-            "pytest_hpccomm.stacks.mpi.conformance_cases",
-            "pytest_hpccomm.stacks.mpi.payload",
+            "pytest_hpccomm.stacks.mpi.peer",
+            "pytest_hpccomm.stacks.mpi.peer.conformance_cases",
+            "pytest_hpccomm.stacks.mpi.peer.payload",
             "pytest_hpccomm.stacks.mpi.wire",
         ]
     )

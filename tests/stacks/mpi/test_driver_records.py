@@ -27,7 +27,7 @@ from pytest_hpccomm.stacks.mpi.driver import (
     peer_argv,
     timeout_for,
 )
-from pytest_hpccomm.stacks.mpi.peer import parse_args
+from pytest_hpccomm.stacks.mpi.peer.__main__ import parse_args
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS
 
 

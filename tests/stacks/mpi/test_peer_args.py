@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_hpccomm.stacks.mpi import peer
-from pytest_hpccomm.stacks.mpi.peer import Bench, parse_args, participants, seed
+from pytest_hpccomm.stacks.mpi.peer import __main__ as peer
+from pytest_hpccomm.stacks.mpi.peer.__main__ import Bench, parse_args, participants, seed
 
 
 def test_defaults_and_lists() -> None:

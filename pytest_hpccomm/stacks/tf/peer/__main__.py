@@ -4,7 +4,7 @@ control channel, never through the runtime under test.
     HPCCOMM_TF_CLUSTER='{"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"]}' \\
     HPCCOMM_TF_TASK=worker:0 python -m pytest_hpccomm.stacks.tf.peer
 
-More: docs/explanation/internals.md (pytest_hpccomm.stacks.tf.peer).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.tf.peer.__main__).
 """
 
 from __future__ import annotations
@@ -156,13 +156,13 @@ def main() -> int:
             protocol="grpc",
         )
     elif job == "chief":
-        from pytest_hpccomm.stacks.tf.coordinator_peer import Coordinator
+        from pytest_hpccomm.stacks.tf.peer.coordinator import Coordinator
 
         wait_for(list(cluster["ps"]) + list(cluster["worker"]), 300.0)
         worker = Coordinator(tf, spec)
         ops = ("train", "ps_bench")
     elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
-        from pytest_hpccomm.stacks.tf import collective_peer
+        from pytest_hpccomm.stacks.tf.peer import collective as collective_peer
 
         rpc_options = collective_peer.enable(
             tf, spec, index, KNOBS[os.environ.get(KNOB_VAR, "default")]

@@ -5,7 +5,7 @@ It imports neither pytest nor the orchestrator (peer rule). After each benchmark
 prints one JSON document between marker lines, so launcher chatter cannot corrupt it and the
 benchmarks finished before a crash or a timeout still count.
 
-More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.peer).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.peer.__main__).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from pytest_hpccomm.peer.canary import stretch
 from pytest_hpccomm.peer.framing import frame
-from pytest_hpccomm.stacks.mpi.osu_ops import collective_op, seed
+from pytest_hpccomm.stacks.mpi.peer.osu_ops import collective_op, seed
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, MULTI_PAIR, PAIR, UNSIZED
 
 LARGE = 8192  # OSU: above this size, fewer warm-up iterations (skip_large)

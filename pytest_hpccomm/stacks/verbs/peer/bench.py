@@ -11,7 +11,7 @@ Each loop follows the perftest program of the same name (linux-rdma/perftest, sr
              ends each batch with a zero-byte ack from the server, as osu_bw does, so an
              unreliable (UD) receiver is never overrun
 
-More: docs/explanation/internals.md (pytest_hpccomm.stacks.verbs.bench).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.verbs.peer.bench).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES, QKEY, status_text
 if TYPE_CHECKING:
     from pyverbs.mr import MR
 
-    from pytest_hpccomm.stacks.verbs.endpoint import Endpoint
+    from pytest_hpccomm.stacks.verbs.peer.endpoint import Endpoint
 
 LATENCY = ("send_lat", "write_lat", "read_lat", "atomic_lat")
 BANDWIDTH = ("send_bw", "write_bw", "read_bw", "atomic_bw")

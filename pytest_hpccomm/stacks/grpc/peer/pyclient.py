@@ -17,10 +17,10 @@ from typing import Any, Awaitable, Callable, Sequence
 import grpc
 
 from pytest_hpccomm.peer.canary import stretch
-from pytest_hpccomm.stacks.grpc import messages as pb
 from pytest_hpccomm.stacks.grpc import wire
-from pytest_hpccomm.stacks.grpc.payload import buffers_for
-from pytest_hpccomm.stacks.grpc.relay import RelayChannel, RelayError
+from pytest_hpccomm.stacks.grpc.peer import messages as pb
+from pytest_hpccomm.stacks.grpc.peer.payload import buffers_for
+from pytest_hpccomm.stacks.grpc.peer.relay import RelayChannel, RelayError
 
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 

@@ -1,7 +1,7 @@
 """Horovod's Gloo rendezvous, without horovodrun: runs in the Horovod venv, on an address the
 orchestrator names (loopback, or the first virtual host's fabric address).
 
-    python -m pytest_hpccomm.stacks.horovod.rendezvous --bind 127.0.0.1 --hosts localhost:2
+    python -m pytest_hpccomm.stacks.horovod.peer.rendezvous --bind 127.0.0.1 --hosts localhost:2
 
 horovodrun would pick the port with its own find_port, which binds every interface; here the
 server binds exactly --bind. Prints one JSON line, {"port": N, "slots": [...]} (Horovod's own
@@ -16,7 +16,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.horovod.rendezvous")
+    p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.horovod.peer.rendezvous")
     p.add_argument("--bind", required=True, help="address to listen on")
     p.add_argument("--hosts", required=True, help="Horovod host spec, e.g. h0:1,h1:1")
     args = p.parse_args(argv)

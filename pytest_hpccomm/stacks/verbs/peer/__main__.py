@@ -70,7 +70,7 @@ def serve(args: argparse.Namespace) -> int:
     raise_memlock()
     client = PeerClient.from_env()
     try:
-        from pytest_hpccomm.stacks.verbs.engine import Engine
+        from pytest_hpccomm.stacks.verbs.peer.engine import Engine
 
         engine = Engine(args.device, args.port, args.gid_index, args.address, args.plant)
     except Exception as exc:  # no pyverbs, no device, ...: say why, then leave
@@ -100,7 +100,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def selftest(args: argparse.Namespace) -> int:
     """Two RC QPs on one device, connected to each other; every opcode checked once."""
-    from pytest_hpccomm.stacks.verbs.engine import Engine
+    from pytest_hpccomm.stacks.verbs.peer.engine import Engine
 
     raise_memlock()
     eng = Engine(args.device, args.port, args.gid_index, args.address, args.plant)

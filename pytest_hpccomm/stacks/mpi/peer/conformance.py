@@ -1,8 +1,8 @@
 """MPI conformance peer: a long-lived job that runs one small case per request.
 
-    mpirun -n 3 python -m pytest_hpccomm.stacks.mpi.conformance_peer            # serve pytest
-    mpirun -n 3 python -m pytest_hpccomm.stacks.mpi.conformance_peer --case '{"kind": ...}'
-    mpirun --with-ft ulfm -n 3 python -m pytest_hpccomm.stacks.mpi.conformance_peer --ulfm
+    mpirun -n 3 python -m pytest_hpccomm.stacks.mpi.peer.conformance            # serve pytest
+    mpirun -n 3 python -m pytest_hpccomm.stacks.mpi.peer.conformance --case '{"kind": ...}'
+    mpirun --with-ft ulfm -n 3 python -m pytest_hpccomm.stacks.mpi.peer.conformance --ulfm
 
 Serving: rank 0 dials home over the control channel (PeerClient.from_env: address and key come
 by environment) and says hello; then for every request it broadcasts the case (JSON bytes, not
@@ -11,7 +11,7 @@ messages cannot match the next case's receives) and reports what IT saw; rank 0 
 reports and replies. The peer only observes; judging against a NumPy reference is pytest's job.
 `--case` runs one case alone and prints the reports (replay of a failure without pytest).
 
-More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.conformance_peer).
+More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.peer.conformance).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_hpccomm.stacks.mpi.conformance_cases import Cases
+from pytest_hpccomm.stacks.mpi.peer.conformance_cases import Cases
 from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_VAR, PLANTS, ULFM_MARK
 
 
@@ -216,7 +216,7 @@ def ulfm(MPI: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.mpi.conformance_peer")
+    p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.mpi.peer.conformance")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--case", help="run this one case (JSON) and print every rank's report")
     g.add_argument("--ulfm", action="store_true", help="kill the last rank; survivors report")

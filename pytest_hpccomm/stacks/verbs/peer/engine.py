@@ -1,6 +1,6 @@
 """Peer side of the verbs stack: pyverbs resources behind small JSON-able operations.
 
-Imported only by the peer program (peer.py), never by pytest (peer rule). Every public
+Imported only by the peer program (peer/__main__.py), never by pytest (peer rule). Every public
 `op_*` method takes and returns plain JSON values; resources (MRs, QPs) are named by small
 integer ids that the orchestrator passes back. Buffers are never shipped whole: the
 orchestrator asks for a deterministic fill (seed) and compares SHA-256 digests, so a 4 MiB
@@ -31,8 +31,8 @@ from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
-from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, errno_of, pattern
-from pytest_hpccomm.stacks.verbs.engine_cm import CmOps
+from pytest_hpccomm.stacks.verbs.peer.endpoint import Endpoint, VerbsError, errno_of, pattern
+from pytest_hpccomm.stacks.verbs.peer.engine_cm import CmOps
 from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
 
 ACCESS = {
@@ -451,7 +451,7 @@ class Engine(CmOps):
     ) -> dict[str, Any]:
         """One benchmark at one size; notify() once receives are posted (the driver starts
         the other side only then)."""
-        from pytest_hpccomm.stacks.verbs.bench import BenchError, run_bench
+        from pytest_hpccomm.stacks.verbs.peer.bench import BenchError, run_bench
 
         ep = self.eps[int(msg["ep"])]
         try:

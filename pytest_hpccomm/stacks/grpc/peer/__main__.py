@@ -65,7 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def server(args: argparse.Namespace) -> int:
-    from pytest_hpccomm.stacks.grpc import pyserver, wire
+    from pytest_hpccomm.stacks.grpc import wire
+    from pytest_hpccomm.stacks.grpc.peer import pyserver
 
     peer = "python" if args.kind == "sync" else "python-aio"
     svc = pyserver.Service(peer, drop_last=args.drop_last_buffer)
@@ -99,7 +100,7 @@ def server(args: argparse.Namespace) -> int:
 def client(args: argparse.Namespace) -> int:
     import grpc
 
-    from pytest_hpccomm.stacks.grpc import pyclient
+    from pytest_hpccomm.stacks.grpc.peer import pyclient
 
     settings = pyclient.Settings(
         args.batches, args.batch_seconds, args.warmup_seconds, args.slowdown, args.start_file

@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 import grpc
 
-from pytest_hpccomm.stacks.grpc import messages as pb
 from pytest_hpccomm.stacks.grpc import wire
-from pytest_hpccomm.stacks.grpc.payload import POOL_SIZE, buffer_at
+from pytest_hpccomm.stacks.grpc.peer import messages as pb
+from pytest_hpccomm.stacks.grpc.peer.payload import POOL_SIZE, buffer_at
 
 
 class Abort(Exception):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pyverbs.enums as e
 from pyverbs.pyverbs_error import PyverbsRDMAError
 
-from pytest_hpccomm.stacks.verbs.endpoint import Endpoint, VerbsError, errno_of
+from pytest_hpccomm.stacks.verbs.peer.endpoint import Endpoint, VerbsError, errno_of
 
 
 class CmOps:

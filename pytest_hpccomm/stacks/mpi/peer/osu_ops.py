@@ -1,4 +1,4 @@
-"""Peer side of the OSU benchmarks (peer.py): the data pattern every batch carries, and the
+"""Peer side of the OSU benchmarks (peer/__main__.py): the data pattern every batch carries, and the
 table of collective operations — for each OSU collective, the operation timed, how its buffers
 are filled before a batch and checked after it (OSU's -c), and the bytes one operation moves."""
 

@@ -1,4 +1,4 @@
-"""The MPI conformance peer's cases (conformance_peer.py runs them): one method per case
+"""The MPI conformance peer's cases (peer/conformance.py runs them): one method per case
 kind, run on every rank on a fresh duplicate of the world communicator, returning what THIS
 rank saw. Judging against a NumPy reference is pytest's job (stacks/mpi/conformance.py)."""
 
@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_hpccomm.stacks.mpi.payload import (
+from pytest_hpccomm.stacks.mpi.peer.payload import (
     MATMUL,
     PAIR_TYPES,
     digest,
@@ -24,7 +24,7 @@ IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a
 
 
 class Cases:
-    """The case list (a mixin of conformance_peer.Peer, which sets the state below)."""
+    """The case list (a mixin of peer.conformance.Peer, which sets the state below)."""
 
     MPI: Any
     plant: str | None

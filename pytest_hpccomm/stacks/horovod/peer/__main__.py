@@ -213,7 +213,7 @@ class Peer:
         apart, the canary stretching each iteration). With `timeline` (a path; needs
         HOROVOD_TIMELINE=DYNAMIC at init) rank 0 also returns negotiation and reduction ms per
         step, per iteration. `valid`: after training every rank holds the same parameters."""
-        from pytest_hpccomm.stacks.horovod import models, timeline
+        from pytest_hpccomm.stacks.horovod.peer import models, timeline
 
         torch, hvd = self.torch, self.hvd
         channels, side, classes = models.MODELS[req["model"]]

@@ -1,0 +1,3 @@
+"""The grpc stack's host side: the peer programs that run on the hosts (`__main__`: `python -m
+pytest_hpccomm.stacks.grpc.peer`) and what only they import. The peer rule holds here: nothing
+of pytest, Hypothesis or the orchestrator (docs/explanation/architecture.md, "Two sides")."""
