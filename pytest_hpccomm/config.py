@@ -193,7 +193,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "--hpc-ab-rounds",
         "rounds of a paired A/B run: one job of each side per round, "
-        "adjacent, in alternating order (A B, B A, ...; default 20)",
+        "adjacent, which side first drawn at random, each side first in half the rounds "
+        "(default 20)",
         20,
         kind="int",
     ),

@@ -7,6 +7,7 @@ into the samples the verdict is built from (benchmarks/canary.py, README).
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -32,6 +33,17 @@ S = TypeVar("S")
 T = TypeVar("T")
 
 
+def balanced_order(rounds: int, rng: random.Random | None = None) -> list[bool]:
+    """Which side runs first in each round of a paired run (True: the base): each side first
+    in half the rounds (the base in the odd one), the rounds in random order. A fixed pattern
+    (A B, B A, A B, ...: each side's jobs every 4 jobs) lines a host whose speed moves every
+    few jobs up with one side, and the rounds stop being independent (A-vs-A gRPC at 10 MB:
+    benchmarks/RESULTS.md). Balanced, so an effect of going first still cancels."""
+    firsts = [i % 2 == 0 for i in range(rounds)]
+    (rng or random.Random()).shuffle(firsts)
+    return firsts
+
+
 class JobPool(Generic[S]):
     """A session's sweeps, each pooled from independent jobs of one stack (`merge` pools
     them): `repeats` jobs at first, grown one at a time up to `max_repeats` for an undecided
@@ -55,6 +67,7 @@ class JobPool(Generic[S]):
         self._part_jobs: dict[tuple[Hashable, Hashable], list[S]] = {}  # more_of's jobs
         self._part_done: dict[tuple[Hashable, Hashable], S | BaseException] = {}
         self._paired: dict[Hashable, tuple[S, S] | BaseException] = {}
+        self.orders: dict[Hashable, str] = {}  # key -> which side went first, round by round
 
     def get(self, key: Hashable, job: Callable[[], S]) -> S:
         if key not in self._done:
@@ -140,14 +153,16 @@ class JobPool(Generic[S]):
         self, key: Hashable, base: Callable[[int], S], candidate: Callable[[int], S], rounds: int
     ) -> tuple[S, S]:
         """(candidate, base) of a paired A/B run: `rounds` rounds of one job of each side
-        (called with the round's index), adjacent, in alternating order (base first in even
-        rounds), each side pooled in round order so job i of one side pairs with job i of the
-        other (baselines/paired.py)."""
+        (called with the round's index), adjacent, which side first drawn by balanced_order
+        (kept in `orders`: "b" where the base went first), each side pooled in round order so
+        job i of one side pairs with job i of the other (baselines/paired.py)."""
         if key not in self._paired:
             jobs: dict[str, list[S]] = {"base": [], "candidate": []}
+            firsts = balanced_order(rounds)
+            self.orders[key] = "".join("b" if f else "c" for f in firsts)
             try:
-                for i in range(rounds):
-                    for side in ("base", "candidate") if i % 2 == 0 else ("candidate", "base"):
+                for i, base_first in enumerate(firsts):
+                    for side in ("base", "candidate") if base_first else ("candidate", "base"):
                         jobs[side].append((base if side == "base" else candidate)(i))
                 self._paired[key] = (self.merge(jobs["candidate"]), self.merge(jobs["base"]))
             except self.failures as exc:

@@ -6,13 +6,14 @@ ordering); real jobs through it are the MPI and gRPC gate tests (tests/integrati
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import pytest
 
 from pytest_hpccomm.baselines.adaptive import until_decided
 from pytest_hpccomm.measure.measurement import Measurement
-from pytest_hpccomm.measure.pooling import JobPool, pool_point
+from pytest_hpccomm.measure.pooling import JobPool, balanced_order, pool_point
 from tests.builders import make_measurement
 
 
@@ -127,7 +128,7 @@ def test_other_errors_are_not_swallowed() -> None:
         pool.get("k", typo)
 
 
-def test_paired_rounds_alternate_and_pool_in_round_order() -> None:
+def test_paired_rounds_run_adjacent_in_the_drawn_order_and_pool_in_round_order() -> None:
     pool: JobPool[list[str]] = JobPool(pooled, repeats=3, max_repeats=6, failures=(Broken,))
     order: list[str] = []
 
@@ -138,10 +139,24 @@ def test_paired_rounds_alternate_and_pool_in_round_order() -> None:
 
         return job
 
-    cand, base = pool.paired("k", side("A"), side("B"), rounds=4)
-    assert order == ["A0", "B0", "B1", "A1", "A2", "B2", "B3", "A3"]
-    assert base == ["A0", "A1", "A2", "A3"] and cand == ["B0", "B1", "B2", "B3"]
-    assert pool.paired("k", side("A"), side("B"), rounds=4) == (cand, base) and len(order) == 8
+    cand, base = pool.paired("k", side("A"), side("B"), rounds=6)
+    drawn = pool.orders["k"]
+    assert sorted(drawn) == list("bbbccc")  # each side first in half the rounds
+    # each round's two jobs adjacent, the side the order names first
+    assert order == [
+        f"{x}{i}" for i, first in enumerate(drawn) for x in (("A", "B") if first == "b" else "BA")
+    ]
+    assert base == [f"A{i}" for i in range(6)] and cand == [f"B{i}" for i in range(6)]
+    assert pool.paired("k", side("A"), side("B"), rounds=6) == (cand, base) and len(order) == 12
+
+
+def test_the_first_side_is_balanced_and_drawn_not_alternating() -> None:
+    # odd rounds: the base goes first once more; a fixed A B, B A pattern is one draw of many
+    assert sorted(balanced_order(5, random.Random(1))) == [False, False, True, True, True]
+    draws = {tuple(balanced_order(10, random.Random(seed))) for seed in range(200)}
+    assert all(sum(d) == 5 for d in draws)
+    assert len(draws) > 100  # C(10, 5) = 252 orders, not one
+    assert tuple(i % 2 == 0 for i in range(10)) != tuple(balanced_order(10, random.Random(7)))
 
 
 def test_until_decided_grows_while_any_record_is_undecided() -> None:

@@ -264,7 +264,7 @@ class GrpcLab:
         self, base: GrpcLab, where: Where, cluster: Any, rounds: int
     ) -> tuple[Sweep, Sweep]:
         """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate
-        (JobPool.paired: one client run of each per round, alternating order). Each lab runs
+        (JobPool.paired: one client run of each per round, adjacent, balanced random order). Each lab runs
         its own servers, fresh for every run, and its own slowdown (the canary stretches the
         candidate only)."""
         return self.pool.paired(

@@ -377,7 +377,7 @@ class Sweeps(Generic[S]):
         self, controller: str, placement: str, site: Site, variant: str, rounds: int
     ) -> tuple[S, S]:
         """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
-        (JobPool.paired: one job of each side per round, adjacent, alternating order). Each
+        (JobPool.paired: one job of each side per round, adjacent, balanced random order). Each
         store runs its own Horovod."""
         base = self.base
         if base is None:

@@ -308,7 +308,7 @@ class MpiSweeps:
         rounds: int,
     ) -> tuple[Sweep, Sweep]:
         """(candidate, base) sweeps of a paired A/B run (JobPool.paired: one job of each side
-        per round, alternating order). The canary stretches the candidate only."""
+        per round, balanced random order). The canary stretches the candidate only."""
         return self.pool.paired(
             (f"{base.mpirun}|{candidate.mpirun}", target.placement, benchmark),
             lambda _round: self._quiet_job(base, target, benchmark, 1.0),

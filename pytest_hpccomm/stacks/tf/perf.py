@@ -158,7 +158,7 @@ class Sweeps:
 
     def paired(self, placement: str, rounds: int) -> tuple[RecvSweep, RecvSweep]:
         """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
-        (JobPool.paired: one job of each side per round, adjacent, alternating order), each
+        (JobPool.paired: one job of each side per round, adjacent, balanced random order), each
         job on new tasks of its side's TensorFlow (`fresh`)."""
         base = self.base
         if base is None:

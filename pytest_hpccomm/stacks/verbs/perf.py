@@ -220,7 +220,7 @@ class Sweeps:
 
     def paired(self, bench: Benchmark, size: int, rounds: int) -> tuple[BenchPoint, BenchPoint]:
         """(this store's, base's) points of `rounds` rounds, one job of each side per round
-        (JobPool.paired: adjacent, alternating order)."""
+        (JobPool.paired: adjacent, balanced random order)."""
         if self.base is None:
             raise ValueError("not a paired A/B run: this store has no base")
         base = self.base

@@ -5,7 +5,8 @@ gate's power can be checked on this stack as on the others. Real peers.
 Two questions, asked apart. Does the stretch land where it should? Each timed region is
 checked against the canary's own unstretched time of the same region (its definition: F times
 it, plus a sleep's wake-up). Does the gate see it? Plain and canary training requests run as
-an A/B run's rounds do (the default --hpc-ab-rounds, order alternating: P C, C P, ...) and the
+an A/B run's rounds do (the default --hpc-ab-rounds, the order drawn as measure.pooling's
+balanced_order draws it) and the
 paired A/B rule judges the canary's images/s against the plain ones': it must call a
 regression. A round's plain/canary ratio is not F: training requests spread +-15 % from one to
 the next, which a band around F cannot hold. Before loopback ranks ran one per core
@@ -22,6 +23,7 @@ from pytest_hpccomm.baselines.paired import judge_paired
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.measure.pooling import balanced_order
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, bench_times
 from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.perf import SYNTHETIC, TRAIN
@@ -49,8 +51,8 @@ def test_slowdown_stretches_allreduce_batches_and_training(
             )
         plain: list[list[float]] = []
         canary: list[list[float]] = []
-        for i in range(ROUNDS):  # P C, C P, ...: the rounds the paired rule pairs
-            for factor in (1.0, FACTOR) if i % 2 == 0 else (FACTOR, 1.0):
+        for plain_first in balanced_order(ROUNDS):  # the rounds the paired rule pairs
+            for factor in (1.0, FACTOR) if plain_first else (FACTOR, 1.0):
                 replies = peers.request({**train, "slowdown": factor}, 300.0)
                 assert all(r["valid"] for r in replies)
                 rates = [statistics.fmean(it) for it in zip(*(r["images_per_s"] for r in replies))]
