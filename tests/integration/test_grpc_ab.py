@@ -6,8 +6,8 @@ rounds (which side first drawn, balanced) and every point is judged candidate vs
 to run, a fresh server's latency spreads by ~20 % here (benchmarks/canary.py --ab --stack
 grpc), so the end-to-end check uses a 2x canary on 6 rounds (a 1.5x one on 4 rounds was
 caught in one session of two): it fails every point naming both sides; the clean A vs A
-session calls no point a regression or an improvement. Each session runs once (tests/integration/_paired.py). A paired run writes no
-history.
+session calls no point a regression or an improvement. Each session runs once
+(tests/integration/_paired.py). A paired run writes no history.
 
 The 10 MB scheme is not among the points: a session of it takes a minute here. Its A vs A
 false alarms (2 of 15 sessions) came from the rounds' old fixed order and went with the drawn
