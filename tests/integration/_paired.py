@@ -162,32 +162,30 @@ def host_moved(clean: Path, factor: float) -> list[str]:
         ratio, tolerance = v["ratio"], float(v["tolerance"])
         if ratio is None:
             continue
-        if v["direction"] == "lower":
-            edge, out = (1.0 + tolerance) / factor, ratio <= (1.0 + tolerance) / factor
-        else:
-            edge, out = (1.0 - tolerance) * factor, ratio >= (1.0 - tolerance) * factor
-        if out:
+        is_time = v["direction"] == "lower"
+        edge = (1.0 + tolerance) / factor if is_time else (1.0 - tolerance) * factor
+        if ratio <= edge if is_time else ratio >= edge:
             moved.append(
                 f"{point.split('|', 1)[0]}: the clean session after the canary read "
                 f"{ratio:.3f}x the baseline (the {factor:g}x canary's ratio is a known answer "
-                f"only {'above' if v['direction'] == 'lower' else 'below'} {edge:.3f}x)"
+                f"only {'above' if is_time else 'below'} {edge:.3f}x)"
             )
     return moved
 
 
-def bracketed(sessions: Callable[[], T], clean: Callable[[T], Path], factor: float) -> T:
+def bracketed(sessions: Callable[[], T], clean: Path, factor: float) -> T:
     """Run `sessions` (baseline, canary, then a clean session; in a fresh directory each time)
     and return what it returned, once the clean session (its results file: `clean`) shows the
     host did not move beyond what the canary survives (host_moved). A move is counted as a
     retry (retries.HOST_MOVED) and the sessions run once more; a second move fails the test,
     naming both: with the host moving that often, this run cannot test the gate."""
     first = sessions()
-    moved = host_moved(clean(first), factor)
+    moved = host_moved(clean, factor)
     if not moved:
         return first
     retries.count(retries.HOST_MOVED, reason="; ".join(moved))
     second = sessions()
-    again = host_moved(clean(second), factor)
+    again = host_moved(clean, factor)
     if again:
         pytest.fail(
             "the host's speed moved between the sessions twice in a row, so the canary's "

@@ -70,7 +70,7 @@ def test_grpc_canary_fails_and_writes_no_history(
         assert history_runs(history) == 2
         return canary, rerun
 
-    canary, rerun = bracketed(sessions, lambda _: pytester.path / "r.json", 1.5)
+    canary, rerun = bracketed(sessions, pytester.path / "r.json", 1.5)
     clean_judged_no_change(rerun, pytester.path / "r.json", 1)
     canary.stdout.fnmatch_lines(["*history: not recorded (canary run with --hpc-inject-slowdown)*"])
     canary_caught(

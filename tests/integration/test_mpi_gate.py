@@ -71,7 +71,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(
         rerun = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
         return canary, rerun
 
-    canary, rerun = bracketed(sessions, lambda _: pytester.path / "rerun.json", 1.5)
+    canary, rerun = bracketed(sessions, pytester.path / "rerun.json", 1.5)
     clean_judged_no_change(rerun, pytester.path / "rerun.json", 2)
     canary_caught(
         canary,

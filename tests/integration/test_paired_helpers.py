@@ -128,15 +128,17 @@ def test_bracketed_runs_again_once_counted_and_fails_on_a_second_move(
     tmp_path: Path, retry_ledger: list[retries.Retry]
 ) -> None:
     reads = iter([0.6, 1.0, 0.6, 0.65])
-    runs: list[Path] = []
+    clean = tmp_path / "r.json"
+    runs: list[int] = []
 
-    def sessions() -> Path:
-        runs.append(rated(tmp_path / f"r{len(runs)}.json", ("lower", next(reads), 0.1)))
+    def sessions() -> int:
+        rated(clean, ("lower", next(reads), 0.1))
+        runs.append(len(runs))
         return runs[-1]
 
-    assert bracketed(sessions, lambda p: p, 1.5) == runs[1]
+    assert bracketed(sessions, clean, 1.5) == 1  # the second run's
     assert [r.cause for r in retry_ledger] == [retries.HOST_MOVED]
     assert "read 0.600x" in retry_ledger[0].reason
     with pytest.raises(pytest.fail.Exception, match="twice in a row.*0.600x.*then.*0.650x"):
-        bracketed(sessions, lambda p: p, 1.5)
+        bracketed(sessions, clean, 1.5)
     assert len(runs) == 4 and len(retry_ledger) == 2

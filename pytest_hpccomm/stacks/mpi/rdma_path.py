@@ -126,7 +126,7 @@ def measure_traffic(runtime: MpiRuntime, target: SweepTarget, fabric: ClusterFab
     """Run osu_bw at SIZE from the first host to the second and read both hosts' counters
     around it; skips where the port counts nothing (siw), fails when the job fails."""
     src, dst = fabric.hosts[0], fabric.hosts[1]
-    device = f"{src.selection.device}"
+    device = str(src.selection.device)
     before = {h.host: _traffic(fabric, h) for h in (src, dst)}
     if before[src.host]["port"] is None:
         pytest.skip(
