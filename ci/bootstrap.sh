@@ -13,11 +13,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # munge for the real SLURM on the virtual cluster (tests/virtual_slurm.py starts its
   # daemons inside the namespaces, with their own config; the packages' services stay off;
   # libpmix-dev: SLURM's mpi/pmix plugin dlopens the unversioned libpmix.so only it ships;
-  # and the shellcheck package: tests/ci lints the batch script template with it)
+  # and the shellcheck package: tests/ci lints the batch script template with it; gdb: a peer
+  # that hangs in a case is reported with the native stacks of its threads, proc/stacks.py)
   pkgs=(iproute2 nftables procps util-linux openssl g++ pkg-config libgrpc++-dev
         libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssh-client openssh-server
         qemu-system-x86 debootstrap busybox-static e2fsprogs cpio kmod xz-utils make gcc
-        slurmctld slurmd slurm-client munge libpmix-dev shellcheck)
+        slurmctld slurmd slurm-client munge libpmix-dev shellcheck gdb)
   # Update apt's lists first, and once: the guest build (ci/guest/build.sh) picks the kernel
   # from these lists, so the headers named below must come from the same lists. Lists younger
   # than 12 h are kept, so a warm re-run stays fast and the day's kernel is still seen.

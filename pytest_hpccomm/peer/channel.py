@@ -16,11 +16,13 @@ Peer programs import this module alone: stdlib only, no pytest, no orchestrator 
 
 from __future__ import annotations
 
+import faulthandler
 import itertools
 import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -32,7 +34,9 @@ from typing import Any, Callable, Mapping, Self
 
 __all__ = [
     "ADDRESS_VAR",
+    "DUMP_SIGNAL",
     "KEY_VAR",
+    "STACKS_DIR_VAR",
     "AuthenticationError",
     "Channel",
     "ChannelClosed",
@@ -41,6 +45,7 @@ __all__ = [
     "MessageError",
     "PeerClient",
     "RemoteError",
+    "register_dump",
 ]
 
 ADDRESS_VAR = "HPCCOMM_CONTROL_ADDRESS"  # "unix:/path/ctl.sock" or "tcp:HOST:PORT"
@@ -48,6 +53,12 @@ KEY_VAR = "HPCCOMM_CONTROL_KEY"  # hex of the session's authkey
 MAX_MESSAGE = 64 << 20  # a larger frame is refused (and ends the connection)
 HANDSHAKE_TIMEOUT = 10.0
 STALL_TIMEOUT = 60.0  # once a message has begun, the rest must arrive within this
+# a peer that dialed home writes every thread's Python traceback on this signal (faulthandler),
+# so an orchestrator that finds it silent can say where it hung: into STACKS_DIR_VAR/<pid>.txt
+# where the orchestrator made that directory on this file system, else to its stderr
+DUMP_SIGNAL = signal.SIGUSR1
+STACKS_DIR_VAR = "HPCCOMM_STACKS_DIR"
+_dump_file: list[Any] = []  # kept open for the process's life: faulthandler writes to its fd
 
 Address = str | tuple[str, int]
 Message = dict[str, Any]
@@ -309,6 +320,16 @@ class ControlServer:
         self.close()
 
 
+def register_dump(env: Mapping[str, str]) -> None:
+    """On DUMP_SIGNAL, write every thread's Python traceback (see STACKS_DIR_VAR)."""
+    where = env.get(STACKS_DIR_VAR, "")
+    if where and os.path.isdir(where):
+        _dump_file[:] = [open(os.path.join(where, f"{os.getpid()}.txt"), "w")]
+        faulthandler.register(DUMP_SIGNAL, file=_dump_file[0], all_threads=True)
+    else:
+        faulthandler.register(DUMP_SIGNAL, all_threads=True)
+
+
 class PeerClient(Channel):
     """The peer's end."""
 
@@ -348,7 +369,9 @@ class PeerClient(Channel):
             raise ChannelError(f"{KEY_VAR} is not hex") from None
         if consume:
             os.environ.pop(KEY_VAR, None)
-        return cls.connect(parse_address(address), key, timeout)
+        client = cls.connect(parse_address(address), key, timeout)
+        register_dump(env)
+        return client
 
     def serve(self, handler: Callable[[Message], Any], stop_op: str = "shutdown") -> None:
         """Answer requests until {"op": stop_op} or the server closes: handler(msg) -> result,

@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -39,6 +40,7 @@ from pytest_hpccomm.peer.channel import (
     MessageError,
     RemoteError,
 )
+from pytest_hpccomm.proc import stacks
 from pytest_hpccomm.proc.jobs import RunningJob
 from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import (
@@ -57,6 +59,7 @@ LOOPBACK_RANKS = 2
 CASE_DIR = Path(tempfile.gettempdir()) / f"hpccomm-horovod-cases-{os.getuid()}"
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
 GLOO_TIMEOUT_VAR = "HOROVOD_GLOO_TIMEOUT_SECONDS"
+STALL_CHECK_VAR = "HOROVOD_STALL_CHECK_TIME_SECONDS"
 
 
 class HorovodError(Exception):
@@ -171,6 +174,7 @@ class HorovodPeers:
         self._server: ControlServer | None = None
         self._jobs: list[RunningJob] = []
         self._channels: list[Channel] = []
+        self._dumps = stacks.StackDumps()  # the ranks' Python stacks, when a case hangs
         self.ranks: list[RankInfo] = []
 
     @property
@@ -207,6 +211,7 @@ class HorovodPeers:
             **self._server.env(),
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/tmp"),
+            **self._dumps.env(),
             **self.extra_env,
         }
         if self.plant:
@@ -214,6 +219,9 @@ class HorovodPeers:
         cpus = sorted(os.sched_getaffinity(0))
         if self.hosts is None and n <= len(cpus):  # all ranks on this host's cores: one each
             env.setdefault(CPUS_VAR, ",".join(map(str, cpus)))  # a user's "" turns it off
+        # Horovod's stall inspector (rank 0 names the tensors some ranks submitted and others
+        # did not) speaks before the harness gives up on a case, not at its default 60 s
+        env.setdefault(STALL_CHECK_VAR, str(max(5, int(self.case_timeout / 3))))
         if self.controller == "gloo":
             # Gloo's timeout (Horovod's default 30 s) bounds its connect and every receive:
             # below this harness's it aborts every rank first ("Application timeout caused pair
@@ -398,12 +406,54 @@ class HorovodPeers:
         if all(o.kind == "replied" for o in outs):
             return [o.reply for o in outs]
         lost = next((o for o in outs if o.kind in ("closed", "silent")), None)
+        where = self.where_hung(outs) if any(o.kind == "silent" for o in outs) else ""
         tail = self._drop()
         if lost is None:
             errors = "; ".join(o.why for o in outs if o.kind == "error")
             raise HorovodError(f"{self.describe()}: {errors}; {tail}")
         why = f"no reply within {limit:.0f}s" if lost.kind == "silent" else lost.why
-        raise PeerLost(f"{self.describe()}: peers lost during {msg.get('op')}: {why}; {tail}")
+        raise PeerLost(
+            f"{self.describe()}: peers lost during {msg.get('op')}: {why}; {tail}{where}"
+        )
+
+    def where_hung(self, outs: Sequence[Outcome]) -> str:
+        """Where the silent ranks are, asked before they are ended: every thread's Python
+        stack (the peers' faulthandler), the native stacks of Horovod's threads where gdb is
+        installed, and what Horovod's stall inspector said; the whole text goes to a file
+        beside the replay cases."""
+        ours = {p.pid for job in self._jobs for p in job.processes()}  # alive, and ours alone
+        silent = [
+            r
+            for r, o in zip(self.ranks, outs)
+            if o.kind == "silent" and r.pid in ours and (self.hosts is None or is_this_host(r.host))
+        ]
+        head = f"where the silent ranks were ({', '.join(str(r.rank) for r in silent)}):"
+        lines, full = [head], []
+        for job in self._jobs:  # the stall inspector's warning and the ranks it names
+            err = job.peek_output()[1].splitlines()
+            at = [i for i, ln in enumerate(err) if "stall_inspector" in ln][-1:]
+            lines += [f"  {job.label}: {ln.strip()[:300]}" for i in at for ln in err[i : i + 3]]
+        rank_of = {r.pid: r.rank for r in silent}
+        for seen in self._dumps.take([r.pid for r in silent]):
+            rank = rank_of[seen.pid]
+            lines += [f"  rank {rank}: {stacks.innermost(b)}" for b in seen.python]
+            rows = Counter(
+                row
+                for row in stacks.native_summary(seen.native)
+                if any(w in row.lower() for w in ("horovod", "gloo", "mpi"))
+            )  # Gloo's idle event loops are alike: one row, counted
+            lines += [
+                f"  rank {rank} native: {row}" + f" (x{k})" * (k > 1) for row, k in rows.items()
+            ]
+            full += [f"== rank {rank} (pid {seen.pid}), Python\n{b}" for b in seen.python]
+            if seen.native:
+                full.append(f"== rank {rank} (pid {seen.pid}), native\n{seen.native}")
+        if not full:
+            return f"\n{head} no stacks could be read"
+        CASE_DIR.mkdir(parents=True, exist_ok=True)
+        path = CASE_DIR / f"hang-{os.getpid()}-{time.time_ns()}.txt"
+        atomic_write(path, "\n\n".join(full) + "\n")
+        return "\n" + "\n".join([*lines, f"  all stacks: {path}"])
 
     def outcomes(self, msg: Mapping[str, Any], timeout: float) -> list[Outcome]:
         """Send msg to every rank; each rank's Outcome within `timeout` (a request that ends
@@ -506,6 +556,7 @@ class HorovodPeers:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            self._dumps.close()
 
 
 def controller_list(value: str) -> list[str]:

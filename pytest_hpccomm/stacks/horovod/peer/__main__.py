@@ -176,6 +176,14 @@ class Peer:
         self.hvd.allreduce(x, name=name)
         return {"output": "survived"}
 
+    def case_stall_in_allreduce(self, case: dict[str, Any], name: str) -> dict[str, Any]:
+        """The others enter an allreduce; the victim sleeps `seconds` instead of joining it:
+        a hang, for the orchestrator to report where every rank was."""
+        if self.rank == int(case["victim"]):
+            time.sleep(float(case["seconds"]))
+        self.hvd.allreduce(self.torch.ones(16, dtype=self.torch.float32), name=name)
+        return {"output": "survived"}
+
     # -- sweeps ----------------------------------------------------------------------------
     def bench(self, req: dict[str, Any]) -> dict[str, Any]:
         """allreduce of float32 tensors of each size (bytes): per timed batch of `iters`

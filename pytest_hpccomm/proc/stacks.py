@@ -1,0 +1,145 @@
+"""Where a hung process is: its threads' stacks, for the message of a test that timed out.
+
+Two views, both taken before the process is ended:
+  - Python: a peer that dialed home (PeerClient.from_env) registers faulthandler on
+    DUMP_SIGNAL; with STACKS_DIR_VAR set to a StackDumps directory it writes every thread's
+    traceback into <dir>/<pid>.txt (ranks under one mpirun share a stderr: a file per process
+    tells them apart);
+  - native: `gdb -batch -p PID -ex "thread apply all bt"` where gdb is installed (the threads
+    of the runtime under test: a collective's progress thread, a transport's poll loop).
+Neither changes what the process does next, except for the moment gdb holds it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_hpccomm.peer.channel import DUMP_SIGNAL, STACKS_DIR_VAR
+
+GDB_TIMEOUT = 30.0  # seconds per process: attaching to a big process reads its symbols
+# faulthandler's block: "Thread 0x... (most recent call first):" / "Current thread ..." and
+# its '  File "...", line N in f' lines
+_PY_BLOCK = re.compile(
+    r"^(?:Thread|Current thread) 0x[0-9a-f]+ \(most recent call first\):\n(?:  .*\n?)*",
+    re.MULTILINE,
+)
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?P<func>[^ (]+)")
+
+
+@dataclass(frozen=True)
+class Stacks:
+    """One process's threads as seen from outside."""
+
+    pid: int
+    python: tuple[str, ...]  # faulthandler blocks, one per thread
+    native: str  # gdb's text, "" where gdb is absent or could not attach
+
+
+class StackDumps:
+    """A directory for the Python dumps of a set of peers: env() makes it (again, after a
+    close) and goes into their environment; take() asks live processes for their stacks;
+    close() removes it."""
+
+    def __init__(self) -> None:
+        self.dir: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="hpccomm-stacks-"))
+        return {STACKS_DIR_VAR: str(self.dir)}
+
+    def take(self, pids: list[int], settle: float = 1.0) -> list[Stacks]:
+        """Each live pid's stacks: the native ones first (gdb stops the process while it
+        reads), then the Python dump (faulthandler writes from its signal handler)."""
+        natives = {pid: native_stacks(pid) for pid in pids}
+        reached = ask_python_stacks(pids)
+        if reached:
+            time.sleep(settle)
+        return [
+            Stacks(pid, tuple(python_stacks(self._read(pid))), natives[pid])
+            for pid in pids
+            if pid in reached or natives[pid]
+        ]
+
+    def _read(self, pid: int) -> str:
+        if self.dir is None:
+            return ""
+        try:
+            return (self.dir / f"{pid}.txt").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+def ask_python_stacks(pids: list[int]) -> list[int]:
+    """Send DUMP_SIGNAL to each live pid; the pids it reached."""
+    reached = []
+    for pid in pids:
+        try:
+            os.kill(pid, DUMP_SIGNAL)
+        except OSError:
+            continue
+        reached.append(pid)
+    return reached
+
+
+def python_stacks(text: str) -> list[str]:
+    """The faulthandler blocks in a dump (or a stderr), oldest first."""
+    return [m.group(0).rstrip("\n") for m in _PY_BLOCK.finditer(text)]
+
+
+def innermost(block: str, limit: int = 3) -> str:
+    """A faulthandler block on one line: its innermost `limit` frames as func (file:line)."""
+    frames = []
+    for line in block.splitlines()[1:]:
+        m = _FRAME.match(line)
+        if m:
+            frames.append(f"{m['func']} ({os.path.basename(m['file'])}:{m['line']})")
+    return " < ".join(frames[:limit]) or "no frames"
+
+
+def native_stacks(pid: int, timeout: float = GDB_TIMEOUT) -> str:
+    """gdb's backtrace of every thread of pid; "" where gdb is absent or fails."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [gdb, "-batch", "-nx", "-p", str(pid), "-ex", "thread apply all bt 30"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout if "Thread " in done.stdout else ""
+
+
+def native_summary(text: str, limit: int = 4) -> list[str]:
+    """One line per thread of a gdb backtrace: its innermost `limit` function names."""
+    rows: list[str] = []
+    frames: list[str] = []
+    for line in text.splitlines() + ["Thread end"]:
+        if line.startswith("Thread "):
+            if frames:
+                rows.append(" < ".join(frames[:limit]))
+            frames = []
+            continue
+        m = _GDB_FRAME.match(line)
+        if m:
+            frames.append(m["func"])
+    return rows

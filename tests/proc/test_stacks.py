@@ -1,0 +1,126 @@
+"""Where a hung process is: a real child that waits where we put it, its Python stacks from
+its faulthandler, its native stacks from gdb (where installed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+import pytest
+
+from pytest_hpccomm.peer.channel import STACKS_DIR_VAR
+from pytest_hpccomm.proc import stacks
+from pytest_hpccomm.proc.jobs import run_job, start_job
+from pytest_hpccomm.proc.stacks import StackDumps
+
+# registers the dump signal as a peer does (PeerClient.from_env), then waits in a named
+# function; "ready" once the handler is in place
+CHILD = """
+import os, threading, time
+from pytest_hpccomm.peer.channel import register_dump
+register_dump(os.environ)
+def waits_in_a_helper():
+    threading.Event().wait(60)
+def waits_here():
+    time.sleep(60)
+threading.Thread(target=waits_in_a_helper, daemon=True).start()
+print("ready", flush=True)
+waits_here()
+"""
+
+
+def _ready(job: object) -> None:
+    deadline = time.monotonic() + 20
+    while "ready" not in job.peek_output()[0]:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the child did not start"
+        time.sleep(0.05)
+
+
+def test_python_stacks_name_where_each_thread_waits() -> None:
+    dumps = StackDumps()
+    try:
+        env = {**os.environ, **dumps.env()}
+        with start_job([sys.executable, "-c", CHILD], env, timeout=60, label="child") as job:
+            _ready(job)
+            seen = dumps.take([job_pid(job)])
+            assert job.poll() is None, "asking for stacks must leave the process running"
+            err = job.peek_output()[1]
+        assert dumps.dir is not None and (dumps.dir / f"{seen[0].pid}.txt").exists()
+    finally:
+        dumps.close()
+    assert dumps.dir is None
+    assert len(seen) == 1 and len(seen[0].python) == 2, (seen, err)
+    rows = [stacks.innermost(b) for b in seen[0].python]
+    assert any(r.startswith("waits_here (<string>:") for r in rows), rows
+    assert any("wait (threading.py:" in r and "waits_in_a_helper" in r for r in rows), rows
+    assert "most recent call first" not in err, "the dump goes to its file, not to stderr"
+
+
+def test_without_a_directory_the_dump_goes_to_stderr() -> None:
+    env = {k: v for k, v in os.environ.items() if k != STACKS_DIR_VAR}
+    with start_job([sys.executable, "-c", CHILD], env, timeout=60, label="child") as job:
+        _ready(job)
+        assert stacks.ask_python_stacks([job_pid(job)]) == [job_pid(job)]
+        deadline = time.monotonic() + 10
+        while len(stacks.python_stacks(job.peek_output()[1])) < 2:
+            assert time.monotonic() < deadline, job.peek_output()[1]
+            time.sleep(0.05)
+
+
+def test_a_process_that_is_gone_is_not_reached() -> None:
+    done = run_job([sys.executable, "-c", "import os; print(os.getpid())"], timeout=10)
+    pid = int(done.stdout)
+    assert stacks.ask_python_stacks([pid]) == []
+    assert stacks.native_stacks(pid) == ""
+    assert StackDumps().take([pid]) == []
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb not installed (apt-get install gdb)")
+def test_native_stacks_show_each_thread_in_its_system_call() -> None:
+    with start_job([sys.executable, "-c", CHILD], timeout=60, label="child") as job:
+        _ready(job)
+        text = stacks.native_stacks(job_pid(job))
+        assert job.poll() is None, "gdb must leave the process running"
+    rows = stacks.native_summary(text)
+    assert len(rows) == 2, text  # the main thread and the helper
+    assert all(any(w in r for w in ("nanosleep", "futex", "pthread_cond", "sem_")) for r in rows), (
+        rows
+    )
+
+
+def test_summaries_of_known_texts() -> None:
+    block = (
+        "Thread 0x00007f (most recent call first):\n"
+        '  File "/x/threading.py", line 320 in wait\n'
+        '  File "/x/peer.py", line 12 in synchronize\n'
+        '  File "/x/peer.py", line 40 in run\n'
+        '  File "/x/peer.py", line 80 in main\n'
+    )
+    assert stacks.python_stacks("noise\n" + block + "more noise\n") == [block.rstrip("\n")]
+    assert (
+        stacks.innermost(block)
+        == "wait (threading.py:320) < synchronize (peer.py:12) < run (peer.py:40)"
+    )
+    gdb = (
+        'Thread 2 (Thread 0x7f (LWP 11) "python"):\n'
+        "#0  0x00007f in __futex_abstimed_wait_common () from /lib/libc.so.6\n"
+        "#1  0x00007f in gloo::transport::tcp::UnboundBuffer::waitRecv(int*, std::chrono::duration) ()\n"
+        "#2  horovod::common::BackgroundThreadLoop (state=...) at operations.cc:10\n"
+        "\n"
+        'Thread 1 (Thread 0x7e (LWP 10) "python"):\n'
+        "#0  0x00007f in clock_nanosleep () from /lib/libc.so.6\n"
+    )
+    assert stacks.native_summary(gdb) == [
+        "__futex_abstimed_wait_common < gloo::transport::tcp::UnboundBuffer::waitRecv"
+        " < horovod::common::BackgroundThreadLoop",
+        "clock_nanosleep",
+    ]
+
+
+def job_pid(job: object) -> int:
+    """The child's PID (the job's only process besides the reaper shim)."""
+    procs = job.processes()  # type: ignore[attr-defined]
+    assert len(procs) == 1, procs
+    return next(iter(procs)).pid
