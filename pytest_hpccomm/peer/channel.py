@@ -321,7 +321,11 @@ class ControlServer:
 
 
 def register_dump(env: Mapping[str, str]) -> None:
-    """On DUMP_SIGNAL, write every thread's Python traceback (see STACKS_DIR_VAR)."""
+    """On DUMP_SIGNAL, write every thread's Python traceback (see STACKS_DIR_VAR). Only where
+    the signal still has its default action: a handler the runtime under test installed
+    (getsignal says None for one set from C) is left to it."""
+    if signal.getsignal(DUMP_SIGNAL) != signal.SIG_DFL:
+        return
     where = env.get(STACKS_DIR_VAR, "")
     if where and os.path.isdir(where):
         _dump_file[:] = [open(os.path.join(where, f"{os.getpid()}.txt"), "w")]

@@ -18,9 +18,12 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping, Sequence
 
+from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.peer.channel import DUMP_SIGNAL, STACKS_DIR_VAR
 
 GDB_TIMEOUT = 30.0  # seconds per process: attaching to a big process reads its symbols
@@ -81,6 +84,34 @@ class StackDumps:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+
+def where_they_wait(
+    dumps: StackDumps, named: Mapping[str, int], keep_in: Path, runtime: Sequence[str]
+) -> list[str]:
+    """Lines saying where each named process (label -> pid) waits: its threads' innermost
+    Python frames, and its native threads whose frames name the runtime (words such as
+    "gloo", lower case), alike ones counted once; all the stacks go into a new file in
+    keep_in, named on the last line."""
+    label_of = {pid: label for label, pid in named.items()}
+    lines: list[str] = []
+    full: list[str] = []
+    for seen in dumps.take(list(label_of)):
+        label = label_of[seen.pid]
+        lines += [f"  {label}: {innermost(b)}" for b in seen.python]
+        rows = Counter(
+            row for row in native_summary(seen.native) if any(w in row.lower() for w in runtime)
+        )  # a runtime's idle event loops are alike
+        lines += [f"  {label} native: {row}" + f" (x{k})" * (k > 1) for row, k in rows.items()]
+        full += [f"== {label} (pid {seen.pid}), Python\n{b}" for b in seen.python]
+        if seen.native:
+            full.append(f"== {label} (pid {seen.pid}), native\n{seen.native}")
+    if not full:
+        return ["  no stacks could be read"]
+    keep_in.mkdir(parents=True, exist_ok=True)
+    path = keep_in / f"hang-{os.getpid()}-{time.time_ns()}.txt"
+    atomic_write(path, "\n\n".join(full) + "\n")
+    return [*lines, f"  all stacks: {path}"]
 
 
 def ask_python_stacks(pids: list[int]) -> list[int]:

@@ -124,3 +124,31 @@ def job_pid(job: object) -> int:
     procs = job.processes()  # type: ignore[attr-defined]
     assert len(procs) == 1, procs
     return next(iter(procs)).pid
+
+
+# a runtime with its own handler for the dump signal keeps it: the dump is not registered
+OWN_HANDLER = """
+import os, signal, time
+from pytest_hpccomm.peer.channel import DUMP_SIGNAL, register_dump
+signal.signal(DUMP_SIGNAL, lambda *_: print("own handler", flush=True))
+register_dump(os.environ)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_handler_the_runtime_installed_is_left_to_it() -> None:
+    dumps = StackDumps()
+    try:
+        env = {**os.environ, **dumps.env()}
+        with start_job([sys.executable, "-c", OWN_HANDLER], env, timeout=60) as job:
+            _ready(job)
+            seen = dumps.take([job_pid(job)], settle=0.5)
+            deadline = time.monotonic() + 10
+            while "own handler" not in job.peek_output()[0]:
+                assert time.monotonic() < deadline, job.peek_output()
+                time.sleep(0.05)
+            assert job.poll() is None
+    finally:
+        dumps.close()
+    assert [s.python for s in seen] == [()], seen

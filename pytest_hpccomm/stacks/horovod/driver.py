@@ -20,7 +20,6 @@ import json
 import os
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -427,33 +426,14 @@ class HorovodPeers:
             for r, o in zip(self.ranks, outs)
             if o.kind == "silent" and r.pid in ours and (self.hosts is None or is_this_host(r.host))
         ]
-        head = f"where the silent ranks were ({', '.join(str(r.rank) for r in silent)}):"
-        lines, full = [head], []
+        lines = [f"where the silent ranks were ({', '.join(str(r.rank) for r in silent)}):"]
         for job in self._jobs:  # the stall inspector's warning and the ranks it names
             err = job.peek_output()[1].splitlines()
             at = [i for i, ln in enumerate(err) if "stall_inspector" in ln][-1:]
             lines += [f"  {job.label}: {ln.strip()[:300]}" for i in at for ln in err[i : i + 3]]
-        rank_of = {r.pid: r.rank for r in silent}
-        for seen in self._dumps.take([r.pid for r in silent]):
-            rank = rank_of[seen.pid]
-            lines += [f"  rank {rank}: {stacks.innermost(b)}" for b in seen.python]
-            rows = Counter(
-                row
-                for row in stacks.native_summary(seen.native)
-                if any(w in row.lower() for w in ("horovod", "gloo", "mpi"))
-            )  # Gloo's idle event loops are alike: one row, counted
-            lines += [
-                f"  rank {rank} native: {row}" + f" (x{k})" * (k > 1) for row, k in rows.items()
-            ]
-            full += [f"== rank {rank} (pid {seen.pid}), Python\n{b}" for b in seen.python]
-            if seen.native:
-                full.append(f"== rank {rank} (pid {seen.pid}), native\n{seen.native}")
-        if not full:
-            return f"\n{head} no stacks could be read"
-        CASE_DIR.mkdir(parents=True, exist_ok=True)
-        path = CASE_DIR / f"hang-{os.getpid()}-{time.time_ns()}.txt"
-        atomic_write(path, "\n\n".join(full) + "\n")
-        return "\n" + "\n".join([*lines, f"  all stacks: {path}"])
+        named = {f"rank {r.rank}": r.pid for r in silent}
+        lines += stacks.where_they_wait(self._dumps, named, CASE_DIR, ("horovod", "gloo", "mpi"))
+        return "\n" + "\n".join(lines)
 
     def outcomes(self, msg: Mapping[str, Any], timeout: float) -> list[Outcome]:
         """Send msg to every rank; each rank's Outcome within `timeout` (a request that ends

@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hypothesis import HealthCheck, settings
@@ -40,6 +42,7 @@ from pytest_hpccomm.peer.channel import (
     MessageError,
     RemoteError,
 )
+from pytest_hpccomm.proc import stacks
 from pytest_hpccomm.proc.jobs import RunningJob, run_job
 from pytest_hpccomm.properties import property_settings
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime
@@ -49,6 +52,10 @@ PEER_MODULE = "pytest_hpccomm.stacks.mpi.peer.conformance"
 LOOPBACK_RANKS = 3
 START_ATTEMPTS = 3  # MPICH's MPI_Init flake (OFI ep_enable) is retried, nothing else
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
+# where a hung case's stacks are kept (one directory per user), and the words that mark an
+# MPI's own native threads among a rank's (progress threads, PMIx, the transports)
+HANG_DIR = Path(tempfile.gettempdir()) / f"hpccomm-mpi-hangs-{os.getuid()}"
+NATIVE_WORDS = ("mpi", "opal", "pmix", "ucx", "ucp", "fi_", "ofi", "btl", "pml", "hydra")
 # Ranks yield the CPU while they wait: 3 spinning ranks + pytest on 2 cores made a trivial
 # case take 100-200 ms (Open MPI) / 15-30 ms (MPICH), with yielding 3-6 ms. Conformance only:
 # the benchmarks keep spinning, it is what they measure.
@@ -157,6 +164,7 @@ class PeerInfo:
     mpi4py: str
     constants: dict[str, int]
     plant: str | None
+    pids: tuple[int, ...] = ()  # by rank
 
     @classmethod
     def from_hello(cls, msg: Mapping[str, Any]) -> PeerInfo:
@@ -167,6 +175,7 @@ class PeerInfo:
             str(msg["mpi4py"]),
             dict(msg["constants"]),
             msg.get("plant"),
+            tuple(int(p) for p in msg.get("pids") or ()),
         )
 
 
@@ -198,6 +207,7 @@ class ConformancePeer:
         self._job: RunningJob | None = None
         self._channel: Channel | None = None
         self._info: PeerInfo | None = None
+        self._dumps = stacks.StackDumps()  # the ranks' Python stacks, when a case hangs
 
     @property
     def info(self) -> PeerInfo:
@@ -225,7 +235,8 @@ class ConformancePeer:
             )
         self.starts += 1
         self._server = self._server or ControlServer()
-        env = {**YIELD_ENV, **self._server.env()}  # address and key: environment, never argv
+        # address and key: environment, never argv
+        env = {**YIELD_ENV, **self._server.env(), **self._dumps.env()}
         if self.plant:
             env[PLANT_VAR] = self.plant
         placed = _placed(
@@ -290,11 +301,13 @@ class ConformancePeer:
         try:
             reply = self._channel.request({"op": "case", "case": dict(case)}, limit)
         except (TimeoutError, ChannelClosed, MessageError) as exc:
-            why = f"no reply within {limit:.0f}s" if isinstance(exc, TimeoutError) else str(exc)
+            hung = isinstance(exc, TimeoutError)
+            why = f"no reply within {limit:.0f}s" if hung else str(exc)
+            where = self.where_hung() if hung else ""
             tail = self._drop()
             raise PeerLost(
                 f"{self.describe()}: peer lost during case {json.dumps(case)}: "
-                f"{why}; {tail}\n{self.replay_hint(case)}"
+                f"{why}; {tail}{where}\n{self.replay_hint(case)}"
             ) from None
         except RemoteError as exc:
             raise ConformanceError(f"{self.describe()}: {exc}") from None
@@ -303,6 +316,15 @@ class ConformancePeer:
         if errors:
             raise AssertionError(f"case raised on {'; '.join(errors)}\n{self.replay_hint(case)}")
         return ranks
+
+    def where_hung(self) -> str:
+        """Where the ranks of this job are, asked before it is ended (proc/stacks.py): each
+        thread's Python frames and the MPI's native threads; all of it in a file."""
+        ours = {p.pid for p in self._job.processes()} if self._job is not None else set()
+        pids = self._info.pids if self._info is not None else ()
+        named = {f"rank {rank}": pid for rank, pid in enumerate(pids) if pid in ours}
+        lines = stacks.where_they_wait(self._dumps, named, HANG_DIR, NATIVE_WORDS)
+        return "\n" + "\n".join([f"where the ranks were ({', '.join(named)}):", *lines])
 
     def replay_hint(self, case: Mapping[str, Any]) -> str:
         """The case as JSON, and a command that runs it with mpirun alone (prints every
@@ -349,6 +371,7 @@ class ConformancePeer:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            self._dumps.close()
 
 
 # -- ULFM ------------------------------------------------------------------------------------

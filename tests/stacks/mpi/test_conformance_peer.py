@@ -1,11 +1,14 @@
 """The conformance peer and its driver: replay of one case without pytest, a hung case ends
-in PeerLost (not a hang of the session) and the peer restarts, everything is reaped, and the
-peer program imports nothing of pytest or the orchestrator."""
+in PeerLost (not a hang of the session) naming where each rank waited, and the peer restarts,
+everything is reaped, and the peer program imports nothing of pytest or the orchestrator."""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -78,9 +81,22 @@ def test_hung_case_is_peer_lost_then_restarts_and_all_is_reaped(openmpi: MpiRunt
         job = peer._job
         assert job is not None
         lost = r"(?s)peer lost during case .*no reply within 3s.*replay without pytest"
-        with pytest.raises(PeerLost, match=lost):
+        with pytest.raises(PeerLost, match=lost) as hung:
             peer.run(hang)
         assert not proctree.with_env(TAG_VAR, job.tag), "the hung job was not reaped"
+        # where each rank was when it was ended: rank 1 in its receive, rank 0 in the gather
+        # of the reports, rank 2 there too or past it (its small Gatherv may complete eagerly)
+        # in the next broadcast (proc/stacks.py; native threads where gdb is installed)
+        text = str(hung.value)
+        assert "where the ranks were (rank 0, rank 1, rank 2):" in text, text
+        frames = dict(re.findall(r"rank (\d): (\S+) \(", text))
+        assert frames.get("0") == "gather_json" and frames.get("1") == "case_p2p", text
+        assert frames.get("2") in ("gather_json", "bcast_json"), text
+        if shutil.which("gdb"):
+            assert re.search(r"rank 1 native: ", text), text
+        path = Path(re.findall(r"all stacks: (\S+)", text)[-1])
+        assert "in case_p2p" in path.read_text()
+        path.unlink()
         ok = peer.run({"kind": "split", "colors": [0, 0, 1], "keys": [0, 0, 0]})
         assert [r["size"] for r in ok] == [2, 2, 1] and peer.starts == 2
         job = peer._job

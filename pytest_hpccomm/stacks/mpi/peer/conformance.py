@@ -95,10 +95,12 @@ class Peer(Cases):
         import mpi4py
 
         hosts = self.gather_json(MPI.Get_processor_name())  # rank 0 is the one who says it
+        pids = self.gather_json(os.getpid())  # whose stacks to ask for, should a case hang
         return {
             "op": "hello",
             "ranks": self.size,
             "hosts": hosts,
+            "pids": pids,
             "pid": os.getpid(),
             "library": MPI.Get_library_version().rstrip("\x00").strip().splitlines()[0],
             "mpi_version": "%d.%d" % MPI.Get_version(),
@@ -135,9 +137,11 @@ def _matmul(invec: Any, inoutvec: Any, datatype: Any) -> None:
 
 def serve(peer: Peer) -> int:
     """Rank 0 holds the channel; every rank loops: case in (broadcast), report out (gather)."""
-    from pytest_hpccomm.peer.channel import ChannelClosed, MessageError, PeerClient
+    from pytest_hpccomm.peer.channel import ChannelClosed, MessageError, PeerClient, register_dump
 
     client = PeerClient.from_env() if peer.rank == 0 else None
+    if client is None:  # rank 0's client registered it; the others' stacks are asked for too
+        register_dump(os.environ)
     hello = peer.hello()
     if client is not None:
         client.send(hello)
