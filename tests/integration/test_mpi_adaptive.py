@@ -88,14 +88,15 @@ def test_undecided_points_get_more_jobs_up_to_the_limit(
         cost, verdict = r["measurement"]["extra"]["adaptive"], r["verdict"]
         if r["measurement"]["benchmark"] == "osu_bw":
             # osu_latency's added jobs are never osu_bw's: its jobs are the 2 shared ones plus
-            # any of its own. Decided (pass) it gets none; against its own run a minute ago it
-            # usually is, unless the host changed speed between the sessions (this VM's MPI
-            # jobs move between speed modes; the host probe reads it), which is said
+            # any of its own, and the verdict names any it added. Against its own run a minute
+            # ago it is usually decided on the shared two, unless the host changed speed
+            # between the sessions (this VM's MPI jobs move between speed modes; the host probe
+            # reads it): then it grows like any undecided point, and may be decided after
             jobs = len(r["measurement"]["extra"]["job_sizes"])
             assert jobs == 2 + cost["added"], (jobs, cost, verdict["message"])
-            if verdict["outcome"] == "pass":
-                assert cost["added"] == 0, (cost, verdict["message"])
-            else:
+            if cost["added"]:
+                assert f"{cost['added']} of them added for an undecided" in verdict["message"]
+            if verdict["outcome"] != "pass" or cost["added"]:
                 warnings.warn(
                     "osu_bw was not decided against its own run of this test (the host moved "
                     f"between the sessions): {verdict['message']}",
