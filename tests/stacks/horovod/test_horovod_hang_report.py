@@ -12,6 +12,7 @@ import pytest
 
 from pytest_hpccomm.stacks.horovod.driver import STALL_CHECK_VAR, HorovodPeers, PeerLost
 from pytest_hpccomm.stacks.horovod.env import HorovodEnv
+from tests.stacks.horovod.test_horovod_gloo_timeout import environ
 
 CASE_TIMEOUT = 10.0  # the stall inspector speaks at 5 s (a third of it, at least 5 s)
 
@@ -40,19 +41,10 @@ def test_a_hung_case_names_where_each_rank_waits(horovod_env: HorovodEnv, contro
 
 
 def test_the_stall_inspector_speaks_before_the_harness_gives_up(horovod_env: HorovodEnv) -> None:
-    peers = HorovodPeers(horovod_env, "gloo", "loopback", case_timeout=CASE_TIMEOUT)
-    env = peers_env(peers)
-    assert float(env[STALL_CHECK_VAR]) < CASE_TIMEOUT
-    user = HorovodPeers(horovod_env, "gloo", "loopback", env={STALL_CHECK_VAR: "120"})
-    assert peers_env(user)[STALL_CHECK_VAR] == "120"
-
-
-def peers_env(peers: HorovodPeers) -> dict[str, str]:
-    from pytest_hpccomm.peer.channel import ControlServer
-
-    peers._server = ControlServer(None)
-    try:
-        return peers._env(2)
-    finally:
-        peers._server.close()
-        peers._server = None
+    """Real ranks: the stall inspector's period in their environment is under the case
+    timeout; a period the user set is kept."""
+    with HorovodPeers(horovod_env, "gloo", "loopback", case_timeout=CASE_TIMEOUT) as peers:
+        got = {environ(r.pid).get(STALL_CHECK_VAR) for r in peers.ranks}
+    assert len(got) == 1 and float(got.pop() or "inf") < CASE_TIMEOUT
+    with HorovodPeers(horovod_env, "gloo", "loopback", env={STALL_CHECK_VAR: "120"}) as peers:
+        assert {environ(r.pid).get(STALL_CHECK_VAR) for r in peers.ranks} == {"120"}
