@@ -30,7 +30,15 @@ def retry_ledger(monkeypatch: pytest.MonkeyPatch) -> list[retries.Retry]:
     return ledger
 
 
+EXTENDED = (
+    "extended: a test of the project beyond the test command's CI budget (minutes of emulated "
+    "guests or of repeated timed runs whose claim a default test already checks another way); "
+    "ci/test.sh deselects it, `bash ci/test.sh -m extended` runs these alone"
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", EXTENDED)
     expected_skips.register(config)  # HPCCOMM_EXPECTED_SKIPS=1 (ci/test.sh): others fail
     group_times.register(config)  # where the test command's time goes, per directory
 

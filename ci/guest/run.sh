@@ -154,7 +154,10 @@ else
     } >"$JOB/job.sh"
 fi
 
-accel_opts=(-accel tcg,thread=multi -cpu max)
+# TCG's CPU model: Nehalem (x86-64-v2, no AVX) rather than max, whose AVX2 TCG emulates
+# slowly and glibc's string functions and numpy then pick (benchmarks/RESULTS.md has the
+# boot-to-end times of one session under each); HPCCOMM_GUEST_CPU names another
+accel_opts=(-accel tcg,thread=multi -cpu "${HPCCOMM_GUEST_CPU:-Nehalem}")
 [ "$accel" = kvm ] && accel_opts=(-accel kvm -cpu host)
 # boot and power-off take 10-40 s under TCG on a loaded 2-core machine
 host_timeout=$((job_timeout + 180))

@@ -15,6 +15,9 @@ has the same libraries (ci/guest/packages.txt). On rxe:
   proven on h0's rxe0
 On siw (iwarp), where the port counts nothing: rsocket-compat proven by whose TCP it was, and
 a silent fallback caught the same way.
+
+The test command runs the fallback on rxe and the proof on siw; the rest is `extended`
+(tests/conftest.py: `bash ci/test.sh -m extended`), minutes each of emulated guests.
 """
 
 from __future__ import annotations
@@ -115,6 +118,8 @@ def proofs(results: Path) -> list[str]:
     )
 
 
+# extended: the replay of a defect of rdma-core 44 (rsocket alone cannot carry gRPC)
+@pytest.mark.extended
 def test_rsocket_alone_breaks_at_fcntl(
     guest_image: str, native: NativeBuild, tmp_path: Path
 ) -> None:
@@ -146,6 +151,8 @@ def test_a_silent_fallback_to_tcp_fails_the_proof_of_path(
     assert "did not cross the RDMA device" in message, message[-2000:]
 
 
+# extended: the runtime's positive path is the siw proof's too (every item, one boot)
+@pytest.mark.extended
 def test_rsocket_compat_carries_the_perf_suite_side_by_side(
     guest_image: str, native: NativeBuild, tmp_path: Path
 ) -> None:
@@ -177,6 +184,8 @@ def test_rsocket_compat_carries_the_perf_suite_side_by_side(
         assert sum(f"({metric})" in r for r in rows) == 5, (metric, rows)
 
 
+# extended: ~5 min of Hypothesis under TCG
+@pytest.mark.extended
 def test_rsocket_compat_passes_conformance_inside_the_runtime(
     guest_image: str, native: NativeBuild, tmp_path: Path
 ) -> None:
@@ -213,6 +222,8 @@ def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(
     ), got_proofs
 
 
+# extended: the fallback's proof is failed on rxe by default (a silent fallback to TCP)
+@pytest.mark.extended
 def test_a_silent_fallback_over_siw_is_caught(
     guest_image: str, native: NativeBuild, tmp_path: Path
 ) -> None:
@@ -231,6 +242,8 @@ def test_a_silent_fallback_over_siw_is_caught(
     assert "processes' own TCP sockets sent" in message, message[-2000:]
 
 
+# extended: ~8 min with two single-vCPU guests
+@pytest.mark.extended
 def test_rsocket_compat_across_two_guests(
     guest_image: str, native: NativeBuild, tmp_path: Path
 ) -> None:
