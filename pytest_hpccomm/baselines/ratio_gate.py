@@ -2,7 +2,7 @@
 over a reference build, both measured in the same session each night), which host drift
 cannot move as it moves raw medians.
 
-`judge_series`: Otava's change points on the ratios, kept only where both levels they separate
+`judge_series`: Otava's change points on the log ratios, kept only where both levels they separate
 last `min_segment` nights (one odd night is no level). A step is the ratio of the levels'
 geometric means with a Welch t interval on the log ratios; it fails the gate when it is worse
 beyond the tolerance, starts within the last `last` nights and has not gone away (a later
@@ -103,12 +103,14 @@ def judge_series(
         return SeriesGate(n, [], [], f"{n} paired nights; a step needs {2 * min_segment}")
     ratios = [float(r.ratio or 0.0) for r in paired]
     logs = np.log(np.asarray(ratios))
-    # each window holds two full levels and a night either side (history.DEFAULT_WINDOW)
+    # each window holds two full levels and a night either side (history.DEFAULT_WINDOW);
+    # on the log ratios: a ratio's spread grows with its level, so on the raw scale a large
+    # step widens its own level and Otava's t test loses it
     window = max(DEFAULT_WINDOW, 2 * min_segment + 2)
     found = {
         cp.index: cp
         for cp in change_points(
-            ratios, max_pvalue=max_pvalue, window_len=window, min_segment=min_segment
+            logs.tolist(), max_pvalue=max_pvalue, window_len=window, min_segment=min_segment
         )
     }
     cuts = sorted(found)

@@ -116,6 +116,20 @@ def test_a_candidate_only_step_fails_the_gate_at_its_night_naming_what_changed()
     assert judge_series(recs, tolerance=0.05, last=3).fired == []
 
 
+def test_a_multiplicative_step_is_found_on_the_log_scale_its_spread_grows_with() -> None:
+    """A paired ratio's spread scales with its level: under a 4x canary the nights' ratios
+    spread ~4x as wide. Otava on the raw ratios found no change point in these two series
+    (the osu_latency nights 1-6 of tests/integration/test_nightly_reference.py in one run);
+    on the log ratios, where the step is a shift of a series of one spread, it does."""
+    for ratios in (
+        [0.919, 1.135, 1.081, 3.66, 3.988, 5.639],
+        [0.981, 1.135, 1.123, 3.608, 3.88, 5.36],
+    ):
+        gate = judge_series(nights(ratios), tolerance=0.05, last=3)
+        assert [s.index for s in gate.fired] == [3], (ratios, gate)
+        assert gate.fired[0].p_value < 0.001
+
+
 def test_a_flat_ratio_series_has_no_step_whatever_the_raw_medians_did() -> None:
     ratios = noisy([(20, 1.0)])
     gate = judge_series(nights(ratios), tolerance=0.05, last=20)
