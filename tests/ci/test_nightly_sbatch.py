@@ -119,6 +119,8 @@ def test_baselines_then_a_passing_run_then_the_canary_fails(
     print(f"sbatch --wait: baselines {t1 - t0:.1f}s, run {t2 - t1:.1f}s, canary {t3 - t2:.1f}s")
 
 
+# extended: ~2 min; the reference nightly itself is tests/integration/test_nightly_reference.py
+@pytest.mark.extended
 def test_reference_mode_records_the_ratio_history_and_names_the_reference(
     slurm_hosts: VirtualSlurm, tmp_path: Path
 ) -> None:

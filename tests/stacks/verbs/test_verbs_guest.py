@@ -192,6 +192,9 @@ CLUSTER_ITEMS = {
 }
 
 
+# extended: ~6.5 min of two emulated guests; two-host placement runs by default in the
+# virtual cluster (tests/cluster) and over ssh (the stacks' test_*_hosts.py) on Ethernet
+@pytest.mark.extended
 def test_two_guest_cluster_carries_verbs_and_mpi_over_rxe(
     guest_image: str, tmp_path: Path, record_property: Any
 ) -> None:
