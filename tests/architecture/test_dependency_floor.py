@@ -29,6 +29,11 @@ UNIT_TESTS = (
     "tests/baselines/test_baselines_paired.py",
 )
 TOOLS = ("pytest", "hypothesis")  # what runs them; any version
+# a measurement of the host, not of numpy or scipy: it runs in the main environment, and a
+# second reading here only doubled the chance that a noisy host fails the floor's check
+HOST_MEASUREMENTS = (
+    "tests/measure/test_measure_host_speed.py::test_the_probes_own_noise_fits_its_band",
+)
 
 
 def floors() -> dict[str, str]:
@@ -85,7 +90,16 @@ def run_unit_tests(python: Path, timeout: float = 300) -> tuple[bool, str]:
     """(passed, output) of UNIT_TESTS under `python`, with this checkout on its path (the
     rootdir's pyproject) and nothing of this interpreter's environment."""
     res = run_job(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNIT_TESTS],
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *UNIT_TESTS,
+            *(f"--deselect={t}" for t in HOST_MEASUREMENTS),
+        ],
         {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")},
         timeout=timeout,
         cwd=ROOT,
