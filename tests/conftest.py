@@ -32,8 +32,8 @@ def retry_ledger(monkeypatch: pytest.MonkeyPatch) -> list[retries.Retry]:
 
 EXTENDED = (
     "extended: a test of the project beyond the test command's CI budget (minutes of emulated "
-    "guests or of repeated timed runs whose claim a default test already checks another way); "
-    "ci/test.sh deselects it, `bash ci/test.sh -m extended` runs these alone"
+    "guests or of repeated timed runs; CONTRIBUTING.md lists what the default run then leaves "
+    "unchecked); ci/test.sh deselects it, `bash ci/test.sh -m extended` runs these alone"
 )
 
 

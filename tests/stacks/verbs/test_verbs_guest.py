@@ -164,7 +164,7 @@ def test_planted_mr_without_remote_write_is_caught(guest_image: str, tmp_path: P
 
 
 CLUSTER_TIMEOUT = 1500
-# What fits CI: the items only two hosts have (the payload on both hosts' rxe counters, a cut
+# What fits a few minutes: the items only two hosts have (the payload on both hosts' rxe counters, a cut
 # link) for verbs and MPI, perftest's programs with their server on h1, and osu_latency at two
 # sizes, one job each: that they run across the hosts, not their statistics. The single-guest
 # tests run the whole verbs suite; the two-host run of everything (every OSU benchmark, up to
