@@ -1,8 +1,13 @@
 """Known answer for the MPI suite's osu_latency and osu_bw: the suite's own records against the
 project's independent C program (osu_pingpong.c, OSU's definitions written out plainly), both
 built on and run with the same Open MPI, 2 ranks, TCP over loopback (driver.loopback_launch),
-in this one test. The C program runs before and after the suite's job; its repetitions from
-both runs are pooled, so a drift of the machine during the test lands on both sides.
+in this one test.
+
+Launches of one program a few seconds apart land in different speed modes on a shared VM (two
+C jobs back to back read 64 KiB latency 73 and 47 us at their best, bandwidth 1639 and 2289
+MB/s): a job-level mode that no statistic inside a job removes. So the two sides alternate
+over ROUNDS rounds (C then suite, suite then C, ...), each round compares one job of each side
+with the same number of samples, and the test judges the median of the rounds' ratios.
 
 Both sides time the same loops (50 ping-pongs per sample; one window of 64 messages per
 sample), so they differ only by the peer's Python overhead and the machine's noise; the sizes
@@ -23,6 +28,7 @@ agree to 5 %; the MB constant is the peer's `/ 1e6` (peer.window).
 from __future__ import annotations
 
 import math
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -45,6 +51,7 @@ BOUND = math.sqrt(2.0)  # geometric midpoint between agreement (1) and a factor-
 LAT_SIZES = (65536,)
 BW_SIZES = (8192, 65536)
 PINGPONGS, WINDOWS, WINDOW, SAMPLES = 50, 1, 64, 80
+ROUNDS = 5  # odd: the median is one round's ratio
 # one sample = one batch of the same loop the C program times: `iterations` ping-pongs,
 # `loops` windows (batch_bytes large enough that no size gets fewer), fixed sample count
 SETTINGS = SweepSettings(
@@ -80,7 +87,8 @@ def build(tmp: Path) -> Path:
 
 
 def reference(runtime: MpiRuntime, binary: Path) -> dict[tuple[str, int], list[float]]:
-    """The C program's samples per (kind, size): latency in us, bw in MB/s."""
+    """One run of the C program (a job per kind): its samples per (kind, size), latency in
+    us, bw in MB/s."""
     out: dict[tuple[str, int], list[float]] = {}
     for kind, iters, skip, sizes in (
         ("latency", PINGPONGS, 20, LAT_SIZES),
@@ -106,17 +114,6 @@ def test_suite_osu_latency_and_bw_agree_with_the_c_reference(
     for checking the bound by hand: 2.0 must fail every point."""
     runtime = resolve("openmpi")
     binary = build(tmp_path)
-    before = reference(runtime, binary)
-    sweep = run_sweep(
-        runtime,
-        "loopback",
-        "osu_latency,osu_bw",
-        sorted(set(LAT_SIZES + BW_SIZES)),
-        SETTINGS,
-        slowdown=slowdown,
-    )
-    after = reference(runtime, binary)
-
     checks = [
         ("osu_latency", "latency", s, metrics.UNIT_LATENCY, Direction.LOWER_IS_BETTER)
         for s in LAT_SIZES
@@ -125,15 +122,38 @@ def test_suite_osu_latency_and_bw_agree_with_the_c_reference(
         ("osu_bw", "bw", s, metrics.UNIT_OSU_BANDWIDTH, Direction.HIGHER_IS_BETTER)
         for s in BW_SIZES
     ]
-    report: list[tuple[str, float, float]] = []
-    for bench, kind, size, unit, direction in checks:
-        m = measurements(sweep, bench, size, {"mpi": "openmpi"})[0]
-        assert (m.unit, m.direction, len(m.samples)) == (unit, direction, SAMPLES), m
-        ref = before[(kind, size)] + after[(kind, size)]
-        assert len(ref) == 2 * SAMPLES, (kind, size, ref)
-        best = min if direction is Direction.LOWER_IS_BETTER else max  # least disturbed
-        suite, c = best(m.samples), best(ref)
-        report.append((f"{bench} {size} B: suite {suite:.4g} {unit}, C {c:.4g}", suite / c, BOUND))
-    text = "\n".join(f"{line} (ratio {r:.3f}, bound {b:.3f})" for line, r, b in report)
+    # (bench, size) -> per round (suite's best, C's best)
+    rounds: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for n in range(ROUNDS):
+        c_first = n % 2 == 0  # C S, S C, ...: a drift over the test lands on both sides
+        c = reference(runtime, binary) if c_first else {}
+        sweep = run_sweep(
+            runtime,
+            "loopback",
+            "osu_latency,osu_bw",
+            sorted(set(LAT_SIZES + BW_SIZES)),
+            SETTINGS,
+            slowdown=slowdown,
+        )
+        c = c or reference(runtime, binary)
+        for bench, kind, size, unit, direction in checks:
+            m = measurements(sweep, bench, size, {"mpi": "openmpi"})[0]
+            assert (m.unit, m.direction, len(m.samples)) == (unit, direction, SAMPLES), m
+            ref = c[(kind, size)]
+            assert len(ref) == SAMPLES, (kind, size, ref)
+            best = min if direction is Direction.LOWER_IS_BETTER else max  # least disturbed
+            rounds.setdefault((bench, size), []).append((best(m.samples), best(ref)))
+    units = {(bench, size): unit for bench, _, size, unit, _ in checks}
+    report: list[tuple[str, float]] = []
+    for (bench, size), pairs in rounds.items():
+        ratios = [suite / c for suite, c in pairs]
+        each = ", ".join(f"{suite:.4g}/{c:.4g}" for suite, c in pairs)
+        report.append(
+            (
+                f"{bench} {size} B ({units[(bench, size)]}, suite/C per round: {each})",
+                statistics.median(ratios),
+            )
+        )
+    text = "\n".join(f"{line}: median ratio {r:.3f}, bound {BOUND:.3f}" for line, r in report)
     print(text)  # the agreement, also when it holds
-    assert all(1 / b < r < b for _, r, b in report), text
+    assert all(1 / BOUND < r < BOUND for _, r in report), text
