@@ -17,6 +17,7 @@ from dataclasses import dataclass
 CONTENTION = "cores shared"
 MPICH_INIT = "MPICH MPI_Init ep_enable"
 HOST_MOVED = "host speed moved between sessions"
+SESSION_SHARED = "gate session on shared cores"
 
 # cause -> how the code detects it, and why it is transient (not the stack's answer)
 CAUSES: dict[str, str] = {
@@ -31,6 +32,11 @@ CAUSES: dict[str, str] = {
     "survives (this VM type's MPI and gRPC jobs move between speed phases lasting "
     "minutes): the canary's ratio is not a known answer in that run, so the test's "
     "sessions run once more in a fresh directory, at most twice "
+    "(tests/integration/_paired.py)",
+    SESSION_SHARED: "a gate test's session judged a point on shared cores (its verdict gives "
+    "the contention guard's reason) after the guard's own retries, so the canary's ratio "
+    "is not a known answer in it: the test waits for a quiet window on the cores (at most "
+    "a minute) and runs its sessions once more in a fresh directory, at most twice "
     "(tests/integration/_paired.py)",
 }
 

@@ -21,7 +21,7 @@ import sqlite3
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
-from tests.integration._paired import canary_caught, clean_judged_no_change
+from tests.integration._paired import canary_caught, clean_judged_no_change, on_own_cores
 from tests.native_grpc import native_peer_or_skip
 
 SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
@@ -50,7 +50,10 @@ def test_paired_grpc_run_catches_the_candidates_canary(
     native_peer_or_skip(monkeypatch)
     pytester.copy_example(str(SUITE))
 
-    canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=2", timeout=600)
+    canary = on_own_cores(
+        lambda: pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=2", timeout=600),
+        pytester.path / "r.json",
+    )
     canary_caught(
         canary,
         pytester.path / "r.json",

@@ -22,7 +22,12 @@ from pathlib import Path
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
-from tests.integration._paired import bracketed, canary_caught, clean_judged_no_change
+from tests.integration._paired import (
+    bracketed,
+    canary_caught,
+    clean_judged_no_change,
+    on_own_cores,
+)
 from tests.native_grpc import native_peer_or_skip
 
 SUITE = SUITES_DIR / "grpc" / "test_perf_tf_grpc_bench.py"
@@ -70,7 +75,11 @@ def test_grpc_canary_fails_and_writes_no_history(
         assert history_runs(history) == 2
         return canary, rerun
 
-    canary, rerun = bracketed(sessions, pytester.path / "r.json", 1.5)
+    canary, rerun = bracketed(
+        lambda: on_own_cores(sessions, pytester.path / "canary.json"),
+        pytester.path / "r.json",
+        1.5,
+    )
     clean_judged_no_change(rerun, pytester.path / "r.json", 1)
     canary.stdout.fnmatch_lines(["*history: not recorded (canary run with --hpc-inject-slowdown)*"])
     canary_caught(

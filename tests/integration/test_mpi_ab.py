@@ -16,7 +16,7 @@ import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-from tests.integration._paired import canary_caught, clean_judged_no_change
+from tests.integration._paired import canary_caught, clean_judged_no_change, on_own_cores
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
@@ -50,7 +50,10 @@ def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(
     monkeypatch.setenv(CACHE_VAR, str(MPI_CACHE))
     pytester.copy_example(str(SUITE))
 
-    canary = pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=600)
+    canary = on_own_cores(
+        lambda: pytester.runpytest_subprocess(*ARGS, "--hpc-inject-slowdown=1.5", timeout=600),
+        pytester.path / "r.json",
+    )
     canary_caught(
         canary,
         pytester.path / "r.json",

@@ -22,7 +22,12 @@ import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
-from tests.integration._paired import bracketed, canary_caught, clean_judged_no_change
+from tests.integration._paired import (
+    bracketed,
+    canary_caught,
+    clean_judged_no_change,
+    on_own_cores,
+)
 
 MPI_CACHE = mpi_cache()  # read before pytester moves HOME
 SUITE = SUITES_DIR / "mpi" / "test_perf_osu.py"
@@ -71,7 +76,11 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(
         rerun = pytester.runpytest_subprocess(*args, "--hpc-results=rerun.json", timeout=300)
         return canary, rerun
 
-    canary, rerun = bracketed(sessions, pytester.path / "rerun.json", 1.5)
+    canary, rerun = bracketed(
+        lambda: on_own_cores(sessions, pytester.path / "canary.json"),
+        pytester.path / "rerun.json",
+        1.5,
+    )
     clean_judged_no_change(rerun, pytester.path / "rerun.json", 2)
     canary_caught(
         canary,

@@ -2,7 +2,8 @@
 a claim is stronger than chance over the run's points, or made without its evidence, and
 passes, with a warning, a claim within the rule's designed false-alarm rate. The host-move
 bracket reads the clean session after a canary against the canary's factor, retries once,
-counted, and fails on a second move."""
+counted, and fails on a second move; the shared-cores guard does the same for a session
+judged on shared cores, and only for the points asked."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.integration._paired import (
     bracketed,
     clean_judged_no_change,
     host_moved,
+    judged_on_shared_cores,
+    on_own_cores,
 )
 
 
@@ -142,3 +145,60 @@ def test_bracketed_runs_again_once_counted_and_fails_on_a_second_move(
     with pytest.raises(pytest.fail.Exception, match="twice in a row.*0.600x.*then.*0.650x"):
         bracketed(sessions, clean, 1.5)
     assert len(runs) == 4 and len(retry_ledger) == 2
+
+
+def shared(path: Path, *informational: str) -> Path:
+    """A results JSON with a point per informational text ("" for none)."""
+    doc = {
+        "results": [
+            {
+                "nodeid": f"t.py::test_x[p{i}]",
+                "key": "k",
+                "measurement": {"direction": "lower"},
+                "verdict": {"outcome": "inconclusive", "informational": text, "message": "m"},
+            }
+            for i, text in enumerate(informational)
+        ]
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+GUARD = "baseline measured on shared cores: other processes used 0.16 of 2 cores over 0.7 s"
+
+
+def test_shared_points_are_read_from_the_verdicts_and_only_among_those_asked(
+    tmp_path: Path,
+) -> None:
+    path = shared(tmp_path / "r.json", "", GUARD)
+    assert judged_on_shared_cores(path) == [f"p1]: {GUARD}"]
+    assert judged_on_shared_cores(path, lambda point: point.startswith("p0")) == []
+
+
+def test_a_shared_session_runs_again_once_after_a_wait_counted_and_fails_when_shared_twice(
+    tmp_path: Path, retry_ledger: list[retries.Retry]
+) -> None:
+    path = tmp_path / "r.json"
+    reads = iter([GUARD, "", GUARD, GUARD.replace("0.16", "0.30")])
+    runs: list[int] = []
+    waits: list[int] = []
+
+    def sessions() -> int:
+        shared(path, next(reads))
+        runs.append(len(runs))
+        return runs[-1]
+
+    def wait() -> str:
+        waits.append(1)
+        return "cores shared: still"
+
+    assert on_own_cores(sessions, path, wait=wait) == 1  # the second try's
+    assert [r.cause for r in retry_ledger] == [retries.SESSION_SHARED]
+    assert "0.16 of 2 cores" in retry_ledger[0].reason and len(waits) == 1
+    with pytest.raises(
+        pytest.fail.Exception, match="both tries.*0.16 of 2.*still shared before it.*0.30 of 2"
+    ):
+        on_own_cores(sessions, path, wait=wait)
+    assert len(runs) == 4 and len(retry_ledger) == 2 and len(waits) == 2
+    shared(path, "")
+    assert on_own_cores(lambda: 7, path, wait=wait) == 7 and len(waits) == 2  # quiet: once

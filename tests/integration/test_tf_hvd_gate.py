@@ -26,6 +26,7 @@ Horovod runs over gloo alone here (the stored test covers both controllers).
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from pytest_hpccomm.cluster.mpi import CACHE_VAR as MPI_CACHE_VAR
 from pytest_hpccomm.cluster.mpi import mpi_cache
 from pytest_hpccomm.stacks.horovod import env as hvd_build
 from pytest_hpccomm.stacks.tf import env as tf_env
-from tests.integration._paired import canary_caught, clean_judged_no_change
+from tests.integration._paired import canary_caught, clean_judged_no_change, on_own_cores
 
 ROOT = Path(__file__).resolve().parents[2]
 # read before pytester moves HOME: the bootstrap's environments
@@ -80,17 +81,22 @@ def test_a_canary_is_caught_against_a_fresh_baseline(
     suite, select = POINTS[stack]
     pytester.copy_example(str(ROOT / suite))
     args = [*select, *COMMON]
-    first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=900)
-    out = first.stdout.str()
-    if first.parseoutcomes().get("skipped") and not first.parseoutcomes().get("passed"):
-        pytest.skip(
-            f"stack {stack!r} is not set up here: "
-            f"{[ln for ln in first.stdout.lines if 'SKIPPED' in ln][:1]}"
-        )
-    passed = first.parseoutcomes().get("passed")
-    assert passed == {"tf": 1, "horovod": 2}[stack], out
-    assert (pytester.path / "bl" / "gate" / "ethernet" / f"{stack}.json").is_file(), out
-    canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5", timeout=900)
+
+    def sessions() -> pytest.RunResult:
+        shutil.rmtree(pytester.path / "bl", ignore_errors=True)
+        first = pytester.runpytest_subprocess(*args, "--hpc-update-baselines=all", timeout=900)
+        out = first.stdout.str()
+        if first.parseoutcomes().get("skipped") and not first.parseoutcomes().get("passed"):
+            pytest.skip(
+                f"stack {stack!r} is not set up here: "
+                f"{[ln for ln in first.stdout.lines if 'SKIPPED' in ln][:1]}"
+            )
+        passed = first.parseoutcomes().get("passed")
+        assert passed == {"tf": 1, "horovod": 2}[stack], out
+        assert (pytester.path / "bl" / "gate" / "ethernet" / f"{stack}.json").is_file(), out
+        return pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5", timeout=900)
+
+    canary = on_own_cores(sessions, pytester.path / "r.json", STRETCHED[stack])
     judged = canary_caught(canary, pytester.path / "r.json", None, stretched=STRETCHED[stack])
     assert all(v["tolerance"] == 0.05 for v in judged.values())
     if stack == "horovod":  # one images/s point per controller among the judged
@@ -126,7 +132,11 @@ def test_paired_run_catches_the_candidates_canary_and_not_a_clean_candidate(
         f"--hpc-ab-rounds={ROUNDS}",
         *COMMON,
     ]
-    canary = pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5", timeout=900)
+    canary = on_own_cores(
+        lambda: pytester.runpytest_subprocess(*args, "--hpc-inject-slowdown=1.5", timeout=900),
+        pytester.path / "r.json",
+        STRETCHED[stack],
+    )
     canary_caught(canary, pytester.path / "r.json", points, line, STRETCHED[stack])
     for r in json.loads((pytester.path / "r.json").read_text())["results"]:
         # both sides ran every round, and the result says which side was which
