@@ -142,7 +142,10 @@ def _one_series(
     cps: dict[int, ChangePoint] = {}
     try:
         found = change_points(
-            [p.median for p in points], max_pvalue=args.max_pvalue, min_magnitude=args.min_magnitude
+            [p.median for p in points],
+            max_pvalue=args.max_pvalue,
+            min_magnitude=args.min_magnitude,
+            log_scale=all(p.median > 0 for p in points),
         )
         cps = {cp.index: cp for cp in found}
     except RuntimeError:

@@ -442,12 +442,18 @@ def change_points(
     min_magnitude: float = 0.0,
     window_len: int = DEFAULT_WINDOW,
     min_segment: int = DEFAULT_MIN_SEGMENT,
+    log_scale: bool = False,
 ) -> list[ChangePoint]:
     """Change points of a series (Otava's compute_change_points: split + merge, Hunter), each
     between levels of at least `min_segment` runs; before/after are those levels' means.
 
     `max_pvalue` is the t-test threshold of Otava's merge step; `min_magnitude` drops changes
     smaller than that relative size. Series shorter than 3 points have none.
+
+    `log_scale`: find them on the logs of positive values (timings and rates, whose spread
+    grows with their level: on the raw scale a large step widens its own level and the t test
+    loses it); before/after are then the levels' geometric means, and `min_magnitude` applies
+    to their ratio.
     """
     try:
         from otava.analysis import compute_change_points
@@ -456,17 +462,38 @@ def change_points(
     if len(values) < 3:
         return []
     xs = [float(v) for v in values]
+    if log_scale and min(xs) <= 0.0:
+        raise ValueError(f"log-scale change points need positive values, got {min(xs)}")
+    ys = np.log(xs).tolist() if log_scale else xs
     found, _weak = compute_change_points(
-        xs, window_len=window_len, max_pvalue=max_pvalue, min_magnitude=min_magnitude
+        ys,
+        window_len=window_len,
+        max_pvalue=max_pvalue,
+        # on logs Otava's relative magnitude (of mean logs) means nothing: applied below
+        min_magnitude=0.0 if log_scale else min_magnitude,
     )
     p_of = {int(cp.index): float(cp.stats.pvalue) for cp in found}
+
+    def level(a: int, b: int) -> float:
+        return float(np.exp(np.mean(ys[a:b]))) if log_scale else float(np.mean(xs[a:b]))
+
     cuts = kept_levels(list(p_of), len(xs), min_segment)
+    while log_scale and min_magnitude > 0.0:
+        bounds = [0, *cuts, len(xs)]
+        small = [
+            i
+            for k, i in enumerate(cuts)
+            if abs(level(i, bounds[k + 2]) / level(bounds[k], i) - 1.0) < min_magnitude
+        ]
+        if not small:
+            break
+        cuts = [i for i in cuts if i != small[0]]  # drop one, then re-measure its neighbours
     bounds = [0, *cuts, len(xs)]
     return [
         ChangePoint(
             index=i,
-            before=float(np.mean(xs[bounds[k] : i])),
-            after=float(np.mean(xs[i : bounds[k + 2]])),
+            before=level(bounds[k], i),
+            after=level(i, bounds[k + 2]),
             p_value=p_of[i],
         )
         for k, i in enumerate(cuts)

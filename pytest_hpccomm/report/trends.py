@@ -128,7 +128,10 @@ def collect(
     for key in keys:
         records = store.records(key.system, key.fabric, key.stack, key.benchmark, key.params_key)
         found = find_change_points(
-            [r.median for r in records], max_pvalue=max_pvalue, min_magnitude=min_magnitude
+            [r.median for r in records],
+            max_pvalue=max_pvalue,
+            min_magnitude=min_magnitude,
+            log_scale=all(r.median > 0 for r in records),
         )
         changes = [
             Change(

@@ -230,3 +230,23 @@ def test_recorded_series_step_is_flagged_and_flat_is_not(size: str, tmp_path: Pa
     assert [cp.index for cp in cps] == [15]
     assert cps[0].rel_change == pytest.approx(0.10, abs=0.03)
     assert change_points(series["flat"]) == []
+
+
+def test_a_multiplicative_step_in_raw_medians_is_found_on_their_logs() -> None:
+    """Timings spread in proportion to their level: after a 4x step the nights spread ~4x as
+    wide. On the raw medians Otava finds no change in these series (a 4x canary's nightly
+    osu_latency ratios, times 20 us); on their logs the step is a shift of one spread."""
+    for ratios in (
+        [0.919, 1.135, 1.081, 3.66, 3.988, 5.639],
+        [0.981, 1.135, 1.123, 3.608, 3.88, 5.36],
+    ):
+        medians = [20.0 * r for r in ratios]
+        assert change_points(medians) == []  # the raw scale's miss, which log_scale mends
+        found = change_points(medians, log_scale=True)
+        assert [cp.index for cp in found] == [3], found
+        assert 3.5 < found[0].after / found[0].before < 5.0 and found[0].p_value < 0.001
+        # a magnitude floor above the step drops it; below it keeps it
+        assert change_points(medians, log_scale=True, min_magnitude=4.0) == []
+        assert len(change_points(medians, log_scale=True, min_magnitude=2.0)) == 1
+    with pytest.raises(ValueError, match="positive"):
+        change_points([1.0, 0.0, 2.0], log_scale=True)
