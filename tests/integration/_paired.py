@@ -110,20 +110,41 @@ def on_own_cores(
     counted (retries.SESSION_SHARED), the cores are given a quiet window (`wait`), and the
     sessions run once more; shared again, the test fails naming both tries: this run could
     not test the gate."""
+    return _once_more(
+        sessions,
+        lambda: judged_on_shared_cores(results, stretched),
+        retries.SESSION_SHARED,
+        wait,
+        lambda first, still, again: (
+            "the gate could not be tested: both tries of the sessions "
+            f"judged points on shared cores: {first}; then "
+            f"({f'still shared before it: {still}' if still else 'a quiet window before it'}) "
+            f"{again}"
+        ),
+    )
+
+
+def _once_more(
+    sessions: Callable[[], T],
+    found: Callable[[], list[str]],
+    cause: str,
+    between: Callable[[], str],
+    failure: Callable[[str, str, str], str],
+) -> T:
+    """The one rerun of on_own_cores and bracketed: run `sessions`; when `found()` names what
+    kept it from testing the gate, count a retry for `cause`, call `between` (its text goes
+    to `failure`), run once more, and fail with failure(first, between's, second) when
+    `found()` names something again."""
     first = sessions()
-    shared = judged_on_shared_cores(results, stretched)
+    shared = found()
     if not shared:
         return first
-    retries.count(retries.SESSION_SHARED, reason="; ".join(shared))
-    still = wait()
+    retries.count(cause, reason="; ".join(shared))
+    still = between()
     second = sessions()
-    again = judged_on_shared_cores(results, stretched)
+    again = found()
     if again:
-        before = f"still shared before it: {still}" if still else "a quiet window before it"
-        pytest.fail(
-            "the gate could not be tested: both tries of the sessions judged points on shared "
-            f"cores: {'; '.join(shared)}; then ({before}) {'; '.join(again)}"
-        )
+        pytest.fail(failure("; ".join(shared), still, "; ".join(again)))
     return second
 
 
@@ -244,16 +265,13 @@ def bracketed(sessions: Callable[[], T], clean: Path, factor: float) -> T:
     host did not move beyond what the canary survives (host_moved). A move is counted as a
     retry (retries.HOST_MOVED) and the sessions run once more; a second move fails the test,
     naming both: with the host moving that often, this run cannot test the gate."""
-    first = sessions()
-    moved = host_moved(clean, factor)
-    if not moved:
-        return first
-    retries.count(retries.HOST_MOVED, reason="; ".join(moved))
-    second = sessions()
-    again = host_moved(clean, factor)
-    if again:
-        pytest.fail(
-            "the host's speed moved between the sessions twice in a row, so the canary's "
-            f"ratio was no known answer in either: {'; '.join(moved)}; then {'; '.join(again)}"
-        )
-    return second
+    return _once_more(
+        sessions,
+        lambda: host_moved(clean, factor),
+        retries.HOST_MOVED,
+        lambda: "",
+        lambda first, _, again: (
+            "the host's speed moved between the sessions twice in a row, "
+            f"so the canary's ratio was no known answer in either: {first}; then {again}"
+        ),
+    )
