@@ -36,8 +36,9 @@ CAUSES: dict[str, str] = {
     SESSION_SHARED: "a gate test's session judged a point on shared cores (its verdict gives "
     "the contention guard's reason) after the guard's own retries, so the canary's ratio "
     "is not a known answer in it: the test waits for a quiet window on the cores (at most "
-    "a minute) and runs its sessions once more in a fresh directory, at most twice "
-    "(tests/integration/_paired.py)",
+    "a minute) and runs its sessions once more in a fresh directory, at most twice; shared "
+    "again by the hypervisor's steal alone, the test checks that the gate said INCONCLUSIVE "
+    "naming it and skips: no quiet cores on this machine (tests/integration/_paired.py)",
 }
 
 

@@ -22,11 +22,16 @@ a second such move fails the test naming it (bracketed).
 Likewise a session whose point was judged on shared cores after the contention guard's own
 retries (a burst of hypervisor steal outlasts them: its jobs take a second) has no known answer:
 the test waits for a quiet window and runs its sessions once more (retries.SESSION_SHARED,
-counted), and fails naming both tries when the second is shared too (on_own_cores)."""
+counted), and fails naming both tries when the second is shared too (on_own_cores). Only where
+every point of both tries shared its cores with the hypervisor alone (its steal accounts for
+what the guard saw; no process of this machine did) are quiet cores absent, as hardware is: the
+test then checks that the gate said so, each such point INCONCLUSIVE naming the guard's reason,
+and skips with both tries' readings (cores_stolen)."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -37,7 +42,7 @@ import pytest
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.baselines.verdict import DEFAULT_ALPHA
-from pytest_hpccomm.proc.cpu_share import CpuMeter
+from pytest_hpccomm.proc.cpu_share import QUIET_CORES, QUIET_FRACTION, CpuMeter
 
 T = TypeVar("T")
 
@@ -87,6 +92,29 @@ def judged_on_shared_cores(path: Path, stretched: Callable[[str], bool] | None =
     ]
 
 
+# the contention guard's reading, as CpuShare.describe() words it
+_READING = re.compile(
+    r"other processes used (?P<foreign>[\d.]+) of (?P<cpus>\d+) cores over [\d.]+ s"
+    r"(?:, (?P<steal>[\d.]+) stolen by the hypervisor)?"
+)
+
+
+def stolen_only(reason: str) -> bool:
+    """Whether a guard's reason (CpuShare.disturbed, or a verdict's text quoting it) reads a
+    share the hypervisor's steal accounts for: what this machine's other processes used
+    (the foreign cores less the stolen ones) within the guard's quiet limit. False when the
+    reason holds no reading."""
+    hits = list(_READING.finditer(reason))
+    if not hits:
+        return False
+    for hit in hits:
+        cpus = int(hit["cpus"])
+        steal = float(hit["steal"] or 0.0)
+        if float(hit["foreign"]) - steal > max(QUIET_CORES, QUIET_FRACTION * cpus):
+            return False
+    return True
+
+
 def quiet_window(window_s: float = QUIET_WINDOW_S, wait_s: float = QUIET_WAIT_S) -> str:
     """Wait until the cores were this process tree's for `window_s` (the contention guard's
     rule), at most about `wait_s`; "" once quiet, else the last window's reason."""
@@ -109,10 +137,18 @@ def on_own_cores(
     point of `results` (among `stretched`) was judged on shared cores. A shared try is
     counted (retries.SESSION_SHARED), the cores are given a quiet window (`wait`), and the
     sessions run once more; shared again, the test fails naming both tries: this run could
-    not test the gate."""
+    not test the gate. Shared both times with the hypervisor alone (stolen_only), it checks
+    the gate's refusal and skips instead (cores_stolen)."""
+    tries: list[str] = []
+
+    def found() -> list[str]:
+        got = judged_on_shared_cores(results, stretched)
+        tries.append("; ".join(got))
+        return got
+
     return _once_more(
         sessions,
-        lambda: judged_on_shared_cores(results, stretched),
+        found,
         retries.SESSION_SHARED,
         wait,
         lambda first, still, again: (
@@ -121,6 +157,29 @@ def on_own_cores(
             f"({f'still shared before it: {still}' if still else 'a quiet window before it'}) "
             f"{again}"
         ),
+        absent=lambda: cores_stolen(results, stretched, tries),
+    )
+
+
+def cores_stolen(results: Path, stretched: Callable[[str], bool] | None, tries: list[str]) -> None:
+    """After two shared tries (`tries`: their guard readings): when every reading is the
+    hypervisor's steal alone, the cores the test needs are absent. Each shared point must
+    then be INCONCLUSIVE with the guard's reason in its message (the gate saying it cannot
+    decide, and why), and the test skips naming both tries; else it returns (and the test
+    fails)."""
+    if not all(tries) or not all(stolen_only(t) for t in tries):
+        return
+    for point, v in verdicts(results).items():
+        if (stretched is None or stretched(point)) and shared_reason(v):
+            assert v["outcome"] == "inconclusive", (
+                f"{point}: judged on shared cores, yet {v['outcome']}: {v['message']}"
+            )
+            assert "shared" in (v.get("message") or ""), (
+                f"{point}: the verdict does not name the shared cores: {v['message']}"
+            )
+    pytest.skip(
+        "cores stolen by the hypervisor in both tries (no process of this machine shared "
+        "them; the gate said INCONCLUSIVE with that reason, checked): " + " | then: ".join(tries)
     )
 
 
@@ -130,11 +189,12 @@ def _once_more(
     cause: str,
     between: Callable[[], str],
     failure: Callable[[str, str, str], str],
+    absent: Callable[[], None] = lambda: None,
 ) -> T:
     """The one rerun of on_own_cores and bracketed: run `sessions`; when `found()` names what
     kept it from testing the gate, count a retry for `cause`, call `between` (its text goes
     to `failure`), run once more, and fail with failure(first, between's, second) when
-    `found()` names something again."""
+    `found()` names something again, unless `absent()` skips first."""
     first = sessions()
     shared = found()
     if not shared:
@@ -144,6 +204,7 @@ def _once_more(
     second = sessions()
     again = found()
     if again:
+        absent()
         pytest.fail(failure("; ".join(shared), still, "; ".join(again)))
     return second
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm import retries
+from pytest_hpccomm.proc.cpu_share import CpuShare
 from tests.integration._paired import (
     CLEAN_RUN_ALPHA,
     bracketed,
@@ -20,6 +21,7 @@ from tests.integration._paired import (
     host_moved,
     judged_on_shared_cores,
     on_own_cores,
+    stolen_only,
 )
 
 
@@ -155,7 +157,12 @@ def shared(path: Path, *informational: str) -> Path:
                 "nodeid": f"t.py::test_x[p{i}]",
                 "key": "k",
                 "measurement": {"direction": "lower"},
-                "verdict": {"outcome": "inconclusive", "informational": text, "message": "m"},
+                "verdict": {
+                    "outcome": "inconclusive",
+                    "informational": text,
+                    # as not_evidence words it: the reason in the message too
+                    "message": f"inconclusive: m [{text}]" if text else "m",
+                },
             }
             for i, text in enumerate(informational)
         ]
@@ -202,3 +209,52 @@ def test_a_shared_session_runs_again_once_after_a_wait_counted_and_fails_when_sh
     assert len(runs) == 4 and len(retry_ledger) == 2 and len(waits) == 2
     shared(path, "")
     assert on_own_cores(lambda: 7, path, wait=wait) == 7 and len(waits) == 2  # quiet: once
+
+
+def reading(foreign: float, steal: float) -> str:
+    """The guard's own words for a share (CpuShare.disturbed), so the parser follows them."""
+    own = 1.0
+    return CpuShare(
+        wall=1.0, cpus=2, busy_cores=own + foreign, own_cores=own, steal_cores=steal
+    ).disturbed
+
+
+def test_a_share_the_hypervisors_steal_accounts_for_is_read_as_stolen_only() -> None:
+    assert stolen_only(reading(0.22, 0.26))  # the CI machine's: steal above the foreign share
+    assert stolen_only(reading(0.30, 0.21))  # 0.09 left to this machine's processes: quiet
+    assert not stolen_only(reading(0.30, 0.15))  # 0.15 by a process here: a neighbour
+    assert not stolen_only(reading(0.40, 0.0))  # no steal printed at all
+    assert not stolen_only("cores shared with other processes")  # no reading: not assumed
+    # every reading of a joined text counts, a baseline's as the guard quotes it too
+    both = f"p0]: {reading(0.22, 0.26)}; p1]: baseline measured on shared cores: " + reading(
+        0.3, 0.1
+    ).removeprefix("cores shared: ")
+    assert not stolen_only(both)
+
+
+def test_stolen_cores_twice_check_the_gates_refusal_and_skip(
+    tmp_path: Path, retry_ledger: list[retries.Retry]
+) -> None:
+    path = tmp_path / "r.json"
+    stolen = reading(0.22, 0.26)
+
+    def sessions() -> int:
+        shared(path, "", stolen)
+        return 0
+
+    with pytest.raises(pytest.skip.Exception, match="cores stolen by the hypervisor in both"):
+        on_own_cores(sessions, path, wait=lambda: "")
+    assert [r.cause for r in retry_ledger] == [retries.SESSION_SHARED]
+
+    def claimed() -> int:  # the gate called a regression on those cores: not its refusal
+        doc = json.loads(shared(path, stolen).read_text())
+        doc["results"][0]["verdict"].update(outcome="regression", message="regression: x")
+        path.write_text(json.dumps(doc))
+        return 0
+
+    with pytest.raises(AssertionError, match="judged on shared cores, yet regression"):
+        on_own_cores(claimed, path, wait=lambda: "")
+
+    neighbour = reading(0.40, 0.05)  # a process of this machine: the test fails, no skip
+    with pytest.raises(pytest.fail.Exception, match="both tries"):
+        on_own_cores(lambda: shared(path, neighbour) and 0, path, wait=lambda: "")
