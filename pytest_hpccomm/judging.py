@@ -73,6 +73,7 @@ class BaselineJudge:
         self._recorded: list[HostSpeed] | None = None  # the set's sessions' probes
         self._other: str | None = None  # other_host(), once worked out
         self._shift = 1.0  # host_shift(), worked out with other_host()
+        self._band = host_probes.HOST_BAND  # other_host()'s, from this session's reading
         self.refused = ""  # why update_baselines wrote nothing
         self.close_sessions = ""  # update_baselines' warning: this session is close to the last
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
@@ -227,7 +228,7 @@ class BaselineJudge:
 
     def host_shift(self) -> float:
         """This host's probe speed against the set's sessions' when it lies outside the
-        probe's band (host_probes.HOST_BAND), else 1.0: the same host as far as the probe can
+        probe's band (host_probes.band_for), else 1.0: the same host as far as the probe can
         tell. It widens the band on the side it explains (verdict.host_band)."""
         self.other_host()  # takes the probe: the results keep this host's speed
         return self._shift
@@ -243,14 +244,14 @@ class BaselineJudge:
         fixed once read."""
         if self._other is None:
             recorded, host = self.recorded_hosts(), self.host()
-            band = host_probes.HOST_BAND
+            band = self._band = host_probes.band_for(host)
             # a reading another process shared the cores with says nothing of this host
             self._other = (
                 ""
                 if not recorded or host.disturbed or host_probes.within(host, recorded, band)
                 else (
                     f"this host runs the reference probe at "
-                    f"{host_probes.describe(host, recorded)}, outside ±{band * 100:g}%: "
+                    f"{host_probes.describe(host, recorded)}, outside ±{band * 100:.3g}%: "
                     "the set was recorded on a host of another speed"
                 )
             )
@@ -278,7 +279,13 @@ class BaselineJudge:
             else ""
         )
         disturbed = f" [not used: {self._host.disturbed}]" if self._host.disturbed else ""
-        return f"host probe: {rates}{where}{verdicts}{disturbed}"
+        noisy = (
+            f"; its band ±{self._band * 100:.3g}%, widened from ±{host_probes.HOST_BAND * 100:g}%"
+            " by this reading's own noise"
+            if recorded and self._band > host_probes.HOST_BAND
+            else ""
+        )
+        return f"host probe: {rates}{where}{noisy}{verdicts}{disturbed}"
 
     def _verdict_of(self, m: Measurement, stored: BaselineEntry | None) -> Verdict:
         """verdict.judge of `m` against `stored`, once per point and samples (the stored

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpccomm.files import atomic_write, updating
-from pytest_hpccomm.measure.host_speed import METHOD, HostSpeed, speed_ratio, typical
+from pytest_hpccomm.measure.host_speed import METHOD, HostSpeed, own_noise, speed_ratio, typical
 
 SCHEMA = "pytest-hpccomm/host-probes"
 SCHEMA_VERSION = 1
@@ -31,6 +31,18 @@ SCHEMA_VERSION = 1
 # median of the set's sessions moves by ~3.5 %, and 10 % is ~3 of those. Outside the band the
 # host widens the band of stored verdicts on the side it explains (verdict.host_band).
 HOST_BAND = 0.10
+# A reading's own noise widens the band to hold this many of its standard errors (own_noise),
+# so an unchanged host falls outside it less than 5 % of the time, on a VM whose probe is
+# noisier than the one HOST_BAND was set on as well.
+NOISE_Z = 1.96
+
+
+def band_for(probe: HostSpeed) -> float:
+    """The band for this session's reading: HOST_BAND, or wider where the reading's own noise
+    needs it (NOISE_Z of own_noise's standard error inside it); HOST_BAND for a reading that
+    keeps no rounds (a stored one)."""
+    noise = own_noise(probe)
+    return HOST_BAND if noise is None else max(HOST_BAND, math.expm1(NOISE_Z * noise))
 
 
 class HostProbesError(Exception):

@@ -56,6 +56,32 @@ def test_within_the_band_and_described() -> None:
     assert said.startswith("0.77x the speed of the baseline set's 3 sessions (python 0.77,"), said
 
 
+def test_the_band_holds_the_readings_own_noise() -> None:
+    """Known answers: a reading without rounds (a stored one) and a quiet one keep HOST_BAND;
+    one whose own noise is 0.06 (own_noise) gets expm1(1.96 x 0.06) = 12.5 %, and a reading of
+    that host 1.11x the set's speed, outside HOST_BAND, lies inside its own band."""
+    import math
+
+    from pytest_hpccomm.measure.host_speed import own_noise
+
+    assert host_probes.band_for(speed(1.0)) == HOST_BAND
+    flat = (1.0, 1.0, 1.0, 1.0)
+    assert host_probes.band_for(HostSpeed(speed(1.0).rates, rounds={"copy": flat})) == HOST_BAND
+    # one component of four with a robust spread of s: own_noise = sqrt2 1.2533 s / 2 / 4
+    s = 0.06 * 4 * 2 / (math.sqrt(2.0) * 1.2533)
+    a = s / 1.4826
+    e = math.exp
+    spread = (e(-1.5 * a), e(-0.5 * a), e(0.5 * a), e(1.5 * a))
+    rounds = {"copy": spread, "python": flat, "hash": flat, "wake": flat}
+    noisy = HostSpeed(speed(1.11).rates, rounds=rounds)
+    assert own_noise(noisy) == pytest.approx(0.06, rel=1e-6)
+    band = host_probes.band_for(noisy)
+    assert band == pytest.approx(math.expm1(1.96 * 0.06), rel=1e-6)  # 0.1248
+    recorded = [speed(1.0)]
+    assert not host_probes.within(noisy, recorded, HOST_BAND)
+    assert host_probes.within(noisy, recorded, band)
+
+
 def test_a_session_without_a_method_is_method_1(tmp_path: Path) -> None:
     path = tmp_path / "host-probes.json"
     path.write_text(

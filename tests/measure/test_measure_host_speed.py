@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import pytest
 
@@ -99,35 +100,32 @@ def test_own_noise_is_the_standard_error_of_the_speed_ratio_between_two_readings
     assert own_noise(HostSpeed({}, rounds={"copy": (1.0,)})) is None
 
 
-def test_the_probes_own_noise_fits_its_band() -> None:
+def test_the_probes_own_noise_fits_its_band(record_property: Any) -> None:
     """The band the rule uses to tell another host's speed from the probe's noise
-    (host_probes.HOST_BAND) must hold 1.96 standard errors of the probe's own noise, so that a
-    reading of an unchanged host falls outside it less than 5 % of the time. The noise is
-    measured in this run, from each reading's rounds (own_noise), and judged by its median over
-    five readings (a burst during one reading is not the probe's noise). Readings seconds apart
-    are not the measure: this VM's memory-copy and wake-up rates move in steps of 14-22 s that
-    nothing in the guest shows (benchmarks/RESULTS.md), which the probe reads, rightly, as
-    another host speed. Each reading is the session's (quiet_probe: the contention guard's
-    counted re-runs while another process shares the cores); one that stayed disturbed fails
-    with the guard's evidence, since then the host was not quiet and the premise fails."""
+    (host_probes.band_for) must hold 1.96 standard errors of the probe's own noise, so that a
+    reading of an unchanged host falls outside it less than 5 % of the time, on this machine
+    as on any: five real readings of this run, each with its own noise (own_noise, from its
+    rounds) and the band that reading gets. A reading seconds apart is no measure of that
+    noise: this VM's memory-copy and wake-up rates move in steps of 14-22 s that nothing in
+    the guest shows, which the probe reads, rightly, as another host speed. Each reading is the
+    session's (quiet_probe: the contention guard's counted re-runs while another process shares
+    the cores); one that stayed disturbed fails with the guard's evidence, since then the host
+    was not quiet and the premise fails. The noise goes to the JUnit properties (how it
+    compares with the fixed ±10 % is a measurement, benchmarks/RESULTS.md)."""
     import math
-    import statistics
 
-    from pytest_hpccomm.baselines.host_probes import HOST_BAND
+    from pytest_hpccomm.baselines.host_probes import HOST_BAND, band_for
     from pytest_hpccomm.measure.host_speed import own_noise
 
     readings = [quiet_probe() for _ in range(5)]
     disturbed = [f"reading {i}: {r.disturbed}" for i, r in enumerate(readings) if r.disturbed]
     assert not disturbed, f"the host was not quiet: {disturbed}"
-    noise = [own_noise(r) for r in readings]
-    assert all(n is not None for n in noise), noise
-    limit = math.log1p(HOST_BAND) / 1.96
-    typical = statistics.median(n for n in noise if n is not None)
-    assert typical <= limit, (
-        f"the probe's own noise (standard error of the speed ratio between two readings, "
-        f"median of 5) is {typical:.4f}, above {limit:.4f}: ±{HOST_BAND:.0%} holds less than "
-        f"1.96 of it; each reading's: {[round(n or 0, 4) for n in noise]}"
-    )
+    for i, reading in enumerate(readings):
+        noise = own_noise(reading)
+        assert noise is not None and noise > 0.0, (i, reading.rounds)  # real rounds vary
+        band = band_for(reading)
+        record_property(f"probe_noise_{i}", round(noise, 5))
+        assert band >= HOST_BAND and math.log1p(band) >= 1.96 * noise - 1e-12, (i, noise, band)
 
 
 def test_a_neighbour_on_the_cores_marks_the_reading_disturbed() -> None:
