@@ -144,6 +144,13 @@ def _said(job: JobResult, lines: int = 12) -> str:
     return "\n".join(out)
 
 
+def line_buffered() -> list[str]:
+    """The prefix that makes a program's stdout line-buffered (coreutils' stdbuf; [] where it
+    is missing): perftest writes to a file, block-buffered, and a side killed on its timeout
+    would take its last lines (where it waited) with it."""
+    return ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
+
+
 def run_pair(
     program: str,
     sel: FabricSelection,
@@ -157,6 +164,7 @@ def run_pair(
     port = next(_ports)
     argv = command(program, sel, size, iterations, port)
     if remote is None:
+        argv = [*line_buffered(), *argv]
         server = start_job(argv, timeout=timeout + 30, label=f"{program} server")
         target = sel.address or "127.0.0.1"
     else:

@@ -72,7 +72,9 @@ def test_a_failed_client_runs_once_and_names_a_known_defect_only_by_its_symptom(
             64,
             200,
         )
-    assert made == [["ib_send_lat", "10.0.0.1"]]
+    # line-buffered: what a side killed on its timeout printed reaches the message
+    assert made == [[*perftest.line_buffered(), "ib_send_lat", "10.0.0.1"]]
+    assert perftest.line_buffered() == ["stdbuf", "-oL"]  # coreutils: there on every host
     assert failed.value.defect == defect
     assert server.waited == 0, "the server was waited for after its client failed"
     # what the program printed before its last line is in the message (the cause, usually)
