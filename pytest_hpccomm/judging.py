@@ -73,7 +73,6 @@ class BaselineJudge:
         self._recorded: list[HostSpeed] | None = None  # the set's sessions' probes
         self._other: str | None = None  # other_host(), once worked out
         self._shift = 1.0  # host_shift(), worked out with other_host()
-        self._band = host_probes.HOST_BAND  # other_host()'s, from this session's reading
         self.refused = ""  # why update_baselines wrote nothing
         self.close_sessions = ""  # update_baselines' warning: this session is close to the last
         self._loaded: dict[str, dict[str, BaselineEntry]] = {}
@@ -244,7 +243,7 @@ class BaselineJudge:
         fixed once read."""
         if self._other is None:
             recorded, host = self.recorded_hosts(), self.host()
-            band = self._band = host_probes.band_for(host)
+            band = host_probes.band_for(host)
             # a reading another process shared the cores with says nothing of this host
             self._other = (
                 ""
@@ -279,10 +278,11 @@ class BaselineJudge:
             else ""
         )
         disturbed = f" [not used: {self._host.disturbed}]" if self._host.disturbed else ""
+        band = host_probes.band_for(self._host)
         noisy = (
-            f"; its band ±{self._band * 100:.3g}%, widened from ±{host_probes.HOST_BAND * 100:g}%"
+            f"; its band ±{band * 100:.3g}%, widened from ±{host_probes.HOST_BAND * 100:g}%"
             " by this reading's own noise"
-            if recorded and self._band > host_probes.HOST_BAND
+            if recorded and band > host_probes.HOST_BAND
             else ""
         )
         return f"host probe: {rates}{where}{noisy}{verdicts}{disturbed}"

@@ -30,6 +30,11 @@ _BUSY_FIELDS = (0, 1, 2, 7)  # user nice system steal (not idle, iowait, irq, so
 _STEAL = 7
 
 
+def quiet_limit(cpus: int) -> float:
+    """The foreign cores a job on `cpus` cores may see and still count as quiet."""
+    return max(QUIET_CORES, QUIET_FRACTION * cpus)
+
+
 def _machine() -> tuple[float, float, int | None]:
     """(busy, steal) seconds of all CPUs since boot, and the run queue (procs_running), from
     one read of /proc/stat."""
@@ -113,7 +118,7 @@ class CpuShare:
 
     @property
     def quiet_limit(self) -> float:
-        return max(QUIET_CORES, QUIET_FRACTION * self.cpus)
+        return quiet_limit(self.cpus)
 
     @property
     def disturbed(self) -> str:

@@ -42,7 +42,7 @@ import pytest
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.baselines.verdict import DEFAULT_ALPHA
-from pytest_hpccomm.proc.cpu_share import QUIET_CORES, QUIET_FRACTION, CpuMeter
+from pytest_hpccomm.proc.cpu_share import CpuMeter, quiet_limit
 
 T = TypeVar("T")
 
@@ -107,12 +107,10 @@ def stolen_only(reason: str) -> bool:
     hits = list(_READING.finditer(reason))
     if not hits:
         return False
-    for hit in hits:
-        cpus = int(hit["cpus"])
-        steal = float(hit["steal"] or 0.0)
-        if float(hit["foreign"]) - steal > max(QUIET_CORES, QUIET_FRACTION * cpus):
-            return False
-    return True
+    return all(
+        float(hit["foreign"]) - float(hit["steal"] or 0.0) <= quiet_limit(int(hit["cpus"]))
+        for hit in hits
+    )
 
 
 def quiet_window(window_s: float = QUIET_WINDOW_S, wait_s: float = QUIET_WAIT_S) -> str:
@@ -167,7 +165,7 @@ def cores_stolen(results: Path, stretched: Callable[[str], bool] | None, tries: 
     then be INCONCLUSIVE with the guard's reason in its message (the gate saying it cannot
     decide, and why), and the test skips naming both tries; else it returns (and the test
     fails)."""
-    if not all(tries) or not all(stolen_only(t) for t in tries):
+    if not all(stolen_only(t) for t in tries):
         return
     for point, v in verdicts(results).items():
         if (stretched is None or stretched(point)) and shared_reason(v):
