@@ -99,9 +99,7 @@ def where_they_wait(
     for seen in dumps.take(list(label_of)):
         label = label_of[seen.pid]
         lines += [f"  {label}: {innermost(b)}" for b in seen.python]
-        rows = Counter(
-            row for row in native_summary(seen.native) if any(w in row.lower() for w in runtime)
-        )  # a runtime's idle event loops are alike
+        rows = Counter(native_summary(seen.native, words=runtime))  # idle event loops are alike
         lines += [f"  {label} native: {row}" + f" (x{k})" * (k > 1) for row, k in rows.items()]
         full += [f"== {label} (pid {seen.pid}), Python\n{b}" for b in seen.python]
         if seen.native:
@@ -160,17 +158,22 @@ def native_stacks(pid: int, timeout: float = GDB_TIMEOUT) -> str:
     return done.stdout if "Thread " in done.stdout else ""
 
 
-def native_summary(text: str, limit: int = 4) -> list[str]:
-    """One line per thread of a gdb backtrace: its innermost `limit` function names."""
+def native_summary(text: str, limit: int = 4, words: Sequence[str] = ()) -> list[str]:
+    """One line per thread of a gdb backtrace: its innermost `limit` named functions (gdb's
+    "??", a frame without a symbol, names nothing). With `words` (lower case), only the threads
+    with a frame naming one of them, and the line runs on to the innermost such frame: a rank
+    polling in libevent shows `epoll_wait < event_base_loop < opal_progress`, whatever depth
+    of anonymous frames lies between."""
     rows: list[str] = []
     frames: list[str] = []
     for line in text.splitlines() + ["Thread end"]:
         if line.startswith("Thread "):
-            if frames:
-                rows.append(" < ".join(frames[:limit]))
+            names = [i for i, f in enumerate(frames) if any(w in f.lower() for w in words)]
+            if frames and (names or not words):
+                rows.append(" < ".join(frames[: max(limit, names[0] + 1 if names else 0)]))
             frames = []
             continue
         m = _GDB_FRAME.match(line)
-        if m:
+        if m and m["func"] != "??":
             frames.append(m["func"])
     return rows

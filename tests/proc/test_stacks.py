@@ -119,6 +119,41 @@ def test_summaries_of_known_texts() -> None:
     ]
 
 
+def test_a_rank_polling_in_libevent_is_named_by_its_runtime_frames() -> None:
+    # rank 1 of a hung Open MPI 5 receive, as gdb printed it: the innermost four frames are
+    # libevent's (two without a symbol); the runtime's frames lie below them
+    gdb = (
+        'Thread 3 (Thread 0x7fe4 (LWP 25458) "python"):\n'
+        "#0  0x00007fe4 in epoll_wait (epfd=8, events=0x55, maxevents=32, timeout=119940) at"
+        " epoll_wait.c:30\n"
+        "#1  0x00007fe4 in ?? () from /x/openmpi/lib/openmpi/libevent_core-2.1.so.7\n"
+        "#2  0x00007fe4 in event_base_loop () from /x/openmpi/lib/openmpi/libevent_core-2.1.so.7\n"
+        "#3  0x00007fe4 in ?? () from /x/openmpi/lib/openmpi/libpmix.so.2\n"
+        "#4  0x00007fe4 in start_thread (arg=<optimized out>) at pthread_create.c:442\n"
+        "#5  0x00007fe4 in clone3 () at clone3.S:81\n"
+        "\n"
+        'Thread 1 (Thread 0x7fe4 (LWP 25453) "python"):\n'
+        "#0  0x00007fe4 in epoll_wait (epfd=3, events=0x55, maxevents=32, timeout=0) at"
+        " epoll_wait.c:30\n"
+        "#1  0x00007fe4 in ?? () from /x/openmpi/lib/openmpi/libevent_core-2.1.so.7\n"
+        "#2  0x00007fe4 in event_base_loop () from /x/openmpi/lib/openmpi/libevent_core-2.1.so.7\n"
+        "#3  0x00007fe4 in ?? () from /x/openmpi/lib/libopen-pal.so.80\n"
+        "#4  0x00007fe4 in opal_progress () from /x/openmpi/lib/libopen-pal.so.80\n"
+        "#5  0x00007fe4 in ompi_sync_wait_mt () from /x/openmpi/lib/libopen-pal.so.80\n"
+        "#6  0x00007fe4 in mca_pml_ob1_recv () from /x/openmpi/lib/libmpi.so.40\n"
+        "#7  0x00007fe4 in PMPI_Recv () from /x/openmpi/lib/libmpi.so.40\n"
+    )
+    words = ("mpi", "opal", "pml")
+    assert stacks.native_summary(gdb, words=words) == [
+        "epoll_wait < event_base_loop < opal_progress < ompi_sync_wait_mt"
+    ]  # the pmix progress thread names no runtime function: left out
+    # fewer frames asked for: the line still runs on to the first frame of the runtime
+    assert stacks.native_summary(gdb, limit=1, words=words) == [
+        "epoll_wait < event_base_loop < opal_progress"
+    ]
+    assert stacks.native_summary(gdb, limit=1) == ["epoll_wait", "epoll_wait"]
+
+
 def job_pid(job: object) -> int:
     """The child's PID (the job's only process besides the reaper shim)."""
     procs = job.processes()  # type: ignore[attr-defined]
