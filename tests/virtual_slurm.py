@@ -300,6 +300,27 @@ class VirtualSlurm:
             raise SlurmError(f"sinfo: {r.describe()}")
         return dict(line.split(None, 1) for line in r.stdout.splitlines() if line.strip())
 
+    def diagnosis(self, lines: int = 20) -> str:
+        """What to read when a job on this SLURM misbehaved: every node's state with the
+        controller's reason (a node set DOWN revokes its jobs), and each daemon's state and the
+        tail of its log. Never raises: it goes into a failing test's message."""
+        try:
+            r = self.run(0, [_path("sinfo"), "-h", "-N", "-o", "%N %T %E"], timeout=15)
+            nodes = "; ".join(r.stdout.strip().splitlines()) if r.ok else r.describe()
+        except Exception as e:  # the message must still be written
+            nodes = f"(sinfo: {e})"
+        parts = [f"SLURM nodes: {nodes or '(none listed)'}"]
+        for name in sorted(self.daemons):
+            parts.append(self._describe(name).split("; log ")[0])
+            log = self.log_path(name)
+            if log is not None:
+                try:
+                    tail = log.read_text(errors="replace").strip().splitlines()[-lines:]
+                except OSError as e:
+                    tail = [f"(no log: {e.strerror})"]
+                parts += [f"  {log}:"] + [f"    {line}" for line in tail]
+        return "\n".join(parts)
+
     def wait_idle(self, timeout: float) -> None:
         """Until sinfo shows every node idle; a dead daemon or the deadline raises SlurmError
         naming the daemons concerned and quoting their logs."""

@@ -66,6 +66,15 @@ class TestOneSharedCluster:
         assert sorted(r.stdout.split()) == ["0:", "1:", "h0", "h1"], r.stdout
         assert r.elapsed < 10, r.elapsed
 
+    def test_the_diagnosis_names_each_node_and_quotes_the_daemons_logs(
+        self, slurm: VirtualSlurm
+    ) -> None:
+        d = slurm.diagnosis()
+        assert "SLURM nodes: h0 idle" in d and "h1 idle" in d, d
+        for daemon in ("slurmctld", "slurmd@h0", "slurmd@h1", "munged"):
+            assert f"{daemon} running" in d, d
+        assert str(slurm.log_path("slurmd@h1")) in d and "slurmd started" in d, d
+
     def test_sbatch_wait_returns_the_scripts_status(
         self, slurm: VirtualSlurm, tmp_path: Path
     ) -> None:
