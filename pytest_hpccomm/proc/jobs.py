@@ -29,6 +29,7 @@ from pytest_hpccomm.proc.cpu_share import CpuMeter, CpuShare
 from pytest_hpccomm.proc.outside_cpu import OutsideCpu
 
 TAG_VAR = "HPCCOMM_JOB_TAG"
+TIMED_OUT_LINES = 4  # of stderr, in a timed-out job's describe()
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
 
 PidsHook = Callable[[], Iterable[int]]
@@ -53,6 +54,9 @@ class JobResult:
         """One line for an assertion message or a skip reason."""
         how = "timed out" if self.timed_out else f"exit {self.returncode}"
         why = last_words(self.stderr) or last_words(self.stdout)
+        if self.timed_out:  # the last line is what the kill made it say; a hang shows above it
+            lines = [line.strip() for line in self.stderr.strip().splitlines() if line.strip()]
+            why = " | ".join(lines[-TIMED_OUT_LINES:])[-600:] or why
         return f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {why}"
 
 

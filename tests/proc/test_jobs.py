@@ -40,6 +40,17 @@ def test_timeout_is_hard_and_reported() -> None:
     assert "timed out after 1." in r.describe()
 
 
+def test_a_timed_out_job_says_what_it_printed_before_it_was_ended() -> None:
+    # srun, ended by a timeout, says last what the kill made its tasks do; the hang is above
+    script = (
+        "for i in 1 2 3 4 5 6; do echo line$i >&2; done; "
+        "trap 'echo killed >&2; exit 1' TERM; sleep 30 & wait"
+    )
+    r = run_job(["sh", "-c", script], timeout=1.0, grace=2.0)
+    assert r.timed_out, r
+    assert r.describe().endswith("line4 | line5 | line6 | killed"), r.describe()
+
+
 def test_term_ignoring_job_is_killed_after_grace() -> None:
     t0 = time.monotonic()
     r = run_job(["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"], timeout=0.5, grace=0.5)
