@@ -24,7 +24,14 @@ from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
-from pytest_hpccomm.proc.jobs import JobResult, PidsHook, RunningJob, run_job, start_job
+from pytest_hpccomm.proc.jobs import (
+    JobResult,
+    PidsHook,
+    RunningJob,
+    TimeoutHook,
+    run_job,
+    start_job,
+)
 
 # TCP over loopback: the fabric under test is the network stack, not shared memory. Pinned by
 # variables: Open MPI refuses `oob_tcp_if_include lo` (its out-of-band channel needs a
@@ -71,10 +78,16 @@ class PlacedLaunch:
     # hosts: ranks on this node may run outside this process tree (srun's tasks are
     # slurmstepd's children): their CPU time is the job's own (outside_cpu.py)
     outside_cpu: bool = False
+    on_timeout: TimeoutHook | None = None  # e.g. where the ranks wait (proc/stacks.py)
 
     def hooks(self) -> dict[str, Any]:
-        """start_job/run_job keyword arguments that tie the job to its virtual cluster."""
-        return {"netns_pids_hook": self.netns_pids_hook, "on_start": self.on_start}
+        """start_job/run_job keyword arguments that tie the job to its virtual cluster and
+        account for a timeout."""
+        return {
+            "netns_pids_hook": self.netns_pids_hook,
+            "on_start": self.on_start,
+            "on_timeout": self.on_timeout,
+        }
 
     def start(self, timeout: float, label: str = "") -> RunningJob:
         if self.remote is not None:

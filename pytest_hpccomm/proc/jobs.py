@@ -33,6 +33,9 @@ TIMED_OUT_LINES = 4  # of stderr, in a timed-out job's describe()
 _REAPER = str(Path(__file__).with_name("_reaper.py"))
 
 PidsHook = Callable[[], Iterable[int]]
+# called once when a job's timeout ends it, before anything is signalled, with its live
+# processes: what it returns (e.g. where the ranks wait, proc/stacks.py) is JobResult.hung
+TimeoutHook = Callable[[set[proctree.Proc]], str]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class JobResult:
     timed_out: bool
     label: str = ""  # what the job is, for messages (argv[0] is often just `ip`)
     cpu: CpuShare | None = None  # who used the cores while it ran (cpu_share.py)
+    hung: str = ""  # on_timeout's account of a timed-out job (where its processes waited)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +99,7 @@ class RunningJob:
         scratch: str | os.PathLike[str] | None = None,
         stdin: bytes | None = None,
         outside_cpu: bool = False,
+        on_timeout: TimeoutHook | None = None,
     ) -> None:
         if not argv:
             raise ValueError("empty argv")
@@ -171,6 +176,8 @@ class RunningJob:
         self._shim_proc = proctree.proc_of(self.pid)
         self._result: JobResult | None = None
         self._timed_out = False
+        self._on_timeout = on_timeout
+        self._hung = ""
         if on_start is not None:
             on_start(self.pid)
 
@@ -213,8 +220,17 @@ class RunningJob:
             self._shim.wait(None if limit is None else max(0.0, limit - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._timed_out = True
+            self._hung = self._where_hung()
             return self.stop()
         return self._finish()
+
+    def _where_hung(self) -> str:
+        if self._on_timeout is None:
+            return ""
+        try:
+            return self._on_timeout(self.processes())
+        except Exception as e:  # an account that fails must not keep the job alive
+            return f"(where the job's processes waited could not be read: {e!r})"
 
     def stop(self, grace: float | None = None) -> JobResult:
         """End the job now: SIGTERM everything, SIGKILL after grace, reap. Idempotent."""
@@ -271,6 +287,7 @@ class RunningJob:
             timed_out=self._timed_out,
             label=self.label,
             cpu=cpu,
+            hung=self._hung,
         )
         return self._result
 
@@ -332,6 +349,7 @@ def start_job(
     scratch: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
     outside_cpu: bool = False,
+    on_timeout: TimeoutHook | None = None,
 ) -> RunningJob:
     """Start a long-lived job (e.g. a session's peers). timeout: hard cap, also enforced by the
     shim (a little later) if this process hangs. The job dies with the THREAD that started it
@@ -339,7 +357,8 @@ def start_job(
     given. on_start(pid) is called with the shim's PID (e.g. VirtualCluster.register_pid).
     scratch: a directory made for the job (0700) and removed once it is reaped. stdin: up to
     4 KiB the job reads from its standard input, then end of file (default: /dev/null).
-    outside_cpu: count the job's processes outside this tree as its own (OutsideCpu)."""
+    outside_cpu: count the job's processes outside this tree as its own (OutsideCpu).
+    on_timeout: see TimeoutHook."""
     return RunningJob(
         argv,
         env=env,
@@ -352,6 +371,7 @@ def start_job(
         outside_cpu=outside_cpu,
         scratch=scratch,
         stdin=stdin,
+        on_timeout=on_timeout,
     )
 
 
@@ -368,6 +388,7 @@ def run_job(
     scratch: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
     outside_cpu: bool = False,
+    on_timeout: TimeoutHook | None = None,
 ) -> JobResult:
     """Run argv to completion or until timeout; always reaped, never raises for the job's own
     failure (check .ok / .timed_out). Output is captured whole (temp files, no pipe stalls)."""
@@ -383,6 +404,7 @@ def run_job(
         scratch=scratch,
         stdin=stdin,
         outside_cpu=outside_cpu,
+        on_timeout=on_timeout,
     )
     try:
         return job.wait()

@@ -125,6 +125,17 @@ def with_env(name: str, value: str) -> set[Proc]:
     return out
 
 
+def environ(pid: int) -> dict[str, str]:
+    """pid's initial environment; {} once it is gone or not ours to read."""
+    try:
+        with open(f"{PROC}/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+    return {k: v for k, _, v in pairs}
+
+
 def cmdline(pid: int) -> bytes:
     """pid's command line as the kernel shows it (a daemon may have rewritten it as a title:
     "slurmstepd: [12.0]"), NUL-separated; b"" once it is gone."""

@@ -25,6 +25,8 @@ from typing import Mapping, Sequence
 
 from pytest_hpccomm.files import atomic_write
 from pytest_hpccomm.peer.channel import DUMP_SIGNAL, STACKS_DIR_VAR
+from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.proc.jobs import TimeoutHook
 
 GDB_TIMEOUT = 30.0  # seconds per process: attaching to a big process reads its symbols
 # faulthandler's block: "Thread 0x... (most recent call first):" / "Current thread ..." and
@@ -59,11 +61,12 @@ class StackDumps:
             self.dir = Path(tempfile.mkdtemp(prefix="hpccomm-stacks-"))
         return {STACKS_DIR_VAR: str(self.dir)}
 
-    def take(self, pids: list[int], settle: float = 1.0) -> list[Stacks]:
+    def take(self, pids: list[int], settle: float = 1.0, python: bool = True) -> list[Stacks]:
         """Each live pid's stacks: the native ones first (gdb stops the process while it
-        reads), then the Python dump (faulthandler writes from its signal handler)."""
+        reads), then the Python dump (faulthandler writes from its signal handler); python=False
+        for processes that registered no handler (DUMP_SIGNAL would end them)."""
         natives = {pid: native_stacks(pid) for pid in pids}
-        reached = ask_python_stacks(pids)
+        reached = ask_python_stacks(pids) if python else []
         if reached:
             time.sleep(settle)
         return [
@@ -87,7 +90,12 @@ class StackDumps:
 
 
 def where_they_wait(
-    dumps: StackDumps, named: Mapping[str, int], keep_in: Path, runtime: Sequence[str]
+    dumps: StackDumps,
+    named: Mapping[str, int],
+    keep_in: Path,
+    runtime: Sequence[str],
+    python: bool = True,
+    through: Sequence[str] = (),
 ) -> list[str]:
     """Lines saying where each named process (label -> pid) waits: its threads' innermost
     Python frames, and its native threads whose frames name the runtime (words such as
@@ -96,10 +104,10 @@ def where_they_wait(
     label_of = {pid: label for label, pid in named.items()}
     lines: list[str] = []
     full: list[str] = []
-    for seen in dumps.take(list(label_of)):
+    for seen in dumps.take(list(label_of), python=python):
         label = label_of[seen.pid]
         lines += [f"  {label}: {innermost(b)}" for b in seen.python]
-        rows = Counter(native_summary(seen.native, words=runtime))  # idle event loops are alike
+        rows = Counter(native_summary(seen.native, words=runtime, through=through))  # alike once
         lines += [f"  {label} native: {row}" + f" (x{k})" * (k > 1) for row, k in rows.items()]
         full += [f"== {label} (pid {seen.pid}), Python\n{b}" for b in seen.python]
         if seen.native:
@@ -110,6 +118,36 @@ def where_they_wait(
     path = keep_in / f"hang-{os.getpid()}-{time.time_ns()}.txt"
     atomic_write(path, "\n\n".join(full) + "\n")
     return [*lines, f"  all stacks: {path}"]
+
+
+RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def on_timeout(
+    marker: str, runtime: Sequence[str], keep_in: Path, through: Sequence[str] = ()
+) -> TimeoutHook:
+    """A job's on_timeout (proc/jobs.py): where each of its processes whose command line holds
+    `marker` (the peer's module) and that has a rank its launcher set (RANK_VARS) waits. Native
+    stacks only (gdb): a peer without a dump handler would die of DUMP_SIGNAL."""
+    needle = marker.encode()
+
+    def where(procs: set[proctree.Proc]) -> str:
+        named: dict[str, int] = {}
+        for p in sorted(procs, key=lambda p: p.pid):
+            if needle not in proctree.cmdline(p.pid):
+                continue
+            env = proctree.environ(p.pid)
+            rank = next((env[v] for v in RANK_VARS if v in env), None)
+            if rank is None:  # the launcher, whose command line holds the program's
+                continue
+            label = f"rank {rank}" if f"rank {rank}" not in named else f"rank {rank} pid {p.pid}"
+            named[label] = p.pid
+        if not named:
+            return f"where they waited: none of the job's processes here runs {marker}"
+        lines = where_they_wait(StackDumps(), named, keep_in, runtime, False, through)
+        return "\n".join([f"where they waited ({', '.join(named)}):", *lines])
+
+    return where
 
 
 def ask_python_stacks(pids: list[int]) -> list[int]:
@@ -158,19 +196,24 @@ def native_stacks(pid: int, timeout: float = GDB_TIMEOUT) -> str:
     return done.stdout if "Thread " in done.stdout else ""
 
 
-def native_summary(text: str, limit: int = 4, words: Sequence[str] = ()) -> list[str]:
+def native_summary(
+    text: str, limit: int = 4, words: Sequence[str] = (), through: Sequence[str] = ()
+) -> list[str]:
     """One line per thread of a gdb backtrace: its innermost `limit` named functions (gdb's
     "??", a frame without a symbol, names nothing). With `words` (lower case), only the threads
     with a frame naming one of them, and the line runs on to the innermost such frame: a rank
     polling in libevent shows `epoll_wait < event_base_loop < opal_progress`, whatever depth
-    of anonymous frames lies between."""
+    of anonymous frames lies between. `through` (case as written, e.g. "PMPI_"): the line runs
+    on to the innermost frame naming one, the API call the thread waits in."""
     rows: list[str] = []
     frames: list[str] = []
     for line in text.splitlines() + ["Thread end"]:
         if line.startswith("Thread "):
             names = [i for i, f in enumerate(frames) if any(w in f.lower() for w in words)]
+            calls = [i for i, f in enumerate(frames) if any(w in f for w in through)]
             if frames and (names or not words):
-                rows.append(" < ".join(frames[: max(limit, names[0] + 1 if names else 0)]))
+                end = max(limit, names[0] + 1 if names else 0, calls[0] + 1 if calls else 0)
+                rows.append(" < ".join(frames[:end]))
             frames = []
             continue
         m = _GDB_FRAME.match(line)

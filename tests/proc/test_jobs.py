@@ -161,3 +161,25 @@ def test_scratch_is_made_for_the_job_and_removed_once_it_is_reaped(tmp_path: Pat
     assert scratch.is_dir() and (scratch.stat().st_mode & 0o777) == 0o700
     job.stop(grace=0.2)  # killed: what it left there goes too
     assert not scratch.exists()
+
+
+def test_on_timeout_sees_the_live_processes_before_any_signal() -> None:
+    seen: list[set[str]] = []
+
+    def where(procs: set[proctree.Proc]) -> str:
+        seen.append({proctree.name(p.pid) for p in procs})
+        return "sleep 30 was still there"
+
+    r = run_job(["sleep", "30"], timeout=0.5, grace=0.5, on_timeout=where)
+    assert r.timed_out and r.hung == "sleep 30 was still there", r
+    assert seen == [{"sleep 30"}], seen  # called once, while the job was whole
+    done = run_job(["true"], timeout=30, on_timeout=where)
+    assert done.ok and done.hung == "" and len(seen) == 1  # a job that ends is not asked
+
+
+def test_an_on_timeout_that_raises_still_ends_the_job() -> None:
+    def broken(procs: set[proctree.Proc]) -> str:
+        raise RuntimeError("gdb exploded")
+
+    r = run_job(["sleep", "30"], timeout=0.5, grace=0.5, on_timeout=broken)
+    assert r.timed_out and "could not be read: RuntimeError('gdb exploded')" in r.hung, r

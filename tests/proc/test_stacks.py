@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +153,11 @@ def test_a_rank_polling_in_libevent_is_named_by_its_runtime_frames() -> None:
         "epoll_wait < event_base_loop < opal_progress"
     ]
     assert stacks.native_summary(gdb, limit=1) == ["epoll_wait", "epoll_wait"]
+    # through the MPI call the rank waits in
+    assert stacks.native_summary(gdb, limit=1, words=words, through=("PMPI_",)) == [
+        "epoll_wait < event_base_loop < opal_progress < ompi_sync_wait_mt < mca_pml_ob1_recv"
+        " < PMPI_Recv"
+    ]
 
 
 def job_pid(job: object) -> int:
@@ -187,3 +193,24 @@ def test_a_handler_the_runtime_installed_is_left_to_it() -> None:
     finally:
         dumps.close()
     assert [s.python for s in seen] == [()], seen
+
+
+# no dump handler (as the benchmark peers): on_timeout reads native stacks only, so the
+# process is not ended by the dump signal and its own last words stay its own
+NO_HANDLER = "import time\nprint('ready', flush=True)\ntime.sleep(60)  # hpccomm-marker\n"
+
+
+def test_on_timeout_names_each_marked_process_by_its_rank(tmp_path: Path) -> None:
+    where = stacks.on_timeout("hpccomm-marker", ("sleep", "select"), tmp_path)
+    env = {**os.environ, "PMI_RANK": "3"}
+    r = run_job([sys.executable, "-c", NO_HANDLER], env, timeout=3.0, grace=1.0, on_timeout=where)
+    assert r.timed_out, r
+    assert r.hung.startswith("where they waited (rank 3):"), r.hung
+    assert r.returncode == -15, r  # ended by the timeout's SIGTERM, not by the dump signal
+    if shutil.which("gdb"):
+        assert "rank 3 native: " in r.hung and "sleep" in r.hung, r.hung
+        kept = r.hung.rsplit("all stacks: ", 1)[1].strip()
+        assert "== rank 3 (pid" in Path(kept).read_text(), kept
+    other = stacks.on_timeout("not-in-any-command-line", ("sleep",), tmp_path)
+    r = run_job(["sleep", "30"], timeout=0.5, grace=0.5, on_timeout=other)
+    assert "none of the job's processes here runs not-in-any-command-line" in r.hung, r.hung

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 from pytest_hpccomm.cluster.mpi import ROOT_ENV, MpiFlavor, detect_mpi
-from pytest_hpccomm.proc.jobs import JobResult, PidsHook, start_job
+from pytest_hpccomm.proc.jobs import JobResult, PidsHook, TimeoutHook, start_job
 
 TCP_ONLY_MPICH_ENV = {
     "MPIR_CVAR_NOLOCAL": "1",
@@ -157,6 +157,7 @@ def run_retrying_init_flake(
     on_start: Callable[[int], None] | None = None,
     label: str = "",
     outside_cpu: bool = False,
+    on_timeout: TimeoutHook | None = None,
 ) -> JobResult:
     """Run an MPI job to completion, retrying only MPICH's MPI_Init flake.
 
@@ -177,6 +178,7 @@ def run_retrying_init_flake(
             label=label,
             scratch=launch.scratch,
             outside_cpu=outside_cpu,
+            on_timeout=on_timeout,
         )
         deadline = time.monotonic() + timeout
         while job.poll() is None and time.monotonic() < deadline:

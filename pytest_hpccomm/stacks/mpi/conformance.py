@@ -19,10 +19,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hypothesis import HealthCheck, settings
@@ -45,17 +43,13 @@ from pytest_hpccomm.peer.channel import (
 from pytest_hpccomm.proc import stacks
 from pytest_hpccomm.proc.jobs import RunningJob, run_job
 from pytest_hpccomm.properties import property_settings
-from pytest_hpccomm.stacks.mpi.env import MpiRuntime
+from pytest_hpccomm.stacks.mpi.env import HANG_DIR, MPI_CALLS, NATIVE_WORDS, MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
 PEER_MODULE = "pytest_hpccomm.stacks.mpi.peer.conformance"
 LOOPBACK_RANKS = 3
 START_ATTEMPTS = 3  # MPICH's MPI_Init flake (OFI ep_enable) is retried, nothing else
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
-# where a hung case's stacks are kept (one directory per user), and the words that mark an
-# MPI's own native threads among a rank's (progress threads, PMIx, the transports)
-HANG_DIR = Path(tempfile.gettempdir()) / f"hpccomm-mpi-hangs-{os.getuid()}"
-NATIVE_WORDS = ("mpi", "opal", "pmix", "ucx", "ucp", "fi_", "ofi", "btl", "pml", "hydra")
 # Ranks yield the CPU while they wait: 3 spinning ranks + pytest on 2 cores made a trivial
 # case take 100-200 ms (Open MPI) / 15-30 ms (MPICH), with yielding 3-6 ms. Conformance only:
 # the benchmarks keep spinning, it is what they measure.
@@ -323,7 +317,9 @@ class ConformancePeer:
         ours = {p.pid for p in self._job.processes()} if self._job is not None else set()
         pids = self._info.pids if self._info is not None else ()
         named = {f"rank {rank}": pid for rank, pid in enumerate(pids) if pid in ours}
-        lines = stacks.where_they_wait(self._dumps, named, HANG_DIR, NATIVE_WORDS)
+        lines = stacks.where_they_wait(
+            self._dumps, named, HANG_DIR, NATIVE_WORDS, through=MPI_CALLS
+        )
         return "\n" + "\n".join([f"where the ranks were ({', '.join(named)}):", *lines])
 
     def replay_hint(self, case: Mapping[str, Any]) -> str:

@@ -30,9 +30,9 @@ from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import pool_point
 from pytest_hpccomm.peer import framing
-from pytest_hpccomm.proc import cpu_share
+from pytest_hpccomm.proc import cpu_share, stacks
 from pytest_hpccomm.proc.jobs import JobResult
-from pytest_hpccomm.stacks.mpi.env import MpiRuntime
+from pytest_hpccomm.stacks.mpi.env import HANG_DIR, MPI_CALLS, NATIVE_WORDS, MpiRuntime
 from pytest_hpccomm.stacks.mpi.transport import Transport
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, COLLECTIVES, GATHERS, PAIR, SCATTERS
 
@@ -156,6 +156,9 @@ def job_groups(benchmarks: Iterable[str], placement: str, hosts: int) -> list[tu
     return [tuple(chosen)] if chosen else []
 
 
+PEER_MODULE = "pytest_hpccomm.stacks.mpi.peer"  # the benchmark peer (peer/__main__.py)
+
+
 def peer_argv(
     runtime: MpiRuntime,
     benchmarks: str,
@@ -167,7 +170,7 @@ def peer_argv(
     argv = [
         str(runtime.python),
         "-m",
-        "pytest_hpccomm.stacks.mpi.peer",
+        PEER_MODULE,
         "--benchmark",
         benchmarks,
         "--sizes",
@@ -321,7 +324,7 @@ def _placed(
     """The job at the target (cluster/placed_launch.mpi_launch): on loopback 2 ranks; the
     transport pins MPI to the session's fabric (see transport.py)."""
     try:
-        return mpi_launch(
+        placed = mpi_launch(
             target.placement,
             argv,
             env,
@@ -336,6 +339,10 @@ def _placed(
         )
     except PlacementError as exc:
         raise SweepFailed(str(exc)) from None
+    # a job its timeout ends says where its ranks waited (their native stacks, by gdb)
+    return dataclasses.replace(
+        placed, on_timeout=stacks.on_timeout(PEER_MODULE, NATIVE_WORDS, HANG_DIR, MPI_CALLS)
+    )
 
 
 def hosts_launch(
@@ -379,12 +386,13 @@ def _finish(job: JobResult, transport: str = "") -> Sweep:
     cpu = cpu_share.of_jobs([job.cpu])
     if job.ok:
         return Sweep(docs, job, transport=transport, cpu=cpu.shares, disturbed=cpu.disturbed)
+    hung = f"\n{job.hung}" if job.hung else ""
     if not docs:
-        raise SweepFailed(f"MPI job failed: {job.describe()}")
+        raise SweepFailed(f"MPI job failed: {job.describe()}{hung}")
     return Sweep(
         docs,
         job,
-        failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}",
+        failure=f"MPI job failed after {', '.join(docs)}: {job.describe()}{hung}",
         transport=transport,
         cpu=cpu.shares,
         disturbed=cpu.disturbed,

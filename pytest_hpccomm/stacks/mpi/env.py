@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,11 @@ class MpiBroken(Exception):
     a failure of the install, never a skip."""
 
 
+# where a hung job's stacks are kept (one directory per user), and the words that mark an
+# MPI's own native threads among a rank's (progress threads, PMIx, the transports)
+HANG_DIR = Path(tempfile.gettempdir()) / f"hpccomm-mpi-hangs-{os.getuid()}"
+NATIVE_WORDS = ("mpi", "opal", "pmix", "ucx", "ucp", "fi_", "ofi", "btl", "pml", "hydra")
+MPI_CALLS = ("PMPI_", "MPI_")  # a rank's line in a hang report runs on to the MPI call
 LAUNCHER_NAMES = ("mpirun", "mpiexec", "srun")  # a bare command name must be one of these
 
 

@@ -8,13 +8,21 @@ is tested is the orchestrator's reading of the job."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.cluster.mpi import CACHE_VAR, mpi_cache, mpirun_path
+from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.stacks.mpi.driver import (
+    PEER_MODULE,
     SweepFailed,
     SweepSettings,
     SweepTarget,
@@ -84,6 +92,50 @@ def test_a_job_that_times_out_after_printing_fails_its_benchmarks(tmp_path: Path
         r"failed after osu_latency: .* timed out after ",
     ):
         measurements(sweep, "osu_latency", 8, {"mpi": "openmpi"})
+
+
+def test_a_job_its_timeout_ends_says_where_each_rank_waited() -> None:
+    """Real ranks, rank 1 stopped (SIGSTOP) in the middle of the sweep: rank 0 waits in the
+    MPI for it until the timeout, and the failure names both ranks and, by gdb, rank 0's
+    native frames in Open MPI down to the MPI call."""
+    long = dataclasses.replace(TINY, batches=10**6, budget=60.0)
+    target = SweepTarget("loopback", timeout_scale=0.1)  # ~12 s of timeout_for's ~120 s
+    failed: list[BaseException] = []
+
+    def sweep() -> None:
+        try:
+            run_sweep(resolve("openmpi"), target, "osu_latency", [8], long)
+        except BaseException as e:  # the main thread asserts
+            failed.append(e)
+
+    t = threading.Thread(target=sweep)
+    t.start()
+    try:
+        stopped = _stop_rank(1, within=8.0)
+    finally:
+        t.join(120)
+    assert stopped, "rank 1 never appeared"
+    assert failed and isinstance(failed[0], SweepFailed), failed
+    text = str(failed[0])
+    assert "timed out after" in text and "where they waited (rank 0, rank 1):" in text, text
+    if shutil.which("gdb"):
+        # the peers use persistent requests: the call is PMPI_Wait (or Start, Recv, Send)
+        assert re.search(r"^  rank 0 native: .*opal_progress.* < PMPI_\w+$", text, re.M), text
+
+
+def _stop_rank(rank: int, within: float) -> bool:
+    """SIGSTOP the benchmark peer of `rank` once it has run a second (MPI_Init done)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for p in proctree.with_cmdline_prefix(str(resolve("openmpi").python).encode()):
+            if PEER_MODULE.encode() not in proctree.cmdline(p.pid):
+                continue
+            if proctree.environ(p.pid).get("OMPI_COMM_WORLD_RANK") == str(rank):
+                time.sleep(2.0)
+                os.kill(p.pid, signal.SIGSTOP)
+                return True
+        time.sleep(0.1)
+    return False
 
 
 def test_the_items_of_a_job_that_failed_after_printing_fail(
