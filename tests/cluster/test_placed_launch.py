@@ -49,7 +49,11 @@ def test_loopback_is_tcp_over_lo_after_the_callers_variables(
     assert argv[:5] == [MPIRUN, "--host", "localhost:3", "-np", "3"]
     assert argv[argv.index("--bind-to") + 1] == "none" and argv[argv.index("btl") + 1] == "tcp,self"
     assert added(env, os.environ)[-6:] == [*ENV, *LOOPBACK_TCP_ENV, "UCX_TLS"]
-    assert placed.ranks == 3 and placed.hooks() == {"netns_pids_hook": None, "on_start": None}
+    assert placed.ranks == 3 and placed.hooks() == {
+        "netns_pids_hook": None,
+        "on_start": None,
+        "on_timeout": None,
+    }
     assert placed.label == "Open MPI 5.0.11 job on localhost"
 
 
@@ -88,7 +92,11 @@ def test_netns_runs_mpirun_on_the_first_host_with_the_clusters_hooks() -> None:
     every = mpi_launch("netns", ["peer"], ENV, MPIRUN, OMPI5, cluster=vc)
     assert every.ranks == 3 and every.label == "Open MPI 5.0.11 job on h0,h1,h2"
     assert every.launch.argv[every.launch.argv.index("exec") + 1] == "hpcctest-x-h0"
-    assert every.hooks() == {"netns_pids_hook": vc.pids, "on_start": vc.register_pid}
+    assert every.hooks() == {
+        "netns_pids_hook": vc.pids,
+        "on_start": vc.register_pid,
+        "on_timeout": None,
+    }
     pair = mpi_launch(
         "netns", ["peer"], ENV, MPIRUN, OMPI5, cluster=vc, hosts=[Host("h0"), Host("h1")]
     )
