@@ -119,12 +119,17 @@ def slurm_conf(
     return "\n".join(lines) + "\n"
 
 
-def log_tail(path: Path, lines: int = 12) -> str:
+def log_lines(path: Path, lines: int = 12) -> list[str]:
+    """The last `lines` lines of a daemon's log, or one line saying why there are none."""
     try:
         text = path.read_text(errors="replace")
     except OSError as e:
-        return f"(no log at {path}: {e.strerror})"
-    return " | ".join(text.strip().splitlines()[-lines:]) or f"(empty log {path})"
+        return [f"(no log at {path}: {e.strerror})"]
+    return text.strip().splitlines()[-lines:] or [f"(empty log {path})"]
+
+
+def log_tail(path: Path, lines: int = 12) -> str:
+    return " | ".join(log_lines(path, lines))
 
 
 class VirtualSlurm:
@@ -275,6 +280,11 @@ class VirtualSlurm:
         return None
 
     def _describe(self, daemon: str) -> str:
+        log = self.log_path(daemon)
+        return self._state(daemon) + (f"; log {log}: {log_tail(log)}" if log is not None else "")
+
+    def _state(self, daemon: str) -> str:
+        """The daemon, running or not, and what it last said on its own output."""
         job = self.daemons.get(daemon)
         said = ""
         if job is not None:
@@ -283,10 +293,7 @@ class VirtualSlurm:
             state = "running" if job.poll() is None else f"exited {job.poll()}"
         else:
             state = "not started"
-        log = self.log_path(daemon)
-        return f"{daemon} {state}; said: {said or '(nothing)'}" + (
-            f"; log {log}: {log_tail(log)}" if log is not None else ""
-        )
+        return f"{daemon} {state}; said: {said or '(nothing)'}"
 
     def _check_alive(self) -> None:
         for name, job in self.daemons.items():
@@ -311,14 +318,10 @@ class VirtualSlurm:
             nodes = f"(sinfo: {e})"
         parts = [f"SLURM nodes: {nodes or '(none listed)'}"]
         for name in sorted(self.daemons):
-            parts.append(self._describe(name).split("; log ")[0])
+            parts.append(self._state(name))
             log = self.log_path(name)
             if log is not None:
-                try:
-                    tail = log.read_text(errors="replace").strip().splitlines()[-lines:]
-                except OSError as e:
-                    tail = [f"(no log: {e.strerror})"]
-                parts += [f"  {log}:"] + [f"    {line}" for line in tail]
+                parts += [f"  {log}:"] + [f"    {line}" for line in log_lines(log, lines)]
         return "\n".join(parts)
 
     def wait_idle(self, timeout: float) -> None:

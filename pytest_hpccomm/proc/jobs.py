@@ -57,10 +57,11 @@ class JobResult:
     def describe(self) -> str:
         """One line for an assertion message or a skip reason."""
         how = "timed out" if self.timed_out else f"exit {self.returncode}"
-        why = last_words(self.stderr) or last_words(self.stdout)
         if self.timed_out:  # the last line is what the kill made it say; a hang shows above it
             lines = [line.strip() for line in self.stderr.strip().splitlines() if line.strip()]
-            why = " | ".join(lines[-TIMED_OUT_LINES:])[-600:] or why
+            why = " | ".join(lines[-TIMED_OUT_LINES:])[-600:] or last_words(self.stdout)
+        else:
+            why = last_words(self.stderr) or last_words(self.stdout)
         return f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {why}"
 
 

@@ -113,26 +113,25 @@ def with_env(name: str, value: str) -> set[Proc]:
     needle = f"{name}={value}".encode()
     out: set[Proc] = set()
     for pid in _pids():
-        try:
-            with open(f"{PROC}/{pid}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
+        if needle in _environ_items(pid):
             p = proc_of(pid)
             if p is not None and alive(p):
                 out.add(p)
     return out
 
 
-def environ(pid: int) -> dict[str, str]:
-    """pid's initial environment; {} once it is gone or not ours to read."""
+def _environ_items(pid: int) -> list[bytes]:
+    """pid's initial environment as NAME=VALUE items; [] once it is gone or not ours to read."""
     try:
         with open(f"{PROC}/{pid}/environ", "rb") as f:
-            raw = f.read()
+            return [item for item in f.read().split(b"\0") if item]
     except OSError:
-        return {}
-    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+        return []
+
+
+def environ(pid: int) -> dict[str, str]:
+    """pid's initial environment; {} once it is gone or not ours to read."""
+    pairs = (item.decode(errors="replace").partition("=") for item in _environ_items(pid))
     return {k: v for k, _, v in pairs}
 
 

@@ -144,7 +144,9 @@ def on_timeout(
             named[label] = p.pid
         if not named:
             return f"where they waited: none of the job's processes here runs {marker}"
-        lines = where_they_wait(StackDumps(), named, keep_in, runtime, False, through)
+        lines = where_they_wait(
+            StackDumps(), named, keep_in, runtime, python=False, through=through
+        )
         return "\n".join([f"where they waited ({', '.join(named)}):", *lines])
 
     return where
