@@ -13,6 +13,7 @@ import scipy.stats  # noqa: F401
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from tests import expected_skips, group_times
+from tests.guests import GUEST_MARKER, BootTimes, GuestBoots, SessionResult
 from tests.slurm_hosts import slurm_virtual_hosts
 from tests.sshd_hosts import ssh_virtual_hosts
 from tests.virtual_slurm import VirtualSlurm
@@ -39,8 +40,10 @@ EXTENDED = (
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", EXTENDED)
+    config.addinivalue_line("markers", GUEST_MARKER)
     expected_skips.register(config)  # HPCCOMM_EXPECTED_SKIPS=1 (ci/test.sh): others fail
     group_times.register(config)  # where the test command's time goes, per directory
+    config.pluginmanager.register(BootTimes(), "hpccomm-guest-boots")
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +60,21 @@ def slurm_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualSlu
     skips naming what is missing (root, SLURM, libpmix-dev, the Open MPI environment)."""
     with slurm_virtual_hosts(tmp_path_factory.mktemp("slurm")) as slurm:
         yield slurm
+
+
+@pytest.fixture(scope="session")
+def guest_boots(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> GuestBoots:
+    """The run's shared guest boots (tests/guests.py), one per fabric."""
+    boots = GuestBoots(items=request.session.items, root=tmp_path_factory.mktemp("guests"))
+    times = request.config.pluginmanager.get_plugin("hpccomm-guest-boots")
+    if isinstance(times, BootTimes):  # the terminal summary lists the boots
+        times.boots = boots
+    return boots
+
+
+@pytest.fixture
+def guest_session(guest_boots: GuestBoots, request: pytest.FixtureRequest) -> SessionResult:
+    """The guest session the item declares with `@pytest.mark.guest(fabric, name)`."""
+    return guest_boots.result(request.node)

@@ -4,10 +4,15 @@
 #   bash ci/guest/run.sh --fabric softroce [-- PYTEST ARGS]   # rxe, provisioned by the suite
 #   bash ci/guest/run.sh --fabric iwarp    [-- PYTEST ARGS]   # siw, provisioned by the suite
 #   bash ci/guest/run.sh --exec 'ibv_devices; rdma link'      # any command, for debugging
+#   bash ci/guest/run.sh --dry-run ...                        # print the guest's job.sh only
 #   bash ci/guest/run.sh --hosts 2 --fabric softroce          # two guests, h0 and h1: verbs
 #                                       # peer per guest, MPI over UCX between them (cluster.sh)
 #   bash ci/guest/run.sh --fabric softroce --targets hpccomm_suites/grpc --stage DIR -- ARGS
 #                                       # other suites; DIR is /mnt/job/stage/NAME in the guest
+#   bash ci/guest/run.sh --fabric softroce --plan PLAN  # several pytest sessions, one boot:
+#       PLAN has one line per session, NAME<TAB>TIMEOUT<TAB>TARGETS<TAB>ARGS (ARGS shell-quoted,
+#       TARGETS "-" for the default suites); session NAME's results land in RESULTS/NAME/,
+#       with its exit status in RESULTS/NAME/rc and its kernel messages in RESULTS/NAME/dmesg.txt
 #
 # Results (junit.xml, results.json, summary.md, pytest.log, console.log, dmesg.txt) land in
 # --results DIR (default results/guest-<fabric>[-2hosts]); the exit status is pytest's inside
@@ -34,10 +39,12 @@ mem=${HPCCOMM_GUEST_MEM:-2048}
 smp=${HPCCOMM_GUEST_SMP:-}
 hosts=1
 suite_targets=""
+plan=""
+dry_run=0
 stages=()
 pytest_args=()
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
         --fabric) fabric=$2; shift 2 ;;
@@ -48,6 +55,8 @@ while [ $# -gt 0 ]; do
         --accel) accel=$2; shift 2 ;;
         --hosts) hosts=$2; shift 2 ;;
         --targets) suite_targets=$2; shift 2 ;;
+        --plan) plan=$2; shift 2 ;;
+        --dry-run) dry_run=1; shift ;;
         --stage) stages+=("$2"); shift 2 ;;
         --) shift; pytest_args=("$@"); break ;;
         -h|--help) usage ;;
@@ -59,18 +68,23 @@ case $fabric in softroce|iwarp|"") ;; *) echo "run.sh: --fabric softroce|iwarp" 
 case $accel in tcg|kvm) ;; *) echo "run.sh: --accel tcg|kvm" >&2; exit 2 ;; esac
 # a dgram netdev is a point-to-point wire: two guests (a third would need a switch)
 case $hosts in 1|2) ;; *) echo "run.sh: --hosts 1|2, got $hosts" >&2; exit 2 ;; esac
+if [ -n "$plan" ]; then
+    [ -f "$plan" ] || { echo "run.sh: --plan $plan is not a file" >&2; exit 2; }
+    [ "$hosts" = 1 ] && [ -n "$fabric" ] && [ -z "$exec_cmd$suite_targets" ] && [ "${#pytest_args[@]}" = 0 ] ||
+        { echo "run.sh: --plan takes one guest and a --fabric, and its own targets and arguments" >&2; exit 2; }
+fi
 # the host's 2 cores: one vCPU per guest when two guests share them
 [ -n "$smp" ] || smp=$((hosts == 1 ? 2 : 1))
-command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86 is not installed" >&2; exit 2; }
-
-[ -n "$image" ] || image=$(bash "$HERE/build.sh")
-for f in vmlinux initrd.img rootfs.ext4 ready; do
-    [ -f "$image/$f" ] || { echo "run.sh: $image/$f missing (run ci/guest/build.sh)" >&2; exit 2; }
-done
+if [ "$dry_run" = 0 ]; then
+    command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: qemu-system-x86 is not installed" >&2; exit 2; }
+    [ -n "$image" ] || image=$(bash "$HERE/build.sh")
+    for f in vmlinux initrd.img rootfs.ext4 ready; do
+        [ -f "$image/$f" ] || { echo "run.sh: $image/$f missing (run ci/guest/build.sh)" >&2; exit 2; }
+    done
+fi
 suffix=""; [ "$hosts" = 1 ] || suffix=-${hosts}hosts
 results=${results:-$PROJECT/results/guest-${fabric:-exec}$suffix}
-mkdir -p "$results"
-results=$(cd "$results" && pwd)
+if [ "$dry_run" = 0 ]; then mkdir -p "$results" && results=$(cd "$results" && pwd); fi
 
 JOB=$(mktemp -d "${TMPDIR:-/tmp}/hpccomm-guest.XXXXXX")
 NET=$(mktemp -d "${TMPDIR:-/tmp}/hpccomm-link.XXXXXX")  # the wire's sockets: not in the share
@@ -97,6 +111,16 @@ if [ "$hosts" -gt 1 ]; then
     ssh-keygen -q -t ed25519 -N '' -C hpccomm-guest -f "$JOB/ssh/id_ed25519"
     ssh-keygen -q -t ed25519 -N '' -C hpccomm-guest-host -f "$JOB/ssh/host_ed25519"
 fi
+emit_pytest() {  # emit_pytest OUT SUITE_NAME TARGETS [ARGS...]: one guest pytest, results in OUT
+    local out=$1 suite=$2 targets=$3
+    shift 3
+    printf 'python3 -m pytest $plugins'
+    printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
+    printf ' --hpc-results=%s/results.json --junitxml=%s/junit.xml' "$out" "$out"
+    printf ' --hpc-markdown=%s/summary.md -o junit_suite_name=%s %s' "$out" "$suite" "$targets"
+    if [ $# -gt 0 ]; then printf ' %q' "$@"; fi
+    printf ' 2>&1 | tee %s/pytest.log\n' "$out"
+}
 if [ -n "$exec_cmd" ]; then
     printf '%s\n' "$exec_cmd" >"$JOB/job.sh"
 else
@@ -125,11 +149,11 @@ else
         echo 'print(" ".join(f"-p {m}" for m in want if m not in have))'
         echo 'EOF'
         echo ')'
-        printf 'python3 -m pytest $plugins'
-        printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
-        printf ' --hpc-results=/mnt/job/results.json --junitxml=/mnt/job/junit.xml'
-        printf ' --hpc-markdown=/mnt/job/summary.md'
         if [ "$hosts" -gt 1 ]; then
+            printf 'python3 -m pytest $plugins'
+            printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
+            printf ' --hpc-results=/mnt/job/results.json --junitxml=/mnt/job/junit.xml'
+            printf ' --hpc-markdown=/mnt/job/summary.md'
             # one peer per guest; MPI = Debian's Open MPI (UCX, libfabric) reaching h1 over ssh
             printf ' --hpc-hosts=%s --hpc-mpi=/usr/bin/mpirun' "$(seq -s, -f 'h%g' 0 $((hosts - 1)))"
             printf ' -o junit_suite_name=cluster-%s' "$fabric"
@@ -140,19 +164,51 @@ else
                 case $a in hpccomm_suites/*|tests/*) targets=() ;; esac
             done
             printf ' %s' "${targets[@]}"
+            [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
+            echo ' 2>&1 | tee /mnt/job/pytest.log'
+            echo 'rc=${PIPESTATUS[0]}'
+            # the suite removes the rxe0 / siw0 it created: a link left over is a failure too
+            echo 'left=$(rdma link show 2>/dev/null)'
+            echo 'for h in $(seq 1 $((HOSTS - 1))); do left+=$(ssh "h$h" rdma link show 2>/dev/null); done'
+            echo 'if [ -n "$left" ]; then echo "rdma links left behind: $left"; [ "$rc" = 0 ] && rc=4; fi'
+        elif [ -n "$plan" ]; then
+            # one boot, several sessions: each in its own directory under its own timeout; the
+            # kernel's messages are cut per session (dmesg -c), so a session's dmesg.txt holds
+            # its own only; a link a session leaves fails it and is removed for the next one
+            echo 'dmesg -c >/mnt/job/boot-dmesg.txt 2>&1'
+            while IFS=$'\t' read -r name limit targets args; do
+                [ -n "$name" ] || continue
+                case $name in *[!A-Za-z0-9_.-]*|.*) echo "run.sh: bad session name '$name'" >&2; exit 2 ;; esac
+                case $limit in ''|*[!0-9]*) echo "run.sh: session $name: bad timeout '$limit'" >&2; exit 2 ;; esac
+                [ "$targets" = - ] && targets=""
+                eval "session_args=($args)"
+                out=/mnt/job/$name
+                echo "mkdir -p $out && : >$out/started; s0=\$SECONDS"
+                echo "echo '[guest] session $name, timeout $limit s'"
+                printf 'timeout -k 10 %s ' "$limit"
+                emit_pytest "$out" "guest-$fabric-$name" "${targets:-hpccomm_suites/verbs}" \
+                    ${session_args[@]+"${session_args[@]}"}
+                echo 'rc=${PIPESTATUS[0]}'
+                echo "[ \"\$rc\" = 124 ] && echo '[guest] session $name timed out after $limit s'"
+                echo 'left=$(rdma link show 2>/dev/null | awk "{print \$2}" | cut -d/ -f1)'
+                echo "if [ -n \"\$left\" ]; then echo \"rdma links left behind by $name: \$left\"; [ \"\$rc\" = 0 ] && rc=4"
+                echo '    for l in $left; do rdma link delete "$l"; done; fi'
+                echo "echo \$((SECONDS - s0)) >$out/seconds; dmesg -c >$out/dmesg.txt 2>&1; echo \"\$rc\" >$out/rc"
+                echo "echo \"[guest] session $name exit status \$rc\""
+            done <"$plan"
+            echo 'rc=0'
         else
-            printf ' -o junit_suite_name=guest-%s %s' "$fabric" "${suite_targets:-hpccomm_suites/verbs}"
+            emit_pytest /mnt/job "guest-$fabric" "${suite_targets:-hpccomm_suites/verbs}" \
+                ${pytest_args[@]+"${pytest_args[@]}"}
+            echo 'rc=${PIPESTATUS[0]}'
+            # the suite removes the rxe0 / siw0 it created: a link left over is a failure too
+            echo 'left=$(rdma link show 2>/dev/null)'
+            echo 'if [ -n "$left" ]; then echo "rdma links left behind: $left"; [ "$rc" = 0 ] && rc=4; fi'
         fi
-        [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
-        echo ' 2>&1 | tee /mnt/job/pytest.log'
-        echo 'rc=${PIPESTATUS[0]}'
-        # the suite removes the rxe0 / siw0 it created: a link left over is a failure too
-        echo 'left=$(rdma link show 2>/dev/null)'
-        [ "$hosts" -gt 1 ] && echo 'for h in $(seq 1 $((HOSTS - 1))); do left+=$(ssh "h$h" rdma link show 2>/dev/null); done'
-        echo 'if [ -n "$left" ]; then echo "rdma links left behind: $left"; [ "$rc" = 0 ] && rc=4; fi'
         echo 'exit "$rc"'
     } >"$JOB/job.sh"
 fi
+if [ "$dry_run" = 1 ]; then cat "$JOB/job.sh"; exit 0; fi
 
 # TCG's CPU model: Nehalem (x86-64-v2, no AVX) rather than max, whose AVX2 TCG emulates
 # slowly and glibc's string functions and numpy then pick (benchmarks/RESULTS.md has the
@@ -205,6 +261,12 @@ done
 for f in "$JOB"/console-h*.log "$JOB"/dmesg-h*.txt "$JOB"/serial-h*.log; do  # other guests'
     [ -f "$f" ] && cp "$f" "$results/"
 done
+if [ -n "$plan" ]; then  # each session's directory, as far as it got
+    [ -f "$JOB/boot-dmesg.txt" ] && cp "$JOB/boot-dmesg.txt" "$results/"
+    while IFS=$'\t' read -r name _; do
+        [ -n "$name" ] && [ -d "$JOB/$name" ] && cp -a "$JOB/$name" "$results/"
+    done <"$plan"
+fi
 if [ ! -f "$JOB/rc" ]; then
     why="no exit status from the guest"
     [ "$qemu_rc" = 124 ] && why="QEMU killed after ${host_timeout} s"

@@ -16,8 +16,10 @@ has the same libraries (ci/guest/packages.txt). On rxe:
 On siw (iwarp), where the port counts nothing: rsocket-compat proven by whose TCP it was, and
 a silent fallback caught the same way.
 
-The test command runs the fallback on rxe and the proof on siw; the rest is `extended`
-(tests/conftest.py: `bash ci/test.sh -m extended`), minutes each of emulated guests.
+The single-guest items are sessions of the fabric's shared boot (tests/guests.py), run after
+the verbs suite's: a connect through siw can take the guest down. The conformance suite inside
+the runtime (minutes of Hypothesis under TCG) and the two-guest run are `extended`
+(tests/conftest.py: `bash ci/test.sh -m extended`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
-from tests.guests import boot, guest_image_or_skip, junit, tail
+from tests.guests import (
+    Session,
+    SessionResult,
+    boot,
+    guest_image_or_skip,
+    junit,
+    session,
+    tail,
+)
 from tests.native_grpc import native_build_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
@@ -64,6 +74,7 @@ def run(
     fabric: str = "softroce",
     hosts: int = 1,
 ) -> Any:
+    """A boot of its own (the two-guest item)."""
     staged = f"/mnt/job/stage/{native.directory.name}"
     return boot(
         image,
@@ -78,37 +89,75 @@ def run(
     )
 
 
-def run_on_siw(image: str, native: NativeBuild, results: Path, *args: str) -> dict[str, Any]:
-    """run() on iwarp, once. Debian 6.1's siw has a defect that rsocket over siw can meet: a
+def grpc_session(fabric: str, name: str, *args: str, targets: str = SUITE) -> None:
+    """Registers gRPC session NAME of the shared FABRIC boot, the native peer staged."""
+
+    def make(_: Path) -> Session:
+        native = native_build_or_skip()
+        staged = f"/mnt/job/stage/{native.directory.name}"
+        return Session(
+            name,
+            (f"--hpc-grpc-build={staged}", *args),
+            targets=targets,
+            timeout=1200,
+            stage=(native.directory,),
+        )
+
+    session(fabric, name, order=1)(make)
+
+
+COMPAT = "--hpc-grpc-preset=rsocket-compat"
+# a mistyped preload path: ld.so ignores it and the peers run on kernel TCP
+TYPO = "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so"
+grpc_session("softroce", "grpc-rsocket", "--hpc-grpc-preset=rsocket", *SETTINGS, "-k", ONE_ITEM)
+grpc_session("softroce", "grpc-fallback", COMPAT, TYPO, *SETTINGS, "-k", ONE_ITEM)
+grpc_session("softroce", "grpc-perf", COMPAT, *SETTINGS, "--hpc-repeats=1", "-k", "loopback")
+# raw mode: the runtime's transport is the same for both; serialized adds 2 min here
+CONFORMANCE_ARGS = (COMPAT, "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw")
+grpc_session("softroce", "grpc-conformance", *CONFORMANCE_ARGS, targets=CONFORMANCE)
+grpc_session("iwarp", "grpc-proof", COMPAT, *SETTINGS, "-k", ONE_ITEM)
+grpc_session("iwarp", "grpc-fallback", COMPAT, TYPO, *SETTINGS, "-k", ONE_ITEM)
+
+
+def on_siw(got: SessionResult) -> dict[str, Any]:
+    """A session on iwarp. Debian 6.1's siw has a defect that rsocket over siw can meet: a
     connect fails ("cannot connect" after 20 s) beside a kernel WARNING in siw_cm.c
     (siw_cep_put: refcount underflow, use-after-free, in siw_destroy_listen), and the guest may
-    die right after. Where that WARNING is read in this boot's dmesg or console, the item is an
-    xfail naming it, as the verbs suite treats siw's defects (stacks/verbs/defects.py); a guest
-    that died, or a connect that failed, without it is a failure."""
-    run(image, native, results, *args, fabric="iwarp")
-    warning = siw_warning(results)
-    died = not (results / "junit.xml").is_file()
-    if warning and (died or any("cannot connect" in m for m in junit(results)["failed"].values())):
+    die right after. Where that WARNING is read in this session's kernel messages, the item is
+    an xfail naming it, as the verbs suite treats siw's defects (stacks/verbs/defects.py); a
+    guest that died, or a connect that failed, without it is a failure."""
+    warning = siw_warning(got)
+    died = not (got.results / "junit.xml").is_file()
+    if warning and (
+        died or any("cannot connect" in m for m in junit(got.results)["failed"].values())
+    ):
         pytest.xfail(
-            f"known siw defect observed in this boot"
+            f"known siw defect observed in this session"
             f"{' (the guest died without JUnit)' if died else ''}: {warning}"
         )
-    assert not died, f"the guest left no JUnit and no siw WARNING: {tail(results)}"
-    got = junit(results)
-    got["results"] = results
-    return got
+    assert not died, f"{got.describe()}; no JUnit and no siw WARNING: {got.tail()}"
+    out = junit(got.results)
+    out["results"] = got.results
+    return out
 
 
-def siw_warning(where: Path) -> str:
-    """The kernel's siw_cm.c WARNING line of a boot (dmesg, or the console when the guest
-    died before it could save dmesg), or ''."""
-    for name in ("dmesg.txt", "console.log"):
-        log = where / name
-        if log.is_file():
-            hit = re.search(r"WARNING: .*siw_cm\.c:\d+ \S+", log.read_text(errors="replace"))
-            if hit:
-                return re.sub(r" at \S*/drivers/", " at drivers/", hit.group(0))
-    return ""
+WARNING = re.compile(r"WARNING: .*siw_cm\.c:\d+ \S+")
+
+
+def siw_warning(got: SessionResult) -> str:
+    """The kernel's siw_cm.c WARNING line of a session (its dmesg.txt), or ''. A session that
+    died saved none: then the boot's console counts, for the WARNINGs it shows beyond those
+    the boot's other sessions saved."""
+
+    def hits(log: Path) -> list[str]:
+        return WARNING.findall(log.read_text(errors="replace")) if log.is_file() else []
+
+    found = hits(got.results / "dmesg.txt")
+    if not (got.results / "dmesg.txt").is_file():
+        console = hits(got.results.parent / "console.log")
+        theirs = sum(len(hits(d / "dmesg.txt")) for d in got.others())
+        found = console[theirs:]
+    return re.sub(r" at \S*/drivers/", " at drivers/", found[-1]) if found else ""
 
 
 def proofs(results: Path) -> list[str]:
@@ -118,61 +167,34 @@ def proofs(results: Path) -> list[str]:
     )
 
 
-# extended: the replay of a defect of rdma-core 44 (rsocket alone cannot carry gRPC)
-@pytest.mark.extended
-def test_rsocket_alone_breaks_at_fcntl(
-    guest_image: str, native: NativeBuild, tmp_path: Path
-) -> None:
-    run(guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket", *SETTINGS, "-k", ONE_ITEM)
-    got = junit(tmp_path)
-    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(tmp_path))
+# the replay of a defect of rdma-core 44 (rsocket alone cannot carry gRPC)
+@pytest.mark.guest("softroce", "grpc-rsocket")
+def test_rsocket_alone_breaks_at_fcntl(guest_session: SessionResult) -> None:
+    got = junit(guest_session.results)
+    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, guest_session.tail())
     [(name, message)] = got["failed"].items()
     assert "rsocket-tcp" not in name
     assert "fcntl" in message and "Operation not supported" in message, message[-2000:]
 
 
-def test_a_silent_fallback_to_tcp_fails_the_proof_of_path(
-    guest_image: str, native: NativeBuild, tmp_path: Path
-) -> None:
-    # a mistyped preload path: ld.so ignores it and the peers run on kernel TCP
-    run(
-        guest_image,
-        native,
-        tmp_path,
-        "--hpc-grpc-preset=rsocket-compat",
-        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so",
-        *SETTINGS,
-        "-k",
-        ONE_ITEM,
-    )
-    got = junit(tmp_path)
-    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(tmp_path))
+@pytest.mark.guest("softroce", "grpc-fallback")
+def test_a_silent_fallback_to_tcp_fails_the_proof_of_path(guest_session: SessionResult) -> None:
+    got = junit(guest_session.results)
+    assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, guest_session.tail())
     [message] = got["failed"].values()
     assert "did not cross the RDMA device" in message, message[-2000:]
 
 
-# extended: the runtime's positive path is the siw proof's too (every item, one boot)
-@pytest.mark.extended
-def test_rsocket_compat_carries_the_perf_suite_side_by_side(
-    guest_image: str, native: NativeBuild, tmp_path: Path
-) -> None:
+@pytest.mark.guest("softroce", "grpc-perf")
+def test_rsocket_compat_carries_the_perf_suite_side_by_side(guest_session: SessionResult) -> None:
     # one job per sweep: the rows are function only under emulation, whatever the jobs
-    run(
-        guest_image,
-        native,
-        tmp_path,
-        "--hpc-grpc-preset=rsocket-compat",
-        *SETTINGS,
-        "--hpc-repeats=1",
-        "-k",
-        "loopback",
-    )
-    got = junit(tmp_path)
-    assert not got["failed"] and len(got["passed"]) == 40, (got["failed"], tail(tmp_path))
+    results = guest_session.results
+    got = junit(results)
+    assert not got["failed"] and len(got["passed"]) == 40, (got["failed"], guest_session.tail())
     assert sum("rsocket-compat-tcp" in n for n in got["passed"]) == 20  # the twin's half
-    got_proofs = proofs(tmp_path)
+    got_proofs = proofs(results)
     assert got_proofs and all("rxe0" in p for p in got_proofs), got_proofs[:3]
-    summary = (tmp_path / "summary.md").read_text()
+    summary = (results / "summary.md").read_text()
     rows = [
         r
         for r in summary.split("### Side by side")[1].splitlines()
@@ -186,21 +208,12 @@ def test_rsocket_compat_carries_the_perf_suite_side_by_side(
 
 # extended: ~5 min of Hypothesis under TCG
 @pytest.mark.extended
+@pytest.mark.guest("softroce", "grpc-conformance")
 def test_rsocket_compat_passes_conformance_inside_the_runtime(
-    guest_image: str, native: NativeBuild, tmp_path: Path
+    guest_session: SessionResult,
 ) -> None:
-    # raw mode: the runtime's transport is the same for both; serialized adds 2 min here
-    run(
-        guest_image,
-        native,
-        tmp_path,
-        "--hpc-grpc-preset=rsocket-compat",
-        "--hpc-grpc-peers=native",
-        "--hpc-grpc-modes=raw",
-        targets=CONFORMANCE,
-    )
-    got = junit(tmp_path)
-    assert not got["failed"] and len(got["passed"]) >= 15, (got["failed"], tail(tmp_path))
+    got = junit(guest_session.results)
+    assert not got["failed"] and len(got["passed"]) >= 15, (got["failed"], guest_session.tail())
     assert any("test_calls_take_the_runtimes_path" in n for n in got["passed"]), got["passed"]
     assert any("test_deadline_exceeded" in n for n in got["passed"]), got["passed"]
     assert any("test_tls" in n for n in got["passed"]), got["passed"]  # TLS over rsocket too
@@ -208,13 +221,12 @@ def test_rsocket_compat_passes_conformance_inside_the_runtime(
     assert all("kernel-TCP relay" in why for why in got["skipped"].values()), got["skipped"]
 
 
+@pytest.mark.guest("iwarp", "grpc-proof")
 def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(
-    guest_image: str, native: NativeBuild, tmp_path: Path
+    guest_session: SessionResult,
 ) -> None:
     # siw counts nothing on its port; its RDMA is TCP through the kernel's own sockets
-    got = run_on_siw(
-        guest_image, native, tmp_path, "--hpc-grpc-preset=rsocket-compat", *SETTINGS, "-k", ONE_ITEM
-    )
+    got = on_siw(guest_session)
     assert not got["failed"] and len(got["passed"]) == 2, (got, tail(got["results"]))
     got_proofs = proofs(got["results"])
     assert got_proofs and all(
@@ -222,21 +234,9 @@ def test_rsocket_compat_over_siw_is_proven_by_whose_tcp_it_was(
     ), got_proofs
 
 
-# extended: the fallback's proof is failed on rxe by default (a silent fallback to TCP)
-@pytest.mark.extended
-def test_a_silent_fallback_over_siw_is_caught(
-    guest_image: str, native: NativeBuild, tmp_path: Path
-) -> None:
-    got = run_on_siw(
-        guest_image,
-        native,
-        tmp_path,
-        "--hpc-grpc-preset=rsocket-compat",
-        "--hpc-grpc-env=LD_PRELOAD=/usr/lib/rsocket-typo/librspreload.so",
-        *SETTINGS,
-        "-k",
-        ONE_ITEM,
-    )
+@pytest.mark.guest("iwarp", "grpc-fallback")
+def test_a_silent_fallback_over_siw_is_caught(guest_session: SessionResult) -> None:
+    got = on_siw(guest_session)
     assert len(got["failed"]) == 1 and len(got["passed"]) == 1, (got, tail(got["results"]))
     [message] = got["failed"].values()
     assert "processes' own TCP sockets sent" in message, message[-2000:]

@@ -1,6 +1,7 @@
 """The verbs suite inside the SoftRoCE / iWARP guest (ci/guest): rxe and siw under QEMU.
 
-Builds (or reuses) the cached guest, boots it once per case, and reads the guest's JUnit XML:
+Builds (or reuses) the cached guest and reads the guest's JUnit XML; the single-guest items of a
+fabric share one boot with the other stacks' guest items (tests/guests.py), one session each:
 - softroce / iwarp: `pytest --hpc-fabric=<kind> hpccomm_suites/verbs` must pass; the suite provisions
   rxe0 / siw0 itself; perftest's programs run next to it as a cross-check; an xfail is allowed
   only as a known defect observed in that run (stacks/verbs/defects.py), and the guest's kernel
@@ -28,7 +29,16 @@ from typing import Any
 
 import pytest
 
-from tests.guests import boot, fingerprint, guest_image_or_skip, junit, tail
+from tests.guests import (
+    Session,
+    SessionResult,
+    boot,
+    fingerprint,
+    guest_image_or_skip,
+    junit,
+    session,
+    tail,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
@@ -41,21 +51,33 @@ def guest_image() -> str:
     return guest_image_or_skip()
 
 
+@session("softroce", "verbs")
+@session("iwarp", "verbs")
+def _verbs_suite(_: Path) -> Session:
+    return Session("verbs", (CANARY,))
+
+
 # conformance tests that must pass: iWARP has no UD, siw no atomics, and its QPs reach RTS only
 # through rdma_cm (the manual state-machine walk is skipped there)
-@pytest.mark.parametrize("fabric,device,at_least", [("softroce", "rxe", 35), ("iwarp", "siw", 12)])
+@pytest.mark.parametrize(
+    "fabric,device,at_least",
+    [
+        pytest.param("softroce", "rxe", 35, marks=pytest.mark.guest("softroce", "verbs")),
+        pytest.param("iwarp", "siw", 12, marks=pytest.mark.guest("iwarp", "verbs")),
+    ],
+)
 def test_verbs_suite_passes_in_the_guest(
-    guest_image: str, tmp_path: Path, fabric: str, device: str, at_least: int, record_property: Any
+    guest_session: SessionResult, fabric: str, device: str, at_least: int, record_property: Any
 ) -> None:
-    job = boot(guest_image, tmp_path, fabric, CANARY)
-    got = junit(tmp_path)
+    results = guest_session.results
+    got = junit(results)
     canary = [n for n in got["passed"] if "test_canary_stretches" in n]
     conformance = [n for n in got["passed"] if ".test_conformance_" in n]
     crosscheck = [n for n in got["passed"] if "test_perftest_crosscheck" in n]
-    env = fingerprint(tmp_path)
+    env = fingerprint(results)
     record_property("guest_kernel", env.get("kernel", "unknown"))
     record_property("guest_driver", env.get("driver", "unknown"))
-    record_property("guest_seconds", round(job.elapsed, 1))
+    record_property("guest_seconds", guest_session.seconds)
     record_property("guest_passed", len(got["passed"]))
     record_property("guest_conformance_passed", len(conformance))
     record_property("guest_skipped", len(got["skipped"]))
@@ -71,11 +93,11 @@ def test_verbs_suite_passes_in_the_guest(
         if not (v.startswith(f"known {device} defect ") and "observed" in v)
     }
     assert not unexplained, f"xfails that are no observed known defect: {unexplained}"
-    assert job.ok, f"guest run failed: {job.describe()}\n{tail(tmp_path)}"
+    assert guest_session.returncode == 0, f"{guest_session.describe()}\n{guest_session.tail()}"
     assert len(conformance) >= at_least, f"only {len(conformance)} conformance tests passed"
     assert crosscheck, "no perftest program ran next to the suite"
     assert len(canary) == 4, f"the canary's stretch of the verbs peers was not shown: {canary}"
-    log = (tmp_path / "pytest.log").read_text(errors="replace")
+    log = (results / "pytest.log").read_text(errors="replace")
     assert f"{device}0" in log, f"the suite did not run on a provisioned {device}0"
 
 
@@ -94,29 +116,22 @@ def _venv_over(python: str, where: Path) -> Path:
     return where
 
 
-def test_paired_run_reports_both_sides_in_the_guest(guest_image: str, tmp_path: Path) -> None:
-    venv = _venv_over("/usr/bin/python3", tmp_path / "stage" / "cand")
-    results = tmp_path / "results"
-    results.mkdir()
-    job = boot(
-        guest_image,
-        results,
-        "softroce",
-        "-m",
-        "perf",
-        "-k",
-        PAIRED_POINTS,
-        "--hpc-sizes",
-        "64,64K",
-        "--hpc-base",
-        "verbs=/usr/bin/python3",
-        "--hpc-candidate",
-        f"verbs=/mnt/job/stage/{venv.name}",
-        stage=(venv,),
-    )
+@session("softroce", "paired")
+def _paired(where: Path) -> Session:
+    venv = _venv_over("/usr/bin/python3", where / "cand")
+    args = ["-m", "perf", "-k", PAIRED_POINTS, "--hpc-sizes", "64,64K"]
+    args += ["--hpc-base", "verbs=/usr/bin/python3"]
+    args += ["--hpc-candidate", f"verbs=/mnt/job/stage/{venv.name}"]
+    return Session("paired", tuple(args), stage=(venv,))
+
+
+@pytest.mark.guest("softroce", "paired")
+def test_paired_run_reports_both_sides_in_the_guest(guest_session: SessionResult) -> None:
+    results = guest_session.results
+    venv = guest_session.session.stage[0]
     got = junit(results)
-    assert not got["failed"], f"paired verbs run: {got['failed']}\n{tail(results)}"
-    assert job.ok, f"guest run failed: {job.describe()}\n{tail(results)}"
+    assert not got["failed"], f"paired verbs run: {got['failed']}\n{guest_session.tail()}"
+    assert guest_session.returncode == 0, f"{guest_session.describe()}\n{guest_session.tail()}"
     root = ET.parse(results / "junit.xml").getroot()
     suite = {
         str(p.get("name")): str(p.get("value"))
@@ -141,19 +156,18 @@ def test_paired_run_reports_both_sides_in_the_guest(guest_image: str, tmp_path: 
     assert points >= 7, f"{points} paired points reported: {got['passed']}"
 
 
-def test_planted_mr_without_remote_write_is_caught(guest_image: str, tmp_path: Path) -> None:
-    job = boot(
-        guest_image,
-        tmp_path,
-        "softroce",
-        "--hpc-verbs-plant=mr-no-remote-write",
-        "-m",
-        "conformance",
-        "-k",
-        PLANTED_TESTS,
+@session("softroce", "planted")
+def _planted(_: Path) -> Session:
+    args = ("--hpc-verbs-plant=mr-no-remote-write", "-m", "conformance", "-k", PLANTED_TESTS)
+    return Session("planted", args)
+
+
+@pytest.mark.guest("softroce", "planted")
+def test_planted_mr_without_remote_write_is_caught(guest_session: SessionResult) -> None:
+    got = junit(guest_session.results)
+    assert guest_session.returncode == 1, (
+        f"the planted bug went unnoticed: {guest_session.describe()}"
     )
-    got = junit(tmp_path)
-    assert job.returncode == 1, f"the planted bug went unnoticed: {job.describe()}"
     caught = {k: v for k, v in got["failed"].items() if "remote access error" in v}
     assert any("test_rdma_write_into_mr_with_remote_write_lands" in k for k in caught), (
         f"the MR-rights test did not catch the planted bug: {sorted(got['failed'])}"
