@@ -253,6 +253,7 @@ def run_perftest(
     failure, a hang included, fails the item (a hang is the stack's: never launched again),
     except perftest's own known defect, an xfail naming what this run showed of it."""
     from pytest_hpccomm.stacks.verbs.perftest import (
+        OBSERVED,
         REFUSED_CRASH,
         PerftestFailed,
         missing,
@@ -269,7 +270,7 @@ def run_perftest(
         got = run_pair(program, fabric, size, iterations, remote=remote)
     except PerftestFailed as exc:
         if exc.defect:
-            pytest.xfail(f"known perftest defect: observed {exc.defect}. {REFUSED_CRASH}")
+            pytest.xfail(f"{OBSERVED}{exc.defect}. {REFUSED_CRASH}")
         pytest.fail(str(exc), pytrace=False)
     for name, value in got.report.items():
         record_property(f"perftest_{name}", value)

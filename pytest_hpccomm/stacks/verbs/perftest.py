@@ -118,6 +118,8 @@ class RemoteServer:
 
 
 # perftest's own defect, keyed by what its client shows (fixtures.run_perftest makes it an xfail)
+# how an xfail on a known perftest defect begins (then the symptom this run observed)
+OBSERVED = "known perftest defect: observed "
 REFUSED_CRASH = (
     "perftest before 26.04.17 (linux-rdma/perftest 3d9d8d0) retries an RDMA CM connect "
     "its server rejected and crashes in the retry's teardown (librdmacm state corrupted); "

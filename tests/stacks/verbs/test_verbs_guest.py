@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.verbs.perftest import OBSERVED as PERFTEST_OBSERVED
 from tests.guests import (
     Session,
     SessionResult,
@@ -55,6 +56,30 @@ def guest_image() -> str:
 @session("iwarp", "verbs")
 def _verbs_suite(_: Path) -> Session:
     return Session("verbs", (CANARY,))
+
+
+def unexplained_xfails(xfailed: dict[str, str], device: str) -> dict[str, str]:
+    """The guest suite's xfails that name no known defect observed in that run: the driver's
+    (stacks/verbs/defects.py, "known siw defect KEY: observed ...") or perftest's own
+    (stacks/verbs/perftest.py, "known perftest defect: observed ...")."""
+
+    def known(reason: str) -> bool:
+        driver = reason.startswith(f"known {device} defect ") and ": observed " in reason
+        return driver or reason.startswith(PERFTEST_OBSERVED)
+
+    return {k: v for k, v in xfailed.items() if not known(v)}
+
+
+def test_an_xfail_counts_only_as_a_known_defect_observed_in_that_run() -> None:
+    # the siw run's perftest crash of one cold CI: an xfail of the suite's own rule
+    perftest = (
+        "known perftest defect: observed client refused by RDMA CM ('Connection refused'), "
+        "then killed by SIGSEGV. perftest before 26.04.17 (linux-rdma/perftest 3d9d8d0) ..."
+    )
+    siw = "known siw defect read-no-remote-check: observed READ of an MR without REMOTE_READ"
+    got = {"a": perftest, "b": siw, "c": "known rxe defect x: observed y", "d": "flaky, skip"}
+    assert unexplained_xfails(got, "siw") == {"c": got["c"], "d": got["d"]}
+    assert unexplained_xfails({"b": siw.replace(": observed", ":")}, "siw")  # nothing observed
 
 
 # conformance tests that must pass: iWARP has no UD, siw no atomics, and its QPs reach RTS only
@@ -87,11 +112,7 @@ def test_verbs_suite_passes_in_the_guest(
     assert not got["failed"], f"{fabric} in the guest: {len(got['failed'])} failed: " + "; ".join(
         f"{k}: {v[:2000]}" for k, v in list(got["failed"].items())[:5]
     )
-    unexplained = {
-        k: v
-        for k, v in got["xfailed"].items()
-        if not (v.startswith(f"known {device} defect ") and "observed" in v)
-    }
+    unexplained = unexplained_xfails(got["xfailed"], device)
     assert not unexplained, f"xfails that are no observed known defect: {unexplained}"
     assert guest_session.returncode == 0, f"{guest_session.describe()}\n{guest_session.tail()}"
     assert len(conformance) >= at_least, f"only {len(conformance)} conformance tests passed"
