@@ -2,11 +2,12 @@
 reading what they return: the guest image (built or cached, or a skip saying why not), a boot
 with pytest arguments, the guest session's JUnit XML and fingerprint.
 
-A boot under TCG costs most of a minute before pytest starts, so the items of one fabric share
-one: each declares the guest session it reads (`@pytest.mark.guest(fabric, name)`, its
-arguments from a factory registered with `@session(fabric, name)`), and the first of them to
-run boots the guest once with every session the run selected (`run.sh --plan`), each under
-its own timeout and in its own results directory (`GuestBoots`)."""
+The items of one fabric share one boot (a boot under TCG costs seconds to tens of seconds
+before its job starts, by the VM): each declares the guest session it reads
+(`@pytest.mark.guest(fabric, name)`, its arguments from a factory registered with
+`@session(fabric, name)`), and the first of them to run boots the guest once with every
+session the run selected (`run.sh --plan`), each under its own timeout and in its own results
+directory (`GuestBoots`)."""
 
 from __future__ import annotations
 
@@ -85,9 +86,24 @@ def boot(
     )
 
 
+def boot_exec(image: str, results: Path, command: str, job_timeout: int = 120) -> JobResult:
+    """run.sh --exec: one guest running a shell command instead of pytest."""
+    argv = ["bash", str(RUN), "--image", image, "--exec", command, "--results", str(results)]
+    argv += ["--timeout", str(job_timeout)]
+    return run_job(
+        argv,
+        timeout=job_timeout + 300,
+        label="guest --exec",
+        env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get("HPCCOMM_GUEST_ACCEL", "tcg")},
+    )
+
+
 def junit(results: Path) -> dict[str, Any]:
     path = results / "junit.xml"
-    assert path.is_file(), f"the guest wrote no JUnit XML; console:\n{tail(results)}"
+    assert path.is_file(), (
+        f"the guest wrote no JUnit XML; console:\n{tail(results)}\nserial console:\n"
+        f"{serial_tail(results if (results / SERIAL).is_file() else results.parent)}"
+    )
     cases = ET.parse(path).getroot().iter("testcase")
     out: dict[str, Any] = {"passed": [], "failed": {}, "skipped": {}, "xfailed": {}}
     for case in cases:
@@ -122,6 +138,18 @@ def tail(results: Path) -> str:
         if path.is_file():
             return path.read_text(errors="replace")[-4000:]
     return "(no log)"
+
+
+SERIAL = "serial-h0.log"  # the first guest's serial console (run.sh), the kernel's lines in it
+
+
+def serial_tail(boot: Path, lines: int = 25) -> str:
+    """The last lines of a boot's serial console: where the kernel's last words (a WARNING,
+    an oops, a panic) are, when the guest died before it could save its dmesg.txt."""
+    path = boot / SERIAL
+    if not path.is_file():
+        return f"(no {SERIAL})"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 GUEST_MARKER = (
@@ -178,7 +206,10 @@ class SessionResult:
         if self.returncode is not None:
             return f"session {self.session.name}: exit status {self.returncode}"
         state = "started but did not finish" if self.started else "never started"
-        return f"session {self.session.name} {state}; the boot: {self.boot.describe()}"
+        return (
+            f"session {self.session.name} {state}; the boot: {self.boot.describe()}; "
+            f"its serial console ended:\n{serial_tail(self.results.parent)}"
+        )
 
 
 Factory = Callable[[Path], Session]

@@ -14,7 +14,8 @@
 #       TARGETS "-" for the default suites); session NAME's results land in RESULTS/NAME/,
 #       with its exit status in RESULTS/NAME/rc and its kernel messages in RESULTS/NAME/dmesg.txt
 #
-# Results (junit.xml, results.json, summary.md, pytest.log, console.log, dmesg.txt) land in
+# Results (junit.xml, results.json, summary.md, pytest.log, console.log, dmesg.txt, and the
+# serial console with the kernel's messages, serial-h0.log) land in
 # --results DIR (default results/guest-<fabric>[-2hosts]); the exit status is pytest's inside
 # the guest, 4 when the suite passed but left an rdma link behind, or 3 when the guest produced
 # none (did not boot, crashed, or hit the host-side timeout).
@@ -218,23 +219,27 @@ accel_opts=(-accel tcg,thread=multi -cpu "${HPCCOMM_GUEST_CPU:-Nehalem}")
 # boot and power-off take 10-40 s under TCG on a loaded 2-core machine
 host_timeout=$((job_timeout + 180))
 boot_guest() {  # boot_guest INDEX: QEMU for guest hINDEX; guest 0 runs the job
-    local i=$1 net=(-nic none) serial=stdio
-    [ "$i" = 0 ] || serial=file:$JOB/serial-h$i.log  # guest 0's console is this script's output
+    # guest 0's serial console is this script's output, and kept in serial-h0.log: the kernel
+    # prints there (a WARNING, an oops) what a guest that dies cannot save as dmesg.txt
+    local i=$1 net=(-nic none) serial=(-chardev "stdio,id=console0,logfile=$JOB/serial-h0.log" -serial chardev:console0)
+    [ "$i" = 0 ] || serial=(-serial "file:$JOB/serial-h$i.log")
     if [ "$hosts" -gt 1 ]; then
         local peer=$((1 - i))
         net=(-netdev "dgram,id=n0,local.type=unix,local.path=$NET/h$i.sock,remote.type=unix,remote.path=$NET/h$peer.sock"
              -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1)),romfile=")
     fi
+    # loglevel=5: the console prints KERN_WARNING (4) and worse, so a WARN_ON's "WARNING: CPU:"
+    # line reaches serial-h0.log even when the guest dies before it saves dmesg.txt
     # exec: a background guest's $! is then this timeout itself, which passes a TERM to QEMU
     exec timeout -k 10 "$host_timeout" qemu-system-x86_64 \
         -nodefaults -no-user-config -display none -no-reboot "${net[@]}" \
         "${accel_opts[@]}" -smp "$smp" -m "$mem" \
         -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
-        -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=4 mitigations=off random.trust_cpu=on hpccomm.host=$i" \
+        -append "console=ttyS0 panic=-1 oops=panic quiet loglevel=5 mitigations=off random.trust_cpu=on hpccomm.host=$i" \
         -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on" \
         -virtfs "local,path=$JOB,mount_tag=job,security_model=none,id=job" \
         -virtfs "local,path=$PROJECT,mount_tag=project,security_model=none,readonly=on,id=project" \
-        -serial "$serial" -monitor none </dev/null
+        "${serial[@]}" -monitor none </dev/null
 }
 echo "run.sh: booting $hosts x $image (${accel}, ${smp} vCPUs, ${mem} MiB each), job timeout ${job_timeout} s" >&2
 t0=$SECONDS

@@ -30,14 +30,17 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.proc.jobs import JobResult
 from pytest_hpccomm.stacks.grpc.build import NativeBuild
 from tests.guests import (
+    SERIAL,
     Session,
     SessionResult,
     boot,
     guest_image_or_skip,
     junit,
     session,
+    session_result,
     tail,
 )
 from tests.native_grpc import native_build_or_skip
@@ -146,18 +149,39 @@ WARNING = re.compile(r"WARNING: .*siw_cm\.c:\d+ \S+")
 
 def siw_warning(got: SessionResult) -> str:
     """The kernel's siw_cm.c WARNING line of a session (its dmesg.txt), or ''. A session that
-    died saved none: then the boot's console counts, for the WARNINGs it shows beyond those
-    the boot's other sessions saved."""
+    died saved none: then the boot's serial console counts (the kernel prints WARNINGs there;
+    the job's console.log holds only what the job printed), for the WARNINGs it shows beyond
+    those the boot's other sessions saved."""
 
     def hits(log: Path) -> list[str]:
         return WARNING.findall(log.read_text(errors="replace")) if log.is_file() else []
 
     found = hits(got.results / "dmesg.txt")
     if not (got.results / "dmesg.txt").is_file():
-        console = hits(got.results.parent / "console.log")
-        theirs = sum(len(hits(d / "dmesg.txt")) for d in got.others())
+        console = hits(got.results.parent / SERIAL)
+        before = hits(got.results.parent / "boot-dmesg.txt")  # the boot's, before any session
+        theirs = len(before) + sum(len(hits(d / "dmesg.txt")) for d in got.others())
         found = console[theirs:]
     return re.sub(r" at \S*/drivers/", " at drivers/", found[-1]) if found else ""
+
+
+def test_a_died_session_is_keyed_by_the_warning_its_boot_printed_after_the_others(
+    tmp_path: Path,
+) -> None:
+    # the logic alone: a boot whose verbs session saved one WARNING, then grpc-proof died
+    line = "[ 9.1] WARNING: CPU: 1 PID: {} at drivers/infiniband/sw/siw/siw_cm.c:453 siw_cep_put"
+    (tmp_path / "plan.tsv").write_text("verbs\t900\t-\t\ngrpc-proof\t1200\t-\t\n")
+    (tmp_path / "verbs").mkdir()
+    (tmp_path / "verbs" / "dmesg.txt").write_text(line.format(7) + "\n")
+    (tmp_path / "grpc-proof").mkdir()
+    job = JobResult(("run.sh",), 3, "", "", 9.0, False)
+    died = session_result(Session("grpc-proof"), tmp_path, job)
+    assert siw_warning(died) == ""  # no serial console: nothing is known
+    (tmp_path / SERIAL).write_text(line.format(7) + "\n")
+    assert siw_warning(died) == ""  # the verbs session's own WARNING
+    (tmp_path / SERIAL).write_text(line.format(7) + "\n" + line.format(42) + "\nKernel panic\n")
+    assert "PID: 42 at drivers/" in siw_warning(died)
+    assert "Kernel panic" in died.describe()  # the kernel's last words in the failure
 
 
 def proofs(results: Path) -> list[str]:
