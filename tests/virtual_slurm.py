@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pytest_hpccomm.cluster.virtual import VirtualCluster, VirtualHost
-from pytest_hpccomm.proc.jobs import JobResult, RunningJob
+from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster, VirtualHost
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob, run_job
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")  # Debian 12: SLURM 22.05
 _SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -322,7 +322,42 @@ class VirtualSlurm:
             log = self.log_path(name)
             if log is not None:
                 parts += [f"  {log}:"] + [f"    {line}" for line in log_lines(log, lines)]
-        return "\n".join(parts)
+        return "\n".join(parts + self.network())
+
+    def network(self) -> list[str]:
+        """The fabric as the hosts see it: whether h0 reaches every other host (a TCP connect),
+        each host's link with its counters, neighbours, qdisc and firewall, the switch's
+        ports. Tells a stack that cannot talk from a network that does not carry."""
+        c, ip = self.cluster, shutil.which("ip") or "ip"
+        first, *others = c.hosts
+        out = ["network:"]
+
+        def run(ns: str, argv: list[str]) -> str:
+            try:
+                r = run_job([ip, "netns", "exec", ns, *argv], timeout=10, label=argv[0])
+            except Exception as e:  # the message must still be written
+                return f"({argv[0]}: {e})"
+            text = " | ".join(line.strip() for line in (r.stdout + r.stderr).splitlines())
+            return text if r.ok else f"{r.describe()}: {text}"
+
+        for h in others:  # a TCP connect to the host's slurmd (bash's /dev/tcp: no ping here)
+            probe = f"timeout 3 bash -c 'exec 3<>/dev/tcp/{h.address}/{SLURMD_PORT}' && echo ok"
+            got = run(first.netns, ["sh", "-c", probe])
+            out.append(
+                f"  {first.name} -> {h.name} {h.address}:{SLURMD_PORT} connect: {got[-300:]}"
+            )
+        for h in c.hosts:
+            for argv in (
+                ["ip", "-s", "link", "show", "dev", IFACE],
+                ["ip", "-br", "addr"],
+                ["ip", "neigh"],
+                ["tc", "qdisc", "show", "dev", IFACE],
+                ["nft", "list", "ruleset"],
+            ):
+                out.append(f"  {h.name} {' '.join(argv[:2])}: {run(h.netns, argv)[-400:]}")
+        for argv in (["bridge", "link"], ["tc", "qdisc", "show"]):
+            out.append(f"  switch {argv[0]}: {run(c.switch_netns, argv)[-600:]}")
+        return out
 
     def wait_idle(self, timeout: float) -> None:
         """Until sinfo shows every node idle; a dead daemon or the deadline raises SlurmError

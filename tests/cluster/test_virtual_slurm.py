@@ -74,6 +74,9 @@ class TestOneSharedCluster:
         for daemon in ("slurmctld", "slurmd@h0", "slurmd@h1", "munged"):
             assert f"{daemon} running" in d, d
         assert str(slurm.log_path("slurmd@h1")) in d and "slurmd started" in d, d
+        # the fabric: h0 reaches h1 by TCP, and each host's link with its counters
+        assert "h0 -> h1" in d and "connect: ok" in d, d
+        assert "h1 ip -s: " in d and "RX:" in d and "switch bridge:" in d, d
 
     def test_sbatch_wait_returns_the_scripts_status(
         self, slurm: VirtualSlurm, tmp_path: Path
