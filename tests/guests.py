@@ -34,6 +34,11 @@ ITEM_TIMEOUT = 300  # pytest-timeout's, per item inside the guest
 # which Hypothesis cannot swallow; pytest-timeout stays as the outer belt)
 
 
+def guest_env() -> dict[str, str]:
+    """run.sh's environment: TCG unless HPCCOMM_GUEST_ACCEL names another accelerator."""
+    return {**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get("HPCCOMM_GUEST_ACCEL", "tcg")}
+
+
 def guest_image_or_skip() -> str:
     """The built guest image's directory; skips when this host cannot build or boot it."""
     if shutil.which("qemu-system-x86_64") is None:
@@ -82,7 +87,7 @@ def boot(
         argv,
         timeout=job_timeout + 300 + 60 * (hosts - 1),
         label=f"guest {fabric} x{hosts}",
-        env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get("HPCCOMM_GUEST_ACCEL", "tcg")},
+        env=guest_env(),
     )
 
 
@@ -94,7 +99,7 @@ def boot_exec(image: str, results: Path, command: str, job_timeout: int = 120) -
         argv,
         timeout=job_timeout + 300,
         label="guest --exec",
-        env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get("HPCCOMM_GUEST_ACCEL", "tcg")},
+        env=guest_env(),
     )
 
 
@@ -254,7 +259,7 @@ def boot_plan(image: str, results: Path, fabric: str, sessions: list[Session]) -
         plan_argv(image, results, fabric, sessions),
         timeout=plan_timeout(sessions) + 300,
         label=f"guest {fabric}: {', '.join(s.name for s in sessions)}",
-        env={**os.environ, "HPCCOMM_GUEST_ACCEL": os.environ.get("HPCCOMM_GUEST_ACCEL", "tcg")},
+        env=guest_env(),
     )
 
 
