@@ -151,22 +151,16 @@ else
         echo 'EOF'
         echo ')'
         if [ "$hosts" -gt 1 ]; then
-            printf 'python3 -m pytest $plugins'
-            printf ' -p no:cacheprovider --hpc-fabric=%s --hpc-history=none' "$fabric"
-            printf ' --hpc-results=/mnt/job/results.json --junitxml=/mnt/job/junit.xml'
-            printf ' --hpc-markdown=/mnt/job/summary.md'
-            # one peer per guest; MPI = Debian's Open MPI (UCX, libfabric) reaching h1 over ssh
-            printf ' --hpc-hosts=%s --hpc-mpi=/usr/bin/mpirun' "$(seq -s, -f 'h%g' 0 $((hosts - 1)))"
-            printf ' -o junit_suite_name=cluster-%s' "$fabric"
             # the verbs and MPI suites, unless --targets or the arguments name what to run
             targets=(hpccomm_suites/verbs hpccomm_suites/mpi)
             [ -n "$suite_targets" ] && targets=($suite_targets)
             for a in "${pytest_args[@]}"; do
                 case $a in hpccomm_suites/*|tests/*) targets=() ;; esac
             done
-            printf ' %s' "${targets[@]}"
-            [ "${#pytest_args[@]}" -gt 0 ] && printf ' %q' "${pytest_args[@]}"
-            echo ' 2>&1 | tee /mnt/job/pytest.log'
+            # one peer per guest; MPI = Debian's Open MPI (UCX, libfabric) reaching h1 over ssh
+            emit_pytest /mnt/job "cluster-$fabric" "${targets[*]}" \
+                "--hpc-hosts=$(seq -s, -f 'h%g' 0 $((hosts - 1)))" --hpc-mpi=/usr/bin/mpirun \
+                ${pytest_args[@]+"${pytest_args[@]}"}
             echo 'rc=${PIPESTATUS[0]}'
             # the suite removes the rxe0 / siw0 it created: a link left over is a failure too
             echo 'left=$(rdma link show 2>/dev/null)'
