@@ -10,9 +10,11 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_hpccomm.files import atomic_write, file_lock
+
+P = TypeVar("P")
 
 
 def cache_dir(
@@ -40,6 +42,24 @@ def python_in(path: str | os.PathLike[str]) -> Path | None:
     if p.is_dir():
         p = p / "bin" / "python"
     return p if p.is_file() else None
+
+
+def probe_named_python(
+    python: str | os.PathLike[str],
+    option: str,
+    probe: Callable[[Path], P],
+    error: type[Exception],
+) -> tuple[Path, P]:
+    """A Python the user named with `option` and what `probe` read of it; `error` naming the
+    option when the path is no Python or the probe fails (the path alone does not say which
+    option named it)."""
+    path = python_in(python)
+    if path is None:
+        raise error(f"{option}: {python} is not a Python executable")
+    try:
+        return path, probe(path)
+    except error as exc:
+        raise error(f"{option}: {exc}") from None
 
 
 def ready(home: Path, key: str) -> dict[str, Any] | None:

@@ -91,20 +91,16 @@ def judge_paired(
             detail.append(f"p={fmt_p(p)}")
         detail.append(f"tolerance {fmt_tol(tol)}")
         msg = verdict_line(outcome, head, detail, reason)
-        return Verdict(
-            outcome=outcome,
-            current_median=cur_med,
-            baseline_median=base_med,
-            ratio=ratio,
-            ci_low=None if ci is None else ci[0],
-            ci_high=None if ci is None else ci[1],
-            p_value=p_worse,
+        return Verdict.of(
+            outcome,
+            (cur_med, base_med),
+            ratio,
+            ci,
+            (p_worse, p_better),
+            (len(cand_jobs), len(base_jobs)),
             tolerance=tol,
             message=msg,
             reason=reason,
-            n_current=len(cand_jobs),
-            n_baseline=len(base_jobs),
-            p_better=p_better,
             min_effect=None
             if ci is None or ratio is None
             else min_effect(ratio, ci, band(tol), lower_better, paired=True),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +72,34 @@ class Verdict:
     host_shift: float | None = None
     informational: str = ""  # why this verdict claims nothing ("" when it counts)
     unclaimed: Outcome | None = None  # what the jobs showed where too few sessions claim it
+
+    @classmethod
+    def of(
+        cls,
+        outcome: Outcome,
+        medians: tuple[float, float],
+        ratio: float | None,
+        ci: tuple[float, float] | None,
+        p: tuple[float | None, float | None],
+        counts: tuple[int, int],
+        **more: Any,
+    ) -> Verdict:
+        """A comparison's verdict, stored or paired: medians and job counts (current,
+        baseline), the ratio with its interval, the one-sided p-values (worse, better); `more`
+        is the rest (tolerance, message, reason, ...)."""
+        return cls(
+            outcome=outcome,
+            current_median=medians[0],
+            baseline_median=medians[1],
+            ratio=ratio,
+            ci_low=None if ci is None else ci[0],
+            ci_high=None if ci is None else ci[1],
+            p_value=p[0],
+            p_better=p[1],
+            n_current=counts[0],
+            n_baseline=counts[1],
+            **more,
+        )
 
 
 def fmt_num(x: float) -> str:
@@ -386,20 +414,16 @@ def judge(
             )
         mde = None if ci is None or ratio is None else min_effect(ratio, ci, edges, lower_better)
         msg = verdict_line(outcome, head, detail, reason)
-        return Verdict(
-            outcome=outcome,
-            current_median=cur_med,
-            baseline_median=base_med,
-            ratio=ratio,
-            ci_low=None if ci is None else ci[0],
-            ci_high=None if ci is None else ci[1],
-            p_value=p_worse,
+        return Verdict.of(
+            outcome,
+            (cur_med, base_med),
+            ratio,
+            ci,
+            (p_worse, p_better),
+            (int(cur.size), int(base.size)),
             tolerance=tol,
             message=msg,
             reason=reason,
-            n_current=int(cur.size),
-            n_baseline=int(base.size),
-            p_better=p_better,
             baseline_sessions=len(levels),
             between_sessions_sd=s_b,
             session_margin=margin if s_b is not None else None,

@@ -167,6 +167,44 @@ def check_python_specs(
 
 
 @dataclass(frozen=True)
+class PythonEnvStack:
+    """A stack whose implementation is a Python environment (Horovod, TensorFlow, verbs): one
+    option names it (`keywords`: the stack's own default, e.g. `build`, and `none`), a paired
+    run names two. The hooks every such stack answers alike, which its plugin module exports
+    as bound methods:
+
+        TF = PythonEnvStack("tf", "--hpc-tf-python", "TensorFlow", (BUILD, NONE), tf_python)
+        pytest_hpccomm_paired_stacks = TF.paired_stacks
+        pytest_hpccomm_under_test = TF.under_test
+        pytest_hpccomm_foreseen_skip = TF.foreseen_skip  # every placed item: placement_reason
+
+    and its pytest_configure calls TF.check(config) (a misnamed side: usage error)."""
+
+    stack: str
+    option: str  # e.g. --hpc-tf-python
+    what: str  # what the Python must have, for messages: "TensorFlow"
+    keywords: tuple[str, str]  # (the default implementation's keyword, the opt-out keyword)
+    python: Callable[[pytest.Config], str]  # the option's value, its default filled in
+
+    def check(self, config: pytest.Config) -> None:
+        check_python_specs(
+            config, self.stack, self.option, self.python(config), self.what, self.keywords
+        )
+
+    @pytest.hookimpl(optionalhook=True)
+    def paired_stacks(self, config: pytest.Config) -> list[str]:
+        return [self.stack]  # two environments, one per side: a keyword or a Python/venv each
+
+    @pytest.hookimpl(optionalhook=True)
+    def under_test(self, config: pytest.Config, stack: str) -> str | None:
+        return self.python(config) if stack == self.stack else None
+
+    @pytest.hookimpl(optionalhook=True)
+    def foreseen_skip(self, item: pytest.Item) -> str | None:
+        return foreseen_placement(item, self.stack)
+
+
+@dataclass(frozen=True)
 class Point(Generic[S]):
     """One benchmark point of a stack's session store: get() the pooled sweep, more() one more
     job (None: no more allowed), cost() what the repeats cost; in a paired A/B run paired()

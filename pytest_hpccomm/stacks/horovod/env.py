@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
+from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, probe_named_python
 from pytest_hpccomm.cluster.mpi import MPI_ENVS, mpi_prefix
 from pytest_hpccomm.files import LockTimeout
 from pytest_hpccomm.proc.jobs import JobResult, run_job
@@ -252,13 +252,7 @@ def env_from_probe(
 
 def user_env(python: str | os.PathLike[str]) -> HorovodEnv:
     """The user's Horovod (a cluster's build): HorovodBuildError when it does not import."""
-    path = python_in(python)
-    if path is None:
-        raise HorovodBuildError(f"--hpc-horovod-python: {python} is not a Python executable")
-    try:
-        info = probe(path)
-    except HorovodBuildError as exc:  # the path alone does not say which option named it
-        raise HorovodBuildError(f"--hpc-horovod-python: {exc}") from None
+    path, info = probe_named_python(python, "--hpc-horovod-python", probe, HorovodBuildError)
     return env_from_probe(path, info, "user")
 
 

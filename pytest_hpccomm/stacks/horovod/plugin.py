@@ -29,8 +29,7 @@ from pytest_hpccomm.stack_probes import StackProbe
 from pytest_hpccomm.stacks.contract import (
     Implementations,
     Point,
-    check_python_specs,
-    foreseen_placement,
+    PythonEnvStack,
     judge_point,
     named_in_pair,
 )
@@ -114,32 +113,18 @@ def controllers(config: pytest.Config) -> list[str]:
         raise pytest.UsageError(f"--hpc-horovod-controllers: {exc}") from None
 
 
+HOROVOD = PythonEnvStack(STACK, "--hpc-horovod-python", "Horovod", (BUILD, NONE), horovod_python)
+pytest_hpccomm_foreseen_skip = HOROVOD.foreseen_skip
+pytest_hpccomm_paired_stacks = HOROVOD.paired_stacks
+pytest_hpccomm_under_test = HOROVOD.under_test
+
+
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     controllers(config)  # a bad value is a usage error before any test runs
     if config.pluginmanager.has_plugin("hpccomm"):
         register_settings(hpc_session_of(config).cfg.profile)
-    check_python_specs(
-        config, STACK, "--hpc-horovod-python", horovod_python(config), "Horovod", (BUILD, NONE)
-    )
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
-    return foreseen_placement(item, STACK)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
-    return [STACK]  # two Horovod environments: `build` or a Python/venv per side
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
-    """--hpc-horovod-python, else the environment the bootstrap builds."""
-    if stack != STACK:
-        return None
-    return horovod_python(config)
+    HOROVOD.check(config)
 
 
 @dataclass(frozen=True)

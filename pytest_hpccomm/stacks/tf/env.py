@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
+from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, probe_named_python
 from pytest_hpccomm.files import LockTimeout
 from pytest_hpccomm.proc.jobs import JobResult, run_job
 
@@ -181,13 +181,7 @@ def env_from_probe(
 
 def user_env(python: str | os.PathLike[str]) -> TfEnv:
     """The user's TensorFlow (a cluster's): TfEnvError when it does not import."""
-    path = python_in(python)
-    if path is None:
-        raise TfEnvError(f"--hpc-tf-python: {python} is not a Python executable")
-    try:
-        info = probe(path)
-    except TfEnvError as exc:  # the path alone does not say which option named it
-        raise TfEnvError(f"--hpc-tf-python: {exc}") from None
+    path, info = probe_named_python(python, "--hpc-tf-python", probe, TfEnvError)
     return env_from_probe(path, info, "user")
 
 

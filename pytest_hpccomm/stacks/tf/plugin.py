@@ -20,8 +20,7 @@ from pytest_hpccomm.stack_probes import StackProbe
 from pytest_hpccomm.stacks.contract import (
     Implementations,
     Point,
-    check_python_specs,
-    foreseen_placement,
+    PythonEnvStack,
     judge_point,
     named_in_pair,
 )
@@ -69,29 +68,15 @@ def tf_python(config: pytest.Config) -> str:
     return str(config.getoption("hpc_tf_python") or config.getini("hpc_tf_python") or BUILD)
 
 
+TF = PythonEnvStack(STACK, "--hpc-tf-python", "TensorFlow", (BUILD, NONE), tf_python)
+pytest_hpccomm_foreseen_skip = TF.foreseen_skip
+pytest_hpccomm_paired_stacks = TF.paired_stacks
+pytest_hpccomm_under_test = TF.under_test
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    check_python_specs(
-        config, STACK, "--hpc-tf-python", tf_python(config), "TensorFlow", (BUILD, NONE)
-    )
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_foreseen_skip(item: pytest.Item) -> str | None:
-    return foreseen_placement(item, STACK)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
-    return [STACK]  # two TensorFlow environments: `build` or a Python/venv per side
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
-    """--hpc-tf-python, else the environment the bootstrap makes."""
-    if stack != STACK:
-        return None
-    return tf_python(config)
+    TF.check(config)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pytest_hpccomm.session import HpcSession, hpc_session_of
 from pytest_hpccomm.stack_probes import ImportProbe, StackProbe
 from pytest_hpccomm.stacks.contract import (
     Implementations,
-    check_python_specs,
+    PythonEnvStack,
     named_in_pair,
     stack_params,
 )
@@ -94,17 +94,9 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
     ]
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_paired_stacks(config: pytest.Config) -> list[str]:
-    return [STACK]  # two verbs Pythons (two rdma-core/pyverbs installations), one per side
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_hpccomm_under_test(config: pytest.Config, stack: str) -> str | None:
-    """--hpc-verbs-python, else this Python's pyverbs."""
-    if stack != STACK:
-        return None
-    return verbs_python(config)
+VERBS = PythonEnvStack(STACK, OPTION, "pyverbs", (THIS, NONE), verbs_python)
+pytest_hpccomm_paired_stacks = VERBS.paired_stacks
+pytest_hpccomm_under_test = VERBS.under_test
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -138,7 +130,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[EMULATED_KEY] = []
-    check_python_specs(config, STACK, OPTION, verbs_python(config), "pyverbs", (THIS, NONE))
+    VERBS.check(config)
 
 
 def _is_verbs(item: pytest.Item) -> bool:
