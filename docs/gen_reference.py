@@ -295,8 +295,13 @@ def field_comments(cls: type) -> dict[str, str]:
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     found: dict[str, str] = {}
     above: list[str] = []
+    head = next(line for line in lines if line.lstrip().startswith("class "))
+    body = len(head) - len(head.lstrip()) + 4  # the class body's indent: fields, not params
     for line in lines:
         text = line.strip()
+        if len(line) - len(line.lstrip()) != body:
+            above = []
+            continue
         if text.startswith("#"):
             above.append(text.lstrip("# "))
             continue

@@ -61,6 +61,16 @@ def test_generated_page_matches_the_code(page: str) -> None:
     )
 
 
+def test_field_comments_come_from_fields_not_from_a_methods_parameters() -> None:
+    """A method whose parameter is named like a field does not take that field's comment
+    (Verdict.of has a `ratio` parameter)."""
+    from pytest_hpccomm.baselines.verdict import Verdict
+
+    comments = _gen_reference().field_comments(Verdict)
+    assert comments["ratio"] == "current median / baseline median (raw, not direction-adjusted)"
+    assert "ci_low" in comments and comments["ci_low"] == "confidence interval of that ratio"
+
+
 def test_every_option_of_the_code_is_on_the_page() -> None:
     """The core options and every stack plugin's (a stack's option left off its page fails)."""
     from pytest_hpccomm.config import OPTIONS

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from pytest_hpccomm.measure import metrics
+from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import JobPool, pool_point
 from pytest_hpccomm.proc import cpu_share
@@ -180,38 +180,18 @@ def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Mea
         if point.get("max_samples")
         else {}
     )
-    factor = metrics.busbw_factor("allreduce", sweep.ranks)
-    algbw = [size / (us * 1e-6) / 1e9 for us in samples]
-    return [
-        Measurement(
-            stack="horovod",
-            benchmark=BENCHMARK,
-            params=keyed,
-            samples=tuple(samples),
-            unit="us",
-            direction=Direction.LOWER_IS_BETTER,
-            warmup_discarded=int(point["warmup"]),
-            metric="latency",
-            extra={**jobs, **over_mpi, **cpu, **slowest},
-        ),
-        Measurement(
-            stack="horovod",
-            benchmark=BENCHMARK,
-            params={**keyed, "metric": "busbw"},
-            samples=tuple(a * factor for a in algbw),
-            unit=metrics.UNIT_NCCL_BANDWIDTH,
-            direction=Direction.HIGHER_IS_BETTER,
-            warmup_discarded=int(point["warmup"]),
-            metric="busbw",
-            extra={
-                "algbw_gb_s": statistics.median(algbw),
-                "busbw_factor": factor,
-                **over_mpi,
-                **cpu,
-                **({"job_sizes": jobs["job_sizes"]} if jobs else {}),
-            },
-        ),
-    ]
+    return latency_and_busbw(
+        "horovod",
+        BENCHMARK,
+        "allreduce",
+        size,
+        sweep.ranks,
+        keyed,
+        samples,
+        int(point["warmup"]),
+        {**jobs, **over_mpi, **cpu, **slowest},
+        {**over_mpi, **cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})},
+    )
 
 
 # -- the synthetic training benchmark ---------------------------------------------------------

@@ -16,8 +16,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_hpccomm.measure import metrics
-from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
+from pytest_hpccomm.measure.collective import latency_and_busbw
+from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, SweepFailed
@@ -138,35 +138,15 @@ def measurements(
     )
     cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
     slowest = {"max_rank_latency_us": statistics.median(point["max_samples"])}
-    factor = metrics.busbw_factor("allreduce", workers)
-    algbw = [size / (us * 1e-6) / 1e9 for us in samples]
-    warmup = int(point["warmup"])
-    return [
-        Measurement(
-            stack="tf",
-            benchmark=benchmark,
-            params=keyed,
-            samples=tuple(samples),
-            unit="us",
-            direction=Direction.LOWER_IS_BETTER,
-            warmup_discarded=warmup,
-            metric="latency",
-            extra={**jobs, **cpu, **slowest},
-        ),
-        Measurement(
-            stack="tf",
-            benchmark=benchmark,
-            params={**keyed, "metric": "busbw"},
-            samples=tuple(a * factor for a in algbw),
-            unit=metrics.UNIT_NCCL_BANDWIDTH,
-            direction=Direction.HIGHER_IS_BETTER,
-            warmup_discarded=warmup,
-            metric="busbw",
-            extra={
-                "algbw_gb_s": statistics.median(algbw),
-                "busbw_factor": factor,
-                **cpu,
-                **({"job_sizes": jobs["job_sizes"]} if jobs else {}),
-            },
-        ),
-    ]
+    return latency_and_busbw(
+        "tf",
+        benchmark,
+        "allreduce",
+        size,
+        workers,
+        keyed,
+        samples,
+        int(point["warmup"]),
+        {**jobs, **cpu, **slowest},
+        {**cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})},
+    )
