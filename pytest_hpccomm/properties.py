@@ -10,7 +10,7 @@ A stack gives only its example budget and the health checks its properties trip.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hypothesis import HealthCheck, settings
 
@@ -38,3 +38,14 @@ def property_settings(
         suppress_health_check=list(suppress),
         **kw,  # type: ignore[arg-type]
     )
+
+
+def register_profile(
+    name: str, examples: Mapping[str, int], profile: str, suppress: Sequence[HealthCheck] = SLOW
+) -> settings:
+    """Register (or re-register) a suite's named Hypothesis profile for --hpc-profile:
+    `examples["full"]` on the full profile, else `examples["quick"]`, by the rule above."""
+    full = profile == "full"
+    s = property_settings(examples["full" if full else "quick"], not full, suppress=suppress)
+    settings.register_profile(name, s)
+    return s

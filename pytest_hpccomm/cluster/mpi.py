@@ -38,6 +38,12 @@ CACHE_VAR = "HPCCOMM_MPI_CACHE"
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
+def replay_flags() -> str:
+    """Open MPI's mpirun flags a printed replay command needs here: more ranks than cores, and
+    root's consent when run as root (ending in a space; the jobs themselves use ROOT_ENV)."""
+    return "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
+
+
 class MpiDetectError(RuntimeError):
     """mpirun is missing, failed, or printed a version we do not recognise."""
 

@@ -21,7 +21,7 @@ import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm.properties import property_settings
+from pytest_hpccomm.properties import register_profile
 from pytest_hpccomm.stacks.horovod.wire import DTYPES, INT_DTYPES, decode, encode
 
 MAX_ELEMENTS = 64
@@ -247,10 +247,8 @@ EXAMPLES = {"quick": 25, "full": 200}
 
 
 def register_settings(profile: str) -> settings:
-    """The suite's Hypothesis profile for --hpc-profile (pytest_hpccomm.properties' rule)."""
-    s = property_settings(EXAMPLES["full" if profile == "full" else "quick"], profile != "full")
-    settings.register_profile(SETTINGS_PROFILE, s)
-    return s
+    """The suite's Hypothesis profile for --hpc-profile."""
+    return register_profile(SETTINGS_PROFILE, EXAMPLES, profile)
 
 
 register_settings("quick")  # a default, so the suite imports without the plugin's configure

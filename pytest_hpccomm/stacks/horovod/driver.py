@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.mpi import detect_mpi
+from pytest_hpccomm.cluster.mpi import detect_mpi, replay_flags
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacementError, mpi_launch, process_launch
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
@@ -498,7 +498,7 @@ class HorovodPeers:
             + " "
         )
         n = len(self.ranks) or self.n_ranks()
-        flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
+        flags = replay_flags()
         return (
             f"replay without pytest (MPI controller): {env}{SIZE_VAR}={n} "
             f"{self.hvd.mpirun or 'mpirun'} {flags}-n {n} {self.hvd.python} -m "

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.launchers import Launch
 from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
+from pytest_hpccomm.cluster.mpi import replay_flags
 from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
@@ -42,7 +43,7 @@ from pytest_hpccomm.peer.channel import (
 )
 from pytest_hpccomm.proc import stacks
 from pytest_hpccomm.proc.jobs import RunningJob, run_job
-from pytest_hpccomm.properties import property_settings
+from pytest_hpccomm.properties import register_profile
 from pytest_hpccomm.stacks.mpi.env import HANG_DIR, MPI_CALLS, NATIVE_WORDS, MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
@@ -66,15 +67,9 @@ EXAMPLES = {"quick": 30, "full": 200}
 
 
 def register_settings(profile: str) -> settings:
-    """Register (or re-register) the suite's Hypothesis profile for the --hpc-profile
-    (pytest_hpccomm.properties' rule; MPI's properties trip only the too_slow check)."""
-    s = property_settings(
-        EXAMPLES["full" if profile == "full" else "quick"],
-        profile != "full",
-        suppress=(HealthCheck.too_slow,),
-    )
-    settings.register_profile(SETTINGS_PROFILE, s)
-    return s
+    """The suite's Hypothesis profile for --hpc-profile (MPI's properties trip only the
+    too_slow check)."""
+    return register_profile(SETTINGS_PROFILE, EXAMPLES, profile, (HealthCheck.too_slow,))
 
 
 register_settings("quick")  # a default, so the suites import even without the conftest
@@ -329,7 +324,7 @@ class ConformancePeer:
         n = self._info.ranks if self._info else "N"
         flags = ""
         if self.runtime.flavor.vendor == "openmpi":  # more ranks than cores; root needs consent
-            flags = "--oversubscribe " + ("--allow-run-as-root " if os.geteuid() == 0 else "")
+            flags = replay_flags()
         return (
             f"case: {json.dumps(case)}\nreplay without pytest: {env}{self.runtime.mpirun} "
             f"{flags}-n {n} {self.runtime.python} -m {PEER_MODULE} "

@@ -23,6 +23,7 @@ from typing import Any
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.remote_shell import RemoteShell
 from pytest_hpccomm.fabrics import FabricSelection
+from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.peer.channel import Channel, ChannelError, ControlServer, RemoteError
 from pytest_hpccomm.proc.jobs import RunningJob, start_job
 
@@ -432,7 +433,7 @@ class VerbsPair:
 
     @property
     def emulated(self) -> bool:
-        return self.selection.driver in ("rxe", "siw")
+        return self.selection.driver in SOFTWARE_DRIVERS
 
     def create_qp(self, peer: Peer, qp_type: str = "RC", **caps: Any) -> Side:
         got = peer.call("create_qp", qp_type=qp_type, **caps)
