@@ -29,6 +29,16 @@ def pool_point(parts: Sequence[Mapping[str, Any]], series: Sequence[str]) -> dic
     return out
 
 
+def jobs_extra(point: Mapping[str, Any], medians: bool = True) -> dict[str, Any]:
+    """A pooled point's jobs for its record's extra (a verdict resamples whole jobs): job_sizes,
+    and job_medians unless `medians` is False; {} for a point that was not pooled."""
+    if "job_sizes" not in point:
+        return {}
+    return {"job_sizes": point["job_sizes"]} | (
+        {"job_medians": point["job_medians"]} if medians else {}
+    )
+
+
 S = TypeVar("S")
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ import resource
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.proc import proctree
@@ -229,6 +229,23 @@ def of_jobs(shares: Iterable[CpuShare | None]) -> JobsCpu:
     return JobsCpu(
         tuple(s.to_json() for s in got), next((s.disturbed for s in got if s.disturbed), "")
     )
+
+
+class Guarded(Protocol):
+    """A sweep the contention guard watched: each job's share, why its timings are not its own
+    ("" when the cores were its own), and how many jobs ran again."""
+
+    @property
+    def cpu(self) -> Sequence[Mapping[str, float]]: ...
+    @property
+    def disturbed(self) -> str: ...
+    @property
+    def reruns(self) -> int: ...
+
+
+def evidence_extra(sweep: Guarded) -> dict[str, Any]:
+    """{"cpu": evidence(...)} for a record's extra, {} when no job was measured."""
+    return {"cpu": evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
 
 
 def evidence(shares: Sequence[Mapping[str, float]], disturbed: str, reruns: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pytest_hpccomm.measure.link import with_link_rate
 from pytest_hpccomm.measure.measurement import Direction, Measurement
+from pytest_hpccomm.measure.pooling import jobs_extra
 from pytest_hpccomm.stacks.grpc.driver import Sweep
 
 # benchmark -> (sweep family, peer-side name, metric, unit, direction)
@@ -44,9 +45,7 @@ def measurement(
         "layout": ",".join(map(str, layout)),
         "iterations_per_sample": point["iterations"],
     }
-    if "job_medians" in point:  # runs pooled by --hpc-repeats
-        extra["job_medians"] = point["job_medians"]
-        extra["job_sizes"] = point["job_sizes"]  # the verdict resamples whole jobs
+    extra |= jobs_extra(point)  # runs pooled by --hpc-repeats
     if (cpu := sweep.contention()) is not None:  # shared cores temper the verdict
         extra["cpu"] = cpu
     if family == "ps":

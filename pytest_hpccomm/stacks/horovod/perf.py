@@ -23,7 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import JobPool, pool_point
+from pytest_hpccomm.measure.pooling import JobPool, jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.horovod.driver import (
@@ -149,9 +149,7 @@ def _cpu_of(
 def _evidence(sweep: Sweep | TrainSweep) -> dict[str, Any]:
     """extra["cpu"]: the contention guard's evidence (a "disturbed" reason tempers the
     verdict: baselines/store.shared_cores)."""
-    return (
-        {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
-    )
+    return cpu_share.evidence_extra(sweep)
 
 
 def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Measurement]:
@@ -169,11 +167,7 @@ def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Mea
     label = f"Horovod ({params.get('controller')}) / OSU allreduce ({sweep.mpi})"
     over_mpi = beside("mpi", "osu_allreduce", osu, label) if sweep.mpi else {}
     samples = [float(x) for x in point["samples"]]
-    jobs = (
-        {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
-        if "job_sizes" in point
-        else {}
-    )
+    jobs = jobs_extra(point)
     cpu = _evidence(sweep)
     slowest = (
         {"max_rank_latency_us": statistics.median(point["max_samples"])}

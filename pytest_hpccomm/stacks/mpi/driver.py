@@ -28,7 +28,7 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_rate
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import pool_point
+from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
 from pytest_hpccomm.peer import framing
 from pytest_hpccomm.proc import cpu_share, stacks
 from pytest_hpccomm.proc.jobs import JobResult
@@ -487,9 +487,8 @@ def measurements(
     if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
         extra["job_medians"] = point["job_medians"]
         extra["job_sizes"] = point["job_sizes"]  # the verdict resamples whole jobs
-    if sweep.cpu:  # the contention guard's evidence; a non-empty "disturbed" tempers the verdict
-        extra["cpu"] = cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)
-    jobs = {"job_sizes": point["job_sizes"]} if "job_sizes" in point else {}
+    extra |= cpu_share.evidence_extra(sweep)  # a non-empty "disturbed" tempers the verdict
+    jobs = jobs_extra(point, medians=False)
     out = [
         Measurement(
             stack="mpi",

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Measurement, Param
+from pytest_hpccomm.measure.pooling import jobs_extra
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, SweepFailed
@@ -131,12 +132,8 @@ def measurements(
     point = sweep.points[size]
     keyed = {**params, "size": size, "ranks": workers}
     samples = [float(x) for x in point["samples"]]
-    jobs = (
-        {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
-        if "job_sizes" in point
-        else {}
-    )
-    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
+    jobs = jobs_extra(point)
+    cpu = cpu_share.evidence_extra(sweep)
     slowest = {"max_rank_latency_us": statistics.median(point["max_samples"])}
     return latency_and_busbw(
         "tf",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import JobPool, pool_point
+from pytest_hpccomm.measure.pooling import JobPool, jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 
@@ -186,12 +186,8 @@ def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> li
     point = sweep.points[size]
     keyed = {**params, "size": size}
     samples = [float(x) for x in point["samples"]]
-    jobs = (
-        {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
-        if "job_sizes" in point
-        else {}
-    )
-    cpu = {"cpu": cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}
+    jobs = jobs_extra(point)
+    cpu = cpu_share.evidence_extra(sweep)
     return [
         Measurement(
             stack="tf",

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
+from pytest_hpccomm.measure.pooling import jobs_extra
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, SweepFailed
@@ -77,10 +78,7 @@ def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> li
         "variables": VARIABLES,
         "devices": point["devices"],
     }
-    if "job_sizes" in point:
-        extra |= {"job_sizes": point["job_sizes"], "job_medians": point["job_medians"]}
-    if sweep.cpu:
-        extra["cpu"] = cpu_share.evidence(sweep.cpu, sweep.disturbed, sweep.reruns)
+    extra |= jobs_extra(point) | cpu_share.evidence_extra(sweep)
     return [
         Measurement(
             stack="tf",
