@@ -9,6 +9,7 @@ so the second placement times the kernel's path, not the stack (the full profile
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
@@ -26,6 +27,24 @@ def placement_reason(placement: str, fabric: FabricSelection | FabricUnavailable
         return (
             f"the virtual cluster's links are veths (Ethernet); fabric {fabric.kind} runs on "
             f"{LOOPBACK} and on real hosts (--hpc-hosts)"
+        )
+    return None
+
+
+def hosts_fabric_error(fabric: FabricSelection, hosts: Sequence[str]) -> str | None:
+    """Why ranks placed on `hosts` cannot meet over the session's fabric (None: they can): it
+    is this host's loopback while they span hosts, so each rank would reach only itself and
+    wait for its peers until the job's timeout. A failure, not a skip: the run named hosts."""
+    address = fabric.address or ""
+    try:
+        loopback = fabric.netdev == "lo" or ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        loopback = fabric.netdev == "lo"
+    if loopback and len(set(hosts)) > 1:
+        return (
+            f"ranks on {','.join(hosts)} cannot meet over {fabric.description}: it is "
+            f"loopback (was the hosts' interface down when this session looked? "
+            f"--hpc-netdev names it)"
         )
     return None
 

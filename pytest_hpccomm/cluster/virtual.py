@@ -42,6 +42,7 @@ from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.proc.jobs import JobResult, RunningJob, start_job
 
 IFACE = "fab0"
+UP_TIMEOUT = 5.0  # s for a host's fab0 to read operstate "up" (the link watch takes ~1 s)
 BRIDGE = "br0"
 MANIFEST_VERSION = 1
 
@@ -225,12 +226,31 @@ class VirtualCluster:
             etc = NETNS_ETC / h.netns
             etc.mkdir(parents=True, exist_ok=True)
             (etc / "hosts").write_text(table)
+        self._wait_until_up()
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         mapping = {h.name: [h.netns, h.name] for h in self.hosts}
         mapping.update({h.address: [h.netns, h.name] for h in self.hosts})
         agent = Path(self.agent_path)
         agent.write_text(_AGENT.format(python=sys.executable, hosts=repr(mapping), ip=repr(ip)))
         agent.chmod(0o755)
+
+    def _wait_until_up(self) -> None:
+        """Return once each host's fab0 reads operstate "up" in its own sysfs. The kernel's
+        link watch sets it up to ~1 s after `link set up` (carrier and traffic are there
+        before); a session that starts inside a host meanwhile sees no Ethernet interface up
+        but lo, and puts hosts-placed ranks on lo, where each waits for its peer forever."""
+        state = f"/sys/class/net/{IFACE}/operstate"
+        wait = f'until [ "$(cat {state})" = up ]; do sleep 0.01; done'
+        for h in self.hosts:
+            argv = [self._ip, "netns", "exec", h.netns, "timeout", f"{UP_TIMEOUT:g}", "sh", "-c"]
+            try:
+                run_command([*argv, wait])
+            except ClusterError:
+                now = run_command([self._ip, "netns", "exec", h.netns, "cat", state], check=False)
+                raise ClusterError(
+                    f"{h.name}: {IFACE} not up {UP_TIMEOUT:g} s after `link set up` "
+                    f"(operstate {now.strip() or '?'})"
+                ) from None
 
     def teardown(self) -> None:
         """Idempotent; safe from a signal handler and at exit."""

@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.mpi import mpi_prefix
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
+from pytest_hpccomm.cluster.placement import (
+    HOSTS,
+    LOOPBACK,
+    NETNS,
+    hosts_fabric_error,
+    placement_reason,
+)
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.measure.measurement import Measurement
@@ -418,6 +424,9 @@ def site_for(placement: str, hpc_session: HpcSession, request: pytest.FixtureReq
         return cluster
     if placement == HOSTS:
         cfg = hpc_session.cfg
+        error = hosts_fabric_error(fabric, [h.name for h in cfg.host_list])
+        if error:
+            pytest.fail(error, pytrace=False)
         if not (fabric.netdev and fabric.address):
             pytest.fail(
                 f"Horovod ranks on hosts dial home to this host's fabric address and "

@@ -23,7 +23,13 @@ import pytest
 
 from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
 from pytest_hpccomm.cluster.mpi import MPI_ENVS
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
+from pytest_hpccomm.cluster.placement import (
+    HOSTS,
+    LOOPBACK,
+    NETNS,
+    hosts_fabric_error,
+    placement_reason,
+)
 from pytest_hpccomm.fabrics import RDMA_KINDS, FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics.link_rate import discovered_link_rate
 from pytest_hpccomm.fabrics.sysfs import (
@@ -366,6 +372,9 @@ def sweep_target(
     if placement == NETNS:
         return SweepTarget(NETNS, cluster=request.getfixturevalue("hpc_virtual_cluster"))
     if placement == HOSTS:
+        error = hosts_fabric_error(fabric, [h.name for h in cfg.host_list])
+        if error:
+            pytest.fail(error, pytrace=False)
         launcher = "srun" if cfg.launcher == "srun" else "mpirun"
         return SweepTarget(
             HOSTS,

@@ -11,7 +11,13 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS, placement_reason
+from pytest_hpccomm.cluster.placement import (
+    HOSTS,
+    LOOPBACK,
+    NETNS,
+    hosts_fabric_error,
+    placement_reason,
+)
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.record import Record
@@ -236,6 +242,9 @@ def tf_site(placement: str, request: pytest.FixtureRequest) -> Site:
         return cluster
     if placement == HOSTS:
         fabric = request.getfixturevalue("hpc_rdma_fabric")
+        error = hosts_fabric_error(fabric.local, [h.host for h in fabric.hosts])
+        if error:
+            pytest.fail(error, pytrace=False)
         if not fabric.local.address:
             pytest.fail(
                 f"TensorFlow tasks on hosts dial home to this host's fabric address; "

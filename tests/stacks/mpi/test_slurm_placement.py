@@ -74,7 +74,8 @@ def test_suite_runs_in_an_allocation_with_srun(slurm: VirtualSlurm, tmp_path: Pa
     before = slurm.cluster.counters(1)
     job = slurm.run(0, ["salloc", "-N2", "--immediate=30", *argv], timeout=900, env=_env())
     rx, tx = (a - b for a, b in zip(slurm.cluster.counters(1), before))
-    assert job.ok, job.describe() + job.stdout[-3000:] + "\n" + slurm.diagnosis()
+    header = "\n".join(ln for ln in job.stdout.splitlines() if ln.startswith("hpccomm"))
+    assert job.ok, "\n".join([job.describe(), header, job.stdout[-3000:], slurm.diagnosis()])
     assert f"{2 * len(MPIS)} passed" in job.stdout.strip().splitlines()[-1], job.stdout[-3000:]
     doc = json.loads(results.read_text())
     items = {
