@@ -240,7 +240,10 @@ class VirtualCluster:
         before); a session that starts inside a host meanwhile sees no Ethernet interface up
         but lo, and puts hosts-placed ranks on lo, where each waits for its peer forever."""
         state = f"/sys/class/net/{IFACE}/operstate"
-        wait = f'until [ "$(cat {state})" = up ]; do sleep 0.01; done'
+        # asking for the link over netlink first settles it at once on the kernels seen
+        # (6.18: ~1 s less per build); the poll is what guarantees it
+        show = f"{self._ip} link show dev {IFACE} >/dev/null"
+        wait = f'{show}; until [ "$(cat {state})" = up ]; do sleep 0.01; done'
         for h in self.hosts:
             argv = [self._ip, "netns", "exec", h.netns, "timeout", f"{UP_TIMEOUT:g}", "sh", "-c"]
             try:
