@@ -243,6 +243,15 @@ class Guarded(Protocol):
     def reruns(self) -> int: ...
 
 
+def pooled(sweeps: Sequence[Guarded]) -> tuple[tuple[dict[str, float], ...], str, int]:
+    """Pooled jobs' readings in job order, the first disturbed job's reason, the reruns."""
+    return (
+        tuple(dict(c) for s in sweeps for c in s.cpu),
+        next((s.disturbed for s in sweeps if s.disturbed), ""),
+        sum(s.reruns for s in sweeps),
+    )
+
+
 def evidence_extra(sweep: Guarded) -> dict[str, Any]:
     """{"cpu": evidence(...)} for a record's extra, {} when no job was measured."""
     return {"cpu": evidence(sweep.cpu, sweep.disturbed, sweep.reruns)} if sweep.cpu else {}

@@ -132,18 +132,7 @@ def merge(sweeps: Sequence[Sweep]) -> Sweep:
         }
         for size in first.points
     }
-    return Sweep(points, first.ranks, first.fingerprint, first.mpi, *_cpu_of(sweeps))
-
-
-def _cpu_of(
-    sweeps: Sequence[Sweep] | Sequence[TrainSweep],
-) -> tuple[tuple[dict[str, float], ...], str, int]:
-    """The pooled jobs' readings in job order, the first disturbed job's reason, the reruns."""
-    return (
-        tuple(c for s in sweeps for c in s.cpu),
-        next((s.disturbed for s in sweeps if s.disturbed), ""),
-        sum(s.reruns for s in sweeps),
-    )
+    return Sweep(points, first.ranks, first.fingerprint, first.mpi, *cpu_share.pooled(sweeps))
 
 
 def _evidence(sweep: Sweep | TrainSweep) -> dict[str, Any]:
@@ -265,7 +254,7 @@ def merge_train(sweeps: Sequence[TrainSweep]) -> TrainSweep:
         sum(s.warmup for s in sweeps),
         [n for s in sweeps for n in s.job_sizes],
         first.fingerprint,
-        *_cpu_of(sweeps),
+        *cpu_share.pooled(sweeps),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction, Measurement
 from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.verbs.driver import (
     Connection,
     PeerError,
@@ -157,17 +158,24 @@ class BenchPoint:
     # under the canary, per batch: the client's timed regions' ns before and after the stretch
     canary: list[dict[str, int]] = field(default_factory=list)
     job_sizes: list[int] = field(default_factory=list)  # pooled: where each job's batches end
+    cpu: tuple[dict[str, float], ...] = ()  # per job: who used the cores (cpu_share.py)
+    disturbed: str = ""  # why a job's timings are not its own ("" when the cores were ours)
+    reruns: int = 0  # jobs run again because another process shared the cores
 
 
 def merge(points: Sequence[BenchPoint]) -> BenchPoint:
     """Jobs of one point pooled: batches and canary regions in job order, `job_sizes` marking
     where each job's batches end (the verdict resamples whole jobs); perftest's statistics are
     the first job's."""
+    cpu, disturbed, reruns = cpu_share.pooled(points)
     return dataclasses.replace(
         points[0],
         samples=[s for p in points for s in p.samples],
         canary=[c for p in points for c in p.canary],
         job_sizes=[len(p.samples) for p in points],
+        cpu=cpu,
+        disturbed=disturbed,
+        reruns=reruns,
     )
 
 
@@ -181,6 +189,7 @@ def records(point: BenchPoint) -> list[Measurement]:
     extra: dict[str, Any] = {"iterations_per_sample": point.iterations, **point.stats}
     if len(point.job_sizes) > 1:  # each job's median: baselines.paired.job_medians
         extra["job_sizes"] = point.job_sizes
+    extra |= cpu_share.evidence_extra(point)  # shared cores temper the verdict
     return [
         Measurement(
             stack="verbs",
@@ -199,21 +208,30 @@ def records(point: BenchPoint) -> list[Measurement]:
 class Sweeps:
     """Session cache of one side's benchmark points: each (benchmark, size) pooled from
     independent jobs (one job: `runner.run`, on a fresh pair of QPs). In a paired A/B run the
-    candidate's store holds the base's (`base`: its own peers, unstretched by the canary)."""
+    candidate's store holds the base's (`base`: its own peers, unstretched by the canary).
+    `guard`: every job under the contention guard (run again while another process shared
+    the cores; kept and marked when it never had them). Off on an emulated device, whose data
+    path is the kernel's threads (foreign to the meter) and whose points are never judged."""
 
     def __init__(
-        self, runner: BenchRunner, repeats: int, max_repeats: int, base: Sweeps | None = None
+        self,
+        runner: BenchRunner,
+        repeats: int,
+        max_repeats: int,
+        base: Sweeps | None = None,
+        guard: bool = True,
     ) -> None:
-        self.runner, self.base = runner, base
+        self.runner, self.base, self.guard = runner, base, guard
         self.pool: JobPool[BenchPoint] = JobPool(
             merge, repeats, max_repeats, (VerbsCallError, PeerError)
         )
+        self.retry = cpu_share.QuietRetry()
 
     def get(self, bench: Benchmark, size: int) -> BenchPoint:
-        return self.pool.get((bench.key, size), lambda: self.runner.run(bench, size))
+        return self.pool.get((bench.key, size), lambda: self._quiet_job(bench, size))
 
     def more(self, bench: Benchmark, size: int) -> BenchPoint | None:
-        return self.pool.more((bench.key, size), lambda: self.runner.run(bench, size))
+        return self.pool.more((bench.key, size), lambda: self._quiet_job(bench, size))
 
     def cost(self, bench: Benchmark, size: int) -> dict[str, Any]:
         return self.pool.cost((bench.key, size))
@@ -226,10 +244,22 @@ class Sweeps:
         base = self.base
         return self.pool.paired(
             (bench.key, size),
-            lambda _round: base.runner.run(bench, size),
-            lambda _round: self.runner.run(bench, size),
+            lambda _round: base._quiet_job(bench, size),
+            lambda _round: self._quiet_job(bench, size),
             rounds,
         )
+
+    def _metered(self, bench: Benchmark, size: int) -> BenchPoint:
+        meter = cpu_share.CpuMeter()
+        point = self.runner.run(bench, size)
+        jobs = cpu_share.of_jobs([meter.stop()])
+        return dataclasses.replace(point, cpu=jobs.shares, disturbed=jobs.disturbed)
+
+    def _quiet_job(self, bench: Benchmark, size: int) -> BenchPoint:
+        if not self.guard:
+            return self.runner.run(bench, size)
+        got, reruns = self.retry.run(lambda: self._metered(bench, size), lambda p: p.disturbed)
+        return dataclasses.replace(got, reruns=reruns)
 
 
 class BenchRunner:

@@ -414,8 +414,8 @@ def verbs_sweeps(
     if verbs_base_pair is not None:
         settings = BenchSettings.for_profile(cfg.profile, verbs_emulated)  # slowdown 1
         runner = BenchRunner(verbs_base_pair, settings, max(cfg.message_sizes))
-        base = Sweeps(runner, repeats, most)
-    return Sweeps(verbs_bench, repeats, most, base)
+        base = Sweeps(runner, repeats, most, guard=not verbs_emulated)
+    return Sweeps(verbs_bench, repeats, most, base, guard=not verbs_emulated)
 
 
 def note_emulated(config: pytest.Config, nodeid: str) -> None:
