@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from pytest_hpccomm.errors import Unavailable
+
 MPIS = ("openmpi", "openmpi4", "mpich")
 
 
@@ -55,7 +57,7 @@ GUEST_BUILD = Path(__file__).resolve().parents[1] / "ci" / "guest" / "build.sh"
 GUEST_TIMEOUT = 1800.0  # debootstrap, the wheels and siw.ko under a cold cache
 
 
-class GuestUnavailable(Exception):
+class GuestUnavailable(Unavailable):
     """This host cannot build the guest image: no checkout's build.sh, or its --check says
     what is missing (a skip reason)."""
 

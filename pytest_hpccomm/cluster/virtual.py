@@ -37,6 +37,7 @@ from pytest_hpccomm.cluster.netns_teardown import cleanup_leftovers as cleanup_l
 from pytest_hpccomm.cluster.netns_teardown import default_state_dir as default_state_dir
 from pytest_hpccomm.cluster.netns_teardown import pids_in_netns as pids_in_netns
 from pytest_hpccomm.cluster.netns_teardown import run_command, teardown_manifest, write_manifest
+from pytest_hpccomm.errors import Unavailable
 from pytest_hpccomm.measure.link import LinkRate, format_bit_rate
 from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.proc.jobs import JobResult, RunningJob, start_job
@@ -47,7 +48,7 @@ BRIDGE = "br0"
 MANIFEST_VERSION = 1
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(Unavailable, RuntimeError):
     """The virtual cluster cannot be built here (not root, no iproute2...): a skip reason."""
 
 

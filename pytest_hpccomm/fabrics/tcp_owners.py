@@ -17,13 +17,14 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from pytest_hpccomm.errors import Unavailable
 from pytest_hpccomm.proc.jobs import run_job
 
 NFT_TIMEOUT = 15.0
 ALL, OWNED = "hpccomm-tcp-all", "hpccomm-tcp-owned"  # the two counters' rule comments
 
 
-class OwnersUnavailable(Exception):
+class OwnersUnavailable(Unavailable):
     """No nft, no permission, or a rule it refused (one line: the command and its error)."""
 
 

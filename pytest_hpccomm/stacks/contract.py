@@ -28,6 +28,7 @@ from pytest_hpccomm.baselines.result import BASE_FINGERPRINT
 from pytest_hpccomm.cache import python_in
 from pytest_hpccomm.cluster.placement import placement_reason
 from pytest_hpccomm.config import assignments
+from pytest_hpccomm.errors import Broken, Unavailable
 from pytest_hpccomm.measure.measurement import Measurement
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
@@ -52,8 +53,8 @@ class Implementations(Generic[E]):
     def __init__(
         self,
         resolve: Callable[[str], E],
-        unavailable: tuple[type[Exception], ...],
-        broken: tuple[type[Exception], ...],
+        unavailable: tuple[type[Exception], ...] = (Unavailable,),
+        broken: tuple[type[Exception], ...] = (Broken,),
     ) -> None:
         self.resolve, self.unavailable, self.broken = resolve, unavailable, broken
         self._got: dict[str, E | Exception] = {}

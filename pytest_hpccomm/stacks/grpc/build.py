@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from pytest_hpccomm.cache import cache_dir
+from pytest_hpccomm.errors import Broken, Unavailable, build_main
 from pytest_hpccomm.files import LockTimeout, file_lock
 from pytest_hpccomm.peer import framing
 from pytest_hpccomm.proc.jobs import JobResult, RunningJob, run_job, start_job
@@ -79,12 +80,12 @@ RSOCKET_COMPAT = "librsocket_compat.so"  # a C preload, not linked with gRPC (rs
 _PROBE_TIMEOUT = 30.0
 
 
-class NativeUnavailable(Exception):
+class NativeUnavailable(Unavailable):
     """No compiler, gRPC headers or code generator here: one line, a skip reason (a failure
     when an option named this gRPC: GrpcLab.named)."""
 
 
-class NativeBuildError(Exception):
+class NativeBuildError(Broken):
     """The toolchain is present but building our sources failed."""
 
 
@@ -531,17 +532,13 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: hpccomm build-grpc [PREFIX]", file=sys.stderr)
         return 2
     prefix = Path(args[0]) if args else None
-    try:
+
+    def build() -> str:
         b = ensure_built(prefix)
-    except NativeUnavailable as e:
-        print(f"skipped: {e}")
-        return 0
-    except NativeBuildError as e:
-        print(e, file=sys.stderr)
-        return 1
-    how = "cached" if b.cached else f"built in {b.seconds:.0f}s"
-    print(f"native gRPC peer ({b.grpc_version}, {how}): {b.directory}")
-    return 0
+        how = "cached" if b.cached else f"built in {b.seconds:.0f}s"
+        return f"native gRPC peer ({b.grpc_version}, {how}): {b.directory}"
+
+    return build_main(build)
 
 
 if __name__ == "__main__":

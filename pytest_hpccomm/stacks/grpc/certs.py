@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from pytest_hpccomm.errors import Unavailable
 from pytest_hpccomm.proc.jobs import run_job
 
 _TIMEOUT = 30.0
 
 
-class TlsUnavailable(Exception):
+class TlsUnavailable(Unavailable):
     pass
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from pytest_hpccomm.errors import Unavailable
 from pytest_hpccomm.fabrics import FabricSelection
 
 STOCK = "grpc"  # the default label: stock gRPC over kernel TCP
@@ -216,7 +217,7 @@ _WHY = {
 }
 
 
-class RuntimeUnavailable(Exception):
+class RuntimeUnavailable(Unavailable):
     """What this session lacks for the runtime: a skip reason."""
 
 

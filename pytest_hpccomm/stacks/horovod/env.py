@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, probe_named_python
 from pytest_hpccomm.cluster.mpi import MPI_ENVS, mpi_prefix
+from pytest_hpccomm.errors import Broken, Unavailable, build_main
 from pytest_hpccomm.files import LockTimeout
 from pytest_hpccomm.proc.jobs import JobResult, run_job
 
@@ -68,11 +69,11 @@ CACHE_VAR = "HPCCOMM_HOROVOD_CACHE"
 BUILD_TIMEOUT = 2400.0
 
 
-class HorovodUnavailable(Exception):
+class HorovodUnavailable(Unavailable):
     """No toolchain or MPI to build with, or the user opted out: one line, a skip reason."""
 
 
-class HorovodBuildError(Exception):
+class HorovodBuildError(Broken):
     """The build (or the user's Horovod) failed: a failure, with the log's last lines."""
 
 
@@ -380,20 +381,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args:
         print("usage: hpccomm build-horovod", file=sys.stderr)
         return 2
-    try:
+
+    def build() -> str:
         env = ensure_built(log=sys.stdout)
-    except HorovodUnavailable as e:
-        print(f"skipped: {e}")
-        return 0
-    except HorovodBuildError as e:
-        print(e, file=sys.stderr)
-        return 1
-    how = f"built in {env.seconds:.0f}s" if env.seconds else "cached"
-    print(
-        f"Horovod {env.version} (torch {env.torch}; controllers {','.join(env.controllers)}; "
-        f"{how}): {env.python}"
-    )
-    return 0
+        how = f"built in {env.seconds:.0f}s" if env.seconds else "cached"
+        return (
+            f"Horovod {env.version} (torch {env.torch}; controllers "
+            f"{','.join(env.controllers)}; {how}): {env.python}"
+        )
+
+    return build_main(build)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpccomm.cluster.mpi import MPI_ENVS, MpiDetectError, MpiFlavor, detect_mpi, mpi_prefix
+from pytest_hpccomm.errors import Broken, Unavailable
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,11 @@ class MpiRuntime:
     flavor: MpiFlavor
 
 
-class MpiUnavailable(Exception):
+class MpiUnavailable(Unavailable):
     """One line saying why this MPI cannot run here; becomes a skip reason."""
 
 
-class MpiBroken(Exception):
+class MpiBroken(Broken):
     """The MPI is there but does not work (`mpirun --version` fails or says nothing we know):
     a failure of the install, never a skip."""
 

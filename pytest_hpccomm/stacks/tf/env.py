@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, probe_named_python
+from pytest_hpccomm.errors import Broken, build_main
 from pytest_hpccomm.files import LockTimeout
 from pytest_hpccomm.proc.jobs import JobResult, run_job
 
@@ -64,7 +65,7 @@ CACHE_VAR = "HPCCOMM_TF_CACHE"
 CREATE_TIMEOUT = 1500.0
 
 
-class TfEnvError(Exception):
+class TfEnvError(Broken):
     """Creating the venv (or importing the user's TensorFlow) failed: a failure."""
 
 
@@ -239,14 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if list(sys.argv[1:] if argv is None else argv):
         print("usage: hpccomm tf-env", file=sys.stderr)
         return 2
-    try:
+
+    def build() -> str:
         env = ensure_env(log=sys.stdout)
-    except TfEnvError as e:
-        print(e, file=sys.stderr)
-        return 1
-    how = f"created in {env.seconds:.0f}s" if env.seconds else "cached"
-    print(f"TensorFlow {env.version} (gRPC {env.grpc or 'unknown'}; {how}): {env.python}")
-    return 0
+        how = f"created in {env.seconds:.0f}s" if env.seconds else "cached"
+        return f"TensorFlow {env.version} (gRPC {env.grpc or 'unknown'}; {how}): {env.python}"
+
+    return build_main(build)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from pytest_hpccomm.stacks.tf.driver import (
     TfHosts,
     TfTasks,
 )
-from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, ensure_env, user_env
+from pytest_hpccomm.stacks.tf.env import TfEnv, ensure_env, user_env
 from pytest_hpccomm.stacks.tf.perf import (
     BENCHMARK,
     JobFn,
@@ -136,7 +136,7 @@ def _resolve(python: str) -> TfEnv:
     return ensure_env() if python == BUILD else user_env(python)
 
 
-IMPLS = Implementations(_resolve, (), (TfEnvError,))  # a venv made on demand: never absent
+IMPLS = Implementations(_resolve, unavailable=())  # a venv made on demand: never absent
 
 
 def resolve_env(python: str, named_by: str | None = None) -> TfEnv:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpccomm.cache import python_in
+from pytest_hpccomm.errors import Broken, Unavailable
 from pytest_hpccomm.proc.jobs import run_job
 
 THIS, NONE = "this", "none"  # this Python; no verbs
@@ -29,11 +30,11 @@ print(json.dumps({'python': sys.executable, 'prefix': sys.prefix,
 """
 
 
-class VerbsUnavailable(Exception):
+class VerbsUnavailable(Unavailable):
     """This Python has no pyverbs: absent, and not asked for (a skip, unless a side named it)."""
 
 
-class VerbsEnvError(Exception):
+class VerbsEnvError(Broken):
     """A Python the user named has no working pyverbs: a failure naming it."""
 
 
