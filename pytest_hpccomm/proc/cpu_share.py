@@ -16,7 +16,7 @@ import resource
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Protocol, TypeVar, cast
 
 from pytest_hpccomm import retries
 from pytest_hpccomm.proc import proctree
@@ -272,6 +272,7 @@ def evidence(shares: Sequence[Mapping[str, float]], disturbed: str, reruns: int)
 
 
 T = TypeVar("T")
+G = TypeVar("G", bound="Guarded")
 
 
 class QuietRetry:
@@ -284,6 +285,12 @@ class QuietRetry:
         self.reruns, self.streak = reruns, streak
         self._disturbed_in_a_row = 0
         self.extra_runs = 0  # what the guard cost this session, in jobs
+
+    def guarded(self, job: Callable[[], G]) -> G:
+        """job() run again while its result says it was disturbed; the kept result (a
+        dataclass) with `reruns` set to how many extra tries it took."""
+        got, reruns = self.run(job, lambda s: s.disturbed)
+        return cast(G, dataclasses.replace(cast(Any, got), reruns=reruns))
 
     def run(self, job: Callable[[], T], disturbed: Callable[[T], str]) -> tuple[T, int]:
         """(the last try's result, how many extra tries it took)."""

@@ -16,7 +16,7 @@ docs/explanation/architecture.md ("The stack contract").
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
@@ -30,6 +30,8 @@ from pytest_hpccomm.cluster.placement import placement_reason
 from pytest_hpccomm.config import assignments
 from pytest_hpccomm.errors import Broken, Unavailable
 from pytest_hpccomm.measure.measurement import Measurement
+from pytest_hpccomm.measure.pooling import JobPool
+from pytest_hpccomm.proc.cpu_share import Guarded, QuietRetry
 from pytest_hpccomm.record import Record
 from pytest_hpccomm.session import HpcSession, hpc_session_of
 
@@ -203,6 +205,71 @@ class PythonEnvStack:
     @pytest.hookimpl(optionalhook=True)
     def foreseen_skip(self, item: pytest.Item) -> str | None:
         return foreseen_placement(item, self.stack)
+
+
+K = TypeVar("K", bound=Hashable)
+G = TypeVar("G", bound=Guarded)
+
+
+class SessionStore(Generic[K, G]):
+    """One side's pooled sweeps of a session, one per key (measure.pooling.JobPool): `get`
+    pools --hpc-repeats jobs, `more` adds one for an undecided verdict, `paired` runs the rounds
+    of a paired A/B run against `base` (the other side's store, whose jobs the canary never
+    stretches), `cost` is what a key's jobs took. A job is `job(key, *context)` (context: what
+    the job needs and the key does not name, e.g. where its ranks go), run under the contention
+    guard (`guard`: again while another process shared the cores; kept and marked, its verdict
+    INCONCLUSIVE, when it never had them to itself):
+
+        store = SessionStore(job, merge, repeats, max_repeats, (SweepFailed,), base=base_store)
+        Point(get=lambda: store.get(key, site), more=lambda: store.more(key, site),
+              cost=lambda: store.cost(key), paired=lambda: store.paired(key, rounds, site))
+    """
+
+    def __init__(
+        self,
+        job: Callable[..., G],
+        merge: Callable[[Sequence[G]], G],
+        repeats: int,
+        max_repeats: int,
+        failures: tuple[type[BaseException], ...],
+        base: SessionStore[K, G] | None = None,
+        guard: bool = True,
+    ) -> None:
+        self.job, self.base, self.guard = job, base, guard
+        self.pool: JobPool[G] = JobPool(merge, repeats, max_repeats, failures)
+        self.retry = QuietRetry()
+
+    def one_job(self, key: K, *context: Any) -> G:
+        if not self.guard:
+            return self.job(key, *context)
+        return self.retry.guarded(lambda: self.job(key, *context))
+
+    def round_job(self, key: K, *context: Any) -> G:
+        """This side's job in a paired round (a stack may run it on processes of its own)."""
+        return self.one_job(key, *context)
+
+    def get(self, key: K, *context: Any) -> G:
+        return self.pool.get(key, lambda: self.one_job(key, *context))
+
+    def more(self, key: K, *context: Any) -> G | None:
+        return self.pool.more(key, lambda: self.one_job(key, *context))
+
+    def cost(self, key: K) -> dict[str, Any]:
+        return self.pool.cost(key)
+
+    def paired(self, key: K, rounds: int, *context: Any) -> tuple[G, G]:
+        """(this store's, the base's) sweeps of `rounds` rounds, this store being the
+        candidate's: one job of each side per round, adjacent, which side first drawn at random
+        (balanced)."""
+        base = self.base
+        if base is None:
+            raise ValueError("not a paired A/B run: this store has no base")
+        return self.pool.paired(
+            key,
+            lambda _round: base.round_job(key, *context),
+            lambda _round: self.round_job(key, *context),
+            rounds,
+        )
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import JobPool, jobs_extra, pool_point
+from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.report.beside import beside
+from pytest_hpccomm.stacks.contract import SessionStore
 from pytest_hpccomm.stacks.horovod.driver import (
     HorovodError,
     HorovodPeers,
@@ -293,79 +294,18 @@ def train_measurements(sweep: TrainSweep, params: Mapping[str, Param]) -> list[M
     return out
 
 
-class PooledSweep(Protocol):
+class PooledSweep(cpu_share.Guarded, Protocol):
     """What the contention guard reads and marks in a job's result, and judging needs."""
 
-    disturbed: str
-    reruns: int
-    fingerprint: dict[str, Any]
+    @property
+    def fingerprint(self) -> dict[str, Any]: ...
 
 
 S = TypeVar("S", bound=PooledSweep)
-JobFn = Callable[[str, str, Site, str], S]
-
-
-class Sweeps(Generic[S]):
-    """Session cache: one pooled sweep per (controller, placement, variant), the variant
-    being the knobs of an allreduce sweep or the model of a training sweep. In a paired A/B
-    run the candidate's store holds the base's (`base`: its own Horovod, made with slowdown 1
-    so the canary never reaches it)."""
-
-    def __init__(
-        self,
-        job: JobFn[S],
-        merge: Callable[[Sequence[S]], S],
-        repeats: int,
-        max_repeats: int,
-        before_job: Callable[[], None] = lambda: None,
-        base: Sweeps[S] | None = None,
-    ) -> None:
-        self.job, self.before_job, self.base = job, before_job, base
-        self.pool: JobPool[S] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
-        self.retry = cpu_share.QuietRetry()  # the contention guard's re-runs of disturbed jobs
-
-    def get(self, controller: str, placement: str, site: Site, variant: str) -> S:
-        return self.pool.get(
-            (controller, placement, variant),
-            lambda: self._quiet_job(controller, placement, site, variant),
-        )
-
-    def more(self, controller: str, placement: str, site: Site, variant: str) -> S | None:
-        return self.pool.more(
-            (controller, placement, variant),
-            lambda: self._quiet_job(controller, placement, site, variant),
-        )
-
-    def paired(
-        self, controller: str, placement: str, site: Site, variant: str, rounds: int
-    ) -> tuple[S, S]:
-        """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
-        (JobPool.paired: one job of each side per round, adjacent, balanced random order). Each
-        store runs its own Horovod."""
-        base = self.base
-        if base is None:
-            raise ValueError("not a paired A/B run: this store has no base")
-        return self.pool.paired(
-            (controller, placement, variant),
-            lambda _round: base._quiet_job(controller, placement, site, variant),
-            lambda _round: self._quiet_job(controller, placement, site, variant),
-            rounds,
-        )
-
-    def _quiet_job(self, controller: str, placement: str, site: Site, variant: str) -> S:
-        """One job, run again while another process shared the cores (QuietRetry); one that
-        never had them to itself is kept, marked, and its verdict turns INCONCLUSIVE."""
-
-        def job() -> S:
-            self.before_job()
-            return self.job(controller, placement, site, variant)
-
-        got, reruns = self.retry.run(job, lambda s: s.disturbed)
-        got.reruns = reruns
-        return got
-
-    def cost(self, controller: str, placement: str, variant: str) -> dict[str, Any]:
-        return self.pool.cost((controller, placement, variant))
+Key = tuple[str, str, str]  # (controller, placement, variant: the knobs or the model)
+# one side's session store (contract.SessionStore): a job's context is its Site; in a paired
+# run the candidate's holds the base's (its own Horovod, made with slowdown 1)
+Sweeps: TypeAlias = SessionStore[Key, S]
 
 
 def allreduce_sweeps(
@@ -378,12 +318,14 @@ def allreduce_sweeps(
     before_job: Callable[[], None] = lambda: None,
     base: Sweeps[Sweep] | None = None,
 ) -> Sweeps[Sweep]:
-    def job(controller: str, placement: str, site: Site, knobs: str) -> Sweep:
+    def job(key: Key, site: Site) -> Sweep:
+        controller, placement, knobs = key
+        before_job()
         # a knob's sweep runs only KNOB_SIZES: each size costs cycle-bound operations
         mine = sizes if knobs == "default" else [s for s in sizes if s in KNOB_SIZES]
         return run_job(hvd, controller, placement, site, mine, profile, slowdown, knobs)
 
-    return Sweeps(job, merge, repeats, max_repeats, before_job, base)
+    return SessionStore(job, merge, repeats, max_repeats, (SweepFailed,), base)
 
 
 def train_sweeps(
@@ -395,7 +337,9 @@ def train_sweeps(
     before_job: Callable[[], None] = lambda: None,
     base: Sweeps[TrainSweep] | None = None,
 ) -> Sweeps[TrainSweep]:
-    def job(controller: str, placement: str, site: Site, model: str) -> TrainSweep:
+    def job(key: Key, site: Site) -> TrainSweep:
+        controller, placement, model = key
+        before_job()
         return run_train_job(hvd, controller, placement, site, model, slowdown, scratch)
 
-    return Sweeps(job, merge_train, repeats, max_repeats, before_job, base)
+    return SessionStore(job, merge_train, repeats, max_repeats, (SweepFailed,), base)

@@ -479,18 +479,16 @@ def _pooled_run(
     request: pytest.FixtureRequest,
 ) -> None:
     """The (controller, placement, variant) sweep's point judged (contract.judge_point)."""
-    controller, placement, variant = where
+    placement = where[1]
     site = site_for(placement, hpc_session, request)
     rounds = hpc_session.cfg.ab_rounds
     judge_point(
         hpc_record,
         Point(
-            get=lambda: sweeps.get(controller, placement, site, variant),
-            more=lambda: sweeps.more(controller, placement, site, variant),
-            cost=lambda: sweeps.cost(controller, placement, variant),
-            paired=None
-            if sweeps.base is None
-            else lambda: sweeps.paired(controller, placement, site, variant, rounds),
+            get=lambda: sweeps.get(where, site),
+            more=lambda: sweeps.more(where, site),
+            cost=lambda: sweeps.cost(where),
+            paired=None if sweeps.base is None else lambda: sweeps.paired(where, rounds, site),
         ),
         records,
         (SweepFailed,),

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import JobPool, jobs_extra, pool_point
+from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
+from pytest_hpccomm.stacks.contract import SessionStore
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
 
 BENCHMARK = "tf_recv_tensor"
@@ -109,10 +110,10 @@ def merge(sweeps: Sequence[RecvSweep]) -> RecvSweep:
 JobFn = Callable[[TfTasks, Sequence[int], str, float], RecvSweep]
 
 
-class Sweeps:
+class Sweeps(SessionStore[str, RecvSweep]):
     """Session cache of one benchmark (`job` runs one of its jobs on the tasks): one pooled
-    sweep per placement, its jobs re-run while another process shared the cores
-    (cpu_share.QuietRetry; one that never had them is kept, marked)."""
+    sweep per placement (contract.SessionStore). In a paired run every round's job runs on
+    tasks started for it (`fresh`, closed after it); the session's tasks otherwise."""
 
     def __init__(
         self,
@@ -126,57 +127,19 @@ class Sweeps:
         base: Sweeps | None = None,
         fresh: Callable[[str], TfTasks] | None = None,
     ) -> None:
-        self.base = base  # a paired A/B run's base side: its own TensorFlow's tasks, unstretched
-        self.fresh = fresh  # new started tasks per paired job (the caller closes them)
-        self.job, self.tasks_for, self.sizes, self.profile, self.slowdown = (
-            job,
-            tasks_for,
-            list(sizes),
-            profile,
-            slowdown,
-        )
-        self.pool: JobPool[RecvSweep] = JobPool(merge, repeats, max_repeats, (SweepFailed,))
-        self.retry = cpu_share.QuietRetry()
+        def one(placement: str, tasks: TfTasks | None = None) -> RecvSweep:
+            on = tasks if tasks is not None else tasks_for(placement)
+            return job(on, list(sizes), profile, slowdown)
 
-    def _quiet_job(self, placement: str, tasks: TfTasks | None = None) -> RecvSweep:
-        on = tasks if tasks is not None else self.tasks_for(placement)
-        got, reruns = self.retry.run(
-            lambda: self.job(on, self.sizes, self.profile, self.slowdown),
-            lambda s: s.disturbed,
-        )
-        got.reruns = reruns
-        return got
+        super().__init__(one, merge, repeats, max_repeats, (SweepFailed,), base)
+        self.fresh = fresh  # new started tasks per paired job
 
-    def get(self, placement: str) -> RecvSweep:
-        return self.pool.get(placement, lambda: self._quiet_job(placement))
-
-    def more(self, placement: str) -> RecvSweep | None:
-        return self.pool.more(placement, lambda: self._quiet_job(placement))
-
-    def cost(self, placement: str) -> dict[str, Any]:
-        return self.pool.cost(placement)
-
-    def paired(self, placement: str, rounds: int) -> tuple[RecvSweep, RecvSweep]:
-        """(this store's, base's) sweeps of a paired A/B run, this store being the candidate's
-        (JobPool.paired: one job of each side per round, adjacent, balanced random order), each
-        job on new tasks of its side's TensorFlow (`fresh`)."""
-        base = self.base
-        if base is None:
-            raise ValueError("a paired sweep of a store made without a base side")
-        return self.pool.paired(
-            placement,
-            lambda _round: base._fresh_job(placement),
-            lambda _round: self._fresh_job(placement),
-            rounds,
-        )
-
-    def _fresh_job(self, placement: str) -> RecvSweep:
-        """_quiet_job on tasks started for it and closed after it (the session's otherwise)."""
+    def round_job(self, key: str, *context: Any) -> RecvSweep:
         if self.fresh is None:
-            return self._quiet_job(placement)
-        tasks = self.fresh(placement)
+            return self.one_job(key)
+        tasks = self.fresh(key)
         try:
-            return self._quiet_job(placement, tasks)
+            return self.one_job(key, tasks)
         finally:
             tasks.close()
 

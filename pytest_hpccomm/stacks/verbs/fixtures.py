@@ -183,13 +183,13 @@ def verbs_perftest(
             pytest.skip(f"UD messages are limited to the path MTU ({mtu} B on {info['device']})")
         paired = None
         if verbs_sweeps.base is not None:
-            paired = lambda: verbs_sweeps.paired(bench, size, rounds)  # noqa: E731
+            paired = lambda: verbs_sweeps.paired((bench.key, size), rounds, bench)  # noqa: E731
         judge_point(
             hpc_record,
             Point(
-                get=lambda: verbs_sweeps.get(bench, size),
-                more=lambda: verbs_sweeps.more(bench, size),
-                cost=lambda: verbs_sweeps.cost(bench, size),
+                get=lambda: verbs_sweeps.get((bench.key, size), bench),
+                more=lambda: verbs_sweeps.more((bench.key, size), bench),
+                cost=lambda: verbs_sweeps.cost((bench.key, size)),
                 paired=paired,
                 fingerprint=lambda _point: fingerprint,
             ),

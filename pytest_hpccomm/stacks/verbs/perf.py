@@ -15,8 +15,8 @@ from typing import Any
 
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-from pytest_hpccomm.measure.pooling import JobPool
 from pytest_hpccomm.proc import cpu_share
+from pytest_hpccomm.stacks.contract import SessionStore
 from pytest_hpccomm.stacks.verbs.driver import (
     Connection,
     PeerError,
@@ -205,13 +205,16 @@ def records(point: BenchPoint) -> list[Measurement]:
     ]
 
 
-class Sweeps:
-    """Session cache of one side's benchmark points: each (benchmark, size) pooled from
-    independent jobs (one job: `runner.run`, on a fresh pair of QPs). In a paired A/B run the
-    candidate's store holds the base's (`base`: its own peers, unstretched by the canary).
-    `guard`: every job under the contention guard (run again while another process shared
-    the cores; kept and marked when it never had them). Off on an emulated device, whose data
-    path is the kernel's threads (foreign to the meter) and whose points are never judged."""
+Key = tuple[str, int]  # (the benchmark's key, the size)
+
+
+class Sweeps(SessionStore[Key, BenchPoint]):
+    """Session cache of one side's benchmark points (contract.SessionStore): each (benchmark,
+    size) pooled from independent jobs, one job being `runner.run` on a fresh pair of QPs (its
+    context: the Benchmark). In a paired A/B run the candidate's store holds the base's (its own
+    peers, unstretched by the canary). `guard`: every job metered under the contention guard;
+    off on an emulated device, whose data path is the kernel's threads (foreign to the meter)
+    and whose points are never judged."""
 
     def __init__(
         self,
@@ -221,45 +224,17 @@ class Sweeps:
         base: Sweeps | None = None,
         guard: bool = True,
     ) -> None:
-        self.runner, self.base, self.guard = runner, base, guard
-        self.pool: JobPool[BenchPoint] = JobPool(
-            merge, repeats, max_repeats, (VerbsCallError, PeerError)
-        )
-        self.retry = cpu_share.QuietRetry()
+        self.runner = runner
+        failures: tuple[type[BaseException], ...] = (VerbsCallError, PeerError)
+        super().__init__(self._job, merge, repeats, max_repeats, failures, base, guard)
 
-    def get(self, bench: Benchmark, size: int) -> BenchPoint:
-        return self.pool.get((bench.key, size), lambda: self._quiet_job(bench, size))
-
-    def more(self, bench: Benchmark, size: int) -> BenchPoint | None:
-        return self.pool.more((bench.key, size), lambda: self._quiet_job(bench, size))
-
-    def cost(self, bench: Benchmark, size: int) -> dict[str, Any]:
-        return self.pool.cost((bench.key, size))
-
-    def paired(self, bench: Benchmark, size: int, rounds: int) -> tuple[BenchPoint, BenchPoint]:
-        """(this store's, base's) points of `rounds` rounds, one job of each side per round
-        (JobPool.paired: adjacent, balanced random order)."""
-        if self.base is None:
-            raise ValueError("not a paired A/B run: this store has no base")
-        base = self.base
-        return self.pool.paired(
-            (bench.key, size),
-            lambda _round: base._quiet_job(bench, size),
-            lambda _round: self._quiet_job(bench, size),
-            rounds,
-        )
-
-    def _metered(self, bench: Benchmark, size: int) -> BenchPoint:
+    def _job(self, key: Key, bench: Benchmark) -> BenchPoint:
+        if not self.guard:
+            return self.runner.run(bench, key[1])
         meter = cpu_share.CpuMeter()
-        point = self.runner.run(bench, size)
+        point = self.runner.run(bench, key[1])
         jobs = cpu_share.of_jobs([meter.stop()])
         return dataclasses.replace(point, cpu=jobs.shares, disturbed=jobs.disturbed)
-
-    def _quiet_job(self, bench: Benchmark, size: int) -> BenchPoint:
-        if not self.guard:
-            return self.runner.run(bench, size)
-        got, reruns = self.retry.run(lambda: self._metered(bench, size), lambda p: p.disturbed)
-        return dataclasses.replace(got, reruns=reruns)
 
 
 class BenchRunner:

@@ -30,7 +30,7 @@ def test_a_neighbour_marks_the_sweep_and_its_jobs_are_run_again(
     )
     with busy_neighbour(300.0):  # two busy loops: the neighbour takes a core and more
         with busy_neighbour(300.0):
-            sweep = sweeps.get("gloo", LOOPBACK, None, "default")
+            sweep = sweeps.get(("gloo", LOOPBACK, "default"), None)
     assert parked == ["job"] * 3, "every try parks the idle peers first"
     assert sweep.reruns == 2 and len(sweep.cpu) == 1, (sweep.reruns, sweep.cpu)
     # counted, each naming the neighbour's busy loop among the busiest processes

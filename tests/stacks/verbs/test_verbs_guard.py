@@ -46,7 +46,7 @@ def test_a_job_beside_a_busy_neighbour_runs_again_and_its_record_says_so(
     neighbour: int, retry_ledger: list[retries.Retry]
 ) -> None:
     runner = StandIn()
-    point = _store(runner, guard=True).get(BENCH, 8)
+    point = _store(runner, guard=True).get((BENCH.key, 8), BENCH)
     assert runner.calls == 3 and point.reruns == 2  # QuietRetry: two more tries, then kept
     assert point.disturbed.startswith("cores shared: "), point.disturbed
     assert f"busiest: {neighbour} " in point.disturbed
@@ -61,12 +61,12 @@ def test_a_job_beside_a_busy_neighbour_runs_again_and_its_record_says_so(
 
 def test_a_quiet_job_runs_once_with_its_reading(retry_ledger: list[retries.Retry]) -> None:
     runner = StandIn()
-    point = _store(runner, guard=True).get(BENCH, 8)
+    point = _store(runner, guard=True).get((BENCH.key, 8), BENCH)
     assert runner.calls == 1 and point.reruns == 0 and point.disturbed == "", point.disturbed
     assert records(point)[0].extra["cpu"]["disturbed"] == "" and not retry_ledger
 
 
 def test_on_an_emulated_device_the_runner_runs_once_unmetered(neighbour: int) -> None:
     runner = StandIn()
-    point = _store(runner, guard=False).get(BENCH, 8)
+    point = _store(runner, guard=False).get((BENCH.key, 8), BENCH)
     assert runner.calls == 1 and point.cpu == () and "cpu" not in records(point)[0].extra
