@@ -287,10 +287,14 @@ class QuietRetry:
         self.extra_runs = 0  # what the guard cost this session, in jobs
 
     def guarded(self, job: Callable[[], G]) -> G:
-        """job() run again while its result says it was disturbed; the kept result (a
-        dataclass) with `reruns` set to how many extra tries it took."""
+        """job() run again while its result says it was disturbed; the kept result with
+        `reruns` set to how many extra tries it took (a frozen dataclass: a copy)."""
         got, reruns = self.run(job, lambda s: s.disturbed)
-        return cast(G, dataclasses.replace(cast(Any, got), reruns=reruns))
+        try:
+            setattr(got, "reruns", reruns)  # noqa: B010 (the very object: others may hold it)
+        except dataclasses.FrozenInstanceError:
+            return cast(G, dataclasses.replace(cast(Any, got), reruns=reruns))
+        return got
 
     def run(self, job: Callable[[], T], disturbed: Callable[[T], str]) -> tuple[T, int]:
         """(the last try's result, how many extra tries it took)."""

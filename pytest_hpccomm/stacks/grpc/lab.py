@@ -233,11 +233,7 @@ class GrpcLab:
     def _quiet_run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
         """One client run, again while another process shared the cores (QuietRetry); a run
         that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
-        sweep, reruns = self.retry.run(
-            lambda: self._run(where, cluster, first_server), lambda s: s.disturbed
-        )
-        sweep.reruns = reruns
-        return sweep
+        return self.retry.guarded(lambda: self._run(where, cluster, first_server))
 
     def _client_hosts(self, site: Site) -> list[int]:
         """Clients on the second half of the hosts, servers on the first: every RPC crosses

@@ -330,7 +330,7 @@ class MpiSweeps:
         """One job, run again while another process shared the cores (cpu_share.QuietRetry).
         A job that never got them to itself is kept, marked: its verdict turns INCONCLUSIVE
         instead of calling a neighbour's load a regression."""
-        sweep, reruns = self.retry.run(
+        return self.retry.guarded(
             lambda: run_sweep(
                 runtime,
                 target,
@@ -338,11 +338,8 @@ class MpiSweeps:
                 self.sizes,
                 self.settings,
                 self.slowdown if slowdown is None else slowdown,
-            ),
-            lambda s: s.disturbed,
+            )
         )
-        sweep.reruns = reruns
-        return sweep
 
 
 def sweep_target(
