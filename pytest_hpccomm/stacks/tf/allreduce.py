@@ -20,8 +20,8 @@ from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Measurement, Param
 from pytest_hpccomm.measure.pooling import jobs_extra
 from pytest_hpccomm.proc import cpu_share
-from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
-from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, SweepFailed
+from pytest_hpccomm.stacks.tf.driver import TfTasks
+from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, metered
 
 BENCHMARK = "tf_allreduce"
 # The benchmark's collectives have no timeout_seconds (0): TensorFlow 2.21.0 holds two threads
@@ -93,12 +93,11 @@ def run_job(
         **settings,
         **(packing or {}),
     }
-    meter = cpu_share.CpuMeter()
-    try:
-        replies = tasks.request_all({t: msg for t in tasks.layout.workers_tasks}, timeout)
-    except TfError as exc:
-        raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
-    cpu = cpu_share.of_jobs([meter.stop()])
+    replies, cpu = metered(
+        BENCHMARK,
+        tasks,
+        lambda: tasks.request_all({t: msg for t in tasks.layout.workers_tasks}, timeout),
+    )
     workers = [r["points"] for r in replies.values()]
     points = {}
     for per_worker in zip(*workers):

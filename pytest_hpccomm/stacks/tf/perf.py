@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.contract import SessionStore
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
+
+R = TypeVar("R")
 
 BENCHMARK = "tf_recv_tensor"
 SETTINGS = {
@@ -50,27 +52,26 @@ class RecvSweep:
     reruns: int = 0  # jobs run again because another process shared the cores
 
 
+def metered(benchmark: str, tasks: TfTasks, ask: Callable[[], R]) -> tuple[R, cpu_share.JobsCpu]:
+    """One job's requests to the tasks (`ask`) under the contention guard's meter; a task's
+    error fails the job (SweepFailed) naming the benchmark and the tasks."""
+    meter = cpu_share.CpuMeter()
+    try:
+        reply = ask()
+    except TfError as exc:
+        raise SweepFailed(f"{benchmark} job ({tasks.describe()}): {exc}") from None
+    return reply, cpu_share.of_jobs([meter.stop()])
+
+
 def run_job(
     tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float, timeout: float = 900.0
 ) -> RecvSweep:
     """One RecvTensor job: worker:0 reads ps:0's variables."""
     settings = SETTINGS.get(profile, SETTINGS["quick"])
-    meter = cpu_share.CpuMeter()
-    try:
-        reply = tasks.request(
-            "worker:0",
-            {
-                "op": "recv_bench",
-                "from": "ps:0",
-                "sizes": list(sizes),
-                "slowdown": slowdown,
-                **settings,
-            },
-            timeout,
-        )
-    except TfError as exc:
-        raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
-    cpu = cpu_share.of_jobs([meter.stop()])
+    msg = {"op": "recv_bench", "from": "ps:0", "sizes": list(sizes), "slowdown": slowdown}
+    reply, cpu = metered(
+        BENCHMARK, tasks, lambda: tasks.request("worker:0", {**msg, **settings}, timeout)
+    )
     points = {}
     for p in reply["points"]:
         point = {

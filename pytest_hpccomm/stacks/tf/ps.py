@@ -18,8 +18,8 @@ from typing import Any
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
 from pytest_hpccomm.measure.pooling import jobs_extra
 from pytest_hpccomm.proc import cpu_share
-from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
-from pytest_hpccomm.stacks.tf.perf import RecvSweep, SweepFailed
+from pytest_hpccomm.stacks.tf.driver import TfTasks
+from pytest_hpccomm.stacks.tf.perf import RecvSweep, metered
 
 BENCHMARK = "tf_ps_throughput"
 VARIABLES = 4  # per step: two on each of the two ps tasks
@@ -39,22 +39,10 @@ def run_job(
     tasks: TfTasks, sizes: Sequence[int], profile: str, slowdown: float, timeout: float = 900.0
 ) -> RecvSweep:
     settings = SETTINGS.get(profile, SETTINGS["quick"])
-    meter = cpu_share.CpuMeter()
-    try:
-        reply = tasks.request(
-            "chief:0",
-            {
-                "op": "ps_bench",
-                "sizes": list(sizes),
-                "variables": VARIABLES,
-                "slowdown": slowdown,
-                **settings,
-            },
-            timeout,
-        )
-    except TfError as exc:
-        raise SweepFailed(f"{BENCHMARK} job ({tasks.describe()}): {exc}") from None
-    cpu = cpu_share.of_jobs([meter.stop()])
+    msg = {"op": "ps_bench", "sizes": list(sizes), "variables": VARIABLES, "slowdown": slowdown}
+    reply, cpu = metered(
+        BENCHMARK, tasks, lambda: tasks.request("chief:0", {**msg, **settings}, timeout)
+    )
     points = {}
     for p in reply["points"]:
         points[int(p["bytes"])] = {
