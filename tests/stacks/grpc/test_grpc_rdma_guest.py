@@ -92,7 +92,7 @@ def run(
     )
 
 
-def grpc_session(fabric: str, name: str, *args: str, targets: str = SUITE) -> None:
+def grpc_session(fabric: str, name: str, *args: str, targets: str = SUITE, order: int = 1) -> None:
     """Registers gRPC session NAME of the shared FABRIC boot, the native peer staged."""
 
     def make(_: Path) -> Session:
@@ -106,7 +106,7 @@ def grpc_session(fabric: str, name: str, *args: str, targets: str = SUITE) -> No
             stage=(native.directory,),
         )
 
-    session(fabric, name, order=1)(make)
+    session(fabric, name, order=order)(make)
 
 
 COMPAT = "--hpc-grpc-preset=rsocket-compat"
@@ -118,17 +118,21 @@ grpc_session("softroce", "grpc-perf", COMPAT, *SETTINGS, "--hpc-repeats=1", "-k"
 # raw mode: the runtime's transport is the same for both; serialized adds 2 min here
 CONFORMANCE_ARGS = (COMPAT, "--hpc-grpc-peers=native", "--hpc-grpc-modes=raw")
 grpc_session("softroce", "grpc-conformance", *CONFORMANCE_ARGS, targets=CONFORMANCE)
-grpc_session("iwarp", "grpc-proof", COMPAT, *SETTINGS, "-k", ONE_ITEM)
+# siw's listener teardown can take the guest down (on_siw): the proof, whose peers listen on
+# siw, runs last; the fallback's peers are on kernel TCP
 grpc_session("iwarp", "grpc-fallback", COMPAT, TYPO, *SETTINGS, "-k", ONE_ITEM)
+grpc_session("iwarp", "grpc-proof", COMPAT, *SETTINGS, "-k", ONE_ITEM, order=2)
 
 
 def on_siw(got: SessionResult) -> dict[str, Any]:
     """A session on iwarp. Debian 6.1's siw has a defect that rsocket over siw can meet: a
     connect fails ("cannot connect" after 20 s) beside a kernel WARNING in siw_cm.c
     (siw_cep_put: refcount underflow, use-after-free, in siw_destroy_listen), and the guest may
-    die right after. Where that WARNING is read in this session's kernel messages, the item is
-    an xfail naming it, as the verbs suite treats siw's defects (stacks/verbs/defects.py); a
-    guest that died, or a connect that failed, without it is a failure."""
+    die right after; or list debugging catches the same teardown first ("kernel BUG at
+    lib/list_debug.c:59!" through siw_destroy_listen) and the guest panics. Where either is
+    read in this session's kernel messages, the item is an xfail naming it, as the verbs suite
+    treats siw's defects (stacks/verbs/defects.py); a guest that died, or a connect that
+    failed, without it is a failure."""
     warning = siw_warning(got)
     died = not (got.results / "junit.xml").is_file()
     if warning and (
@@ -145,6 +149,9 @@ def on_siw(got: SessionResult) -> dict[str, Any]:
 
 
 WARNING = re.compile(r"WARNING: .*siw_cm\.c:\d+ \S+")
+# the same use-after-free caught by list debugging first: "list_del corruption ...", "kernel
+# BUG at lib/list_debug.c:59!", then a call trace through siw_destroy_listen (a panic)
+BUG = re.compile(r"(kernel BUG at \S+)(?=(?:.*\n){1,40}?.*siw_destroy_listen)")
 
 
 def siw_warning(got: SessionResult) -> str:
@@ -154,7 +161,11 @@ def siw_warning(got: SessionResult) -> str:
     those the boot's other sessions saved."""
 
     def hits(log: Path) -> list[str]:
-        return WARNING.findall(log.read_text(errors="replace")) if log.is_file() else []
+        if not log.is_file():
+            return []
+        text = log.read_text(errors="replace")
+        bugs = [f"{m} in siw_destroy_listen (list_del corruption)" for m in BUG.findall(text)]
+        return WARNING.findall(text) + bugs
 
     found = hits(got.results / "dmesg.txt")
     if not (got.results / "dmesg.txt").is_file():
@@ -182,6 +193,40 @@ def test_a_died_session_is_keyed_by_the_warning_its_boot_printed_after_the_other
     (tmp_path / SERIAL).write_text(line.format(7) + "\n" + line.format(42) + "\nKernel panic\n")
     assert "PID: 42 at drivers/" in siw_warning(died)
     assert "Kernel panic" in died.describe()  # the kernel's last words in the failure
+
+
+# the serial console's last words of a guest that died in grpc-proof (cold run of afaff88)
+BUG_TRACE = """\
+hpccomm_suites/grpc/test_perf_tf_grpc_bench.py .F[  142.581393] list_del corruption. prev->next \
+should be ffff88800abc5750, but was 000fffffc0000000. (prev=ffffea0000484680)
+[  142.581908] ------------[ cut here ]------------
+[  142.581989] kernel BUG at lib/list_debug.c:59!
+[  142.582520] invalid opcode: 0000 [#1] PREEMPT SMP NOPTI
+[  142.583223] RIP: 0010:__list_del_entry_valid.cold+0x37/0x6f
+[  142.584607] Call Trace:
+[  142.585064]  <TASK>
+[  142.585183]  siw_destroy_listen+0x4f/0x1a0 [siw]
+[  142.585416]  destroy_cm_id+0x9f/0x230 [iw_cm]
+[  142.594233] Kernel panic - not syncing: Fatal exception
+"""
+
+
+def test_a_died_session_is_keyed_by_the_siw_listener_bug_its_boot_printed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plan.tsv").write_text("verbs\t900\t-\t\ngrpc-proof\t1200\t-\t\n")
+    for name in ("verbs", "grpc-proof"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "verbs" / "dmesg.txt").write_text("siw: got TERMINATE. layer 0\n")
+    job = JobResult(("run.sh",), 3, "", "", 9.0, False)
+    died = session_result(Session("grpc-proof"), tmp_path, job)
+    (tmp_path / SERIAL).write_text(BUG_TRACE)
+    assert siw_warning(died) == (
+        "kernel BUG at lib/list_debug.c:59! in siw_destroy_listen (list_del corruption)"
+    )
+    # the same BUG elsewhere than siw's listener teardown is not this defect
+    (tmp_path / SERIAL).write_text(BUG_TRACE.replace("siw_destroy_listen", "ext4_evict_inode"))
+    assert siw_warning(died) == ""
 
 
 def proofs(results: Path) -> list[str]:
