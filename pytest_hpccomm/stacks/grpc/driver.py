@@ -357,10 +357,6 @@ class Sweep:
     path: list[dict[str, Any]] = field(default_factory=list)  # per client run: path.py
     link: LinkRate | None = None  # the link between servers and clients (None: unknown)
 
-    def contention(self) -> dict[str, Any] | None:
-        """extra["cpu"] of this sweep's records (None when no job was measured)."""
-        return cpu_share.evidence(self.cpu, self.disturbed, self.reruns) if self.cpu else None
-
     def get(self, benchmark: str, name: str) -> dict[str, Any]:
         try:
             return self.results[(benchmark, name)]

@@ -136,12 +136,6 @@ def merge(sweeps: Sequence[Sweep]) -> Sweep:
     return Sweep(points, first.ranks, first.fingerprint, first.mpi, *cpu_share.pooled(sweeps))
 
 
-def _evidence(sweep: Sweep | TrainSweep) -> dict[str, Any]:
-    """extra["cpu"]: the contention guard's evidence (a "disturbed" reason tempers the
-    verdict: baselines/store.shared_cores)."""
-    return cpu_share.evidence_extra(sweep)
-
-
 def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Measurement]:
     """Latency (us per allreduce), then busbw (GB/s) with algbw beside it; each names the OSU
     allreduce of the same MPI, placement, ranks and size to be read beside (the report shows
@@ -158,7 +152,7 @@ def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Mea
     over_mpi = beside("mpi", "osu_allreduce", osu, label) if sweep.mpi else {}
     samples = [float(x) for x in point["samples"]]
     jobs = jobs_extra(point)
-    cpu = _evidence(sweep)
+    cpu = cpu_share.evidence_extra(sweep)
     slowest = (
         {"max_rank_latency_us": statistics.median(point["max_samples"])}
         if point.get("max_samples")
@@ -263,7 +257,7 @@ def train_measurements(sweep: TrainSweep, params: Mapping[str, Param]) -> list[M
     """images/s per rank (higher is better); then, from the timeline, negotiation and
     reduction milliseconds per step (lower is better)."""
     keyed = {**params, "ranks": sweep.ranks}
-    jobs = {"job_sizes": sweep.job_sizes, **_evidence(sweep)}
+    jobs = {"job_sizes": sweep.job_sizes, **cpu_share.evidence_extra(sweep)}
     out = [
         Measurement(
             stack="horovod",
