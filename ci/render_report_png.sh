@@ -10,7 +10,7 @@ py=${PYTHON:-$here/.venv/bin/python}
 dir=$(mktemp -d)
 profile=$(mktemp -d)
 trap 'rm -rf "$profile"' EXIT
-(cd "$here" && "$py" -m pytest_hpccomm demo-report "$dir" >/dev/null)
+(cd "$here" && "$py" -m tests.report.demo "$dir" >/dev/null)
 timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --hide-scrollbars \
     --user-data-dir="$profile" --screenshot="$out" --window-size="$window" \

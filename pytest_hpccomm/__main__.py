@@ -325,7 +325,6 @@ TOOLS: dict[str, tuple[str, str]] = {
         "pytest_hpccomm.ci_templates",
         "write the SLURM batch script or the GitHub/GitLab CI template here",
     ),
-    "demo-report": ("pytest_hpccomm.report.demo", "write the reports of a made-up session"),
     "screenshot": ("pytest_hpccomm.report.screenshot", "a PNG of an HTML report's first screen"),
 }
 

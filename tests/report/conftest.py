@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.report.demo import demo_results, demo_session
+from tests.report.demo import demo_results, demo_session
 from tests.builders import make_result
 
 MakeResult = Callable[..., RunResult]

@@ -4,7 +4,7 @@ import dataclasses
 
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.report.common import outcome_counts
-from pytest_hpccomm.report.demo import ci_results
+from tests.report.demo import ci_results
 from pytest_hpccomm.report.markdown import LISTED, MAX_CHARS, markdown_summary, units
 
 PR_COMMENT_LIMIT = 65_536  # GitHub refuses a longer comment

@@ -17,7 +17,7 @@ from PIL import Image
 
 from pytest_hpccomm.baselines.history import HistoryStore
 from pytest_hpccomm.baselines.result import RunResult
-from pytest_hpccomm.report.demo import demo_results, demo_session
+from tests.report.demo import demo_results, demo_session
 from pytest_hpccomm.report.html import figure_count, render_html
 from pytest_hpccomm.report.screenshot import (
     ABSENT,

@@ -153,7 +153,7 @@ def test_a_large_session_prints_counts_then_only_what_changed(result) -> None:
 
 
 def test_ci_run_without_baselines_is_a_few_lines() -> None:
-    from pytest_hpccomm.report.demo import ci_results
+    from tests.report.demo import ci_results
 
     rs = ci_results()
     lines = summary_table(rs, width=150)

@@ -1,8 +1,9 @@
-"""Realistic synthetic results, to look at the reports without a cluster.
+"""Realistic synthetic results for the report tests and for looking at the reports without a
+cluster (test data, not part of the package):
 
-    hpccomm demo-report OUTDIR        # writes every report into OUTDIR
-    hpccomm demo-report OUTDIR --ci   # ~2,300 results, nearly all new, as
-                                                       # ci/run-suites.sh makes without baselines
+    python -m tests.report.demo OUTDIR        # writes every report into OUTDIR
+    python -m tests.report.demo OUTDIR --ci   # ~2,300 results, nearly all new, as
+                                              # ci/run-suites.sh makes without baselines
 
 The verdicts here come from a toy judge (Mann-Whitney U + a normal-approximation CI) whose
 messages are worded like the verdict engine's, not from the engine itself: good enough to
