@@ -8,8 +8,8 @@ from typing import Any, Callable
 import pytest
 
 from pytest_hpccomm.baselines.result import RunResult
-from tests.report.demo import demo_results, demo_session
 from tests.builders import make_result
+from tests.report.demo import demo_results, demo_session
 
 MakeResult = Callable[..., RunResult]
 

@@ -12,11 +12,11 @@ from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.measure.measurement import Direction
 from pytest_hpccomm.report.common import families, outcome_counts
 from pytest_hpccomm.report.cross_stack import cross_stack
-from tests.report.demo import demo_session
 from pytest_hpccomm.report.html import render_html, write_html_report
 from pytest_hpccomm.report.plots import _series, bar_png, is_sweep, sweep_png
 from pytest_hpccomm.report.scheme_plot import is_scheme_family, scheme_order, scheme_png
 from tests.builders import make_result
+from tests.report.demo import demo_session
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 VOID = {"meta", "img", "br", "hr", "link", "input"}

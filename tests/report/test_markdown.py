@@ -4,8 +4,8 @@ import dataclasses
 
 from pytest_hpccomm.baselines.verdict import Outcome
 from pytest_hpccomm.report.common import outcome_counts
-from tests.report.demo import ci_results
 from pytest_hpccomm.report.markdown import LISTED, MAX_CHARS, markdown_summary, units
+from tests.report.demo import ci_results
 
 PR_COMMENT_LIMIT = 65_536  # GitHub refuses a longer comment
 

@@ -17,7 +17,6 @@ from PIL import Image
 
 from pytest_hpccomm.baselines.history import HistoryStore
 from pytest_hpccomm.baselines.result import RunResult
-from tests.report.demo import demo_results, demo_session
 from pytest_hpccomm.report.html import figure_count, render_html
 from pytest_hpccomm.report.screenshot import (
     ABSENT,
@@ -29,6 +28,7 @@ from pytest_hpccomm.report.screenshot import (
     take_screenshot,
 )
 from pytest_hpccomm.report.trends import write_trends_page
+from tests.report.demo import demo_results, demo_session
 from tests.report.test_trends import record, step_history
 
 ROOT = Path(__file__).resolve().parents[2]
