@@ -8,7 +8,9 @@ copies that drift:
 - reference/record-fields.md: the fields of a record, a verdict and a baseline entry (the
   dataclasses and their field comments), as the results JSON and the baseline files hold them;
 - reference/cli.md: the `hpccomm` command's help;
-- reference/retries.md: the named retry causes (pytest_hpccomm.retries.CAUSES).
+- reference/retries.md: the named retry causes (pytest_hpccomm.retries.CAUSES);
+- reference/coverage.md: which cells of each standard the suites exercise, read from the
+  tests' `covers` markers (pytest_hpccomm.coverage, each stack's coverage.TAXONOMY).
 
     .venv/bin/python docs/gen_reference.py           # rewrite the pages
     .venv/bin/python docs/gen_reference.py --check   # exit 1 when a committed page differs
@@ -387,12 +389,34 @@ def render_retries() -> str:
     )
 
 
+COVERAGE_HEADER = """# Coverage of the standards
+
+Generated from the tests by `docs/gen_reference.py`: do not edit by hand. Each conformance test
+declares the cells it exercises (`@pytest.mark.covers("mpi", "allreduce:in_place", ...)`); each
+stack's `coverage.py` describes its standard once: the families, the argument classes, which
+classes a family admits by the standard (not applicable otherwise, with the rule) and what is
+left out of scope (with why). A cell that is none of these is a **gap**: listed, not hidden.
+
+"""
+
+
+def render_coverage() -> str:
+    from pytest_hpccomm.coverage import declared, markdown
+    from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
+
+    out = COVERAGE_HEADER
+    for tax in (MPI,):
+        out += markdown(tax, list(declared(tax.stack, tax.modules)))
+    return out
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "options.md": render_options,
     "markers-and-fixtures.md": render_markers,
     "record-fields.md": render_fields,
     "cli.md": render_cli,
     "retries.md": render_retries,
+    "coverage.md": render_coverage,
 }
 
 

@@ -27,6 +27,8 @@ MARKERS = (
     "each); the full profile runs every placement",
     "placements(*placements): runs at these placements only (loopback, netns, hosts); at "
     "the others skipped at collection, saying so",
+    "covers(stack, *cells): the cells of the stack's standard this test exercises, each "
+    "'family:argument_class' (docs/reference/coverage.md is drawn from them)",
     "needs_hosts: runs across two hosts of --hpc-hosts (or a hostfile, or a SLURM "
     "allocation); skipped otherwise",
 )

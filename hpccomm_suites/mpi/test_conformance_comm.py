@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.placement import LOOPBACK
+from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.stacks.mpi.conformance import (
     LOOPBACK_RANKS,
     ConformancePeer,
@@ -34,6 +35,10 @@ def split_cases(draw: Any, n: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["comm_split"], ["plain"]) + cells(["allgather", "allreduce"], ["plain"]),
+)
 @settings(conformance_settings())
 @given(data=st.data())
 def test_comm_split(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
@@ -57,6 +62,11 @@ def covering_splits(n: int) -> list[tuple[str, list[int | None], list[int]]]:
     ]
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["comm_split"], ["plain", "size_1"])
+    + cells(["allgather", "allreduce"], ["plain", "size_1"]),
+)
 def test_comm_split_covering_set(mpi_conformance_peer: ConformancePeer) -> None:
     for name, colors, keys in covering_splits(mpi_conformance_peer.ranks):
         check_split(mpi_conformance_peer, {"kind": "split", "colors": colors, "keys": keys}, name)
@@ -104,6 +114,10 @@ def dup_cases(draw: Any, n: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["comm_dup"], ["plain"]),
+)
 @settings(conformance_settings())
 @given(data=st.data())
 def test_comm_dup_isolation(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
@@ -132,6 +146,7 @@ def test_comm_dup_isolation(mpi_conformance_peer: ConformancePeer, data: st.Data
         )
 
 
+@pytest.mark.covers("mpi")  # the harness's placement, no cell of the standard
 def test_peer_world_matches_placement(
     mpi_conformance_peer: ConformancePeer, hpc_placement: str
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
@@ -84,6 +85,10 @@ def check(
     assert rep["sha"] == want, f"{what}\n{hint}"
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["vector"], ["plain", "zero_count"]) + cells(["send_modes"], ["derived_type"]),
+)
 @settings(conformance_settings())
 @given(data=st.data())
 def test_vector_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
@@ -102,6 +107,10 @@ def test_vector_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObj
     check(peer, case, view.ravel(), view, padded[:extent])
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["subarray"], ["plain"]) + cells(["send_modes"], ["derived_type"]),
+)
 @settings(conformance_settings())
 @given(data=st.data())
 def test_subarray_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
@@ -123,6 +132,10 @@ SUBARRAY_SHAPES = (
 )
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["subarray"], ["plain"]) + cells(["send_modes"], ["derived_type"]),
+)
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("typed", ["send", "recv"])
 def test_subarray_covering_set(

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.stacks.mpi.conformance import (
     COMPLEX_DTYPES,
     FLOAT_DTYPES,
@@ -170,6 +171,12 @@ def check_reduce(peer: ConformancePeer, case: dict[str, Any]) -> None:
         )
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["reduce", "allreduce", "predefined_ops"], ["plain", "zero_count"])
+    + cells(["reduce", "allreduce"], ["in_place"])
+    + cells(["reduce"], ["nonzero_root"]),
+)
 @pytest.mark.parametrize("op,dtype", PAIRS, ids=[f"{o}-{d}" for o, d in PAIRS])
 @settings(conformance_settings(share=0.2))
 @given(data=st.data())
@@ -183,6 +190,12 @@ def test_reduce_predefined_ops(
     check_reduce(peer, data.draw(reduce_cases(peer.ranks, op, dtype), label="case"))
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["reduce", "allreduce", "predefined_ops"], ["plain", "zero_count"])
+    + cells(["reduce", "allreduce"], ["in_place"])
+    + cells(["reduce"], ["nonzero_root"]),
+)
 @settings(conformance_settings())
 @given(data=st.data())
 def test_reduce_any_predefined_op(
@@ -210,6 +223,10 @@ def matmul_cases(draw: Any, n: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["user_ops"], ["plain"]),
+)
 @settings(conformance_settings())
 @given(data=st.data())
 def test_reduce_noncommutative_user_op(

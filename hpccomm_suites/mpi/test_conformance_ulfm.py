@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.stacks.mpi.plugin import UlfmRun
 
 pytestmark = [
@@ -17,6 +18,10 @@ pytestmark = [
 DETECT_LIMIT = 10.0  # s; Open MPI 5's detector finds a dead rank in ~1 s here
 
 
+@pytest.mark.covers(
+    "mpi",
+    *cells(["fault_tolerance"], ["plain"]),
+)
 def test_ulfm_proc_failed(mpi_ulfm: UlfmRun) -> None:
     out = mpi_ulfm()
     assert len(out.survivors) == out.ranks - 1, (

@@ -51,7 +51,15 @@ def test_readme_is_at_most_200_lines() -> None:
 
 
 @pytest.mark.parametrize(
-    "page", ["options.md", "markers-and-fixtures.md", "record-fields.md", "cli.md", "retries.md"]
+    "page",
+    [
+        "options.md",
+        "markers-and-fixtures.md",
+        "record-fields.md",
+        "cli.md",
+        "retries.md",
+        "coverage.md",
+    ],
 )
 def test_generated_page_matches_the_code(page: str) -> None:
     gen = _gen_reference()

@@ -262,6 +262,102 @@ class Cases:
         finally:
             derived.Free()
 
+    def case_collective(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """One data-movement collective, blocking or its I-variant, on the world's duplicate or
+        on COMM_SELF (`self`). Rank i of the communicator sends from pattern(dtype,
+        send_extent[i], seed + i) and receives into pattern(dtype, recv_extent[i], seed + 500 +
+        i), so a write outside a block shows. The v-forms take the case's counts and
+        displacements; the plain forms one count (blocks back to back)."""
+        MPI, dtype, name = self.MPI, c["dtype"], c["op"]
+        if c.get("self"):
+            comm = MPI.COMM_SELF
+        i, t, root = comm.Get_rank(), self.mpi_type(dtype), c["root"]
+        sbuf = pattern(dtype, c["send_extent"][i], c["seed"] + i)
+        rbuf = pattern(dtype, c["recv_extent"][i], c["seed"] + 500 + i)
+        here = c["inplace"] and (i == root or name.startswith("all"))  # IN_PLACE on this rank
+        if name.endswith("v"):
+            counts, displs = c["counts"], c["displs"]
+            mine: Any = counts[i]
+            block: Any = (counts, displs)
+        else:
+            mine = block = c["count"]
+        args: list[Any]
+        if name == "bcast":
+            args = [[rbuf, c["count"], t], root]
+        elif name in ("gather", "gatherv"):
+            recv = [rbuf, block, t] if i == root else None
+            args = [MPI.IN_PLACE if here else [sbuf, mine, t], recv, root]
+        elif name in ("scatter", "scatterv"):
+            send = [sbuf, block, t] if i == root else None
+            args = [send, MPI.IN_PLACE if here else [rbuf, mine, t], root]
+        elif name in ("allgather", "allgatherv"):
+            args = [MPI.IN_PLACE if here else [sbuf, mine, t], [rbuf, block, t]]
+        elif name == "alltoall":
+            args = [[sbuf, c["count"], t], [rbuf, c["count"], t]]
+        else:  # alltoallv: counts[i][j] elements from i to j
+            rc = [row[i] for row in c["counts"]]
+            args = [
+                [sbuf, (c["counts"][i], c["displs"][i]), t],
+                [rbuf, (rc, c["recv_displs"][i]), t],
+            ]
+        if c["nonblocking"]:
+            getattr(comm, "I" + name)(*args).Wait()
+        else:
+            getattr(comm, name.capitalize())(*args)
+        return {"recv": digest(rbuf), "send": digest(sbuf)}
+
+    def case_proc_null(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Every point-to-point call with MPI_PROC_NULL as the peer, each receive's and probe's
+        [source, tag, count, digest of its buffer]: the standard says PROC_NULL, ANY_TAG, 0,
+        and the buffer untouched (MPI 4.1, 3.10)."""
+        MPI, N, dtype, tag, n = self.MPI, self.MPI.PROC_NULL, c["dtype"], c["tag"], c["count"]
+        t = self.mpi_type(dtype)
+        data = pattern(dtype, n, c["seed"])
+        out: dict[str, Any] = {}
+
+        def fresh() -> tuple[np.ndarray, Any]:
+            return pattern(dtype, n, c["seed"] + 1), MPI.Status()
+
+        def seen(name: str, buf: np.ndarray, st: Any) -> None:
+            out[name] = [st.Get_source(), st.Get_tag(), st.Get_count(t), digest(buf)]
+
+        comm.Send(data, dest=N, tag=tag)
+        comm.Ssend(data, dest=N, tag=tag)
+        comm.Isend(data, dest=N, tag=tag).Wait()
+        buf, st = fresh()
+        comm.Recv(buf, source=N, tag=tag, status=st)
+        seen("recv", buf, st)
+        buf, st = fresh()
+        comm.Irecv(buf, source=N, tag=tag).Wait(st)
+        seen("irecv", buf, st)
+        buf, st = fresh()
+        comm.Sendrecv(data, dest=N, sendtag=tag, recvbuf=buf, source=N, recvtag=tag, status=st)
+        seen("sendrecv", buf, st)
+        buf, st = fresh()
+        comm.Probe(source=N, tag=tag, status=st)
+        seen("probe", buf, st)
+        buf, st = fresh()
+        out["iprobe_flag"] = bool(comm.Iprobe(source=N, tag=tag, status=st))
+        seen("iprobe", buf, st)
+        buf, st = fresh()
+        msg = comm.Mprobe(source=N, tag=tag, status=st)
+        seen("mprobe", buf, st)
+        out["mprobe_no_proc"] = msg == MPI.MESSAGE_NO_PROC
+        buf, st = fresh()
+        msg.Recv(buf, status=st)
+        seen("mrecv", buf, st)
+        buf, st = fresh()
+        req = comm.Recv_init(buf, source=N, tag=tag)
+        send = comm.Send_init(data, dest=N, tag=tag)
+        MPI.Prequest.Startall([req, send])
+        send.Wait()
+        req.Wait(st)
+        seen("recv_init", buf, st)
+        req.Free()
+        send.Free()
+        out["expected_buffer"] = digest(pattern(dtype, n, c["seed"] + 1))
+        return out
+
     def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
         place and who else is in its communicator (Allgather of world ranks), plus a sum over

@@ -1,0 +1,254 @@
+"""Data-movement collectives against a NumPy reference: Bcast, Gather(v), Scatter(v),
+Allgather(v), Alltoall(v), blocking and as I-variants, with any root, MPI.IN_PLACE where the
+standard defines it, zero counts, gaps and reordered displacements, on the world and on
+COMM_SELF. Every receive buffer starts as a known pattern, so a write outside the blocks the
+call owns shows, and every send buffer must come back unchanged.
+
+A failure prints the shrunk case ("Draw 1 (case): ...") and a command replaying it with mpirun
+alone (see stacks/mpi/conformance.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_hpccomm.coverage import cells
+from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
+from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
+
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.stack("mpi"),
+    pytest.mark.fabric("ethernet", "ipoib", "ib", "roce"),
+]
+
+ROOTED = ("bcast", "gather", "gatherv", "scatter", "scatterv")
+IN_PLACE = ("gather", "gatherv", "scatter", "scatterv", "allgather", "allgatherv")
+OPS = ROOTED + ("allgather", "allgatherv", "alltoall", "alltoallv")
+MAX_COUNT = 40
+
+
+def layout(counts: list[int], order: list[int], gaps: list[int]) -> tuple[list[int], int]:
+    """Displacements for blocks of `counts`, placed in `order` with `gaps` before each (no two
+    overlap: MPI forbids receiving twice into one element), and the extent they need."""
+    displs, at = [0] * len(counts), 0
+    for j, gap in zip(order, gaps):
+        at += gap
+        displs[j] = at
+        at += counts[j]
+    return displs, at + gaps[-1] % 3
+
+
+def build(
+    op: str,
+    n: int,
+    counts: list[int] | list[list[int]],
+    order: list[int],
+    gaps: list[int],
+    *,
+    root: int = 0,
+    inplace: bool = False,
+    nonblocking: bool = False,
+    on_self: bool = False,
+    dtype: str = "int32",
+    seed: int = 0,
+) -> dict[str, Any]:
+    """A case: `counts` is one count per rank for the v-forms (a matrix for alltoallv, counts
+    [i][j] from i to j) and [count] for the plain forms; blocks go in `order` with `gaps`."""
+    case: dict[str, Any] = {
+        "kind": "collective",
+        "op": op,
+        "dtype": dtype,
+        "root": root if op in ROOTED else 0,
+        "inplace": inplace and op in IN_PLACE,
+        "nonblocking": nonblocking,
+        "self": on_self,
+        "seed": seed,
+    }
+    slack = gaps[0] % 3
+    if op == "alltoallv":
+        m: list[list[int]] = counts  # type: ignore[assignment]
+        sends = [layout(row, order, gaps) for row in m]
+        recvs = [layout([row[j] for row in m], order[::-1], gaps) for j in range(n)]
+        return case | {
+            "counts": m,
+            "displs": [d for d, _ in sends],
+            "recv_displs": [d for d, _ in recvs],
+            "send_extent": [e for _, e in sends],
+            "recv_extent": [e for _, e in recvs],
+        }
+    if op.endswith("v"):
+        per: list[int] = counts  # type: ignore[assignment]
+        displs, extent = layout(per, order, gaps)
+        own = [k + slack for k in per]  # a rank's own block, with slack behind it
+        ext = (
+            {"send_extent": [extent] * n, "recv_extent": own}
+            if op == "scatterv"
+            else {"send_extent": own, "recv_extent": [extent] * n}
+        )
+        return case | {"counts": per, "displs": displs} | ext
+    c = int(counts[0])  # type: ignore[arg-type]
+    whole = c * n
+    if op == "bcast":
+        ext = {"send_extent": [0] * n, "recv_extent": [c + slack] * n}
+    elif op == "scatter":
+        ext = {"send_extent": [whole] * n, "recv_extent": [c + slack] * n}
+    elif op == "alltoall":
+        ext = {"send_extent": [whole] * n, "recv_extent": [whole + slack] * n}
+    else:
+        ext = {"send_extent": [c + slack] * n, "recv_extent": [whole + slack] * n}
+    return case | {"count": c} | ext
+
+
+@st.composite
+def collective_cases(draw: Any, n_world: int, op: str) -> dict[str, Any]:
+    on_self = draw(st.integers(0, 3)) == 0
+    n = 1 if on_self else n_world
+    count = st.one_of(st.just(0), st.integers(0, MAX_COUNT))
+    counts: Any = (
+        [[draw(count) for _ in range(n)] for _ in range(n)]
+        if op == "alltoallv"
+        else [draw(count) for _ in range(n if op.endswith("v") else 1)]
+    )
+    return build(
+        op,
+        n,
+        counts,
+        list(draw(st.permutations(range(n)))),
+        draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+        root=draw(st.integers(0, n - 1)),
+        inplace=draw(st.booleans()),
+        nonblocking=draw(st.booleans()),
+        on_self=on_self,
+        dtype=draw(st.sampled_from(["int8", "int32", "float64", "complex64"])),
+        seed=draw(st.integers(0, 1000)),
+    )
+
+
+def covering_cases(op: str, n: int) -> dict[str, dict[str, Any]]:
+    """Cases each run must include, not by chance: COMM_SELF, every count zero, the last rank
+    as root with IN_PLACE, and the I-variant with reversed, gapped displacements."""
+
+    def counts(k: int, m: int) -> Any:
+        if op == "alltoallv":
+            return [[(k + i + 2 * j) % (k + 2) for j in range(m)] for i in range(m)]
+        return [(k + i) % (k + 2) for i in range(m)] if op.endswith("v") else [k]
+
+    rev = list(range(n))[::-1]
+    zeros: Any = (
+        [[0] * n for _ in range(n)] if op == "alltoallv" else [0] * (n if op.endswith("v") else 1)
+    )
+    return {
+        "self": build(op, 1, counts(3, 1), [0], [1], on_self=True, seed=1),
+        "zero": build(op, n, zeros, rev, [0] * n),
+        "last-root-in-place": build(
+            op, n, counts(5, n), list(range(n)), [2] * n, root=n - 1, inplace=True, seed=2
+        ),
+        "nonblocking-reversed": build(
+            op, n, counts(4, n), rev, [1] * n, root=n - 1, nonblocking=True, seed=3
+        ),
+    }
+
+
+def expected(case: dict[str, Any], n: int) -> list[tuple[str, str]]:
+    """(receive, send) digests each rank of the communicator must end with: NumPy's reading of
+    the call's definition on the same patterns."""
+    dtype, seed, op, root = case["dtype"], case["seed"], case["op"], case["root"]
+    sb = [pattern(dtype, case["send_extent"][i], seed + i) for i in range(n)]
+    rb = [pattern(dtype, case["recv_extent"][i], seed + 500 + i) for i in range(n)]
+    inplace = case["inplace"]
+    if op.endswith("v") and op != "alltoallv":
+        counts, displs = case["counts"], case["displs"]
+    elif op != "alltoallv":
+        c = case["count"]
+        counts, displs = [c] * n, [c * i for i in range(n)]
+    if op == "bcast":
+        for i in range(n):
+            rb[i][: case["count"]] = rb[root][: case["count"]]
+    elif op in ("gather", "gatherv"):
+        for i in range(n):
+            if not (inplace and i == root):  # IN_PLACE: the root's block is already there
+                rb[root][displs[i] : displs[i] + counts[i]] = sb[i][: counts[i]]
+    elif op in ("scatter", "scatterv"):
+        for i in range(n):
+            if not (inplace and i == root):  # IN_PLACE: the root keeps its receive buffer
+                rb[i][: counts[i]] = sb[root][displs[i] : displs[i] + counts[i]]
+    elif op in ("allgather", "allgatherv"):
+        blocks = [
+            (rb[i] if inplace else sb[i])[
+                displs[i] if inplace else 0 : (displs[i] if inplace else 0) + counts[i]
+            ].copy()
+            for i in range(n)
+        ]
+        for r in range(n):
+            for i in range(n):
+                rb[r][displs[i] : displs[i] + counts[i]] = blocks[i]
+    elif op == "alltoall":
+        c = case["count"]
+        for i in range(n):
+            for j in range(n):
+                rb[j][i * c : (i + 1) * c] = sb[i][j * c : (j + 1) * c]
+    else:
+        counts, sd, rd = case["counts"], case["displs"], case["recv_displs"]
+        for i in range(n):
+            for j in range(n):
+                k = counts[i][j]
+                rb[j][rd[j][i] : rd[j][i] + k] = sb[i][sd[i][j] : sd[i][j] + k]
+    return [(digest(rb[i]), digest(sb[i])) for i in range(n)]
+
+
+def check_collective(peer: ConformancePeer, case: dict[str, Any]) -> None:
+    reports = peer.run(case)
+    n = 1 if case["self"] else peer.ranks
+    want = expected(case, n)
+    hint = peer.replay_hint(case)
+    what = f"{'I' if case['nonblocking'] else ''}{case['op']}" + (
+        " IN_PLACE" if case["inplace"] else ""
+    )
+    for rank, rep in enumerate(reports):
+        recv, send = want[0 if case["self"] else rank]
+        assert rep["send"] == send, f"rank {rank}: {what} changed its send buffer\n{hint}"
+        assert rep["recv"] == recv, (
+            f"rank {rank}: {what}'s receive buffer differs from the definition's (a block "
+            f"misplaced, missing, or a write outside the blocks)\n{hint}"
+        )
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(OPS, ["plain"])
+    + cells(["gatherv", "scatterv", "allgatherv", "alltoallv"], ["displacements"]),
+)
+@pytest.mark.parametrize("op", OPS)
+@settings(conformance_settings(share=0.3))
+@given(data=st.data())
+def test_collective_moves_the_blocks_the_standard_says(
+    mpi_conformance_peer: ConformancePeer, op: str, data: st.DataObject
+) -> None:
+    """Each rank ends with exactly the blocks the call's definition puts in its receive buffer,
+    nothing written elsewhere, its send buffer untouched."""
+    peer = mpi_conformance_peer
+    check_collective(peer, data.draw(collective_cases(peer.ranks, op), label="case"))
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(OPS, ["plain", "zero_count", "size_1"])
+    + cells(IN_PLACE, ["in_place"])
+    + cells(ROOTED, ["nonzero_root"])
+    + cells(["gatherv", "scatterv", "allgatherv", "alltoallv"], ["displacements"])
+    + cells(["nonblocking_collectives"], ["plain", "zero_count", "size_1", "nonzero_root"]),
+)
+@pytest.mark.parametrize("op", OPS)
+def test_collective_covering_set(mpi_conformance_peer: ConformancePeer, op: str) -> None:
+    """The cases every run includes (covering_cases), each judged as the property does."""
+    peer = mpi_conformance_peer
+    for name, case in covering_cases(op, peer.ranks).items():
+        try:
+            check_collective(peer, case)
+        except AssertionError as e:
+            raise AssertionError(f"covering case {name!r}: {e}") from None
