@@ -249,3 +249,131 @@ def test_reduce_noncommutative_user_op(
             f"non-commutative op gave {got.tolist()}, rank-order product is {want.tolist()}"
             f"\n{hint}"
         )
+
+
+PREFIX_SCATTER = ["scan", "exscan", "reduce_scatter_block", "reduce_scatter"]
+
+
+def prefix_scatter_case(
+    op: str,
+    dtype: str,
+    variant: str,
+    recvcounts: list[int],
+    inputs: list[list[Any]],
+) -> dict[str, Any]:
+    return {
+        "kind": "reduce",
+        "op": op,
+        "dtype": dtype,
+        "variant": variant,
+        "root": 0,
+        "count": len(inputs[0]),
+        "recvcounts": recvcounts,
+        "inputs": inputs,
+    }
+
+
+@st.composite
+def prefix_scatter_cases(draw: Any, n: int) -> dict[str, Any]:
+    op = draw(st.sampled_from(list(OPS)))
+    dtype = draw(st.sampled_from(OPS[op]))
+    base = draw(st.sampled_from(PREFIX_SCATTER))
+    variant = base + ("_inplace" if draw(st.booleans()) else "")
+    if base == "reduce_scatter_block":
+        recvcounts = [draw(st.integers(0, MAX_COUNT // n))] * n
+    elif base == "reduce_scatter":
+        recvcounts = draw(st.lists(st.integers(0, MAX_COUNT // n), min_size=n, max_size=n))
+    else:
+        recvcounts = []
+    count = sum(recvcounts) if recvcounts else draw(st.integers(0, MAX_COUNT))
+    elem = values(op, dtype, n)
+    inputs = [draw(st.lists(elem, min_size=count, max_size=count)) for _ in range(n)]
+    return prefix_scatter_case(op, dtype, variant, recvcounts, inputs)
+
+
+def prefix_scatter_wants(case: dict[str, Any], n: int) -> dict[int, np.ndarray]:
+    """What each rank must hold (MPI 4.1, 6.10-6.11): Scan the reduction of ranks 0..r,
+    Exscan of ranks 0..r-1 (rank 0: undefined), Reduce_scatter(_block) rank r's block of the
+    whole reduction."""
+    arrays = [from_json(x, case["dtype"]) for x in case["inputs"]]
+    base = case["variant"].removesuffix("_inplace")
+
+    def fold(upto: int) -> np.ndarray:
+        # one process's value is the reduction of itself: no op applies (LAND keeps -1)
+        return arrays[0] if upto == 1 else reference(case["op"], case["dtype"], arrays[:upto])
+
+    if base == "scan":
+        return {r: fold(r + 1) for r in range(n)}
+    if base == "exscan":
+        return {r: fold(r) for r in range(1, n)}
+    whole = reference(case["op"], case["dtype"], arrays)
+    starts = np.cumsum([0, *case["recvcounts"]])
+    return {r: whole[starts[r] : starts[r + 1]] for r in range(n)}
+
+
+def check_prefix_scatter(peer: ConformancePeer, case: dict[str, Any]) -> None:
+    reports = peer.run(case)
+    hint = peer.replay_hint(case)
+    for rank, want in prefix_scatter_wants(case, peer.ranks).items():
+        got = from_json(reports[rank]["result"], case["dtype"])
+        assert len(got) == len(want), (
+            f"rank {rank}: {case['variant']} returned {len(got)} elements, not {len(want)}\n{hint}"
+        )
+        bad = [i for i in range(len(want)) if got[i] != want[i]]
+        assert not bad, (
+            f"rank {rank}: {case['variant']} {case['op']} over {case['dtype']}: element "
+            f"{bad[0]} is {got[bad[0]]!r}, NumPy says {want[bad[0]]!r} ({len(bad)} wrong)\n{hint}"
+        )
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(["scan", "exscan", "reduce_scatter", "reduce_scatter_block"], ["plain"])
+    + cells(["predefined_ops"], ["plain"]),
+)
+@settings(conformance_settings())
+@given(data=st.data())
+def test_scan_and_reduce_scatter(
+    mpi_conformance_peer: ConformancePeer, data: st.DataObject
+) -> None:
+    """Scan/Exscan give each rank the reduction of the ranks before it (and itself, for Scan),
+    Reduce_scatter(_block) its block of the whole reduction, for every predefined op, with
+    and without MPI.IN_PLACE and with zero counts."""
+    peer = mpi_conformance_peer
+    check_prefix_scatter(peer, data.draw(prefix_scatter_cases(peer.ranks), label="case"))
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(
+        ["scan", "exscan", "reduce_scatter", "reduce_scatter_block"],
+        ["plain", "in_place", "zero_count"],
+    ),
+)
+@pytest.mark.parametrize("variant", PREFIX_SCATTER)
+def test_scan_and_reduce_scatter_covering_set(
+    mpi_conformance_peer: ConformancePeer, variant: str
+) -> None:
+    """SUM over int32 and MAXLOC over pairs, each with and without MPI.IN_PLACE, uneven
+    blocks (one of them empty) for Reduce_scatter, and every count zero."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    if variant == "reduce_scatter":
+        counts = [(r * 2) % 3 for r in range(n)]  # 0, 2, 1, ...: uneven, one empty
+    elif variant == "reduce_scatter_block":
+        counts = [3] * n
+    else:
+        counts = []
+    total = sum(counts) if counts else 5
+    cases = []
+    for inplace in ("", "_inplace"):
+        sums = [[(r + 1) * (i + 1) for i in range(total)] for r in range(n)]
+        cases.append(prefix_scatter_case("SUM", "int32", variant + inplace, counts, sums))
+        pairs = [[[float((r * 7 + i) % 4), r] for i in range(total)] for r in range(n)]
+        cases.append(prefix_scatter_case("MAXLOC", "double_int", variant + inplace, counts, pairs))
+        zero = [0] * len(counts)
+        cases.append(
+            prefix_scatter_case("SUM", "int32", variant + inplace, zero, [[] for _ in range(n)])
+        )
+    for case in cases:
+        check_prefix_scatter(peer, case)

@@ -201,6 +201,13 @@ class Cases:
             op = getattr(MPI, op_name)
         out = np.zeros_like(mine)
         inplace = variant.endswith("_inplace")
+        if variant.removesuffix("_inplace") in (
+            "scan",
+            "exscan",
+            "reduce_scatter_block",
+            "reduce_scatter",
+        ):
+            return self._prefix_or_scatter(comm, c, mine, op, inplace)
         if variant.startswith("allreduce"):
             if inplace:
                 out[...] = mine
@@ -221,6 +228,37 @@ class Cases:
         if self.plant == "corrupt-reduce" and op_name != MATMUL and n > PLANT_THRESHOLD:
             out.view(np.uint8)[(n - 1) * out.dtype.itemsize] ^= 1
         return {"result": out.tolist() if op_name == MATMUL else to_json(out)}
+
+    def _prefix_or_scatter(
+        self, comm: Any, c: dict[str, Any], mine: np.ndarray, op: Any, inplace: bool
+    ) -> dict[str, Any]:
+        """Scan, Exscan, Reduce_scatter_block, Reduce_scatter (optionally MPI.IN_PLACE, where
+        the receive buffer holds the input) of inputs[rank]; rank 0's Exscan result is
+        undefined and not reported."""
+        MPI, rank, variant = self.MPI, self.rank, c["variant"].removesuffix("_inplace")
+        mt = self.mpi_type(c["dtype"])
+        if variant in ("scan", "exscan"):
+            out = mine.copy() if inplace else np.zeros_like(mine)
+            call = comm.Scan if variant == "scan" else comm.Exscan
+            call(MPI.IN_PLACE if inplace else [mine, len(mine), mt], [out, len(out), mt], op=op)
+            if variant == "exscan" and rank == 0:
+                return {}
+            return {"result": to_json(out)}
+        counts = c["recvcounts"]
+        if inplace:
+            buf = mine.copy()
+            if variant == "reduce_scatter_block":
+                comm.Reduce_scatter_block(MPI.IN_PLACE, [buf, mt], op=op)  # whole input
+            else:
+                comm.Reduce_scatter(MPI.IN_PLACE, [buf, mt], counts, op=op)
+            return {"result": to_json(buf[: counts[rank]])}
+        out = np.zeros_like(mine[: counts[rank]])
+        if variant == "reduce_scatter_block":
+            # mpi4py reads the send buffer as `size` blocks of the receive count
+            comm.Reduce_scatter_block([mine, mt], [out, mt], op=op)
+        else:
+            comm.Reduce_scatter([mine, mt], [out, mt], counts, op=op)
+        return {"result": to_json(out)}
 
     def case_datatype(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """A derived datatype (vector or subarray) on one side, contiguous on the other:
