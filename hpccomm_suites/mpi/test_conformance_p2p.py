@@ -406,3 +406,111 @@ def mpich_persistent_proc_null(
         f"MPI_PROC_NULL completed with status source {got[0]} (MPI_ANY_SOURCE), not "
         f"MPI_PROC_NULL ({want[0]}); tag, count and buffer as the standard says"
     )
+
+
+COMPLETIONS = ["waitany", "testany", "waitsome", "testsome", "waitall", "testall"]
+
+
+@st.composite
+def completion_cases(draw: Any, peer: ConformancePeer, how: str) -> dict[str, Any]:
+    n = peer.ranks
+    counts = draw(st.lists(st.integers(0, 3000), min_size=0, max_size=6))
+    extra = draw(st.lists(st.sampled_from(["null", "proc_null"]), max_size=3))
+    slots = draw(st.permutations(["msg"] * len(counts) + extra))
+    src = draw(st.integers(0, n - 1))
+    return {
+        "kind": "completion",
+        "how": how,
+        "statuses": draw(st.booleans()),
+        "dtype": draw(st.sampled_from(["uint8", "int32", "float64"])),
+        "counts": counts,
+        "slots": list(slots),
+        "src": src,
+        "dst": draw(st.integers(0, n - 1)),
+        "seed": draw(st.integers(0, 1000)),
+    }
+
+
+def check_completion(peer: ConformancePeer, case: dict[str, Any]) -> None:
+    rep = peer.run(case)[case["dst"]]
+    hint = peer.replay_hint(case)
+    consts = peer.info.constants
+    slots, how, with_st = case["slots"], case["how"], case["statuses"]
+    msg_of = {k: i for i, k in enumerate(k for k, s in enumerate(slots) if s == "msg")}
+    every = how in ("waitall", "testall")
+    reported = [d[0] for d in rep["done"]]
+    if every:
+        assert reported == list(range(len(slots))), f"{how}: statuses {reported}\n{hint}"
+    else:
+        active = [k for k, s in enumerate(slots) if s != "null"]
+        assert sorted(reported) == active, (
+            f"{how} returned indices {reported}: every active request exactly once "
+            f"({active}), never a null one, then MPI_UNDEFINED\n{hint}"
+        )
+    for d in rep["done"]:
+        k = d[0]
+        if not with_st:
+            continue
+        if slots[k] == "msg":
+            i = msg_of[k]
+            want = [case["src"], i, case["counts"][i]]
+            what = f"message {i}"
+        elif slots[k] == "proc_null":
+            want, what = [consts["PROC_NULL"], consts["ANY_TAG"], 0], "a receive from MPI_PROC_NULL"
+        else:  # only Waitall/Testall report a null request: the empty status (MPI 4.1, 3.7.3)
+            want, what = [consts["ANY_SOURCE"], consts["ANY_TAG"], 0], "MPI_REQUEST_NULL"
+        assert d[1:] == want, (
+            f"{how}: the status of slot {k} ({what}) is [source, tag, count] = {d[1:]}, "
+            f"not {want}\n{hint}"
+        )
+    for k, i in msg_of.items():
+        assert rep["sha"][str(k)] == sha(case["dtype"], case["counts"][i], case["seed"] + i), (
+            f"{how}: message {i} (slot {k}) arrived with other data\n{hint}"
+        )
+
+
+@pytest.mark.covers("mpi", *cells(["all", "any", "some"], ["plain"]))
+@pytest.mark.parametrize("how", COMPLETIONS)
+@settings(conformance_settings())
+@given(data=st.data())
+def test_completion_calls(
+    mpi_conformance_peer: ConformancePeer, how: str, data: st.DataObject
+) -> None:
+    """Waitany/Testany/Waitsome/Testsome return every active request exactly once, never a
+    null one, then MPI_UNDEFINED; Waitall/Testall complete all; each status names its
+    message (MPI_PROC_NULL's and a null request's as the standard says); data intact; with
+    or without statuses, with no request active at all."""
+    peer = mpi_conformance_peer
+    check_completion(peer, data.draw(completion_cases(peer, how), label="case"))
+
+
+@pytest.mark.covers(
+    "mpi", *cells(["all", "any", "some"], ["plain", "proc_null", "zero_count", "status_ignore"])
+)
+@pytest.mark.parametrize("how", COMPLETIONS)
+def test_completion_calls_covering_set(mpi_conformance_peer: ConformancePeer, how: str) -> None:
+    """No request at all; only null requests; messages (one empty, one past the eager limit)
+    among a null request and a receive from MPI_PROC_NULL; each with and without statuses."""
+    peer = mpi_conformance_peer
+    layouts = {
+        "none": ([], []),
+        "all-null": ([], ["null", "null"]),
+        "mixed": ([0, 5, 20000], ["msg", "null", "msg", "proc_null", "msg"]),
+    }
+    for name, (counts, slots) in layouts.items():
+        for statuses in (True, False):
+            case = {
+                "kind": "completion",
+                "how": how,
+                "statuses": statuses,
+                "dtype": "int32",
+                "counts": counts,
+                "slots": slots,
+                "src": 0,
+                "dst": peer.ranks - 1,
+                "seed": 11,
+            }
+            try:
+                check_completion(peer, case)
+            except AssertionError as e:
+                raise AssertionError(f"covering case {name!r}, statuses={statuses}: {e}") from None

@@ -18,6 +18,7 @@ P2P = {
     "probe": "MPI_Probe, MPI_Iprobe",
     "mprobe": "MPI_Mprobe, MPI_Improbe, MPI_Mrecv, MPI_Imrecv",
     "persistent": "MPI_Send_init, MPI_Recv_init, MPI_Start, MPI_Startall",
+    "partitioned": "MPI_Psend_init, MPI_Precv_init, MPI_Pready, MPI_Parrived (MPI 4.0)",
 }
 COMPLETION = {
     "wait_test": "MPI_Wait, MPI_Test",
@@ -101,6 +102,7 @@ CLASSES = {
 }
 
 RECEIVING = ("send_modes", "nonblocking", "sendrecv", "probe", "mprobe", "persistent")
+# partitioned receives take a source but no wildcard (MPI 4.1, 4.2.2): in P2P, not RECEIVING
 IN_PLACE = (
     "gather",
     "gatherv",
@@ -139,6 +141,8 @@ def not_applicable(family: str, cls: str) -> str | None:
     if cls in ("any_source", "any_tag"):
         if family in RECEIVING:
             return None
+        if family == "partitioned":
+            return "partitioned receives name their source and tag (no wildcards)"
         return "wildcards match receives and probes only"
     if cls == "in_place":
         if family in IN_PLACE:
@@ -178,7 +182,7 @@ def not_applicable(family: str, cls: str) -> str | None:
             return None
         return "moves no payload"
     if cls == "status_ignore":
-        if family in RECEIVING or family in COMPLETION:
+        if family in RECEIVING or family in COMPLETION or family == "partitioned":
             return None
         return "returns no status"
     return None

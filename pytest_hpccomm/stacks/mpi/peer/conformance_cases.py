@@ -396,6 +396,81 @@ class Cases:
         out["expected_buffer"] = digest(pattern(dtype, n, c["seed"] + 1))
         return out
 
+    def case_completion(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Rank dst posts one request per slot (slots: "msg" receives message i of src with
+        tag i, "null" is MPI_REQUEST_NULL, "proc_null" receives from MPI_PROC_NULL) and
+        completes them with Waitany/Testany/Waitsome/Testsome/Waitall/Testall, with statuses
+        or without (`statuses`); it reports each completion as [index, source, tag, count]
+        in the order the calls returned them, then each message's digest."""
+        MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
+        t, how, with_st = self.mpi_type(dtype), c["how"], c["statuses"]
+        counts, slots = c["counts"], c["slots"]
+        sends = []
+        if rank == src:
+            sends = [
+                comm.Isend(pattern(dtype, n, c["seed"] + i), dest=dst, tag=i)
+                for i, n in enumerate(counts)
+            ]
+        out: dict[str, Any] = {}
+        if rank == dst:
+            bufs: dict[int, np.ndarray] = {}
+            reqs, msg = [], 0
+            for k, kind in enumerate(slots):
+                if kind == "null":
+                    reqs.append(MPI.REQUEST_NULL)
+                elif kind == "proc_null":
+                    reqs.append(comm.Irecv(np.zeros(1, np_dtype(dtype)), MPI.PROC_NULL, 99))
+                else:
+                    bufs[k] = np.zeros(counts[msg], np_dtype(dtype))
+                    reqs.append(comm.Irecv([bufs[k], t], source=src, tag=msg))
+                    msg += 1
+            done: list[list[Any]] = []
+
+            def note(index: int, st: Any) -> None:
+                done.append(
+                    [index, st.Get_source(), st.Get_tag(), st.Get_count(t)] if with_st else [index]
+                )
+
+            deadline = time.monotonic() + IPROBE_LIMIT
+            if how in ("waitany", "testany"):
+                while True:
+                    st = MPI.Status()
+                    if how == "waitany":
+                        idx = MPI.Request.Waitany(reqs, st if with_st else None)
+                    else:
+                        idx, flag = MPI.Request.Testany(reqs, st if with_st else None)
+                        if not flag:
+                            if time.monotonic() > deadline:
+                                return {"error": f"Testany never completed in {IPROBE_LIMIT:.0f}s"}
+                            continue
+                    if idx == MPI.UNDEFINED:
+                        break
+                    note(idx, st)
+            elif how in ("waitsome", "testsome"):
+                while True:
+                    sts = [MPI.Status() for _ in reqs]
+                    call = MPI.Request.Waitsome if how == "waitsome" else MPI.Request.Testsome
+                    idxs = call(reqs, sts if with_st else None)
+                    if idxs is None:  # MPI_UNDEFINED: no active request left
+                        break
+                    if not idxs and time.monotonic() > deadline:
+                        return {"error": f"Testsome never completed in {IPROBE_LIMIT:.0f}s"}
+                    for j, idx in enumerate(idxs):
+                        note(idx, sts[j])
+            else:
+                sts = [MPI.Status() for _ in reqs]
+                if how == "waitall":
+                    MPI.Request.Waitall(reqs, sts if with_st else None)
+                else:
+                    while not MPI.Request.Testall(reqs, sts if with_st else None):
+                        if time.monotonic() > deadline:
+                            return {"error": f"Testall never completed in {IPROBE_LIMIT:.0f}s"}
+                for k, st in enumerate(sts):
+                    note(k, st)
+            out = {"done": done, "sha": {str(k): digest(b) for k, b in bufs.items()}}
+        MPI.Request.Waitall(sends)
+        return out
+
     def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
         place and who else is in its communicator (Allgather of world ranks), plus a sum over
