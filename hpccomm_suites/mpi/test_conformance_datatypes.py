@@ -164,3 +164,122 @@ def check_subarray(peer: ConformancePeer, case: dict[str, Any]) -> None:
     full = flat.reshape(s["sizes"], order=s["order"])  # a view: writes reach flat
     view = full[tuple(slice(a, a + b) for a, b in zip(s["starts"], s["subsizes"]))]
     check(peer, case, view.ravel(order=s["order"]), view, flat)
+
+
+INDEXED = ["contiguous", "indexed", "hindexed", "indexed_block", "struct", "resized"]
+
+
+def blocks_case(
+    layout: str, blocklengths: list[int], displs: list[int], **extra: Any
+) -> dict[str, Any]:
+    return {"layout": layout, "indexed": {"blocklengths": blocklengths, "displs": displs, **extra}}
+
+
+@st.composite
+def indexed_cases(draw: Any, n: int, layout: str) -> dict[str, Any]:
+    """Blocks that never overlap (a receive type must not), placed in a drawn order with gaps:
+    the type's order is the listed order, not the address order."""
+    if layout == "contiguous":
+        shape = blocks_case(layout, [draw(st.integers(0, 30))], [0])
+    elif layout == "resized":
+        bl, count = draw(st.integers(1, 5)), draw(st.integers(0, 8))
+        stride = bl + draw(st.integers(0, 4))
+        shape = blocks_case(
+            layout,
+            [bl] * count,
+            [i * stride for i in range(count)],
+            stride=stride,
+            count=count,
+            block=bl,
+        )
+    else:
+        k = draw(st.integers(1, 6))
+        same = draw(st.integers(0, 4))
+        bls = (
+            [same] * k if layout == "indexed_block" else [draw(st.integers(0, 4)) for _ in range(k)]
+        )
+        order = draw(st.permutations(range(k)))
+        displs, at = [0] * k, 0
+        for j in order:
+            at += draw(st.integers(0, 3))
+            displs[j] = at
+            at += bls[j]
+        shape = blocks_case(layout, bls, displs)
+    return common(draw, n) | {"kind": "datatype"} | shape
+
+
+def check_indexed(peer: ConformancePeer, case: dict[str, Any]) -> None:
+    """NumPy's reading of the type: the elements at each block's displacement, block by block
+    in the listed order; a typed send delivers them contiguous, a typed receive scatters the
+    message into exactly them."""
+    x, dtype = case["indexed"], case["dtype"]
+    idx = np.array(
+        [d + j for d, b in zip(x["displs"], x["blocklengths"]) for j in range(b)], np.intp
+    )
+    extent = max((d + b for d, b in zip(x["displs"], x["blocklengths"])), default=0)
+    rep = peer.run(case)[case["dst"]]
+    hint = peer.replay_hint(case)
+    assert rep["count"] == idx.size, (
+        f"Get_count() = {rep['count']}, the {case['layout']} type selects {idx.size} elements\n{hint}"
+    )
+    if case["typed"] == "send":
+        want = digest(pattern(dtype, extent, case["seed"])[idx])
+        what = f"the contiguous receive does not hold the {case['layout']} type's elements in order"
+    else:
+        flat = pattern(dtype, extent, case["seed"] + 1)
+        flat[idx] = pattern(dtype, idx.size, case["seed"])
+        want = digest(flat)
+        what = (
+            f"the typed receive did not scatter into exactly the {case['layout']} type's elements"
+        )
+    assert rep["sha"] == want, f"{what}\n{hint}"
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(["contiguous", "indexed", "struct", "resized"], ["plain"])
+    + cells(["indexed", "struct", "resized"], ["displacements"])
+    + cells(["send_modes"], ["derived_type"]),
+)
+@pytest.mark.parametrize("layout", INDEXED)
+@settings(conformance_settings())
+@given(data=st.data())
+def test_indexed_family_datatype(
+    mpi_conformance_peer: ConformancePeer, layout: str, data: st.DataObject
+) -> None:
+    """Create_contiguous, _indexed, _hindexed, _indexed_block, _struct (one base type) and
+    _resized (then repeated) select exactly NumPy's elements, in the listed block order."""
+    peer = mpi_conformance_peer
+    check_indexed(peer, data.draw(indexed_cases(peer.ranks, layout), label="case"))
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(["contiguous", "indexed", "struct", "resized"], ["plain", "zero_count"])
+    + cells(["indexed", "struct", "resized"], ["displacements"]),
+)
+@pytest.mark.parametrize("typed", ["send", "recv"])
+@pytest.mark.parametrize("layout", INDEXED)
+def test_indexed_family_covering_set(
+    mpi_conformance_peer: ConformancePeer, layout: str, typed: str
+) -> None:
+    """Blocks listed against address order with an empty block among them, and a type that
+    selects nothing, for each constructor and each side."""
+    shapes = {
+        "contiguous": [blocks_case(layout, [7], [0]), blocks_case(layout, [0], [0])],
+        "resized": [
+            blocks_case(layout, [2] * 4, [0, 5, 10, 15], stride=5, count=4, block=2),
+            blocks_case(layout, [], [], stride=3, count=0, block=2),
+        ],
+        "indexed_block": [blocks_case(layout, [3] * 3, [9, 0, 4]), blocks_case(layout, [0], [2])],
+    }.get(layout, [blocks_case(layout, [2, 0, 4, 1], [10, 3, 0, 5]), blocks_case(layout, [0], [1])])
+    for i, shape in enumerate(shapes):
+        case = {
+            "kind": "datatype",
+            "dtype": DTYPES[i % len(DTYPES)],
+            "typed": typed,
+            "src": 0,
+            "dst": mpi_conformance_peer.ranks - 1,
+            "seed": i,
+        } | shape
+        check_indexed(mpi_conformance_peer, case)

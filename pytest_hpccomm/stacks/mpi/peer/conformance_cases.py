@@ -20,6 +20,7 @@ from pytest_hpccomm.stacks.mpi.peer.payload import (
 )
 from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
 
+INDEXED_LAYOUTS = ("contiguous", "indexed", "hindexed", "indexed_block", "struct", "resized")
 IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a lost message
 
 
@@ -260,12 +261,38 @@ class Cases:
             comm.Reduce_scatter([mine, mt], [out, mt], counts, op=op)
         return {"result": to_json(out)}
 
+    def _indexed_type(self, base: Any, c: dict[str, Any]) -> tuple[Any, int, int]:
+        """The case's type built by the constructor its layout names, from blocks of
+        `blocklengths` elements at `displs` (in elements; bytes for hindexed and struct);
+        resized: a contiguous `block` resized to `stride` elements, `count` times.
+        Returns (type, elements the buffer needs, elements the type selects)."""
+        MPI, x, layout = self.MPI, c["indexed"], c["layout"]
+        bls, ds, size = x["blocklengths"], x["displs"], base.Get_size()
+        if layout == "contiguous":
+            t = base.Create_contiguous(bls[0])
+        elif layout == "indexed":
+            t = base.Create_indexed(bls, ds)
+        elif layout == "hindexed":
+            t = base.Create_hindexed(bls, [d * size for d in ds])
+        elif layout == "indexed_block":
+            t = base.Create_indexed_block(bls[0], ds)
+        elif layout == "struct":
+            t = MPI.Datatype.Create_struct(bls, [d * size for d in ds], [base] * len(bls))
+        else:  # resized
+            inner = base.Create_contiguous(x["block"]).Create_resized(0, x["stride"] * size)
+            t = inner.Create_contiguous(x["count"])
+            inner.Free()
+        extent = max((d + b for d, b in zip(ds, bls)), default=0)
+        return t, extent, sum(bls)
+
     def case_datatype(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """A derived datatype (vector or subarray) on one side, contiguous on the other:
         `typed` says which side (send: gather the selection; recv: scatter into it)."""
         MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
         base = self.mpi_type(dtype)
-        if c["layout"] == "vector":
+        if c["layout"] in INDEXED_LAYOUTS:
+            derived, extent, picked = self._indexed_type(base, c)
+        elif c["layout"] == "vector":
             v = c["vector"]
             derived = base.Create_vector(v["count"], v["blocklength"], v["stride"])
             extent = (v["count"] - 1) * v["stride"] + v["blocklength"] if v["count"] else 0
