@@ -4,7 +4,8 @@ Each built-in fabric kind is one module in this package exposing `PROBE`, an obj
 follows `FabricProbe`, and is named in BUILTIN (an explicit registry: the package's other
 modules are helpers). Plugins add theirs through the `pytest_hpccomm_fabric_probes` hook (the
 session registers them before it checks --hpc-fabric and the `fabric(...)` markers against
-`fabric_kinds()`).
+`fabric_kinds()`). The built-ins subclass `probe_base.PortProbe` (a kind on an RDMA port) or
+`probe_base.NetdevProbe` (on a network interface); the registry needs only the protocol.
 """
 
 from __future__ import annotations

@@ -8,13 +8,8 @@ from pytest_hpccomm.fabrics import (
     describe_inventory,
     netdev_kind,
 )
-from pytest_hpccomm.fabrics._common import (
-    best_address,
-    named_netdev,
-    restrict_to_device,
-    speed_gbps,
-    speed_text,
-)
+from pytest_hpccomm.fabrics._common import best_address, speed_gbps, speed_text
+from pytest_hpccomm.fabrics.probe_base import NetdevProbe
 from pytest_hpccomm.fabrics.sysfs import (
     ADDRESS_UNKNOWN,
     ARPHRD_ETHER,
@@ -41,20 +36,20 @@ def _rank(nd: NetDev, addresses_known: bool = True) -> tuple[int, float]:
     return 3, speed
 
 
-class EthernetProbe:
+class EthernetProbe(NetdevProbe):
     kind = "ethernet"
     auto_rank = 60
+    label = LABEL
+    netdev_types = (ARPHRD_ETHER, ARPHRD_LOOPBACK)
 
-    def select(
-        self, inv: Inventory, device: str | None, netdev: str | None
+    def choose(
+        self,
+        inv: Inventory,
+        named: NetDev | None,
+        allowed: set[str] | None,
+        device: str | None,
     ) -> FabricSelection | FabricUnavailable:
-        allowed = restrict_to_device(self.kind, inv, device)
-        if isinstance(allowed, FabricUnavailable):
-            return allowed
-        if netdev is not None:
-            named = named_netdev(self.kind, inv, netdev, (ARPHRD_ETHER, ARPHRD_LOOPBACK), LABEL)
-            if isinstance(named, FabricUnavailable):
-                return named
+        if named is not None:
             return self._selection(named, True, inv.addresses_known)
         candidates = [
             n

@@ -5,33 +5,32 @@ from __future__ import annotations
 import dataclasses
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
-from pytest_hpccomm.fabrics._common import active_ports, best_address, pick_devices, port_selection
+from pytest_hpccomm.fabrics._common import best_address, port_selection
+from pytest_hpccomm.fabrics.probe_base import PortProbe
 from pytest_hpccomm.fabrics.sysfs import Inventory, RdmaDevice
 
 LABEL = "InfiniBand"
 
 
-def _has_ib_port(dev: RdmaDevice) -> bool:
-    """InfiniBand proper: not an RNIC, not Omni-Path (its ports also say InfiniBand)."""
-    return (
-        dev.node_kind != "RNIC"
-        and not dev.is_omni_path
-        and any(p.link_layer == LABEL for p in dev.ports)
-    )
-
-
-class IbProbe:
+class IbProbe(PortProbe):
     kind = "ib"
     auto_rank = 10
+    label = LABEL
+    wanted_label = LABEL
 
-    def select(
-        self, inv: Inventory, device: str | None, netdev: str | None
+    def wanted(self, dev: RdmaDevice) -> bool:
+        """InfiniBand proper: not an RNIC, not Omni-Path (its ports also say InfiniBand)."""
+        return (
+            dev.node_kind != "RNIC"
+            and not dev.is_omni_path
+            and any(p.link_layer == LABEL for p in dev.ports)
+        )
+
+    def choose(
+        self, inv: Inventory, devs: list[RdmaDevice], netdev: str | None
     ) -> FabricSelection | FabricUnavailable:
-        devs = pick_devices(self.kind, inv, device, _has_ib_port, LABEL)
-        if isinstance(devs, FabricUnavailable):
-            return devs
         refs = [(d, p) for d in devs for p in d.ports if p.link_layer == LABEL]
-        active = active_ports(self.kind, inv, refs, netdev, LABEL)
+        active = self.active_ports(inv, refs, netdev)
         if isinstance(active, FabricUnavailable):
             return active
         # the fastest ACTIVE port, not the first by name (mlx4 QDR before mlx5 EDR)

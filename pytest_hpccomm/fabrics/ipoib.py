@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
-from pytest_hpccomm.fabrics._common import (
-    best_address,
-    named_netdev,
-    port_of_netdev,
-    restrict_to_device,
-    speed_gbps,
-    speed_text,
-)
+from pytest_hpccomm.fabrics._common import best_address, port_of_netdev, speed_gbps, speed_text
+from pytest_hpccomm.fabrics.probe_base import NetdevProbe
 from pytest_hpccomm.fabrics.sysfs import (
     ADDRESS_UNKNOWN,
     ARPHRD_INFINIBAND,
@@ -44,20 +38,20 @@ def mtu_problem(nd: NetDev, port: Port | None) -> str | None:
     return None
 
 
-class IpoibProbe:
+class IpoibProbe(NetdevProbe):
     kind = "ipoib"
     auto_rank = 50
+    label = LABEL
+    netdev_types = (ARPHRD_INFINIBAND,)
 
-    def select(
-        self, inv: Inventory, device: str | None, netdev: str | None
+    def choose(
+        self,
+        inv: Inventory,
+        named: NetDev | None,
+        allowed: set[str] | None,
+        device: str | None,
     ) -> FabricSelection | FabricUnavailable:
-        allowed = restrict_to_device(self.kind, inv, device)
-        if isinstance(allowed, FabricUnavailable):
-            return allowed
-        if netdev is not None:
-            named = named_netdev(self.kind, inv, netdev, (ARPHRD_INFINIBAND,), LABEL)
-            if isinstance(named, FabricUnavailable):
-                return named
+        if named is not None:
             candidates = [named]
         else:
             candidates = [n for n in inv.netdevs if n.type == ARPHRD_INFINIBAND]

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable, describe_inventory
-from pytest_hpccomm.fabrics._common import active_ports, best_address, pick_devices, port_selection
+from pytest_hpccomm.fabrics._common import best_address, port_selection
+from pytest_hpccomm.fabrics.probe_base import PortProbe
 from pytest_hpccomm.fabrics.sysfs import ADDRESS_UNKNOWN, Inventory, RdmaDevice
 
 LABEL = "iWARP"
 
 
-def _is_rnic(dev: RdmaDevice) -> bool:
-    return dev.node_kind == "RNIC"
-
-
-class IwarpProbe:
+class IwarpProbe(PortProbe):
     kind = "iwarp"
     auto_rank = 30
+    label = LABEL
+    wanted_label = "iWARP (node type RNIC)"
 
-    def select(
-        self, inv: Inventory, device: str | None, netdev: str | None
-    ) -> FabricSelection | FabricUnavailable:
-        devs = pick_devices(self.kind, inv, device, _is_rnic, "iWARP (node type RNIC)")
-        if isinstance(devs, FabricUnavailable):
-            return devs
-        if not devs:
-            return FabricUnavailable(
-                self.kind, f"no iWARP (RNIC) device: found {describe_inventory(inv)}"
-            )
-        active = active_ports(
-            self.kind, inv, [(d, p) for d in devs for p in d.ports], netdev, LABEL
+    def wanted(self, dev: RdmaDevice) -> bool:
+        return dev.node_kind == "RNIC"
+
+    def none_found(self, inv: Inventory) -> FabricUnavailable:
+        return FabricUnavailable(
+            self.kind, f"no iWARP (RNIC) device: found {describe_inventory(inv)}"
         )
+
+    def choose(
+        self, inv: Inventory, devs: list[RdmaDevice], netdev: str | None
+    ) -> FabricSelection | FabricUnavailable:
+        active = self.active_ports(inv, [(d, p) for d in devs for p in d.ports], netdev)
         if isinstance(active, FabricUnavailable):
             return active
         # iWARP connects through rdma_cm to an IP address; prefer ports whose netdev has one.
