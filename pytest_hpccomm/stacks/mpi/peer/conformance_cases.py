@@ -498,6 +498,67 @@ class Cases:
         MPI.Request.Waitall(sends)
         return out
 
+    def case_persistent(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Send_init/Recv_init once, then `rounds` Start/Wait pairs (Startall for both sides on
+        one rank): each round sends what the buffer holds at its Start (pattern(seed + r)).
+        dst reports each round's [source, tag, count, digest]."""
+        MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
+        n, tag, t = c["count"], c["tag"], self.mpi_type(dtype)
+        sbuf = np.zeros(n, np_dtype(dtype))
+        rbuf = np.zeros(n, np_dtype(dtype))
+        reqs = []
+        if rank == src:
+            reqs.append(("send", comm.Send_init([sbuf, t], dest=dst, tag=tag)))
+        if rank == dst:
+            reqs.append(("recv", comm.Recv_init([rbuf, t], source=src, tag=tag)))
+        got = []
+        for r in range(c["rounds"]):
+            sbuf[...] = pattern(dtype, n, c["seed"] + r)
+            rbuf[...] = 0
+            st = MPI.Status()
+            MPI.Prequest.Startall([q for _, q in reqs])
+            for kind, q in reqs:
+                q.Wait(st if kind == "recv" else None)
+            if rank == dst:
+                got.append([st.Get_source(), st.Get_tag(), st.Get_count(t), digest(rbuf)])
+        for _, q in reqs:
+            q.Free()
+        return {"got": got} if rank == dst else {}
+
+    def case_modes(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """One message by Bsend (with an attached buffer), Rsend (the receive posted before a
+        barrier), Issend or Sendrecv_replace; dst reports [source, tag, count, digest]."""
+        MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
+        n, tag, t, mode = c["count"], c["tag"], self.mpi_type(dtype), c["mode"]
+        data = pattern(dtype, n, c["seed"])
+        buf, st = np.zeros(n, np_dtype(dtype)), MPI.Status()
+        if mode == "sendrecv_replace":  # src and dst swap their buffers' contents
+            if rank in (src, dst):
+                mine = pattern(dtype, n, c["seed"] + (rank == dst))
+                other = dst if rank == src else src
+                comm.Sendrecv_replace(
+                    [mine, t], dest=other, sendtag=tag, source=other, recvtag=tag, status=st
+                )
+                if rank == dst:
+                    return {"got": [st.Get_source(), st.Get_tag(), st.Get_count(t), digest(mine)]}
+            return {}
+        req = comm.Irecv([buf, t], source=src, tag=tag) if rank == dst else None
+        comm.Barrier()  # Rsend: the receive is posted before the send starts
+        if rank == src:
+            if mode == "bsend":
+                attached = bytearray(MPI.BSEND_OVERHEAD + data.nbytes + 64)
+                MPI.Attach_buffer(attached)
+                comm.Bsend([data, t], dest=dst, tag=tag)
+                MPI.Detach_buffer()  # blocks until the buffered message is out
+            elif mode == "rsend":
+                comm.Rsend([data, t], dest=dst, tag=tag)
+            else:
+                comm.Issend([data, t], dest=dst, tag=tag).Wait()
+        if req is None:
+            return {}
+        req.Wait(st)
+        return {"got": [st.Get_source(), st.Get_tag(), st.Get_count(t), digest(buf)]}
+
     def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
         place and who else is in its communicator (Allgather of world ranks), plus a sum over
