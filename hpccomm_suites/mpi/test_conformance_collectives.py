@@ -131,7 +131,8 @@ def collective_cases(draw: Any, n_world: int, op: str) -> dict[str, Any]:
 
 def covering_cases(op: str, n: int) -> dict[str, dict[str, Any]]:
     """Cases each run must include, not by chance: COMM_SELF, every count zero, the last rank
-    as root with IN_PLACE, and the I-variant with reversed, gapped displacements."""
+    as root with IN_PLACE, the I-variant with reversed, gapped displacements, and blocks past
+    the eager limits (blocking, and the I-variant with IN_PLACE)."""
 
     def counts(k: int, m: int) -> Any:
         if op == "alltoallv":
@@ -150,6 +151,11 @@ def covering_cases(op: str, n: int) -> dict[str, dict[str, Any]]:
         ),
         "nonblocking-reversed": build(
             op, n, counts(4, n), rev, [1] * n, root=n - 1, nonblocking=True, seed=3
+        ),
+        # blocks of ~160 KB: past every eager limit, so the rendezvous paths run
+        "large": build(op, n, counts(20000, n), rev, [1] * n, root=n - 1, dtype="int64", seed=4),
+        "large-nonblocking-in-place": build(
+            op, n, counts(20000, n), rev, [0] * n, inplace=True, nonblocking=True, seed=5
         ),
     }
 
@@ -241,7 +247,11 @@ def test_collective_moves_the_blocks_the_standard_says(
     + cells(IN_PLACE, ["in_place"])
     + cells(ROOTED, ["nonzero_root"])
     + cells(["gatherv", "scatterv", "allgatherv", "alltoallv"], ["displacements"])
-    + cells(["nonblocking_collectives"], ["plain", "zero_count", "size_1", "nonzero_root"]),
+    + cells(OPS, ["protocol_sizes"])
+    + cells(
+        ["nonblocking_collectives"],
+        ["plain", "zero_count", "size_1", "nonzero_root", "in_place", "protocol_sizes"],
+    ),
 )
 @pytest.mark.parametrize("op", OPS)
 def test_collective_covering_set(mpi_conformance_peer: ConformancePeer, op: str) -> None:
