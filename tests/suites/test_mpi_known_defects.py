@@ -33,3 +33,27 @@ def test_anything_else_stays_a_failure() -> None:
     ]
     for p, bad in cases:
         assert mpich_persistent_proc_null(p, bad, WANT) is None, bad
+
+
+OPEN_MPI = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution, ident: 5.0.11"
+
+
+def test_the_observed_open_mpi_accumulate_symptoms_are_keyed() -> None:
+    """The run's values: BOR from the other process left [1000, 0, 7, -3]; BXOR zeroed it."""
+    from hpccomm_suites.mpi.test_conformance_rma import INITIAL, open_mpi_remote_accumulate
+
+    p = peer(OPEN_MPI)
+    why = open_mpi_remote_accumulate(p, "BOR", "remote", list(INITIAL))
+    assert why is not None and why.startswith("Open MPI v5.0.11 defect") and "unchanged" in why
+    zeroed = open_mpi_remote_accumulate(p, "BXOR", "remote", [0, 0, 0, 0])
+    assert zeroed is not None and "zeroed" in zeroed
+
+
+def test_other_accumulate_failures_stay_failures() -> None:
+    from hpccomm_suites.mpi.test_conformance_rma import INITIAL, open_mpi_remote_accumulate
+
+    p = peer(OPEN_MPI)
+    assert open_mpi_remote_accumulate(peer(), "BOR", "remote", list(INITIAL)) is None  # MPICH
+    assert open_mpi_remote_accumulate(p, "BOR", "local", list(INITIAL)) is None  # own process
+    assert open_mpi_remote_accumulate(p, "SUM", "remote", list(INITIAL)) is None  # arithmetic
+    assert open_mpi_remote_accumulate(p, "BOR", "remote", [1000, 0, 7, 1]) is None  # other value

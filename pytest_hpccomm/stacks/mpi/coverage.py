@@ -201,6 +201,7 @@ TAXONOMY = Taxonomy(
         "hpccomm_suites.mpi.test_conformance_reduce",
         "hpccomm_suites.mpi.test_conformance_datatypes",
         "hpccomm_suites.mpi.test_conformance_comm",
+        "hpccomm_suites.mpi.test_conformance_rma",
         "hpccomm_suites.mpi.test_conformance_ulfm",
     ),
 )

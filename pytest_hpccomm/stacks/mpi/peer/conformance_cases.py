@@ -559,6 +559,59 @@ class Cases:
         req.Wait(st)
         return {"got": [st.Get_source(), st.Get_tag(), st.Get_count(t), digest(buf)]}
 
+    def case_rma(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """One-sided communication in fence epochs over a window of `window` elements per rank
+        (starting as pattern(dtype, window, seed + 500 + rank)). Epoch 1: each rank r Puts
+        pattern(seed + r) (put_len[r] elements) at put_disp[r] of rank put_to[r]. Epoch 2:
+        it Gets get_len elements from rank get_to[r] at 0, and Accumulates (op) acc_len
+        elements of pattern(seed + 100 + r) at acc_disp of rank acc_to[r]. Reports what it got
+        and its window at the end."""
+        MPI, rank, dtype = self.MPI, self.rank, c["dtype"]
+        t = self.mpi_type(dtype)
+        win_buf = pattern(dtype, c["window"], c["seed"] + 500 + rank)
+        win = MPI.Win.Create(win_buf, win_buf.itemsize, comm=comm)
+        try:
+            win.Fence()
+            n_put = c["put_len"][rank]
+            win.Put(
+                [pattern(dtype, n_put, c["seed"] + rank), t],
+                c["put_to"][rank],
+                target=[c["put_disp"][rank], n_put, t],
+            )
+            win.Fence()
+            got = np.zeros(c["get_len"], np_dtype(dtype))
+            win.Get([got, t], c["get_to"][rank], target=[0, c["get_len"], t])
+            n_acc = c["acc_len"]
+            win.Accumulate(
+                [pattern(dtype, n_acc, c["seed"] + 100 + rank), t],
+                c["acc_to"][rank],
+                target=[c["acc_disp"], n_acc, t],
+                op=getattr(MPI, c["op"]),
+            )
+            win.Fence()
+            return {"got": digest(got), "window": digest(win_buf)}
+        finally:
+            win.Free()
+
+    def case_accumulate_op(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        """Rank `origin` Accumulates `value` with `op` onto rank `target`'s window, which holds
+        `initial` (a fence epoch); the target reports its window after it."""
+        MPI, rank, dtype = self.MPI, self.rank, c["dtype"]
+        t = self.mpi_type(dtype)
+        win_buf = np.array(c["initial"], np_dtype(dtype))
+        win = MPI.Win.Create(win_buf, win_buf.itemsize, comm=comm)
+        try:
+            win.Fence()
+            if rank == c["origin"]:
+                value = np.array(c["value"], np_dtype(dtype))
+                win.Accumulate(
+                    [value, t], c["target"], target=[0, len(value), t], op=getattr(MPI, c["op"])
+                )
+            win.Fence()
+            return {"window": win_buf.tolist()} if rank == c["target"] else {}
+        finally:
+            win.Free()
+
     def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
         place and who else is in its communicator (Allgather of world ranks), plus a sum over
