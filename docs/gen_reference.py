@@ -82,10 +82,11 @@ MARKERS_HEADER = (
     + """
 ## Markers
 
-Registered by the core plugin (`--strict-markers` clean). A test that needs an absent fabric,
-device or stack is **skipped with one precise reason** naming what was found instead, e.g.
-`no InfiniBand device: found rxe0 (RoCE), eth0 (Ethernet)`; it never errors. A misspelt
-`stack(...)` or `fabric(...)` marker is a usage error, so a typo cannot skip forever.
+Registered by the core plugin and, in the last rows, by the stack plugins (`--strict-markers`
+clean). A test that needs an absent fabric, device or stack is **skipped with one precise
+reason** naming what was found instead, e.g. `no InfiniBand device: found rxe0 (RoCE), eth0
+(Ethernet)`; it never errors. A misspelt `stack(...)` or `fabric(...)` marker is a usage
+error, so a typo cannot skip forever.
 
 | marker | meaning |
 |---|---|
@@ -267,12 +268,20 @@ def fixtures() -> list[tuple[str, str, str, str]]:
     return sorted(rows)
 
 
+# the markers the stack plugins register (pytest_configure), as (module, constant)
+STACK_MARKERS = (
+    ("pytest_hpccomm.stacks.grpc.skips", "RUNTIME_MARK_LINE"),
+    ("pytest_hpccomm.stacks.verbs.marks", "NOT_ON_LINE"),
+)
+
+
 def render_markers() -> str:
     from pytest_hpccomm import hookspecs
     from pytest_hpccomm.skips import MARKERS
 
     out = MARKERS_HEADER
-    for line in MARKERS:
+    stack_lines = [str(getattr(importlib.import_module(m), c)) for m, c in STACK_MARKERS]
+    for line in (*MARKERS, *stack_lines):
         name, _, meaning = line.partition(": ")
         out += f"| `{name}` | {_cell(meaning)} |\n"
     out += FIXTURES_HEADER

@@ -27,10 +27,8 @@ RC_REQUIRED = {
 }
 
 
-@pytest.fixture
-def manual_only(verbs_pair: VerbsPair) -> None:
-    if verbs_pair.iwarp:
-        pytest.skip(MANUAL_ONLY_IWARP)
+# the walks made by hand, which an iWARP QP cannot take (rdma_cm moves it to RTR and RTS)
+manual_only = pytest.mark.verbs_not_on("iwarp", reason=MANUAL_ONLY_IWARP)
 
 
 def state(side: Side) -> str:
@@ -68,29 +66,28 @@ def test_new_qp_is_in_reset(verbs_qps: NewQp, verbs_pair: VerbsPair) -> None:
         assert got == "RESET"
 
 
-def test_rc_walks_reset_init_rtr_rts(verbs_qps: NewQp, manual_only: None) -> None:
+@manual_only
+def test_rc_walks_reset_init_rtr_rts(verbs_qps: NewQp) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     assert modify(a, "INIT") == "INIT"
     assert modify(a, "RTR", remote=b.address) == "RTR"
     assert modify(a, "RTS") == "RTS"
 
 
-def test_ud_walks_reset_init_rtr_rts(
-    verbs_pair: VerbsPair, verbs_qps: NewQp, manual_only: None
-) -> None:
+@manual_only
+def test_ud_walks_reset_init_rtr_rts(verbs_pair: VerbsPair, verbs_qps: NewQp) -> None:
     a = verbs_qps("UD")
     for to in ("INIT", "RTR", "RTS"):
         assert modify(a, to) == to
 
 
+@manual_only
 @pytest.mark.parametrize(
     "start,to",
     [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS")],
     ids=["RESET-RTR", "RESET-RTS", "INIT-RTS"],
 )
-def test_skipping_a_state_is_rejected(
-    verbs_qps: NewQp, manual_only: None, start: str, to: str
-) -> None:
+def test_skipping_a_state_is_rejected(verbs_qps: NewQp, start: str, to: str) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     if start == "INIT":
         modify(a, "INIT")
@@ -98,13 +95,14 @@ def test_skipping_a_state_is_rejected(
     assert state(a) == start, f"a rejected {start}->{to} must leave the QP in {start}"
 
 
+@manual_only
 @pytest.mark.parametrize(
     "to,missing",
     [(to, m) for to, ms in RC_REQUIRED.items() for m in ms],
     ids=[f"{to}-no-{m}" for to, ms in RC_REQUIRED.items() for m in ms],
 )
 def test_transition_without_a_required_attribute_is_rejected(
-    verbs_qps: NewQp, manual_only: None, to: str, missing: str
+    verbs_qps: NewQp, to: str, missing: str
 ) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     walk = ["INIT", "RTR", "RTS"]
@@ -115,7 +113,8 @@ def test_transition_without_a_required_attribute_is_rejected(
     assert state(a) == before
 
 
-def test_any_state_goes_to_err_and_reset(verbs_qps: NewQp, manual_only: None) -> None:
+@manual_only
+def test_any_state_goes_to_err_and_reset(verbs_qps: NewQp) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     for step in ("INIT", "RTR", "RTS"):
         modify(a, step, remote=b.address)

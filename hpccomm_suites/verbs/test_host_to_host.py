@@ -17,15 +17,11 @@ Without a second host these items skip, saying so; the two-guest cluster (ci/gue
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
-from pytest_hpccomm.cluster.host_fabrics import ClusterFabric, HostFabric
-from pytest_hpccomm.fabrics.counters import sent_and_received
-from pytest_hpccomm.fabrics.link_cut import roce_cut
-from pytest_hpccomm.stacks.verbs.driver import VerbsPair
+from pytest_hpccomm.stacks.verbs.hosts import VerbsHosts
 from pytest_hpccomm.stacks.verbs.links import Link
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs"), pytest.mark.needs_hosts]
@@ -42,98 +38,40 @@ RETRY_CNT = 6
 RETRY_BOUND = 10.0
 
 
-def _hosts(pair: VerbsPair, fabric: ClusterFabric) -> tuple[HostFabric, HostFabric]:
-    assert pair.hosts is not None, "needs_hosts: two hosts, yet the pair shares one device"
-    by_name = {h.host: h for h in fabric.hosts}
-    return by_name[pair.hosts[0]], by_name[pair.hosts[1]]
-
-
-def _moved(fabric: ClusterFabric, host: HostFabric) -> tuple[int, int, str]:
-    """(sent, received, unit) on host's RDMA port, or on its netdev where the port counts
-    nothing (siw)."""
-    got = fabric.counters(host)
-    port = sent_and_received(got["port"])
-    if port is not None:
-        unit = "packets" if "hw.sent_pkts" in got["port"] else "bytes"
-        return port[0], port[1], f"{unit} on {host.selection.device}"
-    nd = got["netdev"]
-    return (
-        int(nd.get("tx_bytes", 0)),
-        int(nd.get("rx_bytes", 0)),
-        f"bytes on {host.selection.netdev}",
-    )
-
-
 @pytest.mark.parametrize("opcode", ["SEND", "RDMA_WRITE", "RDMA_READ"])
 def test_payload_crosses_the_link(
-    opcode: str,
-    verbs_pair: VerbsPair,
-    verbs_rc: Link,
-    hpc_rdma_fabric: ClusterFabric,
-    record_property: Any,
+    opcode: str, verbs_rc: Link, verbs_hosts: VerbsHosts, record_property: Any
 ) -> None:
-    ha, hb = _hosts(verbs_pair, hpc_rdma_fabric)
-    rc = verbs_rc
-    # READ pulls b's bytes to a; SEND and WRITE push a's to b
-    (src, src_host), (dst, dst_host) = (
-        ((rc.b, hb), (rc.a, ha)) if opcode == "RDMA_READ" else ((rc.a, ha), (rc.b, hb))
-    )
-    src_mr = rc.mr_b if opcode == "RDMA_READ" else rc.mr_a
-    want = src.peer.call("fill", mr=src_mr["mr"], offset=0, length=PAYLOAD, seed=7)
-    before = {h.host: _moved(hpc_rdma_fabric, h) for h in (ha, hb)}
-    if opcode == "SEND":
-        rc.b.peer.call("post_recv", ep=rc.b.ep, mr=rc.mr_b["mr"], offset=0, length=PAYLOAD, wr_id=1)
-    wr = {
-        "opcode": opcode,
-        "mr": rc.mr_a["mr"],
-        "wr_id": 2,
-        "offset": 0,
-        "length": PAYLOAD,
-        "remote_addr": rc.mr_b["addr"],
-        "rkey": rc.mr_b["rkey"],
-    }
-    verbs_pair.expect_success(verbs_pair.execute(rc.a, [wr]), [wr], f"{opcode} {PAYLOAD} B")
-    if opcode == "RDMA_WRITE":
-        rc.placed()
-    if opcode == "SEND":
-        verbs_pair.expect_success(
-            verbs_pair.poll(rc.b, "recv", count=1, nbytes=PAYLOAD),
-            [{"wr_id": 1, "opcode": "RECV"}],
-            "RECV",
-        )
-    dst_mr = rc.mr_a if opcode == "RDMA_READ" else rc.mr_b
-    got = dst.peer.call("digests", mr=dst_mr["mr"], regions=[[0, PAYLOAD]])[0]
-    assert got == want, f"{opcode}: the {PAYLOAD} bytes that arrived on {dst_host.host} differ"
-    after = {h.host: _moved(hpc_rdma_fabric, h) for h in (ha, hb)}
-    sent = after[src_host.host][0] - before[src_host.host][0]
-    rcvd = after[dst_host.host][1] - before[dst_host.host][1]
-    unit = after[src_host.host][2]
+    moved = verbs_hosts.move(verbs_rc, opcode, PAYLOAD, seed=7)
+    src, dst = moved.src.host, moved.dst.host
+    want, got = moved.sent_digest, moved.arrived_digest
+    assert got == want, f"{opcode}: the {PAYLOAD} bytes that arrived on {dst} differ"
+    counted = verbs_hosts.counted(moved)
+    sent, rcvd, unit = counted.sent, counted.received, counted.sent_unit
     record_property(
-        "counters",
-        f"{src_host.host} sent {sent} {unit}; {dst_host.host} received "
-        f"{rcvd} {after[dst_host.host][2]}",
+        "counters", f"{src} sent {sent} {unit}; {dst} received {rcvd} {counted.received_unit}"
     )
     least = PAYLOAD // MAX_MTU if unit.startswith("packets") else PAYLOAD
     assert sent >= least, (
-        f"{opcode} of {PAYLOAD} B from {src_host.host}: its port counted "
+        f"{opcode} of {PAYLOAD} B from {src}: its port counted "
         f"{sent} {unit}, fewer than the payload needs ({least})"
     )
     assert rcvd >= least, (
-        f"{opcode} of {PAYLOAD} B to {dst_host.host}: its port counted "
-        f"{rcvd} {after[dst_host.host][2]}, fewer than the payload needs "
+        f"{opcode} of {PAYLOAD} B to {dst}: its port counted "
+        f"{rcvd} {counted.received_unit}, fewer than the payload needs "
         f"({least})"
     )
 
 
+@pytest.mark.verbs_not_on(
+    "iwarp",
+    reason="iWARP runs over TCP: a cut link stalls in TCP retransmission (minutes, "
+    "tcp_retries2) before siw reports anything; this item cuts RoCE v2",
+)
 def test_cut_link_fails_the_qp_with_retry_exceeded(
-    verbs_pair: VerbsPair, verbs_fresh_rc: Any, hpc_rdma_fabric: ClusterFabric, record_property: Any
+    verbs_fresh_rc: Any, verbs_hosts: VerbsHosts, record_property: Any
 ) -> None:
-    ha, hb = _hosts(verbs_pair, hpc_rdma_fabric)
-    if verbs_pair.iwarp:
-        pytest.skip(
-            "iWARP runs over TCP: a cut link stalls in TCP retransmission (minutes, "
-            "tcp_retries2) before siw reports anything; this item cuts RoCE v2"
-        )
+    ha = verbs_hosts.requester
     if not ha.local or not ha.selection.netdev:
         pytest.skip(
             f"the cut is made on the requester's host ({ha.host}), which must be the "
@@ -142,31 +80,16 @@ def test_cut_link_fails_the_qp_with_retry_exceeded(
     chunk = 4 * PAYLOAD
     link = verbs_fresh_rc(length=chunk, retry_cnt=RETRY_CNT)
     n = 64  # 256 MiB posted at once, the cut follows at once: it lands mid-transfer
-    wrs = [
-        {
-            "opcode": "RDMA_WRITE",
-            "mr": link.mr_a["mr"],
-            "wr_id": 100 + i,
-            "offset": 0,
-            "length": chunk,
-            "remote_addr": link.mr_b["addr"],
-            "rkey": link.mr_b["rkey"],
-        }
-        for i in range(n)
-    ]
-    rid = link.a.peer.start("execute", ep=link.a.ep, wrs=wrs, count=n, wait=RETRY_BOUND + 20)
-    with roce_cut(ha.selection.netdev, ha.host) as fault:
-        record_property("fault", fault)
-        cut_at = time.monotonic()
-        wcs = list(link.a.peer.wait_for(rid, RETRY_BOUND + 20 + verbs_pair.call_margin))
-        took = time.monotonic() - cut_at
-    statuses = [w["status"] for w in wcs]
-    failed = [w for w in wcs if w["status"] == RETRY_EXC_ERR]
+    cut = verbs_hosts.cut_mid_transfer(
+        link, n, chunk, RETRY_BOUND + 20, on_cut=lambda fault: record_property("fault", fault)
+    )
+    fault, statuses, took = cut.fault, cut.statuses, cut.took
+    failed = [s for s in statuses if s == RETRY_EXC_ERR]
     assert failed, (
         f"{fault}: no work request completed with retry-exceeded in {took:.1f} s; "
         f"completions: {statuses[:8]}{'...' if len(statuses) > 8 else ''} of {n}"
     )
-    assert len(wcs) == n, f"{fault}: {n - len(wcs)} of {n} work requests never completed"
+    assert len(statuses) == n, f"{fault}: {n - len(statuses)} of {n} work requests never completed"
     first = statuses.index(RETRY_EXC_ERR)
     assert all(s == 0 for s in statuses[:first]) and all(
         s == FLUSH_ERR for s in statuses[first + 1 :]

@@ -163,6 +163,17 @@ class Peer:
         except VerbsCallError as exc:
             raise VerbsCallError(op, exc.message) from None
 
+    def fill(self, mr: dict[str, Any], offset: int, length: int, seed: int) -> str:
+        """Write the peer's pattern(seed) into `length` bytes of `mr` (reg_mr's reply) at
+        `offset`; the SHA-256 hex digest of what was written."""
+        return str(self.call("fill", mr=mr["mr"], offset=offset, length=length, seed=seed))
+
+    def digests(self, mr: dict[str, Any], regions: list[tuple[int, int]]) -> list[str]:
+        """The SHA-256 hex digest of each (offset, length) region of `mr`, in order."""
+        return [
+            str(d) for d in self.call("digests", mr=mr["mr"], regions=[list(r) for r in regions])
+        ]
+
     def stop(self) -> None:
         if not self.broken and self.job.poll() is None:
             try:
@@ -368,6 +379,35 @@ class Side:
     peer: Peer
     ep: int
     address: dict[str, Any]  # qpn, psn, lid, gid, ...
+
+    def post_recv(self, mr: dict[str, Any], offset: int, length: int, wr_id: int) -> None:
+        """One receive of up to `length` bytes into `mr` at `offset`."""
+        self.peer.call(
+            "post_recv", ep=self.ep, mr=mr["mr"], offset=offset, length=length, wr_id=wr_id
+        )
+
+
+def rdma_wr(
+    opcode: str,
+    local: dict[str, Any],
+    remote: dict[str, Any],
+    *,
+    wr_id: int,
+    length: int,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """A work request as the peers take it: `opcode` over `length` bytes of MR `local` at
+    `offset`, and (for RDMA opcodes) the start of the other side's MR `remote` (reg_mr's
+    replies); SEND ignores `remote`."""
+    return {
+        "opcode": opcode,
+        "mr": local["mr"],
+        "wr_id": wr_id,
+        "offset": offset,
+        "length": length,
+        "remote_addr": remote["addr"],
+        "rkey": remote["rkey"],
+    }
 
 
 @dataclass

@@ -21,8 +21,10 @@ from pytest_hpccomm.stacks.verbs.plugin import note_emulated
 if TYPE_CHECKING:  # the driver side is imported by the fixtures that start it
     from hypothesis import settings
 
+    from pytest_hpccomm.cluster.host_fabrics import ClusterFabric
     from pytest_hpccomm.stacks.verbs.driver import Side, VerbsPair
     from pytest_hpccomm.stacks.verbs.env import VerbsEnv
+    from pytest_hpccomm.stacks.verbs.hosts import VerbsHosts
     from pytest_hpccomm.stacks.verbs.links import Link
     from pytest_hpccomm.stacks.verbs.perf import Benchmark, BenchPoint, Sweeps
     from pytest_hpccomm.stacks.verbs.perftest import PerftestRun
@@ -89,6 +91,15 @@ def verbs_qps(verbs_pair: VerbsPair) -> Iterator[NewQp]:
     yield make
     for side in made:
         side.peer.call("destroy_qp", ep=side.ep)
+
+
+@pytest.fixture
+def verbs_hosts(verbs_pair: VerbsPair, hpc_rdma_fabric: ClusterFabric) -> VerbsHosts:
+    """The pair's two hosts under --hpc-hosts (hosts.VerbsHosts): their port counters, a
+    payload moved over a link, a transfer cut under way."""
+    from pytest_hpccomm.stacks.verbs.hosts import VerbsHosts
+
+    return VerbsHosts(verbs_pair, hpc_rdma_fabric)
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ DEADLINE_HELP = (
     "pytest-timeout's failure"
 )
 
-pytest_plugins = ["pytest_hpccomm.stacks.verbs.fixtures"]
+pytest_plugins = ["pytest_hpccomm.stacks.verbs.fixtures", "pytest_hpccomm.stacks.verbs.marks"]
 
 STACK = "verbs"
 EMULATED_KEY = pytest.StashKey[list[str]]()

@@ -1,7 +1,10 @@
 """Why verbs items skip where the fabric kind or this host's programs already tell, one text
 per cause, given both by the fixtures when they start and by the forecast (the plugin's
 pytest_hpccomm_foreseen_skip, read by `hpccomm doctor`). What only the opened device says
-(atomics, the active MTU) shows in a real run."""
+(atomics, the active MTU) shows in a real run.
+
+Items that cannot run on a kind of device declare it (marks.py: verbs_not_on); the forecast
+foresees that skip from the fabric kind."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.verbs.marks import device_kinds, not_on_reason
 from pytest_hpccomm.stacks.verbs.perf import Benchmark
 from pytest_hpccomm.stacks.verbs.perftest import missing
 
@@ -19,11 +23,12 @@ MANUAL_ONLY_IWARP = (
 
 
 def foreseen(item: pytest.Item, params: dict[str, Any], iwarp: bool) -> str | None:
-    """The skip a verbs item's fixtures would make, foreseen from the fabric kind (`iwarp`)
-    and this host's PATH, or None."""
+    """The skip a verbs item would make once its fixtures start, foreseen from the fabric
+    kind (`iwarp`) and this host's PATH, or None."""
     fixtures = getattr(item, "fixturenames", ())
-    if iwarp and "manual_only" in fixtures:
-        return MANUAL_ONLY_IWARP
+    declared = not_on_reason(item, device_kinds(iwarp))
+    if declared:
+        return declared
     bench = params.get("bench")
     if isinstance(bench, Benchmark):
         # atomics are the device's to say: assumed present here
