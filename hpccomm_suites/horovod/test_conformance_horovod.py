@@ -9,9 +9,7 @@ pytest; the quick profile is derandomized, so rerunning reproduces.
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.remote_shell import is_this_host
+from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.stacks.horovod.conformance import (
     Reduction,
     array_of,
@@ -34,6 +33,7 @@ from pytest_hpccomm.stacks.horovod.conformance import (
 )
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
 from pytest_hpccomm.stacks.horovod.env import HorovodEnv
+from pytest_hpccomm.stacks.horovod.fixtures import traffic
 from pytest_hpccomm.stacks.horovod.wire import DTYPES
 
 pytestmark = [
@@ -305,13 +305,7 @@ def test_peers_report_their_controller(
         assert len(set(hosts)) == len(hosts), f"one rank per virtual host, got {hosts}"
 
 
-def _tx(netdev: str) -> int:
-    return int(Path(f"/sys/class/net/{netdev}/statistics/tx_bytes").read_text())
-
-
-def test_traffic_takes_the_fabric(
-    horovod_peers: HorovodPeers, hpc_placement: str, request: pytest.FixtureRequest
-) -> None:
+def test_traffic_takes_the_fabric(horovod_peers: HorovodPeers, hpc_placement: str) -> None:
     """The collective's bytes cross the network the placement names: every virtual host's
     veth (netns), this host's fabric netdev (hosts), or TCP over lo (loopback: not shared
     memory). A ring allreduce of B bytes sends 2 (n-1)/n B from every rank; at least half of
@@ -320,24 +314,13 @@ def test_traffic_takes_the_fabric(
     r = Reduction("sum", [np.full((1 << 20,), rank, np.float32) for rank in range(n)])
     need = (n - 1) * (4 << 20) // n
     if hpc_placement == "hosts":
-        site = horovod_peers.hosts
-        assert site is not None
+        assert horovod_peers.hosts is not None
         if not any(is_this_host(rank.host) for rank in horovod_peers.ranks):
             pytest.skip("no rank runs on this host, and only its netdev's counters are read")
-        before = _tx(site.netdev)
-        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
-        sent = {site.netdev: _tx(site.netdev) - before}
-    elif hpc_placement == "netns":
-        cluster = request.getfixturevalue("hpc_virtual_cluster")
-        before = cluster.all_counters()
-        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
-        after = cluster.all_counters()
-        sent = {h: after[h][1] - before[h][1] for h in after}
-    else:
-        lo = _tx("lo")
-        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
-        sent = {"lo": _tx("lo") - lo}
+    elif hpc_placement == "loopback":
         need *= n  # every rank's bytes cross the one lo
+    with traffic(horovod_peers) as sent:
+        outs = outputs(horovod_peers.run(r.case(), timeout=120.0))
     for rank, out in enumerate(outs):
         check_reduced(array_of(out), r, f"rank {rank}")
     assert all(v >= need for v in sent.values()), f"bytes sent {sent}, need {need} each"
@@ -357,7 +340,8 @@ def test_a_killed_rank_ends_the_job(
     try:
         peers.start()
         n = peers.size
-        pids = [r.pid for r in peers.ranks if hpc_placement != "hosts" or is_this_host(r.host)]
+        mine = [r.pid for r in peers.ranks if hpc_placement != "hosts" or is_this_host(r.host)]
+        procs = [p for p in map(proctree.proc_of, mine) if p is not None]
         t0 = time.monotonic()
         outcomes = peers.outcomes(
             {"op": "case", "case": {"kind": "die_in_allreduce", "victim": n - 1}},
@@ -371,13 +355,5 @@ def test_a_killed_rank_ends_the_job(
         ended = got.kind == "closed"  # its launcher ended it
         raised = got.kind == "error" or (got.kind == "replied" and "raised" in got.reply)
         assert ended or raised, f"rank {rank} after {took:.1f}s: {got}"
-    left = [pid for pid in pids if _alive(pid)]
+    left = [p.pid for p in procs if proctree.alive(p)]
     assert not left, f"processes of the peers left behind: {left}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

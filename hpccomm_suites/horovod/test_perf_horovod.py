@@ -1,6 +1,6 @@
 """hvd.allreduce latency and busbw vs message size (nccl-tests' definitions), per controller
 and placement, each (size, knobs) its own judged item; the knobs users tune (cycle time,
-fusion threshold) on loopback. The `horovod_allreduce` fixture (stacks/horovod/plugin.py)
+fusion threshold) on loopback. The `horovod_allreduce` fixture (stacks/horovod/fixtures.py)
 launches, pools independent jobs, validates and judges; perf.py holds the definitions.
 Sizes: the session's sizes that are powers of 4 from 4 B (quick: 4 B - 4 MiB, 11 points).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_hpccomm.stacks.horovod.fixtures import AllreduceRun, SyntheticRun
 from pytest_hpccomm.stacks.horovod.perf import KNOBS
-from pytest_hpccomm.stacks.horovod.plugin import AllreduceRun, SyntheticRun
 
 # TCP at every placement, MPI's too (driver.py): the quick profile times it over loopback only
 pytestmark = [

@@ -21,7 +21,6 @@ import itertools
 import re
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -31,9 +30,11 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.session import HpcSession
 from pytest_hpccomm.stacks.tf.driver import RING, TaskLost, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site
+from pytest_hpccomm.stacks.tf.fixtures import connections, tf_site, traffic
+from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY
 from pytest_hpccomm.stacks.tf.wire import KNOBS, REDUCE_OPS
 
 pytestmark = [
@@ -173,9 +174,7 @@ def check_slices(tasks: TfTasks, parts: list[tuple[np.ndarray, np.ndarray]]) -> 
         )
 
 
-def reduce_counted(
-    tasks: TfTasks, placement: str, request: pytest.FixtureRequest, x: np.ndarray
-) -> dict[str, int]:
+def reduce_counted(tasks: TfTasks, hpc_session: HpcSession, x: np.ndarray) -> dict[str, int]:
     """x all-reduced (SUM) by the workers, each checked, and the bytes each network device of
     the placement sent meanwhile: every worker host's veth (netns: one worker per virtual
     host), this host's fabric netdev (hosts: worker:0 here), or lo (loopback)."""
@@ -190,24 +189,12 @@ def reduce_counted(
         }
         for t in RING.workers_tasks
     }
-    if placement == "hosts":
+    if tasks.placement == "hosts":
         assert list(tasks.local_pids()) == ["worker:0"], f"worker:0 alone here: {tasks.hosts}"
-        netdev = request.getfixturevalue("hpc_session").selection.netdev
-        tx = _tx(netdev)
-        replies = tasks.request_all(msgs)
-        sent = {netdev: _tx(netdev) - tx}
-    elif placement == "netns":
-        cluster = request.getfixturevalue("hpc_virtual_cluster")
+    elif tasks.placement == "netns":
         assert len(set(tasks.hosts.values())) == RING.workers, tasks.hosts
-        names = [cluster.hosts[i].name for i in tasks.hosts.values()]
-        before = cluster.all_counters()
+    with traffic(tasks, hpc_session) as sent:
         replies = tasks.request_all(msgs)
-        after = cluster.all_counters()
-        sent = {n: after[n][1] - before[n][1] for n in names}
-    else:
-        lo = _tx("lo")
-        replies = tasks.request_all(msgs)
-        sent = {"lo": _tx("lo") - lo}
     for task, reply in replies.items():
         _, _, data = as_bytes(reply["result"])
         assert data == (x * RING.workers).tobytes(), f"{task}: a wrong sum"
@@ -215,19 +202,23 @@ def reduce_counted(
 
 
 def test_allreduce_traffic_takes_the_fabric(
-    tf_ring: TfTasks, hpc_placement: str, request: pytest.FixtureRequest
+    tf_ring: TfTasks, hpc_placement: str, hpc_session: HpcSession
 ) -> None:
     """A 4 MiB all-reduce crosses the network the placement names: each worker host's veth
     sends at least the half of the tensor a two-worker ring passes on twice, or TCP over lo
     carries both workers' share."""
     x = np.ones(1 << 20, np.float32)
-    sent = reduce_counted(tf_ring, hpc_placement, request, x)
+    sent = reduce_counted(tf_ring, hpc_session, x)
     need = x.nbytes // 2 * (RING.workers if hpc_placement == "loopback" else 1)
     assert all(v >= need for v in sent.values()), f"bytes sent {sent}, need {need} each"
 
 
 def test_gzip_knob_compresses_collective_traffic(
-    tf_env: TfEnv, tf_ring: TfTasks, hpc_placement: str, request: pytest.FixtureRequest
+    tf_env: TfEnv,
+    tf_ring: TfTasks,
+    hpc_placement: str,
+    hpc_session: HpcSession,
+    request: pytest.FixtureRequest,
 ) -> None:
     """rpc_options compression_algorithm=gzip (the `gzip` knob) on every task: a 4 MiB
     all-reduce of zeros is still right, and takes fewer bytes on the wire than with
@@ -235,10 +226,10 @@ def test_gzip_knob_compresses_collective_traffic(
     responses, the bulk of a ring all-reduce, are not compressed (observed); that
     measured symptom, and only it, is an xfail. Own tasks for the knob."""
     x = np.zeros(1 << 20, np.float32)
-    plain = sum(reduce_counted(tf_ring, hpc_placement, request, x).values())
+    plain = sum(reduce_counted(tf_ring, hpc_session, x).values())
     site = tf_site(hpc_placement, request)
     with TfTasks(tf_env, hpc_placement, site, replace(RING, knob="gzip")) as tasks:
-        gzip = sum(reduce_counted(tasks, hpc_placement, request, x).values())
+        gzip = sum(reduce_counted(tasks, hpc_session, x).values())
         knob_reached_tensorflow(tasks, "gzip")
     assert plain >= x.nbytes // 2, f"the plain all-reduce sent {plain} bytes"
     if gzip > plain // 2:
@@ -261,26 +252,8 @@ def knob_reached_tensorflow(tasks: TfTasks, knob: str) -> None:
     ), f"the {knob} knob {KNOBS[knob]} did not reach TensorFlow: its tasks hold {held}"
 
 
-def connections(pid: int, port: int) -> int:
-    """Established TCP connections of process `pid` to remote `port` (its own network
-    namespace's tables, through /proc: netns placement too)."""
-    mine = {
-        link.readlink().name[len("socket:[") : -1]
-        for link in Path(f"/proc/{pid}/fd").iterdir()
-        if link.readlink().name.startswith("socket:[")
-    }
-    count = 0
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-            if fields[3] == "01" and remote_port == port and fields[9] in mine:  # ESTABLISHED
-                count += 1
-    return count
-
-
 def test_channels_knob_opens_channels(
-    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+    tf_env: TfEnv, hpc_placement: str, hpc_session: HpcSession, request: pytest.FixtureRequest
 ) -> None:
     """rpc_options num_channels_per_target=4 (the `channels_4` knob): after all-reduces,
     worker:0 holds more than one TCP connection to worker:1, as with TensorFlow's default it
@@ -293,7 +266,7 @@ def test_channels_knob_opens_channels(
     for knob in ("default", "channels_4"):
         with TfTasks(tf_env, hpc_placement, site, replace(RING, knob=knob)) as tasks:
             for _ in range(3):
-                reduce_counted(tasks, hpc_placement, request, x)
+                reduce_counted(tasks, hpc_session, x)
             port = int(tasks.spec["worker"][1].rsplit(":", 1)[1])
             if "worker:0" not in tasks.local_pids():
                 pytest.skip("worker:0 runs on another host: its sockets cannot be read here")
@@ -306,10 +279,6 @@ def test_channels_knob_opens_channels(
             f"with {held['channels_4']} connection(s) to worker:1, as the default "
             f"({held['default']})"
         )
-
-
-def _tx(netdev: str) -> int:
-    return int(Path(f"/sys/class/net/{netdev}/statistics/tx_bytes").read_text())
 
 
 SEGFAULT_65785 = re.compile(r"worker:\d+ exit -11\b")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,9 +20,11 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.proc import proctree
+from pytest_hpccomm.session import HpcSession
 from pytest_hpccomm.stacks.tf.driver import Layout, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
-from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, tf_site
+from pytest_hpccomm.stacks.tf.fixtures import tf_site, traffic
+from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY
 from pytest_hpccomm.stacks.tf.wire import DTYPES
 
 pytestmark = [
@@ -87,16 +88,8 @@ def test_tensor_over_4_mib_crosses_bit_exact(tf_tasks: TfTasks) -> None:
     check_round_trip(tf_tasks, x)
 
 
-def _tx(netdev: str) -> int:
-    return int(Path(f"/sys/class/net/{netdev}/statistics/tx_bytes").read_text())
-
-
-def _rx(netdev: str) -> int:
-    return int(Path(f"/sys/class/net/{netdev}/statistics/rx_bytes").read_text())
-
-
 def test_traffic_takes_the_fabric(
-    tf_tasks: TfTasks, hpc_placement: str, request: pytest.FixtureRequest
+    tf_tasks: TfTasks, hpc_placement: str, hpc_session: HpcSession
 ) -> None:
     """A 2 MiB tensor each way crosses the network the placement names: the ps and the
     worker host's veths (netns: they are on different virtual hosts), this host's fabric
@@ -108,23 +101,12 @@ def test_traffic_takes_the_fabric(
         assert "ps:0" in tf_tasks.local_pids() and "worker:0" not in tf_tasks.local_pids(), (
             f"ps:0 runs here and worker:0 elsewhere: {tf_tasks.hosts}"
         )
-        netdev = request.getfixturevalue("hpc_session").selection.netdev
-        before = _tx(netdev), _rx(netdev)
-        check_round_trip(tf_tasks, x)
-        sent = {f"{netdev} tx": _tx(netdev) - before[0], f"{netdev} rx": _rx(netdev) - before[1]}
     elif hpc_placement == "netns":
-        cluster = request.getfixturevalue("hpc_virtual_cluster")
         assert tf_tasks.hosts["ps:0"] != tf_tasks.hosts["worker:0"], tf_tasks.hosts
-        names = {task: cluster.hosts[i].name for task, i in tf_tasks.hosts.items()}
-        before = cluster.all_counters()
-        check_round_trip(tf_tasks, x)
-        after = cluster.all_counters()
-        sent = {names[t]: after[names[t]][1] - before[names[t]][1] for t in names}
     else:
-        lo = _tx("lo")
-        check_round_trip(tf_tasks, x)
-        sent = {"lo": _tx("lo") - lo}
         need *= 2  # both directions cross the one lo
+    with traffic(tf_tasks, hpc_session, both_ways=True) as sent:
+        check_round_trip(tf_tasks, x)
     assert all(v >= need for v in sent.values()), f"bytes sent {sent}, need {need} each"
 
 

@@ -11,7 +11,7 @@
 - parameter server: a ParameterServerStrategy's chief schedules steps on 2 workers, each step
   pulling 4 variables from 2 ps tasks and pushing updates back, steps/s vs variable size
   (1 KiB, 256 KiB, 4 MiB); ps.py.
-The fixtures (stacks/tf/plugin.py) pool independent jobs on the session's tasks, validate and
+The fixtures (stacks/tf/fixtures.py) pool independent jobs on the session's tasks, validate and
 judge.
 """
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY, RecvRun
+from pytest_hpccomm.stacks.tf.fixtures import RecvRun
+from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY
 
 # TCP at every placement: the quick profile times it over loopback only (placement.py)
 pytestmark = [

@@ -10,7 +10,9 @@ TCP segments than its payload would fill.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 
 from pytest_hpccomm.fabrics.not_in_sysfs import LIVE_SYSFS
 
@@ -61,3 +63,77 @@ def sent_and_received(port: dict[str, int]) -> tuple[int, int] | None:
     if "port_xmit_data" in port and "port_rcv_data" in port:
         return port["port_xmit_data"] * WORD, port["port_rcv_data"] * WORD
     return None
+
+
+def netdev_bytes(netdev: str, sysfs_root: Path = LIVE_SYSFS) -> tuple[int, int]:
+    """(tx_bytes, rx_bytes) of a network device of this host's network namespace; an absent
+    device or counter raises (a traffic check must not pass on nothing read)."""
+    stats = Path(sysfs_root) / "class" / "net" / netdev / "statistics"
+    return int((stats / "tx_bytes").read_text()), int((stats / "rx_bytes").read_text())
+
+
+# host name -> (rx_bytes, tx_bytes) of its veth, as VirtualCluster.all_counters reads them
+HostCounters = Callable[[], Mapping[str, tuple[int, int]]]
+
+
+class TrafficMeter:
+    """The bytes sent, per device, on the network a placement names while a `with` block
+    runs: this host's fabric `netdev` (hosts; `both_ways`: "<netdev> tx" and "<netdev> rx"),
+    every virtual host's veth as `cluster` counts it (netns; `hosts`: only those, in that
+    order), else lo (loopback: TCP over lo, not shared memory). The block gets the dict,
+    filled when it ends without an error:
+
+        with TrafficMeter(placement, netdev, cluster.all_counters) as sent:
+            run()
+        assert all(v >= need for v in sent.values())
+    """
+
+    # the placements of cluster.placement (which imports fabrics: named here, not imported)
+    HOSTS, NETNS = "hosts", "netns"
+
+    def __init__(
+        self,
+        placement: str,
+        netdev: str | None = None,
+        cluster: HostCounters | None = None,
+        hosts: Sequence[str] | None = None,
+        both_ways: bool = False,
+        sysfs_root: Path = LIVE_SYSFS,
+    ) -> None:
+        if placement == self.HOSTS and not netdev:
+            raise ValueError("hosts placement: no netdev of this host to count")
+        if placement == self.NETNS and cluster is None:
+            raise ValueError("netns placement: no virtual cluster to count")
+        self.placement, self.netdev, self.cluster = placement, netdev, cluster
+        self.hosts, self.both_ways, self.sysfs_root = hosts, both_ways, sysfs_root
+        self.sent: dict[str, int] = {}
+        self._before: dict[str, int] = {}
+
+    def read(self) -> dict[str, int]:
+        """The counters this meter compares, by the name a report shows."""
+        if self.placement == self.HOSTS:
+            assert self.netdev is not None
+            tx, rx = netdev_bytes(self.netdev, self.sysfs_root)
+            if self.both_ways:
+                return {f"{self.netdev} tx": tx, f"{self.netdev} rx": rx}
+            return {self.netdev: tx}
+        if self.placement == self.NETNS:
+            assert self.cluster is not None
+            counts = self.cluster()
+            return {h: counts[h][1] for h in (counts if self.hosts is None else self.hosts)}
+        return {"lo": netdev_bytes("lo", self.sysfs_root)[0]}
+
+    def __enter__(self) -> dict[str, int]:
+        self.sent.clear()
+        self._before = self.read()
+        return self.sent
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:  # a failed block's error is what the test reports
+            after = self.read()
+            self.sent.update({k: after[k] - self._before[k] for k in after})

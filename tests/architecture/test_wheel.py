@@ -291,7 +291,8 @@ def test_the_installed_wheel_runs_the_mpi_conformance_suite(
     tail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
     assert f"rootdir: {ROOT}" not in proc.stdout, tail
-    # every item the checkout's suite selects ran from the venv (passed, or skipped naming why)
+    # every item the checkout's suite selects ran from the venv (passed, skipped naming why, or
+    # an xfail naming a known defect of the MPI it observed)
     checkout = subprocess.run(
         [
             sys.executable,
@@ -314,5 +315,5 @@ def test_the_installed_wheel_runs_the_mpi_conformance_suite(
     )
     selected = re.search(r"^(\d+)/\d+ tests collected", checkout.stdout, re.M)
     assert selected, checkout.stdout[-2000:]
-    ran = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped)", proc.stdout)}
+    ran = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped|xfailed)", proc.stdout)}
     assert ran.get("passed", 0) > 0 and sum(ran.values()) == int(selected.group(1)), tail
