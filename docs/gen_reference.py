@@ -411,12 +411,11 @@ left out of scope (with why). A cell that is none of these is a **gap**: listed,
 
 def render_coverage() -> str:
     from pytest_hpccomm.coverage import declared, markdown
+    from pytest_hpccomm.stacks.grpc.coverage import TAXONOMY as GRPC
     from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
 
-    out = COVERAGE_HEADER
-    for tax in (MPI,):
-        out += markdown(tax, list(declared(tax.stack, tax.modules)))
-    return out
+    pages = [markdown(tax, list(declared(tax.stack, tax.modules))) for tax in (MPI, GRPC)]
+    return COVERAGE_HEADER + "\n".join(pages)
 
 
 PAGES: dict[str, Callable[[], str]] = {

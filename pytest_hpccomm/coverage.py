@@ -43,6 +43,8 @@ class Taxonomy:
     not_applicable: Callable[[str, str], str | None]
     out_of_scope: dict[tuple[str, str], str] = field(default_factory=dict)
     modules: tuple[str, ...] = ()  # the test modules that declare cells
+    rows: str = "families"  # what the page calls the rows and the columns
+    columns: str = "argument classes"
 
 
 @dataclass(frozen=True)
@@ -149,11 +151,11 @@ def markdown(tax: Taxonomy, tests: Sequence[Declared]) -> str:
     lines = [f"## {tax.title}", ""]
     counts = {s: sum(1 for c in grid if c.state == s) for s in SYMBOL}
     lines.append(
-        f"{len(tax.families)} families x {len(tax.classes)} argument classes: "
+        f"{len(tax.families)} {tax.rows} x {len(tax.classes)} {tax.columns}: "
         + ", ".join(f"{counts[s]} {s}" for s in SYMBOL)
         + "."
     )
-    lines += ["", "| family | " + " | ".join(tax.classes) + " |"]
+    lines += ["", f"| {tax.rows} | " + " | ".join(tax.classes) + " |"]
     lines.append("|---|" + "---|" * len(tax.classes))
     for family in tax.families:
         row = []
@@ -169,11 +171,11 @@ def markdown(tax: Taxonomy, tests: Sequence[Declared]) -> str:
         "A number is a covering test (listed below); · not applicable by the standard; "
         "o out of scope (why below); **gap** applicable, in scope, not exercised yet.",
         "",
-        "### Families",
+        f"### {tax.rows.capitalize()}",
         "",
     ]
     lines += [f"- **{f}**: {calls}" for f, calls in tax.families.items()]
-    lines += ["", "### Argument classes", ""]
+    lines += ["", f"### {tax.columns.capitalize()}", ""]
     lines += [f"- **{c}**: {what}" for c, what in tax.classes.items()]
     reasons: dict[str, list[str]] = {}
     for c in grid:

@@ -20,8 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.placement import LOOPBACK
+from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.conformance import CountingProxy, SettingsFactory, eventually
+from pytest_hpccomm.stacks.grpc.coverage import PEERS
 from pytest_hpccomm.stacks.grpc.driver import ServerHandle, hostport
 from pytest_hpccomm.stacks.grpc.fixtures import Connect
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
@@ -56,6 +58,7 @@ def check_round_trip(client: TensorClient, layout: list[Any]) -> None:
         assert a == b, f"buffer {i} of {len(a)} bytes came back as {len(b)} different bytes"
 
 
+@pytest.mark.covers("grpc", *cells(["large_unary"], PEERS))
 def test_round_trip_is_byte_exact(
     grpc_client: TensorClient, grpc_options: GrpcOptions, grpc_settings: SettingsFactory
 ) -> None:
@@ -81,11 +84,13 @@ EDGES: dict[str, list[Any]] = {
 }
 
 
+@pytest.mark.covers("grpc", *cells(["empty_unary", "large_unary"], PEERS))
 @pytest.mark.parametrize("edge", sorted(EDGES))
 def test_round_trip_edges(grpc_client: TensorClient, edge: str) -> None:
     check_round_trip(grpc_client, EDGES[edge])
 
 
+@pytest.mark.covers("grpc", *cells(["ping_pong"], PEERS))
 def test_stream_keeps_order(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """EchoStream answers message i with message i (seq and buffers), in order."""
 
@@ -104,6 +109,7 @@ def test_stream_keeps_order(grpc_client: TensorClient, grpc_settings: SettingsFa
     stream()
 
 
+@pytest.mark.covers("grpc", *cells(["large_unary"], PEERS))
 def test_send_counts_every_byte(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     @grpc_settings()
     @given(layout=layouts(max_buffer=MiB, budget=4 * MiB))
@@ -113,6 +119,7 @@ def test_send_counts_every_byte(grpc_client: TensorClient, grpc_settings: Settin
     send()
 
 
+@pytest.mark.covers("grpc", *cells(["large_unary", "status_code_and_message"], PEERS))
 def test_pull_serves_the_wanted_tensors(
     grpc_client: TensorClient, grpc_settings: SettingsFactory
 ) -> None:
@@ -139,6 +146,7 @@ def test_pull_serves_the_wanted_tensors(
     assert err.value.code() == Codes.INVALID_ARGUMENT
 
 
+@pytest.mark.covers("grpc")  # the suite's own bookkeeping or path, no interop case
 def test_stats_count_each_call(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """GetStats counts every call of either service and the payload bytes it received, per
     call: one Echo/Send of n bytes is exactly one more RPC and n more bytes, one Pull one more
@@ -165,6 +173,7 @@ def test_stats_count_each_call(grpc_client: TensorClient, grpc_settings: Setting
     counted()
 
 
+@pytest.mark.covers("grpc", *cells(["status_code_and_message"], PEERS))
 def test_malformed_frames_are_invalid_argument(
     grpc_server: ServerHandle, grpc_connect: Connect, grpc_settings: SettingsFactory
 ) -> None:
@@ -202,6 +211,7 @@ def noticed(c: TensorClient, seq: int) -> bool:
 NOTICE_BOUND = 2.0  # s; the servers look every 2 ms, the rest is scheduling on 2 loaded cores
 
 
+@pytest.mark.covers("grpc", *cells(["timeout_on_sleeping_server"], PEERS))
 def test_deadline_exceeded_within_bound(
     grpc_server: ServerHandle, grpc_connect: Connect, grpc_settings: SettingsFactory
 ) -> None:
@@ -239,6 +249,7 @@ def test_deadline_exceeded_within_bound(
         deadline()
 
 
+@pytest.mark.covers("grpc", *cells(["cancel_after_begin", "cancel_after_first_response"], PEERS))
 def test_cancellation(grpc_server: ServerHandle, grpc_connect: Connect) -> None:
     """A cancelled unary call and a cancelled stream end CANCELLED; the server notices that
     very call within a bound."""
@@ -269,6 +280,7 @@ def buffer_for_message_of(limit: int, mode: str) -> int:
     return n
 
 
+@pytest.mark.covers("grpc", *cells(["max_message_size"], PEERS))
 def test_message_limit_holds_at_the_boundary(
     grpc_client: TensorClient, grpc_mode: str, grpc_server: ServerHandle
 ) -> None:
@@ -283,6 +295,7 @@ def test_message_limit_holds_at_the_boundary(
     assert err.value.code() == Codes.RESOURCE_EXHAUSTED
 
 
+@pytest.mark.covers("grpc", *cells(["custom_metadata_trailing"], PEERS))
 def test_metadata_round_trip(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """x-hpcc-* request metadata (text and -bin) comes back as trailing metadata, exactly."""
 
@@ -296,6 +309,7 @@ def test_metadata_round_trip(grpc_client: TensorClient, grpc_settings: SettingsF
     round_trip()
 
 
+@pytest.mark.covers("grpc", *cells(["client_compressed_unary", "server_compressed_unary"], PEERS))
 def test_compression_gives_the_same_bytes(
     grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect, grpc_settings: SettingsFactory
 ) -> None:
@@ -315,6 +329,7 @@ def test_compression_gives_the_same_bytes(
         same()
 
 
+@pytest.mark.covers("grpc", *cells(["client_compressed_unary", "server_compressed_unary"], PEERS))
 @pytest.mark.grpc_runtime(
     "tcp",
     why="the bytes are counted by a kernel-TCP relay on loopback; gRPC runtime {runtime} "
@@ -356,6 +371,7 @@ def test_compression_takes_effect_on_the_wire(
         )
 
 
+@pytest.mark.covers("grpc", *cells(["use_tls"], PEERS))
 def test_tls(
     grpc_server: ServerHandle, grpc_mode: str, grpc_tls: Any, grpc_connect: Connect
 ) -> None:
@@ -376,6 +392,7 @@ def test_tls(
         assert err.value.code() == Codes.UNAVAILABLE
 
 
+@pytest.mark.covers("grpc", *cells(["unavailable"], PEERS))
 def test_no_server_is_unavailable(
     grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect
 ) -> None:
@@ -392,6 +409,7 @@ def test_no_server_is_unavailable(
             assert time.monotonic() - t0 < 5, "UNAVAILABLE should come fast, not at the deadline"
 
 
+@pytest.mark.covers("grpc")  # the suite's own bookkeeping or path, no interop case
 @pytest.mark.grpc_runtime(
     "rdma", why="gRPC runtime {runtime} has no RDMA path to prove: it runs over kernel TCP"
 )

@@ -22,6 +22,7 @@ from pytest_hpccomm.coverage import (
     matrix,
     problems,
 )
+from pytest_hpccomm.stacks.grpc.coverage import TAXONOMY as GRPC
 from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
 
 
@@ -111,10 +112,13 @@ def test_a_wrong_declaration_is_a_problem(toy_suite: str) -> None:
     assert problems(toy({("cart", "nul"): "typo"}), []) == ["out of scope: unknown cell cart:nul"]
 
 
-def test_the_mpi_suites_declare_known_applicable_cells() -> None:
-    tests = list(declared(MPI.stack, MPI.modules))
-    assert tests, "no test function found in the MPI conformance modules"
-    assert problems(MPI, tests) == []
+@pytest.mark.parametrize("tax", [MPI, GRPC], ids=lambda t: t.stack)
+def test_the_suites_declare_known_applicable_cells(tax: Taxonomy) -> None:
+    if tax is GRPC:
+        pytest.importorskip("grpc")  # the gRPC suite imports grpcio
+    tests = list(declared(tax.stack, tax.modules))
+    assert tests, f"no test function found in the {tax.stack} conformance modules"
+    assert problems(tax, tests) == []
 
 
 def test_the_mpi_matrix_names_every_family_the_standard_has() -> None:
