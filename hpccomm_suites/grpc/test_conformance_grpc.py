@@ -429,3 +429,26 @@ def test_calls_take_the_runtimes_path(
     crossing = probe.crossing(before, 8 * MiB)
     request.node.user_properties.append(("hpccomm_path", crossing.describe()))
     assert crossing.problem() is None, crossing.problem()
+
+
+@pytest.mark.covers("grpc", *cells(["empty_stream"], PEERS))
+def test_empty_stream_ends_ok(grpc_client: TensorClient) -> None:
+    """A bidirectional stream the client closes without a message ends OK with no message
+    (interop's empty_stream)."""
+    assert grpc_client.stream([], timeout=30) == []
+
+
+@pytest.mark.covers("grpc", *cells(["unimplemented_method", "unimplemented_service"], PEERS))
+def test_unknown_method_and_service_are_unimplemented(
+    grpc_client: TensorClient, grpc_mode: str
+) -> None:
+    """A method the service lacks, and a service the server lacks, end UNIMPLEMENTED
+    (interop's unimplemented_method and unimplemented_service); the channel keeps working."""
+    service = wire.method("Echo", grpc_mode).rsplit("/", 1)[0]
+    for path in (f"{service}/NoSuchMethod", "/hpcc.NoSuchService/Echo"):
+        call = grpc_client.channel.unary_unary(path)  # bytes in, bytes out
+        with pytest.raises(grpc.RpcError) as err:
+            call(b"", timeout=30)
+        code = err.value.code()
+        assert code == Codes.UNIMPLEMENTED, f"{path}: ended {code.name}, not UNIMPLEMENTED"
+    assert grpc_client.echo([b"still here"], timeout=30) == [b"still here"]
