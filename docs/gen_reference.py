@@ -412,9 +412,10 @@ left out of scope (with why). A cell that is none of these is a **gap**: listed,
 def render_coverage() -> str:
     from pytest_hpccomm.coverage import declared, markdown
     from pytest_hpccomm.stacks.grpc.coverage import TAXONOMY as GRPC
+    from pytest_hpccomm.stacks.horovod.coverage import TAXONOMY as HOROVOD
     from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
 
-    pages = [markdown(tax, list(declared(tax.stack, tax.modules))) for tax in (MPI, GRPC)]
+    pages = [markdown(tax, list(declared(tax.stack, tax.modules))) for tax in (MPI, GRPC, HOROVOD)]
     return COVERAGE_HEADER + "\n".join(pages)
 
 

@@ -23,6 +23,7 @@ from pytest_hpccomm.coverage import (
     problems,
 )
 from pytest_hpccomm.stacks.grpc.coverage import TAXONOMY as GRPC
+from pytest_hpccomm.stacks.horovod.coverage import TAXONOMY as HOROVOD
 from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
 
 
@@ -112,7 +113,7 @@ def test_a_wrong_declaration_is_a_problem(toy_suite: str) -> None:
     assert problems(toy({("cart", "nul"): "typo"}), []) == ["out of scope: unknown cell cart:nul"]
 
 
-@pytest.mark.parametrize("tax", [MPI, GRPC], ids=lambda t: t.stack)
+@pytest.mark.parametrize("tax", [MPI, GRPC, HOROVOD], ids=lambda t: t.stack)
 def test_the_suites_declare_known_applicable_cells(tax: Taxonomy) -> None:
     if tax is GRPC:
         pytest.importorskip("grpc")  # the gRPC suite imports grpcio
