@@ -414,8 +414,11 @@ def render_coverage() -> str:
     from pytest_hpccomm.stacks.grpc.coverage import TAXONOMY as GRPC
     from pytest_hpccomm.stacks.horovod.coverage import TAXONOMY as HOROVOD
     from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
+    from pytest_hpccomm.stacks.tf.coverage import TAXONOMY as TF
 
-    pages = [markdown(tax, list(declared(tax.stack, tax.modules))) for tax in (MPI, GRPC, HOROVOD)]
+    pages = [
+        markdown(tax, list(declared(tax.stack, tax.modules))) for tax in (MPI, GRPC, HOROVOD, TF)
+    ]
     return COVERAGE_HEADER + "\n".join(pages)
 
 
