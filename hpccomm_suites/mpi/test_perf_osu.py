@@ -16,7 +16,7 @@ batches, 2 s, 16 MiB. Data is validated as OSU's -c does, every batch: a wrong b
 item even when the timing would pass. All selected benchmarks of one (MPI, placement) run in
 one MPI job (two on netns with more than 2 hosts: two-rank benchmarks apart); a job added for
 an undecided point (adaptive repeats) runs that point's benchmark alone. The `mpi_osu`
-fixture (stacks/mpi/plugin.py) selects, launches, pools and judges; a test names the points.
+fixture (stacks/mpi/fixtures.py) selects, launches, pools and judges; a test names the points.
 """
 
 from __future__ import annotations

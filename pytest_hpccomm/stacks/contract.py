@@ -223,6 +223,12 @@ class SessionStore(Generic[K, G]):
         store = SessionStore(job, merge, repeats, max_repeats, (SweepFailed,), base=base_store)
         Point(get=lambda: store.get(key, site), more=lambda: store.more(key, site),
               cost=lambda: store.cost(key), paired=lambda: store.paired(key, rounds, site))
+
+    A store whose jobs run several parts at once (benchmarks sharing one launch) names how to
+    run one part alone and how to cut a sweep down to a part (`part_job(key, part, *context)`,
+    `restrict(sweep, part)`): `get_part`, `more_of` and `cost(key, part)` then grow an
+    undecided part by jobs of that part only. `retry`: a contention guard shared with another
+    store (one streak of disturbed jobs for both sides of a paired run).
     """
 
     def __init__(
@@ -234,19 +240,31 @@ class SessionStore(Generic[K, G]):
         failures: tuple[type[BaseException], ...],
         base: SessionStore[K, G] | None = None,
         guard: bool = True,
+        *,
+        retry: QuietRetry | None = None,
+        part_job: Callable[..., G] | None = None,
+        restrict: Callable[[G, Any], G] | None = None,
     ) -> None:
         self.job, self.base, self.guard = job, base, guard
+        self.part_job, self.restrict = part_job, restrict
         self.pool: JobPool[G] = JobPool(merge, repeats, max_repeats, failures)
-        self.retry = QuietRetry()
+        self.retry = QuietRetry() if retry is None else retry
+
+    def guarded(self, run: Callable[[], G]) -> G:
+        """run() under the contention guard (as it is when `guard` is off)."""
+        return self.retry.guarded(run) if self.guard else run()
 
     def one_job(self, key: K, *context: Any) -> G:
-        if not self.guard:
-            return self.job(key, *context)
-        return self.retry.guarded(lambda: self.job(key, *context))
+        return self.guarded(lambda: self.job(key, *context))
 
     def round_job(self, key: K, *context: Any) -> G:
         """This side's job in a paired round (a stack may run it on processes of its own)."""
         return self.one_job(key, *context)
+
+    def paired_job(self, key: K, round_: int, *context: Any) -> G:
+        """This side's job in round `round_` of a paired run: round_job, for a store whose
+        rounds differ by their index (e.g. where each round's fresh processes go)."""
+        return self.round_job(key, *context)
 
     def get(self, key: K, *context: Any) -> G:
         return self.pool.get(key, lambda: self.one_job(key, *context))
@@ -254,20 +272,40 @@ class SessionStore(Generic[K, G]):
     def more(self, key: K, *context: Any) -> G | None:
         return self.pool.more(key, lambda: self.one_job(key, *context))
 
-    def cost(self, key: K) -> dict[str, Any]:
-        return self.pool.cost(key)
+    def get_part(self, key: K, part: Hashable, *context: Any) -> G:
+        """The key's sweep (get), or once more_of added jobs of `part`, that part's view."""
+        return self.pool.get_part(key, part, lambda: self.one_job(key, *context))
 
-    def paired(self, key: K, rounds: int, *context: Any) -> tuple[G, G]:
+    def more_of(self, key: K, part: Hashable, *context: Any) -> G | None:
+        """`part`'s view with one more job of it alone pooled in (None: no more allowed):
+        re-running the key's other parts would add no evidence to an undecided point."""
+        part_job, restrict = self.part_job, self.restrict
+        if part_job is None or restrict is None:
+            raise ValueError("this store's jobs have no parts: it has no part_job and restrict")
+        return self.pool.more_of(
+            key,
+            part,
+            lambda: self.guarded(lambda: part_job(key, part, *context)),
+            lambda sweep: restrict(sweep, part),
+        )
+
+    def cost(self, key: K, part: Hashable | None = None) -> dict[str, Any]:
+        """What a key's jobs (with `part`'s own, more_of) took."""
+        return self.pool.cost(key, part)
+
+    def paired(
+        self, key: K, rounds: int, *context: Any, base: SessionStore[K, G] | None = None
+    ) -> tuple[G, G]:
         """(this store's, the base's) sweeps of `rounds` rounds, this store being the
         candidate's: one job of each side per round, adjacent, which side first drawn at random
-        (balanced)."""
-        base = self.base
-        if base is None:
+        (balanced). `base`: the other side's store when this one was made without it."""
+        other = self.base if base is None else base
+        if other is None:
             raise ValueError("not a paired A/B run: this store has no base")
         return self.pool.paired(
             key,
-            lambda _round: base.round_job(key, *context),
-            lambda _round: self.round_job(key, *context),
+            lambda round_: other.paired_job(key, round_, *context),
+            lambda round_: self.paired_job(key, round_, *context),
             rounds,
         )
 

@@ -250,16 +250,17 @@ def grpc_bench(
             m = measurement(bench, scheme, sw, pt, rt.label, grpc_peer, grpc_mode, hpc_placement)
             return [with_twin(m, grpc_lab, rt)]
 
-        rounds = hpc_config.ab_rounds
+        rounds, sweeps = hpc_config.ab_rounds, grpc_lab.sweeps
+        base = None if grpc_base_lab is None else grpc_base_lab.sweeps
         judge_point(
             hpc_record,
             Point(
-                get=lambda: grpc_lab.sweep(where, cluster),
-                more=lambda: grpc_lab.more(where, cluster),
-                cost=lambda: grpc_lab.cost(where),
+                get=lambda: sweeps.get(where, cluster),
+                more=lambda: sweeps.more(where, cluster),
+                cost=lambda: sweeps.cost(where),
                 paired=None
-                if grpc_base_lab is None
-                else lambda: grpc_lab.sweep_paired(grpc_base_lab, where, cluster, rounds),
+                if base is None
+                else lambda: sweeps.paired(where, rounds, cluster, base=base),
                 fingerprint=lambda sw: {"grpc_runtime": rt.describe(), **sw.runtime_fingerprint},
             ),
             records,

@@ -22,9 +22,8 @@ from pytest_hpccomm.fabrics.path_proof import PathProbe, Reading, read
 from pytest_hpccomm.fabrics.sysfs import SOFTWARE_DRIVERS
 from pytest_hpccomm.fabrics.tcp_owners import OwnersUnavailable, TcpOwnersMeter
 from pytest_hpccomm.measure.link import LinkRate
-from pytest_hpccomm.measure.pooling import JobPool
-from pytest_hpccomm.proc.cpu_share import QuietRetry
 from pytest_hpccomm.session import hpc_session_of
+from pytest_hpccomm.stacks.contract import SessionStore
 from pytest_hpccomm.stacks.grpc.build import (
     NativeBuild,
     NativeBuildError,
@@ -84,9 +83,7 @@ class GrpcLab:
         self._runtimes: dict[str, Runtime] | RuntimeUnavailable | None = None
         self.settings = BenchSettings.for_profile(profile)
         self.slowdown = slowdown
-        # client runs per sweep, pooled (driver.merge_sweeps), grown for undecided verdicts
-        self.pool = JobPool(merge_sweeps, repeats, max_repeats, (GrpcRunError, NativeBuildError))
-        self.retry = QuietRetry()  # the contention guard's re-runs of disturbed client runs
+        self.sweeps = GrpcSweeps(self, repeats, max_repeats)  # pooled client runs per Where
         self.tmp = tmp
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
@@ -230,11 +227,6 @@ class GrpcLab:
         """Servers go on the first half of the hosts (the first when there is one)."""
         return max(1, self._hosts(site) // 2)
 
-    def _quiet_run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
-        """One client run, again while another process shared the cores (QuietRetry); a run
-        that never had them is kept, marked, and its verdicts turn INCONCLUSIVE."""
-        return self.retry.guarded(lambda: self._run(where, cluster, first_server))
-
     def _client_hosts(self, site: Site) -> list[int]:
         """Clients on the second half of the hosts, servers on the first: every RPC crosses
         the link between them (a veth, or the fabric)."""
@@ -246,30 +238,6 @@ class GrpcLab:
         """The key of a sweep: the runtime by its label ("": the one under test)."""
         return (family, peer, mode, placement, runtime or self.opts.runtime)
 
-    def sweep(self, where: Where, cluster: Any = None) -> Sweep:
-        return self.pool.get(where, lambda: self._quiet_run(where, cluster))
-
-    def more(self, where: Where, cluster: Any = None) -> Sweep | None:
-        """The sweep with one more client run pooled in (adaptive repeats); None: no more."""
-        return self.pool.more(where, lambda: self._quiet_run(where, cluster))
-
-    def cost(self, where: Where) -> dict[str, Any]:
-        return self.pool.cost(where)
-
-    def sweep_paired(
-        self, base: GrpcLab, where: Where, cluster: Any, rounds: int
-    ) -> tuple[Sweep, Sweep]:
-        """(this lab's, base's) sweeps of a paired A/B run, this lab being the candidate
-        (JobPool.paired: one client run of each per round, adjacent, balanced random order). Each lab runs
-        its own servers, fresh for every run, and its own slowdown (the canary stretches the
-        candidate only)."""
-        return self.pool.paired(
-            where,
-            lambda i: base._fresh_run(where, cluster, i),
-            lambda i: self._fresh_run(where, cluster, i),
-            rounds,
-        )
-
     def _fresh_run(self, where: Where, cluster: Any, round_: int) -> Sweep:
         """One client run against servers of its own, started for it and stopped after it.
         A session-long server is not a neutral piece of the measurement: A against identical
@@ -279,7 +247,7 @@ class GrpcLab:
         were called regressions. A server per run puts that variance where the rounds see it."""
         first = FRESH_SERVERS * (round_ + 1)
         try:
-            return self._quiet_run(where, cluster, first)
+            return self.sweeps.one_job(where, cluster, first)
         finally:
             for key in [k for k in self._servers if k[2] >= first]:
                 got = self._servers.pop(key)
@@ -287,6 +255,8 @@ class GrpcLab:
                     got.stop()
 
     def _run(self, where: Where, cluster: Any, first_server: int = 0) -> Sweep:
+        """One client run of the sweep `where` (a job of GrpcSweeps), against the servers
+        numbered from `first_server`."""
         family, peer, mode, placement, label = where
         rt = self.runtime(label, peer)
         build = self.build_for(peer)
@@ -444,7 +414,7 @@ class GrpcLab:
         where = self.where("p2p", peer, mode, NETNS)
         try:
             return (
-                self.pool.pooled(where) or self._quiet_run(where, cluster),
+                self.sweeps.pool.pooled(where) or self.sweeps.one_job(where, cluster),
                 self.server(peer, NETNS, 0, cluster),
             )
         except GrpcRunError as exc:
@@ -457,3 +427,21 @@ class GrpcLab:
         self._servers.clear()
         if isinstance(self._owners, TcpOwnersMeter):
             self._owners.close()
+
+
+class GrpcSweeps(SessionStore[Where, Sweep]):
+    """One lab's pooled sweeps (contract.SessionStore): one per Where, each job one client
+    run (GrpcLab._run; context: the site), pooled by driver.merge_sweeps and grown for
+    undecided verdicts, each run under the contention guard (a run that never had the cores
+    to itself is kept, marked, and its verdicts turn INCONCLUSIVE). A paired run's rounds
+    run against servers started for each (GrpcLab._fresh_run): the base is the other
+    side's lab's store, given to `paired` (each lab runs its own servers and slowdown)."""
+
+    def __init__(self, lab: GrpcLab, repeats: int, max_repeats: int) -> None:
+        self.lab = lab
+        failures = (GrpcRunError, NativeBuildError)
+        super().__init__(lab._run, merge_sweeps, repeats, max_repeats, failures)
+
+    def paired_job(self, key: Where, round_: int, *context: Any) -> Sweep:
+        cluster = context[0] if context else None  # the site, as for every job
+        return self.lab._fresh_run(key, cluster, round_)

@@ -56,8 +56,8 @@ def test_a_wrong_byte_fails_the_item(
     pytester.copy_example(str(SUITE))
     pytester.makeconftest("""
 import functools
-import pytest_hpccomm.stacks.mpi.plugin as plugin
-plugin.run_sweep = functools.partial(plugin.run_sweep, corrupt=True)
+import pytest_hpccomm.stacks.mpi.perf as perf
+perf.run_sweep = functools.partial(perf.run_sweep, corrupt=True)
 """)
     result = pytester.runpytest_subprocess(
         "--hpc-mpi=openmpi",

@@ -259,7 +259,7 @@ def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_f
     """The contention guard in the sweep cache (orchestrator logic: the jobs are stand-ins)."""
     from types import SimpleNamespace
 
-    from pytest_hpccomm.stacks.mpi import plugin
+    from pytest_hpccomm.stacks.mpi import perf
     from pytest_hpccomm.stacks.mpi.driver import SweepTarget
 
     def sweep(median: float, foreign: float) -> Sweep:
@@ -276,13 +276,11 @@ def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_f
     planned = iter(
         [sweep(9.0, 0.8), sweep(4.0, 0.0), sweep(8.0, 0.7), sweep(8.5, 0.9), sweep(7.0, 0.6)]
     )
-    monkeypatch.setattr(plugin, "run_sweep", lambda *a, **k: next(planned))
-    cache = plugin.MpiSweeps("quick", [8], 1.0, repeats=2, reruns=2)
-    got = cache.get(
-        SimpleNamespace(name="openmpi"),
-        SweepTarget("loopback"),  # type: ignore
-        "osu_latency",
-    )
+    monkeypatch.setattr(perf, "run_sweep", lambda *a, **k: next(planned))
+    cache = perf.MpiSweeps("quick", [8], 1.0, repeats=2, reruns=2)
+    runtime, target = SimpleNamespace(name="openmpi"), SweepTarget("loopback")
+    key = perf.MpiSweeps.key(runtime, target, "osu_latency")  # type: ignore[arg-type]
+    got = cache.get(key, runtime, target)
     assert next(planned, None) is None  # 1 + 1 re-run, then 1 + 2 re-runs
     assert [r.reason for r in retry_ledger] == [f"cores shared: {f}" for f in (0.8, 0.7, 0.9)]
     assert got.point("osu_latency", 8)["samples"] == [4.0] * 5 + [7.0] * 5
@@ -297,3 +295,45 @@ def test_a_job_on_shared_cores_is_run_again_and_marked_if_the_cores_never_came_f
         "mhz": [None, None],
         "others": [[], []],
     }
+
+
+def test_the_sweep_store_runs_each_paired_side_on_its_mpi_and_grows_one_benchmark_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """perf.MpiSweeps (orchestrator logic: the jobs are stand-ins): a paired run's base store
+    runs the base MPI, unstretched, under the candidate's keys, both sides under one guard;
+    an undecided point's extra job runs its benchmark alone."""
+    from types import SimpleNamespace
+
+    from pytest_hpccomm.stacks.mpi import perf
+    from pytest_hpccomm.stacks.mpi.driver import SweepTarget
+
+    ran: list[tuple[str, str, float]] = []
+
+    def fake(runtime: Any, target: Any, benchmarks: str, *settings: Any) -> Sweep:
+        ran.append((runtime.name, benchmarks, settings[-1]))
+        point = {"size": 8, "samples": [1.0] * 3, "warmup": 1, "iterations": 10}
+        out = printed(*(doc(b, [point]) for b in benchmarks.split(",")))
+        return Sweep(parse_output(out), job(out))
+
+    monkeypatch.setattr(perf, "run_sweep", fake)
+    cand_mpi, base_mpi = SimpleNamespace(name="cand"), SimpleNamespace(name="base")
+    target = SweepTarget("loopback")
+    base = perf.MpiSweeps("quick", [8], 1.0, runtime=base_mpi)  # type: ignore[arg-type]
+    cand = perf.MpiSweeps("quick", [8], 1.5, base=base, retry=base.retry)
+    key = perf.MpiSweeps.key(cand_mpi, target, "osu_latency,osu_bw")  # type: ignore[arg-type]
+    got_cand, got_base = cand.paired(key, 2, cand_mpi, target)
+    both = "osu_latency,osu_bw"
+    assert sorted(ran) == [("base", both, 1.0)] * 2 + [("cand", both, 1.5)] * 2
+    assert got_cand.point("osu_bw", 8)["samples"] == [1.0] * 6 and got_base.docs.keys() == {
+        "osu_latency",
+        "osu_bw",
+    }
+    ran.clear()
+    solo = perf.MpiSweeps("quick", [8], 1.0, repeats=1, max_repeats=2)
+    assert list(solo.get_part(key, "osu_bw", cand_mpi, target).docs) == ["osu_latency", "osu_bw"]
+    grown = solo.more_of(key, "osu_bw", cand_mpi, target)
+    assert ran == [("cand", both, 1.0), ("cand", "osu_bw", 1.0)]
+    assert grown is not None and list(grown.docs) == ["osu_bw"]
+    assert grown.point("osu_bw", 8)["samples"] == [1.0] * 6
+    assert solo.cost(key, "osu_bw")["jobs"] == 2 and solo.more_of(key, "osu_bw") is None
