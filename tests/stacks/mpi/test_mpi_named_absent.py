@@ -97,3 +97,15 @@ def test_a_named_environment_that_was_not_created_is_a_usage_error(
     default = pytester.runpytest_subprocess("--hpc-history=none", "-p", "no:cacheprovider", "-rs")
     assert default.ret == pytest.ExitCode.OK, default.stdout.str()
     default.assert_outcomes(skipped=2)
+
+
+def test_a_release_the_package_index_lacks_is_a_usage_error_naming_its_releases(
+    pytester: pytest.Pytester,
+) -> None:
+    """--hpc-mpi mpich==0.0.1: the index is asked once, and the error names what it has."""
+    pytester.makepyfile(USES_RUNTIME)
+    result = pytester.runpytest_subprocess("--hpc-mpi", "mpich==0.0.1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--hpc-mpi: mpich==0.0.1: mpich has no release 0.0.1*it has*4.3.2*"]
+    )

