@@ -426,14 +426,50 @@ def _fingerprint(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def kept_levels(indices: Sequence[int], n: int, min_segment: int) -> list[int]:
-    """The change points left when every one that bounds a level shorter than min_segment
-    runs is dropped (an excursion of a run or two, or a new level not yet confirmed)."""
-    cuts = sorted(set(indices))
-    bounds = [0, *cuts, n]
-    short = {k for k in range(len(bounds) - 1) if bounds[k + 1] - bounds[k] < min_segment}
-    # the level before cuts[k] is segment k, the one after it segment k + 1
-    return [c for k, c in enumerate(cuts) if k not in short and k + 1 not in short]
+def _merge_p(ys: Sequence[float], a: int, i: int, b: int) -> float:
+    """Student's t test of ys[a:i] against ys[i:b], as Otava's merge step tests two levels;
+    1.0 where it cannot say (a level of one run and no spread, or no difference at all)."""
+    import scipy.stats
+
+    left, right = np.asarray(ys[a:i]), np.asarray(ys[i:b])
+    if len(left) < 2 and len(right) < 2:
+        return 1.0
+    p = float(scipy.stats.ttest_ind(left, right, equal_var=True).pvalue)
+    return 1.0 if math.isnan(p) else p
+
+
+def settled_levels(
+    p_of: Mapping[int, float], ys: Sequence[float], min_segment: int, max_pvalue: float
+) -> dict[int, float]:
+    """The change points that separate levels of at least `min_segment` runs, each still
+    significant between its levels as they are once the others are gone: index -> p.
+
+    A spurious point beside a real one (two nearly equal runs make a level of almost no
+    spread, against which a third run is "significant") bounds a short level; dropping every
+    point that bounds a short level at once drops the real one too. So the weakest point
+    bounding a short level goes first, then the levels are measured again and every point is
+    tested again between its new neighbours, until none is short or weak. An excursion (a run
+    or two, then the old level) still leaves nothing: its second point, tested against the
+    merged levels, is not significant."""
+    n, p = len(ys), dict(p_of)
+    cuts, merged = sorted(p), False
+    while cuts:
+        bounds = [0, *cuts, n]
+        short = [k for k in range(len(bounds) - 1) if bounds[k + 1] - bounds[k] < min_segment]
+        if short:
+            # segment k lies between cuts[k - 1] and cuts[k]
+            near = {cuts[k - 1] for k in short if k > 0} | {cuts[k] for k in short if k < len(cuts)}
+            cuts.remove(max(near, key=lambda c: (p[c], c)))
+            merged = True
+            continue
+        if not merged:  # Otava's own levels, all long enough: its tests stand
+            break
+        p = {c: _merge_p(ys, bounds[k], c, bounds[k + 2]) for k, c in enumerate(cuts)}
+        weak = [c for c in cuts if p[c] > max_pvalue]
+        if not weak:
+            break
+        cuts.remove(max(weak, key=lambda c: (p[c], c)))
+    return {c: p[c] for c in cuts}
 
 
 def change_points(
@@ -472,12 +508,14 @@ def change_points(
         # on logs Otava's relative magnitude (of mean logs) means nothing: applied below
         min_magnitude=0.0 if log_scale else min_magnitude,
     )
-    p_of = {int(cp.index): float(cp.stats.pvalue) for cp in found}
+    p_of = settled_levels(
+        {int(cp.index): float(cp.stats.pvalue) for cp in found}, ys, min_segment, max_pvalue
+    )
 
     def level(a: int, b: int) -> float:
         return float(np.exp(np.mean(ys[a:b]))) if log_scale else float(np.mean(xs[a:b]))
 
-    cuts = kept_levels(list(p_of), len(xs), min_segment)
+    cuts = sorted(p_of)
     while log_scale and min_magnitude > 0.0:
         bounds = [0, *cuts, len(xs)]
         small = [

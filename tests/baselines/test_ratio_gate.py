@@ -157,6 +157,28 @@ def test_an_improvement_and_a_step_within_tolerance_do_not_fail() -> None:
     assert [s.beyond for s in small.steps] == [False] and small.fired == []
 
 
+def test_a_step_beside_two_nearly_equal_nights_still_fires() -> None:
+    """A cold CI's nightly series (1 KiB latency, a 4x canary from night 4): the first two
+    ratios differ in the fifth digit, so Otava also cuts after them (the third night is
+    "significant" against a level of no spread). Dropping every cut that bounds a short level
+    at once dropped the 4x step with the spurious cut: the gate stayed green."""
+    ratios = [0.98518, 0.98516, 1.00197, 4.04544, 4.04571, 3.96912]
+    gate = judge_series(nights(ratios), tolerance=0.05, min_segment=3)
+    assert [(s.index, s.worse, s.beyond) for s in gate.fired] == [(3, True, True)], gate
+    assert 3.9 < gate.fired[0].step < 4.2
+
+
+def test_an_excursion_beside_nearly_equal_nights_is_no_step() -> None:
+    """The same near-tie before a one- or two-night excursion: after the short levels go, the
+    remaining cut is tested between its merged levels and is not significant."""
+    for ratios in (
+        [1.0, 1.0001, 0.99, 1.5, 1.0, 0.99, 1.01],
+        [1.0, 1.0001, 0.99, 1.5, 1.55, 1.0, 0.99, 1.01],
+    ):
+        gate = judge_series(nights(ratios), tolerance=0.05, min_segment=3)
+        assert gate.steps == [] and gate.fired == [], (ratios, gate)
+
+
 def test_too_few_paired_nights_say_so() -> None:
     gate = judge_series(nights([1.0] * 5), tolerance=0.05, min_segment=3)
     assert gate.reason == "5 paired nights; a step needs 6"
