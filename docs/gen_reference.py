@@ -272,6 +272,7 @@ def fixtures() -> list[tuple[str, str, str, str]]:
 STACK_MARKERS = (
     ("pytest_hpccomm.stacks.grpc.skips", "RUNTIME_MARK_LINE"),
     ("pytest_hpccomm.stacks.verbs.marks", "NOT_ON_LINE"),
+    ("pytest_hpccomm.stacks.verbs.marks", "NEEDS_LINE"),
 )
 
 

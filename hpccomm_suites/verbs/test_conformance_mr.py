@@ -114,11 +114,10 @@ def test_rdma_read_without_remote_read_is_rejected(
         assert got != secret, "a forbidden RDMA READ returned the target's bytes"
 
 
+@pytest.mark.verbs_needs("atomics")
 def test_atomic_without_remote_atomic_is_rejected(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
 ) -> None:
-    if not verbs_pair.info.get("atomic_cap"):
-        pytest.skip(f"{verbs_pair.info['device']} has no atomics (atomic_cap = NONE)")
     link = verbs_fresh_rc(b_access=without("remote_atomic"))
     before = target_digest(link)
     violation(verbs_pair, link, op("ATOMIC_FETCH_AND_ADD", link, length=8, compare_add=1))

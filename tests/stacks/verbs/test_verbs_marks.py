@@ -150,6 +150,68 @@ def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines([f"@pytest.mark.{NOT_ON_MARK}(*kinds, reason=...): *iWARP*"])
 
 
+NEEDS_SUITE = """
+import types
+
+import pytest
+
+
+@pytest.fixture
+def verbs_pair():
+    return types.SimpleNamespace(iwarp=False, info={{"device": "dev0", "atomic_cap": {cap!r}}})
+
+
+@pytest.mark.verbs_needs("atomics")
+def test_needs_atomics(verbs_pair):
+    print("RAN atomics")
+
+
+def test_plain(verbs_pair):
+    print("RAN plain")
+"""
+
+
+@pytest.mark.parametrize("cap,ran", [(None, False), ("ATOMIC_HCA", True)])
+def test_an_item_that_needs_atomics_skips_on_a_device_without_them(
+    pytester: pytest.Pytester, cap: str | None, ran: bool
+) -> None:
+    pytester.makepyfile(NEEDS_SUITE.format(cap=cap))
+    result = run(pytester)
+    result.assert_outcomes(passed=2 if ran else 1, skipped=0 if ran else 1)
+    assert ("RAN atomics" in result.stdout.str()) is ran
+    if not ran:
+        result.stdout.fnmatch_lines(["SKIPPED*: dev0 has no atomics (atomic_cap = NONE)"])
+
+
+@pytest.mark.parametrize(
+    "mark,fixture,problem",
+    [
+        ('"atomcs"', "verbs_pair", "capabilities are atomics"),
+        ("", "verbs_pair", "capabilities are atomics"),
+        ('"atomics"', "other", "uses no verbs_pair"),
+    ],
+)
+def test_a_needs_marker_that_could_never_skip_is_a_usage_error(
+    pytester: pytest.Pytester, mark: str, fixture: str, problem: str
+) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.fixture
+        def {fixture}():
+            return None
+
+        @pytest.mark.verbs_needs({mark})
+        def test_it({fixture}):
+            pass
+        """
+    )
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*test_it*verbs_needs*{problem}*"])
+
+
 # -- the host-to-host helpers' arithmetic, on a stand-in fabric's readings -------------------
 
 
