@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -45,6 +45,12 @@ class Taxonomy:
     modules: tuple[str, ...] = ()  # the test modules that declare cells
     rows: str = "families"  # what the page calls the rows and the columns
     columns: str = "argument classes"
+
+
+def by_row(reasons: Mapping[str, str]) -> Callable[[str, str], str | None]:
+    """A `not_applicable` for a standard whose rows alone decide: the row's reason, for every
+    column."""
+    return lambda row, column: reasons.get(row)
 
 
 @dataclass(frozen=True)

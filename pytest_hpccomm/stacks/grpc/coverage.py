@@ -8,7 +8,7 @@ applicable to a peer-to-peer transport; every other case is covered by a test's
 
 from __future__ import annotations
 
-from pytest_hpccomm.coverage import Taxonomy
+from pytest_hpccomm.coverage import Taxonomy, by_row
 
 CASES = {
     "empty_unary": "a unary call with an empty request and response",
@@ -61,12 +61,11 @@ GOOGLE = (
 XDS = ("orca_per_rpc", "orca_oob", "pick_first_unary")
 
 
-def not_applicable(case: str, peer: str) -> str | None:
-    if case in GOOGLE:
-        return "needs Google's credentials and services, not a transport between two peers"
-    if case in XDS:
-        return "needs an xDS control plane or a load-balancing policy across servers"
-    return None
+# case -> why it does not apply to a transport between two peers
+NOT_APPLICABLE = {
+    case: "needs Google's credentials and services, not a transport between two peers"
+    for case in GOOGLE
+} | {case: "needs an xDS control plane or a load-balancing policy across servers" for case in XDS}
 
 
 TAXONOMY = Taxonomy(
@@ -74,7 +73,7 @@ TAXONOMY = Taxonomy(
     title="gRPC: the interop test cases x the server peers",
     families=CASES,
     classes=PEERS,
-    not_applicable=not_applicable,
+    not_applicable=by_row(NOT_APPLICABLE),
     out_of_scope={
         (case, peer): "a soak is a benchmark's job (the perf suites), not a conformance item"
         for case in ("rpc_soak", "channel_soak")

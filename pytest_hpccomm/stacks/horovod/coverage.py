@@ -8,7 +8,7 @@ touches in part is a gap, not a claim). docs/reference/coverage.md draws the mat
 
 from __future__ import annotations
 
-from pytest_hpccomm.coverage import Taxonomy
+from pytest_hpccomm.coverage import Taxonomy, by_row
 
 # upstream case (test_horovod_ prefix dropped) -> what it checks
 CASES = {
@@ -158,16 +158,12 @@ NOT_APPLICABLE = {
 CONTROLLERS = {"gloo": "Horovod's Gloo controller", "mpi": "Horovod's MPI controller"}
 
 
-def not_applicable(case: str, controller: str) -> str | None:
-    return NOT_APPLICABLE.get(case)
-
-
 TAXONOMY = Taxonomy(
     stack="horovod",
     title="Horovod: the cases of its own test suite (test_torch.py) x the controllers",
     families=CASES,
     classes=CONTROLLERS,
-    not_applicable=not_applicable,
+    not_applicable=by_row(NOT_APPLICABLE),
     modules=("hpccomm_suites.horovod.test_conformance_horovod",),
     rows="upstream cases",
     columns="controllers",

@@ -9,7 +9,7 @@ only touches in part is a gap, not a claim). docs/reference/coverage.md draws th
 
 from __future__ import annotations
 
-from pytest_hpccomm.coverage import Taxonomy
+from pytest_hpccomm.coverage import Taxonomy, by_row
 
 CASES = {
     "v2.CollectiveOpsTest.testReduce": (
@@ -147,16 +147,12 @@ NOT_APPLICABLE = {
 RUNS = {"ring": "CPU collectives (RING), two worker tasks over TensorFlow's gRPC"}
 
 
-def not_applicable(case: str, column: str) -> str | None:
-    return NOT_APPLICABLE.get(case)
-
-
 TAXONOMY = Taxonomy(
     stack="tf",
     title="TensorFlow: the cases of its collective ops tests x the collective implementation",
     families=CASES,
     classes=RUNS,
-    not_applicable=not_applicable,
+    not_applicable=by_row(NOT_APPLICABLE),
     modules=(
         "hpccomm_suites.tf.test_collectives_tf",
         "hpccomm_suites.tf.test_conformance_tf",
