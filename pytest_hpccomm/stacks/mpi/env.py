@@ -67,6 +67,11 @@ def spec_error(spec: str) -> str | None:
     )
 
 
+def _made(prefix: Path) -> bool:
+    """Whether an environment's venv has its mpirun and its Python."""
+    return (prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()
+
+
 def absence_error(spec: str) -> str | None:
     """Why the MPI `spec` names is not here (one line naming it), else None. Cheap (file
     checks, PATH lookup): a paired run, a path or a command name is checked before any test
@@ -77,7 +82,7 @@ def absence_error(spec: str) -> str | None:
         return release_error(spec)
     if spec in MPI_ENVS:
         prefix = mpi_prefix(spec)
-        if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
+        if not _made(prefix):
             return (
                 f"MPI environment {spec!r} not found at {prefix}: create it with "
                 f"`hpccomm mpi create {spec}`"
@@ -94,7 +99,7 @@ def resolve(spec: str) -> MpiRuntime:
     present but its mpirun does not answer `--version` as an MPI."""
     if is_release(spec):
         prefix = mpi_prefix(spec)
-        if not ((prefix / "bin" / "mpirun").is_file() and (prefix / "bin" / "python").is_file()):
+        if not _made(prefix):
             try:
                 create_mpi_env(spec)
             except (OSError, subprocess.SubprocessError) as exc:
