@@ -18,6 +18,7 @@ import pytest
 from pytest_hpccomm import hookspecs, retries
 from pytest_hpccomm.cluster.placement import kept_in_profile, placements
 from pytest_hpccomm.config import HpcConfig, add_options, build_config
+from pytest_hpccomm.errors import KnownDefect
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.judging import BaselineJudge
 from pytest_hpccomm.measure.host_speed import quiet_probe
@@ -220,6 +221,15 @@ def hpc_record(
     verdict). `record.undecided(m)` asks whether more jobs could decide it (--hpc-max-repeats).
     """
     return Record(request, hpc_session, record_property)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """A test that raised KnownDefect (errors.py) is an xfail with its reason."""
+    try:
+        return (yield)
+    except KnownDefect as defect:
+        pytest.xfail(str(defect))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.config import HpcConfig
 from pytest_hpccomm.coverage import cells
+from pytest_hpccomm.errors import KnownDefect
 from pytest_hpccomm.stacks.mpi.conformance import (
     MAX_BYTES,
     P2P_DTYPES,
     ConformancePeer,
+    PeerLost,
     byte_sizes,
     conformance_settings,
 )
@@ -258,7 +260,12 @@ def test_wildcard_across_the_eager_limit(mpi_conformance_peer: ConformancePeer, 
 
 
 def check_wildcard(peer: ConformancePeer, case: dict[str, Any]) -> None:
-    got = peer.run(case)[case["dst"]]["got"]
+    try:
+        got = peer.run(case)[case["dst"]]["got"]
+    except PeerLost as lost:
+        if (why := mpich_genq_abort(peer, lost.output)) is not None:
+            raise KnownDefect(why) from None
+        raise
     hint = peer.replay_hint(case)
     pending: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for s in case["sends"]:
@@ -278,6 +285,22 @@ def check_wildcard(peer: ConformancePeer, case: dict[str, Any]) -> None:
             assert g["probed"] == [g["source"], g["tag"], g["count"]], (
                 f"receive {i}: the probe's Status {g['probed']} is not the message received\n{hint}"
             )
+
+
+GENQ_ABORT = "Invalid GenQ flag"
+
+
+def mpich_genq_abort(peer: ConformancePeer, output: str) -> str | None:
+    """MPICH 3.4.3's ch4 abort on a wildcard Mprobe/Improbe of a message past the eager
+    limit over libfabric's tcp provider (no shared memory between the ranks): an assertion in
+    its generic queue, the job gone. Keyed by the assertion the ranks printed."""
+    if not peer.info.library.startswith("MPICH") or GENQ_ABORT not in output:
+        return None
+    line = next(ln for ln in output.splitlines() if GENQ_ABORT in ln)
+    return (
+        f"{peer.info.release} defect: a wildcard receive by Mprobe/Improbe aborted the job: "
+        f"{line.strip()}"
+    )
 
 
 def invalid_ranks(peer: ConformancePeer) -> st.SearchStrategy[int]:
@@ -365,6 +388,9 @@ def test_proc_null_completes_at_once_with_the_standard_status(
     for rank, rep in enumerate(peer.run(case)):
         want = [c["PROC_NULL"], c["ANY_TAG"], 0, rep["expected_buffer"]]
         bad = {call: rep[call] for call in PROC_NULL_CALLS if rep[call] != want}
+        if (why := mpich_irecv_proc_null(peer, bad, want)) is not None:
+            known.append(f"rank {rank}: {why}")
+            bad.pop("irecv")
         if (why := mpich_persistent_proc_null(peer, bad, want)) is not None:
             known.append(f"rank {rank}: {why}")
             bad = {}
@@ -379,7 +405,7 @@ def test_proc_null_completes_at_once_with_the_standard_status(
             f"rank {rank}: Mprobe(MPI_PROC_NULL) did not return MPI_MESSAGE_NO_PROC\n{hint}"
         )
     if known:
-        pytest.xfail(
+        raise KnownDefect(
             "; ".join(known[:1]) + f" (and {len(known) - 1} more ranks)" * (len(known) > 1)
         )
 
@@ -395,15 +421,28 @@ def mpich_persistent_proc_null(
         return None
     if [got[0], *got[1:]] != [peer.info.constants["ANY_SOURCE"], *want[1:]]:
         return None
-    version = (
-        peer.info.library.split("Version:")[-1].split()[0]
-        if "Version:" in peer.info.library
-        else "?"
-    )
     return (
-        f"MPICH {version} defect: a persistent receive (MPI_Recv_init + MPI_Start) from "
+        f"{peer.info.release} defect: a persistent receive (MPI_Recv_init + MPI_Start) from "
         f"MPI_PROC_NULL completed with status source {got[0]} (MPI_ANY_SOURCE), not "
         f"MPI_PROC_NULL ({want[0]}); tag, count and buffer as the standard says"
+    )
+
+
+def mpich_irecv_proc_null(
+    peer: ConformancePeer, bad: dict[str, list[Any]], want: list[Any]
+) -> str | None:
+    """MPICH's MPI_Irecv from MPI_PROC_NULL as pmodels/mpich#6805 reports it: the request
+    comes back completed with its status never set (source and tag seen as 0, or whatever the
+    memory held), count 0 and the buffer untouched; fixed by #6819. Anything else is not it."""
+    got = bad.get("irecv")
+    if got is None or not peer.info.library.startswith("MPICH"):
+        return None
+    if got[2] != want[2] or got[3] != want[3] or got[0] == want[0]:
+        return None
+    return (
+        f"{peer.info.release} defect: MPI_Irecv from MPI_PROC_NULL completed with status "
+        f"source {got[0]}, tag {got[1]}, not MPI_PROC_NULL ({want[0]}) and MPI_ANY_TAG "
+        f"({want[1]}): the status is not set (pmodels/mpich#6805, fixed by #6819)"
     )
 
 

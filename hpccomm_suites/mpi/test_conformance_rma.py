@@ -18,7 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.coverage import cells
-from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
+from pytest_hpccomm.errors import KnownDefect
+from pytest_hpccomm.stacks.mpi.conformance import (
+    CaseRaised,
+    ConformancePeer,
+    conformance_settings,
+)
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
@@ -71,8 +76,38 @@ def simulate(case: dict[str, Any], n: int) -> list[tuple[str, str]]:
     return [(digest(got[r]), digest(win[r])) for r in range(n)]
 
 
+def run_rma(peer: ConformancePeer, case: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rank's report of a one-sided case; the known Open MPI 4.1 window defect, when
+    this failure is it, is an xfail."""
+    try:
+        return peer.run(case)
+    except CaseRaised as e:
+        if (why := open_mpi_41_window(peer, e.reports)) is not None:
+            raise KnownDefect(why) from None
+        raise
+
+
+def open_mpi_41_window(peer: ConformancePeer, reports: list[dict[str, Any]]) -> str | None:
+    """Open MPI 4.x, and MPI_Win_create failed with MPI_ERR_WIN on every rank: its osc/pt2pt
+    (the one-sided component for TCP-only BTLs) refuses MPI_THREAD_MULTIPLE, which mpi4py asks
+    for and Open MPI grants (open-mpi/ompi#2614, #5200; 5.0 dropped osc/pt2pt)."""
+    library = peer.info.library
+    if not library.startswith("Open MPI v4."):
+        return None
+    if not reports or not all(
+        r.get("call") == "MPI_Win_create" and "MPI_ERR_WIN" in r.get("error_string", "")
+        for r in reports
+    ):
+        return None
+    return (
+        f"{library.split(',')[0]} defect: MPI_Win_create failed with MPI_ERR_WIN on every "
+        f"rank ({len(reports)}) (osc/pt2pt refuses the MPI_THREAD_MULTIPLE it granted; "
+        "open-mpi/ompi#2614)"
+    )
+
+
 def check_rma(peer: ConformancePeer, case: dict[str, Any]) -> None:
-    reports = peer.run(case)
+    reports = run_rma(peer, case)
     hint = peer.replay_hint(case)
     for rank, (got, window) in enumerate(simulate(case, peer.ranks)):
         assert reports[rank]["got"] == got, f"rank {rank}: its Get read other data\n{hint}"
@@ -185,10 +220,10 @@ def test_accumulate_applies_each_predefined_op(
         "target": target,
         "origin": target if origin == "local" else 0,
     }
-    got = peer.run(case)[target]["window"]
+    got = run_rma(peer, case)[target]["window"]
     want = ACCUMULATE[op](np.array(INITIAL, dtype), np.array(VALUE, dtype)).tolist()
     if got != want and (why := open_mpi_remote_accumulate(peer, op, origin, got)) is not None:
-        pytest.xfail(why)
+        raise KnownDefect(why)
     assert got == want, (
         f"Accumulate {op} over {dtype} from the {origin} process: the window holds {got}, "
         f"{INITIAL} {op} {VALUE} is {want}\n{peer.replay_hint(case)}"

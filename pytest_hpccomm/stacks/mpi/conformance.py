@@ -29,8 +29,7 @@ from hypothesis import strategies as st
 from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.launchers import Launch
 from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
-from pytest_hpccomm.cluster.mpi import replay_flags
-from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT, peer_env
+from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
 from pytest_hpccomm.cluster.virtual import VirtualCluster
@@ -42,7 +41,7 @@ from pytest_hpccomm.peer.channel import (
     RemoteError,
 )
 from pytest_hpccomm.proc import stacks
-from pytest_hpccomm.proc.jobs import RunningJob, run_job
+from pytest_hpccomm.proc.jobs import JobResult, RunningJob, run_job
 from pytest_hpccomm.properties import register_profile
 from pytest_hpccomm.stacks.mpi.env import HANG_DIR, MPI_CALLS, NATIVE_WORDS, MpiRuntime
 from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
@@ -91,9 +90,23 @@ class ConformanceError(Exception):
     """The peer could not be started, or keeps dying (one line; a test failure)."""
 
 
+class CaseRaised(AssertionError):
+    """A case raised on some ranks (a test failure); `reports` holds every rank's report, so a
+    test can key a known defect by what each rank said (its failed call, its error)."""
+
+    def __init__(self, message: str, reports: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.reports = reports
+
+
 class PeerLost(BaseException):
     """The peer hung or died during a case. A BaseException on purpose: Hypothesis must not
-    catch it and shrink, since every shrink step would cost a timeout and a restart."""
+    catch it and shrink, since every shrink step would cost a timeout and a restart. `output`
+    is everything the lost job printed (a test keys a known abort by what the MPI said)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 def build_launch(
@@ -117,6 +130,7 @@ def _placed(
     env: Mapping[str, str],
     cluster: VirtualCluster | None,
     mpirun_args: Sequence[str] = (),
+    loopback_ranks: int = LOOPBACK_RANKS,
 ) -> PlacedLaunch:
     """loopback: LOOPBACK_RANKS ranks, TCP over lo as the OSU sweeps (the network stack, not
     shared memory); netns: one rank per virtual host."""
@@ -136,7 +150,7 @@ def _placed(
             runtime.mpirun,
             runtime.flavor,
             cluster=cluster,
-            loopback_ranks=LOOPBACK_RANKS,
+            loopback_ranks=loopback_ranks,
             mpirun_args=mpirun_args,
         )
     except PlacementError as exc:
@@ -154,6 +168,14 @@ class PeerInfo:
     constants: dict[str, int]
     plant: str | None
     pids: tuple[int, ...] = ()  # by rank
+
+    @property
+    def release(self) -> str:
+        """ "MPICH 4.0.3", "Open MPI v5.0.11": the library's name and version, for a known
+        defect's message."""
+        if "Version:" in self.library and self.library.startswith("MPICH"):
+            return "MPICH " + self.library.split("Version:")[1].split()[0]
+        return self.library.split(",")[0].strip()
 
     @classmethod
     def from_hello(cls, msg: Mapping[str, Any]) -> PeerInfo:
@@ -293,17 +315,19 @@ class ConformancePeer:
             hung = isinstance(exc, TimeoutError)
             why = f"no reply within {limit:.0f}s" if hung else str(exc)
             where = self.where_hung() if hung else ""
-            tail = self._drop()
+            lost = self._drop()
+            tail = lost.describe() if lost else "no job"
             raise PeerLost(
                 f"{self.describe()}: peer lost during case {json.dumps(case)}: "
-                f"{why}; {tail}{where}\n{self.replay_hint(case)}"
+                f"{why}; {tail}{where}\n{self.replay_hint(case)}",
+                (lost.stdout + lost.stderr) if lost else "",
             ) from None
         except RemoteError as exc:
             raise ConformanceError(f"{self.describe()}: {exc}") from None
         ranks: list[dict[str, Any]] = reply["ranks"]
         errors = [f"rank {r}: {rep['error']}" for r, rep in enumerate(ranks) if "error" in rep]
         if errors:
-            raise AssertionError(f"case raised on {'; '.join(errors)}\n{self.replay_hint(case)}")
+            raise CaseRaised(f"case raised on {'; '.join(errors)}\n{self.replay_hint(case)}", ranks)
         return ranks
 
     def where_hung(self) -> str:
@@ -318,18 +342,26 @@ class ConformancePeer:
         return "\n" + "\n".join([f"where the ranks were ({', '.join(named)}):", *lines])
 
     def replay_hint(self, case: Mapping[str, Any]) -> str:
-        """The case as JSON, and a command that runs it with mpirun alone (prints every
-        rank's report; the plant, if any, is part of the command)."""
-        env = f"PYTHONPATH={PROJECT_ROOT} " + (f"{PLANT_VAR}={self.plant} " if self.plant else "")
-        n = self._info.ranks if self._info else "N"
-        flags = ""
-        if self.runtime.flavor.vendor == "openmpi":  # more ranks than cores; root needs consent
-            flags = replay_flags()
-        return (
-            f"case: {json.dumps(case)}\nreplay without pytest: {env}{self.runtime.mpirun} "
-            f"{flags}-n {n} {self.runtime.python} -m {PEER_MODULE} "
-            f"--case {shlex.quote(json.dumps(case))}"
-        )
+        """The case as JSON, and a command that runs it with mpirun alone on this host, with
+        the job's transport (its variables and mpirun's arguments, as the peer's own job has
+        them: a defect that needs TCP-only BTLs or libfabric's tcp provider shows in the
+        replay too) and the plant, if any; a netns case is replayed over lo."""
+        n = self._info.ranks if self._info else LOOPBACK_RANKS
+        argv = [str(self.runtime.python), "-m", PEER_MODULE, "--case", json.dumps(case)]
+        plant = {PLANT_VAR: self.plant} if self.plant else {}
+        try:
+            launch = _placed(self.runtime, LOOPBACK, argv, plant, None, loopback_ranks=n).launch
+        except ConformanceError as exc:
+            return f"case: {json.dumps(case)}\n(no replay command: {exc})"
+        env = {
+            k: v for k, v in sorted(launch.env.items()) if os.environ.get(k) != v and k != "PATH"
+        }
+        command = shlex.join(launch.argv)
+        if launch.scratch:  # the runtime's session directory, which the job itself makes
+            command = command.replace(shlex.quote(launch.scratch), '"$(mktemp -d)"')
+        where = "" if self.placement == LOOPBACK else f" (over lo; this ran on {self.placement})"
+        words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        return f"case: {json.dumps(case)}\nreplay without pytest{where}: {words} {command}"
 
     def describe(self) -> str:
         return f"{self.runtime.name} {self.placement}" + (
@@ -337,16 +369,16 @@ class ConformancePeer:
         )
 
     # -- stop ------------------------------------------------------------------------------
-    def _drop(self) -> str:
-        """End the current job (whatever state it is in); returns its last words."""
+    def _drop(self) -> JobResult | None:
+        """End the current job (whatever state it is in); its result, None if none ran."""
         if self._channel is not None:
             self._channel.close()
             self._channel = None
         if self._job is None:
-            return "no job"
+            return None
         result = self._job.stop(grace=1.0)
         self._job = None
-        return result.describe()
+        return result
 
     def close(self) -> None:
         """Ask the peer to finish, then reap it (SIGTERM/SIGKILL if it does not)."""
@@ -404,6 +436,22 @@ class UlfmOutcome:
     job: str  # the job's one-line description
 
 
+def ulfm_reports(stdout: str) -> list[dict[str, Any]]:
+    """Each survivor's report, decoded where its mark starts: the launcher forwards the
+    ranks' output in its own chunks, and two reports were seen on one line of mpirun's
+    stdout (Open MPI 5.0.9 over loopback), so the reader does not rely on line ends."""
+    decoder = json.JSONDecoder()
+    out = []
+    at = stdout.find(ULFM_MARK)
+    while at >= 0:
+        start = at + len(ULFM_MARK)
+        start += len(stdout[start:]) - len(stdout[start:].lstrip())
+        report, _ = decoder.raw_decode(stdout, start)
+        out.append(report)
+        at = stdout.find(ULFM_MARK, start)
+    return out
+
+
 def run_ulfm(
     runtime: MpiRuntime,
     placement: str,
@@ -434,11 +482,7 @@ def run_ulfm(
         hung = job.poll() is None and job.peek_output()[0].count(ULFM_MARK) < ranks - 1
     finally:
         res = job.stop(grace=1.0)  # reaps; a no-op if it ended by itself
-    survivors = [
-        json.loads(line.split(ULFM_MARK, 1)[1])
-        for line in res.stdout.splitlines()
-        if ULFM_MARK in line
-    ]
+    survivors = ulfm_reports(res.stdout)
     if hung:
         raise ConformanceError(
             f"ULFM job hung for {timeout:.0f}s with {len(survivors)} of "
@@ -448,6 +492,7 @@ def run_ulfm(
 
 
 __all__ = [
+    "CaseRaised",
     "ConformanceError",
     "ConformancePeer",
     "PeerInfo",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.mpi import mpirun_path
+from pytest_hpccomm.cluster.peer_env import PROJECT_ROOT
 from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.proc.jobs import TAG_VAR, run_job
@@ -114,7 +115,7 @@ def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> No
         "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
         "('pytest', '_pytest', 'hypothesis', 'pytest_hpccomm', 'mpi4py')))"
     )
-    env = {"PYTHONPATH": str(build_launch.__globals__["PROJECT_ROOT"]), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [str(openmpi.python), "-c", code],
         env=env,

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_hpccomm.stacks.mpi.peer.conformance_cases import Cases
+from pytest_hpccomm.stacks.mpi.peer.conformance_cases import CallFailed, Cases
 from pytest_hpccomm.stacks.mpi.wire import CASE_MARK, PLANT_VAR, PLANTS, ULFM_MARK
 
 
@@ -83,6 +83,14 @@ class Peer(Cases):
         comm = self.world.Dup()
         try:
             return handler(comm, case)
+        except CallFailed as e:
+            err = e.error
+            return {
+                "error": f"{e.call}: MPI error class {err.Get_error_class()}: "
+                f"{err.Get_error_string()}",
+                "call": e.call,
+                "error_string": err.Get_error_string(),
+            }
         except self.MPI.Exception as e:
             return {"error": f"MPI error class {e.Get_error_class()}: {e.Get_error_string()}"}
         except Exception as e:

@@ -24,6 +24,14 @@ INDEXED_LAYOUTS = ("contiguous", "indexed", "hindexed", "indexed_block", "struct
 IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a lost message
 
 
+class CallFailed(Exception):
+    """An MPI call a case names when it fails (the orchestrator keys known defects by it)."""
+
+    def __init__(self, call: str, error: Any) -> None:
+        super().__init__(call)
+        self.call, self.error = call, error
+
+
 class Cases:
     """The case list (a mixin of peer.conformance.Peer, which sets the state below)."""
 
@@ -39,6 +47,13 @@ class Cases:
         if dtype in PAIR_TYPES:
             return getattr(self.MPI, PAIR_TYPES[dtype][1])
         return self.MPI.Datatype.fromcode(np_dtype(dtype).char)
+
+    def win_create(self, buf: np.ndarray, comm: Any) -> Any:
+        """MPI_Win_create over `buf`, its failure named as the call's."""
+        try:
+            return self.MPI.Win.Create(buf, buf.itemsize, comm=comm)
+        except self.MPI.Exception as e:
+            raise CallFailed("MPI_Win_create", e) from None
 
     # -- receive helpers ---------------------------------------------------------------------
     def _report(self, buf: np.ndarray, status: Any) -> dict[str, Any]:
@@ -569,7 +584,7 @@ class Cases:
         MPI, rank, dtype = self.MPI, self.rank, c["dtype"]
         t = self.mpi_type(dtype)
         win_buf = pattern(dtype, c["window"], c["seed"] + 500 + rank)
-        win = MPI.Win.Create(win_buf, win_buf.itemsize, comm=comm)
+        win = self.win_create(win_buf, comm)
         try:
             win.Fence()
             n_put = c["put_len"][rank]
@@ -599,7 +614,7 @@ class Cases:
         MPI, rank, dtype = self.MPI, self.rank, c["dtype"]
         t = self.mpi_type(dtype)
         win_buf = np.array(c["initial"], np_dtype(dtype))
-        win = MPI.Win.Create(win_buf, win_buf.itemsize, comm=comm)
+        win = self.win_create(win_buf, comm)
         try:
             win.Fence()
             if rank == c["origin"]:

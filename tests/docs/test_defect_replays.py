@@ -1,0 +1,91 @@
+"""The defects catalogue's standalone replays (docs/examples/defects/), run against real
+releases: each fails on a release the catalogue says is affected and passes where it says a
+later release (or, where no release fixes it, the other MPI) is right, so an entry cannot
+outlive what it claims. Releases not made by bootstrap are made on first use (the index's
+wheels, as `--hpc-mpi mpich==4.0.3` makes them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_hpccomm.cluster.mpi import ROOT_ENV, replay_flags
+from pytest_hpccomm.proc.jobs import run_job
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime, MpiUnavailable, resolve
+
+DEFECTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "defects"
+# MPICH's ch4 over libfabric's tcp provider, no shared memory: the suite's transport
+CH4_TCP = {"FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1"}
+
+
+@dataclass(frozen=True)
+class Replay:
+    script: str
+    shows: str  # what the script prints on the affected release
+    affected: str  # an MPI the defect shows on
+    right: str  # one the same script passes on: a later release, or the other MPI
+    ranks: int = 1
+    mca: tuple[str, ...] = ()  # Open MPI's transport choice the defect needs
+    env: dict[str, str] = field(default_factory=dict)  # MPICH's, passed to every rank
+    args: tuple[str, ...] = ()
+
+
+REPLAYS = [
+    # osc/pt2pt under MPI_THREAD_MULTIPLE: Open MPI 4.1 fails, 5.0 (no osc/pt2pt) is right
+    Replay(
+        "open_mpi_41_win_create.py",
+        "MPI_ERR_WIN",
+        "openmpi4",
+        "openmpi",
+        2,
+        mca=("btl", "tcp,self"),
+    ),
+    # no Open MPI release is right: MPICH is the reference the script passes on
+    Replay("open_mpi_remote_accumulate.py", "from remote", "openmpi", "mpich", 2, args=("int64",)),
+    # no MPICH release is right: Open MPI is the reference
+    Replay("mpich_persistent_recv_proc_null.py", "Recv_init + Start", "mpich", "openmpi"),
+    Replay("mpich_irecv_proc_null.py", "not (-1, -1, 0)", "mpich==4.0.3", "mpich==4.1.3"),
+    Replay(
+        "mpich_allgatherv_self_displacement.py", "not [-1, 7, -1]", "mpich==4.0.3", "mpich==4.1.3"
+    ),
+    Replay(
+        "mpich_wildcard_mprobe_abort.py",
+        "Invalid GenQ flag",
+        "mpich==3.4.3",
+        "mpich==4.0.3",
+        2,
+        env=CH4_TCP,
+    ),
+]
+
+
+def replay(r: Replay, spec: str) -> tuple[int, str]:
+    try:
+        mpi: MpiRuntime = resolve(spec)
+    except MpiUnavailable as exc:
+        pytest.skip(f"{exc} (ci/bootstrap.sh makes it)")
+    openmpi = mpi.flavor.vendor == "openmpi"
+    if openmpi:
+        launch = [*replay_flags().split(), *(["--mca", *r.mca] if r.mca else [])]
+    else:
+        launch = ["-genvlist", ",".join(r.env)] if r.env else []
+    argv = [str(mpi.mpirun), *launch, "-n", str(r.ranks), str(mpi.python), str(DEFECTS / r.script)]
+    env = {**os.environ, **ROOT_ENV, **r.env}
+    res = run_job([*argv, *r.args], env, timeout=120, label=f"{r.script} on {spec}")
+    assert not res.timed_out, res.describe()
+    return res.returncode, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("r", REPLAYS, ids=lambda r: r.script.removesuffix(".py"))
+def test_the_replay_fails_on_the_affected_release_and_passes_on_the_right_one(r: Replay) -> None:
+    code, out = replay(r, r.affected)
+    assert code != 0 and r.shows in out, f"{r.script} on {r.affected}: exit {code}\n{out}"
+    code, out = replay(r, r.right)
+    assert code == 0, f"{r.script} on {r.right}: exit {code}, expected it right\n{out}"
+
+
+def test_every_replay_script_is_run_here() -> None:
+    assert sorted(p.name for p in DEFECTS.glob("*.py")) == sorted(r.script for r in REPLAYS)
