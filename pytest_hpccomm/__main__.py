@@ -302,6 +302,10 @@ TOOLS: dict[str, tuple[str, str]] = {
         "pytest_hpccomm.cluster.mpi",
         "create or list the MPI environments the suites run (openmpi, openmpi4, mpich)",
     ),
+    "matrix": (
+        "pytest_hpccomm.matrix.cli",
+        "conformance over a set of releases (release x property) and A/B between adjacent ones",
+    ),
     "build-grpc": (
         "pytest_hpccomm.stacks.grpc.build",
         "build the native gRPC peer now, against the system's gRPC or a PREFIX",

