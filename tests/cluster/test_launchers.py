@@ -208,15 +208,20 @@ def test_hydra_command_line() -> None:
         "fab0",
         "-genvlist",
         "FI_PROVIDER,FI_TCP_IFACE,HPCCOMM_CONTROL_KEY,MPIR_CVAR_CH4_NETMOD,"
-        "MPIR_CVAR_NOLOCAL,UCX_NET_DEVICES",
+        "MPIR_CVAR_NOLOCAL,UCX_NET_DEVICES,UCX_TLS",
         "python3",
         "-m",
         "peer",
     ]
-    # TCP only: no shared memory between namespaces, libfabric's TCP provider
-    assert {
-        k: launch.env[k] for k in ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER")
-    } == {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
+    # TCP only: no shared memory between namespaces, libfabric's TCP provider (UCX's TCP for
+    # a build with the ucx netmod alone)
+    names = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS")
+    assert {k: launch.env[k] for k in names} == {
+        "MPIR_CVAR_NOLOCAL": "1",
+        "MPIR_CVAR_CH4_NETMOD": "ofi",
+        "FI_PROVIDER": "tcp",
+        "UCX_TLS": "tcp,self",
+    }
     assert "OMPI_ALLOW_RUN_AS_ROOT" not in launch.env
 
 

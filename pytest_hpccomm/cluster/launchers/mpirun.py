@@ -20,6 +20,9 @@ TCP_ONLY_MPICH_ENV = {
     "MPIR_CVAR_NOLOCAL": "1",
     "MPIR_CVAR_CH4_NETMOD": "ofi",
     "FI_PROVIDER": "tcp",
+    # an MPICH built with ch4:ucx alone (Debian's) ignores the netmod: its UCX would carry the
+    # ranks' bytes over shared memory, not over the fabric's interface (UCX_NET_DEVICES)
+    "UCX_TLS": "tcp,self",
 }
 TCP_ONLY_OMPI_ENV = {"UCX_TLS": "tcp,self"}  # in case a UCX component is still picked
 
