@@ -70,6 +70,13 @@ def conformance_column(
     return table.Column(release, tuple(read_cases(xml, release)))
 
 
+def pair_files(out: Path, base: str, cand: str) -> tuple[Path, Path]:
+    """A pair's results JSON and log: named by both releases whole (not Path.with_suffix: a
+    version's dots, "5.0.1.post1", are no suffix, and pairs would share a file)."""
+    stem = f"{_name(base)}_vs_{_name(cand)}"
+    return out / "ab" / f"{stem}.json", out / "ab" / f"{stem}.log"
+
+
 def ab_args(
     axis: ReleaseAxis,
     base: str,
@@ -101,12 +108,11 @@ def ab_pair(
     extra: Sequence[str],
     timeout: float,
 ) -> ab.AbPair:
-    stem = out / "ab" / f"{_name(base)}_vs_{_name(cand)}"
-    results = stem.with_suffix(".json")
+    results, log = pair_files(out, base, cand)
     with tempfile.TemporaryDirectory(prefix="hpccomm-matrix-") as scratch:
         argv = _pytest(ab_args(axis, base, cand, rounds, scratch, str(results), extra))
         res = run_job(argv, timeout=timeout, cwd=out, label=f"A/B {base} vs {cand}")
-    stem.with_suffix(".log").write_text(shlex.join(argv) + "\n\n" + res.stdout + res.stderr)
+    log.write_text(shlex.join(argv) + "\n\n" + res.stdout + res.stderr)
     if res.timed_out or res.returncode not in (0, 1) or not results.is_file():
         return ab.AbPair(base, cand, (), res.describe())
     return ab.AbPair(base, cand, ab.read_pair(results, base, cand, axis.stack))

@@ -57,6 +57,11 @@ def test_conformance_per_release_and_ab_between_neighbours(tmp_path: Path) -> No
         assert low <= ratio <= high and cells[7] == "3", ln
     assert not any(ln.startswith("| openmpi → mpich") for ln in md.splitlines())
     assert "<table>" in (tmp_path / "m" / "matrix.html").read_text()
+    # every session's own files, named by both releases
+    assert (tmp_path / "m" / "ab" / "openmpi4_vs_openmpi.json").is_file()
+    assert {p.name for p in (tmp_path / "m" / "conformance").glob("*.xml")} == {
+        f"{e}.xml" for e in ENVS
+    }
 
 
 def test_a_release_that_cannot_run_fails_the_matrix(tmp_path: Path) -> None:
