@@ -5,7 +5,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from hpccomm_suites.mpi.test_conformance_p2p import mpich_persistent_proc_null
+import numpy as np
+
+from hpccomm_suites.mpi.test_conformance_p2p import (
+    GENQ_ABORT,
+    mpich_genq_abort,
+    mpich_irecv_proc_null,
+    mpich_persistent_proc_null,
+)
+from pytest_hpccomm.stacks.mpi.conformance import PeerInfo
 
 MPICH = "MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026"
 CONSTANTS = {"PROC_NULL": -1, "ANY_SOURCE": -2, "ANY_TAG": -1}
@@ -13,7 +21,9 @@ WANT = [-1, -1, 0, "abc"]
 
 
 def peer(library: str = MPICH) -> Any:
-    return SimpleNamespace(info=SimpleNamespace(library=library, constants=CONSTANTS))
+    """What a key reads of the peer: its hello (the real record, so its release name too)."""
+    info = PeerInfo(3, ["h0"], library, "4.1.1", CONSTANTS, None)
+    return SimpleNamespace(info=info)
 
 
 def test_the_observed_mpich_symptom_is_keyed() -> None:
@@ -57,3 +67,47 @@ def test_other_accumulate_failures_stay_failures() -> None:
     assert open_mpi_remote_accumulate(p, "BOR", "local", list(INITIAL)) is None  # own process
     assert open_mpi_remote_accumulate(p, "SUM", "remote", list(INITIAL)) is None  # arithmetic
     assert open_mpi_remote_accumulate(p, "BOR", "remote", [1000, 0, 7, 1]) is None  # other value
+
+
+def test_the_irecv_status_key_takes_an_unset_status_only() -> None:
+    """MPICH 4.0.3's run: Irecv from MPI_PROC_NULL reported source 0, tag 0, count 0."""
+    p = peer("MPICH Version:\t4.0.3\nMPICH Release date: x")
+    why = mpich_irecv_proc_null(p, {"irecv": [0, 0, 0, "abc"]}, WANT)
+    assert why is not None and why.startswith("MPICH 4.0.3 defect") and "#6805" in why
+    assert mpich_irecv_proc_null(p, {"irecv": [0, 0, 0, "xyz"]}, WANT) is None  # buffer written
+    assert mpich_irecv_proc_null(p, {"irecv": [0, 0, 4, "abc"]}, WANT) is None  # a count
+    assert mpich_irecv_proc_null(peer(OPEN_MPI), {"irecv": [0, 0, 0, "abc"]}, WANT) is None
+
+
+def test_the_genq_abort_key_takes_that_assertion_only() -> None:
+    line = 'Assertion failed in file mpidu_genq_shmem_queue.h at line 260: 0 && "Invalid GenQ flag"'
+    why = mpich_genq_abort(peer(), f"noise\n{line}\nAbort(1) on node 2")
+    assert why is not None and GENQ_ABORT in why and why.startswith("MPICH 5.0.2 defect")
+    assert mpich_genq_abort(peer(), "Abort(1) on node 2: Internal error") is None
+    assert mpich_genq_abort(peer(OPEN_MPI), line) is None
+
+
+def test_the_open_mpi_41_window_key_needs_every_rank_and_that_error() -> None:
+    from hpccomm_suites.mpi.test_conformance_rma import open_mpi_41_window
+
+    v4 = peer("Open MPI v4.1.8, package: Open MPI")
+    failed = {"call": "MPI_Win_create", "error_string": "MPI_ERR_WIN: invalid window"}
+    assert open_mpi_41_window(v4, [failed, failed]) is not None
+    assert open_mpi_41_window(v4, [failed, {"got": 1}]) is None  # one rank made it
+    assert open_mpi_41_window(peer(OPEN_MPI), [failed, failed]) is None  # 5.0
+    other = failed | {"error_string": "MPI_ERR_OTHER"}
+    assert open_mpi_41_window(v4, [other, other]) is None
+
+
+def test_the_unsigned_compare_key_takes_the_signed_result_only() -> None:
+    from hpccomm_suites.mpi.test_conformance_reduce import as_signed, reference, signed_compare
+
+    case = {"op": "MIN", "dtype": "uint8", "inputs": [[0], [0], [128]]}
+    signed = as_signed(case)
+    assert signed is not None and signed["inputs"] == [[0], [0], [-128]]
+    alt = reference("MIN", "int8", [np.array(x, np.int8) for x in signed["inputs"]])
+    want = np.array([0], np.uint8)
+    why = signed_compare(peer(), case, np.array([128], np.uint8), want, alt)
+    assert why is not None and "compared the values as signed: 128" in why
+    assert signed_compare(peer(), case, np.array([7], np.uint8), want, alt) is None
+    assert as_signed({**case, "op": "SUM"}) is None and as_signed({**case, "dtype": "int8"}) is None
