@@ -100,7 +100,7 @@ def open_mpi_41_window(peer: ConformancePeer, reports: list[dict[str, Any]]) -> 
     ):
         return None
     return (
-        f"{library.split(',')[0]} defect: MPI_Win_create failed with MPI_ERR_WIN on every "
+        f"{peer.info.release} defect: MPI_Win_create failed with MPI_ERR_WIN on every "
         f"rank ({len(reports)}) (osc/pt2pt refuses the MPI_THREAD_MULTIPLE it granted; "
         "open-mpi/ompi#2614)"
     )
@@ -254,8 +254,7 @@ def open_mpi_remote_accumulate(
         seen = "zeroed the target window"
     else:
         return None
-    version = library.split(",")[0]
     return (
-        f"{version} defect: MPI_Accumulate with MPI_{op} from another process {seen} "
+        f"{peer.info.release} defect: MPI_Accumulate with MPI_{op} from another process {seen} "
         f"({got}); from the target's own process it is right"
     )
