@@ -93,7 +93,11 @@ def hostport(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def peer_command(kind: str, native: NativeBuild | None, role: str) -> list[str]:
+def peer_command(
+    kind: str, native: NativeBuild | None, role: str, python: str = sys.executable
+) -> list[str]:
+    """A peer's argv: the native build's program, or the Python peer run by `python` (this
+    interpreter, or the Python --hpc-grpc-python names: python_env)."""
     if kind == "native":
         if native is None:
             raise GrpcRunError("native peer requested without a build")
@@ -101,7 +105,7 @@ def peer_command(kind: str, native: NativeBuild | None, role: str) -> list[str]:
     if kind not in PEERS:
         raise GrpcRunError(f"unknown gRPC peer kind {kind!r} (choose from {', '.join(PEERS)})")
     return [
-        sys.executable,
+        python,
         "-m",
         "pytest_hpccomm.stacks.grpc.peer",
         role,
@@ -154,6 +158,7 @@ def start_server(
     drop_last: bool = False,
     env: Mapping[str, str] | None = None,
     bind: str = "",
+    python: str = sys.executable,
 ) -> ServerHandle:
     """Start a server and wait for its READY line; never binds all interfaces. `env`: the
     runtime's (over the peer's own); `bind`: a local address other than 127.0.0.1 (an RDMA
@@ -169,7 +174,7 @@ def start_server(
         address, host_name = site.address(host), site.name(host)
     else:
         address, host_name = bind or "127.0.0.1", "local"
-    argv = peer_command(kind, native, "server") + [
+    argv = peer_command(kind, native, "server", python) + [
         "--bind",
         hostport(address, 0),
         "--max-message",
@@ -253,8 +258,9 @@ def client_argv(
     s: BenchSettings,
     slowdown: float = 1.0,
     start_file: str = "",
+    python: str = sys.executable,
 ) -> list[str]:
-    argv = peer_command(kind, native, "client") + [
+    argv = peer_command(kind, native, "client", python) + [
         "--targets",
         ",".join(targets),
         "--mode",
@@ -435,10 +441,13 @@ def run_p2p(
     site: Site = None,
     client_host: int = 1,
     env: Mapping[str, str] | None = None,
+    python: str = sys.executable,
 ) -> Sweep:
     """Latency (echo) and bandwidth (acknowledged sends) over every layout, one client job."""
     benchmarks = ("latency", "bandwidth")
-    argv = client_argv(kind, native, [server.target], mode, benchmarks, layouts, s, slowdown)
+    argv = client_argv(
+        kind, native, [server.target], mode, benchmarks, layouts, s, slowdown, python=python
+    )
     before = _counters(site, client_host)
     job = start_client(
         argv, server.placement, site, client_host, client_timeout(layouts, benchmarks, s, 1), env
@@ -542,6 +551,7 @@ def run_ps(
     site: Site = None,
     worker_hosts: Sequence[int] = (1,),
     env: Mapping[str, str] | None = None,
+    python: str = sys.executable,
 ) -> Sweep:
     """Parameter-server throughput and the mimic step: W worker jobs, each calling every server
     in every step. Each (benchmark, layout) starts on all workers at once (a barrier through
@@ -558,7 +568,16 @@ def run_ps(
         try:
             for host in hosts:
                 argv = client_argv(
-                    kind, native, targets, mode, benchmarks, layouts, s, slowdown, start.path
+                    kind,
+                    native,
+                    targets,
+                    mode,
+                    benchmarks,
+                    layouts,
+                    s,
+                    slowdown,
+                    start.path,
+                    python,
                 )
                 jobs.append(start_client(argv, placement, site, host, timeout, env))
             deadline = time.monotonic() + timeout

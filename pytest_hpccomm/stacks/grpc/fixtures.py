@@ -37,6 +37,7 @@ from pytest_hpccomm.stacks.grpc.lab import GrpcLab
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.perf import BENCHMARKS, measurement
 from pytest_hpccomm.stacks.grpc.plugin import OPTIONS_KEY, prefix_of
+from pytest_hpccomm.stacks.grpc.python_env import is_release
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +58,11 @@ def _lab(
     sides = hpc_config.paired("grpc")
     impl = None if sides is None else sides[0] if side == "base" else sides[1]
     opts = (
-        grpc_options if impl is None else dataclasses.replace(grpc_options, prefix=prefix_of(impl))
+        grpc_options
+        if impl is None
+        else dataclasses.replace(grpc_options, python=impl)
+        if is_release(impl)
+        else dataclasses.replace(grpc_options, prefix=prefix_of(impl))
     )
     sel = (
         request.getfixturevalue("hpc_rdma_fabric").local

@@ -47,6 +47,7 @@ from pytest_hpccomm.stacks.grpc.driver import (
 from pytest_hpccomm.stacks.grpc.env import Runtime, RuntimeUnavailable, resolve, uses
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions
 from pytest_hpccomm.stacks.grpc.perf import payload_moved
+from pytest_hpccomm.stacks.grpc.python_env import PythonEnvError, peer_python
 from pytest_hpccomm.stacks.grpc.skips import (
     netns_reason,
     on_tcp_reason,
@@ -86,6 +87,7 @@ class GrpcLab:
         self.sweeps = GrpcSweeps(self, repeats, max_repeats)  # pooled client runs per Where
         self.tmp = tmp
         self._native: NativeBuild | NativeUnavailable | NativeBuildError | None = None
+        self._python: tuple[str, str] | PythonEnvError | None = None
         self._tls: TlsFiles | TlsUnavailable | None = None
         self._servers: dict[tuple[str, str, int, str], ServerHandle | Failure] = {}
         self._owners: TcpOwnersMeter | OwnersUnavailable | None = None
@@ -113,6 +115,20 @@ class GrpcLab:
 
     def build_for(self, peer: str) -> NativeBuild | None:
         return self.native() if peer == "native" else None
+
+    def python_peers(self) -> tuple[str, str]:
+        """(the Python, its grpcio) the Python peers run: a release's venv is made on first
+        use; one that cannot be made fails every Python-peer item, naming the option."""
+        if self._python is None:
+            try:
+                self._python = peer_python(self.opts.python)
+            except PythonEnvError as e:
+                self._python = e
+        if isinstance(self._python, PythonEnvError):
+            paired = self.named.endswith(f"grpc={self.opts.python}")
+            where = self.named if paired else f"--hpc-grpc-python {self.opts.python}"
+            pytest.fail(f"{where}: {self._python}", pytrace=False)
+        return self._python
 
     def runtime(self, label: str = "", peer: str = "native") -> Runtime:
         """A runtime of this session by label ("": the one under test); skips when the fabric
@@ -209,6 +225,7 @@ class GrpcLab:
                     drop_last=self.opts.plant_bug == "drop-last-buffer",
                     env=rt.env,
                     bind=bind,
+                    **self._python_kw(peer),
                 )
             except GrpcRunError as e:
                 got = e
@@ -216,6 +233,9 @@ class GrpcLab:
         if isinstance(got, ServerHandle):
             return got
         raise got
+
+    def _python_kw(self, peer: str) -> dict[str, str]:
+        return {"python": self.python_peers()[0]} if peer != "native" else {}
 
     @staticmethod
     def _hosts(site: Site) -> int:
@@ -281,6 +301,7 @@ class GrpcLab:
                 cluster,
                 hosts[0],
                 rt.env,
+                **self._python_kw(peer),
             )
         else:
             sweep = run_ps(
@@ -295,6 +316,7 @@ class GrpcLab:
                 cluster,
                 hosts,
                 rt.env,
+                **self._python_kw(peer),
             )
         sweep.runtime = rt.label
         # shaping changed during the run: no one rate describes it

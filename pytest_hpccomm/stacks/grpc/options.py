@@ -47,6 +47,13 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
         "`hpccomm build-grpc` prints), used without a compiler here",
         "",
     ),
+    (
+        "--hpc-grpc-python",
+        "the Python the Python peers run (sync, aio): a Python or venv with grpcio, or a "
+        "release grpcio==VERSION made once into a venv in the cache; default: this "
+        "interpreter's grpcio",
+        "",
+    ),
     ("--hpc-grpc-peers", f"peer kinds, comma-separated ({', '.join(PEERS)})", ",".join(PEERS)),
     (
         "--hpc-grpc-clients",
@@ -93,6 +100,7 @@ class GrpcOptions:
     examples: int
     plant_bug: str
     quick: bool = True  # the quick profile draws the same examples every run (derandomized)
+    python: str = ""  # the Python peers' Python (python_env: "" this one, a path, grpcio==V)
 
     @property
     def layouts(self) -> list[tuple[str, list[int]]]:
@@ -229,4 +237,5 @@ def parse_options(config: pytest.Config) -> GrpcOptions:
         examples=_num("--hpc-grpc-examples", examples, int, 1, 100000),
         plant_bug=bug,
         quick=profile != "full",
+        python=v["--hpc-grpc-python"].strip(),
     )

@@ -23,6 +23,8 @@ from pytest_hpccomm.stacks.grpc.build import (
 )
 from pytest_hpccomm.stacks.grpc.env import labels, no_device_reason
 from pytest_hpccomm.stacks.grpc.options import GrpcOptions, add_options, parse_options
+from pytest_hpccomm.stacks.grpc.python_env import is_release
+from pytest_hpccomm.stacks.grpc.python_env import spec_error as python_spec_error
 from pytest_hpccomm.stacks.grpc.skips import (
     RUNTIME_MARK,
     RUNTIME_MARK_LINE,
@@ -77,7 +79,9 @@ def pytest_configure(config: pytest.Config) -> None:
     opts = parse_options(config)  # bad values: usage error before tests
     cfg = hpc_session_of(config).cfg
     sides = cfg.paired("grpc")
-    if sides is not None:
+    if sides is not None and any(is_release(side) for side in sides):
+        opts = paired_python_options(opts, sides)
+    elif sides is not None:
         prefix = config.getoption("hpc_grpc_prefix")
         opts = paired_options(opts, bool(prefix) and not cfg.tested_by_option("grpc", prefix))
     check_named(opts, sides)
@@ -93,7 +97,15 @@ def check_named(opts: GrpcOptions, sides: tuple[str, str] | None) -> None:
             raise pytest.UsageError(f"--hpc-grpc-prefix {opts.prefix}: {error}")
     if opts.build is not None and not opts.build.is_dir():
         raise pytest.UsageError(f"--hpc-grpc-build {opts.build}: not a directory")
+    error = python_spec_error(opts.python)
+    if error:
+        raise pytest.UsageError(error)
     for flag, impl in zip(("--hpc-base", "--hpc-candidate"), sides or ()):
+        if is_release(impl):
+            error = python_spec_error(impl, f"{flag} grpc={impl}")
+            if error:
+                raise pytest.UsageError(error)
+            continue
         prefix = prefix_of(impl)
         error = prefix_error(prefix) if prefix is not None else None
         if error:
@@ -123,6 +135,33 @@ def paired_options(opts: GrpcOptions, prefix_given: bool) -> GrpcOptions:
             "a paired A/B run of grpc compares native peers: --hpc-grpc-peers must include native"
         )
     return dataclasses.replace(opts, peers=("native",), perf_peers=("native",))
+
+
+def paired_python_options(opts: GrpcOptions, sides: tuple[str, str]) -> GrpcOptions:
+    """A paired A/B run between two grpcio releases (`--hpc-base grpc=grpcio==1.60.1`)
+    measures the Python peers, each side's servers and clients in its release's venv."""
+    if not all(is_release(side) for side in sides):
+        raise pytest.UsageError(
+            "a paired A/B run of grpc compares two grpcio releases or two gRPC "
+            f"installations, not one of each: {sides[0]} and {sides[1]}"
+        )
+    if opts.python:
+        raise pytest.UsageError(
+            "--hpc-grpc-python cannot be combined with a paired A/B run of grpcio "
+            "releases: --hpc-base/--hpc-candidate grpc=grpcio==VERSION name both"
+        )
+    if not opts.spec.stock:
+        raise pytest.UsageError(
+            "a paired A/B run of grpcio releases runs the Python peers, which use grpcio's "
+            "own core: drop --hpc-grpc-preset and --hpc-grpc-env"
+        )
+    peers = tuple(p for p in opts.peers if p != "native")
+    if not peers:
+        raise pytest.UsageError(
+            "a paired A/B run of grpcio releases compares Python peers: --hpc-grpc-peers must "
+            "include python or python-aio"
+        )
+    return dataclasses.replace(opts, peers=peers, perf_peers=peers)
 
 
 @pytest.hookimpl(trylast=True)  # after the core plugin's skips, which come first
