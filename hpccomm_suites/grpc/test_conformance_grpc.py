@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -109,6 +110,72 @@ def test_stream_keeps_order(grpc_client: TensorClient, grpc_settings: SettingsFa
     stream()
 
 
+# interop's client_streaming and server_streaming sizes: every run checks them as well
+INTEROP_REQUESTS = [27182, 8, 1828, 45904]  # aggregate 74922
+INTEROP_RESPONSES = [31415, 9, 2653, 58979]
+
+
+def stream_messages(max_size: int = 20) -> st.SearchStrategy[list[list[Any]]]:
+    """The messages of a stream: 0 to max_size layouts of up to 256 KiB each."""
+    return st.lists(
+        layouts(max_buffers=8, max_buffer=64 << 10, budget=256 << 10), max_size=max_size
+    )
+
+
+def summed(messages: list[list[Any]]) -> tuple[int, int, int]:
+    """SendStream's answer to these messages: (bytes, buffers, messages)."""
+    return sum(map(total, messages)), sum(map(len, messages)), len(messages)
+
+
+def pulled(sizes: list[int]) -> list[tuple[int, list[bytes]]]:
+    """PullStream's answers to these sizes: message i is (seq i, [tensor i at size i])."""
+    return [(i, [b]) for i, b in enumerate(buffers_for(sizes))]
+
+
+@pytest.mark.covers("grpc", *cells(["client_streaming"], PEERS))
+def test_client_stream_is_answered_with_its_sum(
+    grpc_client: TensorClient, grpc_settings: SettingsFactory
+) -> None:
+    """SendStream (client streaming) answers 0 to 20 messages with one Ack of their total
+    bytes, total buffers and how many there were (interop's client_streaming: 27182, 8, 1828
+    and 45904 bytes, 74922 in all)."""
+
+    @grpc_settings()
+    @given(messages=stream_messages())
+    def answered(messages: list[list[Any]]) -> None:
+        got = grpc_client.send_stream([materialize(m) for m in messages], timeout=60)
+        assert got == summed(messages), (
+            f"{len(messages)} messages answered (bytes, buffers, messages) = {got}"
+        )
+
+    answered()
+    interop = [[Pattern(n, seed=i).materialize()] for i, n in enumerate(INTEROP_REQUESTS)]
+    assert grpc_client.send_stream(interop, timeout=60) == (74922, 4, 4)
+
+
+@pytest.mark.covers("grpc", *cells(["server_streaming"], PEERS))
+def test_server_stream_sends_each_wanted_tensor(
+    grpc_client: TensorClient, grpc_settings: SettingsFactory
+) -> None:
+    """PullStream (server streaming) answers one request of 0 to 20 wanted sizes with one
+    message per size, in order: message i is seq i and tensor i of the pool at size i, byte
+    for byte (interop's server_streaming: 31415, 9, 2653 and 58979 bytes); a size beyond the
+    pool is INVALID_ARGUMENT."""
+
+    @grpc_settings()
+    @given(sizes=st.lists(st.one_of(st.integers(0, 64), st.integers(0, 256 << 10)), max_size=20))
+    def streamed(sizes: list[int]) -> None:
+        got = grpc_client.pull_stream(sizes, timeout=60)
+        assert [seq for seq, _ in got] == list(range(len(sizes))), "answers out of order"
+        assert got == pulled(sizes), "PullStream sent other bytes than tensor i of the pool"
+
+    streamed()
+    assert grpc_client.pull_stream(INTEROP_RESPONSES, timeout=60) == pulled(INTEROP_RESPONSES)
+    with pytest.raises(grpc.RpcError) as err:
+        grpc_client.pull_stream([8, POOL_SIZE + 1], timeout=60)
+    assert err.value.code() == Codes.INVALID_ARGUMENT
+
+
 @pytest.mark.covers("grpc", *cells(["large_unary"], PEERS))
 def test_send_counts_every_byte(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     @grpc_settings()
@@ -149,24 +216,27 @@ def test_pull_serves_the_wanted_tensors(
 @pytest.mark.covers("grpc")  # the suite's own bookkeeping or path, no interop case
 def test_stats_count_each_call(grpc_client: TensorClient, grpc_settings: SettingsFactory) -> None:
     """GetStats counts every call of either service and the payload bytes it received, per
-    call: one Echo/Send of n bytes is exactly one more RPC and n more bytes, one Pull one more
-    RPC (GetStats itself counts nothing). The server is this test's alone while it runs."""
+    call: one Echo/Send/SendStream of n bytes is exactly one more RPC and n more bytes, one
+    Pull/PullStream one more RPC (GetStats itself counts nothing). The server is this test's
+    alone while it runs."""
 
     @grpc_settings(12)
     @given(
         layout=layouts(max_buffers=8, max_buffer=MiB, budget=2 * MiB),
-        rpc=st.sampled_from(["echo", "send", "pull"]),
+        rpc=st.sampled_from(["echo", "send", "pull", "send_stream", "pull_stream"]),
     )
     def counted(layout: list[Any], rpc: str) -> None:
         before = grpc_client.stats(timeout=10)
         sent = materialize(layout)
-        if rpc == "pull":
-            grpc_client.pull([len(b) for b in sent], timeout=60)
+        if rpc.startswith("pull"):
+            getattr(grpc_client, rpc)([len(b) for b in sent], timeout=60)
+        elif rpc == "send_stream":
+            grpc_client.send_stream([[b] for b in sent], timeout=60)  # a message per buffer
         else:
             getattr(grpc_client, rpc)(sent, timeout=60)
         after = grpc_client.stats(timeout=10)
         moved = (after["rpcs"] - before["rpcs"], after["bytes"] - before["bytes"])
-        assert moved == (1, 0 if rpc == "pull" else total(layout)), (
+        assert moved == (1, 0 if rpc.startswith("pull") else total(layout)), (
             f"one {rpc} of {total(layout)} bytes moved (rpcs, bytes) by {moved}"
         )
 
@@ -200,6 +270,64 @@ def test_malformed_frames_are_invalid_argument(
             )
 
         refused()
+
+
+def rpc_shapes(c: TensorClient) -> dict[str, Callable[[list[tuple[str, Any]]], Any]]:
+    """One call of each RPC shape with this request metadata; each returns its call (its
+    initial and trailing metadata)."""
+    return {
+        "unary": lambda md: c.echo_call([b"m"], metadata=md, timeout=30)[1],
+        "bidi": lambda md: c.stream_call([[b"m"], [b"n"]], metadata=md, timeout=30)[1],
+        "client-streaming": lambda md: c.send_stream_call([[b"m"], []], metadata=md, timeout=30)[1],
+        "server-streaming": lambda md: c.pull_stream_call([1, 2], metadata=md, timeout=30)[1],
+    }
+
+
+SPECIAL_MESSAGE = "\t\ntest with whitespace\r\nand Unicode BMP \u263a and non-BMP \U0001f608\t\n"
+NOT_OK = [c for c in Codes if c != Codes.OK]
+
+
+def asking(code: Any, message: str) -> list[tuple[str, Any]]:
+    """Request metadata that asks the server to end the call with this status (wire.STATUS)."""
+    return [(wire.STATUS, str(code.value[0])), (wire.STATUS_MESSAGE, message.encode())]
+
+
+@pytest.mark.covers("grpc", *cells(["status_code_and_message", "special_status_message"], PEERS))
+def test_status_code_and_message_arrive_intact(
+    grpc_client: TensorClient, grpc_settings: SettingsFactory
+) -> None:
+    """A status the server ends a call with (the one x-hpcc-status and its -bin message ask
+    for) reaches the client exactly, on every RPC shape: any code but OK, any text, whitespace
+    and non-ASCII included (interop's special status message on each shape); what no status
+    can be (code 0 or 17, a message not UTF-8) is INVALID_ARGUMENT on every peer."""
+    shapes = rpc_shapes(grpc_client)
+
+    def ended(shape: str, code: Any, message: str) -> None:
+        with pytest.raises(grpc.RpcError) as err:
+            shapes[shape](asking(code, message))
+        got = (err.value.code(), err.value.details())
+        assert got == (code, message), f"{shape} call asked to end {code.name} {message!r}: {got}"
+
+    # up to 200 characters (under 4 KiB of trailers): the message, percent-encoded (12 bytes
+    # for a 4-byte character), and its -bin echo share the trailers, whose size gRPC limits
+    # (2000 two-byte characters exceed it on every peer: RESOURCE_EXHAUSTED)
+    @grpc_settings()
+    @given(
+        shape=st.sampled_from(sorted(shapes)),
+        code=st.sampled_from(NOT_OK),
+        message=st.text(max_size=200),
+    )
+    def arrives(shape: str, code: Any, message: str) -> None:
+        ended(shape, code, message)
+
+    arrives()
+    for shape in sorted(shapes):
+        ended(shape, Codes.UNKNOWN, SPECIAL_MESSAGE)
+    for code, message in (("0", b""), ("17", b""), ("+2", b""), ("2", b"\xff")):
+        with pytest.raises(grpc.RpcError) as err:  # what no status can be: refused alike
+            asked = [(wire.STATUS, code), (wire.STATUS_MESSAGE, message)]
+            grpc_client.echo([b"m"], metadata=asked, timeout=30)
+        assert err.value.code() == Codes.INVALID_ARGUMENT, f"x-hpcc-status {code!r}, {message!r}"
 
 
 def noticed(c: TensorClient, seq: int) -> bool:
@@ -309,6 +437,34 @@ def test_metadata_round_trip(grpc_client: TensorClient, grpc_settings: SettingsF
     round_trip()
 
 
+def ours(md: Any) -> list[tuple[str, Any]]:
+    """The x-hpcc-* pairs of metadata that came back, sorted."""
+    return sorted((k, v) for k, v in md if k.startswith(wire.META_PREFIX))
+
+
+@pytest.mark.covers("grpc", *cells(["custom_metadata_initial", "custom_metadata_trailing"], PEERS))
+def test_initial_metadata_round_trip(
+    grpc_client: TensorClient, grpc_settings: SettingsFactory
+) -> None:
+    """x-hpcc-initial-* request metadata (text and -bin) comes back as the response's initial
+    metadata, the other x-hpcc-* keys as its trailing metadata: exactly, each in its place
+    only, on every RPC shape (unary, bidi, client and server streaming)."""
+    shapes = rpc_shapes(grpc_client)
+
+    @grpc_settings()
+    @given(
+        shape=st.sampled_from(sorted(shapes)),
+        initial=metadata(wire.ECHO_INITIAL),
+        trailing=metadata(),
+    )
+    def round_trip(shape: str, initial: list[Any], trailing: list[Any]) -> None:
+        call = shapes[shape](initial + trailing)
+        assert ours(call.initial_metadata()) == sorted(initial), f"{shape}: initial metadata"
+        assert ours(call.trailing_metadata()) == sorted(trailing), f"{shape}: trailing metadata"
+
+    round_trip()
+
+
 @pytest.mark.covers("grpc", *cells(["client_compressed_unary", "server_compressed_unary"], PEERS))
 def test_compression_gives_the_same_bytes(
     grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect, grpc_settings: SettingsFactory
@@ -370,6 +526,73 @@ def test_compression_takes_effect_on_the_wire(
         assert down < MiB // 4, (
             f"the response took {down} bytes on the wire: the server ignored x-hpcc-compress: gzip"
         )
+
+
+GZIP = [(wire.COMPRESS, "gzip")]  # asks the server to compress its responses
+
+
+@pytest.mark.covers(
+    "grpc", *cells(["client_compressed_streaming", "server_compressed_streaming"], PEERS)
+)
+def test_compressed_streams_give_the_same_answers(
+    grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect, grpc_settings: SettingsFactory
+) -> None:
+    """gzip on streamed messages (the client's channel: every request; x-hpcc-compress: every
+    response) changes no answer of SendStream, PullStream and EchoStream, byte for byte."""
+    with grpc_connect(grpc_server.target, grpc_mode, gzip=True) as gz:
+
+        @grpc_settings(15)
+        @given(
+            messages=stream_messages(max_size=8),
+            sizes=st.lists(st.integers(0, 256 << 10), max_size=8),
+        )
+        def same(messages: list[list[Any]], sizes: list[int]) -> None:
+            sent = [materialize(m) for m in messages]
+            assert gz.send_stream(sent, metadata=GZIP, timeout=60) == summed(messages)
+            assert gz.pull_stream(sizes, metadata=GZIP, timeout=60) == pulled(sizes)
+            assert gz.stream(sent, metadata=GZIP, timeout=60) == list(enumerate(sent))
+
+        same()
+
+
+@pytest.mark.covers(
+    "grpc", *cells(["client_compressed_streaming", "server_compressed_streaming"], PEERS)
+)
+@pytest.mark.grpc_runtime(
+    "tcp",
+    why="the bytes are counted by a kernel-TCP relay on loopback; gRPC runtime {runtime} "
+    "carries its calls over the RDMA device",
+)
+def test_stream_compression_takes_effect_on_the_wire(
+    grpc_server: ServerHandle, grpc_mode: str, grpc_connect: Connect
+) -> None:
+    """Compression requested on a stream is compression applied to its messages: eight
+    512 KiB requests of zeros (SendStream) and eight 512 KiB tensors of the pool (PullStream)
+    cross the wire in far fewer bytes when the channel compresses and x-hpcc-compress asks
+    for gzip responses; the same calls uncompressed carry them all. Counted by a relay in
+    between."""
+    sent, sizes = [[bytes(MiB // 2)] for _ in range(8)], [MiB // 2] * 8
+    moved = {}
+    with CountingProxy(grpc_server.target) as relay:
+        for gzip in (False, True):
+            with grpc_connect(relay.target, grpc_mode, gzip=gzip) as c:
+                c.wait_ready(10)
+                md = GZIP if gzip else []
+                base = relay.counts()
+                assert c.send_stream(sent, metadata=md, timeout=60) == (4 * MiB, 8, 8)
+                up = relay.counts()[0] - base[0]
+                base = relay.counts()
+                assert c.pull_stream(sizes, metadata=md, timeout=60) == pulled(sizes)
+                moved[gzip] = (up, relay.counts()[1] - base[1])
+    (up, down), (zup, zdown) = moved[False], moved[True]
+    assert up >= 4 * MiB and down >= 4 * MiB, (
+        f"uncompressed streams of 4 MiB moved {up} bytes up, {down} down"
+    )
+    assert zup < MiB // 4, f"the compressed requests still took {zup} bytes on the wire"
+    assert zdown < MiB // 4, (
+        f"the streamed responses took {zdown} bytes on the wire: the server ignored "
+        "x-hpcc-compress: gzip"
+    )
 
 
 @pytest.mark.covers("grpc", *cells(["use_tls"], PEERS))

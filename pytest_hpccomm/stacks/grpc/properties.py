@@ -13,7 +13,13 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from pytest_hpccomm.stacks.grpc.wire import META_PREFIX
+from pytest_hpccomm.stacks.grpc.wire import (
+    COMPRESS,
+    ECHO_INITIAL,
+    META_PREFIX,
+    STATUS,
+    STATUS_MESSAGE,
+)
 
 MiB = 1 << 20
 
@@ -83,10 +89,23 @@ _KEY = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,15}", fullmatch=True).filter(
     lambda k: not k.endswith("-bin")
 )
 _TEXT = st.from_regex(r"[!-~]([ -~]{0,30}[!-~])?", fullmatch=True)
+_ASKS = (COMPRESS, STATUS, STATUS_MESSAGE)  # keys that ask the server for more than an echo
 
 
-def metadata() -> st.SearchStrategy[list[tuple[str, str | bytes]]]:
-    text = st.tuples(_KEY.map(lambda k: f"{META_PREFIX}{k}"), _TEXT)
-    binary = st.tuples(_KEY.map(lambda k: f"{META_PREFIX}{k}-bin"), st.binary(max_size=64))
-    pairs = st.lists(st.one_of(text, binary), max_size=6, unique_by=lambda kv: kv[0])
+def _echoed_only(key: str, prefix: str) -> bool:
+    """A key the server just echoes: none that asks for more, and for the trailing prefix none
+    that the initial prefix routes elsewhere."""
+    return key not in _ASKS and (prefix == ECHO_INITIAL or not key.startswith(ECHO_INITIAL))
+
+
+def metadata(prefix: str = META_PREFIX) -> st.SearchStrategy[list[tuple[str, str | bytes]]]:
+    """Request metadata whose keys start with `prefix` (META_PREFIX: echoed as trailing
+    metadata; ECHO_INITIAL: as initial metadata)."""
+    text = st.tuples(_KEY.map(lambda k: f"{prefix}{k}"), _TEXT)
+    binary = st.tuples(_KEY.map(lambda k: f"{prefix}{k}-bin"), st.binary(max_size=64))
+    pairs = st.lists(
+        st.one_of(text, binary).filter(lambda kv: _echoed_only(kv[0], prefix)),
+        max_size=6,
+        unique_by=lambda kv: kv[0],
+    )
     return pairs  # type: ignore[return-value]

@@ -19,9 +19,18 @@ RAW_SERVICE = f"{PACKAGE}.RawTensorTransfer"
 MODES = ("serialized", "raw")
 
 READY = "HPCCOMM-GRPC-READY"
-RAW_METHODS = ("Echo", "Send", "Pull", "EchoStream")  # RawTensorTransfer's methods
-META_PREFIX = "x-hpcc-"  # request metadata a server returns as trailing metadata
-COMPRESS = f"{META_PREFIX}compress"  # value "gzip": the server compresses its response
+# RawTensorTransfer's methods: TensorTransfer's data methods, frames in and out
+RAW_METHODS = ("Echo", "Send", "Pull", "EchoStream", "SendStream", "PullStream")
+# Request metadata the data methods act on (every server peer, both modes, every RPC shape):
+META_PREFIX = "x-hpcc-"  # these keys come back as trailing metadata, but for ECHO_INITIAL's
+ECHO_INITIAL = f"{META_PREFIX}initial-"  # these come back as initial metadata (only)
+COMPRESS = f"{META_PREFIX}compress"  # value "gzip": the server compresses its response(s)
+# the server ends the call with this status code (decimal, 1..16) and the UTF-8 message of
+# STATUS_MESSAGE (a -bin key: any text, whitespace and non-ASCII included) instead of answering:
+# a unary or server-streaming method once it has the request, a streaming request before it
+# reads one. Any other value of STATUS is INVALID_ARGUMENT.
+STATUS = f"{META_PREFIX}status"
+STATUS_MESSAGE = f"{META_PREFIX}status-message-bin"
 MAX_MESSAGE = 16 << 20  # a server's default receive limit (--max-message)
 CANCELLED_SEQS = 64  # GetStats names the seq of this many latest cancelled Delay calls
 

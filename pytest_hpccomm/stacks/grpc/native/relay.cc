@@ -6,14 +6,16 @@
 //
 // One call at a time, length-prefixed little-endian records on stdin/stdout (relay.py is the
 // other side and holds the one definition of the layout):
-//   call:   u32 kind (1 unary, 2 bidi stream) | str method | u64 timeout_us | u64 cancel_us
+//   call:   u32 kind (1 unary, 2 stream) | str method | u64 timeout_us | u64 cancel_us
 //           | u32 gzip | u32 n_md, (str key, str value) * n_md | u32 n, str message * n
-//   answer: i32 status code | str details | u64 elapsed_us | u32 n_md, (str, str) * n_md
-//           | u32 n, str message * n
+//   answer: i32 status code | str details | u64 elapsed_us | u32 n_initial, (str, str) * n
+//           | u32 n_trailing, (str, str) * n | u32 n, str message * n
 // where str is u64 length + bytes. timeout_us 0: no deadline. cancel_us (0: never): a unary
 // call is cancelled that long after it started; a stream, that long after its first answer,
-// its request side still open. A ready record (kind 3, u64 timeout_us) answers status 0 when
-// the channel connected in time, 14 (UNAVAILABLE) otherwise; EOF on stdin ends the relay.
+// its request side still open. A stream writes its n messages, closes its side and reads
+// every answer: any streaming shape (client, server or bidi: the wire does not tell them
+// apart; the caller checks the count). A ready record (kind 3, u64 timeout_us) answers status
+// 0 when the channel connected in time, 14 (UNAVAILABLE) otherwise; EOF on stdin ends it.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
@@ -94,7 +96,7 @@ struct Answer {
   int32_t code = 0;
   std::string details;
   uint64_t elapsed_us = 0;
-  std::vector<std::pair<std::string, std::string>> trailing;
+  std::vector<std::pair<std::string, std::string>> initial, trailing;
   std::vector<std::string> messages;
 };
 
@@ -107,10 +109,12 @@ void write_answer(const Answer& a) {
   };
   str(a.details);
   frame::put_u64(&out, a.elapsed_us);
-  frame::put_u32(&out, static_cast<uint32_t>(a.trailing.size()));
-  for (const auto& kv : a.trailing) {
-    str(kv.first);
-    str(kv.second);
+  for (const auto* md : {&a.initial, &a.trailing}) {
+    frame::put_u32(&out, static_cast<uint32_t>(md->size()));
+    for (const auto& kv : *md) {
+      str(kv.first);
+      str(kv.second);
+    }
   }
   frame::put_u32(&out, static_cast<uint32_t>(a.messages.size()));
   for (const auto& m : a.messages) str(m);
@@ -130,15 +134,24 @@ void prepare(const Call& c, grpc::ClientContext* ctx) {
   for (const auto& kv : c.metadata) ctx->AddMetadata(kv.first, kv.second);
 }
 
+using Received = std::multimap<grpc::string_ref, grpc::string_ref>;
+
+void copy(const Received& from, std::vector<std::pair<std::string, std::string>>* to) {
+  for (const auto& kv : from)
+    to->emplace_back(std::string(kv.first.data(), kv.first.size()),
+                     std::string(kv.second.data(), kv.second.size()));
+}
+
+// After the call's Finish completed: its initial metadata was asked for by then (an empty
+// map when none came), so GetServerInitialMetadata's assertion holds.
 void finish(const grpc::ClientContext& ctx, const grpc::Status& s, Clock::time_point t0,
             Answer* a) {
   a->elapsed_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
   a->code = s.error_code();
   a->details = s.error_message();
-  for (const auto& kv : ctx.GetServerTrailingMetadata())
-    a->trailing.emplace_back(std::string(kv.first.data(), kv.first.size()),
-                             std::string(kv.second.data(), kv.second.size()));
+  copy(ctx.GetServerInitialMetadata(), &a->initial);
+  copy(ctx.GetServerTrailingMetadata(), &a->trailing);
 }
 
 // The completion of `tag`, or the cancellation of the call when `cancel_at` passes first.

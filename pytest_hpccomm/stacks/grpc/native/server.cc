@@ -39,17 +39,58 @@ struct Shared {
   bool drop_last = false;  // planted bug (tests only): the echo loses its last buffer
 };
 
-// Metadata round trip: x-hpcc-* comes back as trailing metadata; x-hpcc-compress: gzip asks
-// for a compressed response (the compression property).
-void reflect(ServerContext* ctx) {
+// Whether s is UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), as a
+// status message must be: the Python peers refuse the same messages.
+bool is_utf8(const std::string& s) {
+  static const uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};  // no overlong forms
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : c >> 5 == 0x6 ? 2 : c >> 4 == 0xe ? 3 : c >> 3 == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0x3fu >> (len - 1));
+    for (size_t k = 1; k < len; ++k) {
+      auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (d & 0x3f);
+    }
+    if (cp < kLeast[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// The status wire::kStatus asks for (a decimal code 1..16), its message kStatusMessage's.
+Status asked_status(const std::string& code, const std::string& message) {
+  bool digits = !code.empty() && code.size() <= 2 &&
+                code.find_first_not_of("0123456789") == std::string::npos;
+  int c = digits ? std::atoi(code.c_str()) : 0;
+  if (c < 1 || c > 16 || !is_utf8(message))
+    return Status(StatusCode::INVALID_ARGUMENT, std::string(wire::kStatus) +
+                                                    " must be a status code 1..16 and " +
+                                                    wire::kStatusMessage + " UTF-8");
+  return Status(static_cast<StatusCode>(c), message);
+}
+
+// What a data method's request metadata asks (wire.py), before the method answers: x-hpcc-*
+// comes back as trailing metadata and x-hpcc-initial-* as initial metadata; x-hpcc-compress:
+// gzip compresses the response(s); x-hpcc-status ends the call with the status returned.
+Status reflect(ServerContext* ctx) {
+  bool asked = false;
+  std::string code, message;
   for (const auto& kv : ctx->client_metadata()) {
     std::string key(kv.first.data(), kv.first.size());
     if (key.rfind(wire::kMetaPrefix, 0) != 0) continue;
     std::string value(kv.second.data(), kv.second.size());
     if (key == wire::kCompress && value == "gzip")
       ctx->set_compression_algorithm(GRPC_COMPRESS_GZIP);
-    ctx->AddTrailingMetadata(key, value);
+    if (key.rfind(wire::kEchoInitial, 0) == 0)
+      ctx->AddInitialMetadata(key, value);
+    else
+      ctx->AddTrailingMetadata(key, value);
+    if (key == wire::kStatus) asked = true, code = value;
+    if (key == wire::kStatusMessage) message = value;
   }
+  return asked ? asked_status(code, message) : Status::OK;
 }
 
 class TensorService final : public pb::TensorTransfer::Service {
@@ -58,7 +99,7 @@ class TensorService final : public pb::TensorTransfer::Service {
 
   Status Echo(ServerContext* ctx, const pb::Tensors* req, pb::Tensors* resp) override {
     count(*req);
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     *resp = *req;
     if (s_->drop_last && resp->buffers_size() > 0) resp->mutable_buffers()->RemoveLast();
     return Status::OK;
@@ -66,7 +107,7 @@ class TensorService final : public pb::TensorTransfer::Service {
 
   Status Send(ServerContext* ctx, const pb::Tensors* req, pb::Ack* ack) override {
     count(*req);
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     ack->set_bytes(payload(*req));
     ack->set_buffers(req->buffers_size());
     ack->set_seq(req->seq());
@@ -75,7 +116,7 @@ class TensorService final : public pb::TensorTransfer::Service {
 
   Status Pull(ServerContext* ctx, const pb::Tensors* req, pb::Tensors* resp) override {
     s_->rpcs++;
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     for (int i = 0; i < req->want_size(); ++i) {
       uint64_t n = req->want(i);
       if (n > wire::kPool) return Status(StatusCode::INVALID_ARGUMENT, "buffer too large");
@@ -87,12 +128,47 @@ class TensorService final : public pb::TensorTransfer::Service {
 
   Status EchoStream(ServerContext* ctx,
                     grpc::ServerReaderWriter<pb::Tensors, pb::Tensors>* stream) override {
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     pb::Tensors msg;
     while (stream->Read(&msg)) {
       count(msg);
       if (s_->drop_last && msg.buffers_size() > 0) msg.mutable_buffers()->RemoveLast();
       if (!stream->Write(msg)) break;
+    }
+    return Status::OK;
+  }
+
+  // Client streaming: one answer for every message (bytes, buffers; seq: how many messages).
+  Status SendStream(ServerContext* ctx, grpc::ServerReader<pb::Tensors>* reader,
+                    pb::Ack* ack) override {
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
+    pb::Tensors msg;
+    uint64_t bytes = 0, buffers = 0, messages = 0;
+    while (reader->Read(&msg)) {
+      bytes += payload(msg);
+      buffers += msg.buffers_size();
+      ++messages;
+    }
+    s_->rpcs++;  // one call, all its bytes
+    s_->bytes += bytes;
+    ack->set_bytes(bytes);
+    ack->set_buffers(buffers);
+    ack->set_seq(messages);
+    return Status::OK;
+  }
+
+  // Server streaming: message i (seq i) is one buffer, tensor i of the pool at size want[i].
+  Status PullStream(ServerContext* ctx, const pb::Tensors* req,
+                    grpc::ServerWriter<pb::Tensors>* writer) override {
+    s_->rpcs++;
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
+    for (uint64_t n : req->want())
+      if (n > wire::kPool) return Status(StatusCode::INVALID_ARGUMENT, "buffer too large");
+    for (int i = 0; i < req->want_size(); ++i) {
+      pb::Tensors msg;
+      msg.add_buffers(bench::buffer_at(i, req->want(i)), req->want(i));
+      msg.set_seq(i);
+      if (!writer->Write(msg)) break;
     }
     return Status::OK;
   }
@@ -144,6 +220,8 @@ class RawService final : public grpc::Service {
     using grpc::internal::RpcServiceMethod;
     using Unary = grpc::internal::RpcMethodHandler<RawService, ByteBuffer, ByteBuffer>;
     using Bidi = grpc::internal::BidiStreamingHandler<RawService, ByteBuffer, ByteBuffer>;
+    using Reading = grpc::internal::ClientStreamingHandler<RawService, ByteBuffer, ByteBuffer>;
+    using Writing = grpc::internal::ServerStreamingHandler<RawService, ByteBuffer, ByteBuffer>;
     using Fn = Status (RawService::*)(ServerContext*, const ByteBuffer*, ByteBuffer*);
     // static arrays of wire.h: RpcServiceMethod keeps the name's pointer
     for (auto [name, fn] : {std::pair<const char*, Fn>{wire::kRawEcho, &RawService::Echo},
@@ -161,13 +239,23 @@ class RawService final : public grpc::Service {
                     grpc::ServerReaderWriter<ByteBuffer, ByteBuffer>* st) {
           return self->EchoStream(c, st);
         }, this)));
+    AddMethod(new RpcServiceMethod(
+        wire::kRawSendStream, RpcMethod::CLIENT_STREAMING,
+        new Reading([](RawService* self, ServerContext* c, grpc::ServerReader<ByteBuffer>* r,
+                       ByteBuffer* resp) { return self->SendStream(c, r, resp); },
+                    this)));
+    AddMethod(new RpcServiceMethod(
+        wire::kRawPullStream, RpcMethod::SERVER_STREAMING,
+        new Writing([](RawService* self, ServerContext* c, const ByteBuffer* q,
+                       grpc::ServerWriter<ByteBuffer>* w) { return self->PullStream(c, q, w); },
+                    this)));
   }
 
   Status Echo(ServerContext* ctx, const ByteBuffer* req, ByteBuffer* resp) {
     frame::Header h;
     Status st = check(*req, &h);
     if (!st.ok()) return st;
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     *resp = s_->drop_last ? drop_last(*req, h) : *req;  // ByteBuffer copy: refcounts, no bytes
     return Status::OK;
   }
@@ -176,7 +264,7 @@ class RawService final : public grpc::Service {
     frame::Header h;
     Status st = check(*req, &h);
     if (!st.ok()) return st;
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     *resp = frame::ack(h.payload(), h.count, h.seq);
     return Status::OK;
   }
@@ -186,7 +274,7 @@ class RawService final : public grpc::Service {
     std::string err;
     if (!frame::parse(*req, &h, &err)) return Status(StatusCode::INVALID_ARGUMENT, err);
     s_->rpcs++;
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     frame::Iov iov;
     for (size_t i = 0; i < h.lengths.size(); ++i) {
       if (h.lengths[i] > wire::kPool) return Status(StatusCode::INVALID_ARGUMENT, "too large");
@@ -197,13 +285,45 @@ class RawService final : public grpc::Service {
   }
 
   Status EchoStream(ServerContext* ctx, grpc::ServerReaderWriter<ByteBuffer, ByteBuffer>* st) {
-    reflect(ctx);
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
     ByteBuffer msg;
     while (st->Read(&msg)) {
       frame::Header h;
       Status bad = check(msg, &h);
       if (!bad.ok()) return bad;
       if (!st->Write(s_->drop_last ? drop_last(msg, h) : msg)) break;
+    }
+    return Status::OK;
+  }
+
+  Status SendStream(ServerContext* ctx, grpc::ServerReader<ByteBuffer>* reader, ByteBuffer* resp) {
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
+    ByteBuffer msg;
+    uint64_t bytes = 0, buffers = 0, messages = 0;
+    while (reader->Read(&msg)) {
+      frame::Header h;
+      std::string err;
+      if (!frame::parse(msg, &h, &err)) return Status(StatusCode::INVALID_ARGUMENT, err);
+      if (!(h.flags & wire::kWant)) bytes += h.payload(), buffers += h.count;
+      ++messages;
+    }
+    s_->rpcs++;  // one call, all its bytes
+    s_->bytes += bytes;
+    *resp = frame::ack(bytes, buffers, messages);
+    return Status::OK;
+  }
+
+  Status PullStream(ServerContext* ctx, const ByteBuffer* req, grpc::ServerWriter<ByteBuffer>* w) {
+    frame::Header h;
+    std::string err;
+    if (!frame::parse(*req, &h, &err)) return Status(StatusCode::INVALID_ARGUMENT, err);
+    s_->rpcs++;
+    if (Status asked = reflect(ctx); !asked.ok()) return asked;
+    for (uint64_t n : h.lengths)
+      if (n > wire::kPool) return Status(StatusCode::INVALID_ARGUMENT, "too large");
+    for (size_t i = 0; i < h.lengths.size(); ++i) {
+      frame::Iov one{{bench::buffer_at(i, h.lengths[i]), h.lengths[i]}};
+      if (!w->Write(frame::make(0, i, one))) break;  // slices of the static pool: zero copy
     }
     return Status::OK;
   }

@@ -42,6 +42,8 @@ _METHODS = [
     ("Send", "Tensors", "Ack", False, False),
     ("Pull", "Tensors", "Tensors", False, False),
     ("EchoStream", "Tensors", "Tensors", True, True),
+    ("SendStream", "Tensors", "Ack", True, False),
+    ("PullStream", "Tensors", "Tensors", False, True),
     ("Delay", "Tensors", "Ack", False, False),
     ("GetStats", "StatsRequest", "Stats", False, False),
 ]

@@ -41,6 +41,8 @@ def _methods(channel: Any, mode: str) -> dict[str, Any]:
         "Send": channel.unary_unary(wire.method("Send", mode), ser, A),
         "Pull": channel.unary_unary(wire.method("Pull", mode), ser, T),
         "EchoStream": channel.stream_stream(wire.method("EchoStream", mode), ser, T),
+        "SendStream": channel.stream_unary(wire.method("SendStream", mode), ser, A),
+        "PullStream": channel.unary_stream(wire.method("PullStream", mode), ser, T),
     }
     out["Delay"] = channel.unary_unary(wire.method("Delay"), _ser, pb.Ack.FromString)
     out["GetStats"] = channel.unary_unary(wire.method("GetStats"), _ser, pb.Stats.FromString)
@@ -69,6 +71,13 @@ def seq_of(resp: Any, mode: str) -> int:
 
 def acked_bytes(resp: Any, mode: str) -> int:
     return wire.decode_ack(resp)[0] if mode == "raw" else int(resp.bytes)
+
+
+def acked(resp: Any, mode: str) -> tuple[int, int, int]:
+    """An Ack's (bytes, buffers, seq)."""
+    if mode == "raw":
+        return wire.decode_ack(resp)
+    return int(resp.bytes), int(resp.buffers), int(resp.seq)
 
 
 def payload_bytes(resp: Any, mode: str) -> int:
@@ -117,15 +126,54 @@ class TensorClient:
     def pull(self, sizes: Sequence[int], **kw: Any) -> list[bytes]:
         return buffers_of(self.m["Pull"](want_request(sizes, self.mode), **kw), self.mode)
 
+    def stream_call(
+        self, messages: Sequence[Sequence[wire.Buffer]], **kw: Any
+    ) -> tuple[list[tuple[int, list[bytes]]], Any]:
+        """Bidi EchoStream: message i goes out with seq i; (seq, buffers) in arrival order, and
+        the call (its initial and trailing metadata)."""
+        reqs = (request(b, self.mode, i) for i, b in enumerate(messages))
+        return self._read_all(self.m["EchoStream"], reqs, **kw)
+
     def stream(
         self, messages: Sequence[Sequence[wire.Buffer]], **kw: Any
     ) -> list[tuple[int, list[bytes]]]:
-        """Bidi EchoStream: message i goes out with seq i; (seq, buffers) in arrival order."""
+        return self.stream_call(messages, **kw)[0]
+
+    def send_stream_call(
+        self, messages: Sequence[Sequence[wire.Buffer]], **kw: Any
+    ) -> tuple[tuple[int, int, int], Any]:
+        """Client-streaming SendStream: message i goes out with seq i; the one answer's
+        (bytes, buffers, messages) the server counted, and the call."""
         reqs = (request(b, self.mode, i) for i, b in enumerate(messages))
-        return [
-            (seq_of(r, self.mode), buffers_of(r, self.mode))
-            for r in self.m["EchoStream"](reqs, **kw)
-        ]
+        resp, call = self.m["SendStream"].with_call(reqs, **kw)
+        return acked(resp, self.mode), call
+
+    def send_stream(
+        self, messages: Sequence[Sequence[wire.Buffer]], **kw: Any
+    ) -> tuple[int, int, int]:
+        return self.send_stream_call(messages, **kw)[0]
+
+    def pull_stream_call(
+        self, sizes: Sequence[int], **kw: Any
+    ) -> tuple[list[tuple[int, list[bytes]]], Any]:
+        """Server-streaming PullStream: one request of wanted sizes; (seq, buffers) of each
+        answer in arrival order, and the call."""
+        return self._read_all(self.m["PullStream"], want_request(sizes, self.mode), **kw)
+
+    def pull_stream(self, sizes: Sequence[int], **kw: Any) -> list[tuple[int, list[bytes]]]:
+        return self.pull_stream_call(sizes, **kw)[0]
+
+    def _read_all(
+        self, multi: Any, arg: Any, **kw: Any
+    ) -> tuple[list[tuple[int, list[bytes]]], Any]:
+        """Every answer of a call with a streamed response, and the call: grpcio's iterator is
+        the call; the relay answers them all at once (relay._Streaming)."""
+        if self.relayed:
+            resps, call = multi.with_call(arg, **kw)
+        else:
+            call = multi(arg, **kw)
+            resps = list(call)
+        return [(seq_of(r, self.mode), buffers_of(r, self.mode)) for r in resps], call
 
     def delay(self, ms: int, seq: int = 0, **kw: Any) -> Any:
         return self.m["Delay"](pb.Tensors(delay_ms=ms, seq=seq), **kw)

@@ -29,6 +29,27 @@ class Abort(Exception):
         self.code, self.details = code, details
 
 
+_ASKABLE = {c.value[0]: c for c in grpc.StatusCode if c != grpc.StatusCode.OK}
+Metadata = tuple[tuple[str, Any], ...]
+
+
+def asked_status(code: str, message: bytes) -> Abort:
+    """The status wire.STATUS asks for (decimal digits, 1..16, as server.cc reads them), its
+    message wire.STATUS_MESSAGE's UTF-8 text."""
+    digits = code.isascii() and code.isdigit() and len(code) <= 2
+    asked = _ASKABLE.get(int(code)) if digits else None
+    try:
+        text = message.decode()
+    except UnicodeDecodeError:
+        asked = None
+    if asked is None:
+        return Abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{wire.STATUS} must be a status code 1..16 and {wire.STATUS_MESSAGE} UTF-8",
+        )
+    return Abort(asked, text)
+
+
 class Service:
     """Request logic shared by the sync and asyncio servers."""
 
@@ -51,39 +72,64 @@ class Service:
             self.cancelled += 1
             self.cancelled_seqs.append(seq)
 
-    def reflect(self, ctx: Any) -> None:
-        """x-hpcc-* metadata comes back as trailing metadata; x-hpcc-compress: gzip asks for a
-        compressed response."""
-        echo = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith(wire.META_PREFIX)]
-        if (wire.COMPRESS, "gzip") in echo:
-            ctx.set_compression(grpc.Compression.Gzip)
-        if echo:
-            ctx.set_trailing_metadata(tuple(echo))
+    def reflect(self, ctx: Any) -> Metadata:
+        """What a data method's request metadata asks (wire.py), before the method answers:
+        x-hpcc-* comes back as trailing metadata and x-hpcc-initial-* as initial metadata
+        (returned: the wrapper sends it, a coroutine in aio); x-hpcc-compress: gzip asks for
+        compressed responses; x-hpcc-status ends the call with that status (Abort)."""
+        md = [(k, v) for k, v in ctx.invocation_metadata() if k.startswith(wire.META_PREFIX)]
+        initial = tuple((k, v) for k, v in md if k.startswith(wire.ECHO_INITIAL))
+        trailing = tuple((k, v) for k, v in md if not k.startswith(wire.ECHO_INITIAL))
+        if (wire.COMPRESS, "gzip") in md:
+            ctx.set_compression(grpc.Compression.Gzip)  # before the initial metadata goes
+        if trailing:
+            ctx.set_trailing_metadata(trailing)
+        asked = dict(md)
+        if wire.STATUS in asked:
+            raise asked_status(asked[wire.STATUS], asked.get(wire.STATUS_MESSAGE, b""))
+        return initial
 
     # -- serialized --------------------------------------------------------------------------
-    def echo(self, req: Any, ctx: Any) -> Any:
+    def echo(self, req: Any) -> Any:
         self.count(sum(len(b) for b in req.buffers))
-        self.reflect(ctx)
         if self.drop_last and len(req.buffers):
             del req.buffers[-1]
         return req
 
-    def send(self, req: Any, ctx: Any) -> Any:
+    def send(self, req: Any) -> Any:
         n = sum(len(b) for b in req.buffers)
         self.count(n)
-        self.reflect(ctx)
         return pb.Ack(bytes=n, buffers=len(req.buffers), seq=req.seq)
 
-    def pull(self, req: Any, ctx: Any) -> Any:
+    def pull(self, req: Any) -> Any:
         self.count(0)
-        self.reflect(ctx)
-        if any(n > POOL_SIZE for n in req.want):
-            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "buffer too large")
+        _check_pool(req.want)
         return pb.Tensors(
             buffers=[bytes(buffer_at(i, n)) for i, n in enumerate(req.want)], seq=req.seq
         )
 
-    def stats(self, req: Any, ctx: Any) -> Any:
+    def pull_stream(self, req: Any) -> Iterator[Any]:
+        """Message i (seq i) is one buffer: tensor i of the pool at size want[i]."""
+        self.count(0)
+        _check_pool(req.want)  # before the first message: none or all
+        for i, n in enumerate(req.want):
+            yield pb.Tensors(buffers=[bytes(buffer_at(i, n))], seq=i)
+
+    def sizes(self, req: Any) -> list[int]:
+        """A SendStream message's buffer sizes."""
+        return [len(b) for b in req.buffers]
+
+    def stream_ack(self, messages: list[list[int]]) -> Any:
+        """SendStream's answer: every message's bytes and buffers; seq: how many messages."""
+        n = self.count_stream(messages)
+        return pb.Ack(bytes=n, buffers=sum(map(len, messages)), seq=len(messages))
+
+    def count_stream(self, messages: list[list[int]]) -> int:
+        n = sum(map(sum, messages))
+        self.count(n)  # one call, all its bytes
+        return n
+
+    def stats(self, req: Any) -> Any:
         with self._lock:
             return pb.Stats(
                 rpcs=self.rpcs,
@@ -104,50 +150,48 @@ class Service:
             time.sleep(0.002)
         return pb.Ack(seq=req.seq)
 
-    def echo_stream(self, reqs: Iterator[Any], ctx: Any) -> Iterator[Any]:
-        self.reflect(ctx)
-        for req in reqs:
-            yield self.echo(req, _NoMeta())
-
     # -- raw ---------------------------------------------------------------------------------
-    def frame(self, data: bytes, ctx: Any) -> wire.Frame:
+    def frame(self, data: bytes, counted: bool = True) -> wire.Frame:
         try:
             f = wire.decode_frame(data)
         except wire.FrameError as e:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
-        self.count(sum(f.lengths) if not f.flags & wire.WANT else 0)
+        if counted:
+            self.count(sum(f.lengths) if not f.flags & wire.WANT else 0)
         return f
 
-    def raw_echo(self, data: bytes, ctx: Any) -> bytes:
-        f = self.frame(data, ctx)
-        self.reflect(ctx)
+    def raw_echo(self, data: bytes) -> bytes:
+        f = self.frame(data)
         if self.drop_last and f.buffers:
             return wire.encode_frame(f.buffers[:-1], f.seq)
         return data  # non-serialized: the bytes go back untouched
 
-    def raw_send(self, data: bytes, ctx: Any) -> bytes:
-        f = self.frame(data, ctx)
-        self.reflect(ctx)
+    def raw_send(self, data: bytes) -> bytes:
+        f = self.frame(data)
         return wire.encode_ack(sum(f.lengths), len(f.lengths), f.seq)
 
-    def raw_pull(self, data: bytes, ctx: Any) -> bytes:
-        f = self.frame(data, ctx)
-        self.reflect(ctx)
-        if any(n > POOL_SIZE for n in f.lengths):
-            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "buffer too large")
+    def raw_pull(self, data: bytes) -> bytes:
+        f = self.frame(data)
+        _check_pool(f.lengths)
         return wire.encode_frame([buffer_at(i, n) for i, n in enumerate(f.lengths)], f.seq)
 
-    def raw_echo_stream(self, reqs: Iterator[bytes], ctx: Any) -> Iterator[bytes]:
-        self.reflect(ctx)
-        for data in reqs:
-            yield self.raw_echo(data, _NoMeta())
+    def raw_pull_stream(self, data: bytes) -> Iterator[bytes]:
+        f = self.frame(data)
+        _check_pool(f.lengths)
+        for i, n in enumerate(f.lengths):
+            yield wire.encode_frame([buffer_at(i, n)], i)
+
+    def raw_sizes(self, data: bytes) -> list[int]:
+        return [len(b) for b in self.frame(data, counted=False).buffers]
+
+    def raw_stream_ack(self, messages: list[list[int]]) -> bytes:
+        n = self.count_stream(messages)
+        return wire.encode_ack(n, sum(map(len, messages)), len(messages))
 
 
-class _NoMeta:
-    """Stream messages after the first carry no metadata of their own."""
-
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
+def _check_pool(sizes: Any) -> None:
+    if any(n > POOL_SIZE for n in sizes):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "buffer too large")
 
 
 def _ser(msg: Any) -> bytes:
@@ -155,51 +199,147 @@ def _ser(msg: Any) -> bytes:
     return data
 
 
+Fn = Callable[[Any], Any]
+
+
 def handlers(svc: Service, aio: bool = False) -> list[grpc.GenericRpcHandler]:
-    u, s = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
+    """Each data method: its request metadata reflected (Service.reflect), then its logic;
+    the wrappers (_Sync, _Async) give the logic each RPC shape on either server."""
     T, Sr = pb.Tensors.FromString, pb.StatsRequest.FromString
-    wrap: Callable[[Any], Any] = _async_unary if aio else _sync_unary
-    delay = _async_delay(svc) if aio else svc.delay
-    stream_wrap = _async_stream if aio else _sync_stream
-    stream, raw_stream = stream_wrap(svc.echo_stream), stream_wrap(svc.raw_echo_stream)
+    w: _Sync = _Async(svc) if aio else _Sync(svc)
+    u, ss = grpc.unary_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
+    su, us = grpc.stream_unary_rpc_method_handler, grpc.unary_stream_rpc_method_handler
     serialized = {
-        "Echo": u(wrap(svc.echo), T, _ser),
-        "Send": u(wrap(svc.send), T, _ser),
-        "Pull": u(wrap(svc.pull), T, _ser),
-        "EchoStream": s(stream, T, _ser),
-        "Delay": u(delay, T, _ser),
-        "GetStats": u(wrap(svc.stats), Sr, _ser),
+        "Echo": u(w.unary(svc.echo), T, _ser),
+        "Send": u(w.unary(svc.send), T, _ser),
+        "Pull": u(w.unary(svc.pull), T, _ser),
+        "EchoStream": ss(w.bidi(svc.echo), T, _ser),
+        "SendStream": su(w.fold(svc.sizes, svc.stream_ack), T, _ser),
+        "PullStream": us(w.unfold(svc.pull_stream), T, _ser),
+        "Delay": u(_async_delay(svc) if aio else svc.delay, T, _ser),
+        "GetStats": u(w.unary(svc.stats, reflect=False), Sr, _ser),
     }
     raw = {
-        "Echo": u(wrap(svc.raw_echo)),
-        "Send": u(wrap(svc.raw_send)),
-        "Pull": u(wrap(svc.raw_pull)),
-        "EchoStream": s(raw_stream),
+        "Echo": u(w.unary(svc.raw_echo)),
+        "Send": u(w.unary(svc.raw_send)),
+        "Pull": u(w.unary(svc.raw_pull)),
+        "EchoStream": ss(w.bidi(svc.raw_echo)),
+        "SendStream": su(w.fold(svc.raw_sizes, svc.raw_stream_ack)),
+        "PullStream": us(w.unfold(svc.raw_pull_stream)),
     }
+    assert set(raw) == set(wire.RAW_METHODS)
     return [
         grpc.method_handlers_generic_handler(wire.SERVICE, serialized),
         grpc.method_handlers_generic_handler(wire.RAW_SERVICE, raw),
     ]
 
 
-def _sync_unary(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def call(req: Any, ctx: Any) -> Any:
-        try:
-            return fn(req, ctx)
-        except Abort as e:
-            ctx.abort(e.code, e.details)  # raises
+class _Sync:
+    """The data methods' logic as the sync server's handlers: unary (request -> response),
+    bidi (each request -> its response), fold (requests -> one response: SendStream), unfold
+    (request -> responses: PullStream). An Abort ends the call with its status."""
 
-    return call
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+
+    def _open(self, ctx: Any) -> None:
+        initial = self.svc.reflect(ctx)
+        if initial:
+            ctx.send_initial_metadata(initial)
+
+    def unary(self, fn: Fn, reflect: bool = True) -> Callable[..., Any]:
+        def call(req: Any, ctx: Any) -> Any:
+            try:
+                if reflect:
+                    self._open(ctx)
+                return fn(req)
+            except Abort as e:
+                ctx.abort(e.code, e.details)  # raises
+
+        return call
+
+    def bidi(self, fn: Fn) -> Callable[..., Any]:
+        def call(reqs: Iterator[Any], ctx: Any) -> Iterator[Any]:
+            try:
+                self._open(ctx)
+                for req in reqs:
+                    yield fn(req)
+            except Abort as e:
+                ctx.abort(e.code, e.details)
+
+        return call
+
+    def fold(self, each: Fn, end: Fn) -> Callable[..., Any]:
+        def call(reqs: Iterator[Any], ctx: Any) -> Any:
+            try:
+                self._open(ctx)
+                return end([each(req) for req in reqs])
+            except Abort as e:
+                ctx.abort(e.code, e.details)
+
+        return call
+
+    def unfold(self, gen: Callable[[Any], Iterator[Any]]) -> Callable[..., Any]:
+        def call(req: Any, ctx: Any) -> Iterator[Any]:
+            try:
+                self._open(ctx)
+                yield from gen(req)
+            except Abort as e:
+                ctx.abort(e.code, e.details)
+
+        return call
 
 
-def _async_unary(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    async def call(req: Any, ctx: Any) -> Any:
-        try:
-            return fn(req, ctx)
-        except Abort as e:
-            await ctx.abort(e.code, e.details)  # raises
+class _Async(_Sync):
+    """The same on grpc.aio: coroutines and async generators around the same logic."""
 
-    return call
+    async def _aopen(self, ctx: Any) -> None:
+        initial = self.svc.reflect(ctx)
+        if initial:
+            await ctx.send_initial_metadata(initial)
+
+    def unary(self, fn: Fn, reflect: bool = True) -> Callable[..., Any]:
+        async def call(req: Any, ctx: Any) -> Any:
+            try:
+                if reflect:
+                    await self._aopen(ctx)
+                return fn(req)
+            except Abort as e:
+                await ctx.abort(e.code, e.details)  # raises
+
+        return call
+
+    def bidi(self, fn: Fn) -> Callable[..., Any]:
+        async def call(reqs: AsyncIterator[Any], ctx: Any) -> AsyncIterator[Any]:
+            try:
+                await self._aopen(ctx)
+                async for req in reqs:
+                    yield fn(req)
+            except Abort as e:
+                await ctx.abort(e.code, e.details)
+
+        return call
+
+    def fold(self, each: Fn, end: Fn) -> Callable[..., Any]:
+        async def call(reqs: AsyncIterator[Any], ctx: Any) -> Any:
+            try:
+                await self._aopen(ctx)
+                return end([each(req) async for req in reqs])
+            except Abort as e:
+                await ctx.abort(e.code, e.details)
+
+        return call
+
+    def unfold(self, gen: Callable[[Any], Iterator[Any]]) -> Callable[..., Any]:
+        async def call(req: Any, ctx: Any) -> AsyncIterator[Any]:
+            try:
+                await self._aopen(ctx)
+                for out in gen(req):
+                    yield out
+            except Abort as e:
+                await ctx.abort(e.code, e.details)
+
+        return call
 
 
 def _async_delay(svc: Service) -> Callable[[Any, Any], Any]:
@@ -213,30 +353,6 @@ def _async_delay(svc: Service) -> Callable[[Any, Any], Any]:
         return pb.Ack(seq=req.seq)
 
     return delay
-
-
-def _sync_stream(gen: Callable[[Iterator[Any], Any], Iterator[Any]]) -> Callable[..., Any]:
-    def stream(reqs: Iterator[Any], ctx: Any) -> Iterator[Any]:
-        try:
-            yield from gen(reqs, ctx)
-        except Abort as e:
-            ctx.abort(e.code, e.details)
-
-    return stream
-
-
-def _async_stream(gen: Callable[[Iterator[Any], Any], Iterator[Any]]) -> Callable[..., Any]:
-    async def stream(reqs: AsyncIterator[Any], ctx: Any) -> AsyncIterator[Any]:
-        first = True
-        try:
-            async for req in reqs:
-                for out in gen(iter([req]), ctx if first else _NoMeta()):
-                    yield out
-                first = False
-        except Abort as e:
-            await ctx.abort(e.code, e.details)
-
-    return stream
 
 
 def options(max_message: int) -> list[tuple[str, int]]:

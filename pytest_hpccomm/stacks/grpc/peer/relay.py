@@ -23,11 +23,12 @@ from typing import Any
 
 import grpc
 
-UNARY, STREAM, READY = 1, 2, 3  # the record kinds of relay.cc
+UNARY, STREAM, READY = 1, 2, 3  # the record kinds of relay.cc (STREAM: any streaming shape)
 DEFAULT_TIMEOUT = 300.0  # s: a call without one still ends (the relay must never hang)
 ANSWER_SLACK = 30.0  # s past a call's deadline before the relay is declared hung
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 Metadata = Sequence[tuple[str, str | bytes]]
+Received = list[tuple[str, str | bytes]]  # metadata that came back: -bin values as bytes
 
 
 class RelayBroken(Exception):
@@ -47,7 +48,10 @@ class RelayError(grpc.RpcError):
     def details(self) -> str:
         return self.answer.details
 
-    def trailing_metadata(self) -> list[tuple[str, str | bytes]]:
+    def initial_metadata(self) -> Received:
+        return self.answer.initial
+
+    def trailing_metadata(self) -> Received:
         return self.answer.trailing
 
 
@@ -59,15 +63,19 @@ class Answer:
         code: int,
         details: str,
         elapsed_us: int,
-        trailing: list[tuple[str, str | bytes]],
+        initial: Received,
+        trailing: Received,
         messages: list[bytes],
     ) -> None:
         self.code = _CODES.get(code, grpc.StatusCode.UNKNOWN)
         self.details, self.elapsed = details, elapsed_us / 1e6
-        self.trailing, self.messages = trailing, messages
+        self.initial, self.trailing, self.messages = initial, trailing, messages
 
     # grpcio's Call surface the suite uses
-    def trailing_metadata(self) -> list[tuple[str, str | bytes]]:
+    def initial_metadata(self) -> Received:
+        return self.initial
+
+    def trailing_metadata(self) -> Received:
         return self.trailing
 
 
@@ -84,7 +92,9 @@ def encode_call(
     gzip: bool = False,
     metadata: Metadata = (),
 ) -> bytes:
-    """relay.cc's call record: a unary call (one message) or a bidi stream."""
+    """relay.cc's call record: a unary call (one message) or a stream: the relay writes every
+    message, closes its side, reads every answer, which carries a call of any streaming shape
+    (client, server or bidi streaming: gRPC's wire does not tell them apart)."""
     parts = [
         struct.pack("<I", kind),
         _str(method.encode()),
@@ -129,16 +139,21 @@ class _Reader:
     def str(self) -> bytes:
         return self.take(self.u64())
 
+    def metadata(self) -> Received:
+        out: Received = []
+        for _ in range(self.u32()):
+            key = self.str().decode()
+            value = self.str()
+            out.append((key, value if key.endswith("-bin") else value.decode()))
+        return out
+
     def answer(self) -> Answer:
         code = struct.unpack("<i", self.take(4))[0]
         details = self.str().decode(errors="replace")
         elapsed = self.u64()
-        trailing = []
-        for _ in range(self.u32()):
-            key = self.str().decode()
-            value = self.str()
-            trailing.append((key, value if key.endswith("-bin") else value.decode()))
-        return Answer(code, details, elapsed, trailing, [self.str() for _ in range(self.u32())])
+        initial, trailing = self.metadata(), self.metadata()
+        messages = [self.str() for _ in range(self.u32())]
+        return Answer(code, details, elapsed, initial, trailing, messages)
 
 
 class RelayChannel:
@@ -217,6 +232,22 @@ class RelayChannel:
     ) -> _Stream:
         return _Stream(self, method, request_serializer, response_deserializer)
 
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+    ) -> _StreamUnary:
+        return _StreamUnary(self, method, request_serializer, response_deserializer)
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+    ) -> _UnaryStream:
+        return _UnaryStream(self, method, request_serializer, response_deserializer)
+
     def close(self) -> None:
         """End of file ends the relay; one that does not leave is killed (its own session)."""
         with contextlib.suppress(OSError):
@@ -288,20 +319,57 @@ class _Unary(_Callable):
         return self.with_call(request, **kw)[0]
 
 
-class _Stream(_Callable):
-    def __call__(
+class _Streaming(_Callable):
+    def _stream(
         self,
         requests: Iterable[Any],
         timeout: float | None = None,
         metadata: Metadata | None = None,
         compression: Any = None,
         cancel_after: float = 0.0,
-    ) -> list[Any]:
+    ) -> tuple[list[Any], Answer]:
         """Every request goes out, then the answers come back as a list (grpcio streams them:
-        the suite's properties read them all). cancel_after (s): after the first answer, the
-        request side left open, the relay cancels the stream; a RelayError says how it ended,
-        its answers so far in `.messages`."""
+        the suite's properties read them all), with the call's answer (its metadata).
+        cancel_after (s): after the first answer, the request side left open, the relay
+        cancels the stream; a RelayError says how it ended, its answers so far in
+        `.messages`."""
         a = self._call(STREAM, requests, timeout, metadata, compression, cancel_after)
         if a.code != grpc.StatusCode.OK:
             raise RelayError(a)
-        return [self._de(m) for m in a.messages]
+        return [self._de(m) for m in a.messages], a
+
+
+class _Stream(_Streaming):
+    """Bidi streaming: the requests, the answers as a list."""
+
+    def with_call(self, requests: Iterable[Any], **kw: Any) -> tuple[list[Any], Answer]:
+        return self._stream(requests, **kw)
+
+    def __call__(self, requests: Iterable[Any], **kw: Any) -> list[Any]:
+        return self._stream(requests, **kw)[0]
+
+
+class _UnaryStream(_Streaming):
+    """Server streaming: one request, the answers as a list."""
+
+    def with_call(self, request: Any, **kw: Any) -> tuple[list[Any], Answer]:
+        return self._stream([request], **kw)
+
+    def __call__(self, request: Any, **kw: Any) -> list[Any]:
+        return self._stream([request], **kw)[0]
+
+
+class _StreamUnary(_Streaming):
+    """Client streaming: the requests, one answer. A stream that ends OK with another number
+    of answers is INTERNAL, as grpcio has it."""
+
+    def with_call(self, requests: Iterable[Any], **kw: Any) -> tuple[Any, Answer]:
+        answers, a = self._stream(requests, **kw)
+        if len(answers) != 1:
+            a.code = grpc.StatusCode.INTERNAL
+            a.details = f"{len(answers)} responses to a client-streaming call, not one"
+            raise RelayError(a)
+        return answers[0], a
+
+    def __call__(self, requests: Iterable[Any], **kw: Any) -> Any:
+        return self.with_call(requests, **kw)[0]
