@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.errors import KnownDefect
 from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, conformance_settings
+from pytest_hpccomm.stacks.mpi.peer.conformance_cases import DERIVED_SPAN
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
@@ -165,8 +166,13 @@ def expected(case: dict[str, Any], n: int) -> list[tuple[str, str]]:
     """(receive, send) digests each rank of the communicator must end with: NumPy's reading of
     the call's definition on the same patterns."""
     dtype, seed, op, root = case["dtype"], case["seed"], case["op"], case["root"]
-    sb = [pattern(dtype, case["send_extent"][i], seed + i) for i in range(n)]
-    rb = [pattern(dtype, case["recv_extent"][i], seed + 500 + i) for i in range(n)]
+    # derived: one element of the type is a row of DERIVED_SPAN, of which it moves 0 and 2
+    w = DERIVED_SPAN if case.get("derived") else 1
+    sb = [pattern(dtype, case["send_extent"][i] * w, seed + i).reshape(-1, w) for i in range(n)]
+    rb = [
+        pattern(dtype, case["recv_extent"][i] * w, seed + 500 + i).reshape(-1, w) for i in range(n)
+    ]
+    untouched = [b.copy() for b in rb]
     inplace = case["inplace"]
     if op.endswith("v") and op != "alltoallv":
         counts, displs = case["counts"], case["displs"]
@@ -194,30 +200,41 @@ def expected(case: dict[str, Any], n: int) -> list[tuple[str, str]]:
         for r in range(n):
             for i in range(n):
                 rb[r][displs[i] : displs[i] + counts[i]] = blocks[i]
-    elif op == "alltoall":
+    elif op == "alltoall":  # IN_PLACE: rank i sends from its receive buffer
         c = case["count"]
         for i in range(n):
             for j in range(n):
-                rb[j][i * c : (i + 1) * c] = sb[i][j * c : (j + 1) * c]
+                src = untouched[i] if inplace else sb[i]
+                rb[j][i * c : (i + 1) * c] = src[j * c : (j + 1) * c]
     else:
         counts, sd, rd = case["counts"], case["displs"], case["recv_displs"]
         for i in range(n):
             for j in range(n):
                 k = counts[i][j]
-                rb[j][rd[j][i] : rd[j][i] + k] = sb[i][sd[i][j] : sd[i][j] + k]
-    return [(digest(rb[i]), digest(sb[i])) for i in range(n)]
+                src, at = (untouched[i], rd[i][j]) if inplace else (sb[i], sd[i][j])
+                rb[j][rd[j][i] : rd[j][i] + k] = src[at : at + k]
+    gaps = [k for k in range(w) if k not in (0, 2)]  # the columns the type skips
+    for i in range(n):
+        rb[i][:, gaps] = untouched[i][:, gaps]
+    return [(digest(rb[i].ravel()), digest(sb[i].ravel())) for i in range(n)]
 
 
 def check_collective(peer: ConformancePeer, case: dict[str, Any]) -> None:
     reports = peer.run(case)
-    n = 1 if case["self"] else peer.ranks
+    members = case.get("members") or []
+    n = 1 if case["self"] else len(members) or peer.ranks
     want = expected(case, n)
     hint = peer.replay_hint(case)
     what = f"{'I' if case['nonblocking'] else ''}{case['op']}" + (
         " IN_PLACE" if case["inplace"] else ""
     )
+    if missing := next((r["unsupported"] for r in reports if "unsupported" in r), None):
+        pytest.skip(f"{peer.info.release} lacks the MPI 4.0 persistent collective {missing}")
     for rank, rep in enumerate(reports):
-        recv, send = want[0 if case["self"] else rank]
+        if members and rank not in members:
+            assert rep == {}, f"rank {rank} is outside the case's communicator: {rep}\n{hint}"
+            continue
+        recv, send = want[0 if case["self"] else members.index(rank) if members else rank]
         assert rep["send"] == send, f"rank {rank}: {what} changed its send buffer\n{hint}"
         if rep["recv"] != recv and (why := mpich_self_allgatherv(peer, case, rep)) is not None:
             raise KnownDefect(f"rank {rank}: {why}")
@@ -283,3 +300,106 @@ def test_collective_covering_set(mpi_conformance_peer: ConformancePeer, op: str)
             check_collective(peer, case)
         except AssertionError as e:
             raise AssertionError(f"covering case {name!r}: {e}") from None
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(OPS, ["odd_size"])
+    + cells(["nonblocking_collectives", "persistent_collectives"], ["odd_size"]),
+)
+@pytest.mark.parametrize("op", OPS)
+def test_collective_on_an_odd_communicator(mpi_conformance_peer: ConformancePeer, op: str) -> None:
+    """On a Split communicator of odd size (3 of the world's ranks, or all of an odd world):
+    the last rank as root, gapped reversed displacements, blocking and the I-variant with
+    IN_PLACE."""
+    from hpccomm_suites.mpi.test_conformance_topology import odd_members
+
+    peer = mpi_conformance_peer
+    members = odd_members(peer.ranks)
+    k = len(members)
+    counts: Any = (
+        [[(i + 2 * j) % 5 for j in range(k)] for i in range(k)]
+        if op == "alltoallv"
+        else [(3 + i) % 5 for i in range(k)]
+        if op.endswith("v")
+        else [4]
+    )
+    rev = list(range(k))[::-1]
+    for mode in ("blocking", "nonblocking", "persistent"):
+        case = build(op, k, counts, rev, [1] * k, root=k - 1, inplace=mode != "blocking")
+        case |= {"nonblocking": mode == "nonblocking", "persistent": mode == "persistent"}
+        check_collective(peer, case | {"members": members, "seed": 7 + len(mode)})
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(OPS, ["derived_type"])
+    + cells(["nonblocking_collectives", "persistent_collectives"], ["derived_type"]),
+)
+@pytest.mark.parametrize("op", OPS)
+def test_collective_with_a_derived_datatype(mpi_conformance_peer: ConformancePeer, op: str) -> None:
+    """The buffers' datatype a resized vector (elements 0 and 2 of every 4): blocks move
+    through it on both sides, the elements it skips stay untouched; blocking with the last
+    rank as root and reversed gapped displacements, the I-variant with IN_PLACE."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    counts: Any = (
+        [[(i + 2 * j) % 4 + 1 for j in range(n)] for i in range(n)]
+        if op == "alltoallv"
+        else [(3 + i) % 4 + 1 for i in range(n)]
+        if op.endswith("v")
+        else [3]
+    )
+    rev = list(range(n))[::-1]
+    for mode in ("blocking", "nonblocking", "persistent"):
+        case = build(op, n, counts, rev, [1] * n, root=n - 1, inplace=mode != "blocking")
+        case |= {"nonblocking": mode == "nonblocking", "persistent": mode == "persistent"}
+        check_collective(peer, case | {"derived": True, "seed": 9 + len(mode)})
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(
+        ["persistent_collectives"],
+        ["plain", "zero_count", "size_1", "nonzero_root", "in_place", "protocol_sizes"],
+    ),
+)
+@pytest.mark.parametrize("op", OPS)
+def test_persistent_collective_covering_set(mpi_conformance_peer: ConformancePeer, op: str) -> None:
+    """The covering set (covering_cases) through the MPI 4.0 persistent form (MPI_X_init,
+    then MPI_Start/MPI_Wait twice on the same request); skipped, naming the call, where the
+    library lacks it."""
+    peer = mpi_conformance_peer
+    for name, case in covering_cases(op, peer.ranks).items():
+        try:
+            check_collective(peer, case | {"nonblocking": False, "persistent": True})
+        except AssertionError as e:
+            raise AssertionError(f"covering case {name!r}: {e}") from None
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(["alltoall", "alltoallv"], ["in_place"])
+    + cells(["nonblocking_collectives"], ["in_place"]),
+)
+@pytest.mark.parametrize("op", ["alltoall", "alltoallv"])
+def test_alltoall_in_place(mpi_conformance_peer: ConformancePeer, op: str) -> None:
+    """MPI_IN_PLACE for Alltoall(v) (MPI 2.2): each rank's receive buffer is its send
+    buffer, the counts symmetric (i sends j what j sends i); blocking, the I-variant and the
+    persistent form, with reversed gapped displacements."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    counts: Any = (
+        [[(i + j) % 3 + 1 for j in range(n)] for i in range(n)] if op == "alltoallv" else [4]
+    )
+    rev = list(range(n))[::-1]
+    for mode in ("blocking", "nonblocking", "persistent"):
+        case = build(op, n, counts, rev, [1] * n, seed=11 + len(mode))
+        case |= {
+            "inplace": True,
+            "nonblocking": mode == "nonblocking",
+            "persistent": mode == "persistent",
+            "starts": 1,  # a second run would exchange the blocks back
+            "send_extent": [0] * n,
+        }
+        check_collective(peer, case)

@@ -72,6 +72,37 @@ def test_comm_split_covering_set(mpi_conformance_peer: ConformancePeer) -> None:
         check_split(mpi_conformance_peer, {"kind": "split", "colors": colors, "keys": keys}, name)
 
 
+@pytest.mark.covers("mpi", *cells(["comm_split"], ["odd_size"]))
+def test_comm_split_into_an_odd_communicator(mpi_conformance_peer: ConformancePeer) -> None:
+    """A Split whose first color has 3 ranks (keys reversing them) and whose others, if any,
+    go alone or to UNDEFINED; the 3-rank communicator is then split again by parity of its
+    new ranks (Split of an odd communicator): sizes 2 and 1."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    if n < 3:
+        pytest.skip(
+            f"a communicator of odd size > 1 needs 3 ranks; this peer has {n} "
+            "(netns: --hpc-vhosts 3)"
+        )
+    colors: list[int | None] = [0, 0, 0]
+    colors += [None if r % 2 else r for r in range(3, n)]
+    keys = [3 - r if r < 3 else 0 for r in range(n)]
+    check_split(peer, {"kind": "split", "colors": colors, "keys": keys}, "odd")
+    # again inside the odd communicator: case_split's `members` runs it on their Split
+    inner = {"kind": "split", "members": [2, 1, 0], "colors": [0, 1, 0], "keys": [0, 0, 0]}
+    reports = peer.run(inner)
+    hint = peer.replay_hint(inner)
+    for rank, rep in enumerate(reports):
+        if rank > 2:
+            assert rep == {}, f"rank {rank} is outside the odd communicator: {rep}\n{hint}"
+            continue
+        local = [2, 1, 0].index(rank)
+        same = [w for i, w in enumerate([2, 1, 0]) if i % 2 == local % 2]
+        want = {"size": len(same), "rank": same.index(rank), "members": same}
+        want["sum"] = sum(m + 1 for m in same)
+        assert rep == want, f"rank {rank}: got {rep}, expected {want}\n{hint}"
+
+
 def check_split(peer: ConformancePeer, case: dict[str, Any], name: str = "") -> None:
     reports = peer.run(case)
     hint = (f"covering case {name}\n" if name else "") + peer.replay_hint(case)

@@ -283,3 +283,29 @@ def test_indexed_family_covering_set(
             "seed": i,
         } | shape
         check_indexed(mpi_conformance_peer, case)
+
+
+@pytest.mark.covers("mpi", *cells(["subarray"], ["zero_count"]))
+@pytest.mark.parametrize("typed", ["send", "recv"])
+def test_subarray_zero_elements(mpi_conformance_peer: ConformancePeer, typed: str) -> None:
+    """0 elements of a subarray type: the receive completes with count 0 and its buffer (the
+    whole array, on the typed receive side) untouched."""
+    peer = mpi_conformance_peer
+    shape, dst = SUBARRAY_SHAPES[2], peer.ranks - 1
+    case: dict[str, Any] = {
+        "kind": "datatype",
+        "dtype": "int32",
+        "typed": typed,
+        "src": 0,
+        "dst": dst,
+        "seed": 3,
+        "layout": "subarray",
+        "subarray": {**shape, "order": "C"},
+        "reps": 0,
+    }
+    rep = peer.run(case)[dst]
+    untouched = (
+        pattern("int32", int(np.prod(shape["sizes"])), 4) if typed == "recv" else np.zeros(0)
+    )
+    want = {"sha": digest(untouched.astype(np.int32)), "count": 0}
+    assert rep == want, f"got {rep}, expected {want}\n{peer.replay_hint(case)}"

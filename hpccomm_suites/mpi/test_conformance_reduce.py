@@ -266,7 +266,9 @@ def matmul_cases(draw: Any, n: int) -> dict[str, Any]:
 
 @pytest.mark.covers(
     "mpi",
-    *cells(["user_ops"], ["plain"]),
+    # the matrices travel as Peer.matrix, a contiguous type of 4 int64: a derived datatype
+    *cells(["user_ops"], ["plain", "zero_count", "derived_type"])
+    + cells(["reduce", "allreduce"], ["derived_type"]),
 )
 @settings(conformance_settings())
 @given(data=st.data())
@@ -426,3 +428,209 @@ def test_scan_and_reduce_scatter_covering_set(
         )
     for case in cases:
         check_prefix_scatter(peer, case)
+
+
+# -- on a communicator of one process and of an odd number -----------------------------------
+
+SIZED = ["reduce", "allreduce", "reduce_inplace", "allreduce_inplace", *PREFIX_SCATTER]
+# the matrix product runs through Reduce and Allreduce only (peer: case_reduce)
+SIZED_OPS = [
+    (v, o)
+    for v in SIZED
+    for o in ("SUM", "MAXLOC", MATMUL)
+    if o != MATMUL or v.removesuffix("_inplace") in ("reduce", "allreduce")
+]
+
+
+def sized_case(variant: str, size: str, n: int, op: str) -> dict[str, Any]:
+    """A case on COMM_SELF ("self") or an odd Split communicator ("odd"): SUM over int32,
+    MAXLOC over pairs, or the non-commutative matrix product (MATMUL); for Reduce the last
+    rank is the root."""
+    from hpccomm_suites.mpi.test_conformance_topology import comm_of, on
+
+    base = on(size, n)
+    m = len(comm_of(base, 0, n) or [])
+    root = m - 1
+    if op == MATMUL:
+        mats = [[(r + i) % 3 - 1 for i in range(8)] for r in range(m)]  # 2 matrices each
+        case = {"kind": "reduce", "op": MATMUL, "dtype": "int64", "count": 2, "inputs": mats}
+        return case | {"variant": variant, "root": root} | base
+    if variant.removesuffix("_inplace") == "reduce_scatter":
+        counts = [(r * 2) % 3 + (m == 1) for r in range(m)]
+    elif variant.removesuffix("_inplace") == "reduce_scatter_block":
+        counts = [3] * m
+    else:
+        counts = []
+    total = sum(counts) if counts else 5
+    if op == "SUM":
+        inputs: list[list[Any]] = [[(r + 1) * (i + 1) for i in range(total)] for r in range(m)]
+        dtype = "int32"
+    else:
+        inputs = [[[float((r * 7 + i) % 4), r] for i in range(total)] for r in range(m)]
+        dtype = "double_int"
+    case = prefix_scatter_case(op, dtype, variant, counts, inputs)
+    return case | {"root": root if variant.startswith("reduce") else 0} | base
+
+
+def sized_wants(case: dict[str, Any], m: int) -> dict[int, Any]:
+    """What each rank of the communicator must hold, by its rank in it."""
+    base = case["variant"].removesuffix("_inplace")
+    if case["op"] == MATMUL:
+        mats = [np.array(x, np.int64).reshape(-1, 2, 2) for x in case["inputs"]]
+        product = mats[0]
+        for x in mats[1:]:
+            product = product @ x
+        return {r: product for r in holders(case, m)}
+    if base in PREFIX_SCATTER:
+        return prefix_scatter_wants(case, m)
+    arrays = [from_json(x, case["dtype"]) for x in case["inputs"]]
+    whole = arrays[0] if m == 1 else reference(case["op"], case["dtype"], arrays)
+    return {r: whole for r in holders(case, m)}
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(
+        ["reduce", "allreduce", "scan", "exscan", "reduce_scatter", "reduce_scatter_block"],
+        ["size_1", "odd_size"],
+    )
+    + cells(["predefined_ops", "user_ops"], ["size_1", "odd_size"]),
+)
+@pytest.mark.parametrize("size", ["self", "odd"])
+@pytest.mark.parametrize("variant,op", SIZED_OPS, ids=[f"{v}-{o}" for v, o in SIZED_OPS])
+def test_reductions_on_sizes(
+    mpi_conformance_peer: ConformancePeer, variant: str, size: str, op: str
+) -> None:
+    """Every reduction on MPI_COMM_SELF (the result is the one process's input: no op
+    applies; Exscan's is undefined, so only its completion counts) and on an odd Split
+    communicator (the last rank as Reduce's root; the matrix product in rank order)."""
+    from hpccomm_suites.mpi.test_conformance_topology import reports_by_comm
+
+    peer = mpi_conformance_peer
+    case = sized_case(variant, size, peer.ranks, op)
+    hint = peer.replay_hint(case)
+    for rank, rep, members in reports_by_comm(peer, case):
+        want = sized_wants(case, len(members)).get(members.index(rank))
+        if want is None:  # not the root, or Exscan's rank 0
+            continue
+        if op == MATMUL:
+            got: Any = np.array(rep["result"], np.int64).reshape(-1, 2, 2)
+        else:
+            got = from_json(rep["result"], case["dtype"])
+        assert got.shape == want.shape and (got == want).all(), (
+            f"rank {rank}: {variant} {op} on a communicator of {len(members)}: got "
+            f"{got.tolist()}, expected {want.tolist()}\n{hint}"
+        )
+
+
+@pytest.mark.covers("mpi", *cells(["user_ops"], ["zero_count"]))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_user_op_on_zero_matrices(mpi_conformance_peer: ConformancePeer, variant: str) -> None:
+    """The non-commutative user op over count 0: the call completes, the result is empty
+    (the op is never called with data, and nothing is written)."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    case = {
+        "kind": "reduce",
+        "op": MATMUL,
+        "dtype": "int64",
+        "variant": variant,
+        "root": n - 1,
+        "count": 0,
+        "inputs": [[] for _ in range(n)],
+    }
+    reports = peer.run(case)
+    for rank in holders(case, n):
+        assert reports[rank]["result"] == [], (
+            f"rank {rank}: {reports[rank]}\n{peer.replay_hint(case)}"
+        )
+
+
+PROTOCOL_COUNT = 40000  # int32 per rank: 160 KB, past every eager limit here
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(
+        ["reduce", "allreduce", "scan", "exscan", "reduce_scatter", "reduce_scatter_block"],
+        ["protocol_sizes"],
+    ),
+)
+@pytest.mark.parametrize("variant", SIZED)
+def test_reductions_past_the_eager_limit(
+    mpi_conformance_peer: ConformancePeer, variant: str
+) -> None:
+    """SUM over 160 KB of int32 per rank (the pipelined/segmented paths), on the world."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    base = variant.removesuffix("_inplace")
+    if base == "reduce_scatter":
+        counts = [PROTOCOL_COUNT // n + r for r in range(n)]
+    elif base == "reduce_scatter_block":
+        counts = [PROTOCOL_COUNT // n] * n
+    else:
+        counts = []
+    total = sum(counts) if counts else PROTOCOL_COUNT
+    inputs = [[(r + 1) * (i % 7) for i in range(total)] for r in range(n)]
+    case = prefix_scatter_case("SUM", "int32", variant, counts, inputs) | {"root": n - 1}
+    if base in PREFIX_SCATTER:
+        check_prefix_scatter(peer, case)
+    else:
+        check_reduce(peer, case)
+
+
+@pytest.mark.covers(
+    "mpi",
+    *cells(["scan", "exscan", "reduce_scatter", "reduce_scatter_block"], ["derived_type"])
+    + cells(["user_ops"], ["derived_type"]),
+)
+@pytest.mark.parametrize("variant", PREFIX_SCATTER + [v + "_inplace" for v in PREFIX_SCATTER])
+def test_prefix_and_scatter_of_matrices(
+    mpi_conformance_peer: ConformancePeer, variant: str
+) -> None:
+    """Scan/Exscan/Reduce_scatter(_block) with the non-commutative matrix product over the
+    derived type of a 2x2 int64 matrix (Peer.matrix): Scan gives rank r A0 @ ... @ Ar,
+    Exscan A0 @ ... @ A(r-1), the scatters rank r its matrices of the rank-order product."""
+    peer = mpi_conformance_peer
+    n = peer.ranks
+    base = variant.removesuffix("_inplace")
+    if base == "reduce_scatter":
+        counts = [(r * 2) % 3 + 1 for r in range(n)]
+    elif base == "reduce_scatter_block":
+        counts = [2] * n
+    else:
+        counts = []
+    total = sum(counts) if counts else 3
+    inputs = [[(r * 5 + i) % 5 - 2 for i in range(4 * total)] for r in range(n)]
+    case = {
+        "kind": "reduce",
+        "op": MATMUL,
+        "dtype": "int64",
+        "variant": variant,
+        "root": 0,
+        "count": total,
+        "recvcounts": counts,
+        "inputs": inputs,
+    }
+    mats = [np.array(x, np.int64).reshape(-1, 2, 2) for x in inputs]
+
+    def product(ranks: range) -> np.ndarray:
+        out = mats[ranks[0]]
+        for q in ranks[1:]:
+            out = out @ mats[q]
+        return out
+
+    if base == "scan":
+        wants = {r: product(range(r + 1)) for r in range(n)}
+    elif base == "exscan":
+        wants = {r: product(range(r)) for r in range(1, n)}
+    else:
+        whole, starts = product(range(n)), np.cumsum([0, *counts])
+        wants = {r: whole[starts[r] : starts[r + 1]] for r in range(n)}
+    reports, hint = peer.run(case), peer.replay_hint(case)
+    for r, want in wants.items():
+        got = np.array(reports[r]["result"], np.int64).reshape(-1, 2, 2)
+        assert np.array_equal(got, want), (
+            f"rank {r}: {variant} of the matrix product gave {got.tolist()}, the rank-order "
+            f"product is {want.tolist()}\n{hint}"
+        )

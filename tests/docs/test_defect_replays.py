@@ -15,6 +15,7 @@ import pytest
 from pytest_hpccomm.cluster.mpi import DISTRO, ROOT_ENV, mpirun_path, replay_flags
 from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime, MpiUnavailable, resolve
+from tests.docs.test_defect_replays_grpc import SCRIPTS as GRPC_SCRIPTS
 
 DEFECTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "defects"
 # MPICH's ch4 over libfabric's tcp provider, no shared memory: the suite's transport
@@ -45,6 +46,33 @@ REPLAYS = [
     ),
     # no Open MPI release is right: MPICH is the reference the script passes on
     Replay("open_mpi_remote_accumulate.py", "from remote", "openmpi", "mpich", 2, args=("int64",)),
+    Replay(
+        "open_mpi_neighbor_allgather_zero_recvcount.py",
+        "skipped its send",
+        "openmpi",
+        "mpich",
+        2,
+        mca=("btl", "tcp,self"),
+    ),
+    Replay("open_mpi_self_alltoallw.py", "not {1: 12}", "openmpi", "mpich"),
+    # no MPICH release is right (4.1.3-5.0.2 crash): Open MPI is the reference
+    Replay("mpich_partitioned_proc_null_crash.py", "signal 11", "mpich", "openmpi"),
+    Replay(
+        "open_mpi_partitioned_derived_offsets.py",
+        "received [0, 2, 2, 4, 4, 6]",
+        "openmpi",
+        "mpich",
+        2,
+        mca=("btl", "tcp,self"),
+    ),
+    Replay(
+        "open_mpi_ialltoallw_in_place_empty_types.py",
+        "incomplete after",
+        "openmpi",
+        "mpich",
+        2,
+        mca=("btl", "tcp,self"),
+    ),
     # no MPICH release is right: Open MPI is the reference
     Replay("mpich_persistent_recv_proc_null.py", "Recv_init + Start", "mpich", "openmpi"),
     Replay("mpich_irecv_proc_null.py", "not (-1, -1, 0)", "mpich==4.0.3", "mpich==4.1.3"),
@@ -97,4 +125,7 @@ def test_the_replay_fails_on_the_affected_release_and_passes_on_the_right_one(r:
 
 
 def test_every_replay_script_is_run_here() -> None:
-    assert sorted(p.name for p in DEFECTS.glob("*.py")) == sorted(r.script for r in REPLAYS)
+    """Every script under docs/examples/defects is an MPI replay of this module or a gRPC one
+    of test_defect_replays_grpc.py."""
+    run = sorted([r.script for r in REPLAYS] + list(GRPC_SCRIPTS))
+    assert sorted(p.name for p in DEFECTS.glob("*.py")) == run

@@ -111,3 +111,24 @@ def test_the_unsigned_compare_key_takes_the_signed_result_only() -> None:
     assert why is not None and "compared the values as signed: 128" in why
     assert signed_compare(peer(), case, np.array([7], np.uint8), want, alt) is None
     assert as_signed({**case, "op": "SUM"}) is None and as_signed({**case, "dtype": "int8"}) is None
+
+
+def test_the_neighbor_allgather_key_takes_that_hang_only() -> None:
+    from hpccomm_suites.mpi.test_conformance_topology import (
+        NEIGHBOR_ALLGATHER,
+        open_mpi_neighbor_allgather_zero_recvcount,
+    )
+
+    hung = (
+        "openmpi loopback: peer lost during case {...}: no reply within 3s\n"
+        "  rank 1: case_graph (conformance_topology.py:334) < run (conformance.py:85)\n"
+        "  rank 1 native: __GI_sched_yield < opal_progress < ompi_request_default_wait_all < "
+        f"mca_coll_basic_neighbor_allgather < {NEIGHBOR_ALLGATHER}\n"
+    )
+    why = open_mpi_neighbor_allgather_zero_recvcount(peer(OPEN_MPI), hung)
+    assert why is not None and why.startswith("Open MPI v5.0.11 defect")
+    assert open_mpi_neighbor_allgather_zero_recvcount(peer(), hung) is None  # MPICH
+    elsewhere = hung.replace(NEIGHBOR_ALLGATHER, "PMPI_Neighbor_alltoall")
+    assert open_mpi_neighbor_allgather_zero_recvcount(peer(OPEN_MPI), elsewhere) is None
+    python_only = "\n".join(ln for ln in hung.splitlines() if "native:" not in ln)
+    assert open_mpi_neighbor_allgather_zero_recvcount(peer(OPEN_MPI), python_only) is None

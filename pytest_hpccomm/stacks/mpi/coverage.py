@@ -197,11 +197,15 @@ TAXONOMY = Taxonomy(
     out_of_scope={},
     modules=(
         "hpccomm_suites.mpi.test_conformance_p2p",
+        "hpccomm_suites.mpi.test_conformance_ring",
         "hpccomm_suites.mpi.test_conformance_collectives",
+        "hpccomm_suites.mpi.test_conformance_alltoallw",
         "hpccomm_suites.mpi.test_conformance_reduce",
         "hpccomm_suites.mpi.test_conformance_datatypes",
         "hpccomm_suites.mpi.test_conformance_comm",
+        "hpccomm_suites.mpi.test_conformance_topology",
         "hpccomm_suites.mpi.test_conformance_rma",
+        "hpccomm_suites.mpi.test_conformance_rma_sync",
         "hpccomm_suites.mpi.test_conformance_ulfm",
     ),
 )

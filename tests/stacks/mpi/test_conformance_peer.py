@@ -128,7 +128,11 @@ def test_peer_imports_neither_pytest_nor_orchestrator(openmpi: MpiRuntime) -> No
         [
             PEER_MODULE,
             "pytest_hpccomm.stacks.mpi.peer",
+            "pytest_hpccomm.stacks.mpi.peer.conformance_alltoallw",
             "pytest_hpccomm.stacks.mpi.peer.conformance_cases",
+            "pytest_hpccomm.stacks.mpi.peer.conformance_ring",
+            "pytest_hpccomm.stacks.mpi.peer.conformance_rma_sync",
+            "pytest_hpccomm.stacks.mpi.peer.conformance_topology",
             "pytest_hpccomm.stacks.mpi.peer.payload",
             "pytest_hpccomm.stacks.mpi.wire",
         ]

@@ -9,6 +9,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pytest_hpccomm.stacks.mpi.peer.conformance_alltoallw import AlltoallwCases
+from pytest_hpccomm.stacks.mpi.peer.conformance_ring import RingCases
+from pytest_hpccomm.stacks.mpi.peer.conformance_rma_sync import RmaSyncCases
+from pytest_hpccomm.stacks.mpi.peer.conformance_topology import TopologyCases
 from pytest_hpccomm.stacks.mpi.peer.payload import (
     MATMUL,
     PAIR_TYPES,
@@ -21,6 +25,7 @@ from pytest_hpccomm.stacks.mpi.peer.payload import (
 from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
 
 INDEXED_LAYOUTS = ("contiguous", "indexed", "hindexed", "indexed_block", "struct", "resized")
+DERIVED_SPAN = 4  # case_collective's derived type: elements 0 and 2 of every 4
 IPROBE_LIMIT = 10.0  # seconds an Iprobe loop may spin before the case reports a lost message
 
 
@@ -32,8 +37,12 @@ class CallFailed(Exception):
         self.call, self.error = call, error
 
 
-class Cases:
-    """The case list (a mixin of peer.conformance.Peer, which sets the state below)."""
+class Cases(TopologyCases, AlltoallwCases, RingCases, RmaSyncCases):
+    """The case list (a mixin of peer.conformance.Peer, which sets the state below); groups,
+    communicator constructors and topologies come from conformance_topology.TopologyCases,
+    MPI_Alltoallw from conformance_alltoallw.AlltoallwCases, point-to-point on any size of
+    communicator from conformance_ring.RingCases, one-sided synchronisation modes and atomics
+    from conformance_rma_sync.RmaSyncCases."""
 
     MPI: Any
     plant: str | None
@@ -203,8 +212,15 @@ class Cases:
         return {"got": got}
 
     def case_reduce(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
-        """Reduce/Allreduce (optionally MPI.IN_PLACE) of inputs[rank] with op over dtype."""
-        MPI, rank = self.MPI, self.rank
+        """Reduce/Allreduce (optionally MPI.IN_PLACE) of inputs[rank] with op over dtype; on
+        the communicator `members` names (conformance_topology.member_comm), if any."""
+        if c.get("members"):
+            with self.member_comm(comm, c) as sub:
+                return {} if sub is None else self._reduce(sub, c)
+        return self._reduce(comm, c)
+
+    def _reduce(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        MPI, rank = self.MPI, comm.Get_rank()
         op_name, variant, root = c["op"], c["variant"], c["root"]
         if op_name == MATMUL:
             mine = np.array(c["inputs"][rank], np.int64)
@@ -250,16 +266,19 @@ class Cases:
     ) -> dict[str, Any]:
         """Scan, Exscan, Reduce_scatter_block, Reduce_scatter (optionally MPI.IN_PLACE, where
         the receive buffer holds the input) of inputs[rank]; rank 0's Exscan result is
-        undefined and not reported."""
-        MPI, rank, variant = self.MPI, self.rank, c["variant"].removesuffix("_inplace")
-        mt = self.mpi_type(c["dtype"])
+        undefined and not reported. MATMUL: counts are in 2x2 matrices (Peer.matrix)."""
+        MPI, rank, variant = self.MPI, comm.Get_rank(), c["variant"].removesuffix("_inplace")
+        w = 4 if c["op"] == MATMUL else 1  # elements of the type
+        mt = self.matrix if w == 4 else self.mpi_type(c["dtype"])
+        dump: Callable[[np.ndarray], Any] = (lambda a: a.tolist()) if w == 4 else to_json
         if variant in ("scan", "exscan"):
             out = mine.copy() if inplace else np.zeros_like(mine)
             call = comm.Scan if variant == "scan" else comm.Exscan
-            call(MPI.IN_PLACE if inplace else [mine, len(mine), mt], [out, len(out), mt], op=op)
+            whole = [out, len(out) // w, mt]
+            call(MPI.IN_PLACE if inplace else [mine, len(mine) // w, mt], whole, op=op)
             if variant == "exscan" and rank == 0:
                 return {}
-            return {"result": to_json(out)}
+            return {"result": dump(out)}
         counts = c["recvcounts"]
         if inplace:
             buf = mine.copy()
@@ -267,14 +286,14 @@ class Cases:
                 comm.Reduce_scatter_block(MPI.IN_PLACE, [buf, mt], op=op)  # whole input
             else:
                 comm.Reduce_scatter(MPI.IN_PLACE, [buf, mt], counts, op=op)
-            return {"result": to_json(buf[: counts[rank]])}
-        out = np.zeros_like(mine[: counts[rank]])
+            return {"result": dump(buf[: counts[rank] * w])}
+        out = np.zeros_like(mine[: counts[rank] * w])
         if variant == "reduce_scatter_block":
             # mpi4py reads the send buffer as `size` blocks of the receive count
             comm.Reduce_scatter_block([mine, mt], [out, mt], op=op)
         else:
             comm.Reduce_scatter([mine, mt], [out, mt], counts, op=op)
-        return {"result": to_json(out)}
+        return {"result": dump(out)}
 
     def _indexed_type(self, base: Any, c: dict[str, Any]) -> tuple[Any, int, int]:
         """The case's type built by the constructor its layout names, from blocks of
@@ -302,7 +321,8 @@ class Cases:
 
     def case_datatype(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """A derived datatype (vector or subarray) on one side, contiguous on the other:
-        `typed` says which side (send: gather the selection; recv: scatter into it)."""
+        `typed` says which side (send: gather the selection; recv: scatter into it); `reps`
+        (default 1) elements of it, 0 or 1."""
         MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
         base = self.mpi_type(dtype)
         if c["layout"] in INDEXED_LAYOUTS:
@@ -319,23 +339,28 @@ class Cases:
             extent = int(np.prod(s["sizes"]))
             picked = int(np.prod(s["subsizes"]))
         derived.Commit()
+        reps = c.get("reps", 1)  # elements of the derived type sent (0: nothing moves)
         try:
             reqs, out = [], {}
             if rank == src:
                 if c["typed"] == "send":
                     reqs.append(
-                        comm.Isend([pattern(dtype, extent, c["seed"]), 1, derived], dest=dst, tag=5)
+                        comm.Isend(
+                            [pattern(dtype, extent, c["seed"]), reps, derived], dest=dst, tag=5
+                        )
                     )
                 else:
-                    reqs.append(comm.Isend(pattern(dtype, picked, c["seed"]), dest=dst, tag=5))
+                    reqs.append(
+                        comm.Isend(pattern(dtype, picked * reps, c["seed"]), dest=dst, tag=5)
+                    )
             if rank == dst:
                 st = MPI.Status()
                 if c["typed"] == "send":
-                    buf = np.zeros(picked, np_dtype(dtype))
+                    buf = np.zeros(picked * reps, np_dtype(dtype))
                     comm.Recv(buf, source=src, tag=5, status=st)
                 else:  # the gaps keep the sentinel, so a write outside the selection shows
                     buf = pattern(dtype, extent, c["seed"] + 1)
-                    comm.Recv([buf, 1, derived], source=src, tag=5, status=st)
+                    comm.Recv([buf, reps, derived], source=src, tag=5, status=st)
                 out = {"sha": digest(buf), "count": st.Get_count(base)}
             MPI.Request.Waitall(reqs)
             return out
@@ -343,17 +368,39 @@ class Cases:
             derived.Free()
 
     def case_collective(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
-        """One data-movement collective, blocking or its I-variant, on the world's duplicate or
-        on COMM_SELF (`self`). Rank i of the communicator sends from pattern(dtype,
-        send_extent[i], seed + i) and receives into pattern(dtype, recv_extent[i], seed + 500 +
-        i), so a write outside a block shows. The v-forms take the case's counts and
-        displacements; the plain forms one count (blocks back to back)."""
-        MPI, dtype, name = self.MPI, c["dtype"], c["op"]
-        if c.get("self"):
-            comm = MPI.COMM_SELF
-        i, t, root = comm.Get_rank(), self.mpi_type(dtype), c["root"]
-        sbuf = pattern(dtype, c["send_extent"][i], c["seed"] + i)
-        rbuf = pattern(dtype, c["recv_extent"][i], c["seed"] + 500 + i)
+        """One data-movement collective, blocking or its I-variant, on the world's duplicate,
+        on COMM_SELF (`self`) or on the communicator of the world ranks in `members`. Rank i
+        of the communicator sends from pattern(dtype, send_extent[i], seed + i) and receives
+        into pattern(dtype, recv_extent[i], seed + 500 + i), so a write outside a block shows.
+        The v-forms take the case's counts and displacements; the plain forms one count
+        (blocks back to back). `persistent`: the MPI 4.0 persistent form (X_init, then Start
+        and Wait `starts` times, default 2: each run writes the same, but for an in-place
+        Alltoall), or {"unsupported": call} where the library lacks it. `derived`: the
+        buffers' type is a vector of elements 0 and 2 of every DERIVED_SPAN (resized to that
+        extent); extents, counts and displacements count those spans, the buffers hold
+        DERIVED_SPAN elements each."""
+        if c.get("members"):  # a Split communicator of those world ranks; the others idle
+            with self.member_comm(comm, c) as sub:
+                return {} if sub is None else self._collective(sub, c)
+        return self._collective(self.MPI.COMM_SELF if c.get("self") else comm, c)
+
+    def _collective(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
+        t = self.mpi_type(c["dtype"])
+        span = DERIVED_SPAN if c.get("derived") else 1
+        if span > 1:
+            vec = t.Create_vector(2, 1, 2)
+            t = vec.Create_resized(0, span * t.Get_extent()[1]).Commit()
+            vec.Free()
+        try:
+            return self._collective_call(comm, c, t, span)
+        finally:
+            if span > 1:
+                t.Free()
+
+    def _collective_call(self, comm: Any, c: dict[str, Any], t: Any, span: int) -> dict[str, Any]:
+        MPI, dtype, name, i, root = self.MPI, c["dtype"], c["op"], comm.Get_rank(), c["root"]
+        sbuf = pattern(dtype, c["send_extent"][i] * span, c["seed"] + i)
+        rbuf = pattern(dtype, c["recv_extent"][i] * span, c["seed"] + 500 + i)
         here = c["inplace"] and (i == root or name.startswith("all"))  # IN_PLACE on this rank
         if name.endswith("v"):
             counts, displs = c["counts"], c["displs"]
@@ -373,14 +420,29 @@ class Cases:
         elif name in ("allgather", "allgatherv"):
             args = [MPI.IN_PLACE if here else [sbuf, mine, t], [rbuf, block, t]]
         elif name == "alltoall":
-            args = [[sbuf, c["count"], t], [rbuf, c["count"], t]]
-        else:  # alltoallv: counts[i][j] elements from i to j
+            send = MPI.IN_PLACE if here else [sbuf, c["count"], t]
+            args = [send, [rbuf, c["count"], t]]
+        else:  # alltoallv: counts[i][j] elements from i to j (IN_PLACE: symmetric counts)
             rc = [row[i] for row in c["counts"]]
-            args = [
-                [sbuf, (c["counts"][i], c["displs"][i]), t],
-                [rbuf, (rc, c["recv_displs"][i]), t],
-            ]
-        if c["nonblocking"]:
+            send = MPI.IN_PLACE if here else [sbuf, (c["counts"][i], c["displs"][i]), t]
+            args = [send, [rbuf, (rc, c["recv_displs"][i]), t]]
+        if c.get("persistent"):  # MPI 4.0: init once, start `starts` times (default 2)
+            call = f"MPI_{name.capitalize()}_init"
+            try:
+                req = getattr(comm, name.capitalize() + "_init")(*args)
+            except (AttributeError, NotImplementedError) as e:
+                return {"unsupported": f"{call} ({type(e).__name__}: {e})"}
+            except MPI.Exception as e:
+                if e.Get_error_class() != MPI.ERR_UNSUPPORTED_OPERATION:
+                    raise
+                return {"unsupported": f"{call} (MPI_ERR_UNSUPPORTED_OPERATION)"}
+            try:
+                for _ in range(c.get("starts", 2)):
+                    req.Start()
+                    req.Wait()
+            finally:
+                req.Free()
+        elif c["nonblocking"]:
             getattr(comm, "I" + name)(*args).Wait()
         else:
             getattr(comm, name.capitalize())(*args)
@@ -630,17 +692,24 @@ class Cases:
     def case_split(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
         """Split by colors[rank]/keys[rank] (None = MPI.UNDEFINED); each member reports its
         place and who else is in its communicator (Allgather of world ranks), plus a sum over
-        it (traffic stays inside the new communicator)."""
-        MPI, rank = self.MPI, self.rank
+        it (traffic stays inside the new communicator). With `members`, the Split is of their
+        communicator (conformance_topology.member_comm), colors and keys by rank in it."""
+        if c.get("members"):
+            with self.member_comm(comm, c) as sub:
+                return {} if sub is None else self._split(sub, c, sub.Get_rank())
+        return self._split(comm, c, self.rank)
+
+    def _split(self, comm: Any, c: dict[str, Any], rank: int) -> dict[str, Any]:
+        MPI = self.MPI
         color = c["colors"][rank]
         new = comm.Split(MPI.UNDEFINED if color is None else color, c["keys"][rank])
         if new == MPI.COMM_NULL:
             return {"null": True}
         try:
             members = np.zeros(new.Get_size(), np.int32)
-            new.Allgather(np.array([rank], np.int32), members)
+            new.Allgather(np.array([self.rank], np.int32), members)  # world ranks
             total = np.zeros(1, np.int64)
-            new.Allreduce(np.array([rank + 1], np.int64), total, op=MPI.SUM)
+            new.Allreduce(np.array([self.rank + 1], np.int64), total, op=MPI.SUM)
             return {
                 "size": new.Get_size(),
                 "rank": new.Get_rank(),
