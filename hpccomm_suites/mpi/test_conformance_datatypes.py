@@ -309,3 +309,128 @@ def test_subarray_zero_elements(mpi_conformance_peer: ConformancePeer, typed: st
     )
     want = {"sha": digest(untouched.astype(np.int32)), "count": 0}
     assert rep == want, f"got {rep}, expected {want}\n{peer.replay_hint(case)}"
+
+
+def darray_owned(d: dict[str, Any]) -> list[list[int]]:
+    """Per dimension, the global indices process `rank` owns (MPI 4.1, 5.1.4): the process
+    grid is row-major whatever the array's order; BLOCK(b) gives coordinate p indices
+    [p*b, (p+1)*b) (b = ceil(g/P) by default), CYCLIC(k) the blocks of k whose number is p
+    modulo P (k = 1 by default), NONE every index."""
+    coords = np.unravel_index(d["rank"], d["psizes"])  # C order: row-major
+    owned = []
+    for g, how, arg, p, c in zip(d["gsizes"], d["distribs"], d["dargs"], d["psizes"], coords):
+        if how == "none":
+            owned.append(list(range(g)))
+        elif how == "block":
+            b = arg or -(-g // p)
+            owned.append(list(range(c * b, min((c + 1) * b, g))))
+        else:
+            k = arg or 1
+            owned.append([i for i in range(g) if (i // k) % p == c])
+    return owned
+
+
+@st.composite
+def darray_cases(draw: Any, n: int) -> dict[str, Any]:
+    ndims = draw(st.integers(1, 3))
+    gsizes, distribs, dargs, psizes = [], [], [], []
+    for _ in range(ndims):
+        g = draw(st.integers(1, 7))
+        how = draw(st.sampled_from(["block", "cyclic", "none"]))
+        p = 1 if how == "none" else draw(st.integers(1, 3))
+        if how == "block":  # b * p must reach g (5.1.4)
+            arg = draw(st.one_of(st.just(0), st.integers(-(-g // p), -(-g // p) + 2)))
+        elif how == "cyclic":
+            arg = draw(st.integers(0, 3))
+        else:
+            arg = 0
+        gsizes.append(g), distribs.append(how), dargs.append(arg), psizes.append(p)
+    size = int(np.prod(psizes))
+    darray = {
+        "size": size,
+        "rank": draw(st.integers(0, size - 1)),
+        "gsizes": gsizes,
+        "distribs": distribs,
+        "dargs": dargs,
+        "psizes": psizes,
+        "order": draw(st.sampled_from(["C", "F"])),
+    }
+    return common(draw, n) | {"layout": "darray", "darray": darray}
+
+
+def check_darray(peer: ConformancePeer, case: dict[str, Any]) -> None:
+    d, dtype, reps = case["darray"], case["dtype"], case.get("reps", 1)
+    owned = darray_owned(d)
+    picked = int(np.prod([len(o) for o in owned])) * reps
+    seed = case["seed"] if case["typed"] == "send" else case["seed"] + 1
+    flat = pattern(dtype, int(np.prod(d["gsizes"])), seed)
+    full = flat.reshape(d["gsizes"], order=d["order"])  # a view: writes reach flat
+    where = np.ix_(*owned)
+    rep = peer.run(case)[case["dst"]]
+    hint = peer.replay_hint(case)
+    assert rep["count"] == picked, (
+        f"Get_count() = {rep['count']}, the distribution gives rank {d['rank']} "
+        f"{picked} elements\n{hint}"
+    )
+    if case["typed"] == "send":
+        want = digest(full[where].ravel(order=d["order"]) if reps else np.zeros(0, flat.dtype))
+        what = "the contiguous receive does not hold the elements the distribution gives"
+    else:
+        if reps:
+            shape = full[where].shape
+            full[where] = pattern(dtype, picked, case["seed"]).reshape(shape, order=d["order"])
+        want = digest(flat)
+        what = "the typed receive did not scatter into exactly the distribution's elements"
+    assert rep["sha"] == want, f"{what}\n{hint}"
+
+
+@pytest.mark.covers("mpi", *cells(["darray"], ["plain", "displacements"]))
+@settings(conformance_settings(share=0.3))
+@given(data=st.data())
+def test_darray_datatype(mpi_conformance_peer: ConformancePeer, data: st.DataObject) -> None:
+    """Create_darray(size, rank, gsizes, BLOCK/CYCLIC/NONE, dargs, psizes, C/Fortran order)
+    sends/receives exactly the elements the standard's distribution gives that rank, in the
+    array's order."""
+    peer = mpi_conformance_peer
+    check_darray(peer, data.draw(darray_cases(peer.ranks), label="case"))
+
+
+# Fixed distributions every run includes: block-cyclic with gaps in both orders, the default
+# block size, a rank whose block is empty (5 over 4: the last owns nothing), 0 elements sent.
+DARRAY_COVERING = [
+    ("cyclic2-x-block", [6, 5], ["cyclic", "block"], [2, 0], [2, 2], 3, "C", 1),
+    ("cyclic2-x-block-fortran", [6, 5], ["cyclic", "block"], [2, 0], [2, 2], 2, "F", 1),
+    ("none-x-cyclic", [3, 7], ["none", "cyclic"], [0, 0], [1, 3], 1, "C", 1),
+    ("empty-block", [5], ["block"], [0], [4], 3, "C", 1),
+    ("zero-elements", [6, 5], ["cyclic", "block"], [2, 0], [2, 2], 0, "C", 0),
+]
+
+
+@pytest.mark.covers("mpi", *cells(["darray"], ["plain", "zero_count", "displacements"]))
+@pytest.mark.parametrize("typed", ["send", "recv"])
+def test_darray_covering_set(mpi_conformance_peer: ConformancePeer, typed: str) -> None:
+    peer = mpi_conformance_peer
+    for i, (name, gsizes, distribs, dargs, psizes, rank, order, reps) in enumerate(DARRAY_COVERING):
+        case = {
+            "kind": "datatype",
+            "dtype": "int32",
+            "typed": typed,
+            "src": 0,
+            "dst": peer.ranks - 1,
+            "seed": i,
+            "layout": "darray",
+            "darray": {
+                "size": int(np.prod(psizes)),
+                "rank": rank,
+                "gsizes": gsizes,
+                "distribs": distribs,
+                "dargs": dargs,
+                "psizes": psizes,
+                "order": order,
+            },
+            "reps": reps,
+        }
+        try:
+            check_darray(peer, case)
+        except AssertionError as e:
+            raise AssertionError(f"covering case {name!r}: {e}") from None

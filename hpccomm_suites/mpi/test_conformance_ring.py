@@ -117,7 +117,7 @@ PARTITIONED: list[tuple[str, dict[str, Any]]] = [
     ("plain", {}),
     # no MPI_PROC_NULL variant: MPICH 5.0.2 segfaults in MPI_Psend_init/MPI_Precv_init with
     # it (docs/examples/defects/mpich_partitioned_proc_null_crash.py), which over netns
-    # leaves no symptom to key; Open MPI 5.0.11 returns status source MPI_ANY_SOURCE
+    # leaves no symptom to key (Open MPI 5.0.11 is right: its MPI_PROC_NULL is -2)
     ("zero", {"count": 0}),
     ("ignore", {"ignore": True}),
     ("large", {"count": 10000, "partitions": 4}),  # 160 KB

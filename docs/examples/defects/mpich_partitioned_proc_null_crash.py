@@ -1,8 +1,8 @@
 """Partitioned communication with MPI_PROC_NULL as the peer (MPI 4.1, 3.10: MPI_PROC_NULL may
 be used wherever a source or destination is required) must complete at once. MPICH 5.0.2 (and
 4.1.3 to 5.0.0, PyPI wheels) ends with a segmentation fault in MPI_Precv_init/MPI_Psend_init;
-Open MPI completes (but with status source MPI_ANY_SOURCE, another defect). Needs mpi4py
-built against the MPI under test:
+Open MPI 5.0.11 completes, with status source MPI_PROC_NULL (-2 in Open MPI's mpi.h, -1 in
+MPICH's). Needs mpi4py built against the MPI under test:
 
     python mpich_partitioned_proc_null_crash.py      # one process; a crash: the defect
 """

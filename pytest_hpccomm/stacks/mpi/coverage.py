@@ -174,6 +174,11 @@ def not_applicable(family: str, cls: str) -> str | None:
             return None
         return "no displacement argument"
     if cls == "derived_type":
+        if family == "predefined_ops":
+            # MPI 4.1, 6.9.1: "Predefined operators work only with the MPI types listed in
+            # Section 6.9.2 and Section 6.9.4" (basic types; user-defined ops may take
+            # derived ones). One-sided accumulate is the exception: rma_* rows.
+            return "predefined reduction ops take the basic datatypes of 6.9.2/6.9.4 only"
         if family in MOVES_DATA or family in OPS:
             return None
         return "no buffer, or the family is itself a datatype constructor"

@@ -320,7 +320,8 @@ class Cases(TopologyCases, AlltoallwCases, RingCases, RmaSyncCases):
         return t, extent, sum(bls)
 
     def case_datatype(self, comm: Any, c: dict[str, Any]) -> dict[str, Any]:
-        """A derived datatype (vector or subarray) on one side, contiguous on the other:
+        """A derived datatype (vector, indexed, subarray, darray) on one side, contiguous on
+        the other:
         `typed` says which side (send: gather the selection; recv: scatter into it); `reps`
         (default 1) elements of it, 0 or 1."""
         MPI, rank, src, dst, dtype = self.MPI, self.rank, c["src"], c["dst"], c["dtype"]
@@ -332,6 +333,25 @@ class Cases(TopologyCases, AlltoallwCases, RingCases, RmaSyncCases):
             derived = base.Create_vector(v["count"], v["blocklength"], v["stride"])
             extent = (v["count"] - 1) * v["stride"] + v["blocklength"] if v["count"] else 0
             picked = v["count"] * v["blocklength"]
+        elif c["layout"] == "darray":
+            d = c["darray"]
+            order = MPI.ORDER_C if d["order"] == "C" else MPI.ORDER_FORTRAN
+            how = {
+                "block": MPI.DISTRIBUTE_BLOCK,
+                "cyclic": MPI.DISTRIBUTE_CYCLIC,
+                "none": MPI.DISTRIBUTE_NONE,
+            }
+            derived = base.Create_darray(
+                d["size"],
+                d["rank"],
+                d["gsizes"],
+                [how[x] for x in d["distribs"]],
+                [a or MPI.DISTRIBUTE_DFLT_DARG for a in d["dargs"]],
+                d["psizes"],
+                order=order,
+            )
+            extent = int(np.prod(d["gsizes"]))
+            picked = derived.Get_size() // base.Get_size()
         else:
             s = c["subarray"]
             order = MPI.ORDER_C if s["order"] == "C" else MPI.ORDER_FORTRAN
