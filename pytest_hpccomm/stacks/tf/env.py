@@ -1,10 +1,16 @@
-"""The TensorFlow to test: a venv of its own under the project's cache, or the user's.
+"""The TensorFlow to test: a venv of its own under the project's cache, a release's, or the
+user's.
 
 TensorFlow pins its own numpy and protobuf, so it never goes into the project's venv: the
 bootstrap (`hpccomm tf-env`) makes `<cache>/tf/<key>/venv` with
 tensorflow-cpu pinned, keyed by the requirement and the interpreter (~70 s, 1.6 GB cold; a
-later run reads a marker and takes milliseconds). `--hpc-tf-python PATH` names a cluster's
-TensorFlow instead. TensorFlow links gRPC statically, so its gRPC cannot be swapped at run time;
+later run reads a marker and takes milliseconds). `--hpc-tf-python tensorflow-cpu==2.20.0`
+names a release of the package index's wheel instead: its venv is made once on first use
+beside it, `<cache>/tf/tensorflow-cpu-2.20.0-<key>/venv` (binary wheels only, pip resolving its
+dependencies: TF_PINS are what 2.21.0 resolved to, and would contradict another release's
+requirements), what pip resolved kept in its marker (`pip freeze --all`, the probe's
+"freeze"); TF_REQ's own release is the pinned venv. `--hpc-tf-python PATH` names a cluster's
+TensorFlow. TensorFlow links gRPC statically, so its gRPC cannot be swapped at run time;
 the probe records the version compiled in (the fingerprint's `tensorflow_grpc`).
 """
 
@@ -13,15 +19,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, probe_named_python
+from packaging.version import InvalidVersion, Version
+
+from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, probe_named_python, ready
 from pytest_hpccomm.errors import Broken, build_main
 from pytest_hpccomm.files import LockTimeout
+from pytest_hpccomm.package_index import ask_index
 from pytest_hpccomm.proc.jobs import JobResult, run_job
 
 TF_REQ = "tensorflow-cpu==2.21.0"  # current for Python 3.11; a new release is a new cache key
@@ -61,8 +71,17 @@ TF_PINS = (
     "wrapt==2.5.2",
 )
 RECIPE = 2  # bump when the steps below change (or the probe)
+RELEASE_RECIPE = 1  # bump when a release's steps change (a release's key has RECIPE too)
 CACHE_VAR = "HPCCOMM_TF_CACHE"
 CREATE_TIMEOUT = 1500.0
+
+PACKAGE = "tensorflow-cpu"  # the wheel a release names: the CPU build, as TF_REQ is
+RELEASE_FORM = f"{PACKAGE}==VERSION"
+RELEASE = re.compile(rf"^{PACKAGE}==(\S+)$")
+# written as a requirement (a release or a mistyped one), never a path: NAME then an operator
+REQUIREMENT = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*(===|==|~=|!=|>=|<=|<|>|@)"
+)
 
 
 class TfEnvError(Broken):
@@ -77,7 +96,7 @@ class TfEnv:
     version: str
     git: str  # tf.version.GIT_VERSION
     grpc: str  # the gRPC compiled into TensorFlow ("" when the probe could not tell)
-    origin: str  # "built" (this cache) or "user"
+    origin: str  # "built" (this cache's pinned venv), "release" (a release's venv) or "user"
     seconds: float = 0.0  # time to create the venv; 0 when cached
 
     def fingerprint(self) -> dict[str, Any]:
@@ -124,19 +143,106 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir("tf", env, CACHE_VAR)
 
 
-def cache_key() -> str:
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+def _base_python() -> str:
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def cache_key(python: str | None = None, base: str | None = None) -> str:
+    """The pinned venv's key (`build`): the recipe, the requirement and its pins, and the
+    interpreter (`python`: its version, `base`: its real path; this one's when None)."""
     text = json.dumps(
         {
             "recipe": RECIPE,
             "req": TF_REQ,
             "pins": TF_PINS,
-            "python": sys.version.split()[0],
-            "base": base,
+            "python": sys.version.split()[0] if python is None else python,
+            "base": _base_python() if base is None else base,
         },
         sort_keys=True,
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def release_key(spec: str, python: str | None = None, base: str | None = None) -> str:
+    """A release's key: its directory named by the release ("tensorflow-cpu-2.20.0-<hash>"),
+    the hash over the recipes, the requirement and the interpreter, as cache_key's."""
+    text = json.dumps(
+        {
+            "recipe": RECIPE,
+            "release_recipe": RELEASE_RECIPE,
+            "req": spec,
+            "python": sys.version.split()[0] if python is None else python,
+            "base": _base_python() if base is None else base,
+        },
+        sort_keys=True,
+    )
+    return f"{spec.replace('==', '-')}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def release_version(spec: str) -> str | None:
+    """The version a release names ("tensorflow-cpu==2.20.0" -> "2.20.0"); None for a name
+    that is no well-formed release."""
+    m = RELEASE.match(spec)
+    if m is None:
+        return None
+    try:
+        Version(m.group(1))
+    except InvalidVersion:
+        return None
+    return m.group(1)
+
+
+def is_release(spec: str) -> bool:
+    return release_version(spec) is not None
+
+
+def written_as_release(spec: str) -> bool:
+    """Whether `spec` is written as a requirement (NAME==VERSION, NAME>=..., NAME@URL): a
+    release, or a mistake in one (spec_error says which), never a path to a Python."""
+    return REQUIREMENT.match(spec.strip()) is not None
+
+
+def spec_error(spec: str) -> str | None:
+    """Why a spec written as a requirement is no release (one line; a usage error), None for
+    a well-formed one (tensorflow-cpu==VERSION) or for a spec not written as one. Cheap: the
+    index is not asked (release_error asks it)."""
+    if not written_as_release(spec) or is_release(spec):
+        return None
+    m = RELEASE.match(spec)
+    if m is not None:
+        return f"{spec}: {m.group(1)!r} is not a version (a release is {RELEASE_FORM})"
+    if spec.startswith(f"{PACKAGE}=="):
+        return f"{spec}: no version (a release is {RELEASE_FORM}, e.g. {TF_REQ})"
+    name = REQUIREMENT.match(spec.strip())
+    package = spec.strip()[: name.start(2)].strip() if name else spec
+    if package.split("[")[0].strip().lower().replace("_", "-") == PACKAGE:
+        return f"{spec}: a release is written {RELEASE_FORM} (one version exactly, no extras)"
+    return (
+        f"{spec}: a release is {RELEASE_FORM} (the CPU wheel, as the default `build` venv's; "
+        f"{package.split('[')[0].strip()!r} is not taken)"
+    )
+
+
+def release_built(spec: str, cache: Path | None = None) -> bool:
+    """Whether the release's venv is in the cache already (then the index need not be asked)."""
+    root = cache if cache is not None else cache_root()
+    key = cache_key() if spec == TF_REQ else release_key(spec)
+    return ready(root / key, key) is not None
+
+
+def release_error(spec: str, python: str = sys.executable) -> str | None:
+    """Why `spec` cannot be a release (a usage error: malformed, a version without a wheel for
+    this Python on the package index, an index that does not answer), naming what exists;
+    None for a release whose venv is made already or that the index has, and for a spec that
+    is not written as a release."""
+    malformed = spec_error(spec)
+    version = release_version(spec)
+    if malformed or version is None:
+        return malformed
+    if release_built(spec):
+        return None
+    what = f" with a wheel for Python {sys.version_info.major}.{sys.version_info.minor}"
+    return ask_index(PACKAGE, python, only_binary=True).missing(version, what)
 
 
 def _tail(res: JobResult, lines: int = 12) -> str:
@@ -206,16 +312,35 @@ def ensure_env(
     return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "built", seconds)
 
 
-def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
-    def left() -> float:
-        return max(1.0, deadline - time.monotonic())
+def release_env(
+    spec: str, cache: Path | None = None, timeout: float = CREATE_TIMEOUT, log: Any = None
+) -> TfEnv:
+    """A release's TensorFlow venv (`tensorflow-cpu==2.20.0`), made first if missing (as
+    ensure_env's); TF_REQ's release is the pinned venv itself. TfEnvError for no release."""
+    version = release_version(spec)
+    if version is None:
+        raise TfEnvError(spec_error(spec) or f"{spec}: a release is {RELEASE_FORM}")
+    if spec == TF_REQ:
+        return replace(ensure_env(cache, timeout, log), origin="release")
+    key = release_key(spec)
+    root = cache if cache is not None else cache_root()
+    try:
+        meta, seconds = build_once(
+            root,
+            key,
+            lambda home, deadline: _create_release(spec, home, deadline, log),
+            timeout,
+            {"req": spec, "resolved": "by pip, binary wheels only (the probe's freeze)"},
+        )
+    except LockTimeout as exc:
+        raise TfEnvError(f"{exc} (another session is creating the {spec} venv)") from None
+    return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "release", seconds)
 
-    venv = home / "venv"
-    if log is not None:
-        print(f"tensorflow: creating {venv} with {TF_REQ}", file=log, flush=True)
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+def _steps(venv: Path, deadline: float, install: Sequence[str], what: str) -> None:
+    """venv made with this interpreter's base Python, then `pip install ...install`."""
     steps = [
-        [base, "-m", "venv", str(venv)],
+        [_base_python(), "-m", "venv", str(venv)],
         [
             str(venv / "bin" / "python"),
             "-m",
@@ -223,16 +348,44 @@ def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            TF_REQ,
-            *TF_PINS,
+            *install,
         ],
     ]
     for argv in steps:
-        res = run_job(argv, dict(os.environ), timeout=left(), label="tensorflow venv")
+        left = max(1.0, deadline - time.monotonic())
+        res = run_job(argv, dict(os.environ), timeout=left, label="tensorflow venv")
         if not res.ok:
             how = "timed out" if res.timed_out else f"exit {res.returncode}"
-            raise TfEnvError(f"TensorFlow venv: {' '.join(argv[:4])} failed ({how}):\n{_tail(res)}")
-    return probe(venv / "bin" / "python", left())
+            raise TfEnvError(f"{what}: {' '.join(argv[:4])} failed ({how}):\n{_tail(res)}")
+
+
+def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
+    venv = home / "venv"
+    if log is not None:
+        print(f"tensorflow: creating {venv} with {TF_REQ}", file=log, flush=True)
+    _steps(venv, deadline, [TF_REQ, *TF_PINS], "TensorFlow venv")
+    return probe(venv / "bin" / "python", max(1.0, deadline - time.monotonic()))
+
+
+def _create_release(spec: str, home: Path, deadline: float, log: Any) -> dict[str, Any]:
+    """A release's venv: its wheel and what pip resolves for it (binary wheels only: an sdist
+    of a dependency would build for minutes, or fail), then what it resolved, pinned in the
+    marker (`pip freeze --all`: pip, setuptools and wheel are TensorFlow's too)."""
+    venv = home / "venv"
+    if log is not None:
+        print(f"tensorflow: creating {venv} with {spec}", file=log, flush=True)
+    _steps(venv, deadline, ["--only-binary", ":all:", spec], f"TensorFlow venv of {spec}")
+    python = venv / "bin" / "python"
+    freeze = run_job(
+        [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
+        dict(os.environ),
+        timeout=max(1.0, min(120.0, deadline - time.monotonic())),
+        label="tensorflow venv freeze",
+    )
+    if not freeze.ok:
+        raise TfEnvError(f"TensorFlow venv of {spec}: pip freeze failed:\n{_tail(freeze)}")
+    info = probe(python, max(1.0, deadline - time.monotonic()))
+    return {**info, "freeze": freeze.stdout.split()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from pytest_hpccomm.cluster.placement import (
     placement_reason,
 )
 from pytest_hpccomm.cluster.virtual import VirtualCluster
+from pytest_hpccomm.errors import KnownDefect
 from pytest_hpccomm.fabrics import FabricSelection
 from pytest_hpccomm.fabrics.counters import TrafficMeter
 from pytest_hpccomm.measure.measurement import Measurement, Param
@@ -328,6 +329,20 @@ def tf_ps_sweeps(
 RecvRun = Callable[[int], None]
 
 
+def empty_first_read(read: str, size: int) -> str:
+    """The known defect's reason when what the check read ("2.20.0: 0 bytes instead of 64")
+    is its symptom: the first read of a variable just made on another task came back an empty
+    tensor, no error (docs/reference/defects.md); "" for anything else, which stays a failure."""
+    version, _, what = read.partition(": ")
+    if size == 0 or what != f"0 bytes instead of {size}":
+        return ""
+    return (
+        f"TensorFlow {version} defect: the first read of a {size} B variable just created on "
+        "the ps task returned an empty tensor without an error (intermittent; see the "
+        "defects catalogue, TensorFlow: a remote variable's first read is empty)"
+    )
+
+
 def judged(
     sweeps: Sweeps,
     placement: str,
@@ -344,8 +359,13 @@ def judged(
 
     def run(size: int) -> None:
         def checked(sweep: RecvSweep) -> list[Measurement]:
-            if not sweep.points[size]["valid"]:
-                pytest.fail(f"{size} B: {invalid}", pytrace=False)
+            point = sweep.points[size]
+            if not point["valid"]:
+                defect = empty_first_read(str(point.get("read", "")), size)
+                if defect:
+                    raise KnownDefect(defect)
+                read = f" (TensorFlow {point['read']})" if point.get("read") else ""
+                pytest.fail(f"{size} B: {invalid}{read}", pytrace=False)
             return records(sweep, size)
 
         judge_point(

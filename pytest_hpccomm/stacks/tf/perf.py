@@ -79,6 +79,8 @@ def run_job(
             "warmup": settings["warmup"],
             "valid": bool(p["valid"]),
         }
+        if p.get("read"):  # what the check read instead (the peer's what_was_read)
+            point["read"] = f"{tasks.tf.version}: {p['read']}"
         if "unstretched" in p:
             point["unstretched"] = [s * 1e6 for s in p["unstretched"]]
         points[int(p["bytes"])] = point
@@ -96,6 +98,9 @@ def merge(sweeps: Sequence[RecvSweep]) -> RecvSweep:
                 [s.points[size] for s in sweeps], ["samples", "unstretched", "max_samples"]
             ),
             "valid": all(s.points[size]["valid"] for s in sweeps),
+            **next(
+                ({"read": s.points[size]["read"]} for s in sweeps if "read" in s.points[size]), {}
+            ),
         }
         for size in first.points
     }

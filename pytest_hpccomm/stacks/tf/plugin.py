@@ -16,10 +16,20 @@ from pytest_hpccomm.stack_probes import StackProbe
 from pytest_hpccomm.stacks.contract import (
     Implementations,
     PythonEnvStack,
+    Releases,
     named_in_pair,
 )
 from pytest_hpccomm.stacks.tf import allreduce, ps
-from pytest_hpccomm.stacks.tf.env import TfEnv, ensure_env, user_env
+from pytest_hpccomm.stacks.tf.env import (
+    RELEASE_FORM,
+    TfEnv,
+    ensure_env,
+    is_release,
+    release_env,
+    release_error,
+    user_env,
+    written_as_release,
+)
 from pytest_hpccomm.stacks.tf.perf import bench_sizes
 from pytest_hpccomm.stacks.tf.wire import KNOBS
 
@@ -35,7 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpccomm")
     help_py = (
         "the TensorFlow to test: `build` (default: a venv with tensorflow-cpu made once "
-        "in the cache, hpccomm tf-env), a Python or venv that "
+        "in the cache, hpccomm tf-env), a release `tensorflow-cpu==VERSION` of the package "
+        "index (its venv made once in the cache on first use), a Python or venv that "
         "has TensorFlow (a cluster's), or `none` (skip the TensorFlow items)"
     )
     group.addoption("--hpc-tf-python", default=None, dest="hpc_tf_python", help=help_py)
@@ -46,7 +57,8 @@ def tf_python(config: pytest.Config) -> str:
     return str(config.getoption("hpc_tf_python") or config.getini("hpc_tf_python") or BUILD)
 
 
-TF = PythonEnvStack(STACK, "--hpc-tf-python", "TensorFlow", (BUILD, NONE), tf_python)
+RELEASES = Releases(RELEASE_FORM, written_as_release, release_error)
+TF = PythonEnvStack(STACK, "--hpc-tf-python", "TensorFlow", (BUILD, NONE), tf_python, RELEASES)
 pytest_hpccomm_foreseen_skip = TF.foreseen_skip
 pytest_hpccomm_paired_stacks = TF.paired_stacks
 pytest_hpccomm_under_test = TF.under_test
@@ -105,7 +117,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _resolve(python: str) -> TfEnv:
-    return ensure_env() if python == BUILD else user_env(python)
+    if python == BUILD:
+        return ensure_env()
+    return release_env(python) if is_release(python) else user_env(python)
 
 
 IMPLS = Implementations(_resolve, unavailable=())  # a venv made on demand: never absent

@@ -78,7 +78,8 @@ class Worker:
         """RecvTensor from a variable on `msg["from"]`, per size: `batches` batches of `iters`
         reads after `warmup`, each batch's seconds per read (the canary stretches each batch,
         sleeping: TensorFlow's gRPC threads need the cores). A read is one tf.function call
-        whose graph reads the variable there and copies it here."""
+        whose graph reads the variable there and copies it here. The first read is checked
+        (what it read instead, when it was not the variable's: the point's "read")."""
         tf = self.tf
         there, here = device(str(msg["from"])), self.here
         iters, batches, warmup = int(msg["iters"]), int(msg["batches"]), int(msg["warmup"])
@@ -95,6 +96,7 @@ class Worker:
 
             got = read().numpy()
             valid = got.size == size and bool(np.all(got == 7))
+            wrong = "" if valid else what_was_read(got, int(size), 7)
             for _ in range(warmup):
                 read()
             samples, unstretched = [], []
@@ -107,10 +109,26 @@ class Worker:
                 samples.append((time.perf_counter() - t0) / iters)
                 unstretched.append(work / iters)
             point: dict[str, Any] = {"bytes": int(size), "samples": samples, "valid": valid}
+            if wrong:
+                point["read"] = wrong
             if factor > 1.0:
                 point["unstretched"] = unstretched
             points.append(point)
         return {"points": points}
+
+
+def what_was_read(got: np.ndarray, size: int, fill: int) -> str:
+    """What a read of `size` bytes of `fill` got instead: its size, where the other bytes lie
+    and which values they hold (the evidence of a failed check, in one line)."""
+    if got.size != size:
+        return f"{got.size} bytes instead of {size}"
+    wrong = np.flatnonzero(got != fill)
+    values = sorted({int(v) for v in got[wrong[:4096]]})
+    shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
+    return (
+        f"{wrong.size} of {size} bytes not {fill}, bytes {int(wrong[0])}..{int(wrong[-1])}, "
+        f"holding {shown}"
+    )
 
 
 def wait_for(addresses: list[str], timeout: float) -> None:
