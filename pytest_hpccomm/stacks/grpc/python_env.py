@@ -28,6 +28,7 @@ from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
 from pytest_hpccomm.errors import Broken
 from pytest_hpccomm.files import LockTimeout
 from pytest_hpccomm.proc.jobs import run_job
+from pytest_hpccomm.stacks.venv import base_python, make_venv
 
 RELEASE = re.compile(r"^grpcio==([0-9][0-9A-Za-z.+]*)$")
 THIS = ""  # the option's default: this interpreter's grpcio
@@ -124,14 +125,13 @@ def cache_root() -> Path:
 
 
 def cache_key(spec: str) -> str:
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
     text = json.dumps(
         {
             "recipe": RECIPE,
             "req": spec,
             "protobuf": protobuf_requirement(),
             "python": sys.version.split()[0],
-            "base": base,
+            "base": base_python(),
         },
         sort_keys=True,
     )
@@ -158,28 +158,8 @@ def probe(python: Path, timeout: float = 60.0) -> dict[str, Any]:
 
 def _create(spec: str, home: Path, deadline: float) -> dict[str, Any]:
     venv = home / "venv"
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    steps = [
-        [base, "-m", "venv", str(venv)],
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--only-binary",
-            ":all:",
-            spec,
-            protobuf_requirement(),
-        ],
-    ]
-    for argv in steps:
-        left = max(1.0, deadline - time.monotonic())
-        res = run_job(argv, dict(os.environ), timeout=left, label="grpcio venv")
-        if not res.ok:
-            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-8:])
-            raise PythonEnvError(f"{spec}: {' '.join(argv[:4])} failed ({res.describe()}):\n{tail}")
+    install = ["--only-binary", ":all:", spec, protobuf_requirement()]
+    make_venv(venv, deadline, install, spec, PythonEnvError, "grpcio venv")
     return probe(venv / "bin" / "python", max(1.0, deadline - time.monotonic()))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
+from pytest_hpccomm import package_index
 from pytest_hpccomm.matrix.axis import ReleaseAxis
 from pytest_hpccomm.stacks.grpc.python_env import RELEASE, released_versions, spec_error
 
@@ -20,19 +21,8 @@ PYTHON_PEERS = "python,python-aio"
 
 
 def newest_patches(versions: list[str] | tuple[str, ...]) -> list[str]:
-    """The newest final release of each minor, oldest minor first."""
-    best: dict[tuple[int, int], Version] = {}
-    for text in versions:
-        try:
-            v = Version(text)
-        except InvalidVersion:
-            continue
-        if v.is_prerelease or v.is_devrelease:
-            continue
-        minor = (v.major, v.minor)
-        if minor not in best or v > best[minor]:
-            best[minor] = v
-    return [f"grpcio=={best[k]}" for k in sorted(best)]
+    """The newest final release of each minor as a release name, oldest minor first."""
+    return [f"grpcio=={v}" for v in package_index.newest_patches(versions)]
 
 
 def every_release() -> list[str]:

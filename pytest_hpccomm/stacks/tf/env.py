@@ -33,6 +33,7 @@ from pytest_hpccomm.errors import Broken, build_main
 from pytest_hpccomm.files import LockTimeout
 from pytest_hpccomm.package_index import ask_index
 from pytest_hpccomm.proc.jobs import JobResult, run_job
+from pytest_hpccomm.stacks.venv import base_python, make_venv
 
 TF_REQ = "tensorflow-cpu==2.21.0"  # current for Python 3.11; a new release is a new cache key
 # What tensorflow-cpu 2.21.0 resolved to, pinned: a new protobuf, keras or numpy
@@ -143,10 +144,6 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir("tf", env, CACHE_VAR)
 
 
-def _base_python() -> str:
-    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-
-
 def cache_key(python: str | None = None, base: str | None = None) -> str:
     """The pinned venv's key (`build`): the recipe, the requirement and its pins, and the
     interpreter (`python`: its version, `base`: its real path; this one's when None)."""
@@ -156,7 +153,7 @@ def cache_key(python: str | None = None, base: str | None = None) -> str:
             "req": TF_REQ,
             "pins": TF_PINS,
             "python": sys.version.split()[0] if python is None else python,
-            "base": _base_python() if base is None else base,
+            "base": base_python() if base is None else base,
         },
         sort_keys=True,
     )
@@ -172,7 +169,7 @@ def release_key(spec: str, python: str | None = None, base: str | None = None) -
             "release_recipe": RELEASE_RECIPE,
             "req": spec,
             "python": sys.version.split()[0] if python is None else python,
-            "base": _base_python() if base is None else base,
+            "base": base_python() if base is None else base,
         },
         sort_keys=True,
     )
@@ -337,33 +334,11 @@ def release_env(
     return env_from_probe(root / key / VENV_PYTHON, meta["probe"], "release", seconds)
 
 
-def _steps(venv: Path, deadline: float, install: Sequence[str], what: str) -> None:
-    """venv made with this interpreter's base Python, then `pip install ...install`."""
-    steps = [
-        [_base_python(), "-m", "venv", str(venv)],
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            *install,
-        ],
-    ]
-    for argv in steps:
-        left = max(1.0, deadline - time.monotonic())
-        res = run_job(argv, dict(os.environ), timeout=left, label="tensorflow venv")
-        if not res.ok:
-            how = "timed out" if res.timed_out else f"exit {res.returncode}"
-            raise TfEnvError(f"{what}: {' '.join(argv[:4])} failed ({how}):\n{_tail(res)}")
-
-
 def _create(home: Path, deadline: float, log: Any) -> dict[str, Any]:
     venv = home / "venv"
     if log is not None:
         print(f"tensorflow: creating {venv} with {TF_REQ}", file=log, flush=True)
-    _steps(venv, deadline, [TF_REQ, *TF_PINS], "TensorFlow venv")
+    make_venv(venv, deadline, [TF_REQ, *TF_PINS], "TensorFlow venv", TfEnvError, "tensorflow venv")
     return probe(venv / "bin" / "python", max(1.0, deadline - time.monotonic()))
 
 
@@ -374,7 +349,14 @@ def _create_release(spec: str, home: Path, deadline: float, log: Any) -> dict[st
     venv = home / "venv"
     if log is not None:
         print(f"tensorflow: creating {venv} with {spec}", file=log, flush=True)
-    _steps(venv, deadline, ["--only-binary", ":all:", spec], f"TensorFlow venv of {spec}")
+    make_venv(
+        venv,
+        deadline,
+        ["--only-binary", ":all:", spec],
+        f"TensorFlow venv of {spec}",
+        TfEnvError,
+        "tensorflow venv",
+    )
     python = venv / "bin" / "python"
     freeze = run_job(
         [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"],
