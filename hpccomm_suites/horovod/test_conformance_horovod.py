@@ -22,12 +22,14 @@ from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.stacks.horovod.conformance import (
     Reduction,
+    alltoall_received,
     array_of,
     check_reduced,
     describe_case,
     element,
     horovod_settings,
     outputs,
+    reducescatter_share,
     reductions,
     shapes,
     wire,
@@ -36,7 +38,7 @@ from pytest_hpccomm.stacks.horovod.coverage import CONTROLLERS
 from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
 from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.fixtures import traffic
-from pytest_hpccomm.stacks.horovod.wire import DTYPES
+from pytest_hpccomm.stacks.horovod.wire import DTYPES, MOVE_DTYPES
 
 pytestmark = [
     pytest.mark.conformance,
@@ -94,13 +96,17 @@ def test_allreduce_matches_numpy(horovod_peers: HorovodPeers, data: st.DataObjec
 
 
 @pytest.mark.covers(
-    "horovod", *cells(["grouped_allreduce", "grouped_allreduce_average"], CONTROLLERS)
+    "horovod",
+    *cells(
+        ["grouped_allreduce", "grouped_allreduce_average", "grouped_allreduce_inplace"],
+        CONTROLLERS,
+    ),
 )
 @horovod_settings()
 @given(data=st.data())
 def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
-    """grouped_allreduce of 1-4 tensors of different dtypes and shapes: each is its own
-    reduction."""
+    """grouped_allreduce of 1-4 tensors of different dtypes and shapes, or grouped_allreduce_
+    in place: each is its own reduction."""
     n = horovod_peers.size
     op = data.draw(st.sampled_from(["sum", "average", "min", "max"]), label="op")
     group = data.draw(
@@ -109,6 +115,7 @@ def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> 
     case = {
         "kind": "grouped_allreduce",
         "op": op,
+        "in_place": data.draw(st.booleans(), label="in_place"),
         "inputs": [[wire(r.inputs[rank]) for r in group] for rank in range(n)],
     }
     for rank, outs in enumerate(outputs(_run(horovod_peers, case), "outputs")):
@@ -117,8 +124,7 @@ def test_grouped_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> 
             _judge(horovod_peers, case, out, r, f"rank {rank} tensor {i}")
 
 
-# part of upstream's allreduce_async_fused (poll() is never asserted False): a gap, not a claim
-@pytest.mark.covers("horovod")
+@pytest.mark.covers("horovod", *cells(["allreduce_async_fused"], CONTROLLERS))
 @horovod_settings()
 @given(data=st.data())
 def test_fused_async_allreduces_equal_sequential(
@@ -128,7 +134,8 @@ def test_fused_async_allreduces_equal_sequential(
     the same allreduces give one by one, and both are the reduction: bit for bit for integers
     and for floats over 2 ranks (a + b is a + b in any order); over more ranks the fused
     buffer's ring segments add floats in another order, so there both are judged within the
-    float tolerance only."""
+    float tolerance only. At least one of them is not done when its call returns (upstream's
+    check that the call does not wait)."""
     n = horovod_peers.size
     op = data.draw(st.sampled_from(["sum", "average"]), label="op")
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
@@ -153,12 +160,11 @@ def test_fused_async_allreduces_equal_sequential(
             )
             _judge(horovod_peers, case, f, r, f"rank {rank} tensor {i} (fused)")
             _judge(horovod_peers, case, s, r, f"rank {rank} tensor {i} (sequential)")
-
-
-def _rows(total: int, n: int) -> list[int]:
-    """How reducescatter splits the first dimension: as evenly as possible, the first
-    total % n ranks one row more."""
-    return [total // n + (1 if r < total % n else 0) for r in range(n)]
+    pending = [rep["pending"] for rep in reports]
+    assert any(p > 0 for p in pending), (
+        f"every allreduce_async was done when its call returned (pending per rank {pending}):"
+        f" not asynchronous{_context(horovod_peers, case)}"
+    )
 
 
 @pytest.mark.covers(
@@ -182,25 +188,27 @@ def test_reducescatter(horovod_peers: HorovodPeers, data: st.DataObject) -> None
     shape = data.draw(shapes(first=st.integers(n, 3 * n)), label="shape")
     r = data.draw(reductions(n, ops=["sum", "average"], shape=shape), label="reduction")
     case = r.case("reducescatter")
-    rows = _rows(shape[0], n)
-    starts = np.concatenate([[0], np.cumsum(rows)])
     for rank, out in enumerate(outputs(_run(horovod_peers, case))):
-        mine = Reduction(
-            r.op, [x[starts[rank] : starts[rank + 1]] for x in r.inputs], r.prescale, r.postscale
-        )
+        mine = reducescatter_share(r, rank)
         _judge(horovod_peers, case, out, mine, f"rank {rank}")
 
 
-@pytest.mark.covers("horovod", *cells(["allgather_variable_size"], CONTROLLERS))
+@pytest.mark.covers("horovod", *cells(["allgather", "allgather_variable_size"], CONTROLLERS))
+@pytest.mark.parametrize("sizes", ["equal", "variable"])
 @horovod_settings()
 @given(data=st.data())
-def test_allgather_variable_first_dimension(
-    horovod_peers: HorovodPeers, data: st.DataObject
-) -> None:
+def test_allgather(horovod_peers: HorovodPeers, sizes: str, data: st.DataObject) -> None:
+    """Every rank gets the ranks' tensors concatenated in rank order, for every dtype
+    (8-bit and 16-bit integers too), with equal or differing first dimensions."""
     n = horovod_peers.size
-    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    dtype = data.draw(st.sampled_from(MOVE_DTYPES), label="dtype")
     tail = data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims")
-    firsts = data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n), label="first dims")
+    first = st.integers(1, 4)
+    firsts = (
+        [data.draw(first, label="first dim")] * n
+        if sizes == "equal"
+        else data.draw(st.lists(first, min_size=n, max_size=n), label="first dims")
+    )
     inputs = [
         data.draw(_values(dtype, (f, *tail)), label=f"rank {i}") for i, f in enumerate(firsts)
     ]
@@ -227,7 +235,7 @@ def _values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]
 def test_broadcast_from_every_root(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
     n = horovod_peers.size
     root = data.draw(st.integers(0, n - 1), label="root")
-    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    dtype = data.draw(st.sampled_from(MOVE_DTYPES), label="dtype")
     shape = data.draw(shapes(), label="shape")
     inputs = [data.draw(_values(dtype, shape), label=f"rank {i}") for i in range(n)]
     case = {
@@ -252,7 +260,7 @@ def test_alltoall(horovod_peers: HorovodPeers, splits: str, data: st.DataObject)
     """Rank s sends rows splits[s][d] to rank d; rank d receives them in source order, and
     (explicit splits) received_splits[s] = splits[s][d]."""
     n = horovod_peers.size
-    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    dtype = data.draw(st.sampled_from(MOVE_DTYPES), label="dtype")
     tail = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims"))
     if splits == "explicit":
         table = data.draw(
@@ -273,10 +281,9 @@ def test_alltoall(horovod_peers: HorovodPeers, splits: str, data: st.DataObject)
         "inputs": [wire(a) for a in inputs],
         "splits": table if splits == "explicit" else None,
     }
-    starts = [np.concatenate([[0], np.cumsum(row)]) for row in table]
     reports = _run(horovod_peers, case)
     for dst, out in enumerate(outputs(reports)):
-        want = np.concatenate([inputs[s][starts[s][dst] : starts[s][dst + 1]] for s in range(n)])
+        want = alltoall_received(inputs, table, dst)
         got = array_of(out)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
             f"rank {dst}: alltoall gave {got.tolist()}, expected {want.tolist()}"
@@ -287,28 +294,6 @@ def test_alltoall(horovod_peers: HorovodPeers, splits: str, data: st.DataObject)
                 f"rank {dst}: received_splits {reports[dst]['received_splits']}"
                 f"{_context(horovod_peers, case)}"
             )
-
-
-# part of upstream's allreduce_process_sets (sum and max only): a gap, not a claim
-@pytest.mark.covers("horovod")
-@horovod_settings()
-@given(data=st.data())
-def test_process_set_allreduce(horovod_peers: HorovodPeers, data: st.DataObject) -> None:
-    """An allreduce in a static process set reduces over its members only."""
-    n = horovod_peers.size
-    sets = horovod_peers.ranks[0].process_sets
-    index = data.draw(st.integers(0, len(sets) - 1), label="process set")
-    members = sets[index]
-    r = data.draw(reductions(n, ops=["sum", "max"], scaled=False), label="reduction")
-    case = r.case(process_set=index)
-    reports = _run(horovod_peers, case)
-    mine = Reduction(r.op, [r.inputs[m] for m in members])
-    for rank, rep in enumerate(reports):
-        if rank not in members:
-            assert "skipped" in rep, f"rank {rank} is not in {members} but reported {rep}"
-            continue
-        assert "output" in rep, f"rank {rank}: {rep.get('raised', rep)}"
-        _judge(horovod_peers, case, rep["output"], mine, f"rank {rank} in set {members}")
 
 
 MISMATCHES = ["shape", "dims", "dtype"]

@@ -57,10 +57,11 @@ def shapes(
 def element_bound(dtype: str, op: str, n: int) -> int | float | None:
     """The largest |element| the op can reduce over n ranks (and scales up to 3 each) with no
     overflow; None: the dtype's whole range (min and max only pick values)."""
+    integer = np.dtype(dtype).kind in "iu"
     if op == "product":  # |x| ** n stays in range
-        top = float(np.iinfo(dtype).max) if dtype in INT_DTYPES else float(np.finfo(dtype).max)
-        return max(1, min(5 if dtype in INT_DTYPES else 8, int(top ** (1.0 / max(n, 1)))))
-    if dtype in INT_DTYPES:
+        top = float(np.iinfo(dtype).max) if integer else float(np.finfo(dtype).max)
+        return max(1, min(5 if integer else 8, int(top ** (1.0 / max(n, 1)))))
+    if integer:
         return 1000 if op in ("sum", "average") else None
     # a sum of n elements scaled by 3 twice stays finite (float16: 65504); a power of two below
     # that, as Hypothesis needs bounds the float width represents exactly
@@ -73,7 +74,7 @@ def element_bound(dtype: str, op: str, n: int) -> int | float | None:
 def element(dtype: str, op: str, n: int) -> st.SearchStrategy[float | int]:
     """One input element: no overflow for the op over n ranks (element_bound)."""
     bound = element_bound(dtype, op, n)
-    if dtype in INT_DTYPES:
+    if np.dtype(dtype).kind in "iu":
         info = np.iinfo(dtype)
         return (
             st.integers(int(info.min), int(info.max))
@@ -95,7 +96,7 @@ def arrays(dtype: str, shape: Sequence[int], op: str, n: int) -> st.SearchStrate
 
 
 def wire(a: np.ndarray) -> dict[str, Any]:
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")  # ascontiguousarray would make a 0-D array 1-D
     return encode(str(a.dtype), a.shape, a.tobytes())
 
 
@@ -256,3 +257,78 @@ register_settings("quick")  # a default, so the suite imports without the plugin
 
 def horovod_settings() -> settings:
     return settings.get_profile(SETTINGS_PROFILE)
+
+
+# -- the ops that move values, and their gradients --------------------------------------------
+# Every function takes the members' inputs in rank order (a process set's members, or all
+# ranks) and gives what each member must receive.
+
+
+def scatter_rows(total: int, n: int) -> list[int]:
+    """How reducescatter splits the first dimension: as evenly as possible, the first
+    total % n ranks one row more."""
+    return [total // n + (1 if r < total % n else 0) for r in range(n)]
+
+
+def row_starts(rows: Sequence[int]) -> list[int]:
+    return [0, *np.cumsum(rows).tolist()]
+
+
+def alltoall_received(
+    inputs: Sequence[np.ndarray], table: Sequence[Sequence[int]], dst: int
+) -> np.ndarray:
+    """What `dst` receives: from each source s in order, the rows table[s][dst] of its input."""
+    starts = [row_starts(row) for row in table]
+    return np.concatenate(
+        [inputs[s][starts[s][dst] : starts[s][dst + 1]] for s in range(len(inputs))]
+    )
+
+
+def reducescatter_share(r: Reduction, member: int) -> Reduction:
+    """The reduction whose result `member` receives from reducescatter: its rows of each input."""
+    starts = row_starts(scatter_rows(r.inputs[0].shape[0], len(r.inputs)))
+    rows = slice(starts[member], starts[member + 1])
+    return Reduction(r.op, [x[rows] for x in r.inputs], r.prescale, r.postscale)
+
+
+def gradients(
+    of: str,
+    grads: Sequence[np.ndarray],
+    inputs: Sequence[np.ndarray],
+    op: str = "sum",
+    root: int = 0,
+    table: Sequence[Sequence[int]] | None = None,
+) -> list[np.ndarray]:
+    """x.grad on every member r, in float64, after y = of(x) and y.backward(g_s) on every
+    member s, as Horovod defines it (its test_torch.py asserts each; they are not one rule):
+    - allreduce, alltoall: the adjoint of sum_s <g_s, y_s> (allreduce: sum_s g_s, over n for
+      average; alltoall: the rows sent back where they came from);
+    - allgather, broadcast: the adjoint of the *mean* over ranks, i.e. the mean of the g_s
+      (allgather: the rank's rows of it; broadcast: on the root, zeros elsewhere; horovod#2687);
+    - reducescatter: every g concatenated, times n for sum (its backward scales by the set's
+      size before the allgather), as is for average.
+    `root` is the member index of a broadcast's root."""
+    n = len(grads)
+    g = [np.asarray(x, np.float64) for x in grads]
+    if of in ("allreduce", "allgather", "broadcast"):  # one output shape on every rank
+        total: np.ndarray = np.sum(g, axis=0)
+    if of == "allreduce":
+        return [total / n if op == "average" else total for _ in range(n)]
+    if of == "allgather":
+        starts = row_starts([x.shape[0] for x in inputs])
+        return [total[starts[r] : starts[r + 1]] / n for r in range(n)]
+    if of == "broadcast":
+        return [total / n if r == root else np.zeros_like(total) for r in range(n)]
+    if of == "alltoall":  # x_s's rows for d arrive in y_d, after the rows of sources < s
+        assert table is not None
+        out = []
+        for s in range(n):
+            parts = []
+            for d in range(n):
+                before = sum(table[q][d] for q in range(s))
+                parts.append(g[d][before : before + table[s][d]])
+            out.append(np.concatenate(parts))
+        return out
+    if of == "reducescatter":
+        return [np.concatenate(g) * (1.0 if op == "average" else n) for _ in range(n)]
+    raise ValueError(f"no gradient rule for {of!r}")

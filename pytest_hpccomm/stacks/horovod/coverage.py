@@ -8,7 +8,7 @@ touches in part is a gap, not a claim). docs/reference/coverage.md draws the mat
 
 from __future__ import annotations
 
-from pytest_hpccomm.coverage import Taxonomy, by_row
+from pytest_hpccomm.coverage import Taxonomy
 
 # upstream case (test_horovod_ prefix dropped) -> what it checks
 CASES = {
@@ -156,6 +156,14 @@ NOT_APPLICABLE = {
     "sync_batch_norm": "GPU-only (skipTest without CUDA)",
 }
 CONTROLLERS = {"gloo": "Horovod's Gloo controller", "mpi": "Horovod's MPI controller"}
+# (case, controller) -> why that controller does not run it (upstream skips it there)
+NOT_APPLICABLE_CELLS = {
+    ("reinit", "mpi"): "MPI cannot be initialized again after shutdown (upstream: Gloo only)",
+}
+
+
+def not_applicable(case: str, controller: str) -> str | None:
+    return NOT_APPLICABLE.get(case) or NOT_APPLICABLE_CELLS.get((case, controller))
 
 
 TAXONOMY = Taxonomy(
@@ -163,8 +171,11 @@ TAXONOMY = Taxonomy(
     title="Horovod: the cases of its own test suite (test_torch.py) x the controllers",
     families=CASES,
     classes=CONTROLLERS,
-    not_applicable=by_row(NOT_APPLICABLE),
-    modules=("hpccomm_suites.horovod.test_conformance_horovod",),
+    not_applicable=not_applicable,
+    modules=(
+        "hpccomm_suites.horovod.test_conformance_horovod",
+        "hpccomm_suites.horovod.test_conformance_horovod_api",
+    ),
     rows="upstream cases",
     columns="controllers",
 )

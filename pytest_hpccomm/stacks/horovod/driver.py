@@ -79,6 +79,11 @@ class RankInfo:
     horovod: str
     process_sets: list[list[int]]
     cpus: tuple[int, ...] = ()  # the CPUs it may run on (wire.CPUS_VAR)
+    size: int = 0  # hvd.size() as the rank reported it
+    initialized: bool = False  # hvd.is_initialized() after init
+    # the rank and size its launcher gave it (wire.RANK_VARS, SIZE_VARS); None: not given
+    launcher_rank: int | None = None
+    launcher_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -383,6 +388,10 @@ class HorovodPeers:
                 str(h["horovod"]),
                 list(h["process_sets"]),
                 tuple(int(c) for c in h.get("cpus", ())),
+                int(h.get("size", 0)),
+                bool(h.get("initialized")),
+                h.get("launcher_rank"),
+                h.get("launcher_size"),
             )
             for h in (hellos[i] for i in order)
         ]

@@ -16,6 +16,9 @@ CONTROLLERS = ("mpi", "gloo")
 OPS = ("sum", "average", "min", "max", "product")
 DTYPES = ("int32", "int64", "float16", "float32", "float64")
 INT_DTYPES = ("int32", "int64")
+# what the ops that only move values (allgather, broadcast, alltoall) also take, as upstream's
+# tests give them (torch's Byte, Char and Short tensors)
+MOVE_DTYPES = (*DTYPES, "uint8", "int8", "int16")
 PLANT_VAR = "HPCCOMM_HOROVOD_PLANT"
 # corrupt-allreduce: the peer adds 1 to the last element of every allreduce result with more
 # than PLANT_THRESHOLD elements (the suite's own validation: the property must catch and
@@ -30,6 +33,7 @@ SIZE_VAR = "HPCCOMM_HOROVOD_SIZE"  # ranks in the job: static process sets are m
 CPUS_VAR = "HPCCOMM_HOROVOD_CPUS"
 # where a rank finds its world rank before hvd.init(): our Gloo launch, Open MPI, MPICH's Hydra
 RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+SIZE_VARS = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
 
 def rank_cpu(env: Mapping[str, str]) -> int | None:
@@ -49,8 +53,16 @@ CONTROLLER_ENV = {
 
 
 def static_process_sets(size: int) -> list[list[int]]:
-    """The process sets every peer registers at init (static sets must be known then): the
-    contiguous runs of size-1 ranks, e.g. [[0], [1]] for 2 ranks, [[0, 1], [1, 2]] for 3."""
+    """The process sets every peer registers at init (static sets must be known then): two
+    that partition the ranks, the first half and the rest, e.g. [[0], [1]] for 2 ranks,
+    [[0, 1], [2]] for 3. A case in a process set runs on every rank, each in the set it belongs
+    to (upstream's even/odd sets do the same): ranks never skip an op, so they all make the
+    same number of ops, and Horovod's unnamed ops (every autograd backward), named by the
+    rank's own op count, still match across ranks."""
     if size < 2:
         return []
-    return [list(range(start, start + size - 1)) for start in range(2)]
+    half = (size + 1) // 2
+    return [list(range(half)), list(range(half, size))]
+
+
+PARTITION = "partition"  # a case's process_set: each rank runs it in the static set it is in
