@@ -147,8 +147,10 @@ def test_controller_lists_and_process_sets() -> None:
         controller_list("mpi,nccl")
     with pytest.raises(ValueError):
         controller_list(" , ")
+    # two sets that partition the ranks: no rank ever sits out a process-set case
     assert static_process_sets(2) == [[0], [1]]
-    assert static_process_sets(3) == [[0, 1], [1, 2]]
+    assert static_process_sets(3) == [[0, 1], [2]]
+    assert static_process_sets(4) == [[0, 1], [2, 3]]
     assert static_process_sets(1) == []
 
 
