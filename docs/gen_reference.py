@@ -416,9 +416,11 @@ def render_coverage() -> str:
     from pytest_hpccomm.stacks.horovod.coverage import TAXONOMY as HOROVOD
     from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
     from pytest_hpccomm.stacks.tf.coverage import TAXONOMY as TF
+    from pytest_hpccomm.stacks.verbs.coverage import TAXONOMY as VERBS
 
     pages = [
-        markdown(tax, list(declared(tax.stack, tax.modules))) for tax in (MPI, GRPC, HOROVOD, TF)
+        markdown(tax, list(declared(tax.stack, tax.modules)))
+        for tax in (MPI, GRPC, HOROVOD, TF, VERBS)
     ]
     return COVERAGE_HEADER + "\n".join(pages)
 

@@ -734,7 +734,7 @@ def test_rank_size_and_init_state(horovod_peers: HorovodPeers, horovod_controlle
         check_reduced(array_of(out), good, f"rank {rank} after init again")
 
 
-# -- DistributedOptimizer, broadcast of state, sparse allreduce ----------------------
+# -- DistributedOptimizer, broadcast of state, timeline, sparse allreduce ----------------------
 
 OPTIMIZER_VARIANTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     # variant -> (case options, upstream cases it covers)
@@ -888,6 +888,17 @@ def test_broadcast_state(horovod_peers: HorovodPeers, optimizer: str, no_grad: b
         assert after["state"] == root["state"], f"rank {rank} optimizer state {after['state']}"
 
 
+@pytest.mark.covers("horovod", *cells(["timeline_api"], CONTROLLERS))
+def test_timeline_api(horovod_peers: HorovodPeers) -> None:
+    """start_timeline, then (after a barrier: every rank's request comes after rank 0's
+    writer is ready) a named allreduce, then stop_timeline: rank 0's file is JSON with
+    events, and names the allreduce and its negotiation and reduction phases."""
+    case = {"kind": "optimizer", "scenario": "timeline", "op_name": "hpccomm_timeline_probe"}
+    timeline = outputs(horovod_peers.run(case), "timeline")[0]
+    assert timeline is not None and timeline["events"] > 0, timeline
+    assert all(timeline["has"].values()), f"rank 0's timeline lacks {timeline['has']}"
+
+
 @pytest.mark.covers(
     "horovod",
     *cells(["async_sparse_allreduce", "async_sparse_allreduce_process_sets"], CONTROLLERS),
@@ -927,3 +938,66 @@ def test_sparse_allreduce_equals_dense(horovod_peers: HorovodPeers, data: st.Dat
                     f"rank {rank} tensor {t}: {a.tolist()}, the mean is {want.tolist()}"
                     f"{_context(horovod_peers, case)}"
                 )
+
+
+@pytest.mark.covers("horovod", *cells(["force_allreduce"], CONTROLLERS))
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@horovod_settings()
+@given(data=st.data())
+def test_step_allreduces_every_gradient(
+    horovod_peers: HorovodPeers, optimizer: str, data: st.DataObject
+) -> None:
+    """Rank 0's loss leaves the last layer without a gradient, the others' do not: step()
+    still allreduces every gradient (no rank waits on another), and every rank holds the mean
+    of the local gradients with rank 0's missing ones as zeros."""
+    n = horovod_peers.size
+    value = st.integers(-3, 3).map(float)
+    xs = [
+        data.draw(st.lists(st.lists(value, min_size=3, max_size=3), min_size=2, max_size=2))
+        for _ in range(n)
+    ]
+    ys = [
+        data.draw(st.lists(st.lists(value, min_size=2, max_size=2), min_size=2, max_size=2))
+        for _ in range(n)
+    ]
+    case = {"kind": "optimizer", "scenario": "force", "optimizer": optimizer, "x": xs, "y": ys}
+    reports = horovod_peers.run(case, timeout=ERROR_WITHIN)
+    outputs(reports, "synced")
+    locals_ = [[np.array(g) for g in rep["local"]] for rep in reports]
+    for rank, rep in enumerate(reports):
+        for k, got in enumerate(rep["synced"]):
+            want = np.mean([lg[k] for lg in locals_], axis=0)
+            assert np.allclose(
+                np.array(got),
+                want,
+                rtol=0,
+                atol=1e-5 * max(1.0, float(np.max(np.abs(want), initial=0.0))),
+            ), (
+                f"rank {rank} parameter {k}: {got}, the mean is {want.tolist()}"
+                f"{_context(horovod_peers, case)}"
+            )
+
+
+@pytest.mark.covers("horovod", *cells(["dynamic_requires_grad"], CONTROLLERS))
+def test_requires_grad_switched_between_steps(horovod_peers: HorovodPeers) -> None:
+    """A generator and a discriminator trained in turn by switching requires_grad, each with
+    its own DistributedOptimizer: each step gives a nonzero gradient to the trained model's
+    parameters only, and its synchronized gradients are the same on every rank."""
+    n = horovod_peers.size
+    xs = [[[float(r + 1), 0.5, -1.0]] for r in range(n)]
+    case = {"kind": "optimizer", "scenario": "dynamic", "x": xs, "rounds": 3}
+    reports = horovod_peers.run(case, timeout=ERROR_WITHIN)
+    steps = outputs(reports, "steps")
+    for i, step in enumerate(steps[0]):
+        gen = step["gen"]
+        for rank in range(n):
+            mine = steps[rank][i]
+            nonzero = mine["nonzero"]
+            want = {"gen": [gen] * len(nonzero["gen"]), "disc": [not gen] * len(nonzero["disc"])}
+            assert nonzero == want, (
+                f"step {i} (training the {'generator' if gen else 'discriminator'}), rank "
+                f"{rank}: nonzero gradients {nonzero}"
+            )
+            assert mine["synced"] == step["synced"], (
+                f"step {i}: rank {rank}'s synchronized gradients differ from rank 0's"
+            )

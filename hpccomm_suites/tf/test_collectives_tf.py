@@ -368,3 +368,138 @@ def test_a_missing_worker_is_deadline_exceeded(
     assert GROUP_TIMEOUT * 0.9 <= took < GROUP_TIMEOUT + 30.0, f"the error took {took:.1f}s"
     left = [p.pid for p in procs if proctree.alive(p)]
     assert not left, f"processes of the tasks left behind: {left}"
+
+
+# -- the other collectives of TensorFlow's collective ops tests --------------------------------
+
+# scenario -> (message fields, upstream cases it covers)
+COLLECTIVES: dict[str, tuple[dict[str, object], list[str]]] = {
+    "gather-v2": ({"kind": "gather", "version": 2}, ["v2.CollectiveOpsTest.testGather"]),
+    "gather-v1": ({"kind": "gather", "version": 1}, ["v1.CollectiveOpTest.testCollectiveGather"]),
+    "broadcast-v2": ({"kind": "broadcast", "version": 2}, ["v2.CollectiveOpsTest.testBroadcast"]),
+    "broadcast-v1": (
+        {"kind": "broadcast", "version": 1},
+        ["v1.CollectiveOpTest.testCollectiveBroadcast"],
+    ),
+    "all_to_all": ({"kind": "all_to_all", "version": 2}, ["v2.CollectiveOpsTest.testAllToAll"]),
+    "max-v1": (
+        {"kind": "reduce", "version": 1, "merge": "Max"},
+        ["v1.CollectiveOpTest.testCollectiveReduceMaximum"],
+    ),
+    "min-v1": (
+        {"kind": "reduce", "version": 1, "merge": "Min"},
+        ["v1.CollectiveOpTest.testCollectiveReduceMinimum"],
+    ),
+    "subdivisions": (
+        {"kind": "reduce", "version": 2},
+        ["v2.AllReduceWithSubdivisionsTest.testReduce"],
+    ),
+    "nccl-hint-v2": (
+        {"kind": "reduce", "version": 2, "hint": "nccl"},
+        ["v2.CommunicationHintTest.testNCCLFallbackOnCPU"],
+    ),
+    "nccl-hint-v1": (
+        {"kind": "reduce", "version": 1, "hint": "nccl"},
+        ["v1.CollectiveOpTest.testNcclHintFallbackToRingReduce"],
+    ),
+    "group-size-one-v2": (
+        {"version": 2, "group_size": 1},
+        ["v2.CollectiveOpsTest.testCollectiveGroupSizeOne"],
+    ),
+    "group-size-one-v1": (
+        {"version": 1, "group_size": 1},
+        ["v1.CollectiveOpTest.testCollectiveGroupSizeOne"],
+    ),
+    "instance-key-in-two-groups": (
+        {"kind": "reduce", "version": 2},
+        ["v2.CollectiveOpsTest.testInstanceKeyScopedUnderGroupKey"],
+    ),
+}
+# group keys of their own (GROUP_KEY is every worker's group of the other tests): a worker
+# alone, per version and worker; the two groups that share an instance key
+ALONE_GROUP_KEYS = {1: 510, 2: 500}
+TWO_GROUPS = (300, 301)
+
+
+def _small(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
+    """Small integers in the dtype: every reduction of two is exact."""
+    size = int(np.prod(shape, dtype=np.int64))
+    return st.lists(st.integers(-50, 50), min_size=size, max_size=size).map(
+        lambda v: np.array(v, dtype).reshape(shape)
+    )
+
+
+@pytest.mark.covers("tf", *cells([c for _, cs in COLLECTIVES.values() for c in cs], RUNS))
+@pytest.mark.parametrize("scenario", list(COLLECTIVES))
+@settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_collective_equals_its_definition(
+    tf_ring: TfTasks, scenario: str, data: st.DataObject
+) -> None:
+    """Each worker's tensor through the collective gives, on every worker, what the op is:
+    gather the tensors in task order, broadcast the root's, all_to_all row i of every worker
+    on worker i (on CPU the first dimension must be the group size), Max/Min elementwise,
+    the sum with any max_subdivs_per_device and with the NCCL hint on CPU (ring fallback),
+    the tensor itself in a group of one; one instance key used in two groups reduces in
+    each."""
+    fields, _ = COLLECTIVES[scenario]
+    n = RING.workers
+    dtype = data.draw(st.sampled_from(["float32", "float64", "int32", "int64"]), label="dtype")
+    if fields.get("kind") == "all_to_all":  # CPU: the first dimension is the group size
+        shape = (n, *data.draw(st.lists(st.integers(1, 3), max_size=2), label="trailing dims"))
+    else:
+        shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3), label="shape"))
+    arrays = [data.draw(_small(dtype, shape), label=f"worker {w}") for w in range(n)]
+    base: dict[str, object] = {"op": "collective", "timeout": TIMEOUT, **fields}
+    rounds: list[tuple[dict[str, object], list[np.ndarray], list[np.ndarray]]] = []
+    if "group_size" in fields:  # a group of one per worker: reduce and gather give the input
+        for kind in ("reduce", "gather"):
+            msg = {**base, "kind": kind, "instance_key": next(_KEYS)}
+            rounds.append((msg, arrays, arrays))
+    elif scenario == "instance-key-in-two-groups":
+        key = next(_KEYS)
+        for i, group in enumerate(TWO_GROUPS):
+            ins = [a * (i + 1) for a in arrays]
+            rounds.append(
+                ({**base, "group_key": group, "instance_key": key}, ins, [ins[0] + ins[1]] * n)
+            )
+    else:
+        msg = {**base, "instance_key": next(_KEYS)}
+        if fields["kind"] == "gather":
+            expect = [np.concatenate(arrays)] * n
+        elif fields["kind"] == "broadcast":
+            root = data.draw(st.integers(0, n - 1), label="root")
+            msg["root"] = root
+            expect = [arrays[root]] * n
+        elif fields["kind"] == "all_to_all":
+            chunks = [np.split(a, n) for a in arrays]
+            expect = [np.concatenate([chunks[s][d] for s in range(n)]) for d in range(n)]
+        elif fields.get("merge") in ("Max", "Min"):
+            pick = np.maximum if fields["merge"] == "Max" else np.minimum
+            expect = [pick(arrays[0], arrays[1])] * n
+        else:
+            if scenario == "subdivisions":
+                msg["max_subdivs_per_device"] = data.draw(st.sampled_from([-1, 0, 16]))
+            expect = [arrays[0] + arrays[1]] * n
+        rounds.append((msg, arrays, expect))
+    for msg, ins, wants in rounds:
+        requests = {}
+        for w, (task, a) in enumerate(zip(RING.workers_tasks, ins)):
+            one = dict(msg, tensor=encode(str(a.dtype), a.shape, a.tobytes()))
+            if "group_size" in fields:
+                one["group_key"] = ALONE_GROUP_KEYS[int(fields["version"])] + w  # type: ignore[call-overload]
+            requests[task] = one
+        replies = tf_ring.request_all(requests)
+        for (task, reply), want in zip(replies.items(), wants):
+            got_dtype, got_shape, raw = as_bytes(reply["result"])
+            got = np.frombuffer(raw, got_dtype).reshape(got_shape)
+            assert got.dtype == want.dtype and got.shape == want.shape, (
+                f"{scenario} on {task}: {got.dtype}{list(got.shape)}, expected "
+                f"{want.dtype}{list(want.shape)} ({msg})"
+            )
+            np.testing.assert_array_equal(got, want, err_msg=f"{scenario} on {task} ({msg})")

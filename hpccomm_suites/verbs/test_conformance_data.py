@@ -91,6 +91,7 @@ def check(
     assert after == guards, f"{what}: bytes next to the {size}-byte region were overwritten"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 @pytest.mark.parametrize("opcode", ["SEND", "RDMA_WRITE", "RDMA_READ"])
 def test_payload_integrity(
     opcode: str, verbs_rc: Link, verbs_pair: VerbsPair, verbs_settings: settings
@@ -151,6 +152,7 @@ READ_DEFECTS = ("siw-read-completion-order", "siw-rresp-terminate")
 RECV_WR_ID = 500
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 @pytest.mark.parametrize("mix", sorted(MIXES))
 def test_completions_arrive_in_posting_order(
     mix: str, verbs_rc: Link, verbs_pair: VerbsPair, verbs_settings: settings
@@ -218,6 +220,7 @@ def _u64(hexed: str, order: str) -> int:
     return int.from_bytes(bytes.fromhex(hexed), order)  # type: ignore[arg-type]
 
 
+@pytest.mark.covers("verbs", "atomic.AtomicTest.atomic_fetch_and_add:rxe")
 def test_fetch_and_add_returns_old_value(
     verbs_rc: Link, verbs_pair: VerbsPair, verbs_settings: settings, verbs_atomic_order: str
 ) -> None:
@@ -251,6 +254,7 @@ def test_fetch_and_add_returns_old_value(
     prop()
 
 
+@pytest.mark.covers("verbs", "atomic.AtomicTest.atomic_cmp_and_swap:rxe")
 def test_compare_and_swap_returns_old_value(
     verbs_rc: Link, verbs_pair: VerbsPair, verbs_settings: settings, verbs_atomic_order: str
 ) -> None:

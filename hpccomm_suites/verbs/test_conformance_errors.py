@@ -39,6 +39,7 @@ RECEIVE_TOO_SMALL = (LOCAL_LENGTH_ERROR, LOCAL_QP_OPERATION_ERROR)
 SENDER_OF_TOO_LARGE = (REMOTE_INVALID_REQUEST, REMOTE_OPERATION_ERROR)
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_bad_lkey_fails_with_a_local_error(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
 ) -> None:
@@ -68,6 +69,7 @@ def test_bad_lkey_fails_with_a_local_error(
     )
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_send_larger_than_the_receive_buffer_fails_on_both_sides(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
 ) -> None:
@@ -89,6 +91,7 @@ def test_send_larger_than_the_receive_buffer_fails_on_both_sides(
         )
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_post_to_a_qp_that_is_not_ready_is_refused(verbs_pair: VerbsPair) -> None:
     side = verbs_pair.create_qp(verbs_pair.a, "RC")
     mr = verbs_pair.reg_mr(verbs_pair.a, 64)
@@ -107,6 +110,7 @@ def test_post_to_a_qp_that_is_not_ready_is_refused(verbs_pair: VerbsPair) -> Non
         side.peer.call("dereg_mr", mr=mr["mr"])
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_work_on_a_broken_connection_fails_within_its_deadline(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
 ) -> None:

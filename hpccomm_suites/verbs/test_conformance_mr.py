@@ -80,6 +80,7 @@ def target_digest(link: Any) -> str:
     return str(link.b.peer.call("digest", mr=link.mr_b["mr"], offset=0, length=LENGTH))
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_rdma_write_into_mr_with_remote_write_lands(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
 ) -> None:
@@ -93,6 +94,7 @@ def test_rdma_write_into_mr_with_remote_write_lands(
     assert target_digest(link) == want, "the RDMA WRITE completed but its bytes did not land"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_rdma_write_without_remote_write_is_rejected(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
 ) -> None:
@@ -103,6 +105,7 @@ def test_rdma_write_without_remote_write_is_rejected(
     assert target_digest(link) == before, f"forbidden write changed the target ({how})"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_rdma_read_without_remote_read_is_rejected(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
 ) -> None:
@@ -114,6 +117,7 @@ def test_rdma_read_without_remote_read_is_rejected(
         assert got != secret, "a forbidden RDMA READ returned the target's bytes"
 
 
+@pytest.mark.covers("verbs", "atomic.AtomicTest.atomic_invalid_mr_access:rxe")
 @pytest.mark.verbs_needs("atomics")
 def test_atomic_without_remote_atomic_is_rejected(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
@@ -124,6 +128,7 @@ def test_atomic_without_remote_atomic_is_rejected(
     assert target_digest(link) == before, "a forbidden atomic changed the target"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink) -> None:
     link = verbs_fresh_rc()
     link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=10)
@@ -132,6 +137,7 @@ def test_wrong_rkey_is_rejected(verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
     assert target_digest(link) == before
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_write_past_the_end_of_the_mr_is_rejected(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink
 ) -> None:
@@ -140,3 +146,51 @@ def test_write_past_the_end_of_the_mr_is_rejected(
     before = target_digest(link)
     violation(verbs_pair, link, op("RDMA_WRITE", link, offset=LENGTH - 64, length=128))
     assert target_digest(link) == before
+
+
+def _refused(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
+    """Run an atomic that must fail (upstream's bar: any error, at post or in its
+    completion); return how it failed."""
+    try:
+        wcs = pair.execute(link.a, [wr])
+    except VerbsCallError as exc:
+        return f"rejected at post: {exc}"
+    assert wcs[0]["status"] != 0, f"{wr['opcode']} that breaks the rules completed successfully"
+    return str(wcs[0]["status_text"])
+
+
+ATOMIC_VIOLATIONS = {
+    # upstream case -> how the FETCH_AND_ADD breaks the rules
+    "atomic_invalid_rkey": "a wrong rkey",
+    "atomic_invalid_lkey": "a wrong lkey for the local buffer",
+    "atomic_non_aligned_addr": "a target address 1 byte past 8-byte alignment",
+}
+
+
+@pytest.mark.covers("verbs", *(f"atomic.AtomicTest.{c}:rxe" for c in ATOMIC_VIOLATIONS))
+@pytest.mark.verbs_needs("atomics")
+@pytest.mark.parametrize("case", list(ATOMIC_VIOLATIONS))
+def test_atomic_that_breaks_the_rules_fails(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, case: str, record_property: Any
+) -> None:
+    """A FETCH_AND_ADD with a wrong rkey, a wrong lkey or a misaligned target (atomics act
+    on 8-byte aligned words, IB spec 9.4.5) fails. A wrong rkey or a misaligned target leaves
+    the target as it was; a wrong lkey guards only the local buffer the old value returns to:
+    the responder may have added already (rxe does), but nothing lands locally."""
+    link = verbs_fresh_rc()
+    local = lambda: str(  # noqa: E731
+        link.a.peer.call("digest", mr=link.mr_a["mr"], offset=0, length=LENGTH)
+    )
+    before, local_before = target_digest(link), local()
+    wr = op("ATOMIC_FETCH_AND_ADD", link, length=8, compare_add=1)
+    if case == "atomic_invalid_rkey":
+        wr["rkey"] = link.mr_b["rkey"] ^ 0x5A5A00
+    elif case == "atomic_invalid_lkey":
+        wr["lkey"] = link.mr_a["lkey"] ^ 0x7F7F00
+    else:
+        wr["remote_addr"] = link.mr_b["addr"] + 1
+    record_property("atomic_violation", _refused(verbs_pair, link, wr)[:300])
+    if case == "atomic_invalid_lkey":
+        assert local() == local_before, "the old value landed through a wrong lkey"
+    else:
+        assert target_digest(link) == before, f"{ATOMIC_VIOLATIONS[case]}: the target changed"

@@ -57,6 +57,7 @@ def rejected(side: Side, to: str, **kw: Any) -> str:
     return info.value.message
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_new_qp_is_in_reset(verbs_qps: NewQp, verbs_pair: VerbsPair) -> None:
     got = state(verbs_qps("RC"))
     if verbs_pair.iwarp:
@@ -66,6 +67,7 @@ def test_new_qp_is_in_reset(verbs_qps: NewQp, verbs_pair: VerbsPair) -> None:
         assert got == "RESET"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 @manual_only
 def test_rc_walks_reset_init_rtr_rts(verbs_qps: NewQp) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
@@ -74,6 +76,7 @@ def test_rc_walks_reset_init_rtr_rts(verbs_qps: NewQp) -> None:
     assert modify(a, "RTS") == "RTS"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 @manual_only
 def test_ud_walks_reset_init_rtr_rts(verbs_pair: VerbsPair, verbs_qps: NewQp) -> None:
     a = verbs_qps("UD")
@@ -87,6 +90,7 @@ def test_ud_walks_reset_init_rtr_rts(verbs_pair: VerbsPair, verbs_qps: NewQp) ->
     [("RESET", "RTR"), ("RESET", "RTS"), ("INIT", "RTS")],
     ids=["RESET-RTR", "RESET-RTS", "INIT-RTS"],
 )
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_skipping_a_state_is_rejected(verbs_qps: NewQp, start: str, to: str) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
     if start == "INIT":
@@ -101,6 +105,7 @@ def test_skipping_a_state_is_rejected(verbs_qps: NewQp, start: str, to: str) -> 
     [(to, m) for to, ms in RC_REQUIRED.items() for m in ms],
     ids=[f"{to}-no-{m}" for to, ms in RC_REQUIRED.items() for m in ms],
 )
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_transition_without_a_required_attribute_is_rejected(
     verbs_qps: NewQp, to: str, missing: str
 ) -> None:
@@ -113,6 +118,7 @@ def test_transition_without_a_required_attribute_is_rejected(
     assert state(a) == before
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 @manual_only
 def test_any_state_goes_to_err_and_reset(verbs_qps: NewQp) -> None:
     a, b = verbs_qps("RC"), verbs_qps("RC")
@@ -123,6 +129,7 @@ def test_any_state_goes_to_err_and_reset(verbs_qps: NewQp) -> None:
     assert modify(a, "INIT") == "INIT", "a QP reset from ERR must be usable again"
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_cm_connection_reaches_rts(verbs_pair: VerbsPair) -> None:
     """Whatever the transport, a connection the suite makes ends with both QPs in RTS."""
     conn = verbs_pair.connect("RC")

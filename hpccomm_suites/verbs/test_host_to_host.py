@@ -38,6 +38,7 @@ RETRY_CNT = 6
 RETRY_BOUND = 10.0
 
 
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 @pytest.mark.parametrize("opcode", ["SEND", "RDMA_WRITE", "RDMA_READ"])
 def test_payload_crosses_the_link(
     opcode: str, verbs_rc: Link, verbs_hosts: VerbsHosts, record_property: Any
@@ -68,6 +69,7 @@ def test_payload_crosses_the_link(
     reason="iWARP runs over TCP: a cut link stalls in TCP retransmission (minutes, "
     "tcp_retries2) before siw reports anything; this item cuts RoCE v2",
 )
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
 def test_cut_link_fails_the_qp_with_retry_exceeded(
     verbs_fresh_rc: Any, verbs_hosts: VerbsHosts, record_property: Any
 ) -> None:

@@ -26,6 +26,7 @@ from pytest_hpccomm.stacks.grpc.coverage import TAXONOMY as GRPC
 from pytest_hpccomm.stacks.horovod.coverage import TAXONOMY as HOROVOD
 from pytest_hpccomm.stacks.mpi.coverage import TAXONOMY as MPI
 from pytest_hpccomm.stacks.tf.coverage import TAXONOMY as TF
+from pytest_hpccomm.stacks.verbs.coverage import TAXONOMY as VERBS
 
 
 def toy(out_of_scope: dict[tuple[str, str], str] | None = None) -> Taxonomy:
@@ -114,7 +115,7 @@ def test_a_wrong_declaration_is_a_problem(toy_suite: str) -> None:
     assert problems(toy({("cart", "nul"): "typo"}), []) == ["out of scope: unknown cell cart:nul"]
 
 
-@pytest.mark.parametrize("tax", [MPI, GRPC, HOROVOD, TF], ids=lambda t: t.stack)
+@pytest.mark.parametrize("tax", [MPI, GRPC, HOROVOD, TF, VERBS], ids=lambda t: t.stack)
 def test_the_suites_declare_known_applicable_cells(tax: Taxonomy) -> None:
     if tax is GRPC:
         pytest.importorskip("grpc")  # the gRPC suite imports grpcio

@@ -530,6 +530,102 @@ class Peer:
         hvd.broadcast_optimizer_state(opt, root_rank=0)
         return {"before": before, "after": snapshot()}
 
+    def _opt_timeline(self, case: dict[str, Any]) -> dict[str, Any]:
+        """start_timeline, a barrier, a named allreduce, stop_timeline: rank 0 (Horovod's
+        coordinator writes the timeline) reports whether the file parses as JSON and names
+        the op and its phases. Only rank 0's start_timeline waits for its writer; without
+        the barrier another rank's request can reach rank 0 first, and the op's negotiation
+        then starts before anything is recorded (its NEGOTIATE phase is missing)."""
+        import tempfile
+
+        hvd = self.hvd
+        with tempfile.TemporaryDirectory(prefix="hpccomm-timeline-") as d:
+            path = os.path.join(d, "timeline.json")
+            hvd.start_timeline(path)
+            if case.get("ordered", True):
+                hvd.barrier()
+            hvd.allreduce(self.torch.ones(8), name=case["op_name"])
+            hvd.stop_timeline()
+            hvd.barrier()  # a cycle passes: the coordinator closes the file
+            if self.rank != 0:
+                return {"timeline": None}
+            text = _settled(path)
+        events = json.loads(text)
+        markers = [f"allreduce.{case['op_name']}", "NEGOTIATE_ALLREDUCE", "ALLREDUCE"]
+        return {"timeline": {"events": len(events), "has": {m: m in text for m in markers}}}
+
+    def _opt_force(self, case: dict[str, Any]) -> dict[str, Any]:
+        """Upstream's force_allreduce: a model whose last layer only ranks other than 0 use
+        (rank 0's loss takes the middle output), through `optimizer`: step() allreduces
+        every gradient anyway (rank 0's missing ones count as zeros). Reports each rank's
+        local gradients (zeros where it had none) and the synchronized ones."""
+        torch, hvd = self.torch, self.hvd
+        torch.manual_seed(11)
+        fc1, fc2, fc3 = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2), torch.nn.Linear(2, 2)
+        model = torch.nn.ModuleDict({"fc1": fc1, "fc2": fc2, "fc3": fc3})
+        x = torch.tensor(case["x"][self.rank], dtype=torch.float32)
+        y = torch.tensor(case["y"][self.rank], dtype=torch.float32)
+
+        def loss() -> Any:
+            y1 = fc2(torch.relu(fc1(x)))
+            out = y1 if self.rank == 0 else fc3(torch.relu(y1))
+            return torch.nn.functional.mse_loss(out, y)
+
+        params = list(model.parameters())
+        loss().backward()
+        local = self._flat(p.grad if p.grad is not None else torch.zeros_like(p) for p in params)
+        model.zero_grad(set_to_none=True)
+        inner = (
+            torch.optim.Adam(params, lr=0.01)
+            if case["optimizer"] == "adam"
+            else torch.optim.SGD(params, lr=0.1, momentum=0.9)
+        )
+        opt = hvd.DistributedOptimizer(inner, named_parameters=model.named_parameters())
+        loss().backward()
+        opt.step()
+        return {"local": local, "synced": self._flat(p.grad for p in params)}
+
+    def _opt_dynamic(self, case: dict[str, Any]) -> dict[str, Any]:
+        """Upstream's dynamic_requires_grad: a generator and a discriminator, each with its
+        own DistributedOptimizer, trained in turn by switching requires_grad. Per step: which
+        parameters got a nonzero gradient, and the trained model's synchronized gradients
+        (its hooks allreduce p.grad in place as backward goes, so no local copy is kept)."""
+        torch, hvd = self.torch, self.hvd
+        torch.manual_seed(13)
+        gen, disc = torch.nn.Linear(3, 4), torch.nn.Linear(4, 1)
+        gen_opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(gen.parameters(), lr=0.1), named_parameters=gen.named_parameters()
+        )
+        disc_opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(disc.parameters(), lr=0.1),
+            named_parameters=[(f"disc.{k}", v) for k, v in disc.named_parameters()],
+        )
+        x = torch.tensor(case["x"][self.rank], dtype=torch.float32)
+        steps = []
+        for train_gen in [True, False] * int(case["rounds"]):
+            for p in gen.parameters():
+                p.requires_grad_(train_gen)
+            for p in disc.parameters():
+                p.requires_grad_(not train_gen)
+            gen_opt.zero_grad()
+            disc_opt.zero_grad()
+            trained, opt = (gen, gen_opt) if train_gen else (disc, disc_opt)
+            disc(gen(x)).sum().backward()
+            got = {
+                "gen": [
+                    p.grad is not None and bool(p.grad.abs().max() > 0) for p in gen.parameters()
+                ],
+                "disc": [
+                    p.grad is not None and bool(p.grad.abs().max() > 0) for p in disc.parameters()
+                ],
+            }
+            opt.synchronize()
+            synced = self._flat(p.grad for p in trained.parameters())
+            with opt.skip_synchronize():
+                opt.step()
+            steps.append({"gen": train_gen, "nonzero": got, "synced": synced})
+        return {"steps": steps}
+
     def _opt_sparse_allreduce(self, case: dict[str, Any]) -> dict[str, Any]:
         """sparse_allreduce_async (average) of this rank's inputs made sparse, each tensor
         under its own name, in the case's process set: the results made dense."""

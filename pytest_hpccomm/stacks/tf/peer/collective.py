@@ -58,7 +58,7 @@ class CollectiveWorker:
     """A worker task's collective requests, each run by every worker of the group at once."""
 
     def __init__(self, tf: Any, task_index: int, group_size: int) -> None:
-        self.tf, self.size = tf, group_size
+        self.tf, self.size, self.index = tf, group_size, task_index
         self.device = f"/job:worker/replica:0/task:{task_index}/device:CPU:0"
 
     def _all_reduce(self, x: Any, op: str, key: int, timeout: float, hint: str) -> Any:
@@ -91,6 +91,54 @@ class CollectiveWorker:
                 str(msg.get("hint", "ring")),
             ).numpy()
         return {"result": encode(str(y.dtype), y.shape, y.tobytes())}
+
+    def collective(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One collective of TensorFlow's collective ops tests on this worker's tensor:
+        `kind` reduce (`merge` Add/Max/Min, `final` Id/Div), gather, broadcast (`root`: the
+        sending task index; the others receive `shape`/`dtype`) or all_to_all; `version` 1 or
+        2 (collective_ops' v1 ops or the *_v2 ones); `group_key` and `group_size` (1: a
+        group of this worker alone), `hint` (communication_hint) and, v2 reduce,
+        `max_subdivs_per_device`. What this task got."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf = self.tf
+        dtype, shape, data = decode(msg["tensor"])
+        kind, v2 = str(msg["kind"]), int(msg.get("version", 2)) == 2
+        common = {
+            "group_size": int(msg.get("group_size", self.size)),
+            "group_key": int(msg.get("group_key", GROUP_KEY)),
+            "instance_key": int(msg["instance_key"]),
+            "communication_hint": str(msg.get("hint", "ring")),
+            "timeout": float(msg["timeout"]),
+        }
+        with tf.device(self.device):
+            x = tf.constant(np.frombuffer(data, dtype).reshape(shape))
+            if kind == "reduce":
+                merge, final = str(msg.get("merge", "Add")), str(msg.get("final", "Id"))
+                if v2:
+                    subdivs = int(msg.get("max_subdivs_per_device", -1))
+                    y = co.all_reduce_v2(
+                        x, merge_op=merge, final_op=final, max_subdivs_per_device=subdivs, **common
+                    )
+                else:
+                    y = co.all_reduce(x, merge_op=merge, final_op=final, **common)
+            elif kind == "gather":
+                y = (co.all_gather_v2 if v2 else co.all_gather)(x, **common)
+            elif kind == "all_to_all":
+                y = co.all_to_all_v2(x, **common)
+            elif kind == "broadcast":
+                if int(msg["root"]) == self.index:  # the sender gets what it sent
+                    if v2:
+                        y = co.broadcast_send_v2(x, **common)
+                    else:
+                        y = co.broadcast_send(x, x.shape, x.dtype, **common)
+                else:
+                    recv = co.broadcast_recv_v2 if v2 else co.broadcast_recv
+                    y = recv(tf.constant(shape, tf.int32) if v2 else shape, x.dtype, **common)
+            else:
+                raise ValueError(f"unknown collective kind {kind!r}")
+            got = y.numpy()
+        return {"result": encode(str(got.dtype), got.shape, got.tobytes())}
 
     def allreduce_slices(self, msg: dict[str, Any]) -> dict[str, Any]:
         """tf.IndexedSlices all-reduced as MultiWorkerMirroredStrategy does a sparse gradient
