@@ -96,8 +96,6 @@ def horovod_peers(
         plant=horovod_plant,
         job_timeout=hpc_session.cfg.session_job_timeout,
         loopback_ranks=CONFORMANCE_LOOPBACK_RANKS,
-        # start_timeline/stop_timeline need it at init; nothing is written until started
-        env={"HOROVOD_TIMELINE": "DYNAMIC"},
     )
     live = request.config.stash.setdefault(LIVE_PEERS, [])
     live.append(peers)
