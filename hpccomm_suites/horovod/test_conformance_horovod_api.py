@@ -345,14 +345,16 @@ DUPLICATES = ["allreduce", "allgather", "broadcast", "reducescatter"]
 )
 @pytest.mark.parametrize("of", DUPLICATES)
 def test_a_duplicate_name_is_an_error(horovod_peers: HorovodPeers, of: str) -> None:
-    """A second op under the name of one still pending (rank 0's, before the other ranks
-    have enqueued theirs) is refused, and the first still completes on every rank."""
-    reports = horovod_peers.run({"kind": "duplicate_name", "of": of}, ERROR_WITHIN)
-    outputs(reports, "second")  # none raised: the first completed everywhere
-    second = reports[0]["second"]
-    assert reports[0]["tried"] and second is not None, (
-        f"rank 0: a second {of} named like its pending one was taken"
+    """A second op under the name of one still pending is refused on every rank (each rank's
+    first is held pending: no other rank has enqueued that name yet), and the first still
+    completes."""
+    reports = outputs(
+        horovod_peers.run({"kind": "duplicate_name", "of": of}, ERROR_WITHIN), "second"
     )
+    for rank, second in enumerate(reports):
+        assert second is not None, (
+            f"rank {rank}: the second {of} named like a pending one was taken"
+        )
 
 
 # -- autograd ---------------------------------------------------------------------------------
@@ -682,6 +684,10 @@ def test_join(horovod_peers: HorovodPeers, of: str, data: st.DataObject) -> None
         f"join() returned {joins} (first to join: {first}){_context(horovod_peers, case)}"
     )
     assert all(rep["joins"] == joins for rep in reports), [rep["joins"] for rep in reports]
+    # the peers caught the joined rank's op count up (see Peer._align_handles): it was behind
+    # by the ops it skipped, one handle each, and nobody else was
+    behind = [rep["aligned"] for rep in reports]
+    assert behind == [count if r == first else 0 for r in range(n)], f"handles behind: {behind}"
     for rank, rep in enumerate(reports):
         if rank == first:
             continue

@@ -287,24 +287,54 @@ class Peer:
         return {"outputs": outs, "pending": pending}
 
     def case_duplicate_name(self, case: dict[str, Any], name: str) -> dict[str, Any]:
-        """Upstream's *_duplicate_name_error, the part that cannot race: rank 0 enqueues `of`
-        twice under one name before any other rank has enqueued it (a barrier holds them), so
-        the first is surely pending; the others then enqueue theirs once and it completes.
-        `second`: rank 0's second call's error, or None when it was taken. (On the other
-        ranks upstream's first op may already be done when the second comes: no duplicate.)"""
+        """Upstream's *_duplicate_name_error without its race: every rank enqueues `of` twice
+        under a name no other rank has enqueued yet (rank 0 `name`, the others `name.hold`; a
+        barrier holds the rest back), so its first op is surely pending; then each enqueues
+        the other name once and both ops complete. `second`: the second call's error, or None
+        when it was taken. Every rank allocates three handles (a refused call takes one too),
+        so later unnamed ops keep one name on every rank."""
         x = self.torch.ones(17, 17, 17)
+        mine, theirs = (name, f"{name}.hold") if self.rank == 0 else (f"{name}.hold", name)
+        first = self._enqueue(str(case["of"]), x, mine, case)
         second = None
-        if self.rank == 0:
-            first = self._enqueue(str(case["of"]), x, name, case)
-            try:
-                self._enqueue(str(case["of"]), x, name, case)
-            except Exception as e:
-                second = f"{type(e).__name__}: {e}"[:500]
+        try:
+            self._enqueue(str(case["of"]), x, mine, case)
+        except Exception as e:
+            second = f"{type(e).__name__}: {e}"[:500]
         self.hvd.barrier()
-        if self.rank != 0:
-            first = self._enqueue(str(case["of"]), x, name, case)
+        other = self._enqueue(str(case["of"]), x, theirs, case)
         self.hvd.synchronize(first)
-        return {"second": second, "tried": self.rank == 0}
+        self.hvd.synchronize(other)
+        return {"second": second}
+
+    def _align_handles(self, name: str) -> int:
+        """Make every rank's handle count equal again after a case where ranks ran different
+        numbers of ops (Horovod names an unnamed op `<op>.noname.<handle>`, so unequal counts
+        make the next one wait forever). Each rank learns its count from a named op's handle;
+        the ranks behind refuse duplicates of a pending op (each refusal takes a handle) until
+        they have caught up. Returns how many handles this rank added."""
+        probe = self.hvd.allreduce_async(self.torch.zeros(1), name=f"{name}.probe")
+        self.hvd.synchronize(probe)
+        counts = [int(c) for c in self.hvd.allgather_object(int(probe), name=f"{name}.counts")]
+        lead = counts.index(max(counts))
+        behind = max(counts) - counts[self.rank]
+        pad = f"{name}.pad"
+        held = None
+        if self.rank != lead:  # `pad` stays pending until the lead enqueues it
+            held = self.hvd.allreduce_async(self.torch.zeros(1), name=pad)
+            for _ in range(behind):
+                try:
+                    self.hvd.allreduce_async(self.torch.zeros(1), name=pad)
+                except Exception as e:
+                    if "name" not in str(e).lower():
+                        raise
+                else:
+                    raise RuntimeError(f"{pad}: a duplicate of a pending op was taken")
+        self.hvd.barrier()
+        if self.rank == lead:
+            held = self.hvd.allreduce_async(self.torch.zeros(1), name=pad)
+        self.hvd.synchronize(held)
+        return behind
 
     def case_object(self, case: dict[str, Any], name: str) -> dict[str, Any]:
         """broadcast_object from `root` (in a process set too) or allgather_object of this
@@ -370,6 +400,7 @@ class Peer:
                 out["op_error"] = f"{type(e).__name__}: {e}"[:500]
         out["join"] = int(self.hvd.join())
         out["joins"] = self.hvd.allgather_object(out["join"], name=f"{name}.joins")
+        out["aligned"] = self._align_handles(name)  # the joined rank ran fewer ops
         return out
 
     # -- DistributedOptimizer and friends (upstream's optimizer cases) ---------------------
