@@ -25,7 +25,6 @@ from pytest_hpccomm.stacks.horovod.conformance import (
     alltoall_received,
     array_of,
     check_reduced,
-    describe_case,
     element,
     horovod_settings,
     outputs,
@@ -53,10 +52,6 @@ def _run(peers: HorovodPeers, case: dict[str, Any]) -> list[dict[str, Any]]:
     return peers.run(case)
 
 
-def _context(peers: HorovodPeers, case: dict[str, Any]) -> str:
-    return f"\ncase: {describe_case(case)}\n{peers.replay_hint(case)}"
-
-
 def _judge(
     peers: HorovodPeers, case: dict[str, Any], out: dict[str, Any], r: Reduction, what: str
 ) -> None:
@@ -64,7 +59,7 @@ def _judge(
     try:
         check_reduced(array_of(out), r, what)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}{_context(peers, case)}") from None
+        raise AssertionError(f"{exc}{peers.context(case)}") from None
 
 
 @pytest.mark.covers(
@@ -156,14 +151,14 @@ def test_fused_async_allreduces_equal_sequential(
             a, b = array_of(f), array_of(s)
             assert a.tobytes() == b.tobytes() or (a.dtype.kind == "f" and n > 2), (
                 f"rank {rank} tensor {i}: fused {a.tolist()} != sequential {b.tolist()}"
-                f"{_context(horovod_peers, case)}"
+                f"{horovod_peers.context(case)}"
             )
             _judge(horovod_peers, case, f, r, f"rank {rank} tensor {i} (fused)")
             _judge(horovod_peers, case, s, r, f"rank {rank} tensor {i} (sequential)")
     pending = [rep["pending"] for rep in reports]
     assert any(p > 0 for p in pending), (
         f"every allreduce_async was done when its call returned (pending per rank {pending}):"
-        f" not asynchronous{_context(horovod_peers, case)}"
+        f" not asynchronous{horovod_peers.context(case)}"
     )
 
 
@@ -218,7 +213,7 @@ def test_allgather(horovod_peers: HorovodPeers, sizes: str, data: st.DataObject)
         got = array_of(out)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
             f"rank {rank}: allgather gave {got.tolist()}, expected {want.tolist()}"
-            f"{_context(horovod_peers, case)}"
+            f"{horovod_peers.context(case)}"
         )
 
 
@@ -248,7 +243,7 @@ def test_broadcast_from_every_root(horovod_peers: HorovodPeers, data: st.DataObj
         got = array_of(out)
         assert got.tobytes() == inputs[root].tobytes(), (
             f"rank {rank}: broadcast from {root} gave {got.tolist()}, expected "
-            f"{inputs[root].tolist()}{_context(horovod_peers, case)}"
+            f"{inputs[root].tolist()}{horovod_peers.context(case)}"
         )
 
 
@@ -287,12 +282,12 @@ def test_alltoall(horovod_peers: HorovodPeers, splits: str, data: st.DataObject)
         got = array_of(out)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
             f"rank {dst}: alltoall gave {got.tolist()}, expected {want.tolist()}"
-            f"{_context(horovod_peers, case)}"
+            f"{horovod_peers.context(case)}"
         )
         if splits == "explicit":
             assert reports[dst]["received_splits"] == [table[s][dst] for s in range(n)], (
                 f"rank {dst}: received_splits {reports[dst]['received_splits']}"
-                f"{_context(horovod_peers, case)}"
+                f"{horovod_peers.context(case)}"
             )
 
 

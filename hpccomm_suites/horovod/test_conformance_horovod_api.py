@@ -21,7 +21,6 @@ from pytest_hpccomm.stacks.horovod.conformance import (
     alltoall_received,
     array_of,
     check_reduced,
-    describe_case,
     gradients,
     horovod_settings,
     outputs,
@@ -44,10 +43,6 @@ ERROR_WITHIN = 30.0  # seconds: an error must come back as an error, not a hang
 # a barrier's sleeper sleeps this long: ranks it holds must leave after it woke, ranks it does
 # not hold before (the order is the definition; the length only has to dwarf a message's trip)
 BARRIER_SLEEP = 3.0
-
-
-def _context(peers: HorovodPeers, case: dict[str, Any]) -> str:
-    return f"\ncase: {describe_case(case)}\n{peers.replay_hint(case)}"
 
 
 def _int_valued(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
@@ -159,12 +154,11 @@ def test_every_op_in_a_process_set(
                 try:
                     check_reduced(array_of(o), want, what)
                 except AssertionError as exc:
-                    raise AssertionError(f"{exc}{_context(horovod_peers, case)}") from None
+                    raise AssertionError(f"{exc}{horovod_peers.context(case)}") from None
                 continue
             a = array_of(o)
             assert a.shape == want.shape and a.tobytes() == want.tobytes(), (
-                f"{what}: gave {a.tolist()}, expected {want.tolist()}"
-                f"{_context(horovod_peers, case)}"
+                f"{what}: gave {a.tolist()}, expected {want.tolist()}{horovod_peers.context(case)}"
             )
 
 
@@ -211,7 +205,7 @@ def test_grouped_reducescatter(horovod_peers: HorovodPeers, data: st.DataObject)
             try:
                 check_reduced(array_of(o), reducescatter_share(r, rank), f"rank {rank} tensor {t}")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}{_context(horovod_peers, case)}") from None
+                raise AssertionError(f"{exc}{horovod_peers.context(case)}") from None
 
 
 @pytest.mark.covers("horovod", *cells(["grouped_allgather"], CONTROLLERS))
@@ -237,7 +231,7 @@ def test_grouped_allgather(horovod_peers: HorovodPeers, data: st.DataObject) -> 
             want, got = np.concatenate([ins[r][t] for r in range(n)]), array_of(o)
             assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
                 f"rank {rank} tensor {t}: gave {got.tolist()}, expected {want.tolist()}"
-                f"{_context(horovod_peers, case)}"
+                f"{horovod_peers.context(case)}"
             )
 
 
@@ -496,7 +490,7 @@ def test_gradients_follow_horovods_rules(
             ok = a.shape == w.shape and np.allclose(a.astype(np.float64), w, rtol=rtol, atol=0)
             assert ok, (
                 f"rank {rank} tensor {t}: grad of {of} ({op}) is {a.tolist()}, expected "
-                f"{w.tolist()}{_context(horovod_peers, case)}"
+                f"{w.tolist()}{horovod_peers.context(case)}"
             )
 
 
@@ -539,7 +533,7 @@ def test_async_ops_are_asynchronous_and_fused_right(
                 got = array_of(o)
                 assert got.tobytes() == want.tobytes() and got.shape == want.shape, (
                     f"rank {rank} tensor {t}: {got.tolist()} != {want.tolist()}"
-                    f"{_context(horovod_peers, case)}"
+                    f"{horovod_peers.context(case)}"
                 )
             else:
                 r = Reduction("sum", [ins[q][t] for q in range(n)])
@@ -547,7 +541,7 @@ def test_async_ops_are_asynchronous_and_fused_right(
     pending = [rep["pending"] for rep in reports]
     assert any(p > 0 for p in pending), (
         f"every {of}_async of {count} was done when its call returned (pending per rank "
-        f"{pending}): not asynchronous{_context(horovod_peers, case)}"
+        f"{pending}): not asynchronous{horovod_peers.context(case)}"
     )
 
 
@@ -595,8 +589,7 @@ def test_objects(horovod_peers: HorovodPeers, of: str, data: st.DataObject) -> N
     canon = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731  (the reports travel as JSON)
     for rank, got in enumerate(outputs(horovod_peers.run(case), "object")):
         assert canon(got) == canon(wants[rank]), (
-            f"rank {rank}: {of} gave {got!r}, expected {wants[rank]!r}"
-            f"{_context(horovod_peers, case)}"
+            f"rank {rank}: {of} gave {got!r}, expected {wants[rank]!r}{horovod_peers.context(case)}"
         )
 
 
@@ -652,7 +645,7 @@ def test_a_barrier_among_pending_collectives(
             got = array_of(o)
             assert got.shape == want.shape and got.tobytes() == want.tobytes(), (
                 f"rank {rank}: {what} gave {got.tolist()}, expected {want.tolist()}"
-                f"{_context(horovod_peers, case)}"
+                f"{horovod_peers.context(case)}"
             )
 
 
@@ -681,7 +674,7 @@ def test_join(horovod_peers: HorovodPeers, of: str, data: st.DataObject) -> None
     reports = horovod_peers.run(case, timeout=ERROR_WITHIN)
     joins = outputs(reports, "join")
     assert len(set(joins)) == 1 and joins[0] != first, (
-        f"join() returned {joins} (first to join: {first}){_context(horovod_peers, case)}"
+        f"join() returned {joins} (first to join: {first}){horovod_peers.context(case)}"
     )
     assert all(rep["joins"] == joins for rep in reports), [rep["joins"] for rep in reports]
     # the peers caught the joined rank's op count up (see Peer._align_handles): it was behind
@@ -694,18 +687,16 @@ def test_join(horovod_peers: HorovodPeers, of: str, data: st.DataObject) -> None
         if of != "allreduce":
             assert "op_error" in rep, (
                 f"rank {rank}: {of} with rank {first} joined was not refused: {rep}"
-                f"{_context(horovod_peers, case)}"
+                f"{horovod_peers.context(case)}"
             )
             continue
-        assert "op_error" not in rep, (
-            f"rank {rank}: {rep['op_error']}{_context(horovod_peers, case)}"
-        )
+        assert "op_error" not in rep, f"rank {rank}: {rep['op_error']}{horovod_peers.context(case)}"
         for t, o in enumerate(rep["outputs"]):
             zeroed = [np.zeros_like(ins[r][t]) if r == first else ins[r][t] for r in range(n)]
             try:
                 check_reduced(array_of(o), Reduction("average", zeroed), f"rank {rank} tensor {t}")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}{_context(horovod_peers, case)}") from None
+                raise AssertionError(f"{exc}{horovod_peers.context(case)}") from None
 
 
 # -- rank, size, init state -------------------------------------------------------------------
@@ -807,14 +798,14 @@ def test_distributed_optimizer_averages_gradients(
                 assert got.shape == want.shape and np.allclose(got, want, rtol=0, atol=atol), (
                     f"rank {rank} parameter {k}: synchronized gradient {got.tolist()}, the "
                     f"mean of {members}' local ones is {want.tolist()}"
-                    f"{_context(horovod_peers, case)}"
+                    f"{horovod_peers.context(case)}"
                 )
             step = _clipped(synced, clip) if clip is not None else synced
             for k, (b, a, g) in enumerate(zip(rep["before"], rep["after"], step)):
                 want = np.array(b) - lr * g
                 assert np.allclose(np.array(a), want, rtol=0, atol=1e-5 * max(1.0, lr * scale)), (
                     f"rank {rank} parameter {k}: after step() {a}, expected {want.tolist()}"
-                    f" (lr {lr}, clip {clip}){_context(horovod_peers, case)}"
+                    f" (lr {lr}, clip {clip}){horovod_peers.context(case)}"
                 )
         firsts = reports[members[0]]["after"]
         for rank in members[1:]:
@@ -917,7 +908,7 @@ def test_sparse_allreduce_equals_dense(horovod_peers: HorovodPeers, data: st.Dat
                 a = array_of(o)
                 assert a.shape == want.shape and np.allclose(a, want, rtol=1e-6, atol=1e-6), (
                     f"rank {rank} tensor {t}: {a.tolist()}, the mean is {want.tolist()}"
-                    f"{_context(horovod_peers, case)}"
+                    f"{horovod_peers.context(case)}"
                 )
 
 
@@ -955,7 +946,7 @@ def test_step_allreduces_every_gradient(
                 atol=1e-5 * max(1.0, float(np.max(np.abs(want), initial=0.0))),
             ), (
                 f"rank {rank} parameter {k}: {got}, the mean is {want.tolist()}"
-                f"{_context(horovod_peers, case)}"
+                f"{horovod_peers.context(case)}"
             )
 
 

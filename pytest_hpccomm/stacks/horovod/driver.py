@@ -41,6 +41,7 @@ from pytest_hpccomm.peer.channel import (
 )
 from pytest_hpccomm.proc import stacks
 from pytest_hpccomm.proc.jobs import RunningJob
+from pytest_hpccomm.stacks.horovod.conformance import describe_case
 from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import (
     CONTROLLER_ENV,
@@ -59,6 +60,14 @@ CASE_DIR = Path(tempfile.gettempdir()) / f"hpccomm-horovod-cases-{os.getuid()}"
 MAX_STARTS = 3  # per peer and session: a peer that keeps dying is a failure, not a loop
 GLOO_TIMEOUT_VAR = "HOROVOD_GLOO_TIMEOUT_SECONDS"
 STALL_CHECK_VAR = "HOROVOD_STALL_CHECK_TIME_SECONDS"
+
+
+# Horovod names an op given no name after the rank's own count of op handles
+NONAME_HINT = (
+    "  an unnamed op (<op>.noname.<handle>) waits for ranks that gave it another number: an "
+    "earlier case had the ranks take different numbers of op handles (an op some ranks sat "
+    "out, or a refused call: it takes a handle too)"
+)
 
 
 class HorovodError(Exception):
@@ -440,6 +449,8 @@ class HorovodPeers:
             err = job.peek_output()[1].splitlines()
             at = [i for i, ln in enumerate(err) if "stall_inspector" in ln][-1:]
             lines += [f"  {job.label}: {ln.strip()[:300]}" for i in at for ln in err[i : i + 3]]
+        if any(".noname." in ln for ln in lines):
+            lines.append(NONAME_HINT)
         named = {f"rank {r.rank}": r.pid for r in silent}
         lines += stacks.where_they_wait(self._dumps, named, CASE_DIR, ("horovod", "gloo", "mpi"))
         return "\n" + "\n".join(lines)
@@ -486,6 +497,10 @@ class HorovodPeers:
             return self.request({"op": "case", "case": dict(case)}, timeout)
         except PeerLost as exc:
             raise PeerLost(f"{exc}\n{self.replay_hint(case)}") from None
+
+    def context(self, case: dict[str, Any]) -> str:
+        """What a failed property's message ends with: the case, decoded, and its replay."""
+        return f"\ncase: {describe_case(case)}\n{self.replay_hint(case)}"
 
     def replay_hint(self, case: Mapping[str, Any]) -> str:
         """A command that runs the case under mpirun alone (every rank's input is in the case
