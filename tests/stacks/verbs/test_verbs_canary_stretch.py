@@ -15,7 +15,9 @@ guest's CPU busy, and what that saves or costs is its kernel's: canary vs plain 
 2.49-7.21 x for latency 10th percentiles in one session (a cold CI failed on 2.50 with every
 region stretched 3 x), 2.49-3.9 x for bandwidth. Latency: a batch's typical iteration must be
 about its mean stretched region (CARRIED, judged on the batches' median); a stretch outside the
-timed posts leaves 1/F. Every bound lies midway (geometrically) between the right answer and
+timed posts leaves 1/F. Regions are judged per batch from below (nothing shortens a stretch)
+and on the median from above (a late wake lengthens one batch: see the test). Every bound lies
+midway (geometrically) between the right answer and
 the wrong ones (CARRIED's comment).
 Bandwidth: a stream is one region per batch, so each canary batch's sample must be F times
 slower than the one its own unstretched work gives (a sample taken before the spin shows 1).
@@ -59,6 +61,7 @@ def test_canary_stretches_the_peers_timed_work(
     canary = BenchRunner(verbs_pair, dataclasses.replace(settings, slowdown=FACTOR), size)
     samples: dict[str, list[float]] = {"plain": [], "canary": []}
     regions: list[float] = []
+    late: list[int] = []  # per canary batch: the longest overshoot of one region (ns)
     carried: list[float] = []  # per canary batch: how much of the stretch its sample carries
     for r in range(ROUNDS):
         order = ("plain", "canary") if r % 2 == 0 else ("canary", "plain")
@@ -70,6 +73,7 @@ def test_canary_stretches_the_peers_timed_work(
             else:
                 assert len(point.canary) == settings.batches, point.canary
                 regions += [c["region_ns"] / c["work_ns"] for c in point.canary]
+                late += [c["late_ns"] for c in point.canary]
                 if bench.latency:
                     # the batch's typical iteration vs its mean stretched region, both in us
                     # per iteration as perftest reports them (per half round trip for
@@ -83,9 +87,17 @@ def test_canary_stretches_the_peers_timed_work(
                     for mb_s, c in zip(point.samples, point.canary):
                         elapsed = unit / mb_s
                         carried.append(elapsed / (elapsed - c["region_ns"] + c["work_ns"]))
-    assert min(regions) >= FACTOR**0.5 and max(regions) <= FACTOR**1.5, (
+    record_property("canary_regions", [round(r, 3) for r in regions])
+    record_property("canary_late_ms", [round(ns / 1e6, 3) for ns in late])
+    # Nothing shortens a stretched region, so every batch must reach F. A region can run
+    # long: its end is a clock read after the spin, and a spinner not running at its target
+    # (the guest's one CPU or the host's taken away; an emulated batch is 16 iterations,
+    # ~3 ms of work) ends it late by that time, in one batch. A stretch applied twice is the
+    # same code in every batch: the median batch tells it.
+    assert min(regions) >= FACTOR**0.5 and statistics.median(regions) <= FACTOR**1.5, (
         f"{key}: the client's timed regions took {regions} x their unstretched time per "
-        f"batch, expected {FACTOR:g}"
+        f"batch, expected {FACTOR:g} (the longest late end of one region per batch, ms: "
+        f"{[round(ns / 1e6, 3) for ns in late]})"
     )
     slow, fast = statistics.median(samples["canary"]), statistics.median(samples["plain"])
     # latency grows by F; bandwidth shrinks by F

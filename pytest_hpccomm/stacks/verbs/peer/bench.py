@@ -61,6 +61,7 @@ class Loop:
             raise BenchError(f"{self.bench}: slowdown {self.slowdown:g} < 1")
         self.factor = 1.0  # the stretch of the batch being run: 1 in warm-up
         self.work_ns = self.region_ns = 0  # this batch's regions, unstretched and stretched
+        self.late_ns = 0  # this batch's longest overshoot of one region past its target
         self.grh = GRH_BYTES if ep.qp_type == "UD" else 0
         need = 2 * self.size + self.grh + 8
         if self.mr.length < need:
@@ -73,8 +74,11 @@ class Loop:
         if self.factor > 1.0 and self.role == "client":
             work = now() - t0
             stretch(t0, self.factor, now)
+            region = now() - t0
             self.work_ns += work
-            self.region_ns += now() - t0
+            self.region_ns += region
+            # how long after its target this region ended (a late wake of the spinner)
+            self.late_ns = max(self.late_ns, region - int(self.factor * work))
 
     # -- building blocks ----------------------------------------------------------------------
     def sge(self, offset: int, length: int) -> SGE:
@@ -263,7 +267,7 @@ class Loop:
         for batch in range(-1 if self.warmup else 0, self.batches):
             n = self.warmup if batch < 0 else self.iterations
             self.factor = 1.0 if batch < 0 else self.slowdown
-            self.work_ns = self.region_ns = 0
+            self.work_ns = self.region_ns = self.late_ns = 0
             if bench in LATENCY:
                 times: list[int] = []
                 if bench == "send_lat":
@@ -288,7 +292,9 @@ class Loop:
                 if batch >= 0 and client:
                     samples.append(elapsed)
             if batch >= 0 and client and self.slowdown > 1.0:
-                canary.append({"work_ns": self.work_ns, "region_ns": self.region_ns})
+                canary.append(
+                    {"work_ns": self.work_ns, "region_ns": self.region_ns, "late_ns": self.late_ns}
+                )
         out["times_ns" if bench in LATENCY else "elapsed_ns"] = samples
         if canary:
             out["canary"] = canary
