@@ -21,7 +21,7 @@ import itertools
 import re
 import time
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -503,3 +503,204 @@ def test_collective_equals_its_definition(
                 f"{want.dtype}{list(want.shape)} ({msg})"
             )
             np.testing.assert_array_equal(got, want, err_msg=f"{scenario} on {task} ({msg})")
+
+
+# -- the cases of TensorFlow's collective ops tests that are more than one op -----------------
+
+_V3_GROUPS = itertools.count(800)  # a communicator per request: initialize_communicator's group
+INVALID_GROUP = 700  # the group the invalid inputs name (never formed)
+
+
+def _tensor_of(reply: dict[str, Any]) -> np.ndarray:
+    dtype, shape, raw = as_bytes(reply["result"])
+    return np.frombuffer(raw, dtype).reshape(shape)
+
+
+def _reduced(tf_ring: TfTasks, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Every worker's tensor all-reduced (v2, Add) by the collective op: what each got."""
+    key = next(_KEYS)
+    replies = tf_ring.request_all(
+        {
+            task: {
+                "op": "collective",
+                "kind": "reduce",
+                "timeout": TIMEOUT,
+                "instance_key": key,
+                "tensor": encode(str(a.dtype), a.shape, a.tobytes()),
+            }
+            for task, a in zip(RING.workers_tasks, arrays)
+        }
+    )
+    return [_tensor_of(r) for r in replies.values()]
+
+
+@pytest.mark.covers("tf", *cells(["v2.OrderingTest.testOrdering"], RUNS))
+def test_an_ordering_token_chains_collectives(tf_ring: TfTasks) -> None:
+    """In a traced tf.function, a collective given the device's ordering token after another
+    collective that had it has that one as its only control input; a collective with a token
+    of its own has none (all_reduce_v2 and all_gather_v2)."""
+    msg = {"op": "upstream", "case": "ordering", "instance_key": next(_KEYS)}
+    for task, reply in tf_ring.request_all({t: msg for t in RING.workers_tasks}).items():
+        for op, inputs in reply.items():
+            assert inputs == {
+                "FirstChained": [],
+                "Unchained": [],
+                "SecondChained": ["FirstChained"],
+            }, f"{task} {op}: control inputs {inputs}"
+
+
+@pytest.mark.covers(
+    "tf",
+    *cells(
+        [
+            "v2.InvalidInputTest.testInvalidGroupKey",
+            "v2.InvalidInputTest.testInvalidGroupSize",
+            "v2.InvalidInputTest.testInvalidInstanceKey",
+        ],
+        RUNS,
+    ),
+)
+def test_invalid_collective_inputs_are_invalid_argument(tf_ring: TfTasks) -> None:
+    """all_reduce_v2 and all_gather_v2 given a non-scalar group key, a group size of -2 or a
+    non-scalar instance key raise InvalidArgumentError on every worker; the workers'
+    collectives go on working after it."""
+    msg = {
+        "op": "upstream",
+        "case": "invalid_input",
+        "group_key": INVALID_GROUP,
+        "instance_key": next(_KEYS),
+        "timeout": GROUP_TIMEOUT,
+    }
+    for task, reply in tf_ring.request_all({t: msg for t in RING.workers_tasks}).items():
+        for what, error in reply.items():
+            assert error is not None and error.startswith("InvalidArgumentError"), (
+                f"{task}: {what} gave {error!r}, expected InvalidArgumentError"
+            )
+    arrays = [np.arange(3, dtype=np.float32) * (w + 1) for w in range(RING.workers)]
+    for task, got in zip(RING.workers_tasks, _reduced(tf_ring, arrays)):
+        np.testing.assert_array_equal(got, sum(arrays), err_msg=f"{task} after the errors")
+
+
+@pytest.mark.covers("tf", *cells(["v2.InputPipelineTest.testMap"], RUNS))
+@settings(
+    max_examples=5,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_collective_inside_a_dataset_map(tf_ring: TfTasks, data: st.DataObject) -> None:
+    """Each worker's tensor, all-reduced by all_reduce_v2 in a tf.data map function and
+    fetched in a tf.function, is the sum on every worker."""
+    dtype = data.draw(st.sampled_from(["float32", "int32"]), label="dtype")
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2), label="shape"))
+    arrays = [data.draw(_small(dtype, shape), label=f"worker {w}") for w in range(RING.workers)]
+    key = next(_KEYS)
+    replies = tf_ring.request_all(
+        {
+            task: {
+                "op": "upstream",
+                "case": "input_pipeline",
+                "instance_key": key,
+                "timeout": TIMEOUT,
+                "tensor": encode(dtype, a.shape, a.tobytes()),
+            }
+            for task, a in zip(RING.workers_tasks, arrays)
+        }
+    )
+    for task, reply in replies.items():
+        np.testing.assert_array_equal(_tensor_of(reply), sum(arrays), err_msg=task)
+
+
+V3 = {
+    # test id -> (kind, user ranks reversed, upstream cases)
+    "init": ("none", False, ["v2.CollectiveOpsV3Test.testGroupInitialization"]),
+    "all_reduce": ("all_reduce", False, ["v2.CollectiveOpsV3Test.testAllReduceV3"]),
+    "all_to_all": ("all_to_all", False, ["v2.CollectiveOpsV3Test.testAllToAllV3"]),
+    "all_to_all-ranks-reversed": (
+        "all_to_all",
+        True,
+        [
+            "v2.CollectiveOpsV3Test.testAllToAllV3DifferentUserRank",
+            "v2.CollectiveOpsV3Test.testAllToAllV3DifferentUserRankWithTensorInput",
+        ],
+    ),
+}
+# what TensorFlow answers when a remote member's user rank never reached the group's leader
+RANK_LOST = "Only part of the group members have user given rank specified"
+
+
+def _v3_case(tasks: TfTasks, which: str, group: int) -> str | None:
+    """One V3 case on fresh tasks (an error ends a task's collectives): None when every
+    worker got the definition's answer, else TensorFlow's error text (AssertionError when
+    an answer is wrong). Upstream's inputs: worker w holds [w+1, w+3] (all_to_all) or
+    [w+1] (all_reduce)."""
+    kind, reverse, _ = V3[which]
+    n = RING.workers
+    arrays = [
+        np.array([w + 1.0, w + 3.0] if kind == "all_to_all" else [w + 1.0], np.float32)
+        for w in range(n)
+    ]
+    ranks = [n - 1 - w if reverse else w for w in range(n)]
+    try:
+        tasks.start()
+        replies = tasks.request_all(
+            {
+                task: {
+                    "op": "upstream",
+                    "case": "v3",
+                    "kind": kind,
+                    "group_key": group,
+                    "rank": ranks[w],
+                    "timeout": TIMEOUT,
+                    "tensor": encode("float32", a.shape, a.tobytes()),
+                }
+                for w, (task, a) in enumerate(zip(RING.workers_tasks, arrays))
+            }
+        )
+    except TfError as exc:
+        return str(exc)
+    finally:
+        tasks.close()
+    by_rank = [arrays[ranks.index(r)] for r in range(n)]
+    for w, (task, reply) in enumerate(replies.items()):
+        if kind == "none":
+            want = arrays[w]
+        elif kind == "all_reduce":
+            want = np.sum(arrays, axis=0, dtype=np.float32)
+        else:  # upstream's assertions: worker w gets chunk w of each, in user-rank order
+            want = np.concatenate([np.split(a, n)[w] for a in by_rank])
+        np.testing.assert_array_equal(
+            _tensor_of(reply), want, err_msg=f"{which} on {task} (rank {ranks[w]})"
+        )
+    return None
+
+
+@pytest.mark.covers("tf", *cells([c for _, _, cs in V3.values() for c in cs], RUNS))
+def test_v3_collectives_over_a_communicator(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
+    """initialize_communicator (its handle used), then all_reduce_v3 (the sum on every
+    worker) or all_to_all_v3 (upstream's expectations), with the workers' user ranks in task
+    order or reversed; each case on tasks of its own. TensorFlow refusing a group because a
+    remote member's rank did not reach the leader (RANK_LOST, the symptom seen) is an xfail
+    naming the cases; any other error, or a wrong answer, fails."""
+    site = tf_site(hpc_placement, request)
+    lost, other = [], []
+    for which in V3:
+        tasks = TfTasks(tf_env, hpc_placement, site, RING, request_timeout=120.0)
+        error = _v3_case(tasks, which, next(_V3_GROUPS))
+        if error is None:
+            continue
+        if RANK_LOST in error:
+            got = re.search(r"Received ranks: [-\d,]+", error)
+            lost.append(f"{which} ({got.group(0) if got else RANK_LOST})")
+        else:
+            other.append(f"{which}: {error[:3000]}")
+    assert not other, "\n".join(other)
+    if lost:
+        pytest.xfail(
+            f"TensorFlow {tf_env.fingerprint().get('tensorflow')}: initialize_communicator "
+            f"across tasks refuses the group, the remote worker's user rank not reaching the "
+            f"leader ({RANK_LOST}), in {len(lost)} of {len(V3)} cases: " + ", ".join(lost)
+        )

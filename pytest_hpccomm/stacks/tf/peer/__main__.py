@@ -186,7 +186,7 @@ def main() -> int:
             tf, spec, index, KNOBS[os.environ.get(KNOB_VAR, "default")]
         )
         worker = collective_peer.CollectiveWorker(tf, index, len(cluster["worker"]))
-        ops = ("allreduce", "collective", "allreduce_slices", "allreduce_bench")
+        ops = ("allreduce", "collective", "upstream", "allreduce_slices", "allreduce_bench")
     else:
         wait_for(list(cluster.get("ps", [])), 300.0)
         tf.config.experimental_connect_to_cluster(

@@ -140,6 +140,138 @@ class CollectiveWorker:
             got = y.numpy()
         return {"result": encode(str(got.dtype), got.shape, got.tobytes())}
 
+    def upstream(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A case of TensorFlow's collective ops tests that is more than one op, on this
+        worker (`case`: ordering, invalid_input, input_pipeline or v3; see each)."""
+        case = getattr(self, f"_case_{msg['case']}", None)
+        if case is None:
+            raise ValueError(f"unknown upstream case {msg['case']!r}")
+        result: dict[str, Any] = case(msg)
+        return result
+
+    def _token(self) -> Any:
+        """An ordering token, as TensorFlow's tests make one: a resource variable's handle."""
+        from tensorflow.python.ops import resource_variable_ops
+
+        return resource_variable_ops.ResourceVariable(1.0).handle
+
+    def _case_ordering(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """OrderingTest: a tf.function (traced only) with three collectives on this device,
+        the first and the third given one ordering token, the second a token of its own.
+        Per op (all_reduce_v2, all_gather_v2): each collective's control inputs."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf, key = self.tf, int(msg["instance_key"])
+        with tf.device(self.device):
+            token = self._token()
+        out: dict[str, Any] = {}
+        for name in ("all_reduce_v2", "all_gather_v2"):
+            op = getattr(co, name)
+
+            def f(op: Any = op) -> None:
+                with tf.device(self.device):
+                    x = tf.constant([1.0])
+                    op(x, self.size, GROUP_KEY, key, ordering_token=token, name="FirstChained")
+                    op(x, self.size, GROUP_KEY, key, ordering_token=self._token(), name="Unchained")
+                    op(x, self.size, GROUP_KEY, key + 1, ordering_token=token, name="SecondChained")
+
+            graph = tf.function(f).get_concrete_function().graph
+            out[name] = {
+                n: [c.name for c in graph.get_operation_by_name(n).control_inputs]
+                for n in ("FirstChained", "Unchained", "SecondChained")
+            }
+        return out
+
+    def _case_invalid_input(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """InvalidInputTest: all_reduce_v2 and all_gather_v2 given a non-scalar group_key, a
+        group_size of -2 or a non-scalar instance_key (as tensors, as upstream passes them),
+        in group `group_key`. Per op and argument: the error's class and text, or None."""
+        from tensorflow.python.ops import array_ops
+        from tensorflow.python.ops import collective_ops as co
+
+        tf, group, key = self.tf, int(msg["group_key"]), int(msg["instance_key"])
+        bad = {
+            "group_key": (self.size, [group], key),
+            "group_size": (-2, group, key),
+            "instance_key": (self.size, group, [key]),
+        }
+        out: dict[str, Any] = {}
+        for name in ("all_reduce_v2", "all_gather_v2"):
+            for arg, (size, gkey, ikey) in bad.items():
+                got = None
+                with tf.device(self.device):
+                    try:
+                        getattr(co, name)(
+                            tf.constant([1.0]),
+                            array_ops.identity(size),
+                            array_ops.identity(gkey),
+                            array_ops.identity(ikey),
+                            ordering_token=self._token(),
+                            timeout=float(msg["timeout"]),
+                        )
+                    except Exception as e:  # the error is the outcome under test
+                        got = f"{type(e).__name__}: {e}"[:400]
+                out[f"{name} {arg}"] = got
+        return out
+
+    def _case_input_pipeline(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """InputPipelineTest.testMap: this worker's tensor through a tf.data map whose
+        function all-reduces it (all_reduce_v2, a token made in the function), fetched
+        inside a tf.function: what this task got."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf = self.tf
+        dtype, shape, data = decode(msg["tensor"])
+        size, key = self.size, int(msg["instance_key"])
+
+        def reduce_fn(t: Any) -> Any:
+            return co.all_reduce_v2(
+                t, size, GROUP_KEY, key, ordering_token=self._token(), timeout=msg["timeout"]
+            )
+
+        @tf.function
+        def f() -> Any:
+            with tf.device(self.device):
+                x = tf.constant(np.frombuffer(data, dtype).reshape(shape))
+                dataset = tf.data.Dataset.from_tensor_slices(x[None]).map(reduce_fn)
+                return next(iter(dataset))
+
+        got = f().numpy()
+        return {"result": encode(str(got.dtype), got.shape, got.tobytes())}
+
+    def _case_v3(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """CollectiveOpsV3Test: initialize_communicator for group `group_key` with user rank
+        `rank` (this task's index unless given), then `kind` all_reduce (all_reduce_v3,
+        Add), all_to_all (all_to_all_v3) or none, in one tf.function. What this task got."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf = self.tf
+        dtype, shape, data = decode(msg["tensor"])
+        kind, group = str(msg["kind"]), int(msg["group_key"])
+        rank = int(msg.get("rank", self.index))
+        timeout = float(msg["timeout"])
+
+        @tf.function
+        def f() -> Any:
+            with tf.device(self.device):
+                x = tf.constant(np.frombuffer(data, dtype).reshape(shape))
+                handle = co.initialize_communicator(
+                    group_key=group,
+                    rank=rank,
+                    group_size=self.size,
+                    communication_hint="ring",
+                    timeout_seconds=timeout,
+                )
+                if kind == "all_reduce":
+                    return co.all_reduce_v3(handle, x, reduction="Add")
+                if kind == "all_to_all":
+                    return co.all_to_all_v3(handle, x)
+                with tf.control_dependencies([handle]):  # run it: an unused op is pruned
+                    return tf.identity(x)
+
+        got = f().numpy()
+        return {"result": encode(str(got.dtype), got.shape, got.tobytes())}
+
     def allreduce_slices(self, msg: dict[str, Any]) -> dict[str, Any]:
         """tf.IndexedSlices all-reduced as MultiWorkerMirroredStrategy does a sparse gradient
         (CollectiveReplicaLauncher: lengths gathered, padded when they differ, gathered):
