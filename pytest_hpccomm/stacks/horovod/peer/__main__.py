@@ -381,8 +381,12 @@ class Peer:
                 out["op_error"] = f"{type(e).__name__}: {e}"[:500]
         out["join"] = int(self.hvd.join())
         out["joins"] = self.hvd.allgather_object(out["join"], name=f"{name}.joins")
-        out["aligned"] = self._align_handles(name)  # the joined rank ran fewer ops
         return out
+
+    def case_align(self, case: dict[str, Any], name: str) -> dict[str, Any]:
+        """After a case where ranks ran different numbers of ops (join): `behind`, how many
+        handles this rank was short of the most advanced rank (now caught up)."""
+        return {"behind": self._align_handles(name)}
 
     # -- DistributedOptimizer and friends (upstream's optimizer cases) ---------------------
     def _model(self, sparse: bool) -> Any:
