@@ -704,3 +704,60 @@ def test_v3_collectives_over_a_communicator(
             f"across tasks refuses the group, the remote worker's user rank not reaching the "
             f"leader ({RANK_LOST}), in {len(lost)} of {len(V3)} cases: " + ", ".join(lost)
         )
+
+
+WHILE = {
+    # test id -> (variables, iterations, upstream case)
+    "one-variable": (1, 4, "v1.CollectiveOpTest.testSimpleWhile"),
+    "two-variables": (2, 4, "v1.CollectiveOpTest.testWhileMultipleAllReduce"),
+    "loop-output-and-constant": (0, 0, "v1.CollectiveOpTest.testWhileWithScopedAllocator"),
+}
+
+
+@pytest.mark.covers("tf", *cells([case for _, _, case in WHILE.values()], RUNS))
+@pytest.mark.parametrize("which", list(WHILE))
+def test_collectives_inside_a_while_loop(tf_ring: TfTasks, which: str) -> None:
+    """v1 all-reduces inside a tf.while_loop of a tf.function, the scoped allocator on:
+    variables 1, 2, 4, ... summed over the workers once per iteration end as 2^j n^iterations
+    on every worker; a loop counting to 10 and a constant 5, each all-reduced and added, give
+    15 n."""
+    nvars, iters, _ = WHILE[which]
+    n = RING.workers
+    key = next(_KEYS)
+    for _ in range(max(nvars, 2) - 1):  # the loop's instance keys: key .. key + vars - 1
+        next(_KEYS)
+    msg = {"op": "upstream", "case": "while", "vars": nvars, "iterations": iters}
+    replies = tf_ring.request_all({t: {**msg, "instance_key": key} for t in RING.workers_tasks})
+    want = (
+        np.array([float((1 << j) * n**iters) for j in range(nvars)], np.float32)
+        if nvars
+        else np.array([15.0 * n], np.float32)
+    )
+    for task, reply in replies.items():
+        np.testing.assert_array_equal(_tensor_of(reply), want, err_msg=f"{which} on {task}")
+
+
+@pytest.mark.covers(
+    "tf", *cells(["v1.CollectiveOpTest.testCollectiveGatherPolymorphicShape"], RUNS)
+)
+def test_a_gather_of_unknown_length(tf_ring: TfTasks) -> None:
+    """A v1 all_gather traced for int32 of shape [None] gathers the workers' tensors in task
+    order, and again (same function, same instance key) when each is one element shorter."""
+    arrays = [np.arange(8, dtype=np.int32) + 10 * w for w in range(RING.workers)]
+    key = next(_KEYS)
+    replies = tf_ring.request_all(
+        {
+            task: {
+                "op": "upstream",
+                "case": "polymorphic_gather",
+                "instance_key": key,
+                "tensor": encode("int32", a.shape, a.tobytes()),
+            }
+            for task, a in zip(RING.workers_tasks, arrays)
+        }
+    )
+    for task, reply in replies.items():
+        for i, want in enumerate([np.concatenate(arrays), np.concatenate([a[1:] for a in arrays])]):
+            dtype, shape, raw = as_bytes(reply[f"result{i}"])
+            got = np.frombuffer(raw, dtype).reshape(shape)
+            np.testing.assert_array_equal(got, want, err_msg=f"{task}, call {i + 1}")

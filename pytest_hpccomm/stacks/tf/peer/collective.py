@@ -272,6 +272,77 @@ class CollectiveWorker:
         got = f().numpy()
         return {"result": encode(str(got.dtype), got.shape, got.tobytes())}
 
+    def _scoped(self, f: Callable[[], Any]) -> Any:
+        """f() with grappler's scoped allocator on (it batches CollectiveReduce's inputs, as
+        upstream's while-loop tests configure their sessions), then as it was."""
+        options = self.tf.config.optimizer.get_experimental_options()
+        self.tf.config.optimizer.set_experimental_options({"scoped_allocator_optimization": True})
+        try:
+            return f()
+        finally:
+            self.tf.config.optimizer.set_experimental_options(options)
+
+    def _case_while(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """CollectiveOpTest's while loops (v1 all_reduce, Add/Id, in a tf.function, scoped
+        allocator on). `vars` > 0: variables 1, 2, 4, ... each all-reduced (as float16, as
+        upstream casts) once per iteration of a while_loop of `iterations`, instance key
+        `instance_key` + j. `vars` 0: upstream's testWhileWithScopedAllocator, a while_loop
+        counting to 10 and a constant 5 each all-reduced, then added. What this task got."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf, size = self.tf, self.size
+        nvars, iters, base = int(msg["vars"]), int(msg["iterations"]), int(msg["instance_key"])
+
+        def reduce(x: Any, key: int) -> Any:
+            return co.all_reduce(x, size, GROUP_KEY, key, "Add", "Id")
+
+        @tf.function
+        def loop() -> Any:
+            with tf.device(self.device):
+
+                def body(i: Any, *xs: Any) -> Any:
+                    return (
+                        i + 1,
+                        *[
+                            tf.cast(reduce(tf.cast(x, tf.float16), base + j), tf.float32)
+                            for j, x in enumerate(xs)
+                        ],
+                    )
+
+                start = [tf.constant(float(1 << j)) for j in range(nvars)]
+                out = tf.while_loop(lambda i, *xs: i < iters, body, (tf.constant(0), *start))
+                return tf.stack(out[1:])
+
+        @tf.function
+        def scoped() -> Any:
+            with tf.device(self.device):
+                zero = tf.constant(0.0)
+                (counted,) = tf.while_loop(lambda i: i < 10.0, lambda i: (i + 1.0,), (zero,))
+                return tf.add_n([reduce(counted, base), reduce(zero + 5.0, base + 1)])[None]
+
+        got = self._scoped(loop if nvars else scoped).numpy()
+        return {"result": encode(str(got.dtype), got.shape, got.tobytes())}
+
+    def _case_polymorphic_gather(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """testCollectiveGatherPolymorphicShape: a v1 all_gather in a tf.function whose input
+        is int32 of shape [None], called with this worker's tensor and then without its
+        first element (one instance key): both results."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf, size, key = self.tf, self.size, int(msg["instance_key"])
+        dtype, shape, data = decode(msg["tensor"])
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+        def gather(x: Any) -> Any:
+            with tf.device(self.device):
+                return co.all_gather(x, size, GROUP_KEY, key)
+
+        x = np.frombuffer(data, dtype).reshape(shape)
+        return {
+            f"result{i}": encode("int32", got.shape, got.tobytes())
+            for i, got in enumerate(gather(tf.constant(t)).numpy() for t in (x, x[1:]))
+        }
+
     def allreduce_slices(self, msg: dict[str, Any]) -> dict[str, Any]:
         """tf.IndexedSlices all-reduced as MultiWorkerMirroredStrategy does a sparse gradient
         (CollectiveReplicaLauncher: lengths gathered, padded when they differ, gathered):
