@@ -50,6 +50,7 @@ from pytest_hpccomm.stacks.horovod.wire import (
     PLANT_VAR,
     PLANTS,
     SIZE_VAR,
+    WAIT_VAR,
 )
 
 PEER_MODULE = "pytest_hpccomm.stacks.horovod.peer"
@@ -93,6 +94,7 @@ class RankInfo:
     # the rank and size its launcher gave it (wire.RANK_VARS, SIZE_VARS); None: not given
     launcher_rank: int | None = None
     launcher_size: int | None = None
+    wait: str = "spin"  # how it waits for an op (wire.WAIT_VAR)
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,9 @@ class HorovodPeers:
         cpus = sorted(os.sched_getaffinity(0))
         if self.hosts is None and n <= len(cpus):  # all ranks on this host's cores: one each
             env.setdefault(CPUS_VAR, ",".join(map(str, cpus)))  # a user's "" turns it off
+        # more ranks than this host's cores (loopback, or a virtual cluster on it): a rank
+        # that waits sleeps instead of spinning (wire.WAIT_VAR), as Open MPI's yield_when_idle
+        env.setdefault(WAIT_VAR, "sleep" if self.hosts is None and n > len(cpus) else "spin")
         # Horovod's stall inspector (rank 0 names the tensors some ranks submitted and others
         # did not) speaks before the harness gives up on a case, not at its default 60 s
         env.setdefault(STALL_CHECK_VAR, str(max(5, int(self.case_timeout / 3))))
@@ -401,6 +406,7 @@ class HorovodPeers:
                 bool(h.get("initialized")),
                 h.get("launcher_rank"),
                 h.get("launcher_size"),
+                str(h.get("wait", "spin")),
             )
             for h in (hellos[i] for i in order)
         ]

@@ -31,6 +31,13 @@ SIZE_VAR = "HPCCOMM_HOROVOD_SIZE"  # ranks in the job: static process sets are m
 # on 2 cores, and the scheduler now and then puts both compute threads on one core and both
 # background threads on the other, where it stays: every training request runs at half speed.
 CPUS_VAR = "HPCCOMM_HOROVOD_CPUS"
+# How a rank waits for an op: "spin" is Horovod's own (torch's synchronize() loops on
+# sched_yield with the GIL released), "sleep" polls the handle with a short sleep. With more
+# ranks than cores the spinning main threads starve the background threads that do the work:
+# an op then stalls for seconds (up to 18 s seen) with no rank doing anything useful.
+WAIT_VAR = "HPCCOMM_HOROVOD_WAIT"
+WAITS = ("spin", "sleep")
+SLEEP_POLL_S = 0.0005
 # where a rank finds its world rank before hvd.init(): our Gloo launch, Open MPI, MPICH's Hydra
 RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 SIZE_VARS = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")

@@ -35,6 +35,9 @@ from pytest_hpccomm.stacks.horovod.wire import (
     RANK_VARS,
     SIZE_VAR,
     SIZE_VARS,
+    SLEEP_POLL_S,
+    WAIT_VAR,
+    WAITS,
     decode,
     encode,
     rank_cpu,
@@ -752,6 +755,7 @@ class Peer:
             "launcher_rank": _first_int(os.environ, RANK_VARS),
             "launcher_size": _first_int(os.environ, SIZE_VARS),
             "plant": self.plant,
+            "wait": os.environ.get(WAIT_VAR) or "spin",
         }
 
 
@@ -793,6 +797,21 @@ def serve(peer: Peer) -> int:
     return 0
 
 
+def sleep_while_pending(mpi_lib: Any, period: float = SLEEP_POLL_S) -> None:
+    """Makes torch's synchronize() (every blocking op, join, barrier and the optimizer's wait
+    go through it) poll the handle and sleep between polls, then let Horovod's own wait
+    return at once (and raise the op's error, as before). Its own wait loops on sched_yield,
+    which starves the background threads when ranks outnumber cores (wire.WAIT_VAR)."""
+    spin, poll = mpi_lib.horovod_torch_wait_and_clear, mpi_lib.horovod_torch_poll
+
+    def wait_and_clear(handle: int) -> None:
+        while not poll(handle):
+            time.sleep(period)
+        spin(handle)
+
+    mpi_lib.horovod_torch_wait_and_clear = wait_and_clear
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pytest_hpccomm.stacks.horovod.peer")
     p.add_argument("--case", help="run the case in this JSON file and print each rank's report")
@@ -805,8 +824,16 @@ def main(argv: list[str] | None = None) -> int:
     if cpu is not None:  # every thread so far (numpy's BLAS pool); torch's and Horovod's inherit
         for tid in os.listdir("/proc/self/task"):
             os.sched_setaffinity(int(tid), {cpu})
+    wait = os.environ.get(WAIT_VAR) or "spin"
+    if wait not in WAITS:
+        print(f"{WAIT_VAR}={wait!r}: one of {', '.join(WAITS)}", file=sys.stderr)
+        return 2
     import horovod.torch as hvd
+    import horovod.torch.mpi_ops as mpi_ops
     import torch  # late: the orchestrator imports this module without torch or Horovod
+
+    if wait == "sleep":
+        sleep_while_pending(mpi_ops.mpi_lib)
 
     torch.set_num_threads(1)  # ranks share 2 cores with pytest
     size = int(os.environ.get(SIZE_VAR, "0"))
