@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.proc import proctree
@@ -87,6 +88,16 @@ def reference(op: str, arrays: list[np.ndarray]) -> np.ndarray:
     return total / np.array(len(arrays), total.dtype) if op == "MEAN" else total
 
 
+def _each_worker(tasks: TfTasks, arrays: list[np.ndarray], **fields: object) -> dict[str, Any]:
+    """Every worker's reply to `fields` sent with its own tensor (`arrays` in task order)."""
+    return tasks.request_all(
+        {
+            task: {**fields, "tensor": encode(str(a.dtype), a.shape, a.tobytes())}
+            for task, a in zip(RING.workers_tasks, arrays)
+        }
+    )
+
+
 @pytest.mark.covers(
     "tf",
     *cells(
@@ -111,17 +122,8 @@ def test_allreduce_equals_the_local_reference(
 ) -> None:
     op, arrays = case
     key = next(_KEYS)
-    replies = tf_ring.request_all(
-        {
-            task: {
-                "op": "allreduce",
-                "op_name": op,
-                "instance_key": key,
-                "timeout": TIMEOUT,
-                "tensor": encode(str(a.dtype), a.shape, a.tobytes()),
-            }
-            for task, a in zip(RING.workers_tasks, arrays)
-        }
+    replies = _each_worker(
+        tf_ring, arrays, op="allreduce", op_name=op, instance_key=key, timeout=TIMEOUT
     )
     want = reference(op, arrays)
     for task, reply in replies.items():
@@ -519,17 +521,8 @@ def _tensor_of(reply: dict[str, Any]) -> np.ndarray:
 def _reduced(tf_ring: TfTasks, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Every worker's tensor all-reduced (v2, Add) by the collective op: what each got."""
     key = next(_KEYS)
-    replies = tf_ring.request_all(
-        {
-            task: {
-                "op": "collective",
-                "kind": "reduce",
-                "timeout": TIMEOUT,
-                "instance_key": key,
-                "tensor": encode(str(a.dtype), a.shape, a.tobytes()),
-            }
-            for task, a in zip(RING.workers_tasks, arrays)
-        }
+    replies = _each_worker(
+        tf_ring, arrays, op="collective", kind="reduce", timeout=TIMEOUT, instance_key=key
     )
     return [_tensor_of(r) for r in replies.values()]
 
@@ -596,17 +589,8 @@ def test_a_collective_inside_a_dataset_map(tf_ring: TfTasks, data: st.DataObject
     shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=2), label="shape"))
     arrays = [data.draw(_small(dtype, shape), label=f"worker {w}") for w in range(RING.workers)]
     key = next(_KEYS)
-    replies = tf_ring.request_all(
-        {
-            task: {
-                "op": "upstream",
-                "case": "input_pipeline",
-                "instance_key": key,
-                "timeout": TIMEOUT,
-                "tensor": encode(dtype, a.shape, a.tobytes()),
-            }
-            for task, a in zip(RING.workers_tasks, arrays)
-        }
+    replies = _each_worker(
+        tf_ring, arrays, op="upstream", case="input_pipeline", instance_key=key, timeout=TIMEOUT
     )
     for task, reply in replies.items():
         np.testing.assert_array_equal(_tensor_of(reply), sum(arrays), err_msg=task)
@@ -745,19 +729,251 @@ def test_a_gather_of_unknown_length(tf_ring: TfTasks) -> None:
     order, and again (same function, same instance key) when each is one element shorter."""
     arrays = [np.arange(8, dtype=np.int32) + 10 * w for w in range(RING.workers)]
     key = next(_KEYS)
-    replies = tf_ring.request_all(
-        {
-            task: {
-                "op": "upstream",
-                "case": "polymorphic_gather",
-                "instance_key": key,
-                "tensor": encode("int32", a.shape, a.tobytes()),
-            }
-            for task, a in zip(RING.workers_tasks, arrays)
-        }
+    replies = _each_worker(
+        tf_ring, arrays, op="upstream", case="polymorphic_gather", instance_key=key
     )
     for task, reply in replies.items():
         for i, want in enumerate([np.concatenate(arrays), np.concatenate([a[1:] for a in arrays])]):
             dtype, shape, raw = as_bytes(reply[f"result{i}"])
             got = np.frombuffer(raw, dtype).reshape(shape)
             np.testing.assert_array_equal(got, want, err_msg=f"{task}, call {i + 1}")
+
+
+@pytest.mark.covers(
+    "tf", *cells(["v1.CollectiveOpTest.testCollectiveTensorsHaveNoDeviceSpecified"], RUNS)
+)
+def test_a_collective_of_an_argument_without_a_device(tf_ring: TfTasks) -> None:
+    """A tf.function's argument names no device at trace time (upstream's check) while its
+    v1 all_reduce (Add, Div) is placed on the worker's CPU: the mean of the workers' int32
+    tensors (upstream's 1 and 3: 2) on every worker."""
+    arrays = [np.array([1 + 2 * w], np.int32) for w in range(RING.workers)]
+    key = next(_KEYS)
+    replies = _each_worker(tf_ring, arrays, op="upstream", case="no_device", instance_key=key)
+    want = sum(arrays) // RING.workers
+    for task, reply in replies.items():
+        assert reply["traced_devices"] == [""], f"{task}: {reply['traced_devices']}"
+        np.testing.assert_array_equal(_tensor_of(reply), want, err_msg=task)
+
+
+# -- errors and timeouts of TensorFlow's collective ops tests, each case on tasks of its own
+# (an error in a collective aborts the task's collective executor for good); the placement
+# changes nothing they check, so the quick profile runs them on loopback only
+
+# upstream's collective_op combinations -> the collective request's fields
+OPS: dict[str, dict[str, object]] = {
+    "all_reduce": {"kind": "reduce", "version": 1},
+    "all_gather": {"kind": "gather", "version": 1},
+    "all_reduce_v2": {"kind": "reduce", "version": 2},
+    "all_gather_v2": {"kind": "gather", "version": 2},
+}
+UPSTREAM_TIMEOUT = 1.5  # TimeoutTest's timeout_seconds
+DURING_EXECUTION = "Collective has timed out during execution"
+WAITING = "Collective has timed out waiting for other workers"
+TIMEOUTS = {
+    # test id -> upstream case
+    "during-execution": "v2.TimeoutTest.testTimeout",
+    "resolution-then-a-late-worker": "v2.TimeoutTest.testParamResolutionAfterTimeout",
+    "execution-then-a-late-worker": "v2.TimeoutTest.testExecutionAfterTimeout",
+}
+LATE_LIMIT = 30.0  # how long the late worker (no timeout of its own) is waited for
+# upstream's keys (the cases run on tasks of their own: no other collective to collide with)
+UPSTREAM_GROUP, UPSTREAM_INSTANCE = 20, 30
+
+
+def _own_tasks(tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest) -> TfTasks:
+    return TfTasks(tf_env, hpc_placement, tf_site(hpc_placement, request), RING)
+
+
+def _says(reported: str, error: str, text: str) -> bool:
+    """A peer's report of TensorFlow's `error` class whose message contains `text` (as
+    upstream's assertRaisesRegex: TensorFlow puts the function node before it)."""
+    return f"{error}: " in reported and text in reported.split(f"{error}: ", 1)[1]
+
+
+def _tensor_msg(fields: dict[str, object], a: np.ndarray, **more: object) -> dict[str, object]:
+    return {
+        "op": "collective",
+        **fields,
+        **more,
+        "tensor": encode(str(a.dtype), a.shape, a.tobytes()),
+    }
+
+
+def _crashed_after_its_timeout(
+    tasks: TfTasks, tf_env: TfEnv, alone: str, op: str, seen: str
+) -> None:
+    """The symptom seen with TensorFlow 2.21.0 (the tasks ended here to read how): the task
+    whose all_gather timed out during execution died of SIGSEGV, with or without a late
+    member (1 in 10-14 probes; the late member then gets "Connection reset by peer"). An
+    xfail naming it; anything else returns for the caller's assertion to fail."""
+    crash = re.search(rf"{alone} exit -11\b", tasks.end())
+    if crash and "gather" in op:
+        pytest.xfail(
+            f"TensorFlow {tf_env.fingerprint().get('tensorflow')}: {alone} crashed "
+            f"({crash.group(0)}, SIGSEGV) after its {op} timed out during execution; "
+            f"the other worker saw: {seen[:300]}"
+        )
+
+
+@pytest.mark.covers("tf", *cells(list(TIMEOUTS.values()), RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("case", list(TIMEOUTS))
+def test_a_collective_that_times_out(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, case: str, op: str
+) -> None:
+    """TensorFlow's TimeoutTest across two tasks (upstream: devices of one process), for v1 and
+    v2 all_reduce and all_gather, a timeout of 1.5 s:
+    - during-execution: after a collective of both workers, worker:0 alone with the same keys
+      raises DeadlineExceeded "timed out during execution", no sooner than its timeout;
+    - resolution-then-a-late-worker: worker:0 alone in a group never formed raises
+      DeadlineExceeded "timed out waiting for other workers", no sooner than its timeout;
+      worker:1 arriving after it, with no timeout of its own, gets that error at once;
+    - execution-then-a-late-worker: after a collective of both, worker:0 alone times out during
+      execution; worker:1 arriving after it, with no timeout, gets that error at once.
+    "At once": sooner than the timeout it does not have (a wait is a hang, failed at 30 s).
+    Found here: worker:0 sometimes dies of SIGSEGV after its all_gather timed out during
+    execution (TensorFlow 2.21.0); that symptom, and only it, is an xfail."""
+    fields = {**OPS[op], "instance_key": UPSTREAM_INSTANCE, "group_key": UPSTREAM_GROUP}
+    x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    first = WAITING if case.startswith("resolution") else DURING_EXECUTION
+    tasks = _own_tasks(tf_env, hpc_placement, request)
+    try:
+        if not case.startswith("resolution"):  # a collective of both: the group is resolved
+            # (upstream's timeout there too; a longer one here: a slow host's resolution)
+            both = {t: _tensor_msg(fields, x, timeout=TIMEOUT) for t in RING.workers_tasks}
+            tasks.request_all(both)
+        alone, late = RING.workers_tasks
+        t0 = time.monotonic()
+        with pytest.raises(TfError) as err:
+            tasks.request(alone, _tensor_msg(fields, x, timeout=UPSTREAM_TIMEOUT))
+        took = time.monotonic() - t0
+        assert _says(str(err.value), "DeadlineExceededError", first), str(err.value)
+        assert took >= UPSTREAM_TIMEOUT, f"{alone} timed out after {took:.2f}s"
+        if case == "during-execution":
+            return
+        t0 = time.monotonic()
+        try:
+            tasks.request(late, _tensor_msg(fields, x, timeout=0.0), timeout=LATE_LIMIT)
+        except TaskLost as lost:
+            pytest.fail(f"{late}, late and with no timeout, still waits: {lost}")
+        except TfError as exc:
+            error = str(exc)
+        else:
+            pytest.fail(f"{late}, late, completed a collective {alone} had left")
+        took = time.monotonic() - t0
+        if not _says(error, "DeadlineExceededError", first) and first == DURING_EXECUTION:
+            _crashed_after_its_timeout(tasks, tf_env, alone, op, error)
+        assert _says(error, "DeadlineExceededError", first), error
+        assert took < UPSTREAM_TIMEOUT, f"{late} got its error after {took:.2f}s, not at once"
+    finally:
+        tasks.close()
+
+
+MISMATCH_TIMEOUT = 5.0  # a refused collective's timeout_seconds: a member left waiting ends
+Rounds = list[list[tuple[dict[str, object], np.ndarray]]]  # per round, per worker
+
+
+def _refused_rounds(case: str, key: int, group: int) -> Rounds:
+    """The collectives of a case, round by round (the last is refused), upstream's tensors."""
+    t0, t1 = np.array([1, 2, 3, 4], np.int32), np.array([5, 6, 7, 8], np.int32)
+    v1 = {"version": 1, "instance_key": key, "group_key": group}
+    if case == "group-size":  # worker:0 in a group of 2, worker:1 in the same group of 3
+        reduce = {"kind": "reduce", **v1, "merge": "Add", "final": "Id"}
+        return [[({**reduce, "group_size": 2}, t0), ({**reduce, "group_size": 3}, t1)]]
+    gather = {"kind": "gather", **v1}
+    if case == "gather-shape-across-workers":
+        return [[(gather, t0), (gather, np.array([5, 6], np.int32))]]
+    if case == "gather-shape-on-a-rerun":  # the same instance again, worker:1's shorter
+        return [[(gather, t0), (gather, t1)], [(gather, t0), (gather, np.array([9, 10], np.int32))]]
+    # instance-key-v1/-v2: each worker alone (a group of one each): all_reduce, then an
+    # all_gather of the same instance key
+    version = int(case[-1])
+    x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    alone = [
+        {"version": version, "instance_key": key, "group_size": 1, "group_key": group + w}
+        for w in range(RING.workers)
+    ]
+    return [[({**a, "kind": kind}, x) for a in alone] for kind in ("reduce", "gather")]
+
+
+REFUSED = {
+    # test id -> (error, text, every worker says it (else one at least), upstream case)
+    "group-size": (
+        "InternalError",
+        "but that group has size",
+        False,
+        "v1.CollectiveOpTest.testCollectiveGroupSizeMismatch",
+    ),
+    "gather-shape-across-workers": (
+        "InvalidArgumentError",
+        "Shape mismatch",
+        False,
+        "v1.CollectiveOpTest.testCollectiveGatherShapeMismatchAcrossDevices",
+    ),
+    "gather-shape-on-a-rerun": (
+        "InvalidArgumentError",
+        "Shape mismatch",
+        False,
+        "v1.CollectiveOpTest.testCollectiveGatherShapeMismatch",
+    ),
+    "instance-key-v1": (
+        "InternalError",
+        "instance {key} expected type 0 and data_type 1 but got type 2 and data_type 1",
+        True,
+        "v2.CollectiveOpsTest.testCollectiveInvalidKey",
+    ),
+    "instance-key-v2": (
+        "InternalError",
+        "instance {key} expected type 0 and data_type 1 but got type 2 and data_type 1",
+        True,
+        "v2.CollectiveOpsTest.testCollectiveInvalidKey",
+    ),
+}
+
+
+@pytest.mark.covers("tf", *cells(sorted({c for *_, c in REFUSED.values()}), RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_mismatched_collective_is_refused(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, case: str
+) -> None:
+    """Collectives the workers disagree on are errors, not hangs or answers:
+    - group-size: v1 all_reduce, worker:0 giving group_size 2 and worker:1 3 for one group:
+      InternalError "but that group has size";
+    - gather-shape-across-workers: v1 all_gather of int32[4] and int32[2]: InvalidArgumentError
+      "Shape mismatch";
+    - gather-shape-on-a-rerun: after a v1 all_gather of int32[4] on both, the same instance
+      with worker:1's int32[2]: "Shape mismatch";
+    - instance-key-v1/-v2: each worker alone in a group of one, an all_reduce then an
+      all_gather of the same instance key: InternalError "instance K expected type 0 and
+      data_type 1 but got type 2 and data_type 1", on each.
+    Upstream raises it from the run of both members; here one worker at least says it (both
+    when each is alone), and no worker gets an answer. Each case on tasks of its own."""
+    error, text, every, _ = REFUSED[case]
+    text = text.format(key=UPSTREAM_INSTANCE)
+    *ok, refused = _refused_rounds(case, UPSTREAM_INSTANCE, UPSTREAM_GROUP)
+    tasks = _own_tasks(tf_env, hpc_placement, request)
+    try:
+        for members in ok:
+            tasks.request_all(
+                {
+                    t: _tensor_msg(f, a, timeout=TIMEOUT)
+                    for t, (f, a) in zip(RING.workers_tasks, members)
+                }
+            )
+        got = tasks.request_each(
+            {
+                t: _tensor_msg(f, a, timeout=MISMATCH_TIMEOUT)
+                for t, (f, a) in zip(RING.workers_tasks, refused)
+            }
+        )
+    finally:
+        tasks.close()
+    answered = [t for t, r in got.items() if not isinstance(r, TfError)]
+    assert not answered, f"{case}: {answered} got an answer: {got}"
+    saying = [t for t, r in got.items() if _says(str(r), error, text)]
+    assert saying if not every else len(saying) == len(got), (
+        f"{case}: expected {error} '{text}' from {'every worker' if every else 'a worker'}: "
+        + "; ".join(str(r)[:1500] for r in got.values())
+    )

@@ -164,6 +164,7 @@ class TfTasks:
         self._jobs: list[RunningJob] = []
         self._channels: dict[str, Channel] = {}
         self.hellos: dict[str, dict[str, Any]] = {}
+        self.ended = ""  # how the tasks ended after the last failed request (their jobs' words)
         # fixed ports per task (a free port cannot be probed on another host); on real hosts
         # offset by this process, so two sessions do not collide; below the ephemeral range
         block = next(_PORT_BLOCKS) + (os.getpid() if self.remote else 0)
@@ -304,6 +305,19 @@ class TfTasks:
         worker in it). Any failure ends the tasks (the next request starts new ones): a failed
         collective aborts the task's collective executor for good. TfError (TaskLost when a task
         died or stayed silent) names every task's failure."""
+        replies = self.request_each(msgs, timeout)
+        failed = [str(r) for r in replies.values() if isinstance(r, TfError)]
+        if failed:
+            raise TfError(f"{self.describe()}: {'; '.join(failed)}; tasks ended ({self.ended})")
+        return replies
+
+    def request_each(
+        self, msgs: Mapping[str, Mapping[str, Any]], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """As request_all, but a task's remote error (the op raised in TensorFlow) is a TfError
+        in its place among the replies: what each worker saw of a collective that is to fail.
+        Any failure ends the tasks (`ended` says how); a task that died or stayed silent is
+        TaskLost, raised."""
         self.start()
         limit = timeout or self.request_timeout
         try:
@@ -314,8 +328,7 @@ class TfTasks:
             tail = self._drop()
             raise TaskLost(f"{self.describe()}: a task is gone: {exc}; {tail}") from None
         replies: dict[str, Any] = {}
-        failed: list[str] = []
-        lost = False
+        lost: list[str] = []
         deadline = time.monotonic() + limit
         for task, rid in sent.items():
             op = msgs[task].get("op")
@@ -324,15 +337,14 @@ class TfTasks:
                     rid, max(0.1, deadline - time.monotonic()), str(op)
                 )
             except RemoteError as exc:
-                failed.append(f"{task} {op}: {exc}")
+                replies[task] = TfError(f"{task} {op}: {exc}")
             except (TimeoutError, ChannelClosed, MessageError) as exc:
-                failed.append(f"{task} lost during {op}: {exc}")
-                lost = True
+                lost.append(f"{task} lost during {op}: {exc}")
+        failed = [str(r) for r in replies.values() if isinstance(r, TfError)] + lost
         if failed:
-            tail = self._drop()
-            raise (TaskLost if lost else TfError)(
-                f"{self.describe()}: {'; '.join(failed)}; tasks ended ({tail})"
-            )
+            self.ended = self._drop()
+        if lost:
+            raise TaskLost(f"{self.describe()}: {'; '.join(failed)}; tasks ended ({self.ended})")
         return replies
 
     def pids(self) -> dict[str, int]:
@@ -350,6 +362,12 @@ class TfTasks:
         }
 
     # -- stop ------------------------------------------------------------------------------
+    def end(self) -> str:
+        """Ends the tasks now (the next request starts new ones): how each ended, its exit
+        status and last words (also in `ended`): what a task that died on its own shows."""
+        self.ended = self._drop()
+        return self.ended
+
     def _drop(self) -> str:
         for ch in self._channels.values():
             ch.close()

@@ -142,7 +142,7 @@ class CollectiveWorker:
 
     def upstream(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A case of TensorFlow's collective ops tests that is more than one op, on this
-        worker (`case`: ordering, invalid_input, input_pipeline or v3; see each)."""
+        worker (`case`: the name of one of the `_case_*` methods below)."""
         case = getattr(self, f"_case_{msg['case']}", None)
         if case is None:
             raise ValueError(f"unknown upstream case {msg['case']!r}")
@@ -341,6 +341,31 @@ class CollectiveWorker:
         return {
             f"result{i}": encode("int32", got.shape, got.tobytes())
             for i, got in enumerate(gather(tf.constant(t)).numpy() for t in (x, x[1:]))
+        }
+
+    def _case_no_device(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """testCollectiveTensorsHaveNoDeviceSpecified: this worker's tensor, made on its
+        CPU, passed to a tf.function whose v1 all_reduce (Add, Div) is placed on that CPU
+        while the traced argument names no device. The argument's device string at trace
+        time and what this task got."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf, size, key = self.tf, self.size, int(msg["instance_key"])
+        dtype, shape, data = decode(msg["tensor"])
+        traced: list[str] = []
+
+        @tf.function
+        def fn(x: Any) -> Any:
+            traced.append(x.device)  # at trace time: a placeholder's, no device
+            with tf.device(self.device):
+                return co.all_reduce(x, size, GROUP_KEY, key, "Add", "Div")
+
+        with tf.device(self.device):
+            x = tf.constant(np.frombuffer(data, dtype).reshape(shape))
+        got = fn(x).numpy()
+        return {
+            "traced_devices": traced,
+            "result": encode(str(got.dtype), got.shape, got.tobytes()),
         }
 
     def allreduce_slices(self, msg: dict[str, Any]) -> dict[str, Any]:
