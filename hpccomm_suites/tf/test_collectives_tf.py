@@ -88,13 +88,15 @@ def reference(op: str, arrays: list[np.ndarray]) -> np.ndarray:
     return total / np.array(len(arrays), total.dtype) if op == "MEAN" else total
 
 
+def _with_tensor(fields: dict[str, Any], a: np.ndarray) -> dict[str, Any]:
+    """A request: `fields` and the array `a` as its tensor."""
+    return {**fields, "tensor": encode(str(a.dtype), a.shape, a.tobytes())}
+
+
 def _each_worker(tasks: TfTasks, arrays: list[np.ndarray], **fields: object) -> dict[str, Any]:
     """Every worker's reply to `fields` sent with its own tensor (`arrays` in task order)."""
     return tasks.request_all(
-        {
-            task: {**fields, "tensor": encode(str(a.dtype), a.shape, a.tobytes())}
-            for task, a in zip(RING.workers_tasks, arrays)
-        }
+        {task: _with_tensor(fields, a) for task, a in zip(RING.workers_tasks, arrays)}
     )
 
 
@@ -492,7 +494,7 @@ def test_collective_equals_its_definition(
     for msg, ins, wants in rounds:
         requests = {}
         for w, (task, a) in enumerate(zip(RING.workers_tasks, ins)):
-            one = dict(msg, tensor=encode(str(a.dtype), a.shape, a.tobytes()))
+            one = _with_tensor(msg, a)
             if "group_size" in fields:
                 one["group_key"] = ALONE_GROUP_KEYS[int(fields["version"])] + w  # type: ignore[call-overload]
             requests[task] = one
@@ -790,13 +792,8 @@ def _says(reported: str, error: str, text: str) -> bool:
     return f"{error}: " in reported and text in reported.split(f"{error}: ", 1)[1]
 
 
-def _tensor_msg(fields: dict[str, object], a: np.ndarray, **more: object) -> dict[str, object]:
-    return {
-        "op": "collective",
-        **fields,
-        **more,
-        "tensor": encode(str(a.dtype), a.shape, a.tobytes()),
-    }
+def _tensor_msg(fields: dict[str, object], a: np.ndarray, **more: object) -> dict[str, Any]:
+    return _with_tensor({"op": "collective", **fields, **more}, a)
 
 
 def _crashed_after_its_timeout(

@@ -342,7 +342,7 @@ class TfTasks:
                 lost.append(f"{task} lost during {op}: {exc}")
         failed = [str(r) for r in replies.values() if isinstance(r, TfError)] + lost
         if failed:
-            self.ended = self._drop()
+            self.end()
         if lost:
             raise TaskLost(f"{self.describe()}: {'; '.join(failed)}; tasks ended ({self.ended})")
         return replies
