@@ -426,50 +426,43 @@ def _fingerprint(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _merge_p(ys: Sequence[float], a: int, i: int, b: int) -> float:
-    """Student's t test of ys[a:i] against ys[i:b], as Otava's merge step tests two levels;
-    1.0 where it cannot say (a level of one run and no spread, or no difference at all)."""
-    import scipy.stats
+def _long_levels(weak: list[Any], ys: Sequence[float], min_segment: int) -> list[Any]:
+    """Otava's weak change points (its split step's) reduced to those that separate levels of
+    at least `min_segment` runs, their t tests measured again between the levels left.
 
-    left, right = np.asarray(ys[a:i]), np.asarray(ys[i:b])
-    if len(left) < 2 and len(right) < 2:
-        return 1.0
-    p = float(scipy.stats.ttest_ind(left, right, equal_var=True).pvalue)
-    return 1.0 if math.isnan(p) else p
+    This runs before Otava's merge step, which tests each point between its neighbours: a
+    spurious point beside a real one (two nearly equal runs make a level of almost no spread,
+    against which a third run is "significant") leaves the real one tested against a level of
+    one run, and the merge drops it, then the spurious one: a 4x step went unseen. So while a
+    level is short, one point bounding it goes: at an end of the series the only one; between
+    two points, the one whose absence leaves the other's test the stronger."""
+    from otava.analysis import TTestSignificanceTester
 
+    tester = TTestSignificanceTester(1.0)
 
-def settled_levels(
-    p_of: Mapping[int, float], ys: Sequence[float], min_segment: int, max_pvalue: float
-) -> dict[int, float]:
-    """The change points that separate levels of at least `min_segment` runs, each still
-    significant between its levels as they are once the others are gone: index -> p.
+    def tested(cps: list[Any]) -> list[Any]:
+        intervals = tester.get_intervals(cps)
+        return [tester.change_point(cp.to_candidate(), ys, intervals) for cp in cps]
 
-    A spurious point beside a real one (two nearly equal runs make a level of almost no
-    spread, against which a third run is "significant") bounds a short level; dropping every
-    point that bounds a short level at once drops the real one too. So the weakest point
-    bounding a short level goes first, then the levels are measured again and every point is
-    tested again between its new neighbours, until none is short or weak. An excursion (a run
-    or two, then the old level) still leaves nothing: its second point, tested against the
-    merged levels, is not significant."""
-    n, p = len(ys), dict(p_of)
-    cuts, merged = sorted(p), False
-    while cuts:
-        bounds = [0, *cuts, n]
+    def other_left(cps: list[Any], drop: int, other: int) -> tuple[float, float]:
+        kept = tested([cp for cp in cps if int(cp.index) != drop])
+        cp = next(cp for cp in kept if int(cp.index) == other)
+        return float(cp.stats.pvalue), -abs(float(cp.stats.mean_2 - cp.stats.mean_1))
+
+    cps = tested(sorted(weak, key=lambda cp: int(cp.index)))
+    while cps:
+        cuts = [int(cp.index) for cp in cps]
+        bounds = [0, *cuts, len(ys)]
         short = [k for k in range(len(bounds) - 1) if bounds[k + 1] - bounds[k] < min_segment]
-        if short:
-            # segment k lies between cuts[k - 1] and cuts[k]
-            near = {cuts[k - 1] for k in short if k > 0} | {cuts[k] for k in short if k < len(cuts)}
-            cuts.remove(max(near, key=lambda c: (p[c], c)))
-            merged = True
-            continue
-        if not merged:  # Otava's own levels, all long enough: its tests stand
+        if not short:
             break
-        p = {c: _merge_p(ys, bounds[k], c, bounds[k + 2]) for k, c in enumerate(cuts)}
-        weak = [c for c in cuts if p[c] > max_pvalue]
-        if not weak:
-            break
-        cuts.remove(max(weak, key=lambda c: (p[c], c)))
-    return {c: p[c] for c in cuts}
+        if short[0] == 0 or short[-1] == len(cuts):  # a short level at an end of the series
+            drop = cuts[0] if short[0] == 0 else cuts[-1]
+        else:  # segment k lies between cuts[k - 1] and cuts[k]
+            a, b = cuts[short[0] - 1], cuts[short[0]]
+            drop = a if other_left(cps, a, b) < other_left(cps, b, a) else b
+        cps = tested([cp for cp in cps if int(cp.index) != drop])
+    return cps
 
 
 def change_points(
@@ -492,7 +485,7 @@ def change_points(
     to their ratio.
     """
     try:
-        from otava.analysis import compute_change_points
+        from otava.analysis import merge, split
     except ImportError as exc:  # not a hard dependency: see the module docstring
         raise RuntimeError(OTAVA_HINT) from exc
     if len(values) < 3:
@@ -501,16 +494,20 @@ def change_points(
     if log_scale and min(xs) <= 0.0:
         raise ValueError(f"log-scale change points need positive values, got {min(xs)}")
     ys = np.log(xs).tolist() if log_scale else xs
-    found, _weak = compute_change_points(
+    # Otava's split step at its first-pass threshold (as compute_change_points sets it, whose
+    # merge step deletes from the weak list it returns), then its merge on long enough levels
+    first_pass = (
+        max_pvalue * 10 if max_pvalue < 0.05 else max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue
+    )
+    weak = split(ys, window_len, first_pass)
+    found = merge(
+        _long_levels(weak, ys, min_segment),
         ys,
-        window_len=window_len,
-        max_pvalue=max_pvalue,
+        max_pvalue,
         # on logs Otava's relative magnitude (of mean logs) means nothing: applied below
-        min_magnitude=0.0 if log_scale else min_magnitude,
+        0.0 if log_scale else min_magnitude,
     )
-    p_of = settled_levels(
-        {int(cp.index): float(cp.stats.pvalue) for cp in found}, ys, min_segment, max_pvalue
-    )
+    p_of = {int(cp.index): float(cp.stats.pvalue) for cp in found}
 
     def level(a: int, b: int) -> float:
         return float(np.exp(np.mean(ys[a:b]))) if log_scale else float(np.mean(xs[a:b]))

@@ -3,7 +3,7 @@ over a reference build, both measured in the same session each night), which hos
 cannot move as it moves raw medians.
 
 `judge_series`: Otava's change points on the log ratios, kept only where both levels they separate
-last `min_segment` nights (one odd night is no level; history.settled_levels). A step is the
+last `min_segment` nights (one odd night is no level; history._long_levels). A step is the
 ratio of the levels' geometric means with a Welch t interval on the log ratios; it fails the
 gate when it is worse beyond the tolerance, starts within the last `last` nights and has not
 gone away (a later change point back to within the tolerance of the level before it). What changed across it:

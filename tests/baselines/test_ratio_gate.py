@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_hpccomm.__main__ import main
 from pytest_hpccomm.baselines.history import SCHEMA_VERSION, HistoryStore, RunRecord
@@ -166,6 +169,42 @@ def test_a_step_beside_two_nearly_equal_nights_still_fires() -> None:
     gate = judge_series(nights(ratios), tolerance=0.05, min_segment=3)
     assert [(s.index, s.worse, s.beyond) for s in gate.fired] == [(3, True, True)], gate
     assert 3.9 < gate.fired[0].step < 4.2
+
+
+def test_a_step_whose_new_level_has_two_nearly_equal_nights_still_fires() -> None:
+    """A cold CI's nightly series (1 KiB latency, a 4x canary from night 4): nights 5 and 6
+    differ in the fourth digit, so Otava's split also cut between nights 4 and 5, and its
+    merge then tested the 4x step against a level of one night (p 0.005), dropped it, then
+    the spurious cut: the gate stayed green on a 4x step. Short levels now go before the
+    merge, by what their absence leaves."""
+    ratios = [0.893, 1.084, 0.967, 3.499, 4.095, 4.096]
+    gate = judge_series(nights(ratios), tolerance=0.05, min_segment=3)
+    assert [(s.index, s.worse, s.beyond) for s in gate.fired] == [(3, True, True)], gate
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    before=st.integers(3, 8),
+    after=st.integers(3, 8),
+    noise=st.lists(st.floats(-0.15, 0.15), min_size=16, max_size=16),
+    ties=st.sets(st.integers(0, 15)),
+)
+def test_a_4x_step_between_levels_of_three_or_more_nights_always_fires(
+    before: int, after: int, noise: list[float], ties: set[int]
+) -> None:
+    """The definition the nightly test relies on: a 4x step (log 1.39) between two levels of
+    min_segment nights or more, each night off its level by up to 0.15 in log (the spread of
+    3-round latency ratios), fires at its first night, also where a night repeats the one
+    before it to the last digit (a level of no spread is where Otava's split cuts falsely)."""
+    n = before + after
+    logs = [(0.0 if i < before else math.log(4.0)) + noise[i] for i in range(n)]
+    for i in sorted(ties):
+        if 0 < i < n and (i < before) == (i - 1 < before):
+            logs[i] = logs[i - 1]
+    gate = judge_series(nights([math.exp(x) for x in logs]), tolerance=0.05, last=after)
+    # the noise may make real sub-levels of its own (steps of 0.15 in log between quiet
+    # nights): those may fire too, the 4x step must
+    assert before in [s.index for s in gate.fired if s.step > 2.0], gate
 
 
 def test_an_excursion_beside_nearly_equal_nights_is_no_step() -> None:
