@@ -241,7 +241,9 @@ def test_on_infiniband_the_suite_skips_saying_tf_grpc_is_tcp(pytester: pytest.Py
         "no:cacheprovider",
         "--import-mode=importlib",
     )
-    outcomes = result.parseoutcomes()
+    # warnings are no item's outcome: in a session that imported the suite's modules before,
+    # pytester's in-process run warns that it cannot rewrite their asserts
+    outcomes = {k: v for k, v in result.parseoutcomes().items() if k not in ("warning", "warnings")}
     assert outcomes.get("skipped", 0) > 0 and set(outcomes) == {"skipped"}, outcomes
     reasons = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
     assert reasons and all(
