@@ -30,7 +30,8 @@ from pytest_hpccomm.stacks.horovod.conformance import (
     wire,
 )
 from pytest_hpccomm.stacks.horovod.coverage import CONTROLLERS
-from pytest_hpccomm.stacks.horovod.driver import HorovodPeers
+from pytest_hpccomm.stacks.horovod.driver import HorovodPeers, Site
+from pytest_hpccomm.stacks.horovod.env import HorovodEnv
 from pytest_hpccomm.stacks.horovod.wire import PARTITION
 
 pytestmark = [
@@ -702,8 +703,6 @@ def test_join(horovod_peers: HorovodPeers, of: str, data: st.DataObject) -> None
 # -- rank, size, init state -------------------------------------------------------------------
 
 
-# upstream's reinit and is_initialized on Gloo (shutdown, init again) are gaps: run on the
-# session's Gloo peers over netns, a later job's ranks never dialed home (not explained yet)
 @pytest.mark.covers("horovod", *cells(["rank", "size"], CONTROLLERS), "is_initialized:mpi")
 def test_rank_size_and_init_state(horovod_peers: HorovodPeers) -> None:
     """rank() and size() are what the launcher gave each process (Gloo: Horovod's variables;
@@ -715,6 +714,57 @@ def test_rank_size_and_init_state(horovod_peers: HorovodPeers) -> None:
             f"rank {rank}: hvd says {info.rank}/{info.size}, its launcher "
             f"{info.launcher_rank}/{info.launcher_size}"
         )
+
+
+@pytest.mark.covers("horovod", "reinit:gloo", "is_initialized:gloo")
+@pytest.mark.horovod_controllers("gloo")
+def test_init_again_after_shutdown(
+    horovod_env: HorovodEnv, horovod_controller: str, hpc_placement: str, horovod_site: Site
+) -> None:
+    """init -> shutdown -> init (Gloo; MPI cannot be initialized again): is_initialized() is
+    True, then False after shutdown, then True again; rank and size are what they were, and
+    an allreduce over the new context sums every rank's value. Own peers: this shuts them
+    down."""
+    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, horovod_site)
+    try:
+        outs = outputs(peers.run({"kind": "reinit"}, timeout=120.0))
+    finally:
+        peers.close()
+    n = len(outs)
+    total = float(n * (n + 1) // 2)
+    for rank, out in enumerate(outs):
+        assert out["before"] == [rank, n, True] and out["down"] is False, f"rank {rank}: {out}"
+        assert out["after"] == [rank, n, True], f"rank {rank} after init again: {out}"
+        assert out["sum"] == [total] * 4, f"rank {rank}: allreduce after init again: {out}"
+
+
+# upstream's files in turn: [mark_cycles, start_timeline calls, allreduces]; the last file is
+# started twice (a second start of the same file while it is open) and has two allreduces
+TIMELINE_FILES = [[True, 1, 1], [True, 1, 1], [False, 1, 1], [True, 1, 1], [False, 2, 2]]
+
+
+@pytest.mark.covers("horovod", *cells(["timeline_api"], CONTROLLERS))
+def test_timeline_started_and_stopped_at_run_time(
+    horovod_env: HorovodEnv, horovod_controller: str, hpc_placement: str, horovod_site: Site
+) -> None:
+    """start_timeline/stop_timeline with HOROVOD_TIMELINE=DYNAMIC, five times in turn, each
+    to a new file (cycle marks on and off, one file started twice): each file is JSON and
+    names the allreduce (allreduce.test_allreduce), its negotiation (NEGOTIATE_ALLREDUCE) and
+    its start time since the epoch; those with cycle marks hold CYCLE_START. Own peers: the
+    session's run without the timeline."""
+    env = {"HOROVOD_TIMELINE": "DYNAMIC"}
+    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, horovod_site, env=env)
+    try:
+        texts = outputs(peers.run({"kind": "timeline", "files": TIMELINE_FILES}, timeout=120.0))
+    finally:
+        peers.close()
+    assert len(texts[0]) == len(TIMELINE_FILES), f"rank 0 returned {len(texts[0])} timelines"
+    for i, ((mark, _, _), text) in enumerate(zip(TIMELINE_FILES, texts[0])):
+        json.loads(text)  # raises on a timeline that is not JSON
+        want = ["allreduce.test_allreduce", "start_time_since_epoch_in_micros"]
+        want += ["NEGOTIATE_ALLREDUCE", "ALLREDUCE"] + (["CYCLE_START"] if mark else [])
+        missing = [w for w in want if w not in text]
+        assert not missing, f"timeline {i + 1} (mark_cycles={mark}) lacks {missing}:\n{text}"
 
 
 # -- DistributedOptimizer, broadcast of state, timeline, sparse allreduce ----------------------

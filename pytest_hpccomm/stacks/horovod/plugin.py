@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -84,8 +85,16 @@ pytest_hpccomm_paired_stacks = HOROVOD.paired_stacks
 pytest_hpccomm_under_test = HOROVOD.under_test
 
 
+ONLY_MARK = "horovod_controllers"
+ONLY_MARK_LINE = (
+    f"{ONLY_MARK}(*names): the Horovod controllers a test applies to (upstream runs it on "
+    "those alone); the others get no item"
+)
+
+
 @pytest.hookimpl(trylast=True)  # after the core plugin's, which builds the HpcConfig
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", ONLY_MARK_LINE)
     controllers(config)  # a bad value is a usage error before any test runs
     if config.pluginmanager.has_plugin("hpccomm"):
         register_settings(hpc_session_of(config).cfg.profile)
@@ -125,7 +134,7 @@ def pytest_hpccomm_stack_probes(config: pytest.Config) -> list[StackProbe]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "horovod_controller" in metafunc.fixturenames:
-        metafunc.parametrize("horovod_controller", controllers(metafunc.config), scope="session")
+        metafunc.parametrize("horovod_controller", _controllers_of(metafunc), scope="session")
     if not metafunc.config.pluginmanager.has_plugin("hpccomm"):
         return
     from pytest_hpccomm.measure.sizes import format_size
@@ -142,6 +151,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "horovod_model",
             ["small_cnn"] + ([pytest.param("resnet50", marks=pytest.mark.slow)] if full else []),
         )
+
+
+def _controllers_of(metafunc: pytest.Metafunc) -> list[Any]:
+    """The chosen controllers a test applies to (ONLY_MARK); none of them: one item that
+    skips saying which it needs and which were chosen."""
+    chosen = controllers(metafunc.config)
+    only = metafunc.definition.get_closest_marker(ONLY_MARK)
+    if only is None:
+        return list(chosen)
+    kept = [c for c in chosen if c in only.args]
+    if kept:
+        return kept
+    why = (
+        f"applies to the {' and '.join(only.args)} controller only; "
+        f"--hpc-horovod-controllers chose {','.join(chosen)}"
+    )
+    return [pytest.param(only.args[0], marks=pytest.mark.skip(reason=why))]
 
 
 def _resolve(python: str) -> HorovodEnv:

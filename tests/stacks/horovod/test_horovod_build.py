@@ -154,6 +154,33 @@ def test_controller_lists_and_process_sets() -> None:
     assert static_process_sets(1) == []
 
 
+def test_a_test_for_one_controller_gets_items_of_that_controller_only(
+    pytester: pytest.Pytester,
+) -> None:
+    """@pytest.mark.horovod_controllers: an item per chosen controller it names; when none of
+    them is chosen, one item that skips naming what it needs and what was chosen."""
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.horovod_controllers("gloo")
+        def test_gloo_only(horovod_controller):
+            assert horovod_controller == "gloo"
+
+        def test_any(horovod_controller):
+            pass
+    """)
+    both = pytester.runpytest_subprocess("--hpc-history=none", "-v", timeout=120)
+    both.assert_outcomes(passed=3)
+    both.stdout.fnmatch_lines(["*test_gloo_only?gloo? PASSED*"])
+    mpi = pytester.runpytest_subprocess(
+        "--hpc-history=none", "--hpc-horovod-controllers=mpi", "-rs", timeout=120
+    )
+    mpi.assert_outcomes(passed=1, skipped=1)
+    mpi.stdout.fnmatch_lines(
+        ["*applies to the gloo controller only; --hpc-horovod-controllers chose mpi*"]
+    )
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -645,6 +645,51 @@ class Peer:
         self.hvd.allreduce(self.torch.ones(16, dtype=self.torch.float32), name=name)
         return {"output": "survived"}
 
+    def case_reinit(self, case: dict[str, Any], name: str) -> dict[str, Any]:
+        """Upstream's test_horovod_reinit and test_horovod_is_initialized (Gloo: MPI cannot be
+        initialized again): rank, size and is_initialized() before shutdown, is_initialized()
+        after it, the same after init again (the same static process sets, new objects), and
+        an allreduce over the new context."""
+        hvd, torch = self.hvd, self.torch
+        before = [hvd.rank(), hvd.size(), hvd.is_initialized()]
+        hvd.shutdown()
+        down = hvd.is_initialized()
+        self.sets = [hvd.ProcessSet(ps.ranks) for ps in self.sets]
+        hvd.init(process_sets=self.sets)
+        after = [hvd.rank(), hvd.size(), hvd.is_initialized()]
+        total = hvd.allreduce(torch.full((4,), float(self.rank + 1)), op=hvd.Sum, name=name)
+        return {"output": {"before": before, "down": down, "after": after, "sum": total.tolist()}}
+
+    def case_timeline(self, case: dict[str, Any], name: str) -> dict[str, Any]:
+        """Upstream's test_timeline_api (needs HOROVOD_TIMELINE=DYNAMIC at init): timelines
+        started and stopped in turn, each with its own file; per file [mark_cycles, starts,
+        allreduces]. Rank 0 (the coordinator writes the file) returns each file's text.
+
+        Barriers where upstream sleeps 0.2 s (or not at all): start_timeline returns at once on
+        the other ranks, so an allreduce they start reaches the coordinator before its timeline
+        is on and the file lacks that op's NEGOTIATE phase; after the allreduces, a cycle with
+        the timeline on for the cycle marks; after stop_timeline, the coordinator closes the
+        file."""
+        import tempfile
+
+        hvd, torch = self.hvd, self.torch
+        x = torch.tensor([1, 2, 3], dtype=torch.float32)
+        texts = []
+        with tempfile.TemporaryDirectory(prefix="hpccomm-timeline-") as tmp:
+            for i, (mark, starts, ops) in enumerate(case["files"]):
+                path = os.path.join(tmp, f"timeline{i}.json")
+                for _ in range(int(starts)):
+                    hvd.start_timeline(path, mark_cycles=bool(mark))
+                hvd.barrier()
+                for _ in range(int(ops)):
+                    hvd.allreduce(x, name="test_allreduce")
+                hvd.barrier()
+                hvd.stop_timeline()
+                hvd.barrier()
+                if self.rank == 0:
+                    texts.append(_settled(path))
+        return {"output": texts}
+
     # -- sweeps ----------------------------------------------------------------------------
     def bench(self, req: dict[str, Any]) -> dict[str, Any]:
         """allreduce of float32 tensors of each size (bytes): per timed batch of `iters`
