@@ -34,7 +34,7 @@ from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.session import HpcSession
 from pytest_hpccomm.stacks.tf.coverage import RUNS
-from pytest_hpccomm.stacks.tf.driver import RING, TaskLost, TfError, TfTasks
+from pytest_hpccomm.stacks.tf.driver import RING, Layout, TaskLost, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
 from pytest_hpccomm.stacks.tf.fixtures import connections, tf_site, traffic
 from pytest_hpccomm.stacks.tf.plugin import TCP_ONLY
@@ -974,3 +974,35 @@ def test_a_mismatched_collective_is_refused(
         f"{case}: expected {error} '{text}' from {'every worker' if every else 'a worker'}: "
         + "; ".join(str(r)[:1500] for r in got.values())
     )
+
+
+# -- groups of different sizes over one cluster ------------------------------------------------
+
+THREE_WORKERS = Layout(ps=0, workers=3, collective=True)
+# upstream's group keys (1: two workers, 2: all three), per version on tasks of their own
+MULTIPLE_GROUPS = {1: {2: 1, 3: 2}, 2: {2: 11, 3: 12}}
+
+
+@pytest.mark.covers("tf", *cells(["v2.CollectiveOpsTest.testMultipleGroups"], RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+def test_groups_of_two_and_of_three_workers(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest
+) -> None:
+    """Three workers: a group of the first two, then a group of all three, each all-reducing
+    its group key (upstream's input): every member gets the key times its group's size, with
+    the v1 and the v2 ops; the worker outside the first group runs nothing meanwhile."""
+    site = tf_site(hpc_placement, request)
+    with TfTasks(tf_env, hpc_placement, site, THREE_WORKERS, request_timeout=120.0) as tasks:
+        for version, groups in MULTIPLE_GROUPS.items():
+            for size, key in groups.items():
+                a = np.full(4, float(key), "float32")
+                fields = {"op": "collective", "kind": "reduce", "version": version}
+                fields |= {"group_size": size, "group_key": key, "instance_key": key}
+                fields["timeout"] = TIMEOUT
+                members = THREE_WORKERS.workers_tasks[:size]
+                replies = tasks.request_all({t: _with_tensor(fields, a) for t in members})
+                for task, reply in replies.items():
+                    got = _tensor_of(reply)
+                    np.testing.assert_array_equal(
+                        got, a * size, err_msg=f"v{version} group {key} of {size} on {task}"
+                    )
