@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from hpccomm_suites.mpi.test_conformance_topology import on, reports_by_comm
+from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.errors import KnownDefect
-from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer
+from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, PeerLost
+from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
@@ -115,9 +117,7 @@ def test_ring(mpi_conformance_peer: ConformancePeer, call: str, size: str) -> No
 # derived last: Open MPI's defect with it ends the test (open_mpi_partitioned_offsets)
 PARTITIONED: list[tuple[str, dict[str, Any]]] = [
     ("plain", {}),
-    # no MPI_PROC_NULL variant: MPICH 5.0.2 segfaults in MPI_Psend_init/MPI_Precv_init with
-    # it (docs/examples/defects/mpich_partitioned_proc_null_crash.py), which over netns
-    # leaves no symptom to key (Open MPI 5.0.11 is right: its MPI_PROC_NULL is -2)
+    # MPI_PROC_NULL: test_partitioned_with_proc_null, on a job of its own
     ("zero", {"count": 0}),
     ("ignore", {"ignore": True}),
     ("large", {"count": 10000, "partitions": 4}),  # 160 KB
@@ -204,3 +204,44 @@ def test_partitioned(mpi_conformance_peer: ConformancePeer, size: str) -> None:
     peer = mpi_conformance_peer
     for name, variant in PARTITIONED:
         check_partitioned(peer, PARTITIONED_CASE | variant | on(size, peer.ranks), name)
+
+
+@pytest.mark.covers("mpi", "partitioned:proc_null")
+def test_partitioned_with_proc_null(mpi_runtime: MpiRuntime) -> None:
+    """Psend_init/Precv_init with MPI_PROC_NULL as the peer (MPI 4.1, 3.10): they complete at
+    once, every partition Parrived, the receive's status source MPI_PROC_NULL, tag
+    MPI_ANY_TAG, count 0, its buffer untouched. On a peer job of its own over lo: no message
+    travels (the placement is no part of it), and a library that crashes on it ends the job
+    whose output keys the crash."""
+    with ConformancePeer(mpi_runtime, LOOPBACK) as peer:
+        case: dict[str, Any] = PARTITIONED_CASE | {"proc_null": True}
+        try:
+            reports = reports_by_comm(peer, case)
+        except PeerLost as lost:
+            if (why := mpich_partitioned_proc_null_crash(peer, lost.output)) is not None:
+                raise KnownDefect(why) from None
+            raise
+        c, hint = peer.info.constants, peer.replay_hint(case)
+        untouched = digest(np.zeros(case["count"] * case["partitions"], np.int32))
+        for rank, rep, _ in reports:
+            if "unsupported" in rep:
+                pytest.skip(
+                    f"{peer.info.release} lacks MPI 4.0 partitioned communication: "
+                    f"{rep['unsupported']}"
+                )
+            want = {
+                "got": [c["PROC_NULL"], c["ANY_TAG"], 0, untouched],
+                "arrived": list(range(case["partitions"])),
+            }
+            assert rep == want, f"rank {rank}: got {rep}, expected {want}\n{hint}"
+
+
+def mpich_partitioned_proc_null_crash(peer: ConformancePeer, output: str) -> str | None:
+    """MPICH's MPI_Psend_init/MPI_Precv_init look up the address of rank MPI_PROC_NULL and the
+    ranks die of SIGSEGV before any report. Keyed by MPICH's launcher reporting signal 11."""
+    if not peer.info.library.startswith("MPICH") or "signal 11" not in output.lower():
+        return None
+    return (
+        f"{peer.info.release} defect: MPI_Psend_init/MPI_Precv_init with MPI_PROC_NULL ended "
+        "the ranks with signal 11 (docs/examples/defects/mpich_partitioned_proc_null_crash.py)"
+    )
