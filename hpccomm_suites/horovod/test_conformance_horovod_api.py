@@ -725,11 +725,8 @@ def test_init_again_after_shutdown(
     True, then False after shutdown, then True again; rank and size are what they were, and
     an allreduce over the new context sums every rank's value. Own peers: this shuts them
     down."""
-    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, horovod_site)
-    try:
+    with HorovodPeers(horovod_env, horovod_controller, hpc_placement, horovod_site) as peers:
         outs = outputs(peers.run({"kind": "reinit"}, timeout=120.0))
-    finally:
-        peers.close()
     n = len(outs)
     total = float(n * (n + 1) // 2)
     for rank, out in enumerate(outs):
@@ -753,11 +750,10 @@ def test_timeline_started_and_stopped_at_run_time(
     its start time since the epoch; those with cycle marks hold CYCLE_START. Own peers: the
     session's run without the timeline."""
     env = {"HOROVOD_TIMELINE": "DYNAMIC"}
-    peers = HorovodPeers(horovod_env, horovod_controller, hpc_placement, horovod_site, env=env)
-    try:
+    with HorovodPeers(
+        horovod_env, horovod_controller, hpc_placement, horovod_site, env=env
+    ) as peers:
         texts = outputs(peers.run({"kind": "timeline", "files": TIMELINE_FILES}, timeout=120.0))
-    finally:
-        peers.close()
     assert len(texts[0]) == len(TIMELINE_FILES), f"rank 0 returned {len(texts[0])} timelines"
     for i, ((mark, _, _), text) in enumerate(zip(TIMELINE_FILES, texts[0])):
         json.loads(text)  # raises on a timeline that is not JSON

@@ -135,14 +135,19 @@ PARTITIONED_CASE = {
 }
 
 
+def skip_unsupported(peer: ConformancePeer, rep: dict[str, Any]) -> None:
+    """Skip, naming the call, where the library lacks partitioned communication."""
+    if "unsupported" in rep:
+        pytest.skip(
+            f"{peer.info.release} lacks MPI 4.0 partitioned communication: {rep['unsupported']}"
+        )
+
+
 def check_partitioned(peer: ConformancePeer, case: dict[str, Any], name: str) -> None:
     hint = f"variant {name}\n" + peer.replay_hint(case)
     k, parts, seed = case["count"], case["partitions"], case["seed"]
     for rank, rep, members in reports_by_comm(peer, case):
-        if "unsupported" in rep:
-            pytest.skip(
-                f"{peer.info.release} lacks MPI 4.0 partitioned communication: {rep['unsupported']}"
-            )
+        skip_unsupported(peer, rep)
         m = len(members)
         left = (members.index(rank) - 1) % m
         if case["derived"]:
@@ -224,11 +229,7 @@ def test_partitioned_with_proc_null(mpi_runtime: MpiRuntime) -> None:
         c, hint = peer.info.constants, peer.replay_hint(case)
         untouched = digest(np.zeros(case["count"] * case["partitions"], np.int32))
         for rank, rep, _ in reports:
-            if "unsupported" in rep:
-                pytest.skip(
-                    f"{peer.info.release} lacks MPI 4.0 partitioned communication: "
-                    f"{rep['unsupported']}"
-                )
+            skip_unsupported(peer, rep)
             want = {
                 "got": [c["PROC_NULL"], c["ANY_TAG"], 0, untouched],
                 "arrived": list(range(case["partitions"])),

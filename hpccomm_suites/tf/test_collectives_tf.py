@@ -996,11 +996,14 @@ def test_groups_of_two_and_of_three_workers(
         for version, groups in MULTIPLE_GROUPS.items():
             for size, key in groups.items():
                 a = np.full(4, float(key), "float32")
-                fields = {"op": "collective", "kind": "reduce", "version": version}
-                fields |= {"group_size": size, "group_key": key, "instance_key": key}
-                fields["timeout"] = TIMEOUT
-                members = THREE_WORKERS.workers_tasks[:size]
-                replies = tasks.request_all({t: _with_tensor(fields, a) for t in members})
+                msg = _tensor_msg(
+                    {"kind": "reduce", "version": version, "group_size": size},
+                    a,
+                    group_key=key,
+                    instance_key=key,
+                    timeout=TIMEOUT,
+                )
+                replies = tasks.request_all({t: msg for t in THREE_WORKERS.workers_tasks[:size]})
                 for task, reply in replies.items():
                     got = _tensor_of(reply)
                     np.testing.assert_array_equal(
