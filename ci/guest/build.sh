@@ -190,6 +190,11 @@ t=$SECONDS
 rm -rf "$ROOT"/usr/share/{doc,man,info,locale} "$ROOT"/var/cache/apt/* \
        "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/log/*
 echo hpccomm-guest >"$ROOT/etc/hostname"
+# what a Debian installer writes (debootstrap's minbase has none): without it "localhost" does
+# not resolve, and libfabric's verbs provider, which resolves it when given no address, opens
+# no endpoint (rdma_getaddrinfo: EAGAIN)
+printf '127.0.0.1\tlocalhost\n127.0.1.1\thpccomm-guest\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+    >"$ROOT/etc/hosts"
 
 INITRD=$WORK/initramfs
 mkdir -p "$INITRD"/{bin,dev,proc,sys,newroot,modules}

@@ -5,6 +5,7 @@ turn it into a failure that names the operation, the wr_id and the status (drive
 expect_success): a bad local key, a receive buffer too small for the SEND, and posting to a QP
 that is not ready. Work on a connection that broke fails within its completion deadline
 (driver.completion_wait): an error completion, a refused post, or LinkDown with the evidence.
+A responder that is gone fails the requester's work after its QP's retry count.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import (
     LinkDown,
     VerbsCallError,
@@ -21,6 +23,7 @@ from pytest_hpccomm.stacks.verbs.driver import (
     WorkRequestFailed,
     completion_wait,
     expect_success,
+    rdma_wr,
 )
 from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
@@ -31,6 +34,7 @@ LOCAL_QP_OPERATION_ERROR = 2
 LOCAL_PROTECTION_ERROR = 4
 REMOTE_INVALID_REQUEST = 9
 REMOTE_OPERATION_ERROR = 11
+RETRY_EXC_ERR = 12
 # The IB spec's status first; what the kernel's software providers report instead (rxe in
 # Linux 6.1 fails a bad lkey and an oversized SEND with "local QP operation error": the
 # request is still refused, which is what the suite requires)
@@ -144,3 +148,53 @@ def test_work_on_a_broken_connection_fails_within_its_deadline(
     record_property("broken_connection_seconds", round(took, 2))
     bound = completion_wait(4096) + completion_wait(8) + 5.0  # + round trips, diagnosis
     assert took < bound, f"took {took:.1f} s (bound {bound:.0f} s): {how}"
+
+
+def _write_to_a_gone_responder(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, retry_cnt: int, wait: float
+) -> tuple[list[dict[str, Any]], float]:
+    """An RC link with `retry_cnt` whose responder QP is then destroyed: the requester's RDMA
+    WRITE gets no ACK (a packet to a QP number that does not exist is dropped silently), so its
+    QP times out and retransmits. The completions seen within `wait`, and how long they took."""
+    link = verbs_fresh_rc(length=4096, retry_cnt=retry_cnt)
+    link.b.peer.call("destroy_qp", ep=link.b.ep)
+    link.suspect = True
+    wr = rdma_wr("RDMA_WRITE", link.mr_a, link.mr_b, wr_id=retry_cnt, length=64)
+    started = time.monotonic()
+    wcs = verbs_pair.execute(link.a, [wr], timeout=wait, allow_missing=True)
+    return wcs, time.monotonic() - started
+
+
+@pytest.mark.verbs_not_on(
+    "iwarp",
+    reason="iWARP has no transport retry count: TCP retransmits, and a destroyed QP closes "
+    "its connection",
+)
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
+def test_retry_count_seven_is_seven_retries(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
+) -> None:
+    """IBTA's Retry Count (ibv_modify_qp(3): `retry_cnt`) is the number of retransmissions
+    after a transport timeout before the work request completes with IBV_WC_RETRY_EXC_ERR; 7 is
+    seven retries (only rnr_retry 7 means "forever"). With the QP timeout at 14 (67 ms), 6
+    retries fail in about 7 x 67 ms and 7 retries in about 8 x 67 ms: the 7 gets four times the
+    6's time measured here, at least that time and 5 s, before it counts as never failing."""
+    six, took6 = _write_to_a_gone_responder(verbs_pair, verbs_fresh_rc, 6, completion_wait(64))
+    assert six, f"retry_cnt 6: no completion within {completion_wait(64):g} s of a lost responder"
+    assert six[0]["status"] == RETRY_EXC_ERR, (
+        f"retry_cnt 6: the WRITE to a lost responder completed with {six[0]['status_text']}, "
+        "not retry-exceeded"
+    )
+    record_property("retry_cnt_6_seconds", round(took6, 2))
+    wait = max(4 * took6, took6 + 5.0)
+    with known_defects(verbs_pair.selection.driver, "rxe-retry-cnt-7-forever"):
+        seven, took7 = _write_to_a_gone_responder(verbs_pair, verbs_fresh_rc, 7, wait)
+        assert seven, (
+            f"retry_cnt 7: no completion in {wait:.1f} s of a lost responder, while retry_cnt 6 "
+            f"failed with retry-exceeded in {took6:.2f} s"
+        )
+    record_property("retry_cnt_7_seconds", round(took7, 2))
+    assert seven[0]["status"] == RETRY_EXC_ERR, (
+        f"retry_cnt 7: the WRITE to a lost responder completed with {seven[0]['status_text']}, "
+        "not retry-exceeded"
+    )

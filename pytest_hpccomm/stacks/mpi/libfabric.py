@@ -2,10 +2,12 @@
 verbs;ofi_rxm (Open MPI's mtl ofi and MPICH's ofi netmod reach an iWARP RNIC only that way).
 
 `fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM` asks libfabric exactly that, on the devices present
-(the verbs provider is listed only once an RDMA device exists: ask after provisioning). With
-siw in the Debian 12 guests, libfabric 1.17 answers -61 (FI_ENODATA) after
-`vrb_get_rdmacm_rai(): rdma_getaddrinfo: Resource temporarily unavailable`, and Open MPI then
-says `PML cm cannot be selected`: the reason is passed on as libfabric gives it.
+(the verbs provider is listed only once an RDMA device exists: ask after provisioning). Given
+no address, libfabric's verbs provider resolves "localhost" (`vrb_get_rdmacm_rai`); where that
+name does not resolve (a root filesystem without /etc/hosts) it answers -61 (FI_ENODATA) after
+`rdma_getaddrinfo: Resource temporarily unavailable`, on rxe and siw alike, and Open MPI then
+says `PML cm cannot be selected`. The reason is passed on as libfabric gives it, with that
+cause named when it is the one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import socket
 
 from pytest_hpccomm.proc.jobs import run_job
 
@@ -41,5 +44,23 @@ def verbs_provider_reason() -> str | None:
     return (
         f"libfabric opens no {PROVIDER} RDM endpoint here (fi_info -p '{PROVIDER}' -t "
         f"FI_EP_RDM: {said.splitlines()[0][:200]}), the only way Open MPI and MPICH reach "
-        "an iWARP device"
+        f"an iWARP device{_unresolved_localhost()}"
     )
+
+
+def _unresolved_localhost() -> str:
+    """Why libfabric's verbs provider fails before it looks at a device, if it is that."""
+    try:
+        socket.getaddrinfo("localhost", None)
+    except OSError as exc:
+        return (
+            f'; "localhost" does not resolve here ({exc}), and libfabric\'s verbs provider '
+            "resolves it when given no address (add it to /etc/hosts)"
+        )
+    return ""
+
+
+def has_verbs_provider(fi_info: str) -> bool:
+    """Whether this libfabric was built with its verbs provider (`fi_info -l`)."""
+    got = run_job([fi_info, "-l"], timeout=30, label="fi_info -l")
+    return any(ln.strip().rstrip(":") == "verbs" for ln in got.stdout.splitlines())

@@ -122,6 +122,15 @@ CATALOGUE = {
             "sets qp_attr->qp_state, so a QP of a working connection reads as RESET (0)",
             _message(r"connected QPs report RESET, RESET"),
         ),
+        Defect(
+            "rxe-retry-cnt-7-forever",
+            "rxe",
+            "rxe retransmits forever when retry_cnt is 7: its completer decrements the count only "
+            "when it is not 7 (Linux 6.1 rxe_comp.c, COMPST_ERROR_RETRY: `if (qp->comp.retry_cnt "
+            "!= 7) qp->comp.retry_cnt--`), where IBTA's 7 is seven retries and only rnr_retry 7 "
+            "means forever",
+            _message(r"retry_cnt 7: no completion in [\d.]+ s of a lost responder"),
+        ),
     )
 }
 

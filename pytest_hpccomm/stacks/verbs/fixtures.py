@@ -75,6 +75,20 @@ def verbs_fresh_rc(verbs_pair: VerbsPair) -> Iterator[FreshLink]:
         link.close()
 
 
+@pytest.fixture
+def verbs_fi_info(verbs_pair: VerbsPair) -> str:
+    """libfabric's fi_info, asked after the pair's device was provisioned; skips naming the
+    package when it is absent (skips.py)."""
+    import shutil
+
+    from pytest_hpccomm.stacks.verbs.skips import FI_INFO, fi_info_missing
+
+    reason = fi_info_missing()
+    if reason:
+        pytest.skip(reason)
+    return str(shutil.which(FI_INFO))
+
+
 NewQp = Callable[[str], "Side"]
 
 

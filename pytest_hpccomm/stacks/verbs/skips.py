@@ -8,6 +8,7 @@ foresees that skip from the fabric kind."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -20,6 +21,14 @@ MANUAL_ONLY_IWARP = (
     "iWARP QPs reach RTR and RTS only through the connection manager "
     "(test_cm_connection_reaches_rts covers them)"
 )
+FI_INFO = "fi_info"
+
+
+def fi_info_missing() -> str | None:
+    """Why libfabric's endpoint on the device cannot be asked here, or None."""
+    if shutil.which(FI_INFO):
+        return None
+    return f"{FI_INFO} not found (Debian: libfabric-bin): libfabric's endpoint is not checked"
 
 
 def foreseen(item: pytest.Item, params: dict[str, Any], iwarp: bool) -> str | None:
@@ -33,6 +42,8 @@ def foreseen(item: pytest.Item, params: dict[str, Any], iwarp: bool) -> str | No
     if isinstance(bench, Benchmark):
         # atomics are the device's to say: assumed present here
         return bench.needs({"iwarp": iwarp, "atomic_cap": True})
+    if "verbs_fi_info" in fixtures:
+        return fi_info_missing()
     program = params.get("program")
     if isinstance(program, str) and "verbs_perftest_program" in fixtures:
         return missing(program)

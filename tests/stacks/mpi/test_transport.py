@@ -8,6 +8,7 @@ fabric); that those reach a real MPI over a real link is test_hosts_placement.py
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -133,10 +134,15 @@ def test_only_rxe_turns_off_the_ud_destination_check() -> None:
     )
 
 
+def _unresolvable(*_: object) -> None:
+    raise socket.gaierror(-3, "Temporary failure in name resolution")
+
+
 def test_libfabric_without_a_verbs_endpoint_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What Debian 12's libfabric 1.17 printed with siw in the guests, and a working one."""
+    """What Debian 12's libfabric 1.17 printed in the guests while their root filesystem had no
+    /etc/hosts (so "localhost" did not resolve, which the reason then names), and a working one."""
     from pytest_hpccomm.stacks.mpi import libfabric
 
     fi_info = tmp_path / "fi_info"
@@ -151,7 +157,12 @@ def test_libfabric_without_a_verbs_endpoint_is_named(
     try:
         reason = libfabric.verbs_provider_reason()
         assert reason is not None and "rdma_getaddrinfo: Resource temporarily" in reason
-        assert "verbs;ofi_rxm" in reason
+        assert "verbs;ofi_rxm" in reason and "localhost" not in reason  # it resolves here
+        libfabric.verbs_provider_reason.cache_clear()
+        with monkeypatch.context() as m:
+            m.setattr(libfabric.socket, "getaddrinfo", _unresolvable)
+            reason = libfabric.verbs_provider_reason()
+        assert reason is not None and '"localhost" does not resolve here' in reason
         fi_info.write_text("#!/bin/sh\nprintf 'provider: verbs;ofi_rxm\\n'\n")
         libfabric.verbs_provider_reason.cache_clear()
         assert libfabric.verbs_provider_reason() is None

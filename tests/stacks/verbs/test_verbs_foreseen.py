@@ -1,7 +1,8 @@
 """The verbs stack's forecast (pytest_hpccomm_foreseen_skip, read by `hpccomm doctor`): on an
 iWARP fabric the manual QP walks and UD skip, with the fixtures' own texts; a perftest program
-that is not on PATH skips its cross-check; elsewhere nothing is foreseen. The suite is
-collected (no device is opened: this host has none) and the hook asked per item."""
+that is not on PATH skips its cross-check, and so does libfabric's without fi_info; elsewhere
+nothing is foreseen. The suite is collected (no device is opened: this host has none) and the
+hook asked per item."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.skips import MANUAL_ONLY_IWARP
+from pytest_hpccomm.stacks.verbs.skips import MANUAL_ONLY_IWARP, fi_info_missing
 
 
 def _foreseen(pytester: pytest.Pytester, fabric: str) -> dict[str, str | None]:
@@ -38,7 +39,10 @@ def test_iwarp_foresees_the_manual_walks_and_ud(
     ud = {n for n, r in got.items() if r == "iWARP has no UD transport"}
     assert ud and all("UD" in n for n in ud), sorted(ud)
     missing = {n: r for n, r in got.items() if r and "not found" in r}
-    assert list(missing.values()) == ["ib_read_bw not found (install perftest)"], missing
+    fi_info = {n: r for n, r in missing.items() if "test_libfabric_crosscheck" in n}
+    assert list(fi_info.values()) == [fi_info_missing()], missing  # no fi_info on this PATH
+    perftest = [r for n, r in missing.items() if n not in fi_info]
+    assert perftest == ["ib_read_bw not found (install perftest)"], missing
 
     on_roce = _foreseen(pytester, "softroce")
     assert not any(r in (MANUAL_ONLY_IWARP, "iWARP has no UD transport") for r in on_roce.values())
