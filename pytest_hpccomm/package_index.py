@@ -1,5 +1,6 @@
-"""What the package index has of a package, as `pip index versions` lists it: the releases a
-stack's release axis may name, and what a usage error names when a release is not there.
+"""What the package index has of a package, as pip lists it: the releases a stack's release
+axis may name, and what a usage error names when a release is not there. Every stack asks
+here (MPI's wheels, grpcio and TensorFlow releases with a wheel for the Python that runs them).
 
 pip lists what every source it is configured with has (the index, an extra index, a
 `find-links` directory), so an index that does not answer still leaves a listing of the local
@@ -23,6 +24,17 @@ UNANSWERED = re.compile(r"^Could not fetch URL (\S+?):? (.*?)(?: - skipping)?$",
 ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+|Read timed out|CERTIFICATE_VERIFY_FAILED")
 
 
+_FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
+
+
+def wheel_versions(pip_output: str) -> list[str]:
+    """The versions pip's resolver could use, oldest first, from its answer to a requirement no
+    release meets ("... (from versions: 1.49.0, 1.49.1, ...)")."""
+    m = _FROM_VERSIONS.search(pip_output)
+    listed = [v.strip() for v in m.group(1).split(",") if v.strip()] if m else []
+    return [] if listed == ["none"] else listed
+
+
 def index_versions(pip_output: str) -> list[str]:
     """The versions `pip index versions` lists ("Available versions: 5.0.11, 5.0.10, ...")."""
     m = re.search(r"^Available versions: (.+)$", pip_output, re.M)
@@ -37,21 +49,21 @@ class Listing:
     versions: tuple[str, ...]
     problem: str = ""  # the index did not answer (what pip said), or could not be asked
 
-    def missing(self, version: str, what: str = "") -> str | None:
+    def missing(self, version: str, what: str = "", named: str = "") -> str | None:
         """Why `version` cannot be installed from the index (one line naming the versions it
         has), None when it is listed. `what`: the listing's qualifier for the message
-        ("with a wheel for Python 3.11")."""
+        ("with a wheel for Python 3.11"); `named`: how the user named it (default
+        PACKAGE==VERSION), the line's first words."""
         if version in self.versions:
             return None
+        said = named or f"{self.package}=={version}"
         if self.problem:
             have = f" (the other sources list {', '.join(self.versions)})" if self.versions else ""
-            return (
-                f"{self.package}=={version}: the package index did not answer: {self.problem}{have}"
-            )
+            return f"{said}: the package index did not answer: {self.problem}{have}"
         if not self.versions:
-            return f"{self.package}=={version}: the package index has no release of {self.package}"
+            return f"{said}: the package index has no release of {self.package}{what}"
         return (
-            f"{self.package}=={version}: {self.package} has no release {version}{what} on the "
+            f"{said}: {self.package} has no release {version}{what} on the "
             f"package index: it has {', '.join(self.versions)}"
         )
 
@@ -65,21 +77,35 @@ def ask_index(
     only_binary: bool = False,
     timeout: float = INDEX_TIMEOUT,
 ) -> Listing:
-    """`pip index versions PACKAGE` in `python` (its tags choose the wheels that count;
-    `only_binary`: releases without a wheel for it are not listed). A whole answer is kept for
-    the process; one with a problem is asked again next time."""
+    """PACKAGE's releases on the index as pip in `python` sees them, newest first: `pip index
+    versions`, or with `only_binary` only the releases with a wheel `python` can install. The
+    one way every stack asks the index. A whole answer is kept for the process; one with a
+    problem is asked again next time."""
     key = (package, python, only_binary)
     if key in _LISTINGS:
         return _LISTINGS[key]
-    argv = [python, "-m", "pip", "index", "versions", package, "--disable-pip-version-check", "-vv"]
-    argv += ["--only-binary", ":all:"] if only_binary else []
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "-vv"]
+    if only_binary:
+        # `pip index versions` also lists a release whose only file this Python can use is an
+        # sdist (grpcio 1.48.2 for 3.11); the resolver's answer to a requirement no release
+        # meets names exactly those with a wheel for it
+        argv = [*pip, "install", "--dry-run", "--no-deps", "--ignore-installed"]
+        argv += ["--only-binary", ":all:", f"{package}<0"]
+        asked = f"`pip install --dry-run {package}<0`"
+    else:
+        argv, asked = [*pip, "index", "versions", package], f"`pip index versions {package}`"
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return Listing(package, (), f"`pip index versions {package}` took over {timeout:.0f} s")
+        return Listing(package, (), f"{asked} took over {timeout:.0f} s")
     except OSError as exc:
-        return Listing(package, (), f"`pip index versions {package}` could not run: {exc}")
-    versions = tuple(index_versions(proc.stdout))
+        return Listing(package, (), f"{asked} could not run: {exc}")
+    if only_binary:  # as `pip index versions` lists them: final releases, newest first
+        versions = tuple(
+            v for v in reversed(wheel_versions(proc.stdout + proc.stderr)) if _final(v)
+        )
+    else:
+        versions = tuple(index_versions(proc.stdout))
     unanswered = [
         (url, why) for url, why in UNANSWERED.findall(proc.stdout + proc.stderr) if "404" not in why
     ]
@@ -98,6 +124,14 @@ def ask_index(
     if not problem:
         _LISTINGS[key] = listing
     return listing
+
+
+def _final(text: str) -> bool:
+    try:
+        v = Version(text)
+    except InvalidVersion:
+        return False
+    return not (v.is_prerelease or v.is_devrelease)
 
 
 def newest_patches(versions: list[str] | tuple[str, ...]) -> list[str]:

@@ -4,17 +4,21 @@ quick profile: derandomized (a merge gate sees the same examples every run: a ca
 run or never, and rerunning reproduces it), no database; full profile: random, with the
 default database (none under Hypothesis' own `ci` profile, which it loads where CI is set).
 Always: no deadline (an example is round trips through live peers on shared cores; each stack
-bounds its items instead), print_blob for @reproduce_failure, one bug per test (the shrunk one).
-A stack gives only its example budget and the health checks its properties trip.
+bounds its items instead), print_blob for @reproduce_failure, one bug per test (the shrunk one),
+and no explain phase: after shrinking it re-runs the test over variations of each part of the
+failing example to say which parts did not matter, and with examples drawn from composite
+strategies over live peers it ran CPU-bound for minutes in one MPI property while no peer was
+called. A stack gives only its example budget and the health checks its properties trip.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 SLOW = (HealthCheck.too_slow, HealthCheck.data_too_large)
+PHASES = tuple(p for p in Phase if p is not Phase.explain)
 
 
 def property_settings(
@@ -35,6 +39,7 @@ def property_settings(
         derandomize=quick,
         print_blob=True,
         report_multiple_bugs=False,
+        phases=PHASES,
         suppress_health_check=list(suppress),
         **kw,  # type: ignore[arg-type]
     )

@@ -7,6 +7,7 @@ MPI_STATUS_IGNORE, a derived (vector) send type, zero counts and MPI_Test comple
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from hpccomm_suites.mpi.test_conformance_topology import on, reports_by_comm
 from pytest_hpccomm.cluster.placement import LOOPBACK
 from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.errors import KnownDefect
-from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, PeerLost
+from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, known_loss
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
@@ -167,21 +168,28 @@ def check_partitioned(peer: ConformancePeer, case: dict[str, Any], name: str) ->
 def open_mpi_partitioned_offsets(
     peer: ConformancePeer, case: dict[str, Any], rep: dict[str, Any], left: int
 ) -> str | None:
-    """Open MPI's partitioned send starts partition p at p * count * the datatype's SIZE,
-    not its extent: with the resized vector (size 2, extent 4 int32) partition p reads from
-    element 2 * p * count. Keyed by the received data being exactly that."""
+    """Open MPI's partitioned send of a datatype whose size is less than its extent (the
+    resized vector: size 2, extent 4 int32), received as int32: 5.0.11 starts partition p at
+    p * count * SIZE (element 2 * p * count), not its extent; 5.0.8-5.0.10 deliver only the
+    first half of the message and leave the rest of the receive buffer as it was (zeros).
+    Keyed by the received data being exactly one of the two."""
     if not peer.info.library.startswith("Open MPI") or not case["derived"] or case["proc_null"]:
         return None
     k, parts = case["count"], case["partitions"]
     src = pattern("int32", 4 * k * parts, case["seed"] + left)
-    model = np.concatenate(
+    by_size = np.concatenate(
         [src[2 * p * k : 2 * p * k + 4 * k].reshape(-1, 4)[:, [0, 2]].ravel() for p in range(parts)]
     )
-    if rep["got"][3] != digest(model):
+    right = src.reshape(-1, 4)[:, [0, 2]].ravel()
+    half = np.concatenate([right[: k * parts], np.zeros(k * parts, np.int32)])
+    if rep["got"][3] == digest(by_size):
+        how = "sent partition p from p * count * size bytes, not p * count * extent"
+    elif rep["got"][3] == digest(half):
+        how = "delivered only the first half of the message, the rest of the buffer untouched"
+    else:
         return None
     return (
-        f"{peer.info.release} defect: MPI_Psend_init with a datatype of size < extent sent "
-        "partition p from p * count * size bytes, not p * count * extent "
+        f"{peer.info.release} defect: MPI_Psend_init with a datatype of size < extent {how} "
         "(docs/examples/defects/open_mpi_partitioned_derived_offsets.py)"
     )
 
@@ -220,12 +228,8 @@ def test_partitioned_with_proc_null(mpi_runtime: MpiRuntime) -> None:
     whose output keys the crash."""
     with ConformancePeer(mpi_runtime, LOOPBACK) as peer:
         case: dict[str, Any] = PARTITIONED_CASE | {"proc_null": True}
-        try:
+        with known_loss(peer, lambda lost: partitioned_proc_null_crash(peer, lost.output)):
             reports = reports_by_comm(peer, case)
-        except PeerLost as lost:
-            if (why := mpich_partitioned_proc_null_crash(peer, lost.output)) is not None:
-                raise KnownDefect(why) from None
-            raise
         c, hint = peer.info.constants, peer.replay_hint(case)
         untouched = digest(np.zeros(case["count"] * case["partitions"], np.int32))
         for rank, rep, _ in reports:
@@ -237,12 +241,19 @@ def test_partitioned_with_proc_null(mpi_runtime: MpiRuntime) -> None:
             assert rep == want, f"rank {rank}: got {rep}, expected {want}\n{hint}"
 
 
-def mpich_partitioned_proc_null_crash(peer: ConformancePeer, output: str) -> str | None:
-    """MPICH's MPI_Psend_init/MPI_Precv_init look up the address of rank MPI_PROC_NULL and the
-    ranks die of SIGSEGV before any report. Keyed by MPICH's launcher reporting signal 11."""
-    if not peer.info.library.startswith("MPICH") or "signal 11" not in output.lower():
+SEGFAULT = re.compile(r"signal 11\b|segmentation fault", re.I)
+
+
+def partitioned_proc_null_crash(peer: ConformancePeer, output: str) -> str | None:
+    """MPICH's MPI_Psend_init/MPI_Precv_init look up the address of rank MPI_PROC_NULL, and
+    Open MPI's before 5.0.11 (open-mpi/ompi#14155, #14295) start a receive from it in pml ob1:
+    the ranks die of SIGSEGV before any report. Keyed by the lost job's output saying so
+    (MPICH's launcher: "signal 11"; Open MPI's handlers: "Segmentation fault")."""
+    library = peer.info.library
+    seen = SEGFAULT.search(output)
+    if not library.startswith(("MPICH", "Open MPI")) or seen is None:
         return None
     return (
         f"{peer.info.release} defect: MPI_Psend_init/MPI_Precv_init with MPI_PROC_NULL ended "
-        "the ranks with signal 11 (docs/examples/defects/mpich_partitioned_proc_null_crash.py)"
+        f"the ranks ({seen.group(0)}; docs/examples/defects/partitioned_proc_null_crash.py)"
     )

