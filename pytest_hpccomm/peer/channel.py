@@ -46,6 +46,7 @@ __all__ = [
     "PeerClient",
     "RemoteError",
     "register_dump",
+    "register_fatal",
 ]
 
 ADDRESS_VAR = "HPCCOMM_CONTROL_ADDRESS"  # "unix:/path/ctl.sock" or "tcp:HOST:PORT"
@@ -332,6 +333,16 @@ def register_dump(env: Mapping[str, str]) -> None:
         faulthandler.register(DUMP_SIGNAL, file=_dump_file[0], all_threads=True)
     else:
         faulthandler.register(DUMP_SIGNAL, all_threads=True)
+
+
+def register_fatal() -> None:
+    """After register_dump: a fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) also
+    writes this process's Python traceback, "Fatal Python error: Segmentation fault" first,
+    into its dump file, then the runtime's own handler runs as before. A crash then leaves
+    evidence the driver reads itself: a launcher may end the job without forwarding the
+    runtime's crash message (MPICH's Hydra once said only "process manager error")."""
+    if _dump_file:
+        faulthandler.enable(file=_dump_file[0], all_threads=True)
 
 
 class PeerClient(Channel):

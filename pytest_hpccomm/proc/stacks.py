@@ -75,6 +75,21 @@ class StackDumps:
             if pid in reached or natives[pid]
         ]
 
+    def take_fatal(self) -> str:
+        """What fatal-signal handlers wrote (peer.channel.register_fatal): each dump holding
+        "Fatal Python error", from that line on, or "". Those dumps are removed: their
+        processes are dead, and a later loss must not show an earlier crash."""
+        if self.dir is None:
+            return ""
+        found = []
+        for path in sorted(self.dir.glob("*.txt")):
+            text = path.read_text(errors="replace")
+            at = text.find("Fatal Python error")
+            if at >= 0:
+                found.append(f"process {path.stem}: {text[at:].strip()}")
+                path.unlink(missing_ok=True)
+        return "\n".join(found)
+
     def _read(self, pid: int) -> str:
         if self.dir is None:
             return ""

@@ -47,5 +47,8 @@ print(
     flush=True,
 )
 if outcome != "right":
-    comm.Abort(1)  # a peer may be stuck: end the job
+    # a peer may be stuck: end the job, after giving the launcher time to forward the line
+    # above (Hydra ends the job at MPI_Abort and may drop output not forwarded by then)
+    time.sleep(2)
+    comm.Abort(1)
 req.Free()

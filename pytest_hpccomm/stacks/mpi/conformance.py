@@ -339,10 +339,11 @@ class ConformancePeer:
             where = self.where_hung() if hung else ""
             lost = self._drop()
             tail = lost.describe() if lost else "no job"
+            fatal = self._dumps.take_fatal()  # a rank's crash, in its own words
             raise PeerLost(
                 f"{self.describe()}: peer lost during case {json.dumps(case)}: "
                 f"{why}; {tail}{where}\n{self.replay_hint(case)}",
-                (lost.stdout + lost.stderr) if lost else "",
+                ((lost.stdout + lost.stderr) if lost else "") + (f"\n{fatal}" if fatal else ""),
             ) from None
         except RemoteError as exc:
             raise ConformanceError(f"{self.describe()}: {exc}") from None

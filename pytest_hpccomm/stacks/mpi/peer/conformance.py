@@ -145,11 +145,18 @@ def _matmul(invec: Any, inoutvec: Any, datatype: Any) -> None:
 
 def serve(peer: Peer) -> int:
     """Rank 0 holds the channel; every rank loops: case in (broadcast), report out (gather)."""
-    from pytest_hpccomm.peer.channel import ChannelClosed, MessageError, PeerClient, register_dump
+    from pytest_hpccomm.peer.channel import (
+        ChannelClosed,
+        MessageError,
+        PeerClient,
+        register_dump,
+        register_fatal,
+    )
 
     client = PeerClient.from_env() if peer.rank == 0 else None
     if client is None:  # rank 0's client registered it; the others' stacks are asked for too
         register_dump(os.environ)
+    register_fatal()  # a case that crashes a rank says where, whatever the launcher forwards
     hello = peer.hello()
     if client is not None:
         client.send(hello)
