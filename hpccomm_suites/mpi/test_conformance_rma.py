@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.errors import KnownDefect
 from pytest_hpccomm.stacks.mpi.conformance import (
-    CaseRaised,
     ConformancePeer,
     conformance_settings,
+    known_raise,
 )
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
@@ -79,12 +79,8 @@ def simulate(case: dict[str, Any], n: int) -> list[tuple[str, str]]:
 def run_rma(peer: ConformancePeer, case: dict[str, Any]) -> list[dict[str, Any]]:
     """Every rank's report of a one-sided case; the known Open MPI 4.1 window defect, when
     this failure is it, is an xfail."""
-    try:
+    with known_raise(lambda raised: open_mpi_41_window(peer, raised.reports)):
         return peer.run(case)
-    except CaseRaised as e:
-        if (why := open_mpi_41_window(peer, e.reports)) is not None:
-            raise KnownDefect(why) from None
-        raise
 
 
 def open_mpi_41_window(peer: ConformancePeer, reports: list[dict[str, Any]]) -> str | None:

@@ -16,8 +16,7 @@ import pytest
 from hpccomm_suites.mpi.test_conformance_rma import open_mpi_41_window
 from hpccomm_suites.mpi.test_conformance_topology import on, reports_by_comm
 from pytest_hpccomm.coverage import cells
-from pytest_hpccomm.errors import KnownDefect
-from pytest_hpccomm.stacks.mpi.conformance import CaseRaised, ConformancePeer
+from pytest_hpccomm.stacks.mpi.conformance import ConformancePeer, known_raise
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
 pytestmark = [
@@ -56,12 +55,8 @@ def sync_case(sync: str, size: str, n: int, variant: dict[str, Any]) -> dict[str
 def rma_reports(peer: ConformancePeer, case: dict[str, Any]) -> list[tuple[int, Any, list[int]]]:
     """reports_by_comm() of a one-sided case; Open MPI 4.1's window defect, when this failure
     is it, is an xfail (test_conformance_rma.open_mpi_41_window)."""
-    try:
+    with known_raise(lambda raised: open_mpi_41_window(peer, raised.reports)):
         return reports_by_comm(peer, case)
-    except CaseRaised as e:
-        if (why := open_mpi_41_window(peer, e.reports)) is not None:
-            raise KnownDefect(why) from None
-        raise
 
 
 def check_sync(peer: ConformancePeer, case: dict[str, Any], name: str) -> None:

@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.coverage import cells
-from pytest_hpccomm.errors import KnownDefect
 from pytest_hpccomm.stacks.mpi.conformance import (
     CaseRaised,
     ConformancePeer,
     conformance_settings,
     known_loss,
+    known_raise,
 )
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
@@ -431,12 +431,8 @@ def check_cart(peer: ConformancePeer, case: dict[str, Any]) -> None:
     hint = peer.replay_hint(case)
     proc_null = peer.info.constants["PROC_NULL"]
     grid = int(np.prod(case["dims"]))
-    try:
+    with known_raise(lambda raised: mpich_cart_sub_null(peer, case, raised)):
         reports = reports_by_comm(peer, case)
-    except CaseRaised as exc:
-        if (why := mpich_cart_sub_null(peer, case, exc)) is not None:
-            raise KnownDefect(why) from None
-        raise
     for rank, rep, members in reports:
         me = members.index(rank)
         if me >= grid:

@@ -130,6 +130,19 @@ def known_loss(peer: ConformancePeer, diagnose: Callable[[PeerLost], str | None]
         raise KnownDefect(why) from None
 
 
+@contextmanager
+def known_raise(diagnose: Callable[[CaseRaised], str | None]) -> Iterator[None]:
+    """Run the block; a case that raised on some ranks, when `diagnose` explains it as a
+    known defect by what each rank said (CaseRaised.reports), becomes a KnownDefect."""
+    try:
+        yield
+    except CaseRaised as raised:
+        why = diagnose(raised)
+        if why is None:
+            raise
+        raise KnownDefect(why) from None
+
+
 def build_launch(
     runtime: MpiRuntime,
     placement: str,
