@@ -220,7 +220,9 @@ def expected(case: dict[str, Any], n: int) -> list[tuple[str, str]]:
 
 
 def check_collective(peer: ConformancePeer, case: dict[str, Any]) -> None:
-    with known_loss(peer, lambda lost: mpich_persistent_scatter_in_place(peer, case, str(lost))):
+    with known_loss(
+        peer, lambda lost: mpich_persistent_scatter_in_place(peer, case, str(lost), lost.output)
+    ):
         reports = peer.run(case)
     members = case.get("members") or []
     n = 1 if case["self"] else len(members) or peer.ranks
@@ -239,29 +241,75 @@ def check_collective(peer: ConformancePeer, case: dict[str, Any]) -> None:
         assert rep["send"] == send, f"rank {rank}: {what} changed its send buffer\n{hint}"
         if rep["recv"] != recv and (why := mpich_self_allgatherv(peer, case, rep)) is not None:
             raise KnownDefect(f"rank {rank}: {why}")
+        if rep["recv"] != recv and (
+            why := mpich_scatter_restart_delivers_nothing(peer, case, rank, rep)
+        ):
+            raise KnownDefect(why)
         assert rep["recv"] == recv, (
             f"rank {rank}: {what}'s receive buffer differs from the definition's (a block "
             f"misplaced, missing, or a write outside the blocks)\n{hint}"
         )
 
 
+def _mpich_scatter_in_place(peer: ConformancePeer, case: dict[str, Any]) -> bool:
+    """The case the persistent in-place Scatter defect needs: MPICH, MPI_Scatter(v)_init
+    with MPI_IN_PLACE at a non-zero root."""
+    if not peer.info.library.startswith("MPICH") or case["op"] not in ("scatter", "scatterv"):
+        return False
+    return bool(case.get("persistent") and case["inplace"] and case["root"] != 0)
+
+
+# MPICH 4.3.1's root with three processes: its schedule trips this assertion and the job aborts
+OFI_SEND_ERRFLAG = "ofi_send.h at line 765: errflag == 0"
+
+
 def mpich_persistent_scatter_in_place(
-    peer: ConformancePeer, case: dict[str, Any], lost: str
+    peer: ConformancePeer, case: dict[str, Any], lost: str, output: str = ""
 ) -> str | None:
     """MPICH's persistent MPI_Scatter_init/MPI_Scatterv_init with MPI_IN_PLACE at a non-zero
     root of three or more processes: the root's request fails in its schedule
     (MPIDU_Sched_progress_state) and never sends, so the others wait in MPI_Wait for their
-    blocks. Keyed by the hung case's stacks showing a rank in PMPI_Wait."""
-    if not peer.info.library.startswith("MPICH") or case["op"] not in ("scatter", "scatterv"):
+    blocks; or (4.3.1) the root asserts `errflag == 0` in ofi_send.h and the job aborts.
+    Keyed by the hung case's stacks showing a rank in PMPI_Wait, or by that assertion in the
+    lost job's output."""
+    if not _mpich_scatter_in_place(peer, case):
         return None
-    if not (case.get("persistent") and case["inplace"] and case["root"] != 0):
-        return None
+    where = (
+        "docs/examples/defects/mpich_persistent_scatter_in_place.py, "
+        "mpich_persistent_collective_restart.py"
+    )
+    if OFI_SEND_ERRFLAG in output:
+        return (
+            f"{peer.info.release} defect: persistent {case['op']} with MPI_IN_PLACE at root "
+            f"{case['root']}: the root asserted {OFI_SEND_ERRFLAG!r} and the job aborted ({where})"
+        )
     if "native: " not in lost or "PMPI_Wait" not in lost:
         return None
     return (
         f"{peer.info.release} defect: persistent {case['op']} with MPI_IN_PLACE at root "
         f"{case['root']}: the root's request failed and never sent, the other ranks waited in "
-        "MPI_Wait (docs/examples/defects/mpich_persistent_scatter_in_place.py)"
+        f"MPI_Wait ({where})"
+    )
+
+
+def mpich_scatter_restart_delivers_nothing(
+    peer: ConformancePeer, case: dict[str, Any], rank: int, rep: dict[str, Any]
+) -> str | None:
+    """The same defect with two processes: the persistent in-place Scatter's second start
+    completes, but the non-root rank's receive buffer holds the pattern it was reset to (its
+    block never arrived). Keyed by that rank's buffer being exactly that pattern."""
+    if not _mpich_scatter_in_place(peer, case) or rank == case["root"]:
+        return None
+    w = DERIVED_SPAN if case.get("derived") else 1
+    members = case.get("members") or []
+    i = members.index(rank) if members else rank
+    untouched = digest(pattern(case["dtype"], case["recv_extent"][i] * w, case["seed"] + 500 + i))
+    if rep["recv"] != untouched:
+        return None
+    return (
+        f"{peer.info.release} defect: persistent {case['op']} with MPI_IN_PLACE at root "
+        f"{case['root']}: after the last MPI_Start rank {rank}'s block never arrived "
+        "(docs/examples/defects/mpich_persistent_collective_restart.py scatter)"
     )
 
 

@@ -113,6 +113,32 @@ REPLAYS = [
         "mpich",
         3,
     ),
+    # a second MPI_Start of a persistent collective: Allgather wrong on MPICH 4.0.x, in-place
+    # Scatter at a non-zero root on 4.0.x-4.3.1 (two processes: the block never arrives)
+    Replay(
+        "mpich_persistent_collective_restart.py",
+        "start 2:",
+        "mpich==4.0.3",
+        "mpich==4.1.3",
+        2,
+        args=("allgather",),
+    ),
+    Replay(
+        "mpich_persistent_collective_restart.py",
+        "start 2:",
+        "mpich==4.1.3",
+        "mpich",
+        2,
+        args=("scatter",),
+    ),
+    # MPICH 4.0.x: MPI_Type_free after the freed request trips ref_count >= 0; 4.1.3 is right
+    Replay(
+        "mpich_persistent_allgather_in_place_derived.py",
+        "freeing the datatype",
+        "mpich==4.0.3",
+        "mpich==4.1.3",
+        2,
+    ),
     Replay(
         "mpich_wildcard_mprobe_abort.py",
         "Invalid GenQ flag",

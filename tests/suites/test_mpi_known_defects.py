@@ -153,6 +153,47 @@ def test_the_persistent_scatter_key_takes_that_hang_only() -> None:
     assert mpich_persistent_scatter_in_place(peer(), case, no_wait) is None
 
 
+def test_the_persistent_scatter_key_takes_mpich_431s_abort() -> None:
+    """MPICH 4.3.1, three processes: the root asserted in ofi_send.h and the job aborted."""
+    from hpccomm_suites.mpi.test_conformance_collectives import mpich_persistent_scatter_in_place
+
+    case = {"op": "scatter", "root": 2, "inplace": True, "persistent": True}
+    lost = "mpich==4.3.1 loopback: peer lost during case {...}: peer ? closed the channel"
+    output = (
+        "Assertion failed in file /mpich-4.3.1/src/mpid/ch4/netmod/ofi/ofi_send.h at line 765: "
+        "errflag == 0\nAbort(1) on node 2: Internal error\n"
+    )
+    why = mpich_persistent_scatter_in_place(peer(), case, lost, output)
+    assert why is not None and "asserted" in why
+    assert mpich_persistent_scatter_in_place(peer(), case, lost, "Abort(1) on node 2") is None
+    assert mpich_persistent_scatter_in_place(peer(), case | {"root": 0}, lost, output) is None
+
+
+def test_the_scatter_restart_key_needs_the_untouched_buffer() -> None:
+    """MPICH 4.1.3, two processes: rank 0's buffer after the second start was its reset
+    pattern (the run's case)."""
+    from hpccomm_suites.mpi.test_conformance_collectives import (
+        mpich_scatter_restart_delivers_nothing,
+    )
+    from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
+
+    case = {
+        "op": "scatter", "dtype": "int32", "root": 1, "inplace": True, "persistent": True,
+        "seed": 2, "count": 5, "send_extent": [10, 10], "recv_extent": [7, 7],
+    }  # fmt: skip
+    untouched = digest(pattern("int32", 7, 2 + 500))
+    why = mpich_scatter_restart_delivers_nothing(peer(), case, 0, {"recv": untouched})
+    assert why is not None and "never arrived" in why
+    other = digest(pattern("int32", 7, 9))
+    assert mpich_scatter_restart_delivers_nothing(peer(), case, 0, {"recv": other}) is None
+    assert mpich_scatter_restart_delivers_nothing(peer(), case, 1, {"recv": untouched}) is None
+    assert (
+        mpich_scatter_restart_delivers_nothing(peer(OPEN_MPI), case, 0, {"recv": untouched}) is None
+    )
+    plain = case | {"inplace": False}
+    assert mpich_scatter_restart_delivers_nothing(peer(), plain, 0, {"recv": untouched}) is None
+
+
 def test_the_cart_sub_key_needs_every_failure_to_be_the_null_free() -> None:
     from hpccomm_suites.mpi.test_conformance_topology import mpich_cart_sub_null
     from pytest_hpccomm.stacks.mpi.conformance import CaseRaised

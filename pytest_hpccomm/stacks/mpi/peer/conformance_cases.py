@@ -394,8 +394,9 @@ class Cases(TopologyCases, AlltoallwCases, RingCases, RmaSyncCases):
         into pattern(dtype, recv_extent[i], seed + 500 + i), so a write outside a block shows.
         The v-forms take the case's counts and displacements; the plain forms one count
         (blocks back to back). `persistent`: the MPI 4.0 persistent form (X_init, then Start
-        and Wait `starts` times, default 2: each run writes the same, but for an in-place
-        Alltoall), or {"unsupported": call} where the library lacks it. `derived`: the
+        and Wait `starts` times, default 2, the receive buffer put back to its pattern before
+        each: the last run alone makes the result), or {"unsupported": call} where the library
+        lacks it. `derived`: the
         buffers' type is a vector of elements 0 and 2 of every DERIVED_SPAN (resized to that
         extent); extents, counts and displacements count those spans, the buffers hold
         DERIVED_SPAN elements each."""
@@ -456,8 +457,13 @@ class Cases(TopologyCases, AlltoallwCases, RingCases, RmaSyncCases):
                 if e.Get_error_class() != MPI.ERR_UNSUPPORTED_OPERATION:
                     raise
                 return {"unsupported": f"{call} (MPI_ERR_UNSUPPORTED_OPERATION)"}
+            # every start from the same receive buffer: a start that wrote nothing (or only
+            # part) must not pass on what the one before it wrote
+            fresh = rbuf.copy()
             try:
-                for _ in range(c.get("starts", 2)):
+                for k in range(c.get("starts", 2)):
+                    if k:
+                        rbuf[...] = fresh
                     req.Start()
                     req.Wait()
             finally:
