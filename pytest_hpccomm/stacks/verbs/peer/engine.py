@@ -31,6 +31,7 @@ from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from pytest_hpccomm.stacks.verbs.peer.api import ApiOps
 from pytest_hpccomm.stacks.verbs.peer.endpoint import Endpoint, VerbsError, errno_of, pattern
 from pytest_hpccomm.stacks.verbs.peer.engine_cm import CmOps
 from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
@@ -74,8 +75,9 @@ MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 PLANTS = ("mr-no-remote-write",)
 
 
-class Engine(CmOps):
-    """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps."""
+class Engine(CmOps, ApiOps):
+    """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps, the
+    object-level calls of rdma-core's API tests api.ApiOps."""
 
     def __init__(
         self,
