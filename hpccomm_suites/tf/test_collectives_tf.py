@@ -576,6 +576,33 @@ def test_invalid_collective_inputs_are_invalid_argument(tf_ring: TfTasks) -> Non
         np.testing.assert_array_equal(got, sum(arrays), err_msg=f"{task} after the errors")
 
 
+@pytest.mark.covers(
+    "tf",
+    *cells(
+        [
+            "v2.OpCancellationTest.testOpErrorNotAbortIfNoCollective",
+            "v2.OpCancellationTest.testOpErrorNotAbortIfNoCollectiveV2",
+        ],
+        RUNS,
+    ),
+)
+def test_an_op_error_between_collectives_aborts_nothing(tf_ring: TfTasks) -> None:
+    """A tf.function that runs a collective and then hits the end of its dataset raises
+    OutOfRangeError on every worker; with no collective under way at that error, the next
+    collective of the same op works (v1 all_reduce and all_gather, and the v2 ops)."""
+    key = next(_KEYS)
+    for _ in range(11):
+        next(_KEYS)  # the case uses key .. key + 11: three collectives for each of four ops
+    msg = {"op": "upstream", "case": "eof_between_collectives", "instance_key": key}
+    replies = tf_ring.request_all({t: {**msg, "timeout": TIMEOUT} for t in RING.workers_tasks})
+    n = RING.workers
+    for task, reply in replies.items():
+        for op, got in reply.items():
+            assert got["error"] == "OutOfRangeError", f"{task} {op}: the function raised {got}"
+            want = [float(n)] if "reduce" in op else [1.0] * n
+            assert got["after"] == want, f"{task} {op} after the error: {got['after']}, want {want}"
+
+
 @pytest.mark.covers("tf", *cells(["v2.InputPipelineTest.testMap"], RUNS))
 @settings(
     max_examples=5,

@@ -214,6 +214,54 @@ class CollectiveWorker:
                 out[f"{name} {arg}"] = got
         return out
 
+    def _case_eof_between_collectives(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """OpCancellationTest.testOpErrorNotAbortIfNoCollective[V2]: per op (v1 all_reduce
+        and all_gather, v2 all_reduce_v2 and all_gather_v2) a collective of [1.], then a
+        tf.function running the collective on the first element of a one-element dataset and
+        raising OutOfRangeError at its second next(), then the collective again: an op error
+        with no collective under way must not abort the collective executor. Upstream reuses
+        one instance key in one process; across tasks each collective takes its own
+        (`instance_key` + 3 * op + call). Per op: the tf.function's error class, and the last
+        result."""
+        from tensorflow.python.ops import collective_ops as co
+
+        tf = self.tf
+        ops = {
+            "all_reduce": (co.all_reduce, False),
+            "all_gather": (co.all_gather, False),
+            "all_reduce_v2": (co.all_reduce_v2, True),
+            "all_gather_v2": (co.all_gather_v2, True),
+        }
+        out: dict[str, Any] = {}
+        for i, (name, (op, v2)) in enumerate(ops.items()):
+            base = int(msg["instance_key"]) + 3 * i
+            with tf.device(self.device):
+                token = self._token() if v2 else None
+
+            @tf.function
+            def collective_fn(x: Any, key: int, op: Any = op, token: Any = token) -> Any:
+                with tf.device(self.device):
+                    extra = {"ordering_token": token} if token is not None else {}
+                    return op(x, self.size, GROUP_KEY, key, timeout=float(msg["timeout"]), **extra)
+
+            dataset = tf.data.Dataset.from_tensors([1.0])
+
+            @tf.function
+            def f(fn: Any = collective_fn, dataset: Any = dataset, key: int = base + 1) -> None:
+                iterator = iter(dataset)
+                fn(next(iterator), key)
+                fn(next(iterator), key)  # the dataset's end: OutOfRangeError
+
+            collective_fn(tf.constant([1.0]), base)
+            try:
+                f()
+                error = None
+            except Exception as e:  # the error is the outcome under test
+                error = type(e).__name__
+            got = collective_fn(tf.constant([1.0]), base + 2).numpy()
+            out[name] = {"error": error, "after": got.tolist()}
+        return out
+
     def _case_input_pipeline(self, msg: dict[str, Any]) -> dict[str, Any]:
         """InputPipelineTest.testMap: this worker's tensor through a tf.data map whose
         function all-reduces it (all_reduce_v2, a token made in the function), fetched
