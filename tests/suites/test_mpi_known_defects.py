@@ -194,6 +194,22 @@ def test_the_scatter_restart_key_needs_the_untouched_buffer() -> None:
     assert mpich_scatter_restart_delivers_nothing(peer(), plain, 0, {"recv": untouched}) is None
 
 
+def test_the_partitioned_proc_null_key_needs_every_rank_without_a_partition() -> None:
+    """MPICH 4.1.3-4.3.2 (the release run): every rank's MPI_Parrived saw none of 3."""
+    from hpccomm_suites.mpi.test_conformance_ring import partitioned_proc_null_never_arrives
+    from pytest_hpccomm.stacks.mpi.conformance import CaseRaised
+
+    never = {"error": "TimeoutError: MPI_Parrived: [] of 3 partitions"}
+    raised = CaseRaised("case raised", [never, never, never])
+    why = partitioned_proc_null_never_arrives(peer(), raised)
+    assert why is not None and "never completed" in why
+    some = {"error": "TimeoutError: MPI_Parrived: [0] of 3 partitions"}
+    assert partitioned_proc_null_never_arrives(peer(), CaseRaised("", [never, some])) is None
+    other = {"error": "MPI error class 5: Invalid communicator"}
+    assert partitioned_proc_null_never_arrives(peer(), CaseRaised("", [never, other])) is None
+    assert partitioned_proc_null_never_arrives(peer(OPEN_MPI), raised) is None
+
+
 def test_the_cart_sub_key_needs_every_failure_to_be_the_null_free() -> None:
     from hpccomm_suites.mpi.test_conformance_topology import mpich_cart_sub_null
     from pytest_hpccomm.stacks.mpi.conformance import CaseRaised
