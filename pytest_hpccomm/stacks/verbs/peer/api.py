@@ -22,31 +22,18 @@ from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr, QPInitAttrEx
 
+from pytest_hpccomm.stacks.verbs.peer.endpoint import ACCESS, STATE_NAMES
+
 API_QP_TYPES = {"RC": e.IBV_QPT_RC, "UC": e.IBV_QPT_UC, "UD": e.IBV_QPT_UD}
-QP_STATE_NAMES = {
-    e.IBV_QPS_RESET: "RESET",
-    e.IBV_QPS_INIT: "INIT",
-    e.IBV_QPS_RTR: "RTR",
-    e.IBV_QPS_RTS: "RTS",
-    e.IBV_QPS_SQD: "SQD",
-    e.IBV_QPS_SQE: "SQE",
-    e.IBV_QPS_ERR: "ERR",
-}
 DEVICE_FIELDS = (
     "node_guid", "sys_image_guid", "max_mr_size", "page_size_cap", "vendor_id", "max_qp",
     "max_qp_wr", "max_sge", "max_sge_rd", "max_cq", "max_cqe", "max_mr", "max_pd",
     "max_pkeys", "phys_port_cnt", "max_qp_rd_atom",
 )  # fmt: skip
-MR_ACCESS = {
-    "local_write": e.IBV_ACCESS_LOCAL_WRITE,
-    "remote_write": e.IBV_ACCESS_REMOTE_WRITE,
-    "remote_read": e.IBV_ACCESS_REMOTE_READ,
-    "remote_atomic": e.IBV_ACCESS_REMOTE_ATOMIC,
-}
 CAP_FIELDS = ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data")
 
 
-def attempt(call: Callable[[], Any]) -> dict[str, Any]:
+def outcome(call: Callable[[], Any]) -> dict[str, Any]:
     """{"ok": what the call returned} or {"errno": its error code, "message": its text}."""
     try:
         return {"ok": call()}
@@ -89,7 +76,7 @@ class ApiOps:
                 got = {f: int(getattr(attr, f)) for f in DEVICE_FIELDS}
                 return {**got, **extra, "num_comp_vectors": int(ctx.num_comp_vectors)}
 
-        return {**attempt(query), "page_size": resource.getpagesize()}
+        return {**outcome(query), "page_size": resource.getpagesize()}
 
     def op_api_query_port(self, msg: dict[str, Any]) -> dict[str, Any]:
         def query() -> dict[str, Any]:
@@ -117,17 +104,17 @@ class ApiOps:
                 ],
             }
 
-        return attempt(query)
+        return outcome(query)
 
     def op_api_query_gid(self, msg: dict[str, Any]) -> dict[str, Any]:
         port, index = int(msg["port"]), int(msg["index"])
         if msg.get("ex"):
-            return attempt(lambda: self._gid_entry(self.ctx.query_gid_ex(port, index)))
-        return attempt(lambda: str(self.ctx.query_gid(port, index).gid))
+            return outcome(lambda: self._gid_entry(self.ctx.query_gid_ex(port, index)))
+        return outcome(lambda: str(self.ctx.query_gid(port, index).gid))
 
     def op_api_query_gid_table(self, msg: dict[str, Any]) -> dict[str, Any]:
         size = int(msg["max_entries"])
-        return attempt(lambda: [self._gid_entry(g) for g in self.ctx.query_gid_table(size)])
+        return outcome(lambda: [self._gid_entry(g) for g in self.ctx.query_gid_table(size)])
 
     @staticmethod
     def _gid_entry(entry: Any) -> dict[str, Any]:
@@ -146,7 +133,7 @@ class ApiOps:
             kernel: int | None = int(sysfs.read_text().strip(), 16)
         except (OSError, ValueError):
             kernel = None
-        return {**attempt(lambda: int(self.ctx.query_pkey(port, index))), "sysfs": kernel}
+        return {**outcome(lambda: int(self.ctx.query_pkey(port, index))), "sysfs": kernel}
 
     # -- protection domains, completion queues, address handles --------------------------------
     def op_api_pd_cycle(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -161,14 +148,14 @@ class ApiOps:
                 done += 1
             return done
 
-        return attempt(cycle)
+        return outcome(cycle)
 
     def op_api_reg_mr(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Register (and deregister) `length` bytes with the `access` flags named; ok is the
         length registered."""
         access = 0
         for name in msg.get("access", []):
-            access |= MR_ACCESS[str(name)]
+            access |= ACCESS[str(name)]
 
         def register() -> int:
             with PD(self.ctx) as pd:
@@ -177,7 +164,7 @@ class ApiOps:
                 mr.close()
             return length
 
-        return attempt(register)
+        return outcome(register)
 
     def op_api_create_cq(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Create and destroy one CQ of `cqe` entries on `comp_vector` (with a completion
@@ -194,7 +181,7 @@ class ApiOps:
                 if channel is not None:
                     channel.close()
 
-        return attempt(create)
+        return outcome(create)
 
     def op_api_create_ah(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Create (and destroy) an address handle to this port's own GID, or one without a
@@ -213,9 +200,22 @@ class ApiOps:
                 ah.close()
             return True
 
-        return attempt(create)
+        return outcome(create)
 
     # -- queue pairs ------------------------------------------------------------------------------
+    def _new_qp(
+        self, pd: PD, cq: CQ, qp_type: int, cap: QPCap, ex: bool, qp_attr: QPAttr | None = None
+    ) -> QP:
+        """A QP of `qp_type` on one CQ: ibv_create_qp_ex from the context (ex) or
+        ibv_create_qp from the PD; with a QPAttr pyverbs moves it as far towards RTS as it can
+        alone."""
+        if ex:
+            init: Any = QPInitAttrEx(
+                qp_type=qp_type, scq=cq, rcq=cq, cap=cap, pd=pd, comp_mask=e.IBV_QP_INIT_ATTR_PD
+            )
+            return QP(self.ctx, init, qp_attr)
+        return QP(pd, QPInitAttr(qp_type=qp_type, scq=cq, rcq=cq, cap=cap), qp_attr)
+
     def op_api_create_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Create a QP of `qp_type` with ibv_create_qp (ex: ibv_create_qp_ex) and the caps
         asked, with or without a QPAttr (pyverbs then moves it as far towards RTS as it can
@@ -225,32 +225,22 @@ class ApiOps:
 
         def create() -> dict[str, Any]:
             with PD(self.ctx) as pd, CQ(self.ctx, 100, None, None, 0) as cq:
-                cap = QPCap(**asked)
-                if msg.get("ex"):
-                    init: Any = QPInitAttrEx(
-                        qp_type=qp_type, scq=cq, rcq=cq, cap=cap, pd=pd,
-                        comp_mask=e.IBV_QP_INIT_ATTR_PD,
-                    )  # fmt: skip
-                    creator: Any = self.ctx
-                else:
-                    init = QPInitAttr(qp_type=qp_type, scq=cq, rcq=cq, cap=cap)
-                    creator = pd
                 qp_attr = QPAttr(port_num=self.port) if msg.get("with_attr") else None
-                qp = QP(creator, init, qp_attr)
+                qp = self._new_qp(pd, cq, qp_type, QPCap(**asked), bool(msg.get("ex")), qp_attr)
                 try:
                     # the state libibverbs keeps, read before ibv_query_qp overwrites it with
                     # what the provider reports
-                    state = QP_STATE_NAMES.get(qp.qp_state, str(qp.qp_state))
+                    state = STATE_NAMES.get(qp.qp_state, str(qp.qp_state))
                     attr, init_attr = qp.query(e.IBV_QP_STATE | e.IBV_QP_CAP)
                     return {
                         "state": state,
-                        "queried_state": QP_STATE_NAMES.get(attr.qp_state, str(attr.qp_state)),
+                        "queried_state": STATE_NAMES.get(attr.qp_state, str(attr.qp_state)),
                         "caps": _caps(init_attr.cap),
                     }
                 finally:
                     qp.close()
 
-        return attempt(create)
+        return outcome(create)
 
     def op_api_modify_ud_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A UD QP (ex: from ibv_create_qp_ex) walked to INIT with Q_Key `qkey`, to RTR, to
@@ -260,14 +250,7 @@ class ApiOps:
         def walk() -> dict[str, Any]:
             with PD(self.ctx) as pd, CQ(self.ctx, 100, None, None, 0) as cq:
                 cap = QPCap(max_send_wr=4, max_recv_wr=4)
-                if msg.get("ex"):
-                    init: Any = QPInitAttrEx(
-                        qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=cap, pd=pd,
-                        comp_mask=e.IBV_QP_INIT_ATTR_PD,
-                    )  # fmt: skip
-                    qp = QP(self.ctx, init)
-                else:
-                    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=cap))
+                qp = self._new_qp(pd, cq, e.IBV_QPT_UD, cap, bool(msg.get("ex")))
                 try:
                     qa = QPAttr(port_num=self.port)
                     qa.qkey = qkey
@@ -279,9 +262,9 @@ class ApiOps:
                     got_psn = int(qp.query(e.IBV_QP_SQ_PSN)[0].sq_psn)
                     qa.qp_state = e.IBV_QPS_RESET
                     qp.modify(qa, e.IBV_QP_STATE)
-                    state = QP_STATE_NAMES.get(qp.qp_state, str(qp.qp_state))
+                    state = STATE_NAMES.get(qp.qp_state, str(qp.qp_state))
                     return {"qkey": got_qkey, "sq_psn": got_psn, "state": state}
                 finally:
                     qp.close()
 
-        return attempt(walk)
+        return outcome(walk)

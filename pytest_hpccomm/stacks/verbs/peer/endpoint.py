@@ -8,10 +8,29 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyverbs.enums as e
 from pyverbs.addr import AH
 from pyverbs.cq import CQ
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP
+
+# access flags and QP states by the names the orchestrator uses (engine.py, api.py)
+ACCESS = {
+    "local_write": e.IBV_ACCESS_LOCAL_WRITE,
+    "remote_write": e.IBV_ACCESS_REMOTE_WRITE,
+    "remote_read": e.IBV_ACCESS_REMOTE_READ,
+    "remote_atomic": e.IBV_ACCESS_REMOTE_ATOMIC,
+}
+STATES = {
+    "RESET": e.IBV_QPS_RESET,
+    "INIT": e.IBV_QPS_INIT,
+    "RTR": e.IBV_QPS_RTR,
+    "RTS": e.IBV_QPS_RTS,
+    "SQD": e.IBV_QPS_SQD,
+    "SQE": e.IBV_QPS_SQE,
+    "ERR": e.IBV_QPS_ERR,
+}
+STATE_NAMES = {v: k for k, v in STATES.items()}
 
 
 class VerbsError(Exception):

@@ -32,27 +32,19 @@ from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 from pytest_hpccomm.stacks.verbs.peer.api import ApiOps
-from pytest_hpccomm.stacks.verbs.peer.endpoint import Endpoint, VerbsError, errno_of, pattern
+from pytest_hpccomm.stacks.verbs.peer.endpoint import (
+    ACCESS,
+    STATE_NAMES,
+    STATES,
+    Endpoint,
+    VerbsError,
+    errno_of,
+    pattern,
+)
 from pytest_hpccomm.stacks.verbs.peer.engine_cm import CmOps
 from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
 
-ACCESS = {
-    "local_write": e.IBV_ACCESS_LOCAL_WRITE,
-    "remote_write": e.IBV_ACCESS_REMOTE_WRITE,
-    "remote_read": e.IBV_ACCESS_REMOTE_READ,
-    "remote_atomic": e.IBV_ACCESS_REMOTE_ATOMIC,
-}
 QP_TYPES = {"RC": e.IBV_QPT_RC, "UD": e.IBV_QPT_UD}
-STATES = {
-    "RESET": e.IBV_QPS_RESET,
-    "INIT": e.IBV_QPS_INIT,
-    "RTR": e.IBV_QPS_RTR,
-    "RTS": e.IBV_QPS_RTS,
-    "SQD": e.IBV_QPS_SQD,
-    "SQE": e.IBV_QPS_SQE,
-    "ERR": e.IBV_QPS_ERR,
-}
-STATE_NAMES = {v: k for k, v in STATES.items()}
 OPCODES = {
     "SEND": e.IBV_WR_SEND,
     "SEND_WITH_IMM": e.IBV_WR_SEND_WITH_IMM,
