@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.stacks.verbs.coverage import not_applicable
 from pytest_hpccomm.stacks.verbs.defects import known_defects
-from pytest_hpccomm.stacks.verbs.driver import VerbsPair
+from pytest_hpccomm.stacks.verbs.driver import VerbsCallError, VerbsPair
+from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -349,3 +350,132 @@ def test_ud_qp_modify_sets_what_it_was_given(verbs_pair: VerbsPair, ex: bool, qk
     an SQ PSN reports both back, and returns to RESET."""
     got = ok(ask(verbs_pair, "api_modify_ud_qp", ex=ex, qkey=qkey, psn=0x45), "UD QP walk")
     assert got == {"qkey": qkey, "sq_psn": 0x45, "state": "RESET"}, got
+
+
+# -- re-registration and resizing ------------------------------------------------------------------
+# rdma-core implements ibv_rereg_mr for neither rxe nor siw, and ibv_resize_cq not for siw:
+# libibverbs answers EOPNOTSUPP, upstream's cases skip, and so do these (coverage.py lists the
+# cells as not applicable there). Any other failure of the call fails the test.
+
+REREG_FLAGS_UNSUPPORTED = 0x8  # the bit above IBV_REREG_MR_CHANGE_ACCESS (ibv_rereg_mr(3))
+LENGTH = 4096
+
+
+def _unsupported(res: dict[str, Any], call: str, pair: VerbsPair) -> None:
+    """Skip when `call` was refused as not implemented (EOPNOTSUPP); fail on any other
+    error."""
+    if "ok" in res:
+        return
+    if res["errno"] == errno.EOPNOTSUPP:
+        pytest.skip(f"{pair.info['device']}'s provider implements no {call}: EOPNOTSUPP")
+    pytest.fail(f"{call} failed: {res['message']} (errno {res['errno']})", pytrace=False)
+
+
+def _write(pair: VerbsPair, link: Any, seed: int, **wr: Any) -> dict[str, Any]:
+    link.a.peer.call("fill", mr=link.mr_a["mr"], offset=0, length=LENGTH, seed=seed)
+    return {
+        "opcode": "RDMA_WRITE",
+        "mr": link.mr_a["mr"],
+        "offset": 0,
+        "length": LENGTH,
+        "remote_addr": link.mr_b["addr"],
+        "rkey": link.mr_b["rkey"],
+        "wr_id": seed,
+        **wr,
+    }
+
+
+def _digest(link: Any) -> str:
+    return str(link.b.peer.call("digest", mr=link.mr_b["mr"], offset=0, length=LENGTH))
+
+
+def _refused(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
+    try:
+        wcs = pair.execute(link.a, [wr], allow_missing=True)
+    except VerbsCallError as exc:
+        return f"rejected at post: {exc}"
+    assert not wcs or wcs[0]["status"] != 0, "the WRITE completed successfully"
+    return str(wcs[0]["status_text"]) if wcs else "no completion (connection terminated)"
+
+
+@pytest.mark.parametrize("change", ["access", "pd", "translation"])
+@pytest.mark.covers("verbs")  # upstream's mr_rereg_* cases: not applicable on rxe/siw
+def test_rereg_mr_takes_effect(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, change: str, record_property: Any
+) -> None:
+    """ibv_rereg_mr on a registration a WRITE has just used: CHANGE_ACCESS to local write
+    only makes the responder refuse the next WRITE; CHANGE_PD to a new PD makes the MR
+    unreachable from the QP's PD; CHANGE_TRANSLATION onto a new buffer makes a WRITE to the
+    new address with the new rkey land there."""
+    link = verbs_fresh_rc()
+    wr = _write(verbs_pair, link, seed=21)
+    verbs_pair.expect_success(verbs_pair.execute(link.a, [wr]), [wr], "RDMA_WRITE before")
+    link.placed()
+    args: dict[str, Any] = {"access": ["local_write"]} if change == "access" else {}
+    if change == "translation":
+        args["length"] = LENGTH
+    res = link.b.peer.call("api_rereg_mr", mr=link.mr_b["mr"], change=[change], **args)
+    _unsupported(res, f"ibv_rereg_mr(CHANGE_{change.upper()})", verbs_pair)
+    keys = res["ok"]
+    if change == "translation":
+        wr = _write(verbs_pair, link, seed=22, remote_addr=keys["addr"], rkey=keys["rkey"])
+        verbs_pair.expect_success(verbs_pair.execute(link.a, [wr]), [wr], "RDMA_WRITE after")
+        link.placed()
+        want = link.a.peer.call("digest", mr=link.mr_a["mr"], offset=0, length=LENGTH)
+        assert _digest(link) == want, "the WRITE to the re-registered buffer did not land"
+        return
+    before = _digest(link)
+    how = _refused(verbs_pair, link, _write(verbs_pair, link, seed=23, rkey=keys["rkey"]))
+    record_property("rereg_refusal", how[:300])
+    assert _digest(link) == before, f"a WRITE after CHANGE_{change.upper()} changed the MR"
+
+
+@pytest.mark.covers("verbs")  # no case of rdma-core's tests in whole
+def test_rereg_mr_with_bad_arguments_is_einval(verbs_pair: VerbsPair) -> None:
+    """libibverbs checks ibv_rereg_mr's arguments before any provider sees them: an unknown
+    flag, CHANGE_TRANSLATION without an address and length, and access flags without
+    CHANGE_ACCESS are EINVAL (ibv_rereg_mr(3): IBV_REREG_MR_ERR_INPUT)."""
+    mr = verbs_pair.reg_mr(verbs_pair.a, LENGTH)
+    try:
+        for what, args in (
+            ("an unknown flag", {"flags": REREG_FLAGS_UNSUPPORTED}),
+            ("CHANGE_TRANSLATION of no length", {"change": ["translation"]}),
+            ("access flags without CHANGE_ACCESS", {"access": ["remote_read"]}),
+        ):
+            res = verbs_pair.a.call("api_rereg_mr", mr=mr["mr"], **args)
+            fails_with(res, errno.EINVAL, f"ibv_rereg_mr with {what}")
+    finally:
+        verbs_pair.a.call("dereg_mr", mr=mr["mr"])
+
+
+SENDS = 6  # upstream's: a CQ resized to 7, filled but for one entry
+
+
+@pytest.mark.covers("verbs", *cells("cq.CQTest.resize_cq"))
+def test_resize_cq_keeps_its_completions(
+    verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, record_property: Any
+) -> None:
+    """ibv_resize_cq down to 1 and up to 7 entries gives a CQ of at least that size; shrinking
+    it below the completions it holds is EINVAL or keeps them (upstream accepts both), and
+    every completion is then polled intact, in order."""
+    link = verbs_fresh_rc()
+    for cqe in (1, SENDS + 1):
+        res = link.a.peer.call("api_resize_cq", ep=link.a.ep, cq="send", cqe=cqe)
+        _unsupported(res, "ibv_resize_cq", verbs_pair)
+        assert res["ok"] >= cqe, f"resized to {cqe}, the CQ has {res['ok']} entries"
+    link.b.peer.call(
+        "post_recv", ep=link.b.ep, mr=link.mr_b["mr"], offset=0, length=64, count=SENDS
+    )
+    wrs = [
+        {"opcode": "SEND", "mr": link.mr_a["mr"], "offset": 0, "length": 64, "wr_id": 30 + i}
+        for i in range(SENDS)
+    ]
+    link.a.peer.call("post_send", ep=link.a.ep, wrs=wrs)
+    verbs_pair.poll(link.b, "recv", count=SENDS, nbytes=64 * SENDS)  # all arrived
+    shrink = link.a.peer.call("api_resize_cq", ep=link.a.ep, cq="send", cqe=1)
+    if "ok" not in shrink:
+        assert shrink["errno"] == errno.EINVAL, f"shrinking a full CQ: {shrink}"
+    record_property("shrink_below_held", shrink.get("ok", f"errno {shrink.get('errno')}"))
+    wcs = verbs_pair.poll(link.a, "send", count=SENDS, nbytes=64 * SENDS)
+    verbs_pair.expect_success(wcs, wrs, "SENDs polled after the resize")
+    assert [w["wr_id"] for w in wcs] == [w["wr_id"] for w in wrs]

@@ -480,13 +480,20 @@ class VerbsPair:
         return Side(peer, int(got["ep"]), got)
 
     def connect(
-        self, qp_type: str = "RC", access: tuple[str, ...] = ALL_ACCESS, **caps: Any
+        self,
+        qp_type: str = "RC",
+        access: tuple[str, ...] = ALL_ACCESS,
+        b_caps: dict[str, Any] | None = None,
+        **caps: Any,
     ) -> Connection:
-        """A connected pair of QPs in RTS: a on peer a, b on peer b."""
+        """A connected pair of QPs in RTS: a on peer a, b on peer b (b's QP also with
+        `b_caps`, e.g. its shared receive queue)."""
         if qp_type == "UD" and self.iwarp:
             raise VerbsCallError("create_qp", "iWARP has no UD transport")
         args = {"qp_type": qp_type, **caps}
-        got = together([(self.a, "create_qp", args), (self.b, "create_qp", args)])
+        got = together(
+            [(self.a, "create_qp", args), (self.b, "create_qp", {**args, **(b_caps or {})})]
+        )
         a, b = (Side(p, int(g["ep"]), g) for p, g in zip((self.a, self.b), got))
         conn = Connection(qp_type, a, b)
         try:

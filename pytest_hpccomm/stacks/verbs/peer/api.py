@@ -17,19 +17,26 @@ import pyverbs.enums as e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context, get_device_list
+from pyverbs.mem_alloc import free, posix_memalign
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr, QPInitAttrEx
 
-from pytest_hpccomm.stacks.verbs.peer.endpoint import ACCESS, STATE_NAMES
+from pytest_hpccomm.stacks.verbs.peer.endpoint import ACCESS, STATE_NAMES, Endpoint
 
 API_QP_TYPES = {"RC": e.IBV_QPT_RC, "UC": e.IBV_QPT_UC, "UD": e.IBV_QPT_UD}
 DEVICE_FIELDS = (
     "node_guid", "sys_image_guid", "max_mr_size", "page_size_cap", "vendor_id", "max_qp",
     "max_qp_wr", "max_sge", "max_sge_rd", "max_cq", "max_cqe", "max_mr", "max_pd",
-    "max_pkeys", "phys_port_cnt", "max_qp_rd_atom",
+    "max_pkeys", "phys_port_cnt", "max_qp_rd_atom", "device_cap_flags", "max_srq",
+    "max_srq_wr",
 )  # fmt: skip
+REREG = {
+    "translation": e.IBV_REREG_MR_CHANGE_TRANSLATION,
+    "pd": e.IBV_REREG_MR_CHANGE_PD,
+    "access": e.IBV_REREG_MR_CHANGE_ACCESS,
+}
 CAP_FIELDS = ("max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data")
 
 
@@ -55,6 +62,10 @@ class ApiOps:
     device: str
     port: int
     gid_index: int
+    mrs: dict[int, MR]
+    eps: dict[int, Endpoint]
+    # a new PD or buffer an MR was re-registered onto: closed and freed after the MRs
+    _rereg_kept: list[tuple[PD | None, int]]
 
     # -- device ---------------------------------------------------------------------------------
     def op_api_devices(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -166,6 +177,37 @@ class ApiOps:
 
         return outcome(register)
 
+    def op_api_rereg_mr(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """ibv_rereg_mr on the engine's MR `mr` with the IBV_REREG_MR_CHANGE_* bits named in
+        `change` (or the raw `flags`): "access" to the `access` flags, "pd" to a new PD,
+        "translation" to a new page-aligned buffer of `length` bytes. ok is the MR's keys after
+        it, with its address. libibverbs checks the arguments before the provider is asked (EINVAL)."""
+        mr = self.mrs[int(msg["mr"])]
+        flags = int(msg.get("flags", 0))
+        for name in msg.get("change", []):
+            flags |= REREG[str(name)]
+        access = 0
+        for name in msg.get("access", []):
+            access |= ACCESS[str(name)]
+        length = int(msg.get("length", 0))
+        new_pd = PD(self.ctx) if "pd" in msg.get("change", []) else None
+        buf = posix_memalign(length) if length else 0
+
+        def rereg() -> dict[str, int]:
+            # the PD is passed even when unchanged: pyverbs reads it unconditionally
+            mr.rereg(flags, new_pd or self.pd, buf, length, access)
+            return {"lkey": int(mr.lkey), "rkey": int(mr.rkey), "addr": int(mr.buf)}
+
+        got = outcome(rereg)
+        if "ok" in got:  # the MR now holds the new PD and buffer: keep them until it goes
+            self._rereg_kept.append((new_pd, buf))
+        else:
+            if new_pd is not None:
+                new_pd.close()
+            if buf:
+                free(buf)
+        return got
+
     def op_api_create_cq(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Create and destroy one CQ of `cqe` entries on `comp_vector` (with a completion
         channel when asked); ok is the CQ's actual size."""
@@ -182,6 +224,18 @@ class ApiOps:
                     channel.close()
 
         return outcome(create)
+
+    def op_api_resize_cq(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """ibv_resize_cq of endpoint `ep`'s send (or recv) CQ to `cqe` entries; ok is the
+        size the CQ has afterwards (at least `cqe`, ibv_resize_cq(3))."""
+        ep = self.eps[int(msg["ep"])]
+        cq = ep.rcq if msg.get("cq") == "recv" else ep.scq
+
+        def resize() -> int:
+            cq.resize(int(msg["cqe"]))
+            return int(cq.cqe)
+
+        return outcome(resize)
 
     def op_api_create_ah(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Create (and destroy) an address handle to this port's own GID, or one without a

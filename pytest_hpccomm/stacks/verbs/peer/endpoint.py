@@ -1,6 +1,6 @@
-"""Peer side of the verbs stack: what the engine (engine.py) and its rdma_cm half
-(engine_cm.py) share: an endpoint (a QP, its CQs and its connection state), the error every
-failed verbs call becomes, and the deterministic buffer fill."""
+"""Peer side of the verbs stack: what the engine (engine.py) and its mixins share: an endpoint
+(a QP, its CQs and its connection state), the error every failed verbs call becomes, the
+deterministic buffer fill and a completion as JSON."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pyverbs.addr import AH
 from pyverbs.cq import CQ
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP
+
+from pytest_hpccomm.stacks.verbs.wire import status_text
 
 # access flags and QP states by the names the orchestrator uses (engine.py, api.py)
 ACCESS = {
@@ -31,6 +33,15 @@ STATES = {
     "ERR": e.IBV_QPS_ERR,
 }
 STATE_NAMES = {v: k for k, v in STATES.items()}
+WC_OPCODES = {
+    e.IBV_WC_SEND: "SEND",
+    e.IBV_WC_RDMA_WRITE: "RDMA_WRITE",
+    e.IBV_WC_RDMA_READ: "RDMA_READ",
+    e.IBV_WC_COMP_SWAP: "ATOMIC_CMP_AND_SWP",
+    e.IBV_WC_FETCH_ADD: "ATOMIC_FETCH_AND_ADD",
+    e.IBV_WC_RECV: "RECV",
+    e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM",
+}
 
 
 class VerbsError(Exception):
@@ -63,3 +74,18 @@ class Endpoint:
     channel_fd: int | None = None  # its descriptor, non-blocking (None: not found)
     cm_events: list[str] = field(default_factory=list)  # seen after ESTABLISHED
     retry_cnt: int = 7  # RC: transport retries before IBV_WC_RETRY_EXC_ERR (7 = 7, per IBTA)
+    # "send"/"recv" -> (its CQ's completion channel, the channel's fd): events.armed_cq
+    channels: dict[str, tuple[Any, int]] = field(default_factory=dict)
+
+
+def wc_json(wc: Any) -> dict[str, Any]:
+    return {
+        "wr_id": wc.wr_id,
+        "status": wc.status,
+        "status_text": status_text(wc.status),
+        "opcode": WC_OPCODES.get(wc.opcode, str(wc.opcode)),
+        "byte_len": wc.byte_len,
+        "vendor_err": wc.vendor_err,
+        "src_qp": wc.src_qp,
+        "imm": wc.imm_data,
+    }

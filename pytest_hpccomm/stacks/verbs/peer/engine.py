@@ -25,10 +25,12 @@ import pyverbs.enums as e
 from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context, get_device_list
+from pyverbs.mem_alloc import free
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.srq import SRQ
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 from pytest_hpccomm.stacks.verbs.peer.api import ApiOps
@@ -40,9 +42,12 @@ from pytest_hpccomm.stacks.verbs.peer.endpoint import (
     VerbsError,
     errno_of,
     pattern,
+    wc_json,
 )
 from pytest_hpccomm.stacks.verbs.peer.engine_cm import CmOps
-from pytest_hpccomm.stacks.verbs.wire import QKEY, status_text
+from pytest_hpccomm.stacks.verbs.peer.events import EventOps, armed_cq
+from pytest_hpccomm.stacks.verbs.peer.srq import SrqOps
+from pytest_hpccomm.stacks.verbs.wire import QKEY
 
 QP_TYPES = {"RC": e.IBV_QPT_RC, "UD": e.IBV_QPT_UD}
 OPCODES = {
@@ -54,22 +59,14 @@ OPCODES = {
     "ATOMIC_CMP_AND_SWP": e.IBV_WR_ATOMIC_CMP_AND_SWP,
     "ATOMIC_FETCH_AND_ADD": e.IBV_WR_ATOMIC_FETCH_AND_ADD,
 }
-WC_OPCODES = {
-    e.IBV_WC_SEND: "SEND",
-    e.IBV_WC_RDMA_WRITE: "RDMA_WRITE",
-    e.IBV_WC_RDMA_READ: "RDMA_READ",
-    e.IBV_WC_COMP_SWAP: "ATOMIC_CMP_AND_SWP",
-    e.IBV_WC_FETCH_ADD: "ATOMIC_FETCH_AND_ADD",
-    e.IBV_WC_RECV: "RECV",
-    e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM",
-}
 MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 PLANTS = ("mr-no-remote-write",)
 
 
-class Engine(CmOps, ApiOps):
+class Engine(CmOps, ApiOps, SrqOps, EventOps):
     """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps, the
-    object-level calls of rdma-core's API tests api.ApiOps."""
+    object-level calls of rdma-core's API tests api.ApiOps, shared receive queues
+    srq.SrqOps, waiting for events events.EventOps."""
 
     def __init__(
         self,
@@ -96,6 +93,8 @@ class Engine(CmOps, ApiOps):
         self.gid_index = 0 if gid_index is None else gid_index
         self.gid = self.ctx.query_gid(port, self.gid_index).gid
         self.mrs: dict[int, MR] = {}
+        self._rereg_kept = []
+        self.srqs: dict[int, SRQ] = {}
         self.eps: dict[int, Endpoint] = {}
         self._ids = itertools.count(1)
         self._psn = random.Random(port * 7919 + id(self))
@@ -189,8 +188,12 @@ class Engine(CmOps, ApiOps):
         send_wr = min(int(msg.get("max_send_wr", 128)), self.dev_attr.max_qp_wr)
         recv_wr = min(int(msg.get("max_recv_wr", 128)), self.dev_attr.max_qp_wr)
         sge = min(int(msg.get("max_sge", 1)), self.dev_attr.max_sge)
-        scq = CQ(self.ctx, send_wr + 1)
-        rcq = CQ(self.ctx, recv_wr + 1)
+        channels = {}
+        if msg.get("events"):  # each CQ on a completion channel of its own, armed
+            scq, channels["send"] = armed_cq(self.ctx, send_wr + 1)
+            rcq, channels["recv"] = armed_cq(self.ctx, recv_wr + 1)
+        else:
+            scq, rcq = CQ(self.ctx, send_wr + 1), CQ(self.ctx, recv_wr + 1)
         cap = QPCap(
             max_send_wr=send_wr,
             max_recv_wr=recv_wr,
@@ -198,7 +201,11 @@ class Engine(CmOps, ApiOps):
             max_recv_sge=sge,
             max_inline_data=int(msg.get("max_inline", 0)),
         )
-        init = QPInitAttr(qp_type=QP_TYPES[qp_type], scq=scq, rcq=rcq, cap=cap, sq_sig_all=0)
+        # with a shared receive queue (`srq`: its id) the QP's receives come from it
+        srq = self.srqs[int(msg["srq"])] if "srq" in msg else None
+        init = QPInitAttr(
+            qp_type=QP_TYPES[qp_type], scq=scq, rcq=rcq, srq=srq, cap=cap, sq_sig_all=0
+        )
         try:
             qp = QP(self.pd, init)
         except PyverbsError as exc:
@@ -212,6 +219,7 @@ class Engine(CmOps, ApiOps):
             send_wr,
             recv_wr,
             retry_cnt=max(0, min(7, int(msg.get("retry_cnt", 7)))),
+            channels=channels,
         )
         eid = next(self._ids)
         self.eps[eid] = ep
@@ -238,6 +246,8 @@ class Engine(CmOps, ApiOps):
         ep.qp.close()
         ep.scq.close()
         ep.rcq.close()
+        for channel, _ in ep.channels.values():
+            channel.close()
 
     def op_query_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
         ep = self.eps[int(msg["ep"])]
@@ -459,9 +469,17 @@ class Engine(CmOps, ApiOps):
                 self.op_destroy_qp({"ep": eid})
             except PyverbsError:
                 pass
+        for srq in self.srqs.values():
+            srq.close()
+        self.srqs.clear()
         for mr in self.mrs.values():
             mr.close()
         self.mrs.clear()
+        for pd, buf in self._rereg_kept:
+            if pd is not None:
+                pd.close()
+            if buf:
+                free(buf)
         if self._cm_anchor is not None:
             self._cm_anchor[1].close()
         else:
@@ -492,16 +510,3 @@ def poll(cq: CQ, count: int, timeout: float, gone: Callable[[], bool] | None = N
             if gone():
                 deadline, gone = min(deadline, now + FLUSH_GRACE), None
     return got
-
-
-def wc_json(wc: Any) -> dict[str, Any]:
-    return {
-        "wr_id": wc.wr_id,
-        "status": wc.status,
-        "status_text": status_text(wc.status),
-        "opcode": WC_OPCODES.get(wc.opcode, str(wc.opcode)),
-        "byte_len": wc.byte_len,
-        "vendor_err": wc.vendor_err,
-        "src_qp": wc.src_qp,
-        "imm": wc.imm_data,
-    }
