@@ -282,6 +282,8 @@ def not_applicable(case: str, provider: str) -> str | None:
         )
     if name == "resize_cq" and provider == "siw":
         return "rdma-core implements no ibv_resize_cq for siw: libibverbs answers EOPNOTSUPP"
+    if module == "qpex" and provider == "siw" and not name.endswith("bad_flow"):
+        return "rdma-core's siw provider creates no extended QP (ibv_qp_ex): EOPNOTSUPP"
     if name == "resize_srq" and provider == "siw":
         return "siw does not claim IBV_DEVICE_SRQ_RESIZE (upstream's case skips)"
     if "raw" in name.split("_"):
@@ -320,6 +322,7 @@ _NEWER_PYVERBS = {
     "mr.MRTest.mrex_rereg_addr": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
     "mr.MRTest.mrex_rereg_access": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
     "mr.MRTest.reg_mrex_bad_flags": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
+    "mr.MWTest.mw_ex_type1": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
     "mr.MRTest.reg_mrex_inval_params": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
     "qp.QPTest.query_data_in_order": (
         "its RETURN_CAPS flag (the case's second half) came with rdma-core 46"
@@ -345,7 +348,9 @@ TAXONOMY = Taxonomy(
         "hpccomm_suites.verbs.test_conformance_errors",
         "hpccomm_suites.verbs.test_conformance_events",
         "hpccomm_suites.verbs.test_conformance_mr",
+        "hpccomm_suites.verbs.test_conformance_mw",
         "hpccomm_suites.verbs.test_conformance_qp",
+        "hpccomm_suites.verbs.test_conformance_qpex",
         "hpccomm_suites.verbs.test_conformance_srq",
         "hpccomm_suites.verbs.test_host_to_host",
     ),

@@ -296,6 +296,11 @@ class ApiOps:
 
         return outcome(create)
 
+    def op_api_qp_caps(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """What ibv_query_qp reports as endpoint `ep`'s capacities (IBV_QP_CAP)."""
+        ep = self.eps[int(msg["ep"])]
+        return outcome(lambda: _caps(ep.qp.query(e.IBV_QP_CAP)[1].cap))
+
     def op_api_modify_ud_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A UD QP (ex: from ibv_create_qp_ex) walked to INIT with Q_Key `qkey`, to RTR, to
         RTS with SQ PSN `psn` and back to RESET; what ibv_query_qp read after each step."""

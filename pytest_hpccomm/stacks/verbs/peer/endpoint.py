@@ -22,6 +22,7 @@ ACCESS = {
     "remote_write": e.IBV_ACCESS_REMOTE_WRITE,
     "remote_read": e.IBV_ACCESS_REMOTE_READ,
     "remote_atomic": e.IBV_ACCESS_REMOTE_ATOMIC,
+    "mw_bind": e.IBV_ACCESS_MW_BIND,
 }
 STATES = {
     "RESET": e.IBV_QPS_RESET,
@@ -76,6 +77,7 @@ class Endpoint:
     retry_cnt: int = 7  # RC: transport retries before IBV_WC_RETRY_EXC_ERR (7 = 7, per IBTA)
     # "send"/"recv" -> (its CQ's completion channel, the channel's fd): events.armed_cq
     channels: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    ex: bool = False  # an extended QP (ibv_qp_ex): its sends go through qpex.post
 
 
 def wc_json(wc: Any) -> dict[str, Any]:

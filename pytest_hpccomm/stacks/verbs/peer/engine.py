@@ -26,13 +26,14 @@ from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context, get_device_list
 from pyverbs.mem_alloc import free
-from pyverbs.mr import MR
+from pyverbs.mr import MR, MW
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPAttr, QPCap, QPEx, QPInitAttr
 from pyverbs.srq import SRQ
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from pytest_hpccomm.stacks.verbs.peer import qpex
 from pytest_hpccomm.stacks.verbs.peer.api import ApiOps
 from pytest_hpccomm.stacks.verbs.peer.endpoint import (
     ACCESS,
@@ -46,6 +47,7 @@ from pytest_hpccomm.stacks.verbs.peer.endpoint import (
 )
 from pytest_hpccomm.stacks.verbs.peer.engine_cm import CmOps
 from pytest_hpccomm.stacks.verbs.peer.events import EventOps, armed_cq
+from pytest_hpccomm.stacks.verbs.peer.mw import MwOps
 from pytest_hpccomm.stacks.verbs.peer.srq import SrqOps
 from pytest_hpccomm.stacks.verbs.wire import QKEY
 
@@ -58,15 +60,18 @@ OPCODES = {
     "RDMA_READ": e.IBV_WR_RDMA_READ,
     "ATOMIC_CMP_AND_SWP": e.IBV_WR_ATOMIC_CMP_AND_SWP,
     "ATOMIC_FETCH_AND_ADD": e.IBV_WR_ATOMIC_FETCH_AND_ADD,
+    "LOCAL_INV": e.IBV_WR_LOCAL_INV,  # invalidates `invalidate`, an rkey (no data)
+    "SEND_WITH_INV": e.IBV_WR_SEND_WITH_INV,  # a SEND that invalidates it at the receiver
 }
+INVALIDATING = ("LOCAL_INV", "SEND_WITH_INV")
 MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 PLANTS = ("mr-no-remote-write",)
 
 
-class Engine(CmOps, ApiOps, SrqOps, EventOps):
+class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
     """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps, the
     object-level calls of rdma-core's API tests api.ApiOps, shared receive queues
-    srq.SrqOps, waiting for events events.EventOps."""
+    srq.SrqOps, waiting for events events.EventOps, memory windows mw.MwOps."""
 
     def __init__(
         self,
@@ -95,6 +100,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
         self.mrs: dict[int, MR] = {}
         self._rereg_kept = []
         self.srqs: dict[int, SRQ] = {}
+        self.mws: dict[int, tuple[MW, int]] = {}
         self.eps: dict[int, Endpoint] = {}
         self._ids = itertools.count(1)
         self._psn = random.Random(port * 7919 + id(self))
@@ -152,7 +158,9 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
         return {"mr": mid, "addr": mr.buf, "rkey": mr.rkey, "lkey": mr.lkey, "length": length}
 
     def op_dereg_mr(self, msg: dict[str, Any]) -> None:
-        self.mrs.pop(int(msg["mr"])).close()
+        # forgotten only once gone: a refused dereg (a window still bound) keeps it
+        self.mrs[int(msg["mr"])].close()
+        del self.mrs[int(msg["mr"])]
 
     def _region(self, msg: dict[str, Any]) -> tuple[MR, int, int]:
         mr = self.mrs[int(msg["mr"])]
@@ -203,13 +211,24 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
         )
         # with a shared receive queue (`srq`: its id) the QP's receives come from it
         srq = self.srqs[int(msg["srq"])] if "srq" in msg else None
-        init = QPInitAttr(
-            qp_type=QP_TYPES[qp_type], scq=scq, rcq=rcq, srq=srq, cap=cap, sq_sig_all=0
-        )
         try:
-            qp = QP(self.pd, init)
+            if msg.get("ex"):  # posts through the extended API (qpex.py)
+                attr = qpex.init_attr(
+                    QP_TYPES[qp_type], self.pd, scq, rcq, cap, srq, list(msg.get("send_ops", []))
+                )
+                qp = QPEx(self.ctx, attr)
+            else:
+                init = QPInitAttr(
+                    qp_type=QP_TYPES[qp_type], scq=scq, rcq=rcq, srq=srq, cap=cap, sq_sig_all=0
+                )
+                qp = QP(self.pd, init)
         except PyverbsError as exc:
-            raise VerbsError(f"ibv_create_qp({qp_type}): {exc}") from None
+            for cq in (scq, rcq):
+                cq.close()
+            raise VerbsError(
+                f"ibv_create_qp{'_ex' if msg.get('ex') else ''}({qp_type}): "
+                f"errno {errno_of(exc)}: {exc}"
+            ) from None
         ep = Endpoint(
             qp,
             scq,
@@ -220,6 +239,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
             recv_wr,
             retry_cnt=max(0, min(7, int(msg.get("retry_cnt", 7)))),
             channels=channels,
+            ex=bool(msg.get("ex")),
         )
         eid = next(self._ids)
         self.eps[eid] = ep
@@ -370,20 +390,22 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
             try:
                 ep.qp.post_recv(wr)
             except PyverbsError as exc:
-                raise VerbsError(f"ibv_post_recv: {exc}") from None
+                raise VerbsError(f"ibv_post_recv (WR {i}): errno {errno_of(exc)}: {exc}") from None
 
     def _send_wr(self, ep: Endpoint, w: dict[str, Any]) -> SendWR:
         opcode = w.get("opcode", "SEND")
         flags = e.IBV_SEND_SIGNALED if w.get("signaled", True) else 0
         if w.get("inline"):
             flags |= e.IBV_SEND_INLINE
+        sg = [self._sge(w)] if "mr" in w else []  # LOCAL_INV moves no data
         wr = SendWR(
             wr_id=int(w.get("wr_id", 0)),
             opcode=OPCODES[opcode],
-            num_sge=1,
-            sg=[self._sge(w)],
+            num_sge=len(sg),
+            sg=sg or None,
             send_flags=flags,
-            imm_data=int(w.get("imm", 0)),
+            # the union of imm_data and invalidate_rkey
+            imm_data=int(w["invalidate"] if opcode in INVALIDATING else w.get("imm", 0)),
         )
         if opcode.startswith("RDMA"):
             wr.set_wr_rdma(int(w["rkey"]), int(w["remote_addr"]))
@@ -403,6 +425,9 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
     def op_post_send(self, msg: dict[str, Any]) -> None:
         """Post each WR in order; a rejected post raises with its index and errno."""
         ep = self.eps[int(msg["ep"])]
+        if ep.ex:
+            qpex.post(ep, [(w, self._sge(w)) for w in msg["wrs"]])
+            return
         for i, w in enumerate(msg["wrs"]):
             wr = self._send_wr(ep, w)
             try:
@@ -469,6 +494,9 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps):
                 self.op_destroy_qp({"ep": eid})
             except PyverbsError:
                 pass
+        for mw, _ in self.mws.values():
+            mw.close()
+        self.mws.clear()
         for srq in self.srqs.values():
             srq.close()
         self.srqs.clear()
