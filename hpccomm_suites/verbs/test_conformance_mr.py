@@ -194,3 +194,27 @@ def test_atomic_that_breaks_the_rules_fails(
         assert local() == local_before, "the old value landed through a wrong lkey"
     else:
         assert target_digest(link) == before, f"{ATOMIC_VIOLATIONS[case]}: the target changed"
+
+
+@pytest.mark.covers("verbs", "atomic.AtomicTest.atomic_invalid_qp_access:rxe")
+@pytest.mark.verbs_needs("atomics")
+def test_atomic_into_a_qp_without_remote_atomic_is_rejected(
+    verbs_pair: VerbsPair, record_property: Any
+) -> None:
+    """QPs whose access flags grant local write only: a FETCH_AND_ADD into an MR that grants
+    every right still fails (the responder's QP must allow remote atomics too, IB spec
+    9.4.5) and leaves the target as it was."""
+    from pytest_hpccomm.stacks.verbs.links import Link
+
+    conn = verbs_pair.connect("RC", access=("local_write",), max_send_wr=16, max_recv_wr=16)
+    link = Link(
+        verbs_pair, conn, verbs_pair.reg_mr(verbs_pair.a, LENGTH),
+        verbs_pair.reg_mr(verbs_pair.b, LENGTH), length=LENGTH,
+    )  # fmt: skip
+    try:
+        before = target_digest(link)
+        wr = op("ATOMIC_FETCH_AND_ADD", link, length=8, compare_add=1)
+        record_property("qp_access_refusal", _refused(verbs_pair, link, wr)[:300])
+        assert target_digest(link) == before, "a refused atomic changed the target"
+    finally:
+        link.close()

@@ -28,12 +28,12 @@ LENGTH = 4096
 WINDOW_ONLY = ("local_write", "mw_bind")  # the MR itself grants no remote access
 
 
-def cells(*cases: str) -> list[str]:
+def cells(*cases: str, family: str = "mr.MWTest") -> list[str]:
     return [
-        f"mr.MWTest.{c}:{p}"
+        f"{family}.{c}:{p}"
         for c in cases
         for p in ("rxe", "siw")
-        if not not_applicable(f"mr.MWTest.{c}", p)
+        if not not_applicable(f"{family}.{c}", p)
     ]
 
 
@@ -185,3 +185,37 @@ def test_window_of_an_unknown_type_is_refused(
     res = link.b.peer.call("api_alloc_mw", type=3)
     assert "ok" not in res, f"ibv_alloc_mw made a window of type 3: {res}"
     record_property("type3_errno", res["errno"])
+
+
+@pytest.mark.covers("verbs", *cells("qp_ex_rc_bind_mw", family="qpex.QpExTestCase"))
+def test_window_bound_through_the_extended_api(verbs_pair: VerbsPair, record_property: Any) -> None:
+    """Type 2 windows bound with ibv_wr_bind_mw on extended RC QPs (upstream's
+    qp_ex_rc_bind_mw): one granting remote write carries a WRITE; one granting local write
+    only refuses it, and the target stays as it was."""
+    from pytest_hpccomm.stacks.verbs.links import Link
+
+    ops = ["RDMA_WRITE", "RDMA_READ", "BIND_MW"]  # READ: the iWARP placement fence
+    try:
+        conn = verbs_pair.connect("RC", max_send_wr=16, max_recv_wr=16, ex=True, send_ops=ops)
+    except VerbsCallError as exc:
+        if f"errno {errno.EOPNOTSUPP}" not in exc.message:
+            raise
+        pytest.skip(f"{verbs_pair.info['device']}'s provider creates no extended QP")
+    link = Link(
+        verbs_pair, conn, verbs_pair.reg_mr(verbs_pair.a, LENGTH),
+        verbs_pair.reg_mr(verbs_pair.b, LENGTH, WINDOW_ONLY), WINDOW_ONLY, LENGTH,
+    )  # fmt: skip
+    made: list[int] = []
+    try:
+        grant = _alloc(verbs_pair, link, 2, made)
+        rkey = _bind(verbs_pair, link, grant, LENGTH, ["local_write", "remote_write"])
+        _lands(verbs_pair, link, rkey, 85, "WRITE through a window bound by wr_bind_mw")
+        local = _alloc(verbs_pair, link, 2, made)
+        rkey = _bind(verbs_pair, link, local, LENGTH, ["local_write"])
+        how = _refused(verbs_pair, link, rkey, 86, "WRITE through a local-write-only window")
+        record_property("local_only_refusal", how[:300])
+    finally:
+        for mw in made:
+            with contextlib.suppress(VerbsCallError):
+                verbs_pair.b.call("dealloc_mw", mw=mw)
+        link.close()

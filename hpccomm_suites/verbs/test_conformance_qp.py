@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.verbs.coverage import not_applicable
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import Side, VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import NewQp
@@ -137,5 +138,35 @@ def test_cm_connection_reaches_rts(verbs_pair: VerbsPair) -> None:
         with known_defects(verbs_pair.selection.driver, "siw-no-qp-state"):
             states = conn.state(conn.a), conn.state(conn.b)
             assert states == ("RTS", "RTS"), f"connected QPs report {', '.join(states)}"
+    finally:
+        conn.close()
+
+
+RD_ATOMIC = 12  # upstream's request, each way
+
+
+@pytest.mark.covers(
+    "verbs",
+    *(
+        f"qp.RCQPTest.modify_rc_qp_rd_atomic:{p}"
+        for p in ("rxe", "siw")
+        if not not_applicable("qp.RCQPTest.modify_rc_qp_rd_atomic", p)
+    ),
+)
+def test_rd_atomic_depths_hold_what_was_asked(verbs_pair: VerbsPair) -> None:
+    """An RC connection made asking for 12 RDMA READs/atomics in flight each way (at most the
+    device's limits): ibv_query_qp on both QPs reports at least that (rdma_cm's responder
+    resources and initiator depth on iWARP)."""
+    info = verbs_pair.info
+    want = min(RD_ATOMIC, info["max_qp_rd_atom"], info["max_qp_init_rd_atom"])
+    conn = verbs_pair.connect("RC", rd_atomic=want)
+    try:
+        for name, side in (("a", conn.a), ("b", conn.b)):
+            got = side.peer.call("api_qp_rd_atomic", ep=side.ep)
+            assert "ok" in got, f"ibv_query_qp on {name}: {got}"
+            depths = got["ok"]
+            assert depths["max_rd_atomic"] >= want and depths["max_dest_rd_atomic"] >= want, (
+                f"{name}: asked {want} each way, the QP reports {depths}"
+            )
     finally:
         conn.close()

@@ -177,13 +177,19 @@ def test_extended_post_send_moves_what_it_names(
 @UD_ONLY
 @pytest.mark.covers(
     "verbs",
-    *cells("post_receive_qp_state_bad_flow", "post_send_qp_state_bad_flow", "full_rq_bad_flow"),
+    *cells(
+        "post_receive_qp_state_bad_flow",
+        "post_send_qp_state_bad_flow",
+        "full_rq_bad_flow",
+        "rq_with_larger_sgl_bad_flow",
+    ),
 )
 def test_extended_qp_bad_flows(
     verbs_pair: VerbsPair, mrs: tuple[dict[str, Any], dict[str, Any]]
 ) -> None:
-    """On an extended UD QP (upstream's): a receive and a send posted in RESET are EINVAL; a
-    receive queue filled to its max_recv_wr refuses one more with ENOMEM."""
+    """On an extended UD QP (upstream's): a receive with one SGE more than max_recv_sge is
+    EINVAL; a receive queue filled to its max_recv_wr refuses one more with ENOMEM; a
+    receive and a send posted in RESET are EINVAL."""
     mr_a, mr_b = mrs
     conn = connect_ex(verbs_pair, "UD")
     a, b = conn.a, conn.b
@@ -191,7 +197,12 @@ def test_extended_qp_bad_flows(
         recv = {"mr": mr_b["mr"], "offset": 0, "length": 64 + GRH_BYTES}
         caps = b.peer.call("api_qp_caps", ep=b.ep)
         assert "ok" in caps, f"ibv_query_qp(IBV_QP_CAP): {caps}"
-        cap = int(caps["ok"]["max_recv_wr"])
+        cap, sges = int(caps["ok"]["max_recv_wr"]), int(caps["ok"]["max_recv_sge"]) + 1
+        with pytest.raises(VerbsCallError) as wide:
+            b.peer.call("post_recv", ep=b.ep, sges=sges, **recv)
+        assert f"errno {errno.EINVAL}" in wide.value.message, (
+            f"a receive of {sges} SGEs past max_recv_sge: {wide.value.message}"
+        )
         with pytest.raises(VerbsCallError) as full:
             b.peer.call("post_recv", ep=b.ep, count=cap + 1, **recv)
         assert f"(WR {cap}): errno {errno.ENOMEM}" in full.value.message, (

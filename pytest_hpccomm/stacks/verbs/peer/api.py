@@ -301,6 +301,17 @@ class ApiOps:
         ep = self.eps[int(msg["ep"])]
         return outcome(lambda: _caps(ep.qp.query(e.IBV_QP_CAP)[1].cap))
 
+    def op_api_qp_rd_atomic(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """What ibv_query_qp reports as endpoint `ep`'s RDMA READ/atomic depths."""
+        ep = self.eps[int(msg["ep"])]
+
+        def query() -> dict[str, int]:
+            attr = ep.qp.query(e.IBV_QP_MAX_QP_RD_ATOMIC | e.IBV_QP_MAX_DEST_RD_ATOMIC)[0]
+            return {"max_rd_atomic": int(attr.max_rd_atomic),
+                    "max_dest_rd_atomic": int(attr.max_dest_rd_atomic)}  # fmt: skip
+
+        return outcome(query)
+
     def op_api_modify_ud_qp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A UD QP (ex: from ibv_create_qp_ex) walked to INIT with Q_Key `qkey`, to RTR, to
         RTS with SQ PSN `psn` and back to RESET; what ibv_query_qp read after each step."""

@@ -78,6 +78,7 @@ class Endpoint:
     # "send"/"recv" -> (its CQ's completion channel, the channel's fd): events.armed_cq
     channels: dict[str, tuple[Any, int]] = field(default_factory=dict)
     ex: bool = False  # an extended QP (ibv_qp_ex): its sends go through qpex.post
+    rd_atomic: int = 16  # RDMA READs/atomics in flight asked for, each way (capped by the device)
 
 
 def wc_json(wc: Any) -> dict[str, Any]:

@@ -240,6 +240,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
             retry_cnt=max(0, min(7, int(msg.get("retry_cnt", 7)))),
             channels=channels,
             ex=bool(msg.get("ex")),
+            rd_atomic=int(msg.get("rd_atomic", 16)),
         )
         eid = next(self._ids)
         self.eps[eid] = ep
@@ -297,7 +298,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
             attr.path_mtu = min(int(remote.get("mtu", 3)), int(self.port_attr.active_mtu))
             attr.dest_qp_num = int(remote.get("qpn", 0))
             attr.rq_psn = int(remote.get("psn", 0))
-            attr.max_dest_rd_atomic = min(16, max(1, self.dev_attr.max_qp_rd_atom))
+            attr.max_dest_rd_atomic = min(ep.rd_atomic, max(1, self.dev_attr.max_qp_rd_atom))
             attr.min_rnr_timer = 1  # 0.01 ms: the peers post receives a moment late
             attr.ah_attr = self._ah_attr(remote)
             fields |= {
@@ -315,7 +316,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
                 # rnr_retry 7: forever (IBTA); retry_cnt 7 is 7 retries, but rxe retries
                 # forever at 7 (rxe_comp.c), so a fault test asks for fewer
                 attr.timeout, attr.retry_cnt, attr.rnr_retry = 14, ep.retry_cnt, 7
-                attr.max_rd_atomic = min(16, max(1, self.dev_attr.max_qp_init_rd_atom))
+                attr.max_rd_atomic = min(ep.rd_atomic, max(1, self.dev_attr.max_qp_init_rd_atom))
                 fields |= {
                     "TIMEOUT": e.IBV_QP_TIMEOUT,
                     "RETRY_CNT": e.IBV_QP_RETRY_CNT,
@@ -383,10 +384,23 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
         mr, offset, length = self._region(wr)
         return SGE(mr.buf + offset, length, int(wr.get("lkey", mr.lkey)))
 
+    def _sges(self, msg: dict[str, Any], n: int) -> list[SGE]:
+        """The region as `n` SGEs of equal length (the last takes the rest)."""
+        if n <= 1:
+            return [self._sge(msg)]
+        offset, length = int(msg.get("offset", 0)), int(msg["length"])
+        part = length // n
+        return [
+            self._sge({**msg, "offset": offset + i * part,
+                       "length": part if i < n - 1 else length - part * (n - 1)})
+            for i in range(n)
+        ]  # fmt: skip
+
     def op_post_recv(self, msg: dict[str, Any]) -> None:
         ep = self.eps[int(msg["ep"])]
+        sg = self._sges(msg, int(msg.get("sges", 1)))
         for i in range(int(msg.get("count", 1))):
-            wr = RecvWR(wr_id=int(msg.get("wr_id", 0)) + i, num_sge=1, sg=[self._sge(msg)])
+            wr = RecvWR(wr_id=int(msg.get("wr_id", 0)) + i, num_sge=len(sg), sg=sg)
             try:
                 ep.qp.post_recv(wr)
             except PyverbsError as exc:

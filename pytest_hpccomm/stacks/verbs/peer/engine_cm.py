@@ -111,7 +111,7 @@ class CmOps:
     def _conn_param(self, ep: Endpoint) -> Any:
         from pyverbs.cmid import ConnParam
 
-        depth = min(16, max(1, self.dev_attr.max_qp_rd_atom))
+        depth = min(ep.rd_atomic, max(1, self.dev_attr.max_qp_rd_atom))
         return ConnParam(resources=depth, depth=depth, qp_num=ep.qp.qp_num)
 
     def op_cm_accept(self, msg: dict[str, Any]) -> None:

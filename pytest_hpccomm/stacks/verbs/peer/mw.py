@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyverbs.enums as e
+from pyverbs.base import inc_rkey
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError
@@ -46,8 +47,8 @@ class MwOps:
 
     def op_bind_mw(self, msg: dict[str, Any]) -> dict[str, int]:
         """Bind window `mw` to `length` bytes at `offset` of MR `mr` with the `access` named,
-        through endpoint `ep`'s QP, signalled with `wr_id`; the rkey the window now has. Its
-        completion arrives on the endpoint's send CQ."""
+        through endpoint `ep`'s QP (an extended one: with wr_bind_mw), signalled with `wr_id`;
+        the rkey the window now has. Its completion arrives on the endpoint's send CQ."""
         ep, (mw, kind) = self.eps[int(msg["ep"])], self.mws[int(msg["mw"])]
         mr = self.mrs[int(msg["mr"])]
         access = 0
@@ -56,6 +57,14 @@ class MwOps:
         info = MWBindInfo(mr, mr.buf + int(msg.get("offset", 0)), int(msg["length"]), access)
         wr_id = int(msg.get("wr_id", 0))
         try:
+            if ep.ex:  # through the extended API: wr_bind_mw (type 2)
+                rkey = inc_rkey(mw.rkey)
+                qp: Any = ep.qp
+                qp.wr_start()
+                qp.wr_id, qp.wr_flags = wr_id, e.IBV_SEND_SIGNALED
+                qp.wr_bind_mw(mw, rkey, info)
+                qp.wr_complete()
+                return {"rkey": int(rkey)}
             if kind == 1:
                 ep.qp.bind_mw(mw, MWBind(info, e.IBV_SEND_SIGNALED, wr_id))
                 return {"rkey": int(mw.rkey)}
