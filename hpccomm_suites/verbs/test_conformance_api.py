@@ -479,3 +479,12 @@ def test_resize_cq_keeps_its_completions(
     wcs = verbs_pair.poll(link.a, "send", count=SENDS, nbytes=64 * SENDS)
     verbs_pair.expect_success(wcs, wrs, "SENDs polled after the resize")
     assert [w["wr_id"] for w in wcs] == [w["wr_id"] for w in wrs]
+
+
+@ca_only
+@pytest.mark.covers("verbs")  # upstream's XRC cases: not applicable on rxe (coverage.py)
+def test_xrc_domain_opens_where_the_provider_has_xrc(verbs_pair: VerbsPair) -> None:
+    """ibv_open_xrcd on a new file, as upstream's XRC resources open it: it works, or the
+    provider has no XRC (EOPNOTSUPP: rxe), and then upstream's XRC cases skip, as this
+    does."""
+    _unsupported(ask(verbs_pair, "api_open_xrcd"), "ibv_open_xrcd (XRC)", verbs_pair)

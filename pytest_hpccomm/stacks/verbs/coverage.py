@@ -275,6 +275,8 @@ def not_applicable(case: str, provider: str) -> str | None:
     module, cls, name = case.split(".")
     if cls in _NEITHER:
         return _NEITHER[cls]
+    if "xrc" in name.split("_") and provider == "rxe":
+        return "rdma-core's rxe provider has no XRC: ibv_open_xrcd answers EOPNOTSUPP"
     if name.startswith("mr_rereg"):
         return (
             "rdma-core implements no ibv_rereg_mr for rxe or siw: libibverbs answers "

@@ -237,6 +237,27 @@ class ApiOps:
 
         return outcome(resize)
 
+    def op_api_open_xrcd(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Open (and close) an XRC domain on a new file, as upstream's XRCResources does
+        (ibv_open_xrcd with a descriptor and O_CREAT); ok: True."""
+        import os
+        import stat
+        import tempfile
+
+        from pyverbs.xrcd import XRCD, XRCDInitAttr
+
+        def open_xrcd() -> bool:
+            with tempfile.NamedTemporaryFile() as tmp:
+                fd = os.open(tmp.name, os.O_RDONLY | os.O_CREAT, stat.S_IRUSR | stat.S_IRGRP)
+                try:
+                    mask = e.IBV_XRCD_INIT_ATTR_FD | e.IBV_XRCD_INIT_ATTR_OFLAGS
+                    with XRCD(self.ctx, XRCDInitAttr(mask, os.O_CREAT, fd)):
+                        return True
+                finally:
+                    os.close(fd)
+
+        return outcome(open_xrcd)
+
     def op_api_create_ah(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Create (and destroy) an address handle to this port's own GID, or one without a
         GRH when global is false."""
