@@ -23,7 +23,7 @@ from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr, QPInitAttrEx
 
-from pytest_hpccomm.stacks.verbs.peer.endpoint import ACCESS, STATE_NAMES, Endpoint
+from pytest_hpccomm.stacks.verbs.peer.endpoint import STATE_NAMES, Endpoint, access_flags
 
 API_QP_TYPES = {"RC": e.IBV_QPT_RC, "UC": e.IBV_QPT_UC, "UD": e.IBV_QPT_UD}
 DEVICE_FIELDS = (
@@ -164,9 +164,7 @@ class ApiOps:
     def op_api_reg_mr(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Register (and deregister) `length` bytes with the `access` flags named; ok is the
         length registered."""
-        access = 0
-        for name in msg.get("access", []):
-            access |= ACCESS[str(name)]
+        access = access_flags(msg.get("access", []))
 
         def register() -> int:
             with PD(self.ctx) as pd:
@@ -186,9 +184,7 @@ class ApiOps:
         flags = int(msg.get("flags", 0))
         for name in msg.get("change", []):
             flags |= REREG[str(name)]
-        access = 0
-        for name in msg.get("access", []):
-            access |= ACCESS[str(name)]
+        access = access_flags(msg.get("access", []))
         length = int(msg.get("length", 0))
         new_pd = PD(self.ctx) if "pd" in msg.get("change", []) else None
         buf = posix_memalign(length) if length else 0

@@ -5,6 +5,7 @@ deterministic buffer fill and a completion as JSON."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,14 @@ WC_OPCODES = {
     e.IBV_WC_RECV: "RECV",
     e.IBV_WC_RECV_RDMA_WITH_IMM: "RECV_RDMA_WITH_IMM",
 }
+
+
+def access_flags(names: Iterable[Any]) -> int:
+    """The IBV_ACCESS_* bits of the access names given (ACCESS)."""
+    flags = 0
+    for name in names:
+        flags |= ACCESS[str(name)]
+    return flags
 
 
 class VerbsError(Exception):

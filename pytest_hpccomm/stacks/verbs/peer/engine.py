@@ -36,11 +36,11 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 from pytest_hpccomm.stacks.verbs.peer import qpex
 from pytest_hpccomm.stacks.verbs.peer.api import ApiOps
 from pytest_hpccomm.stacks.verbs.peer.endpoint import (
-    ACCESS,
     STATE_NAMES,
     STATES,
     Endpoint,
     VerbsError,
+    access_flags,
     errno_of,
     pattern,
     wc_json,
@@ -143,9 +143,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
         names = list(msg.get("access", ["local_write"]))
         if self.plant == "mr-no-remote-write" and "remote_write" in names:
             names.remove("remote_write")  # the planted bug: asked for, silently not granted
-        access = 0
-        for name in names:
-            access |= ACCESS[name]
+        access = access_flags(names)
         try:
             mr = MR(self.pd, max(length, 1), access)
         except PyverbsError as exc:
@@ -288,10 +286,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
                 attr.qkey = QKEY
                 fields["QKEY"] = e.IBV_QP_QKEY
             else:
-                flags = 0
-                for name in access:
-                    flags |= ACCESS[name]
-                attr.qp_access_flags = flags
+                attr.qp_access_flags = access_flags(access)
                 fields["ACCESS_FLAGS"] = e.IBV_QP_ACCESS_FLAGS
         elif state == "RTR" and ep.qp_type == "RC":
             remote = remote or {}

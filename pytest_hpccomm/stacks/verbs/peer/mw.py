@@ -17,7 +17,7 @@ from pyverbs.pyverbs_error import PyverbsError
 from pyverbs.wr import SendWR
 
 from pytest_hpccomm.stacks.verbs.peer.api import outcome
-from pytest_hpccomm.stacks.verbs.peer.endpoint import ACCESS, Endpoint, VerbsError, errno_of
+from pytest_hpccomm.stacks.verbs.peer.endpoint import Endpoint, VerbsError, access_flags, errno_of
 
 
 class MwOps:
@@ -51,9 +51,7 @@ class MwOps:
         the rkey the window now has. Its completion arrives on the endpoint's send CQ."""
         ep, (mw, kind) = self.eps[int(msg["ep"])], self.mws[int(msg["mw"])]
         mr = self.mrs[int(msg["mr"])]
-        access = 0
-        for name in msg.get("access", []):
-            access |= ACCESS[str(name)]
+        access = access_flags(msg.get("access", []))
         info = MWBindInfo(mr, mr.buf + int(msg.get("offset", 0)), int(msg["length"]), access)
         wr_id = int(msg.get("wr_id", 0))
         try:
