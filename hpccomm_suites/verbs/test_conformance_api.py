@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm.stacks.verbs.coverage import not_applicable
+from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
@@ -29,11 +29,6 @@ IBV_NODE_CA = 1
 IBV_NODE_RNIC = 4
 CA_ONLY = "InfiniBand/RoCE only: iWARP has RC QPs only, no UD/UC, address handles or P_Keys"
 ca_only = pytest.mark.verbs_not_on("iwarp", reason=CA_ONLY)
-
-
-def cells(*cases: str) -> list[str]:
-    """The cells of `cases` on the providers where they apply (coverage.not_applicable)."""
-    return [f"{c}:{p}" for c in cases for p in ("rxe", "siw") if not not_applicable(c, p)]
 
 
 def ask(pair: VerbsPair, op: str, **args: Any) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.coverage import not_applicable
+from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.driver import VerbsPair, completion_wait
 from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES
 
@@ -20,10 +20,6 @@ pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
 MESSAGE = 256
 ITERS = 8  # SENDs, one at a time: each must raise an event on both sides' armed CQs
-
-
-def cells(*cases: str) -> list[str]:
-    return [f"{c}:{p}" for c in cases for p in ("rxe", "siw") if not not_applicable(c, p)]
 
 
 def _by_event(pair: VerbsPair, side: Any, cq: str, what: str) -> dict[str, Any]:

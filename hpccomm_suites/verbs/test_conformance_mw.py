@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.coverage import not_applicable
+from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.driver import VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
@@ -28,13 +28,8 @@ LENGTH = 4096
 WINDOW_ONLY = ("local_write", "mw_bind")  # the MR itself grants no remote access
 
 
-def cells(*cases: str, family: str = "mr.MWTest") -> list[str]:
-    return [
-        f"{family}.{c}:{p}"
-        for c in cases
-        for p in ("rxe", "siw")
-        if not not_applicable(f"{family}.{c}", p)
-    ]
+def window_cells(*cases: str, family: str = "mr.MWTest") -> list[str]:
+    return cells(*(f"{family}.{c}" for c in cases))
 
 
 @pytest.fixture
@@ -103,7 +98,7 @@ def _refused(pair: VerbsPair, link: Any, rkey: int, seed: int, what: str) -> str
 
 
 @pytest.mark.parametrize("kind", [1, 2], ids=["type1", "type2"])
-@pytest.mark.covers("verbs", *cells("mw_type1", "mw_type2"))
+@pytest.mark.covers("verbs", *window_cells("mw_type1", "mw_type2"))
 def test_window_grants_remote_write_its_mr_lacks(
     verbs_pair: VerbsPair,
     verbs_fresh_rc: FreshLink,
@@ -137,7 +132,7 @@ INVALIDATIONS = {
 
 
 @pytest.mark.parametrize("how", list(INVALIDATIONS))
-@pytest.mark.covers("verbs", *cells(*(case for _, case in INVALIDATIONS.values())))
+@pytest.mark.covers("verbs", *window_cells(*(case for _, case in INVALIDATIONS.values())))
 def test_invalidated_window_is_refused(
     verbs_pair: VerbsPair,
     verbs_fresh_rc: FreshLink,
@@ -174,7 +169,7 @@ def test_invalidated_window_is_refused(
     record_property("invalidated_refusal", refusal[:300])
 
 
-@pytest.mark.covers("verbs", *cells("reg_mw_wrong_type"))
+@pytest.mark.covers("verbs", *window_cells("reg_mw_wrong_type"))
 def test_window_of_an_unknown_type_is_refused(
     verbs_pair: VerbsPair, verbs_fresh_rc: FreshLink, windows: list[int], record_property: Any
 ) -> None:
@@ -187,7 +182,7 @@ def test_window_of_an_unknown_type_is_refused(
     record_property("type3_errno", res["errno"])
 
 
-@pytest.mark.covers("verbs", *cells("qp_ex_rc_bind_mw", family="qpex.QpExTestCase"))
+@pytest.mark.covers("verbs", *window_cells("qp_ex_rc_bind_mw", family="qpex.QpExTestCase"))
 def test_window_bound_through_the_extended_api(verbs_pair: VerbsPair, record_property: Any) -> None:
     """Type 2 windows bound with ibv_wr_bind_mw on extended RC QPs (upstream's
     qp_ex_rc_bind_mw): one granting remote write carries a WRITE; one granting local write

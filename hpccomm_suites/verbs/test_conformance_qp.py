@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.coverage import not_applicable
+from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.defects import known_defects
 from pytest_hpccomm.stacks.verbs.driver import Side, VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import NewQp
@@ -145,14 +145,7 @@ def test_cm_connection_reaches_rts(verbs_pair: VerbsPair) -> None:
 RD_ATOMIC = 12  # upstream's request, each way
 
 
-@pytest.mark.covers(
-    "verbs",
-    *(
-        f"qp.RCQPTest.modify_rc_qp_rd_atomic:{p}"
-        for p in ("rxe", "siw")
-        if not not_applicable("qp.RCQPTest.modify_rc_qp_rd_atomic", p)
-    ),
-)
+@pytest.mark.covers("verbs", *cells("qp.RCQPTest.modify_rc_qp_rd_atomic"))
 def test_rd_atomic_depths_hold_what_was_asked(verbs_pair: VerbsPair) -> None:
     """An RC connection made asking for 12 RDMA READs/atomics in flight each way (at most the
     device's limits): ibv_query_qp on both QPs reports at least that (rdma_cm's responder

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.coverage import not_applicable
+from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.driver import Connection, VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES
 
@@ -44,13 +44,8 @@ CASES = {
 }
 
 
-def cells(*cases: str) -> list[str]:
-    return [
-        f"qpex.QpExTestCase.{c}:{p}"
-        for c in cases
-        for p in ("rxe", "siw")
-        if not not_applicable(f"qpex.QpExTestCase.{c}", p)
-    ]
+def qpex_cells(*cases: str) -> list[str]:
+    return cells(*(f"qpex.QpExTestCase.{c}" for c in cases))
 
 
 def connect_ex(pair: VerbsPair, qp_type: str) -> Connection:
@@ -82,7 +77,7 @@ def _u64(peer: Any, mr: dict[str, Any], at: int, order: str) -> int:
 @pytest.mark.parametrize(
     "case", [pytest.param(c, marks=UD_ONLY if "_ud_" in c else ()) for c in CASES]
 )
-@pytest.mark.covers("verbs", *cells(*CASES))
+@pytest.mark.covers("verbs", *qpex_cells(*CASES))
 def test_extended_post_send_moves_what_it_names(
     verbs_pair: VerbsPair,
     mrs: tuple[dict[str, Any], dict[str, Any]],
@@ -177,7 +172,7 @@ def test_extended_post_send_moves_what_it_names(
 @UD_ONLY
 @pytest.mark.covers(
     "verbs",
-    *cells(
+    *qpex_cells(
         "post_receive_qp_state_bad_flow",
         "post_send_qp_state_bad_flow",
         "full_rq_bad_flow",

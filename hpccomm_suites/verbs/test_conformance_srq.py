@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpccomm.stacks.verbs.coverage import not_applicable
+from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.driver import Connection, VerbsPair, completion_wait
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
@@ -25,10 +25,6 @@ MESSAGE = 512  # bytes per SEND, and per receive posted to the SRQ
 PER_QP = 4  # SENDs on each of the two QPs
 WR_BASE = 100  # the SRQ's receives carry wr_id WR_BASE + i and take region i of b's MR
 IBV_DEVICE_SRQ_RESIZE = 1 << 13
-
-
-def cells(*cases: str) -> list[str]:
-    return [f"{c}:{p}" for c in cases for p in ("rxe", "siw") if not not_applicable(c, p)]
 
 
 @dataclass

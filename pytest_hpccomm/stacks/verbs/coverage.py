@@ -319,6 +319,12 @@ def not_applicable(case: str, provider: str) -> str | None:
     return None
 
 
+def cells(*cases: str) -> list[str]:
+    """The "case:provider" cells of `cases` (module.Class.case) on the providers where they
+    apply: what a test's covers("verbs", ...) marker names."""
+    return [f"{c}:{p}" for c in cases for p in PROVIDERS if not not_applicable(c, p)]
+
+
 # cases the guests cannot run: their pyverbs (Debian 12's rdma-core 44) lacks the call
 _NEWER_PYVERBS = {
     "device.DeviceTest.get_pkey_index": "Context.get_pkey_index came with rdma-core 52",
