@@ -52,15 +52,23 @@ os._exit(0)
 """
 
 
-def free_port():
-    with socket.socket() as s:
+def held_ports(count):
+    """`count` distinct free ports, each held by a bound SO_REUSEADDR socket (close them when
+    the tasks end): a port probed free and let go can be handed out again before a task binds
+    it, and gRPC, which sets SO_REUSEADDR, binds a held port."""
+    socks = []
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        socks.append(s)
+    return [s.getsockname()[1] for s in socks], socks
 
 
 def one_try(version):
     """The two workers' exit codes."""
-    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
+    ports, held = held_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, json.dumps(cluster), str(i), str(version)],
@@ -78,6 +86,8 @@ def one_try(version):
             p.kill()
             p.wait()
         codes.append(p.returncode)
+    for s in held:
+        s.close()
     late = procs[1].stderr.read().strip() if procs[1].stderr else ""
     return codes, late
 

@@ -31,14 +31,22 @@ PS = (
 )
 
 
-def free_port():
-    with socket.socket() as s:
+def held_ports(count):
+    """`count` distinct free ports, each held by a bound SO_REUSEADDR socket (close them when
+    the tasks end): a port probed free and let go can be handed out again before a task binds
+    it, and gRPC, which sets SO_REUSEADDR, binds a held port."""
+    socks = []
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        socks.append(s)
+    return [s.getsockname()[1] for s in socks], socks
 
 
 def main(tries):
-    cluster = {"ps": [f"127.0.0.1:{free_port()}"], "worker": [f"127.0.0.1:{free_port()}"]}
+    (ps_port, worker_port), held = held_ports(2)  # held until this process ends
+    cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     ps = subprocess.Popen(
         [sys.executable, "-c", PS, json.dumps(cluster)], env=env, stderr=subprocess.DEVNULL

@@ -3,15 +3,16 @@ started with the project's launchers and reaped at the end.
 
 A task's process takes 20-35 s to start on 2 cores (TensorFlow's import), so a session starts
 its tasks once per (placement, layout) and reuses them. Loopback: every task here, on
-127.0.0.1 with ports picked free (a TensorFlow server binds all interfaces; it has no bind
-address option). netns: task i on virtual host i mod n, on that host's address, so a tensor
-between tasks on different hosts crosses the veths (their counters prove it); every task dials
-home over a Unix socket (the namespaces share the file system). hosts: task i on host i mod n
-of --hpc-hosts at its fabric address, started over the remote shell (peer/stdin_env.py ends it
-with its session), dialing home over TCP to this host's fabric address. TensorFlow servers
-cannot be stopped: "shutdown" makes each task end its process (os._exit), and the job reaper
-ends any that does not. A TensorFlow server listens on every interface and asks no
-credentials: on a shared cluster, its ports are open to whoever reaches them while it runs.
+127.0.0.1 at a free port held until the tasks end (cluster/ports.py; a TensorFlow server binds
+all interfaces, it has no bind address option). netns: task i on virtual host i mod n, on that
+host's address, so a tensor between tasks on different hosts crosses the veths (their counters
+prove it); every task dials home over a Unix socket (the namespaces share the file system).
+hosts: task i on host i mod n of --hpc-hosts at its fabric address, started over the remote
+shell (peer/stdin_env.py ends it with its session), dialing home over TCP to this host's fabric
+address. TensorFlow servers cannot be stopped: "shutdown" makes each task end its process
+(os._exit), and the job reaper ends any that does not. A TensorFlow server listens on every
+interface and asks no credentials: on a shared cluster, its ports are open to whoever reaches
+them while it runs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import itertools
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacementError, process_launch
 from pytest_hpccomm.cluster.placement import HOSTS, LOOPBACK, NETNS
+from pytest_hpccomm.cluster.ports import PortHold
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, is_this_host
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.peer.channel import (
@@ -121,12 +122,6 @@ class TfHosts:
 Site = VirtualCluster | TfHosts | None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class TfTasks:
     """The session's tasks for one (placement, layout). `with` starts and always reaps."""
 
@@ -161,6 +156,7 @@ class TfTasks:
         self.spec: dict[str, list[str]] = {}
         self.hosts: dict[str, int] = {}  # task -> host index (netns, hosts)
         self._server: ControlServer | None = None
+        self._held: PortHold | None = None  # loopback: the tasks' ports, until they end
         self._jobs: list[RunningJob] = []
         self._channels: dict[str, Channel] = {}
         self.hellos: dict[str, dict[str, Any]] = {}
@@ -195,10 +191,13 @@ class TfTasks:
             if self.remote is not None
             else []
         )
+        if not addresses:
+            self._release_ports()
+            self._held = PortHold(len(self.layout.tasks))
         for i, task in enumerate(self.layout.tasks):
             job = task.split(":")[0]
-            if not addresses:
-                spec[job].append(f"127.0.0.1:{free_port()}")
+            if self._held is not None:
+                spec[job].append(f"127.0.0.1:{self._held.ports[i]}")
                 continue
             host = i % len(addresses)
             self.hosts[task] = host
@@ -308,7 +307,10 @@ class TfTasks:
         replies = self.request_each(msgs, timeout)
         failed = [str(r) for r in replies.values() if isinstance(r, TfError)]
         if failed:
-            raise TfError(f"{self.describe()}: {'; '.join(failed)}; tasks ended ({self.ended})")
+            raise TfError(
+                f"{self.describe()}: {'; '.join(failed)}; tasks ended ({self.ended}); "
+                f"cluster {json.dumps(self.spec)}"  # a server that could not start: its port
+            )
         return replies
 
     def request_each(
@@ -374,7 +376,13 @@ class TfTasks:
         self._channels, self.hellos = {}, {}
         words = [job.stop(grace=1.0).describe() for job in self._jobs]
         self._jobs = []
+        self._release_ports()
         return "; ".join(w for w in words if w) or "no job"
+
+    def _release_ports(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def close(self) -> None:
         try:
