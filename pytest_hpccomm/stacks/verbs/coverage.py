@@ -334,6 +334,9 @@ _NEWER_PYVERBS = {
     "mr.MRTest.reg_mrex_bad_flags": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
     "mr.MWTest.mw_ex_type1": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
     "mr.MRTest.reg_mrex_inval_params": "MREx (ibv_reg_mr_ex) came with rdma-core 60",
+    "rdmacm.CMTestCase.rdmacm_async_resolve_addrinfo": (
+        "rdma_resolve_addrinfo came with rdma-core 60 (librdmacm RDMACM_1.4)"
+    ),
     "qp.QPTest.query_data_in_order": (
         "its RETURN_CAPS flag (the case's second half) came with rdma-core 46"
     ),
@@ -361,6 +364,7 @@ TAXONOMY = Taxonomy(
         "hpccomm_suites.verbs.test_conformance_mw",
         "hpccomm_suites.verbs.test_conformance_qp",
         "hpccomm_suites.verbs.test_conformance_qpex",
+        "hpccomm_suites.verbs.test_conformance_rdmacm",
         "hpccomm_suites.verbs.test_conformance_srq",
         "hpccomm_suites.verbs.test_host_to_host",
     ),

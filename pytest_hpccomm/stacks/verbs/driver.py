@@ -484,12 +484,16 @@ class VerbsPair:
         qp_type: str = "RC",
         access: tuple[str, ...] = ALL_ACCESS,
         b_caps: dict[str, Any] | None = None,
+        cm: bool = False,
         **caps: Any,
     ) -> Connection:
         """A connected pair of QPs in RTS: a on peer a, b on peer b (b's QP also with
-        `b_caps`, e.g. its shared receive queue)."""
+        `b_caps`, e.g. its shared receive queue). Connected through rdma_cm on iWARP, and
+        elsewhere with `cm` (RC); by hand otherwise, the pair relaying QPN, PSN and GID."""
         if qp_type == "UD" and self.iwarp:
             raise VerbsCallError("create_qp", "iWARP has no UD transport")
+        if qp_type == "UD" and cm:
+            raise VerbsCallError("create_qp", "an external UD QP is not connected by rdma_cm")
         args = {"qp_type": qp_type, **caps}
         got = together(
             [(self.a, "create_qp", args), (self.b, "create_qp", {**args, **(b_caps or {})})]
@@ -497,7 +501,7 @@ class VerbsPair:
         a, b = (Side(p, int(g["ep"]), g) for p, g in zip((self.a, self.b), got))
         conn = Connection(qp_type, a, b)
         try:
-            if self.iwarp:
+            if self.iwarp or cm:
                 self._cm_connect(a, b)
             else:
                 together(
@@ -519,10 +523,14 @@ class VerbsPair:
             raise
         return conn
 
+    def cm_service(self, peer: Peer) -> tuple[str | None, int]:
+        """Where `peer` can listen with rdma_cm: its device's address, and a port of its own."""
+        return peer.address or self.selection.address, next(self._ports)
+
     def _cm_connect(self, a: Side, b: Side) -> None:
         """rdma_cm: b listens, a connects, b accepts, both see ESTABLISHED; each wait for an
         event is bounded in the peer (CM_LIMIT), each call here a little longer."""
-        address, port = b.peer.address or self.selection.address, next(self._ports)
+        address, port = self.cm_service(b.peer)
         limit, call = CM_LIMIT, CM_LIMIT + self.call_margin
         b.peer.call("cm_listen", ep=b.ep, address=address, port=port)
         a.peer.call("cm_connect", ep=a.ep, address=address, port=port, limit=limit, timeout=call)

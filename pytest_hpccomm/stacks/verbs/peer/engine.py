@@ -35,6 +35,7 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 
 from pytest_hpccomm.stacks.verbs.peer import qpex
 from pytest_hpccomm.stacks.verbs.peer.api import ApiOps
+from pytest_hpccomm.stacks.verbs.peer.cmid import CmConn, CmIdOps
 from pytest_hpccomm.stacks.verbs.peer.endpoint import (
     STATE_NAMES,
     STATES,
@@ -68,10 +69,11 @@ MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 PLANTS = ("mr-no-remote-write",)
 
 
-class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
-    """The peer's verbs resources; the rdma_cm half (iWARP) is engine_cm.CmOps, the
-    object-level calls of rdma-core's API tests api.ApiOps, shared receive queues
-    srq.SrqOps, waiting for events events.EventOps, memory windows mw.MwOps."""
+class Engine(CmOps, CmIdOps, ApiOps, SrqOps, EventOps, MwOps):
+    """The peer's verbs resources; its QPs connected through rdma_cm are engine_cm.CmOps,
+    rdma_cm's own QPs cmid.CmIdOps, the object-level calls of rdma-core's API tests
+    api.ApiOps, shared receive queues srq.SrqOps, waiting for events events.EventOps, memory
+    windows mw.MwOps."""
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class Engine(CmOps, ApiOps, SrqOps, EventOps, MwOps):
         self.srqs: dict[int, SRQ] = {}
         self.mws: dict[int, tuple[MW, int]] = {}
         self.eps: dict[int, Endpoint] = {}
+        self.cms: dict[int, CmConn] = {}
         self._ids = itertools.count(1)
         self._psn = random.Random(port * 7919 + id(self))
 

@@ -1,7 +1,10 @@
-"""Peer side of the verbs stack: the rdma_cm half of the engine (iWARP QPs reach RTS only
-through the connection manager): the CM context and PD of an RNIC, listen / accept / connect,
-and waiting for CM events with a deadline (pyverbs exposes no descriptor and blocks with the
-GIL held, so the channel's fd is found and made non-blocking: open_cm_channel)."""
+"""Peer side of the verbs stack: the rdma_cm half of the engine: the engine's own ("external")
+QPs connected through the connection manager, as rdma-core's tests do with with_ext_qp. iWARP
+QPs reach RTS only this way (the kernel moves them; the CM context and PD of an RNIC are
+librdmacm's); on InfiniBand and RoCE the peer moves them with the CM's attributes (INIT, RTR,
+RTS) before accepting, or on the active side at CONNECT_RESPONSE, then rdma_establish. Waiting
+for CM events has a deadline (pyverbs exposes no descriptor and blocks with the GIL held, so
+the channel's fd is found and made non-blocking: open_cm_channel)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ class CmOps:
 
     device: str
     address: str | None
+    iwarp: bool
     eps: dict[int, Endpoint]
     dev_attr: Any
     _cm_anchor: Any
@@ -46,36 +50,10 @@ class CmOps:
         return anchor.context, anchor.pd
 
     def _cm_next(self, ep: Endpoint, timeout: float) -> Any:
-        """The channel's next event within `timeout` seconds, or None. The channel's fd is
-        non-blocking (see open_cm_channel): poll(2) waits, with the GIL released."""
-        from pyverbs.cmid import CMEvent
-
-        if ep.channel_fd is None:  # fd not found: the old blocking read, bounded by the
-            return CMEvent(ep.channel)  # orchestrator's request timeout and a peer restart
-        deadline = time.monotonic() + timeout
-        poller = select.poll()
-        poller.register(ep.channel_fd, select.POLLIN)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not poller.poll(left * 1000):
-                return None
-            try:
-                return CMEvent(ep.channel)
-            except PyverbsRDMAError as exc:
-                if errno_of(exc) not in (errno.EAGAIN, errno.EINTR):
-                    raise
+        return next_event(ep.channel, ep.channel_fd, timeout)
 
     def _cm_wait(self, ep: Endpoint, wanted: int, timeout: float) -> Any:
-        """The channel's next event, which must be `wanted`, within `timeout` seconds."""
-        event = self._cm_next(ep, timeout)
-        if event is None:
-            raise VerbsError(f"rdma_cm: no {cm_event_name(wanted)} within {timeout:g} s")
-        got = event.event_type
-        if got != wanted:
-            text = event.event_str()
-            event.ack_cm_event()
-            raise VerbsError(f"rdma_cm: expected {cm_event_name(wanted)}, got {text}")
-        return event
+        return wait_event(ep.channel, ep.channel_fd, wanted, timeout)
 
     def _cm_drain(self, ep: Endpoint) -> list[str]:
         """Events that arrived since ESTABLISHED (DISCONNECTED: the other side terminated the
@@ -108,6 +86,13 @@ class CmOps:
         attr, mask = cm.init_qp_attr(e.IBV_QPS_INIT)
         ep.qp.modify(attr, mask)
 
+    def _to_rts_for_cm(self, ep: Endpoint) -> None:
+        """InfiniBand / RoCE: INIT again (the access the exchange granted), RTR, RTS, each
+        with the attributes rdma_init_qp_attr gives once the CM knows the other side."""
+        for state in (e.IBV_QPS_INIT, e.IBV_QPS_RTR, e.IBV_QPS_RTS):
+            attr, mask = ep.cm.init_qp_attr(state)
+            ep.qp.modify(attr, mask)
+
     def _conn_param(self, ep: Endpoint) -> Any:
         from pyverbs.cmid import ConnParam
 
@@ -123,6 +108,8 @@ class CmOps:
         ep.cm = CMID(creator=event, listen_id=ep.listen)
         event.ack_cm_event()
         self._to_init_for_cm(ep, ep.cm)
+        if not self.iwarp:
+            self._to_rts_for_cm(ep)
         ep.cm.accept(self._conn_param(ep))
 
     def op_cm_connect(self, msg: dict[str, Any]) -> None:
@@ -150,8 +137,48 @@ class CmOps:
         import pyverbs.cm_enums as ce
 
         ep = self.eps[int(msg["ep"])]
-        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED, float(msg.get("limit", 30))).ack_cm_event()
+        limit = float(msg.get("limit", 30))
+        if not self.iwarp and ep.listen is None:  # the active side of an external QP
+            self._cm_wait(ep, ce.RDMA_CM_EVENT_CONNECT_RESPONSE, limit).ack_cm_event()
+            self._to_rts_for_cm(ep)
+            ep.cm.establish()
+            return self.op_query_qp(msg)
+        self._cm_wait(ep, ce.RDMA_CM_EVENT_ESTABLISHED, limit).ack_cm_event()
         return self.op_query_qp(msg)
+
+
+def next_event(channel: Any, fd: int | None, timeout: float) -> Any:
+    """The CM channel's next event within `timeout` seconds, or None. The channel's fd is
+    non-blocking (see open_cm_channel): poll(2) waits, with the GIL released."""
+    from pyverbs.cmid import CMEvent
+
+    if fd is None:  # fd not found: the old blocking read, bounded by the
+        return CMEvent(channel)  # orchestrator's request timeout and a peer restart
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            return None
+        try:
+            return CMEvent(channel)
+        except PyverbsRDMAError as exc:
+            if errno_of(exc) not in (errno.EAGAIN, errno.EINTR):
+                raise
+
+
+def wait_event(channel: Any, fd: int | None, wanted: int, timeout: float) -> Any:
+    """The CM channel's next event, which must be `wanted`, within `timeout` seconds."""
+    event = next_event(channel, fd, timeout)
+    if event is None:
+        raise VerbsError(f"rdma_cm: no {cm_event_name(wanted)} within {timeout:g} s")
+    got = event.event_type
+    if got != wanted:
+        text = event.event_str()
+        event.ack_cm_event()
+        raise VerbsError(f"rdma_cm: expected {cm_event_name(wanted)}, got {text}")
+    return event
 
 
 def open_cm_channel(make: Callable[[], Any]) -> tuple[Any, int | None]:
