@@ -44,6 +44,20 @@ def netdev_counters(netdev: str, sysfs_root: Path = LIVE_SYSFS) -> dict[str, int
     return _ints(Path(sysfs_root) / "class" / "net" / netdev / "statistics")
 
 
+def netdev_mtu(netdev: str, sysfs_root: Path = LIVE_SYSFS) -> int | None:
+    try:
+        return int((Path(sysfs_root) / "class" / "net" / netdev / "mtu").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def tcp_segments_for(payload: int, mtu: int | None) -> int:
+    """The fewest segments `Tcp: OutSegs` counts for `payload` bytes sent over TCP on a link
+    of `mtu` (unknown: loopback's 65536): it counts each MSS-sized segment of a TSO send, and
+    an MSS is at most the MTU less 40 bytes of IPv4 and TCP headers."""
+    return payload // ((mtu or 65536) - 40)
+
+
 def tcp_out_segments(snmp: Path = PROC_SNMP) -> int | None:
     """Tcp: OutSegs of this host's network namespace (None when unreadable)."""
     try:

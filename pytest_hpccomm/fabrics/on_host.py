@@ -19,7 +19,12 @@ from typing import Any
 
 from pytest_hpccomm.fabrics import FabricUnavailable, select_fabric
 from pytest_hpccomm.fabrics import provision as prov
-from pytest_hpccomm.fabrics.counters import netdev_counters, port_counters, tcp_out_segments
+from pytest_hpccomm.fabrics.counters import (
+    netdev_counters,
+    netdev_mtu,
+    port_counters,
+    tcp_out_segments,
+)
 from pytest_hpccomm.fabrics.sysfs import read_inventory
 
 
@@ -41,6 +46,7 @@ def _counters(args: argparse.Namespace) -> dict[str, Any]:
         "port": port_counters(args.device, args.port),
         "netdev": netdev_counters(args.netdev) if args.netdev else {},
         "tcp_out_segments": tcp_out_segments(),
+        "mtu": netdev_mtu(args.netdev) if args.netdev else None,
     }
 
 

@@ -4,6 +4,7 @@ port_xmit_data/port_rcv_data (4-byte words), siw's nothing, netdev statistics, T
 from __future__ import annotations
 
 import socket
+import threading
 from pathlib import Path
 
 from pytest_hpccomm.fabrics.counters import (
@@ -11,6 +12,7 @@ from pytest_hpccomm.fabrics.counters import (
     port_counters,
     sent_and_received,
     tcp_out_segments,
+    tcp_segments_for,
 )
 
 
@@ -79,3 +81,38 @@ def test_tcp_out_segments_counts_a_loopback_exchange() -> None:
                 assert client.recv(1) == b"y"
     after = tcp_out_segments()
     assert after is not None and after - before >= 4  # SYN, SYN-ACK, ACK, 2 data segments
+
+
+def test_the_segments_a_payload_needs_follow_the_mtu() -> None:
+    assert tcp_segments_for(16 << 20, 1500) == (16 << 20) // 1460
+    assert tcp_segments_for(16 << 20, None) == tcp_segments_for(16 << 20, 65536) == 256
+
+
+def test_out_segments_counts_each_mss_of_a_large_send() -> None:
+    """What tcp_segments_for relies on: the counter moves by one per MSS-sized segment, also
+    when the kernel hands TCP's sends to the device in 64 KiB (TSO/GSO) pieces."""
+    mss, payload = 1000, 1 << 20
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, mss)
+        with client:
+            client.settimeout(30)
+            client.connect(server.getsockname())
+            peer, _ = server.accept()
+            with peer:
+                peer.settimeout(30)
+                got = [0]
+
+                def drain() -> None:
+                    while got[0] < payload:
+                        got[0] += len(peer.recv(1 << 16))
+
+                reader = threading.Thread(target=drain)
+                before = tcp_out_segments()
+                reader.start()
+                client.sendall(b"z" * payload)
+                reader.join(30)
+                after = tcp_out_segments()
+    assert got[0] == payload
+    assert before is not None and after is not None
+    assert after - before >= payload // mss, (before, after)

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_hpccomm.cluster.host_fabrics import ClusterFabric, HostFabric
 from pytest_hpccomm.cluster.peer_env import peer_env
-from pytest_hpccomm.fabrics.counters import sent_and_received
+from pytest_hpccomm.fabrics.counters import sent_and_received, tcp_segments_for
 from pytest_hpccomm.fabrics.link_cut import roce_cut
 from pytest_hpccomm.proc.jobs import JobResult, run_job, start_job
 from pytest_hpccomm.stacks.mpi.driver import (
@@ -42,8 +42,6 @@ SETTINGS = SweepSettings(
     window=8,
 )
 PAYLOAD = 2 * SETTINGS.window * SIZE  # the least osu_bw moves from rank 0 to rank 1
-# a TCP segment carries at most ~64 KiB (TSO): the payload over TCP would need this many
-TCP_SEGMENTS_FOR_PAYLOAD = PAYLOAD // 65536
 JOB_TIMEOUT = 240.0
 
 # The fault: a long osu_bw job, the RDMA path cut under it once its traffic flows. UCX's RC
@@ -81,6 +79,7 @@ class RdmaTraffic:
     received: int
     tcp_segments: int
     unit: str
+    tcp_bound: int  # the fewest segments the payload over TCP would count (counters.py)
 
     @property
     def least(self) -> int:
@@ -90,7 +89,8 @@ class RdmaTraffic:
         return (
             f"transport {self.transport}: {self.src} sent {self.sent} {self.unit}, "
             f"{self.dst} received {self.received} {self.unit} on {self.device}; TCP "
-            f"segments sent by both hosts: {self.tcp_segments}"
+            f"segments sent by both hosts: {self.tcp_segments} (the payload over TCP: at least "
+            f"{self.tcp_bound})"
         )
 
 
@@ -118,6 +118,7 @@ def _traffic(fabric: ClusterFabric, host: HostFabric) -> dict[str, Any]:
     return {
         "port": sent_and_received(got["port"]),
         "tcp": got["tcp_out_segments"],
+        "mtu": got.get("mtu"),
         "packets": "hw.sent_pkts" in got["port"],
     }
 
@@ -154,6 +155,7 @@ def measure_traffic(runtime: MpiRuntime, target: SweepTarget, fabric: ClusterFab
         received=after[dst.host]["port"][1] - before[dst.host]["port"][1],
         tcp_segments=sum(after[h]["tcp"] - before[h]["tcp"] for h in (src.host, dst.host)),
         unit="packets" if after[src.host]["packets"] else "bytes",
+        tcp_bound=tcp_segments_for(PAYLOAD, after[src.host]["mtu"]),
     )
 
 
