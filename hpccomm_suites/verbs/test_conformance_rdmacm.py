@@ -308,7 +308,7 @@ def test_multicast_datagrams_reach_the_members_of_the_group(
     datagram is given to arrive."""
     pair = verbs_pair
     upstream, extended, leave = MULTICAST[case]
-    address = str(pair.b.address or pair.selection.address)
+    address = str(pair.cm_address(pair.b))
     group = "230." + address.split(".", 1)[1]
     made: list[Cm] = []
     try:

@@ -21,12 +21,7 @@ from typing import Any
 from pytest_hpccomm.cluster.remote_shell import RemoteShell, address_of, is_this_host
 from pytest_hpccomm.fabrics import FabricSelection, FabricUnavailable
 from pytest_hpccomm.fabrics import provision as prov
-from pytest_hpccomm.fabrics.counters import (
-    netdev_counters,
-    netdev_mtu,
-    port_counters,
-    tcp_out_segments,
-)
+from pytest_hpccomm.fabrics.counters import fabric_counters
 from pytest_hpccomm.fabrics.sysfs import Inventory
 
 ON_HOST = "pytest_hpccomm.fabrics.on_host"
@@ -63,17 +58,11 @@ class ClusterFabric:
         return len(self.hosts) >= 2
 
     def counters(self, host: HostFabric) -> dict[str, Any]:
-        """{port: {...}, netdev: {...}, tcp_out_segments: N, mtu: M} of host's fabric port
-        (mtu: its netdev's, None when unknown)."""
+        """counters.fabric_counters of host's fabric port, read there."""
         sel = host.selection
         assert sel.device is not None and sel.port is not None
         if host.local:
-            return {
-                "port": port_counters(sel.device, sel.port),
-                "netdev": netdev_counters(sel.netdev) if sel.netdev else {},
-                "tcp_out_segments": tcp_out_segments(),
-                "mtu": netdev_mtu(sel.netdev) if sel.netdev else None,
-            }
+            return fabric_counters(sel.device, sel.port, sel.netdev)
         argv = ["counters", "--device", sel.device, "--port", str(sel.port)]
         if sel.netdev:
             argv += ["--netdev", sel.netdev]

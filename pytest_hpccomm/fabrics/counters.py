@@ -69,6 +69,17 @@ def tcp_out_segments(snmp: Path = PROC_SNMP) -> int | None:
     return int(lines[1][lines[0].index("OutSegs")])
 
 
+def fabric_counters(device: str, port: int, netdev: str | None) -> dict[str, object]:
+    """A fabric port's counters on this host, as the path proofs read them: {port: {...},
+    netdev: {...}, tcp_out_segments: N, mtu: M} (mtu: the netdev's, None when unknown)."""
+    return {
+        "port": port_counters(device, port),
+        "netdev": netdev_counters(netdev) if netdev else {},
+        "tcp_out_segments": tcp_out_segments(),
+        "mtu": netdev_mtu(netdev) if netdev else None,
+    }
+
+
 def sent_and_received(port: dict[str, int]) -> tuple[int, int] | None:
     """(sent, received) on the RDMA port in packets (rxe) or bytes (IBTA counters); None when
     the device counts neither (siw)."""

@@ -19,12 +19,7 @@ from typing import Any
 
 from pytest_hpccomm.fabrics import FabricUnavailable, select_fabric
 from pytest_hpccomm.fabrics import provision as prov
-from pytest_hpccomm.fabrics.counters import (
-    netdev_counters,
-    netdev_mtu,
-    port_counters,
-    tcp_out_segments,
-)
+from pytest_hpccomm.fabrics.counters import fabric_counters
 from pytest_hpccomm.fabrics.sysfs import read_inventory
 
 
@@ -42,12 +37,7 @@ def _select(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _counters(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "port": port_counters(args.device, args.port),
-        "netdev": netdev_counters(args.netdev) if args.netdev else {},
-        "tcp_out_segments": tcp_out_segments(),
-        "mtu": netdev_mtu(args.netdev) if args.netdev else None,
-    }
+    return fabric_counters(args.device, args.port, args.netdev)
 
 
 def main(argv: list[str]) -> int:

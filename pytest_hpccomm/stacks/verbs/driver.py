@@ -523,9 +523,13 @@ class VerbsPair:
             raise
         return conn
 
+    def cm_address(self, peer: Peer) -> str | None:
+        """`peer`'s device's IP address (rdma_cm binds there)."""
+        return peer.address or self.selection.address
+
     def cm_service(self, peer: Peer) -> tuple[str | None, int]:
         """Where `peer` can listen with rdma_cm: its device's address, and a port of its own."""
-        return peer.address or self.selection.address, next(self._ports)
+        return self.cm_address(peer), next(self._ports)
 
     def _cm_connect(self, a: Side, b: Side) -> None:
         """rdma_cm: b listens, a connects, b accepts, both see ESTABLISHED; each wait for an

@@ -31,7 +31,6 @@ from pytest_hpccomm.stacks.verbs.peer.engine_cm import (
 )
 from pytest_hpccomm.stacks.verbs.peer.events import event_fds
 
-GRH_BYTES = 40
 RECV, SEND = "recv", "send"
 
 
