@@ -252,6 +252,7 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the gate's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_hpccomm.report.session_end import (
+        canary_report,
         gate_verdict,
         ratio_gate,
         retry_properties,
@@ -264,7 +265,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     hpc, judge = hpc_session_of(config), config.stash[JUDGE_KEY]
     retry_properties(config, hpc)
     status, gate_lines, failed = gate_verdict(config, hpc, judge)
-    config.stash[GATE_KEY] = gate_lines
+    config.stash[GATE_KEY] = [*gate_lines, *canary_report(config, hpc)]
     if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     lines = write_session_outputs(

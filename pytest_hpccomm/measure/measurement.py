@@ -19,6 +19,10 @@ class Direction(str, enum.Enum):
 
 Param = str | int | float | bool
 
+# extra key: under the canary (--hpc-inject-slowdown), the median of the batches' own work
+# before the stretch, in the record's unit (baselines/canary.py reads it)
+UNSTRETCHED = "unstretched_median"
+
 
 def param_key(params: Mapping[str, Param]) -> str:
     """Canonical, order-independent text of a parameter set: part of the baseline key."""

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from pytest_hpccomm.measure.measurement import UNSTRETCHED
+
 
 def pool_point(parts: Sequence[Mapping[str, Any]], series: Sequence[str]) -> dict[str, Any]:
     """The first part, with each list in `series` concatenated over the parts in job order,
@@ -37,6 +39,13 @@ def jobs_extra(point: Mapping[str, Any], medians: bool = True) -> dict[str, Any]
     return {"job_sizes": point["job_sizes"]} | (
         {"job_medians": point["job_medians"]} if medians else {}
     )
+
+
+def canary_extra(point: Mapping[str, Any]) -> dict[str, float]:
+    """A canary point's own work for its record's extra: {UNSTRETCHED: the median of its
+    batches' unstretched values}, in the samples' unit; {} for a plain point."""
+    work = point.get("unstretched")
+    return {UNSTRETCHED: statistics.median(float(x) for x in work)} if work else {}
 
 
 S = TypeVar("S")

@@ -13,15 +13,18 @@ from typing import Callable
 
 def stretch(
     t0: float, factor: float, clock: Callable[[], float] = time.perf_counter, idle: bool = False
-) -> None:
-    """Spin until the region started at `t0` (on `clock`) has taken `factor` times as long.
-    idle: sleep instead, for a stack whose work runs on threads of its own (Horovod's
-    background loop) that a spinning caller would starve on a small machine."""
+) -> float:
+    """Spin until the region started at `t0` (on `clock`) has taken `factor` times as long;
+    returns the region's own (unstretched) time. idle: sleep instead, for a stack whose work
+    runs on threads of its own (Horovod's background loop) that a spinning caller would starve
+    on a small machine."""
+    work = clock() - t0
     if factor > 1.0:
-        target = t0 + (clock() - t0) * factor
+        target = t0 + work * factor
         if idle:
             while (left := target - clock()) > 0:
                 time.sleep(left)
-            return
+            return work
         while clock() < target:
             pass
+    return work

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_hpccomm import retries
-from pytest_hpccomm.baselines import adaptive, gate
+from pytest_hpccomm.baselines import adaptive, canary, gate
 from pytest_hpccomm.baselines.result import RunResult
 from pytest_hpccomm.judging import BaselineJudge
 from pytest_hpccomm.report.stack_time import StackTimes
@@ -90,6 +90,21 @@ def _junit_properties(config: pytest.Config, status: gate.GateStatus, failures: 
     xml.add_global_property("hpccomm_gate_armed", str(status.total.armed))
     for line in failures:
         xml.add_global_property("hpccomm_gate_failed", line)
+
+
+def canary_report(config: pytest.Config, hpc: HpcSession) -> list[str]:
+    """Under the canary: whether its stretch could show beyond the band at each point judged
+    against a baseline (baselines/canary.py), for the terminal after the gate's lines; the
+    first line also goes to JUnit's global properties (hpccomm_canary)."""
+    if hpc.cfg.inject_slowdown <= 1.0:
+        return []
+    lines = canary.canary_lines(hpc.results, hpc.cfg.inject_slowdown)
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is not None and lines:
+        xml.add_global_property("hpccomm_canary", lines[0])
+    return lines
 
 
 def retry_properties(config: pytest.Config, hpc: HpcSession) -> None:

@@ -13,11 +13,11 @@ improvement. A run whose cores another process shared (the contention guard's re
 known answer: the test fails naming that, not as a missed canary.
 
 Against a stored baseline the known answer also needs the host at one speed in the baseline
-and the canary session, and this VM type's jobs move between speed phases lasting minutes
-(MPI 8 B latency 6.7 and 11.1 us a minute apart). So a stored-gate test runs a clean session
-right after the canary's and reads the host's move from it (host_moved): beyond what the
-canary's factor survives, the sessions are run once more (retries.HOST_MOVED, counted), and
-a second such move fails the test naming it (bracketed).
+and the canary session, and this VM type's jobs move between speed modes 1.2-1.7x apart within
+seconds. The peers report each stretched batch's own work too, so a stored-gate test reads the
+host's move in the canary session itself (host_moved): beyond what the canary's factor
+survives, the sessions are run once more (retries.HOST_MOVED, counted), and a second such move
+fails the test naming it (bracketed).
 
 Likewise a session whose point was judged on shared cores after the contention guard's own
 retries (a burst of hypervisor steal outlasts them: its jobs take a second) has no known answer:
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -41,7 +42,9 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_hpccomm import retries
+from pytest_hpccomm.baselines.canary import host_move
 from pytest_hpccomm.baselines.verdict import DEFAULT_ALPHA
+from pytest_hpccomm.measure.measurement import UNSTRETCHED, Direction
 from pytest_hpccomm.proc.cpu_share import CpuMeter, quiet_limit
 
 T = TypeVar("T")
@@ -294,39 +297,49 @@ def clean_judged_no_change(
     assert result.ret == (1 if regression or failed_otherwise else 0), result.stdout.str()
 
 
-def host_moved(clean: Path, factor: float) -> list[str]:
-    """The points at which a clean session, run right after a canary session stretched by
-    `factor`, read the host farther from the stored baseline than the canary's known answer
-    survives. Phases last minutes and the sessions seconds, so the canary session's speed lies
-    between the baseline's (ratio 1) and the clean session's (ratio r): the canary's ratio is
-    factor * min(1, r) at least for a time, which must clear 1 + tolerance, so r must exceed
-    (1 + tolerance) / factor; for a rate, max(1, r) / factor must stay below 1 - tolerance.
-    Each entry says the point, r and the edge."""
+def host_moved(canary: Path, factor: float) -> list[str]:
+    """The points at which the canary session's own work, before the stretch (the peers'
+    unstretched median: measurement extra UNSTRETCHED), read the host farther from the stored
+    baseline than the canary's `factor` survives: the stretch shows factor times that move
+    (baselines/canary.py), which must clear 1 + tolerance. Each entry says the point, the move
+    and the edge. Every point must carry that reading and a median at least `factor` times it
+    (the stretch's definition, checked per batch in the stacks' canary tests): else the stretch
+    did not reach the measurement, and the test fails here."""
+    doc = json.loads(canary.read_text())
     moved = []
-    for point, v in verdicts(clean).items():
-        ratio, tolerance = v["ratio"], float(v["tolerance"])
-        if ratio is None:
+    for r in doc["results"]:
+        m, v = r["measurement"], r["verdict"]
+        point = r["nodeid"].split("[", 1)[-1]
+        work = (m.get("extra") or {}).get(UNSTRETCHED)
+        assert work, f"{point}: the canary's record has no unstretched reading: {m.get('extra')}"
+        direction = Direction(m["direction"])
+        stretched = statistics.median(x for x in m["samples"] if x is not None)
+        reached = host_move(stretched, work, direction)  # a time ratio, as host_move's
+        assert reached >= factor * (1 - 1e-9), (
+            f"{point}: the canary's median is {reached:.3f}x its own work, short of {factor:g}x"
+        )
+        if v.get("baseline_median") is None:
             continue
-        is_time = v["direction"] == "lower"
-        edge = (1.0 + tolerance) / factor if is_time else (1.0 - tolerance) * factor
-        if ratio <= edge if is_time else ratio >= edge:
+        move, edge = host_move(work, v["baseline_median"], direction), 1.0 + float(v["tolerance"])
+        if factor * move <= edge:
             moved.append(
-                f"{point.split('|', 1)[0]}: the clean session after the canary read "
-                f"{ratio:.3f}x the baseline (the {factor:g}x canary's ratio is a known answer "
-                f"only {'above' if is_time else 'below'} {edge:.3f}x)"
+                f"{point}: the canary session's own work took {move:.3f}x the baseline's time, "
+                f"so the {factor:g}x stretch shows at most {factor * move:.3f}x, not beyond "
+                f"the band's {edge:.3f}x"
             )
     return moved
 
 
-def bracketed(sessions: Callable[[], T], clean: Path, factor: float) -> T:
+def bracketed(sessions: Callable[[], T], canary: Path, factor: float) -> T:
     """Run `sessions` (baseline, canary, then a clean session; in a fresh directory each time)
-    and return what it returned, once the clean session (its results file: `clean`) shows the
-    host did not move beyond what the canary survives (host_moved). A move is counted as a
-    retry (retries.HOST_MOVED) and the sessions run once more; a second move fails the test,
-    naming both: with the host moving that often, this run cannot test the gate."""
+    and return what it returned, once the canary session's own work (its results file:
+    `canary`) shows the host did not move beyond what the canary survives (host_moved). A move
+    is counted as a retry (retries.HOST_MOVED) and the sessions run once more; a second move
+    fails the test, naming both: with the host moving that often, this run cannot test the
+    gate."""
     return _once_more(
         sessions,
-        lambda: host_moved(clean, factor),
+        lambda: host_moved(canary, factor),
         retries.HOST_MOVED,
         lambda: "",
         lambda first, _, again: (

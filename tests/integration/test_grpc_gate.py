@@ -4,8 +4,9 @@ loopback, TF-gRPC-Bench p2p latency of small payloads.
 A baseline run writes the baseline and one history run; a 1.5x canary run (the peers stretch
 every timed batch) adds nothing to the history store, so a canary can never become part of the
 series change-point detection reads; a clean re-run after it, judged against the baseline,
-calls no point a regression or an improvement and shows whether the host moved too far for the
-canary's known answer (then the three run once more, counted: tests/integration/_paired.py).
+calls no point a regression or an improvement. The canary's own unstretched work shows whether
+the host moved too far for its known answer (then the three run once more, counted:
+tests/integration/_paired.py), and its run says it was a known answer.
 
 The canary is judged as tests/integration/_paired.py says: every point a regression, or
 inconclusive with its reason (the native peer's small-message latency varies between jobs by
@@ -77,7 +78,7 @@ def test_grpc_canary_fails_and_writes_no_history(
 
     canary, rerun = bracketed(
         lambda: on_own_cores(sessions, pytester.path / "canary.json"),
-        pytester.path / "r.json",
+        pytester.path / "canary.json",
         1.5,
     )
     clean_judged_no_change(rerun, pytester.path / "r.json", 1)
@@ -89,3 +90,5 @@ def test_grpc_canary_fails_and_writes_no_history(
         "*regression: tf_grpc_p2p_latency * median * us vs baseline * us "
         "(ratio 1.*, 98% CI *, p=*, tolerance 5%)*",
     )
+    # the run itself says its canary was a known answer at every point (baselines/canary.py)
+    canary.stdout.fnmatch_lines(["hpccomm canary 1.5x: a known answer at 1 of 1 points *"])

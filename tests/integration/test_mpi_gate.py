@@ -3,8 +3,9 @@
 Run 1 writes the baseline; run 2 with the canary (--hpc-inject-slowdown 1.5: the peers
 stretch every timed batch by 1.5x) must catch every point or say why it cannot decide, never
 PASS; run 3 (a clean re-run) is judged against it and must call no point a regression or an
-improvement, and shows whether the host moved too far for the canary's known answer (then the
-three run once more, counted as a retry: tests/integration/_paired.py).
+improvement. The canary's own unstretched work shows whether the host moved too far for its
+known answer (then the three run once more, counted as a retry: tests/integration/_paired.py),
+and its run says it was a known answer.
 
 Against a one-session baseline the stored rule claims nothing (fewer than 3 sessions: the
 spread between sessions is unknown, and this VM type's MPI jobs move between speed modes
@@ -78,7 +79,7 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(
 
     canary, rerun = bracketed(
         lambda: on_own_cores(sessions, pytester.path / "canary.json"),
-        pytester.path / "rerun.json",
+        pytester.path / "canary.json",
         1.5,
     )
     clean_judged_no_change(rerun, pytester.path / "rerun.json", 2)
@@ -89,3 +90,5 @@ def test_gate_passes_rerun_and_catches_injected_slowdown(
         "*regression: osu_latency * median * us vs baseline * us (ratio 1.*, "
         "98% CI *, p=*, tolerance 10%)*",
     )
+    # the run itself says its canary was a known answer at every point (baselines/canary.py)
+    canary.stdout.fnmatch_lines(["hpccomm canary 1.5x: a known answer at 2 of 2 points *"])

@@ -1,7 +1,7 @@
 """The end-to-end gate tests' own checks on hand-made results. The clean-run check fails where
 a claim is stronger than chance over the run's points, or made without its evidence, and
 passes, with a warning, a claim within the rule's designed false-alarm rate. The host-move
-bracket reads the clean session after a canary against the canary's factor, retries once,
+bracket reads the canary session's own unstretched work against its factor, retries once,
 counted, and fails on a second move; the shared-cores guard does the same for a session
 judged on shared cores, and only for the points asked."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm import retries
+from pytest_hpccomm.measure.measurement import UNSTRETCHED
 from pytest_hpccomm.proc.cpu_share import CpuShare
 from tests.integration._paired import (
     CLEAN_RUN_ALPHA,
@@ -93,59 +94,77 @@ def test_a_missing_point_fails(tmp_path: Path) -> None:
         clean_judged_no_change(run(0), path, 2)
 
 
-def rated(path: Path, *points: tuple[str, float, float]) -> Path:
-    """A clean session's results: a point per (direction, ratio against the baseline, tolerance)."""
-    doc = {
-        "results": [
+def stretched(path: Path, *points: tuple[str, float, float], reached: float = 1.5) -> Path:
+    """A canary session's results: a point per (direction, its own work's move against the
+    baseline as a time ratio, tolerance), against a baseline median of 10; each sample the own
+    work stretched by `reached`."""
+    docs = []
+    for i, (d, move, t) in enumerate(points):
+        lower = d == "lower"
+        work = 10.0 * move if lower else 10.0 / move
+        samples = [work * reached if lower else work / reached] * 3
+        docs.append(
             {
                 "nodeid": f"t.py::test_x[p{i}]",
                 "key": "k",
-                "measurement": {"direction": d},
-                "verdict": {"outcome": "inconclusive", "ratio": r, "tolerance": t},
+                "measurement": {"direction": d, "samples": samples, "extra": {UNSTRETCHED: work}},
+                "verdict": {"outcome": "inconclusive", "baseline_median": 10.0, "tolerance": t},
             }
-            for i, (d, r, t) in enumerate(points)
-        ]
-    }
-    path.write_text(json.dumps(doc))
+        )
+    path.write_text(json.dumps({"results": docs}))
     return path
 
 
 def test_host_moved_reads_the_edge_the_canary_survives(tmp_path: Path) -> None:
-    # a 1.5x canary and a 10 % band: a time's known answer holds above 1.1 / 1.5 = 0.733x
-    # (the CI run that motivated it: the clean sessions ran 0.60x the baseline's 8 B latency),
-    # a rate's below 0.9 * 1.5 = 1.35x; a slower host only helps a time's canary
-    path = rated(
+    # a 1.5x canary and a 10 % band: a time's known answer holds where the canary session's
+    # own work took more than 1.1 / 1.5 = 0.733x the baseline's time (the CI run that
+    # motivated it: 0.709x at 1 KiB, 1.063x shown), a rate's likewise; a slower host only helps
+    path = stretched(
         tmp_path / "r.json",
-        ("lower", 0.60, 0.1),
-        ("lower", 0.74, 0.1),
+        ("lower", 0.709, 0.1),
+        ("lower", 0.742, 0.1),
         ("lower", 1.9, 0.1),
-        ("higher", 1.36, 0.1),
-        ("higher", 0.5, 0.1),
+        ("higher", 0.72, 0.1),
+        ("higher", 2.0, 0.1),
     )
     moved = host_moved(path, 1.5)
     assert [m.split(":", 1)[0] for m in moved] == ["p0]", "p3]"], moved
-    assert "read 0.600x the baseline" in moved[0] and "only above 0.733x" in moved[0]
-    assert "only below 1.350x" in moved[1]
-    assert host_moved(rated(tmp_path / "q.json", ("lower", 0.72, 0.1)), 2.0) == []
+    assert "own work took 0.709x the baseline's time" in moved[0]
+    assert "shows at most 1.063x, not beyond the band's 1.100x" in moved[0]
+    assert "own work took 0.720x" in moved[1]
+    assert host_moved(stretched(tmp_path / "q.json", ("lower", 0.709, 0.1), reached=2.0), 2.0) == []
+
+
+def test_host_moved_fails_where_the_stretch_did_not_reach_the_measurement(
+    tmp_path: Path,
+) -> None:
+    short = stretched(tmp_path / "r.json", ("lower", 1.0, 0.1), reached=1.2)
+    with pytest.raises(AssertionError, match=r"1.200x its own work, short of 1.5x"):
+        host_moved(short, 1.5)
+    doc = json.loads(short.read_text())
+    doc["results"][0]["measurement"]["extra"] = {}
+    short.write_text(json.dumps(doc))
+    with pytest.raises(AssertionError, match="no unstretched reading"):
+        host_moved(short, 1.5)
 
 
 def test_bracketed_runs_again_once_counted_and_fails_on_a_second_move(
     tmp_path: Path, retry_ledger: list[retries.Retry]
 ) -> None:
-    reads = iter([0.6, 1.0, 0.6, 0.65])
-    clean = tmp_path / "r.json"
+    moves = iter([0.6, 1.0, 0.6, 0.65])
+    canary = tmp_path / "canary.json"
     runs: list[int] = []
 
     def sessions() -> int:
-        rated(clean, ("lower", next(reads), 0.1))
+        stretched(canary, ("lower", next(moves), 0.1))
         runs.append(len(runs))
         return runs[-1]
 
-    assert bracketed(sessions, clean, 1.5) == 1  # the second run's
+    assert bracketed(sessions, canary, 1.5) == 1  # the second run's
     assert [r.cause for r in retry_ledger] == [retries.HOST_MOVED]
-    assert "read 0.600x" in retry_ledger[0].reason
+    assert "took 0.600x" in retry_ledger[0].reason
     with pytest.raises(pytest.fail.Exception, match="twice in a row.*0.600x.*then.*0.650x"):
-        bracketed(sessions, clean, 1.5)
+        bracketed(sessions, canary, 1.5)
     assert len(runs) == 4 and len(retry_ledger) == 2
 
 

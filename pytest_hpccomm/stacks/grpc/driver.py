@@ -380,6 +380,7 @@ def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str]
     for doc in docs:
         for r in doc["results"]:
             key = (r["benchmark"], r["name"])
+            r = {k: v for k, v in r.items() if k != "unstretched" or v}  # [] unless the canary
             if key not in out:
                 out[key] = {
                     **r,
@@ -390,13 +391,17 @@ def _index(docs: Sequence[dict[str, Any]], combine: str) -> dict[tuple[str, str]
                 continue
             m = out[key]
             n = min(len(m["samples"]), len(r["samples"]))
-            m["samples"] = [a + b for a, b in zip(m["samples"][:n], r["samples"][:n])]
+            for series in ("samples", "unstretched"):
+                if series in m and series in r:
+                    m[series] = [a + b for a, b in zip(m[series][:n], r[series][:n])]
             m["per_worker"].append(r["samples"])
             m["errors"] += r["errors"]
             m["warmup"] += r["warmup"]
     if combine == "mean":
         for m in out.values():
-            m["samples"] = [x / len(m["per_worker"]) for x in m["samples"]]
+            for series in ("samples", "unstretched"):
+                if series in m:
+                    m[series] = [x / len(m["per_worker"]) for x in m[series]]
     return out
 
 
@@ -412,7 +417,9 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
         parts = [sw.results[key] for sw in sweeps if key in sw.results]
         if len(parts) < len(sweeps):
             continue
-        results[key] = pool_point(parts, ("samples", "per_worker", "errors", "iterations"))
+        results[key] = pool_point(
+            parts, ("samples", "unstretched", "per_worker", "errors", "iterations")
+        )
     veth = {k: sum(sw.veth.get(k, 0) for sw in sweeps) for k in first.veth}
     return dataclasses.replace(
         first,

@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_hpccomm.measure.link import with_link_rate
 from pytest_hpccomm.measure.measurement import Direction, Measurement
-from pytest_hpccomm.measure.pooling import jobs_extra
+from pytest_hpccomm.measure.pooling import canary_extra, jobs_extra
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.grpc.driver import Sweep
 
@@ -47,6 +47,7 @@ def measurement(
         "iterations_per_sample": point["iterations"],
     }
     extra |= jobs_extra(point)  # runs pooled by --hpc-repeats
+    extra |= canary_extra(point)  # the canary's own work: the host's speed tonight
     extra |= cpu_share.evidence_extra(sweep)  # shared cores temper the verdict
     if family == "ps":
         params |= {"workers": sweep.workers, "servers": sweep.servers}

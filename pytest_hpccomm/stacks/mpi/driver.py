@@ -28,7 +28,7 @@ from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.measure import metrics
 from pytest_hpccomm.measure.link import LinkRate, shaped_fingerprint, with_link_rate
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
+from pytest_hpccomm.measure.pooling import canary_extra, jobs_extra, pool_point
 from pytest_hpccomm.peer import framing
 from pytest_hpccomm.proc import cpu_share, stacks
 from pytest_hpccomm.proc.jobs import JobResult
@@ -421,7 +421,9 @@ def merge_sweeps(sweeps: Sequence[Sweep]) -> Sweep:
             size = int(point["size"])
             parts = [s.by_size[bench][size] for s in sweeps if size in s.by_size[bench]]
             if len(parts) == len(sweeps):
-                results.append(pool_point(parts, ("samples", "max_samples", "rate_samples")))
+                results.append(
+                    pool_point(parts, ("samples", "max_samples", "rate_samples", "unstretched"))
+                )
         docs[bench] = dict(merged, results=results)
     failure = next((s.failure for s in sweeps if s.failure), "")
     return Sweep(
@@ -484,6 +486,7 @@ def measurements(
     }
     if "max_samples" in point:
         extra["max_rank_latency_us"] = statistics.median(point["max_samples"])
+    extra |= canary_extra(point)  # the canary's own work: the host's speed tonight
     if "job_medians" in point:  # pooled from several jobs (merge_sweeps)
         extra["job_medians"] = point["job_medians"]
         extra["job_sizes"] = point["job_sizes"]  # the verdict resamples whole jobs

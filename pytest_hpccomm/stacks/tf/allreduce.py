@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Measurement, Param
-from pytest_hpccomm.measure.pooling import jobs_extra
+from pytest_hpccomm.measure.pooling import canary_extra, jobs_extra
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfTasks
 from pytest_hpccomm.stacks.tf.perf import SETTINGS, RecvSweep, metered
@@ -143,6 +143,6 @@ def measurements(
         keyed,
         samples,
         int(point["warmup"]),
-        {**jobs, **cpu, **slowest},
+        {**jobs, **cpu, **slowest, **canary_extra(point)},
         {**cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})},
     )

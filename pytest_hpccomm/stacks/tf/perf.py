@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
+from pytest_hpccomm.measure.pooling import canary_extra, jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.contract import SessionStore
 from pytest_hpccomm.stacks.tf.driver import TfError, TfTasks
@@ -167,7 +167,7 @@ def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> li
             direction=Direction.LOWER_IS_BETTER,
             warmup_discarded=int(point["warmup"]),
             metric="latency",
-            extra={**jobs, **cpu},
+            extra={**jobs, **cpu, **canary_extra(point)},
         ),
         Measurement(
             stack="tf",

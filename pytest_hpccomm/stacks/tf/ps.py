@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import jobs_extra
+from pytest_hpccomm.measure.pooling import canary_extra, jobs_extra
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.stacks.tf.driver import TfTasks
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, metered
@@ -66,7 +66,7 @@ def measurements(sweep: RecvSweep, size: int, params: Mapping[str, Param]) -> li
         "variables": VARIABLES,
         "devices": point["devices"],
     }
-    extra |= jobs_extra(point) | cpu_share.evidence_extra(sweep)
+    extra |= jobs_extra(point) | cpu_share.evidence_extra(sweep) | canary_extra(point)
     return [
         Measurement(
             stack="tf",

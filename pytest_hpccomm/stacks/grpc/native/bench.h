@@ -24,12 +24,15 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Canary (--hpc-inject-slowdown): spin until the timed region took `factor` times as long.
-inline void stretch(Clock::time_point t0, double factor) {
-  if (factor <= 1.0) return;
-  double target = seconds_since(t0) * factor;
+// Canary (--hpc-inject-slowdown): spin until the timed region took `factor` times as long;
+// returns the region's own (unstretched) seconds.
+inline double stretch(Clock::time_point t0, double factor) {
+  double work = seconds_since(t0);
+  if (factor <= 1.0) return work;
+  double target = work * factor;
   while (seconds_since(t0) < target) {
   }
+  return work;
 }
 
 struct Settings {
@@ -45,6 +48,7 @@ struct Result {
   std::string name;
   std::vector<uint64_t> layout;
   std::vector<double> samples;
+  std::vector<double> unstretched;  // the canary's: each batch's value from its own work
   std::vector<long long> iterations;
   long long warmup = 0;
   std::vector<std::string> errors;
@@ -82,8 +86,9 @@ inline bool run_batches(const std::function<bool(long long)>& op,
   for (int b = 0; b < s.batches; ++b) {
     auto t0 = Clock::now();
     if (!op(n)) return false;
-    stretch(t0, s.slowdown);
+    double work = stretch(t0, s.slowdown);
     r->samples.push_back(value(seconds_since(t0), n));
+    if (s.slowdown > 1.0) r->unstretched.push_back(value(work, n));
     r->iterations.push_back(n);
   }
   return true;
@@ -146,8 +151,9 @@ inline bool run_synced(const std::function<bool()>& step,
       if (!step()) return false;
       ++n;
     } while (seconds_since(start) < end);
-    stretch(t0, s.slowdown);
+    double work = stretch(t0, s.slowdown);
     r->samples.push_back(value(seconds_since(t0), n));
+    if (s.slowdown > 1.0) r->unstretched.push_back(value(work, n));
     r->iterations.push_back(n);
   }
   return true;
@@ -197,8 +203,9 @@ inline void print_doc(const std::map<std::string, std::string>& fields,
     const Result& r = results[i];
     o << (i ? "," : "") << "{\"benchmark\":" << quote(r.benchmark)
       << ",\"name\":" << quote(r.name) << ",\"layout\":" << array(r.layout)
-      << ",\"samples\":" << array(r.samples) << ",\"iterations\":" << array(r.iterations)
-      << ",\"warmup\":" << r.warmup << ",\"errors\":" << strings(r.errors) << "}";
+      << ",\"samples\":" << array(r.samples) << ",\"iterations\":" << array(r.iterations);
+    if (!r.unstretched.empty()) o << ",\"unstretched\":" << array(r.unstretched);
+    o << ",\"warmup\":" << r.warmup << ",\"errors\":" << strings(r.errors) << "}";
   }
   o << "]}";
   std::printf("\n%s\n%s\n%s\n", wire::kResultBegin, o.str().c_str(), wire::kResultEnd);

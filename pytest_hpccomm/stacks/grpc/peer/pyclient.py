@@ -271,6 +271,7 @@ class Result:
     name: str
     layout: list[int]
     samples: list[float] = field(default_factory=list)
+    unstretched: list[float] = field(default_factory=list)  # the canary's: from own work
     iterations: list[int] = field(default_factory=list)
     warmup: int = 0
     errors: list[str] = field(default_factory=list)
@@ -306,8 +307,10 @@ def run_batches(
     for _ in range(s.batches):
         t0 = time.perf_counter()
         op(n)
-        stretch(t0, s.slowdown)
+        work = stretch(t0, s.slowdown)
         r.samples.append(value(time.perf_counter() - t0, n))
+        if s.slowdown > 1.0:
+            r.unstretched.append(value(work, n))
         r.iterations.append(n)
 
 
@@ -331,8 +334,10 @@ def run_synced(
     for b in range(s.batches):
         t0 = time.perf_counter()
         n = max(1, until(start + s.batch_seconds * (b + 1)))
-        stretch(t0, s.slowdown)
+        work = stretch(t0, s.slowdown)
         r.samples.append(value(time.perf_counter() - t0, n))
+        if s.slowdown > 1.0:
+            r.unstretched.append(value(work, n))
         r.iterations.append(n)
 
 

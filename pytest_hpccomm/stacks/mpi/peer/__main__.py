@@ -27,7 +27,8 @@ LARGE = 8192  # OSU: above this size, fewer warm-up iterations (skip_large)
 TAG, ACK = 1, 2
 MAX_ERRORS = 3  # wrong blocks described per (benchmark, size, rank)
 
-Loop = Callable[[int, float], float]  # (iterations, stretch factor) -> local value
+# (iterations, stretch factor) -> (local value, its unstretched part: the canary's own work)
+Loop = Callable[[int, float], tuple[float, float]]
 
 
 class Bench:
@@ -104,15 +105,16 @@ class Bench:
         loop: Loop | None,
         prepare: Callable[[int], None],
         verify: Callable[[int], None],
-    ) -> list[float]:
+    ) -> list[tuple[float, float]]:
         """Warm-up, then time-boxed batches; every rank takes part in the synchronisation,
-        ranks with loop=None only idle. Rank 0 decides when to stop, so all agree."""
+        ranks with loop=None only idle. Rank 0 decides when to stop, so all agree. Each batch
+        gives (value, unstretched value): equal unless the canary stretched it."""
         comm, a = self.comm, self.args
         prepare(-1)  # a pattern no timed batch uses: warm-up data cannot pass for a batch's
         comm.Barrier()
         if loop is not None:
             loop(warm, 1.0)
-        values: list[float] = []
+        values: list[tuple[float, float]] = []
         started = self.clock()
         batch = 0
         while True:
@@ -128,9 +130,15 @@ class Bench:
             verify(batch)
             batch += 1
 
-    def gather(self, values: list[float]) -> list[list[float]]:
+    def gather(self, values: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:
         got = self.comm.gather(values, root=0)
         return list(got) if got is not None else []
+
+    def canary_view(self, out: dict[str, Any], unstretched: np.ndarray) -> None:
+        """Under the canary, the batches' unstretched values (same unit as `samples`): what
+        the host's own speed gave in this session, read beside the stretched samples."""
+        if self.args.slowdown > 1.0:
+            out["unstretched"] = unstretched.tolist()
 
     # -- point-to-point ------------------------------------------------------------------
     def partner(self, benchmark: str) -> tuple[int | None, bool]:
@@ -152,7 +160,7 @@ class Bench:
         peer: int | None,
         reqs: list[Any],
         what: str,
-    ) -> list[list[float]]:
+    ) -> list[list[tuple[float, float]]]:
         """A point-to-point size on every rank: batches that send this rank's pattern and check
         the partner's in `r` (None: this rank receives nothing to check); the persistent
         requests freed; every rank's values gathered at rank 0."""
@@ -178,7 +186,7 @@ class Bench:
             ss, sw, rs, rw = sreq.Start, sreq.Wait, rreq.Start, rreq.Wait
             clock = self.clock
 
-            def timed(k: int, factor: float) -> float:
+            def timed(k: int, factor: float) -> tuple[float, float]:
                 t0 = clock()
                 if first:
                     for _ in range(k):
@@ -193,8 +201,10 @@ class Bench:
                         ss()
                         sw()  # noqa: E702
                 if factor > 1.0:
-                    stretch(t0, factor, clock)
-                return clock() - t0
+                    work = stretch(t0, factor, clock)
+                    return clock() - t0, work
+                took = clock() - t0
+                return took, took
 
             loop = timed
 
@@ -212,7 +222,8 @@ class Bench:
         if self.rank == 0:
             senders = per_rank[:1] if benchmark in PAIR else per_rank[: self.pairs]
             t = np.mean(np.array(senders), axis=0)  # OSU 7.4 multi_lat: mean over senders
-            out["samples"] = (t * 1e6 / (2 * n)).tolist()
+            out["samples"] = (t[:, 0] * 1e6 / (2 * n)).tolist()
+            self.canary_view(out, t[:, 1] * 1e6 / (2 * n))
         return out
 
     def window(self, benchmark: str, size: int) -> dict[str, Any]:
@@ -238,7 +249,7 @@ class Bench:
             reqs = sends + recvs + [ack_req]
             ack_start, ack_wait = ack_req.Start, ack_req.Wait
 
-            def timed(k: int, factor: float) -> float:
+            def timed(k: int, factor: float) -> tuple[float, float]:
                 t0 = clock()
                 for _ in range(k):
                     startall(first)
@@ -250,8 +261,10 @@ class Bench:
                         ack_start()
                         ack_wait()  # noqa: E702
                 if factor > 1.0:
-                    stretch(t0, factor, clock)
-                return clock() - t0
+                    work = stretch(t0, factor, clock)
+                    return clock() - t0, work
+                took = clock() - t0
+                return took, took
 
             loop = timed
 
@@ -264,10 +277,11 @@ class Bench:
             pairs = 1 if benchmark in PAIR else self.pairs
             t = np.mean(np.array(per_rank[:pairs]), axis=0)  # OSU 7.4: senders' mean time
             moved = pairs * size * w * n * (2 if both else 1)
-            out["samples"] = (moved / t / 1e6).tolist()  # MB/s, MB = 10^6 bytes
+            out["samples"] = (moved / t[:, 0] / 1e6).tolist()  # MB/s, MB = 10^6 bytes
+            self.canary_view(out, moved / t[:, 1] / 1e6)
             out["pairs"] = pairs
             if benchmark == "osu_mbw_mr":
-                out["rate_samples"] = (pairs * w * n / t).tolist()  # messages/s
+                out["rate_samples"] = (pairs * w * n / t[:, 0]).tolist()  # messages/s
         return out
 
     # -- collectives ---------------------------------------------------------------------
@@ -277,30 +291,37 @@ class Bench:
         clock, barrier = self.clock, self.comm.Barrier
         whole_batch = benchmark == "osu_barrier"
 
-        def timed(k: int, factor: float) -> float:
+        def timed(k: int, factor: float) -> tuple[float, float]:
             if whole_batch:  # a barrier synchronises itself: time the batch as a whole
                 t0 = clock()
                 for _ in range(k):
                     barrier()
                 if factor > 1.0:
-                    stretch(t0, factor, clock)
-                return (clock() - t0) / k
-            total = 0.0
+                    work = stretch(t0, factor, clock)
+                    return (clock() - t0) / k, work / k
+                took = (clock() - t0) / k
+                return took, took
+            total = done = 0.0
             for _ in range(k):
                 t0 = clock()
                 op()
                 if factor > 1.0:
-                    stretch(t0, factor, clock)
-                total += clock() - t0
+                    done += stretch(t0, factor, clock)
+                    total += clock() - t0
+                else:
+                    took = clock() - t0
+                    total += took
+                    done += took
                 barrier()  # OSU: outside the timed region, so operations cannot overlap
-            return total / k
+            return total / k, done / k
 
         per_rank = self.gather(self.run_point(n, warm, timed, prepare, verify))
         out: dict[str, Any] = {"iterations": n, "warmup": warm}
         if self.rank == 0:
-            t = np.array(per_rank) * 1e6
-            out["samples"] = t.mean(axis=0).tolist()  # OSU's "Avg Latency" over the ranks
-            out["max_samples"] = t.max(axis=0).tolist()
+            t = np.array(per_rank) * 1e6  # rank, batch, (value, unstretched)
+            out["samples"] = t[:, :, 0].mean(axis=0).tolist()  # OSU's "Avg Latency", all ranks
+            out["max_samples"] = t[:, :, 0].max(axis=0).tolist()
+            self.canary_view(out, t[:, :, 1].mean(axis=0))
         return out
 
     def run(self, benchmark: str, size: int) -> dict[str, Any]:
