@@ -15,16 +15,18 @@ def stretch(
     t0: float, factor: float, clock: Callable[[], float] = time.perf_counter, idle: bool = False
 ) -> float:
     """Spin until the region started at `t0` (on `clock`) has taken `factor` times as long;
-    returns the region's own (unstretched) time. idle: sleep instead, for a stack whose work
-    runs on threads of its own (Horovod's background loop) that a spinning caller would starve
-    on a small machine."""
+    returns the region's own (unstretched) time, or 0.0 without a canary (factor <= 1: no
+    clock is read, the plain timed region pays nothing). idle: sleep instead, for a stack whose
+    work runs on threads of its own (Horovod's background loop) that a spinning caller would
+    starve on a small machine."""
+    if factor <= 1.0:
+        return 0.0
     work = clock() - t0
-    if factor > 1.0:
-        target = t0 + work * factor
-        if idle:
-            while (left := target - clock()) > 0:
-                time.sleep(left)
-            return work
-        while clock() < target:
-            pass
+    target = t0 + work * factor
+    if idle:
+        while (left := target - clock()) > 0:
+            time.sleep(left)
+        return work
+    while clock() < target:
+        pass
     return work

@@ -32,8 +32,9 @@ def test_stretch_spins_the_factor() -> None:
         now[0] += 1.0
         return now[0]
 
-    stretch(0.0, 1.5, clock)  # first reading 1.0: target 1.5, one more reading passes it
+    # first reading 1.0 (the region's own time, returned): target 1.5, one more passes it
+    assert stretch(0.0, 1.5, clock) == 1.0
     assert now[0] == 2.0
     now[0] = 10.0
-    stretch(10.0, 1.0, clock)  # no canary: no clock reading at all
+    assert stretch(10.0, 1.0, clock) == 0.0  # no canary: no clock reading at all
     assert now[0] == 10.0

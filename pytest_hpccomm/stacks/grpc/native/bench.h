@@ -25,10 +25,10 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 // Canary (--hpc-inject-slowdown): spin until the timed region took `factor` times as long;
-// returns the region's own (unstretched) seconds.
+// returns the region's own (unstretched) seconds, or 0 without a canary (no clock is read).
 inline double stretch(Clock::time_point t0, double factor) {
+  if (factor <= 1.0) return 0.0;
   double work = seconds_since(t0);
-  if (factor <= 1.0) return work;
   double target = work * factor;
   while (seconds_since(t0) < target) {
   }
