@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 from pytest_hpccomm.measure.collective import latency_and_busbw
 from pytest_hpccomm.measure.measurement import Direction, Measurement, Param
-from pytest_hpccomm.measure.pooling import jobs_extra, pool_point
+from pytest_hpccomm.measure.pooling import canary_extra, jobs_extra, pool_point
 from pytest_hpccomm.proc import cpu_share
 from pytest_hpccomm.report.beside import beside
 from pytest_hpccomm.stacks.contract import SessionStore
@@ -100,6 +100,7 @@ def run_job(
             "max_samples": [s * 1e6 for s in p["max_samples"]],
             "warmup": warmup,
             "valid": bool(p["valid"]),
+            **({"unstretched": [s * 1e6 for s in p["unstretched"]]} if "unstretched" in p else {}),
         }
         for p in bench_times(replies)
     }
@@ -128,7 +129,9 @@ def merge(sweeps: Sequence[Sweep]) -> Sweep:
     first = sweeps[0]
     points = {
         size: {
-            **pool_point([s.points[size] for s in sweeps], ["samples", "max_samples"]),
+            **pool_point(
+                [s.points[size] for s in sweeps], ["samples", "max_samples", "unstretched"]
+            ),
             "valid": all(s.points[size]["valid"] for s in sweeps),
         }
         for size in first.points
@@ -167,7 +170,7 @@ def measurements(sweep: Sweep, size: int, params: Mapping[str, Any]) -> list[Mea
         keyed,
         samples,
         int(point["warmup"]),
-        {**jobs, **over_mpi, **cpu, **slowest},
+        {**jobs, **over_mpi, **cpu, **slowest, **canary_extra(point)},
         {**over_mpi, **cpu, **({"job_sizes": jobs["job_sizes"]} if jobs else {})},
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_hpccomm.measure.measurement import UNSTRETCHED
 from pytest_hpccomm.stacks.horovod.driver import bench_times
 from pytest_hpccomm.stacks.horovod.perf import Sweep, bench_sizes, measurements, merge
 
@@ -70,3 +71,38 @@ def test_jobs_pool_as_units_and_busbw_follows_nccl_tests() -> None:
     # 1 MiB in 100 us: algbw 10.49 GB/s; 2 ranks: busbw = algbw x 2 (2-1)/2
     assert busbw.samples[0] == pytest.approx((1 << 20) / 100e-6 / 1e9)
     assert busbw.extra["busbw_factor"] == 1.0 and busbw.params["metric"] == "busbw"
+
+
+def test_a_canary_point_records_its_own_work_pooled_over_jobs() -> None:
+    """The canary's unstretched work pools as the samples do; the latency record carries its
+    median (baselines/canary.py reads it), a plain point none."""
+    a = Sweep(
+        {
+            64: {
+                "samples": [30.0, 30.0],
+                "max_samples": [31.0, 31.0],
+                "unstretched": [10.0, 20.0],
+                "warmup": 1,
+                "valid": True,
+            }
+        },
+        2,
+    )
+    b = Sweep(
+        {
+            64: {
+                "samples": [60.0],
+                "max_samples": [61.0],
+                "unstretched": [40.0],
+                "warmup": 1,
+                "valid": True,
+            }
+        },
+        2,
+    )
+    pooled = merge([a, b])
+    assert pooled.points[64]["unstretched"] == [10.0, 20.0, 40.0]
+    latency, _ = measurements(pooled, 64, {"controller": "gloo"})
+    assert latency.extra[UNSTRETCHED] == 20.0
+    plain = Sweep({64: {"samples": [1.0], "max_samples": [1.0], "warmup": 1, "valid": True}}, 2)
+    assert UNSTRETCHED not in measurements(plain, 64, {"controller": "gloo"})[0].extra
