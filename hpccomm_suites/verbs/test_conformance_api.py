@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.defects import known_defects
-from pytest_hpccomm.stacks.verbs.driver import VerbsCallError, VerbsPair
+from pytest_hpccomm.stacks.verbs.driver import VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
@@ -384,15 +384,6 @@ def _digest(link: Any) -> str:
     return str(link.b.peer.call("digest", mr=link.mr_b["mr"], offset=0, length=LENGTH))
 
 
-def _refused(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
-    try:
-        wcs = pair.execute(link.a, [wr], allow_missing=True)
-    except VerbsCallError as exc:
-        return f"rejected at post: {exc}"
-    assert not wcs or wcs[0]["status"] != 0, "the WRITE completed successfully"
-    return str(wcs[0]["status_text"]) if wcs else "no completion (connection terminated)"
-
-
 @pytest.mark.parametrize("change", ["access", "pd", "translation"])
 @pytest.mark.covers("verbs")  # upstream's mr_rereg_* cases: not applicable on rxe/siw
 def test_rereg_mr_takes_effect(
@@ -420,7 +411,8 @@ def test_rereg_mr_takes_effect(
         assert _digest(link) == want, "the WRITE to the re-registered buffer did not land"
         return
     before = _digest(link)
-    how = _refused(verbs_pair, link, _write(verbs_pair, link, seed=23, rkey=keys["rkey"]))
+    wr = _write(verbs_pair, link, seed=23, rkey=keys["rkey"])
+    how = verbs_pair.refused(link.a, wr, f"a WRITE after rereg ({change})", allow_missing=True)
     record_property("rereg_refusal", how[:300])
     assert _digest(link) == before, f"a WRITE after CHANGE_{change.upper()} changed the MR"
 

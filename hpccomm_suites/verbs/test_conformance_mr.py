@@ -148,17 +148,6 @@ def test_write_past_the_end_of_the_mr_is_rejected(
     assert target_digest(link) == before
 
 
-def _refused(pair: VerbsPair, link: Any, wr: dict[str, Any]) -> str:
-    """Run an atomic that must fail (upstream's bar: any error, at post or in its
-    completion); return how it failed."""
-    try:
-        wcs = pair.execute(link.a, [wr])
-    except VerbsCallError as exc:
-        return f"rejected at post: {exc}"
-    assert wcs[0]["status"] != 0, f"{wr['opcode']} that breaks the rules completed successfully"
-    return str(wcs[0]["status_text"])
-
-
 ATOMIC_VIOLATIONS = {
     # upstream case -> how the FETCH_AND_ADD breaks the rules
     "atomic_invalid_rkey": "a wrong rkey",
@@ -189,7 +178,9 @@ def test_atomic_that_breaks_the_rules_fails(
         wr["lkey"] = link.mr_a["lkey"] ^ 0x7F7F00
     else:
         wr["remote_addr"] = link.mr_b["addr"] + 1
-    record_property("atomic_violation", _refused(verbs_pair, link, wr)[:300])
+    # upstream's bar: any error, at post or in its completion
+    how = verbs_pair.refused(link.a, wr, f"an atomic with {ATOMIC_VIOLATIONS[case]}")
+    record_property("atomic_violation", how[:300])
     if case == "atomic_invalid_lkey":
         assert local() == local_before, "the old value landed through a wrong lkey"
     else:
@@ -214,7 +205,8 @@ def test_atomic_into_a_qp_without_remote_atomic_is_rejected(
     try:
         before = target_digest(link)
         wr = op("ATOMIC_FETCH_AND_ADD", link, length=8, compare_add=1)
-        record_property("qp_access_refusal", _refused(verbs_pair, link, wr)[:300])
+        how = verbs_pair.refused(link.a, wr, "an atomic into a QP without remote atomics")
+        record_property("qp_access_refusal", how[:300])
         assert target_digest(link) == before, "a refused atomic changed the target"
     finally:
         link.close()

@@ -21,6 +21,7 @@ import pytest
 from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.driver import VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.fixtures import FreshLink
+from pytest_hpccomm.stacks.verbs.skips import connect_extended
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
 
@@ -87,12 +88,7 @@ def _refused(pair: VerbsPair, link: Any, rkey: int, seed: int, what: str) -> str
     """A WRITE through `rkey` fails and leaves the target as it was; how it failed."""
     before = _target(link)
     wr, _ = _write(pair, link, rkey, seed)
-    try:
-        wcs = pair.execute(link.a, [wr], allow_missing=True)
-        how = str(wcs[0]["status_text"]) if wcs else "no completion"
-        assert not wcs or wcs[0]["status"] != 0, f"{what}: the WRITE completed successfully"
-    except VerbsCallError as exc:
-        how = f"rejected at post: {exc}"
+    how = pair.refused(link.a, wr, what, allow_missing=True)
     assert _target(link) == before, f"{what}: the refused WRITE changed the target ({how})"
     return how
 
@@ -190,12 +186,7 @@ def test_window_bound_through_the_extended_api(verbs_pair: VerbsPair, record_pro
     from pytest_hpccomm.stacks.verbs.links import Link
 
     ops = ["RDMA_WRITE", "RDMA_READ", "BIND_MW"]  # READ: the iWARP placement fence
-    try:
-        conn = verbs_pair.connect("RC", max_send_wr=16, max_recv_wr=16, ex=True, send_ops=ops)
-    except VerbsCallError as exc:
-        if f"errno {errno.EOPNOTSUPP}" not in exc.message:
-            raise
-        pytest.skip(f"{verbs_pair.info['device']}'s provider creates no extended QP")
+    conn = connect_extended(verbs_pair, "RC", ops, max_send_wr=16, max_recv_wr=16)
     link = Link(
         verbs_pair, conn, verbs_pair.reg_mr(verbs_pair.a, LENGTH),
         verbs_pair.reg_mr(verbs_pair.b, LENGTH, WINDOW_ONLY), WINDOW_ONLY, LENGTH,

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_hpccomm.stacks.verbs.coverage import cells
 from pytest_hpccomm.stacks.verbs.driver import Connection, VerbsCallError, VerbsPair
+from pytest_hpccomm.stacks.verbs.skips import connect_extended
 from pytest_hpccomm.stacks.verbs.wire import GRH_BYTES
 
 pytestmark = [pytest.mark.conformance, pytest.mark.stack("verbs")]
@@ -52,12 +53,7 @@ def connect_ex(pair: VerbsPair, qp_type: str) -> Connection:
     """A connected pair of extended QPs, with every builder the QP type has (UD: the SENDs
     only); a skip where the provider has none (EOPNOTSUPP)."""
     ops = ["SEND", "SEND_WITH_IMM"] if qp_type == "UD" else []  # []: all (peer/qpex.py)
-    try:
-        return pair.connect(qp_type, max_send_wr=16, max_recv_wr=16, ex=True, send_ops=ops)
-    except VerbsCallError as exc:
-        if f"errno {errno.EOPNOTSUPP}" in exc.message:
-            pytest.skip(f"{pair.info['device']}'s provider creates no extended QP: {exc.message}")
-        raise
+    return connect_extended(pair, qp_type, ops, max_send_wr=16, max_recv_wr=16)
 
 
 @pytest.fixture

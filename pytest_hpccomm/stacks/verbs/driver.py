@@ -607,6 +607,21 @@ class VerbsPair:
         except WorkRequestFailed as exc:
             raise WorkRequestFailed(str(exc), tuple(self.kernel_log.since())) from None
 
+    def refused(
+        self, side: Side, wr: dict[str, Any], what: str, *, allow_missing: bool = False
+    ) -> str:
+        """Run a WR that must fail: refused at post, or completed with an error (or, with
+        allow_missing, never completed: the connection was torn down). How it failed; an
+        AssertionError naming `what` when it completed successfully."""
+        try:
+            wcs = self.execute(side, [wr], allow_missing=allow_missing)
+        except VerbsCallError as exc:
+            return f"rejected at post: {exc}"
+        if not wcs:
+            return "no completion (connection terminated)"
+        assert wcs[0]["status"] != 0, f"{what}: the {wr['opcode']} completed successfully"
+        return str(wcs[0]["status_text"])
+
     def link_down(self, side: Side, what: str, wcs: list[dict[str, Any]] | None = None) -> LinkDown:
         """A LinkDown with the evidence: what the QP and rdma_cm say, and the kernel log."""
         got = side.peer.call("diagnose", ep=side.ep)

@@ -8,11 +8,13 @@ foresees that skip from the fabric kind."""
 
 from __future__ import annotations
 
+import errno
 import shutil
 from typing import Any
 
 import pytest
 
+from pytest_hpccomm.stacks.verbs.driver import Connection, VerbsCallError, VerbsPair
 from pytest_hpccomm.stacks.verbs.marks import device_kinds, not_on_reason
 from pytest_hpccomm.stacks.verbs.perf import Benchmark
 from pytest_hpccomm.stacks.verbs.perftest import missing
@@ -29,6 +31,18 @@ def fi_info_missing() -> str | None:
     if shutil.which(FI_INFO):
         return None
     return f"{FI_INFO} not found (Debian: libfabric-bin): libfabric's endpoint is not checked"
+
+
+def connect_extended(pair: VerbsPair, qp_type: str, send_ops: list[str], **qp: Any) -> Connection:
+    """A connected pair of extended QPs (ibv_create_qp_ex with the builders `send_ops` names;
+    []: all the QP type has); a skip naming the device where its provider creates none
+    (EOPNOTSUPP, as upstream's tests skip)."""
+    try:
+        return pair.connect(qp_type, ex=True, send_ops=send_ops, **qp)
+    except VerbsCallError as exc:
+        if f"errno {errno.EOPNOTSUPP}" not in exc.message:
+            raise
+        pytest.skip(f"{pair.info['device']}'s provider creates no extended QP: {exc.message}")
 
 
 def foreseen(item: pytest.Item, params: dict[str, Any], iwarp: bool) -> str | None:
