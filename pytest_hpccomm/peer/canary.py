@@ -30,3 +30,15 @@ def stretch(
     while clock() < target:
         pass
     return work
+
+
+def finish(
+    t0: float, factor: float, clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, float]:
+    """End a timed region started at `t0`: (its time, its own work), the first stretched by
+    the canary (`factor`), both equal without one."""
+    if factor > 1.0:
+        work = stretch(t0, factor, clock)
+        return clock() - t0, work
+    took = clock() - t0
+    return took, took

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_hpccomm.peer import framing
-from pytest_hpccomm.peer.canary import stretch
+from pytest_hpccomm.peer.canary import finish, stretch
 from pytest_hpccomm.stacks.grpc.build import constants_header
 
 
@@ -38,3 +38,16 @@ def test_stretch_spins_the_factor() -> None:
     now[0] = 10.0
     assert stretch(10.0, 1.0, clock) == 0.0  # no canary: no clock reading at all
     assert now[0] == 10.0
+
+
+def test_finish_gives_the_regions_time_and_its_own_work() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    # work read at 1.0, the spin passes 1.5 at 2.0, the end read at 3.0
+    assert finish(0.0, 1.5, clock) == (3.0, 1.0)
+    now[0] = 10.0
+    assert finish(10.0, 1.0, clock) == (1.0, 1.0)  # no canary: one reading, both equal

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import grpc
 
-from pytest_hpccomm.peer.canary import stretch
+from pytest_hpccomm.peer.canary import finish
 from pytest_hpccomm.stacks.grpc import wire
 from pytest_hpccomm.stacks.grpc.peer import messages as pb
 from pytest_hpccomm.stacks.grpc.peer.payload import buffers_for
@@ -307,8 +307,8 @@ def run_batches(
     for _ in range(s.batches):
         t0 = time.perf_counter()
         op(n)
-        work = stretch(t0, s.slowdown)
-        r.samples.append(value(time.perf_counter() - t0, n))
+        took, work = finish(t0, s.slowdown)
+        r.samples.append(value(took, n))
         if s.slowdown > 1.0:
             r.unstretched.append(value(work, n))
         r.iterations.append(n)
@@ -334,8 +334,8 @@ def run_synced(
     for b in range(s.batches):
         t0 = time.perf_counter()
         n = max(1, until(start + s.batch_seconds * (b + 1)))
-        work = stretch(t0, s.slowdown)
-        r.samples.append(value(time.perf_counter() - t0, n))
+        took, work = finish(t0, s.slowdown)
+        r.samples.append(value(took, n))
         if s.slowdown > 1.0:
             r.unstretched.append(value(work, n))
         r.iterations.append(n)

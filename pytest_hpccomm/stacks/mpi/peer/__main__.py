@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hpccomm.peer.canary import stretch
+from pytest_hpccomm.peer.canary import finish
 from pytest_hpccomm.peer.framing import frame
 from pytest_hpccomm.stacks.mpi.peer.osu_ops import collective_op, seed
 from pytest_hpccomm.stacks.mpi.wire import BENCHMARKS, MULTI_PAIR, PAIR, UNSIZED
@@ -200,11 +200,7 @@ class Bench:
                         rw()
                         ss()
                         sw()  # noqa: E702
-                if factor > 1.0:
-                    work = stretch(t0, factor, clock)
-                    return clock() - t0, work
-                took = clock() - t0
-                return took, took
+                return finish(t0, factor, clock)
 
             loop = timed
 
@@ -260,11 +256,7 @@ class Bench:
                     if not both:
                         ack_start()
                         ack_wait()  # noqa: E702
-                if factor > 1.0:
-                    work = stretch(t0, factor, clock)
-                    return clock() - t0, work
-                took = clock() - t0
-                return took, took
+                return finish(t0, factor, clock)
 
             loop = timed
 
@@ -296,22 +288,15 @@ class Bench:
                 t0 = clock()
                 for _ in range(k):
                     barrier()
-                if factor > 1.0:
-                    work = stretch(t0, factor, clock)
-                    return (clock() - t0) / k, work / k
-                took = (clock() - t0) / k
-                return took, took
+                took, work = finish(t0, factor, clock)
+                return took / k, work / k
             total = done = 0.0
             for _ in range(k):
                 t0 = clock()
                 op()
-                if factor > 1.0:
-                    done += stretch(t0, factor, clock)
-                    total += clock() - t0
-                else:
-                    took = clock() - t0
-                    total += took
-                    done += took
+                took, work = finish(t0, factor, clock)
+                total += took
+                done += work
                 barrier()  # OSU: outside the timed region, so operations cannot overlap
             return total / k, done / k
 
