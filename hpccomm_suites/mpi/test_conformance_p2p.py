@@ -25,6 +25,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     byte_sizes,
     conformance_settings,
     known_loss,
+    run_covering,
 )
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
@@ -531,23 +532,22 @@ def test_completion_calls_covering_set(mpi_conformance_peer: ConformancePeer, ho
         "all-null": ([], ["null", "null"]),
         "mixed": ([0, 5, 20000], ["msg", "null", "msg", "proc_null", "msg"]),
     }
-    for name, (counts, slots) in layouts.items():
-        for statuses in (True, False):
-            case = {
-                "kind": "completion",
-                "how": how,
-                "statuses": statuses,
-                "dtype": "int32",
-                "counts": counts,
-                "slots": slots,
-                "src": 0,
-                "dst": peer.ranks - 1,
-                "seed": 11,
-            }
-            try:
-                check_completion(peer, case)
-            except AssertionError as e:
-                raise AssertionError(f"covering case {name!r}, statuses={statuses}: {e}") from None
+    cases = {
+        f"{name}, statuses={statuses}": {
+            "kind": "completion",
+            "how": how,
+            "statuses": statuses,
+            "dtype": "int32",
+            "counts": counts,
+            "slots": slots,
+            "src": 0,
+            "dst": peer.ranks - 1,
+            "seed": 11,
+        }
+        for name, (counts, slots) in layouts.items()
+        for statuses in (True, False)
+    }
+    run_covering(cases, lambda case: check_completion(peer, case))
 
 
 @pytest.mark.covers(

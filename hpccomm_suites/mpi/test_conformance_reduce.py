@@ -25,6 +25,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     INT_DTYPES,
     ConformancePeer,
     conformance_settings,
+    run_covering,
 )
 from pytest_hpccomm.stacks.mpi.peer.payload import MATMUL, PAIR_TYPES, from_json, np_dtype
 
@@ -426,8 +427,10 @@ def test_scan_and_reduce_scatter_covering_set(
         cases.append(
             prefix_scatter_case("SUM", "int32", variant + inplace, zero, [[] for _ in range(n)])
         )
-    for case in cases:
-        check_prefix_scatter(peer, case)
+    run_covering(
+        {f"{c['op']} over {c['dtype']}, {c['variant']}, count {c['count']}": c for c in cases},
+        lambda case: check_prefix_scatter(peer, case),
+    )
 
 
 # -- on a communicator of one process and of an odd number -----------------------------------

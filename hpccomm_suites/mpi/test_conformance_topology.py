@@ -25,6 +25,7 @@ from pytest_hpccomm.stacks.mpi.conformance import (
     conformance_settings,
     known_loss,
     known_raise,
+    run_covering,
 )
 from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
 
@@ -493,8 +494,10 @@ def test_cart_covering_set(mpi_conformance_peer: ConformancePeer, size: str) -> 
     ]
     if m > 1:
         cases.append({"dims": [m - 1], "periods": [False], "shifts": [[0, 1]], "remain": [True]})
-    for c in cases:
-        check_cart(peer, {"kind": "cart"} | c | base)
+    run_covering(
+        {f"dims {c['dims']} periods {c['periods']} remain {c['remain']}": c for c in cases},
+        lambda c: check_cart(peer, {"kind": "cart"} | c | base),
+    )
 
 
 # -- distributed graphs ----------------------------------------------------------------------

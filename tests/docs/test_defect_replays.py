@@ -113,8 +113,8 @@ REPLAYS = [
         "mpich",
         3,
     ),
-    # a second MPI_Start of a persistent collective: Allgather wrong on MPICH 4.0.x, in-place
-    # Scatter at a non-zero root on 4.0.x-4.3.1 (two processes: the block never arrives)
+    # a second MPI_Start of a persistent collective: Allgather wrong on MPICH 4.0.x, Scatter
+    # on 4.0.x-4.3.1 (two processes: the non-root's block never arrives)
     Replay(
         "mpich_persistent_collective_restart.py",
         "start 2:",
@@ -130,6 +130,15 @@ REPLAYS = [
         "mpich",
         2,
         args=("scatter",),
+    ),
+    # ... and without MPI_IN_PLACE at root 0: the same defect (4.3.2 is the first right)
+    Replay(
+        "mpich_persistent_collective_restart.py",
+        "start 2:",
+        "mpich==4.1.3",
+        "mpich==4.3.2",
+        2,
+        args=("scatter0",),
     ),
     # MPICH 4.0.x: MPI_Type_free after the freed request trips ref_count >= 0; 4.1.3 is right
     Replay(
@@ -172,7 +181,11 @@ def replay(r: Replay, spec: str) -> tuple[int, str]:
     return res.returncode, res.stdout + res.stderr
 
 
-@pytest.mark.parametrize("r", REPLAYS, ids=lambda r: f"{r.script.removesuffix('.py')}-{r.affected}")
+def replay_id(r: Replay) -> str:
+    return "-".join([r.script.removesuffix(".py"), *r.args, r.affected])
+
+
+@pytest.mark.parametrize("r", REPLAYS, ids=replay_id)
 def test_the_replay_fails_on_the_affected_release_and_passes_on_the_right_one(r: Replay) -> None:
     code, out = replay(r, r.affected)
     assert code != 0 and r.shows in out, f"{r.script} on {r.affected}: exit {code}\n{out}"

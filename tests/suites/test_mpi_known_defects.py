@@ -136,7 +136,7 @@ def test_the_neighbor_allgather_key_takes_that_hang_only() -> None:
 
 def test_the_persistent_scatter_key_takes_that_hang_only() -> None:
     """The hang MPICH 4.1.3 showed (the run's case and stacks): rank 1 in PMPI_Wait."""
-    from hpccomm_suites.mpi.test_conformance_collectives import mpich_persistent_scatter_in_place
+    from hpccomm_suites.mpi.test_conformance_collectives import mpich_persistent_scatter_lost
 
     case = {"op": "scatter", "root": 2, "inplace": True, "persistent": True}
     hung = (
@@ -144,18 +144,20 @@ def test_the_persistent_scatter_key_takes_that_hang_only() -> None:
         "  rank 0 native: epoll_wait < PMPI_Gather_c < __pyx_pw_6mpi4py_3MPI_4Comm_123Gather\n"
         "  rank 1 native: epoll_wait < PMPI_Wait < __pyx_pw_6mpi4py_3MPI_7Request_15Wait\n"
     )
-    why = mpich_persistent_scatter_in_place(peer(), case, hung)
+    why = mpich_persistent_scatter_lost(peer(), case, hung)
     assert why is not None and why.startswith("MPICH 5.0.2 defect") and "root 2" in why
-    for other in ({"root": 0}, {"inplace": False}, {"persistent": False}, {"op": "gather"}):
-        assert mpich_persistent_scatter_in_place(peer(), case | other, hung) is None, other
-    assert mpich_persistent_scatter_in_place(peer(OPEN_MPI), case, hung) is None
+    for seen in ({"root": 0}, {"inplace": False}):  # every root, in place or not
+        assert mpich_persistent_scatter_lost(peer(), case | seen, hung) is not None, seen
+    for other in ({"persistent": False}, {"op": "gather"}, {"op": "scatterv"}):
+        assert mpich_persistent_scatter_lost(peer(), case | other, hung) is None, other
+    assert mpich_persistent_scatter_lost(peer(OPEN_MPI), case, hung) is None
     no_wait = hung.replace("PMPI_Wait", "PMPI_Barrier")
-    assert mpich_persistent_scatter_in_place(peer(), case, no_wait) is None
+    assert mpich_persistent_scatter_lost(peer(), case, no_wait) is None
 
 
 def test_the_persistent_scatter_key_takes_mpich_431s_abort() -> None:
     """MPICH 4.3.1, three processes: the root asserted in ofi_send.h and the job aborted."""
-    from hpccomm_suites.mpi.test_conformance_collectives import mpich_persistent_scatter_in_place
+    from hpccomm_suites.mpi.test_conformance_collectives import mpich_persistent_scatter_lost
 
     case = {"op": "scatter", "root": 2, "inplace": True, "persistent": True}
     lost = "mpich==4.3.1 loopback: peer lost during case {...}: peer ? closed the channel"
@@ -163,10 +165,10 @@ def test_the_persistent_scatter_key_takes_mpich_431s_abort() -> None:
         "Assertion failed in file /mpich-4.3.1/src/mpid/ch4/netmod/ofi/ofi_send.h at line 765: "
         "errflag == 0\nAbort(1) on node 2: Internal error\n"
     )
-    why = mpich_persistent_scatter_in_place(peer(), case, lost, output)
+    why = mpich_persistent_scatter_lost(peer(), case, lost, output)
     assert why is not None and "asserted" in why
-    assert mpich_persistent_scatter_in_place(peer(), case, lost, "Abort(1) on node 2") is None
-    assert mpich_persistent_scatter_in_place(peer(), case | {"root": 0}, lost, output) is None
+    assert mpich_persistent_scatter_lost(peer(), case, lost, "Abort(1) on node 2") is None
+    assert mpich_persistent_scatter_lost(peer(), case | {"op": "scatterv"}, lost, output) is None
 
 
 def test_the_scatter_restart_key_needs_the_untouched_buffer() -> None:
@@ -190,8 +192,10 @@ def test_the_scatter_restart_key_needs_the_untouched_buffer() -> None:
     assert (
         mpich_scatter_restart_delivers_nothing(peer(OPEN_MPI), case, 0, {"recv": untouched}) is None
     )
-    plain = case | {"inplace": False}
-    assert mpich_scatter_restart_delivers_nothing(peer(), plain, 0, {"recv": untouched}) is None
+    plain = case | {"inplace": False}  # MPICH 4.1.3's root 1 without MPI_IN_PLACE: the same
+    assert mpich_scatter_restart_delivers_nothing(peer(), plain, 0, {"recv": untouched}) is not None
+    v = case | {"op": "scatterv"}
+    assert mpich_scatter_restart_delivers_nothing(peer(), v, 0, {"recv": untouched}) is None
 
 
 def test_the_partitioned_proc_null_key_needs_every_rank_without_a_partition() -> None:
@@ -273,3 +277,168 @@ def test_a_loss_explained_as_a_known_defect_is_excused() -> None:
         with known_loss(held, lambda lost: None):  # type: ignore[arg-type]
             raise PeerLost("lost", "hang")
     assert held.excused == 1
+
+
+MPICH_403 = "MPICH Version:\t4.0.3\nMPICH Release date: x"
+ALLGATHER = {
+    "kind": "collective", "op": "allgather", "dtype": "int32", "root": 0, "inplace": False,
+    "nonblocking": False, "self": False, "seed": 3, "count": 4, "send_extent": [5, 5],
+    "recv_extent": [9, 9], "persistent": True,
+}  # fmt: skip
+
+
+def test_the_allgather_restart_key_takes_one_block_of_a_reset_buffer_only() -> None:
+    """MPICH 4.0.3, two processes (the run's case and a standalone script): after the second
+    start rank 1's block 1 held what rank 0's buffer held there before the start."""
+    from hpccomm_suites.mpi.test_conformance_collectives import (
+        expected_buffers,
+        mpich_allgather_restart_leaves_a_block,
+    )
+    from pytest_hpccomm.stacks.mpi.peer.payload import digest
+
+    p = peer(MPICH_403)
+    for inplace in (False, True):
+        case = ALLGATHER | {"inplace": inplace}
+        want, _, before = expected_buffers(case, 2)
+        seen = want[1].copy()
+        seen[4:8] = before[0][4:8]
+        why = mpich_allgather_restart_leaves_a_block(p, case, 2, 1, {"recv": digest(seen)})
+        assert why is not None and "block 1 on rank 1 holds what rank 0's" in why, why
+        two = seen.copy()
+        two[0:4] = before[1][0:4]  # two blocks wrong: not this symptom
+        assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, {"recv": digest(two)}) is None
+        part = want[1].copy()
+        part[4:6] = before[0][4:6]  # half a block
+        assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, {"recv": digest(part)}) is None
+        for other in (peer(OPEN_MPI), None):  # another MPI; the blocking form
+            q, c = (other, case) if other else (p, case | {"persistent": False})
+            assert (
+                mpich_allgather_restart_leaves_a_block(q, c, 2, 1, {"recv": digest(seen)}) is None
+            )
+
+
+def test_the_type_free_key_takes_that_assertion_after_that_case_only() -> None:
+    from hpccomm_suites.mpi.test_conformance_collectives import (
+        mpich_type_free_after_persistent_allgather as key,
+    )
+
+    said = (
+        "Assertion failed in file /mpich-4.0.3/src/mpi/datatype/datatype_impl.c at line 177: "
+        "(((datatype_ptr)))->ref_count >= 0\nAbort(1) on node 1: Internal error"
+    )
+    case = ALLGATHER | {"inplace": True, "derived": True}
+    why = key(peer(MPICH_403), case, said)
+    assert why is not None and "MPI_Type_free" in why
+    assert key(peer(MPICH_403), case, "Abort(1) on node 1: Internal error") is None
+    assert key(peer(MPICH_403), case | {"derived": False}, said) is None
+    assert key(peer(MPICH_403), case | {"persistent": False}, said) is None
+    assert key(peer(OPEN_MPI), case, said) is None
+
+
+DARRAY: dict[str, Any] = {
+    "kind": "datatype", "dtype": "int32", "typed": "send", "src": 0, "dst": 1, "seed": 0,
+    "layout": "darray", "reps": 1, "darray": {
+        "size": 4, "rank": 3, "gsizes": [6, 5], "distribs": ["cyclic", "block"],
+        "dargs": [2, 0], "psizes": [2, 2], "order": "C",
+    },
+}  # fmt: skip
+
+
+def test_the_packed_rows_model_is_what_the_ch3_wheel_selected() -> None:
+    """Selections the mpich 3.4.3.post1 wheel's darray made (a standalone sweep; its other
+    44 wrong selections agree too), and none where the rows fill whole rows."""
+    from hpccomm_suites.mpi.test_conformance_datatypes import packed_rows
+
+    d = DARRAY["darray"]
+    assert packed_rows(d) == [13, 14, 15, 16]
+    assert packed_rows(d | {"gsizes": [7, 4], "rank": 0}) == [0, 1, 2, 3, 16, 17, 18, 19]
+    fortran = {"gsizes": [7, 4], "distribs": ["block", "cyclic"], "dargs": [0, 2], "order": "F"}
+    assert packed_rows(d | fortran | {"rank": 2}) == [4, 5, 6, 7, 8, 9]
+    assert packed_rows(d | {"distribs": ["block", "cyclic"], "dargs": [0, 2]}) is None
+
+
+def test_the_darray_key_takes_the_packed_selection_only() -> None:
+    from hpccomm_suites.mpi.test_conformance_datatypes import mpich_darray_rows_packed as key
+    from pytest_hpccomm.stacks.mpi.peer.payload import digest, pattern
+
+    flat = pattern("int32", 30, 0)
+    p = peer("MPICH Version:\t3.4.3\nMPICH Release date: x")
+    why = key(p, DARRAY, {"count": 4, "sha": digest(flat[[13, 14, 15, 16]])}, flat, 4)
+    assert why is not None and "back to back" in why
+    into = pattern("int32", 30, 1)
+    received = into.copy()
+    received[[13, 14, 15, 16]] = pattern("int32", 4, 0)
+    recv = DARRAY | {"typed": "recv"}
+    assert key(p, recv, {"count": 4, "sha": digest(received)}, into, 4) is not None
+    right = {"count": 4, "sha": digest(flat[[13, 14, 18, 19]])}
+    assert key(p, DARRAY, right, flat, 4) is None
+    other = {"count": 4, "sha": digest(flat[[13, 14, 15, 17]])}
+    assert key(p, DARRAY, other, flat, 4) is None
+    packed = {"count": 4, "sha": digest(flat[[13, 14, 15, 16]])}
+    assert key(peer(OPEN_MPI), DARRAY, packed, flat, 4) is None
+    assert key(p, DARRAY, packed | {"count": 3}, flat, 4) is None
+
+
+def test_the_accumulate_key_takes_a_signed_result_on_every_rank_only() -> None:
+    """Debian's MPICH 4.0.2 (the run): MIN over uint16 compared as signed."""
+    from hpccomm_suites.mpi.test_conformance_rma import accumulate_as_signed, simulate
+
+    case = {
+        "kind": "rma", "dtype": "uint16", "window": 9, "put_to": [1, 0], "put_len": [2, 1],
+        "put_disp": [0, 3], "get_to": [0, 1], "get_len": 4, "acc_to": [1, 1], "acc_len": 3,
+        "acc_disp": 6, "op": "MIN", "seed": 7,
+    }  # fmt: skip
+    p = SimpleNamespace(info=peer("MPICH Version:\t4.0.2\nx").info, ranks=2)
+    signed, right = simulate(case, 2, signed=True), simulate(case, 2)
+    assert signed != right, "the case must tell the comparisons apart"
+    reports = [{"got": g, "window": w} for g, w in signed]
+    why = accumulate_as_signed(p, case, reports)  # type: ignore[arg-type]
+    assert why is not None and "as signed" in why
+    mixed = [reports[0], {"got": right[1][0], "window": right[1][1]}]
+    assert accumulate_as_signed(p, case, mixed) is None  # type: ignore[arg-type]
+    for other in ({"dtype": "int16"}, {"op": "MAX", "acc_len": 0}):
+        c = case | other
+        rep = [{"got": g, "window": w} for g, w in simulate(c, 2, signed=True)]
+        assert accumulate_as_signed(p, c, rep) is None  # type: ignore[arg-type]
+
+
+def test_a_covering_set_runs_every_case_past_a_known_defect() -> None:
+    import pytest
+
+    from pytest_hpccomm.errors import KnownDefect
+    from pytest_hpccomm.stacks.mpi.conformance import run_covering
+
+    seen: list[str] = []
+
+    def check(case: str) -> None:
+        seen.append(case)
+        if case == "a":
+            raise KnownDefect("known")
+        assert case != "c", "wrong"
+
+    with pytest.raises(KnownDefect, match="covering case 'a': known"):
+        run_covering({"a": "a", "b": "b"}, check)
+    assert seen == ["a", "b"]
+    with pytest.raises(AssertionError, match="covering case 'c': wrong"):
+        run_covering({"a": "a", "c": "c", "d": "d"}, check)
+    assert seen[-2:] == ["a", "c"]
+
+
+def test_the_allgather_ofi_key_takes_that_completion_error_only() -> None:
+    """MPICH 4.0.3 between namespaces (two module runs): the large case's MPI_Wait failed."""
+    from hpccomm_suites.mpi.test_conformance_collectives import (
+        mpich_allgather_restart_fails_in_ofi as key,
+    )
+
+    said = (
+        "Abort(941794703) on node 1 (rank 1 in comm 480): Fatal error in internal_Wait: Other "
+        "MPI error, error stack:\nMPIDI_OFI_handle_cq_error(619): OFI poll failed "
+        "(ofi_events.c:621:MPIDI_OFI_handle_cq_error:Bad address)\n"
+    )
+    case = ALLGATHER | {"dtype": "int64", "count": 20000}
+    why = key(peer(MPICH_403), case, said)
+    assert why is not None and "Bad address" in why
+    assert key(peer(MPICH_403), case | {"persistent": False}, said) is None
+    assert key(peer(MPICH_403), case | {"op": "allgatherv"}, said) is None
+    assert key(peer(MPICH_403), case, said.replace("Bad address", "Connection reset")) is None
+    assert key(peer(OPEN_MPI), case, said) is None

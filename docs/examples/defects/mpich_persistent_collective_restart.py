@@ -4,10 +4,13 @@
     mpirun -n 2 python mpich_persistent_collective_restart.py allgather   # MPI_Allgather_init
     mpirun -n 2 python mpich_persistent_collective_restart.py scatter     # MPI_Scatter_init,
                                                   # MPI_IN_PLACE at root 1 (the last rank)
+    mpirun -n 2 python mpich_persistent_collective_restart.py scatter0    # MPI_Scatter_init
+                                                  # at root 0, no MPI_IN_PLACE
 
-MPICH 4.0.x's second start of the Allgather leaves rank 1's own block unwritten; MPICH
-4.0.3-4.3.1's second start of the in-place Scatter leaves rank 0's block unwritten. Exit 1
-names the start and the blocks left wrong. Needs mpi4py built against the MPI under test.
+MPICH 4.0.x's second start of the Allgather leaves rank 1's block as it was before the start;
+MPICH 4.0.2-4.3.1's second start of a Scatter, at any root, in place or not, leaves the
+non-root's block unwritten. Exit 1 names the start and the blocks left wrong. Needs mpi4py
+built against the MPI under test.
 """
 
 import sys
@@ -25,6 +28,13 @@ if op == "allgather":
     req = comm.Allgather_init([block, MPI.INT32_T], [rbuf, MPI.INT32_T])
     want = np.concatenate([np.arange(count, dtype=np.int32) + 100 * r for r in range(size)])
     fresh = rbuf.copy()
+elif op == "scatter0":  # root 0 sends block r to rank r, its own included
+    full = np.arange(size * count, dtype=np.int32)
+    rbuf = np.full(count, -1, np.int32)
+    send = [full, count, MPI.INT32_T] if rank == 0 else None
+    req = comm.Scatter_init(send, [rbuf, count, MPI.INT32_T], 0)
+    want = full[rank * count : (rank + 1) * count]
+    fresh = rbuf.copy()
 elif op == "scatter":  # the root's block r goes to rank r; the root's own stays in place
     full = np.arange(size * count, dtype=np.int32)
     if rank == root:
@@ -37,7 +47,7 @@ elif op == "scatter":  # the root's block r goes to rank r; the root's own stays
         want = full[rank * count : (rank + 1) * count]
     fresh = rbuf.copy()
 else:
-    sys.exit(f"unknown collective {op!r}: allgather or scatter")
+    sys.exit(f"unknown collective {op!r}: allgather, scatter or scatter0")
 wrong = []
 for start in (1, 2):
     rbuf[...] = fresh

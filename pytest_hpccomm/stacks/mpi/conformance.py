@@ -130,6 +130,22 @@ def known_loss(peer: ConformancePeer, diagnose: Callable[[PeerLost], str | None]
         raise KnownDefect(why) from None
 
 
+def run_covering(cases: Mapping[str, Any], check: Callable[[Any], None]) -> None:
+    """Judge every case of a covering set by `check`. A failure names its case and ends the
+    test at once; a known defect (KnownDefect) is held until the other cases have run, so that
+    one keyed defect does not hide a failure of a case after it."""
+    known = []
+    for name, case in cases.items():
+        try:
+            check(case)
+        except AssertionError as e:
+            raise AssertionError(f"covering case {name!r}: {e}") from None
+        except KnownDefect as e:
+            known.append(f"covering case {name!r}: {e}")
+    if known:
+        raise KnownDefect("; ".join(known))
+
+
 @contextmanager
 def known_raise(diagnose: Callable[[CaseRaised], str | None]) -> Iterator[None]:
     """Run the block; a case that raised on some ranks, when `diagnose` explains it as a
