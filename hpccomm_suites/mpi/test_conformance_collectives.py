@@ -272,19 +272,17 @@ def check_collective(peer: ConformancePeer, case: dict[str, Any]) -> None:
         )
 
 
-def _mpich_persistent_scatter(peer: ConformancePeer, case: dict[str, Any]) -> bool:
-    """The case the persistent Scatter defect needs: MPICH and MPI_Scatter_init (any root, in
-    place or not; MPI_Scatterv_init is right)."""
-    if not peer.info.library.startswith("MPICH") or case["op"] != "scatter":
-        return False
-    return bool(case.get("persistent"))
-
-
-def _scatter_case(case: dict[str, Any]) -> str:
-    return (
-        f"persistent scatter{' with MPI_IN_PLACE' if case['inplace'] else ''} at root "
-        f"{case['root']}"
+def _mpich_persistent(peer: ConformancePeer, case: dict[str, Any], op: str) -> bool:
+    """MPICH and the persistent form of `op` (MPI_Scatter_init: any root, in place or not;
+    MPI_Scatterv_init is right; MPI_Allgather_init)."""
+    return bool(
+        peer.info.library.startswith("MPICH") and case["op"] == op and case.get("persistent")
     )
+
+
+def _persistent_case(case: dict[str, Any]) -> str:
+    where = f" at root {case['root']}" if case["op"] in ROOTED else ""
+    return f"persistent {case['op']}{' with MPI_IN_PLACE' if case['inplace'] else ''}{where}"
 
 
 # MPICH 4.3.1's root with three processes: its schedule trips this assertion and the job aborts
@@ -299,7 +297,7 @@ def mpich_persistent_scatter_lost(
     others wait in MPI_Wait for their blocks; or (4.3.1) the root asserts `errflag == 0` in
     ofi_send.h and the job aborts. Keyed by the hung case's stacks showing a rank in
     PMPI_Wait, or by that assertion in the lost job's output."""
-    if not _mpich_persistent_scatter(peer, case):
+    if not _mpich_persistent(peer, case, "scatter"):
         return None
     where = (
         "docs/examples/defects/mpich_persistent_scatter_in_place.py, "
@@ -307,13 +305,13 @@ def mpich_persistent_scatter_lost(
     )
     if OFI_SEND_ERRFLAG in output:
         return (
-            f"{peer.info.release} defect: {_scatter_case(case)}: the root asserted "
+            f"{peer.info.release} defect: {_persistent_case(case)}: the root asserted "
             f"{OFI_SEND_ERRFLAG!r} and the job aborted ({where})"
         )
     if "native: " not in lost or "PMPI_Wait" not in lost:
         return None
     return (
-        f"{peer.info.release} defect: {_scatter_case(case)}: a start's request failed and "
+        f"{peer.info.release} defect: {_persistent_case(case)}: a start's request failed and "
         f"never completed, the other ranks waited in MPI_Wait ({where})"
     )
 
@@ -324,7 +322,7 @@ def mpich_scatter_restart_delivers_nothing(
     """The same defect with two processes: the persistent Scatter's second start completes,
     but the non-root rank's receive buffer holds the pattern it was reset to (its block never
     arrived). Keyed by that rank's buffer being exactly that pattern."""
-    if not _mpich_persistent_scatter(peer, case) or rank == case["root"]:
+    if not _mpich_persistent(peer, case, "scatter") or rank == case["root"]:
         return None
     w = DERIVED_SPAN if case.get("derived") else 1
     members = case.get("members") or []
@@ -333,7 +331,7 @@ def mpich_scatter_restart_delivers_nothing(
     if rep["recv"] != untouched:
         return None
     return (
-        f"{peer.info.release} defect: {_scatter_case(case)}: after the last MPI_Start rank "
+        f"{peer.info.release} defect: {_persistent_case(case)}: after the last MPI_Start rank "
         f"{rank}'s block never arrived "
         "(docs/examples/defects/mpich_persistent_collective_restart.py scatter)"
     )
@@ -347,9 +345,7 @@ def mpich_allgather_restart_leaves_a_block(
     held at that block before the start (the reset pattern: its own, or, seen with two
     processes, the other rank's). Keyed by the buffer being exactly the definition's with one
     such block."""
-    if not peer.info.library.startswith("MPICH") or case["op"] != "allgather":
-        return None
-    if not case.get("persistent") or case["self"] or case.get("members"):
+    if not _mpich_persistent(peer, case, "allgather") or case["self"] or case.get("members"):
         return None
     want, _, before = expected_buffers(case, n)
     c, cols = case["count"], [0, 2] if case.get("derived") else [0]
@@ -360,8 +356,7 @@ def mpich_allgather_restart_leaves_a_block(
             if digest(got.ravel()) != rep["recv"]:
                 continue
             return (
-                f"{peer.info.release} defect: persistent allgather"
-                f"{' with MPI_IN_PLACE' if case['inplace'] else ''}: after the last MPI_Start "
+                f"{peer.info.release} defect: {_persistent_case(case)}: after the last MPI_Start "
                 f"block {k} on rank {rank} holds what rank {s}'s receive buffer held there "
                 "before the start (docs/examples/defects/mpich_persistent_collective_restart.py "
                 "allgather)"
@@ -380,9 +375,7 @@ def mpich_allgather_restart_fails_in_ofi(
     namespaces): a start's MPI_Wait fails with libfabric's completion error EFAULT, the rank
     aborts and the job hangs. Seen only after earlier cases in the same peer job. Keyed by
     that error in the lost job's output."""
-    if not peer.info.library.startswith("MPICH") or case["op"] != "allgather":
-        return None
-    if not case.get("persistent") or OFI_BAD_ADDRESS not in output:
+    if not _mpich_persistent(peer, case, "allgather") or OFI_BAD_ADDRESS not in output:
         return None
     return (
         f"{peer.info.release} defect: persistent allgather of {case['count']} {case['dtype']}: "
@@ -401,9 +394,7 @@ def mpich_type_free_after_persistent_allgather(
     """MPICH 4.0: MPI_Type_free of a derived datatype after a persistent in-place Allgather
     over it was freed aborts on a negative reference count (the request released a reference
     it never took). Keyed by that assertion in the lost job's output."""
-    if not peer.info.library.startswith("MPICH") or case["op"] != "allgather":
-        return None
-    if not (case.get("persistent") and case["inplace"] and case.get("derived")):
+    if not (_mpich_persistent(peer, case, "allgather") and case["inplace"] and case.get("derived")):
         return None
     if TYPE_FREE_REFCOUNT not in output or "ref_count >= 0" not in output:
         return None

@@ -392,14 +392,14 @@ def test_the_accumulate_key_takes_a_signed_result_on_every_rank_only() -> None:
     signed, right = simulate(case, 2, signed=True), simulate(case, 2)
     assert signed != right, "the case must tell the comparisons apart"
     reports = [{"got": g, "window": w} for g, w in signed]
-    why = accumulate_as_signed(p, case, reports)  # type: ignore[arg-type]
+    why = accumulate_as_signed(p, case, reports, right)  # type: ignore[arg-type]
     assert why is not None and "as signed" in why
     mixed = [reports[0], {"got": right[1][0], "window": right[1][1]}]
-    assert accumulate_as_signed(p, case, mixed) is None  # type: ignore[arg-type]
+    assert accumulate_as_signed(p, case, mixed, right) is None  # type: ignore[arg-type]
     for other in ({"dtype": "int16"}, {"op": "MAX", "acc_len": 0}):
         c = case | other
         rep = [{"got": g, "window": w} for g, w in simulate(c, 2, signed=True)]
-        assert accumulate_as_signed(p, c, rep) is None  # type: ignore[arg-type]
+        assert accumulate_as_signed(p, c, rep, simulate(c, 2)) is None  # type: ignore[arg-type]
 
 
 def test_a_covering_set_runs_every_case_past_a_known_defect() -> None:
