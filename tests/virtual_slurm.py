@@ -106,7 +106,10 @@ def slurm_conf(
         "SlurmdTimeout=30",
         "KillWait=2",
         "InactiveLimit=0",
-        "MinJobAge=30",
+        # SLURM's default. An ended job is purged MinJobAge after it ends, and sbatch --wait
+        # polls at growing intervals up to 32 s: a shorter age let a job vanish before the
+        # poll, and sbatch then returns 0 whatever the job's status ("Job N no longer found")
+        "MinJobAge=300",
     ]
     lines += [
         f"NodeName={h.name} NodeAddr={h.address} NodeHostname={h.name} CPUs={cpus} State=UNKNOWN"

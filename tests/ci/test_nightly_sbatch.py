@@ -7,7 +7,8 @@ osu_latency at 8 B and 1 KiB, one rank on each host, placed by srun): first taki
 into a temp dir, after a run without them that fails for an unarmed gate (the script requires one), then a run
 against them that passes (exit 0, the four reports there and
 parseable, the JUnit file holding the items), then the canary (--hpc-inject-slowdown=3), which
-must exit 1 with a regression verdict for every item. Bad input fails with exit status 2 and a
+must exit 1 with a regression verdict for every item; each job's exit_status file says what
+sbatch returned. Bad input fails with exit status 2 and a
 line naming the cause, in seconds: an allocation of one node, an srun that cannot start a
 step, and (last: it stops the controller) a SLURM that is down, where sbatch itself fails.
 """
@@ -62,6 +63,11 @@ def submit(
     jid = job_id(r.stdout)
     out = workdir / f"hpccomm-nightly-{jid}.out"
     text = out.read_text(errors="replace") if out.is_file() else f"(no output file {out})"
+    # sbatch's status is the job's only while SLURM kept the ended job until sbatch's next
+    # poll (VirtualSlurm's MinJobAge); the job's own exit_status must say the same
+    assert "no longer found and exit code not found" not in r.stderr, r.describe() + text
+    status = workdir / "results" / jid / "exit_status"
+    assert status.read_text() == f"{r.returncode}\n", r.describe() + text
     return r, text, workdir / "results" / jid
 
 

@@ -173,6 +173,13 @@ export SLURM_JOB_ID=0 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NODELIST='h[0-1]' \
 export HPCCOMM_ARGS="${HPCCOMM_ARGS:-} --collect-only -q"
 out=${out:-slurm-%j.out}
 bash "$script" "$@" >"${out//%j/0}" 2>&1
+rc=$?
+# STANDIN_PURGED: what a real sbatch --wait does when SLURM purged the ended job before its
+# next poll (MinJobAge shorter than the poll): says so and returns 0, whatever the job's status
+if [ -n "${STANDIN_PURGED:-}" ]; then
+  echo "sbatch: error: Job 0 no longer found and exit code not found" >&2; exit 0
+fi
+exit "$rc"
 """
 SRUN_STANDIN = '#!/bin/sh\necho stand-in srun: "$@"\n'
 SCANCEL_STANDIN = '#!/bin/sh\necho "scancel $*" >>"${STANDIN_LOG:-/dev/null}"\n'
@@ -390,6 +397,46 @@ def test_a_renamed_option_breaks_the_standin_run(
     )
     assert not r.ok and r.steps[0].rc == 4, r.describe()
     assert "unrecognized arguments: --hpc-sytem=x" in r.describe(), r.describe()
+
+
+@needs_yaml
+def test_a_failed_job_fails_the_step_when_sbatch_lost_its_status(
+    standin_path: str, tmp_path: Path, repo: tuple[Path, str, str]
+) -> None:
+    """sbatch --wait returns 0 for a job SLURM purged before its poll: the steps read the
+    job's exit_status (nightly.sbatch writes it) and fail with the job's usage error all the
+    same, naming it; a job that passed still passes."""
+    env = base_environment(
+        PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"), STANDIN_PURGED="1", **job_env()
+    )
+    bad = SELECT + " --hpc-sytem=x"
+    for name, args, ok in (("passed", SELECT, True), ("failed", bad, False)):
+        ws = tmp_path / f"gh-{name}"
+        ws.mkdir()
+        gh = run_github_job(
+            WORKFLOW,
+            "nightly",
+            workspace=ws,
+            base_env=env,
+            repo=repo[0],
+            vars=gh_vars(tmp_path, HPCCOMM_NIGHTLY_ARGS=args),
+        )
+        project = tmp_path / f"gl-{name}"
+        subprocess.run(["git", "clone", "-q", str(repo[0]), str(project)], check=True)
+        gl = run_gitlab_job(
+            PIPELINE,
+            "hpccomm-nightly",
+            project_dir=project,
+            predefined={},
+            base_env=env,
+            overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=args),
+        )
+        for job in (gh, gl):
+            assert "no longer found and exit code not found" in job.describe(), job.describe()
+            assert job.ok == ok, job.describe()
+            if not ok:
+                assert [s.rc for s in job.steps if s.rc not in (0, None)] == [1], job.describe()
+                assert "sbatch --wait returned 0, the job's exit status: 4" in job.describe()
 
 
 # -- the same against a real SLURM on the virtual cluster ---------------------------------------
