@@ -14,6 +14,7 @@ from hpccomm_suites.mpi.test_conformance_p2p import (
     mpich_persistent_proc_null,
 )
 from pytest_hpccomm.stacks.mpi.conformance import PeerInfo
+from pytest_hpccomm.stacks.mpi.peer.payload import PIECE
 
 MPICH = "MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026"
 CONSTANTS = {"PROC_NULL": -1, "ANY_SOURCE": -2, "ANY_TAG": -1}
@@ -294,7 +295,7 @@ def test_the_allgather_restart_key_takes_one_block_of_a_reset_buffer_only() -> N
         expected_buffers,
         mpich_allgather_restart_leaves_a_block,
     )
-    from pytest_hpccomm.stacks.mpi.peer.payload import digest
+    from pytest_hpccomm.stacks.mpi.peer.payload import digest, piece_digests
 
     p = peer(MPICH_403)
     for inplace in (False, True):
@@ -307,14 +308,53 @@ def test_the_allgather_restart_key_takes_one_block_of_a_reset_buffer_only() -> N
         two = seen.copy()
         two[0:4] = before[1][0:4]  # two blocks wrong: not this symptom
         assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, {"recv": digest(two)}) is None
-        part = want[1].copy()
-        part[4:6] = before[0][4:6]  # half a block
-        assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, {"recv": digest(part)}) is None
+        for lo, hi in ((5, 7), (6, 8)):  # a block's middle or its end: not this symptom
+            part = want[1].copy()
+            part[lo:hi] = before[0][lo:hi]
+            rep = {"recv": digest(part), "pieces": piece_digests(part)}
+            assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, rep) is None
         for other in (peer(OPEN_MPI), None):  # another MPI; the blocking form
             q, c = (other, case) if other else (p, case | {"persistent": False})
             assert (
                 mpich_allgather_restart_leaves_a_block(q, c, 2, 1, {"recv": digest(seen)}) is None
             )
+
+
+def test_the_allgather_restart_key_takes_a_stale_prefix_of_a_large_block() -> None:
+    """MPICH 4.0.3, two processes between namespaces, the covering set's 20000 x int64 in-place
+    case (a dump of the run's buffers): after the second start the first 3884 elements of
+    rank 1's block 1 held what rank 0's buffer held there before the start, the rest right.
+    Near misses: the same prefix one element off the block's start, a second stale run, and
+    no piece digests (a report without them cannot be placed)."""
+    from hpccomm_suites.mpi.test_conformance_collectives import (
+        covering_cases,
+        expected_buffers,
+        mpich_allgather_restart_leaves_a_block,
+    )
+    from pytest_hpccomm.stacks.mpi.peer.payload import digest, piece_digests
+
+    p = peer(MPICH_403)
+    case = covering_cases("allgather", 2)["large-nonblocking-in-place"] | {"persistent": True}
+    want, _, before = expected_buffers(case, 2)
+    c = case["count"]
+
+    def rep(a: np.ndarray, pieces: bool = True) -> dict[str, Any]:
+        return {"recv": digest(a.ravel())} | ({"pieces": piece_digests(a)} if pieces else {})
+
+    for m in (3884, 1, PIECE, c - 1):
+        seen = want[1].copy()
+        seen[c : c + m] = before[0][c : c + m]
+        why = mpich_allgather_restart_leaves_a_block(p, case, 2, 1, rep(seen))
+        assert why is not None, m
+        assert f"the first {m} of the {c} elements of block 1 on rank 1 hold what rank 0's" in why
+        assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, rep(seen, False)) is None
+    off = want[1].copy()
+    off[c + 1 : c + 3885] = before[0][c + 1 : c + 3885]
+    two = want[1].copy()
+    two[c : c + 3884] = before[0][c : c + 3884]
+    two[c + 9000 : c + 9100] = before[0][c + 9000 : c + 9100]
+    for wrong in (off, two):
+        assert mpich_allgather_restart_leaves_a_block(p, case, 2, 1, rep(wrong)) is None
 
 
 def test_the_type_free_key_takes_that_assertion_after_that_case_only() -> None:

@@ -20,6 +20,7 @@ from pytest_hpccomm.stacks.mpi.peer.payload import (
     from_json,
     np_dtype,
     pattern,
+    piece_digests,
     to_json,
 )
 from pytest_hpccomm.stacks.mpi.wire import PLANT_THRESHOLD
@@ -468,6 +469,8 @@ class Cases(TopologyCases, AlltoallwCases, RingCases, RmaSyncCases):
                     req.Wait()
             finally:
                 req.Free()
+            # where a restart went wrong, to the piece (a partly rewritten block)
+            return {"recv": digest(rbuf), "send": digest(sbuf), "pieces": piece_digests(rbuf)}
         elif c["nonblocking"]:
             getattr(comm, "I" + name)(*args).Wait()
         else:

@@ -53,6 +53,16 @@ def digest(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:24]
 
 
+PIECE = 1024  # elements per piece_digests() entry
+
+
+def piece_digests(a: np.ndarray) -> list[str]:
+    """digest() of each run of PIECE elements of the flattened array: where a large buffer
+    differs, to the piece, without sending it."""
+    flat = np.ascontiguousarray(a).ravel()
+    return [digest(flat[i : i + PIECE]) for i in range(0, max(len(flat), 1), PIECE)]
+
+
 def to_json(a: np.ndarray) -> list[Any]:
     """Values as JSON: complex as [re, im], pairs as [value, index]."""
     if a.dtype.kind == "c":
