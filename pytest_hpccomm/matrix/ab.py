@@ -37,6 +37,7 @@ class AbPair:
     rows: tuple[AbRow, ...]
     did_not_run: str = ""
     failures: tuple[str, ...] = ()  # "item: its message" of each item of the run that failed
+    known: tuple[str, ...] = ()  # "item: the defect" of each item a known defect ended (xfail)
 
 
 def read_pair(path: Path, base: str, candidate: str, stack: str) -> tuple[AbRow, ...]:
@@ -124,12 +125,17 @@ def markdown(pairs: list[AbPair], command: str) -> str:
             out.append("| " + " | ".join(c) + " |")
         for f in p.failures:
             out.append(f"| {p.base} → {p.candidate} | **failed**: {_cell(f)} |" + " |" * 6)
+        for k in p.known:
+            out.append(
+                f"| {p.base} → {p.candidate} | not judged, known defect: {_cell(k)} |" + " |" * 6
+            )
     out += [
         "",
         "The ratio is candidate over base of the paired medians (a time: above 1 is "
         "slower; a rate: below 1 is slower); the verdict is the paired rule's at the run's "
         "tolerance (docs: explanation/paired-ab). A failed item has no verdict: its point "
-        "could not be judged (its message names the side).",
+        "could not be judged (its message names the side); neither has an item a known "
+        "defect ended.",
     ]
     return "\n".join(out) + "\n"
 
@@ -155,6 +161,11 @@ def html_table(pairs: list[AbPair]) -> str:
             rows.append(
                 f"<tr><td>{e(p.base)} → {e(p.candidate)}</td>"
                 f"<td colspan='7' class='fail'>failed: {e(f)}</td></tr>"
+            )
+        for k in p.known:
+            rows.append(
+                f"<tr><td>{e(p.base)} → {e(p.candidate)}</td>"
+                f"<td colspan='7' class='none'>not judged, known defect: {e(k)}</td></tr>"
             )
     head = "".join(f"<th>{e(h)}</th>" for h in HEADER)
     return f"<h2>Paired A/B between adjacent releases</h2><table><tr>{head}</tr>{''.join(rows)}</table>"

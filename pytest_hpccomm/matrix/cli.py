@@ -93,6 +93,16 @@ def pair_failures(xml: Path, results: Path, base: str, cand: str) -> tuple[str, 
     """The paired run's failed items that have no verdict, "item[case]: message": a point that
     could not be judged (a side's job failed, its result was wrong). An item that failed by
     its verdict (a regression) has its rows in the results JSON, and is not repeated here."""
+    return _unjudged(xml, results, base, cand, "fail")
+
+
+def pair_known(xml: Path, results: Path, base: str, cand: str) -> tuple[str, ...]:
+    """The paired run's items with no verdict that a known defect ended (xfail), "item[case]:
+    the defect": a point not judged, which the table says instead of leaving it out."""
+    return _unjudged(xml, results, base, cand, "known")
+
+
+def _unjudged(xml: Path, results: Path, base: str, cand: str, outcome: str) -> tuple[str, ...]:
     if not xml.is_file():
         return ()
     judged: set[str] = set()
@@ -106,9 +116,9 @@ def pair_failures(xml: Path, results: Path, base: str, cand: str) -> tuple[str, 
     out = []
     for c in read_cases(xml, f"{base}_vs_{cand}"):
         func = c.prop.rsplit("::", 1)[-1]
-        if c.outcome != "fail" or (f"{func}[{c.case}]" if c.case else func) in judged:
+        if c.outcome != outcome or (f"{func}[{c.case}]" if c.case else func) in judged:
             continue
-        said = c.detail.splitlines()[0].removeprefix("Failed: ") if c.detail else "failed"
+        said = c.detail.splitlines()[0].removeprefix("Failed: ") if c.detail else outcome
         out.append(f"{c.prop}[{c.case}]: {said}")
     return tuple(out)
 
@@ -151,10 +161,11 @@ def ab_pair(
         argv = _pytest([*args, f"--junitxml={xml}"])
         res = run_job(argv, timeout=timeout, cwd=out, label=f"A/B {base} vs {cand}")
     log.write_text(shlex.join(argv) + "\n\n" + res.stdout + res.stderr)
-    failures = pair_failures(xml, results, base, cand)
+    failures, known = pair_failures(xml, results, base, cand), pair_known(xml, results, base, cand)
     if res.timed_out or res.returncode not in (0, 1) or not results.is_file():
-        return ab.AbPair(base, cand, (), res.describe(), failures)
-    return ab.AbPair(base, cand, ab.read_pair(results, base, cand, axis.stack), "", failures)
+        return ab.AbPair(base, cand, (), res.describe(), failures, known)
+    rows = ab.read_pair(results, base, cand, axis.stack)
+    return ab.AbPair(base, cand, rows, "", failures, known)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pairs.append(pair)
             verdicts = Counter(r.outcome for r in pair.rows)
             verdicts.update({"failed": len(pair.failures)} if pair.failures else {})
+            verdicts.update({"not judged (known defect)": len(pair.known)} if pair.known else {})
             said = pair.did_not_run or ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
             print(f"[A/B {n}/{len(todo)}] {a} -> {b}: {said}", flush=True)
 
