@@ -351,6 +351,7 @@ def mpich_allgather_restart_leaves_a_block(
     want, _, before = expected_buffers(case, n)
     c, cols = case["count"], [0, 2] if case.get("derived") else [0]
     where = "(docs/examples/defects/mpich_persistent_collective_restart.py allgather)"
+    last = last_piece_differing(want[rank], rep)
     for k in range(n):
         for s in range(n):
             got = want[rank].copy()
@@ -361,7 +362,7 @@ def mpich_allgather_restart_leaves_a_block(
                     f"MPI_Start block {k} on rank {rank} holds what rank {s}'s receive buffer "
                     f"held there before the start {where}"
                 )
-            if (m := stale_prefix(want[rank], before[s], k * c, c, rep)) is not None:
+            if (m := stale_prefix(want[rank], before[s], k * c, c, last, rep)) is not None:
                 return (
                     f"{peer.info.release} defect: {_persistent_case(case)}: after the last "
                     f"MPI_Start the first {m} of the {c} elements of block {k} on rank {rank} "
@@ -370,21 +371,26 @@ def mpich_allgather_restart_leaves_a_block(
     return None
 
 
+def last_piece_differing(want: np.ndarray, rep: dict[str, Any]) -> int | None:
+    """The last piece (PIECE elements) where the report's piece digests differ from `want`'s;
+    None without them, for a derived (not plain) buffer, or where none differs."""
+    pieces, flat = rep.get("pieces"), want.ravel()
+    if not pieces or want.shape[1] != 1 or len(pieces) != -(-len(flat) // PIECE):
+        return None
+    differ = [j for j, d in enumerate(piece_digests(flat)) if d != pieces[j]]
+    return differ[-1] if differ else None
+
+
 def stale_prefix(
-    want: np.ndarray, before: np.ndarray, lo: int, c: int, rep: dict[str, Any]
+    want: np.ndarray, before: np.ndarray, lo: int, c: int, last: int | None, rep: dict[str, Any]
 ) -> int | None:
     """m when the reported buffer is `want` but for its elements lo..lo+m-1 (0 < m < c),
-    which hold `before`'s: the last piece that differs bounds where the prefix ends, and the
-    whole buffer's digest decides. Plain (not derived) buffers with piece digests only."""
-    pieces = rep.get("pieces")
-    if not pieces or want.shape[1] != 1:
+    which hold `before`'s: the last piece that differs (`last`) bounds where the prefix ends,
+    and the whole buffer's digest decides."""
+    if last is None:
         return None
     flat, old = want.ravel(), before.ravel()
-    differ = [j for j, d in enumerate(piece_digests(flat)) if j >= len(pieces) or d != pieces[j]]
-    if not differ or len(pieces) != -(-len(flat) // PIECE):
-        return None
-    j = differ[-1]
-    for end in range(max(j * PIECE + 1, lo + 1), min((j + 1) * PIECE, lo + c - 1) + 1):
+    for end in range(max(last * PIECE + 1, lo + 1), min((last + 1) * PIECE, lo + c - 1) + 1):
         trial = flat.copy()
         trial[lo:end] = old[lo:end]
         if digest(trial) == rep["recv"]:

@@ -264,6 +264,27 @@ def gl_overrides(tmp: Path, **extra: str) -> dict[str, str]:
     }
 
 
+def gitlab_nightly(
+    project: Path,
+    upstream: Path,
+    env: dict[str, str],
+    tmp: Path,
+    args: str = SELECT,
+    **predefined: str,
+) -> JobRun:
+    """The GitLab template's nightly job in a clone of `upstream` made at `project`, against
+    the test's selection (`args`) and a gate directory made in `tmp`."""
+    subprocess.run(["git", "clone", "-q", str(upstream), str(project)], check=True)
+    return run_gitlab_job(
+        PIPELINE,
+        "hpccomm-nightly",
+        project_dir=project,
+        predefined=predefined,
+        base_env=env,
+        overrides=gl_overrides(tmp, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=args),
+    )
+
+
 @needs_yaml
 def test_github_steps_collect_against_a_standin_slurm(
     standin_path: str, tmp_path: Path, repo: tuple[Path, str, str]
@@ -301,15 +322,7 @@ def test_gitlab_jobs_collect_against_a_standin_slurm(
     upstream, base_sha, head_sha = repo
     env = base_environment(PATH=standin_path, HPCCOMM_BASELINES=str(tmp_path / "bl"), **job_env())
     project = tmp_path / "project"
-    subprocess.run(["git", "clone", "-q", str(upstream), str(project)], check=True)
-    nightly = run_gitlab_job(
-        PIPELINE,
-        "hpccomm-nightly",
-        project_dir=project,
-        predefined={},
-        base_env=env,
-        overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
-    )
+    nightly = gitlab_nightly(project, upstream, env, tmp_path)
     assert nightly.ok, nightly.describe()
     assert collected(nightly) == 2, nightly.describe()
     gate = run_gitlab_job(
@@ -362,16 +375,7 @@ def test_a_cancelled_run_cancels_its_own_batch_job(
         f"scancel --name=hpccomm-4242-1 --user={getpass.getuser()}",
     ], cancelled.describe()
     log.unlink()
-    project = tmp_path / "project"
-    subprocess.run(["git", "clone", "-q", str(repo[0]), str(project)], check=True)
-    gl = run_gitlab_job(
-        PIPELINE,
-        "hpccomm-nightly",
-        project_dir=project,
-        predefined={"CI_JOB_ID": "77"},
-        base_env=env,
-        overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=SELECT),
-    )
+    gl = gitlab_nightly(tmp_path / "project", repo[0], env, tmp_path, CI_JOB_ID="77")
     assert log.read_text().splitlines() == [  # after_script: GitLab runs it on a cancel too
         "sbatch --job-name=hpccomm-77",
         f"scancel --name=hpccomm-77 --user={getpass.getuser()}",
@@ -421,16 +425,7 @@ def test_a_failed_job_fails_the_step_when_sbatch_lost_its_status(
             repo=repo[0],
             vars=gh_vars(tmp_path, HPCCOMM_NIGHTLY_ARGS=args),
         )
-        project = tmp_path / f"gl-{name}"
-        subprocess.run(["git", "clone", "-q", str(repo[0]), str(project)], check=True)
-        gl = run_gitlab_job(
-            PIPELINE,
-            "hpccomm-nightly",
-            project_dir=project,
-            predefined={},
-            base_env=env,
-            overrides=gl_overrides(tmp_path, HPCCOMM_SUITES=SUITE, HPCCOMM_ARGS=args),
-        )
+        gl = gitlab_nightly(tmp_path / f"gl-{name}", repo[0], env, tmp_path, args)
         for job in (gh, gl):
             assert "no longer found and exit code not found" in job.describe(), job.describe()
             assert job.ok == ok, job.describe()
