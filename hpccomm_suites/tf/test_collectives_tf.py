@@ -12,7 +12,10 @@ multi-worker training, on loopback and across the virtual cluster (one worker pe
   num_channels_per_target more connections (TensorFlow 2.21.0 does neither for collectives: an
   xfail only on that measured symptom);
 - a collective whose group never fills (the other worker absent) raises DeadlineExceeded
-  after its timeout_seconds, not a hang, and the tasks leave no process behind.
+  after its timeout_seconds, not a hang, and the tasks leave no process behind;
+- upstream's cases of the collective ops tests across the two tasks: the collectives' answers,
+  invalid and mismatched arguments, timeouts, and aborts and cancellations (an aborted
+  executor fails fast until collective ops are enabled again).
 """
 
 from __future__ import annotations
@@ -1036,3 +1039,220 @@ def test_groups_of_two_and_of_three_workers(
                     np.testing.assert_array_equal(
                         got, a * size, err_msg=f"v{version} group {key} of {size} on {task}"
                     )
+
+
+# -- aborts and cancellations of TensorFlow's collective ops tests ------------------------------
+# Each case on tasks of its own (an aborted executor stays aborted until collective ops are
+# enabled again); upstream's keys, and `_both` checks every collective both workers complete.
+
+ABORT_AFTER = 2.0  # upstream's sleep before abort_collective_ops, and before "at once" ends
+AGAIN_TIMEOUT = 10.0  # the collective after an op error: an executor not aborted times out
+ABORTED = {
+    # test id -> (a collective of both workers first, the aborted one's instance key offset
+    # from it: 1 asks for a new instance resolution, 0 reuses the resolved one; upstream case)
+    "group-resolution": (False, 0, "v2.AbortCollectiveOpsTest.testAbortGroupParamsResolution"),
+    "instance-resolution": (
+        True,
+        1,
+        "v2.AbortCollectiveOpsTest.testAbortInstanceParamsResolution",
+    ),
+    "communication": (True, 0, "v2.AbortCollectiveOpsTest.testAbortCommunication"),
+}
+PEER_DOWN = ("UnavailableError", "peer down")  # what upstream aborts with
+# of upstream's four ops, a v1 and a v2 one, a reduce and a gather: the abort is the task's
+# collective executor's, whichever op waits in it (each case costs two task start-ups)
+ABORTED_OPS = ["all_reduce", "all_gather_v2"]
+
+
+def _both(tasks: TfTasks, fields: dict[str, object], x: np.ndarray) -> None:
+    """Both workers run the collective of `fields` on x: each gets the op's definition (a
+    reduce: the sum; a gather: x once per worker)."""
+    replies = tasks.request_all(
+        {t: _tensor_msg(fields, x, timeout=TIMEOUT) for t in RING.workers_tasks}
+    )
+    n = RING.workers
+    want = x * n if fields["kind"] == "reduce" else np.concatenate([x] * n)
+    for task, reply in replies.items():
+        np.testing.assert_array_equal(_tensor_of(reply), want, err_msg=f"{task}: {fields}")
+
+
+@pytest.mark.covers("tf", *cells([c for *_, c in ABORTED.values()], RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("op", ABORTED_OPS)
+@pytest.mark.parametrize("case", list(ABORTED))
+def test_an_aborted_collective_executor(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, case: str, op: str
+) -> None:
+    """TensorFlow's AbortCollectiveOpsTest across two tasks, as its multi-worker variant: a
+    collective worker:0 runs alone (no timeout) waits in group resolution (no collective
+    before), in instance resolution (a new instance key after one collective of both) or in
+    communication (the same key again) until a thread aborts the task's collective executor
+    (abort_collective_ops UNAVAILABLE "peer down", ABORT_AFTER s in): it raises that error,
+    after the abort; the next collective raises it at once; once both workers enable
+    collective ops again (upstream's reset), a collective of both gives the op's answer."""
+    both_first, offset, _ = ABORTED[case]
+    fields: dict[str, object] = {
+        **OPS[op],
+        "group_key": UPSTREAM_GROUP,
+        "instance_key": UPSTREAM_INSTANCE,
+    }
+    x = np.array([1.0], np.float32)
+    alone = RING.workers_tasks[0]
+    with _own_tasks(tf_env, hpc_placement, request) as tasks:
+        if both_first:
+            _both(tasks, fields, x)
+        aborted = {**fields, "instance_key": UPSTREAM_INSTANCE + offset, "delay": ABORT_AFTER}
+        reply = tasks.request(
+            alone,
+            _with_tensor({"op": "upstream", "case": "abort", **aborted}, x),
+            timeout=ABORT_AFTER + TIMEOUT,
+        )
+        first, after = reply["first"], reply["after"]
+        assert first["error"] and _says(first["error"], *PEER_DOWN), f"{alone}: {first}"
+        assert first["ended"] >= reply["aborted"], f"{alone} ended before the abort: {reply}"
+        assert after["error"] and _says(after["error"], *PEER_DOWN), f"{alone} after: {after}"
+        assert after["seconds"] < ABORT_AFTER, f"{alone}: not at once after the abort: {after}"
+        tasks.request_all({t: {"op": "reenable"} for t in RING.workers_tasks})
+        _both(tasks, {**fields, "instance_key": UPSTREAM_INSTANCE + offset}, x)
+
+
+@pytest.mark.covers("tf", *cells(["v2.OpCancellationTest.testOpErrorAbortWithCollective"], RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather"])
+def test_an_op_error_during_a_v1_collective_aborts_it(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, op: str
+) -> None:
+    """OpCancellationTest.testOpErrorAbortWithCollective across two tasks: worker:0 alone
+    runs a tf.function whose v1 collective cannot finish (worker:1 runs none) while the
+    function reads past its dataset's end: OutOfRangeError, and the v1 collectives are
+    aborted: the next one raises CancelledError (within AGAIN_TIMEOUT, its timeout: an
+    executor left running would time out instead)."""
+    fields = {**OPS[op], "group_key": UPSTREAM_GROUP, "instance_key": UPSTREAM_INSTANCE}
+    alone = RING.workers_tasks[0]
+    with _own_tasks(tf_env, hpc_placement, request) as tasks:
+        msg = {"op": "upstream", "case": "eof_during_collective", **fields, "then": "again"}
+        reply = tasks.request(alone, {**msg, "timeout": AGAIN_TIMEOUT}, timeout=TIMEOUT)
+    first, after = reply["first"], reply["after"]
+    assert first["error"] and first["error"].startswith("OutOfRangeError:"), f"{alone}: {first}"
+    assert after["error"] and after["error"].startswith("CancelledError:"), f"{alone}: {after}"
+
+
+@pytest.mark.covers(
+    "tf", *cells(["v2.OpCancellationTest.testOpErrorNotAbortWithCollectiveV2"], RUNS)
+)
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("op", ["all_reduce_v2", "all_gather_v2"])
+def test_an_op_error_during_a_v2_collective_aborts_nothing(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, op: str
+) -> None:
+    """OpCancellationTest.testOpErrorNotAbortWithCollectiveV2 across two tasks: after a
+    collective of both (the group resolved), worker:0 alone runs a tf.function whose v2
+    collective cannot finish while the function reads past its dataset's end: the function
+    raises OutOfRangeError (cancellation ends the collective: no hang), and the next
+    collective of both gives the op's answer (nothing aborted). Upstream reuses one instance
+    key in one process; across tasks each collective takes its own."""
+    fields: dict[str, object] = {
+        **OPS[op],
+        "group_key": UPSTREAM_GROUP,
+        "instance_key": UPSTREAM_INSTANCE,
+    }
+    x = np.array([1.0], np.float32)
+    alone = RING.workers_tasks[0]
+    with _own_tasks(tf_env, hpc_placement, request) as tasks:
+        _both(tasks, fields, x)
+        msg = {"op": "upstream", "case": "eof_during_collective", **fields}
+        reply = tasks.request(
+            alone, {**msg, "instance_key": UPSTREAM_INSTANCE + 1}, timeout=TIMEOUT
+        )
+        first = reply["first"]
+        assert first["error"] and first["error"].startswith("OutOfRangeError:"), first
+        _both(tasks, {**fields, "instance_key": UPSTREAM_INSTANCE + 2}, x)
+
+
+@pytest.mark.covers("tf", *cells(["v2.OpCancellationTest.testCancelDuringParamResolutionV2"], RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("op", ["all_reduce_v2", "all_gather_v2"])
+def test_a_collective_in_param_resolution_is_cancellable(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, op: str
+) -> None:
+    """OpCancellationTest.testCancelDuringParamResolutionV2 across two tasks: each worker
+    calls, through a CancellationManager, a tf.function asserting its input is [1.] before
+    a v2 collective (no timeout). worker:1's input is [2.]: InvalidArgumentError, and it
+    never joins the group; worker:0 waits in param resolution until, on that failure, its
+    call is cancelled (start_cancel): it ends (within TIMEOUT) with CancelledError."""
+    fields = {**OPS[op], "group_key": UPSTREAM_GROUP, "instance_key": UPSTREAM_INSTANCE}
+    msg = {"op": "upstream", "case": "cancelable", **fields}
+    waiting, failing = RING.workers_tasks
+    with _own_tasks(tf_env, hpc_placement, request) as tasks:
+        replies = tasks.request_all(
+            {waiting: {**msg, "value": 1.0, "wait": False}, failing: {**msg, "value": 2.0}},
+            timeout=TIMEOUT,
+        )
+        failed = replies[failing]["first"]
+        assert failed["error"] and failed["error"].startswith("InvalidArgumentError:"), failed
+        cancelled = tasks.request(
+            waiting, {"op": "upstream", "case": "cancel_pending", "timeout": TIMEOUT}
+        )
+    assert cancelled["finished"], f"{waiting} still runs after start_cancel: {cancelled}"
+    assert cancelled["error"] and cancelled["error"].startswith("CancelledError:"), cancelled
+
+
+# -- TensorFlow 1's graph sessions across the tasks (in-graph replication) ---------------------
+
+SESSION_RING = Layout(ps=0, workers=2, session=True)
+V1_INPUTS = (  # upstream's, per worker
+    [0.1, 1.1, 2.1, 3.1, 4.1, 5.1, 6.1, 7.1],
+    [0.3, 1.3, 2.3, 3.3, 4.3, 5.3, 6.3, 7.3],
+)
+SESSION_CASES: dict[str, tuple[dict[str, int], str]] = {
+    # test id -> (the graph's run, upstream case)
+    "graph-key": (
+        {"graph_key": 1, "instances": 1, "sequential": 0},
+        "v1.CollectiveOpTest.testCollectiveReduce",
+    ),
+    "auto-graph-key": (
+        {"graph_key": 0, "instances": 1, "sequential": 0},
+        "v1.CollectiveOpTest.testCollectiveAutoGraphKey",
+    ),
+    "concurrent-instances": (
+        {"graph_key": 0, "instances": 2, "sequential": 1},
+        "v1.CollectiveOpTest.testCollectiveMultipleConcurrentReduce",
+    ),
+}
+
+
+@pytest.mark.covers("tf", *cells([c for _, c in SESSION_CASES.values()], RUNS))
+@pytest.mark.quick_placements(LOOPBACK)
+@pytest.mark.parametrize("case", list(SESSION_CASES))
+def test_a_v1_session_graph_reduces_across_tasks(
+    tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest, case: str
+) -> None:
+    """Upstream's v1 graph-mode reduce cases across two tasks: every worker a v1 server, one
+    graph with a v1 all_reduce (Add, Div) on each worker's CPU of that worker's tensor,
+    run by a Session on worker:0's server: with RunOptions' collective_graph_key 1, with the
+    key left to TensorFlow, and with two instances per worker in one run under
+    collective_deterministic_sequential_execution. Every op gives the mean, bit for bit (a
+    float32 sum of two, halved: exact)."""
+    fields, _ = SESSION_CASES[case]
+    arrays = [np.array(v, np.float32) for v in V1_INPUTS]
+    want = (arrays[0] + arrays[1]) / np.float32(2)
+    msg = {
+        "op": "v1_reduce",
+        "tensors": [encode("float32", a.shape, a.tobytes()) for a in arrays],
+        "instance_key": 1,
+        "merge": "Add",
+        "final": "Div",
+        "timeout": TIMEOUT,
+        **fields,
+    }
+    site = tf_site(hpc_placement, request)
+    with TfTasks(tf_env, hpc_placement, site, SESSION_RING) as tasks:
+        reply = tasks.request(SESSION_RING.workers_tasks[0], msg, timeout=2 * TIMEOUT)
+    results = [
+        np.frombuffer(raw, dtype).reshape(shape)
+        for dtype, shape, raw in map(as_bytes, reply["results"])
+    ]
+    n = fields["instances"]
+    assert len(results) == SESSION_RING.workers * n, reply
+    for i, got in enumerate(results):
+        np.testing.assert_array_equal(got, want, err_msg=f"worker {i // n}, instance {i % n}")

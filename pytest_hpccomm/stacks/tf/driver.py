@@ -48,6 +48,7 @@ from pytest_hpccomm.stacks.tf.wire import (
     KNOB_VAR,
     KNOBS,
     MODE_VAR,
+    SESSION,
     TASK_VAR,
 )
 
@@ -76,6 +77,12 @@ class Layout:
     collective: bool = False
     coordinator: bool = False
     knob: str = "default"  # wire.KNOBS: the collective workers' gRPC settings
+    session: bool = False  # v1: every worker a server, one Session's graph across them
+
+    @property
+    def mode(self) -> str:
+        """The peers' mode (wire.MODE_VAR)."""
+        return SESSION if self.session else COLLECTIVE if self.collective else CLIENT
 
     @property
     def tasks(self) -> list[str]:
@@ -90,6 +97,8 @@ class Layout:
         return [f"worker:{i}" for i in range(self.workers)]
 
     def __str__(self) -> str:
+        if self.session:
+            return f"{self.workers}w-session"
         if self.collective:
             return f"{self.workers}w-collective" + (
                 "" if self.knob == "default" else f"-{self.knob}"
@@ -220,14 +229,13 @@ class TfTasks:
         self._tmp = self._tmp or tempfile.mkdtemp(prefix="hpccomm-tf-")
         self._plan()
         tasks = self.layout.tasks
-        mode = COLLECTIVE if self.layout.collective else CLIENT
         try:
             for task in tasks:
                 env = peer_env(
                     {
                         CLUSTER_VAR: json.dumps(self.spec),
                         TASK_VAR: task,
-                        MODE_VAR: mode,
+                        MODE_VAR: self.layout.mode,
                         KNOB_VAR: self.layout.knob,
                         "TMPDIR": self._tmp,
                         "TF_CPP_MIN_LOG_LEVEL": "2",

@@ -6,10 +6,11 @@ from __future__ import annotations
 # ParameterServerStrategy's coordinator drives the workers)
 CLUSTER_VAR = "HPCCOMM_TF_CLUSTER"
 TASK_VAR = "HPCCOMM_TF_TASK"  # this process's task: "ps:0", "worker:1"
-MODE_VAR = "HPCCOMM_TF_MODE"  # CLIENT or COLLECTIVE
+MODE_VAR = "HPCCOMM_TF_MODE"  # CLIENT, COLLECTIVE or SESSION
 # CLIENT: worker:0 is the one eager client of the cluster (parameter-server reads);
-# COLLECTIVE: every worker is a client of its own running collective ops (multi-worker training)
-CLIENT, COLLECTIVE = "client", "collective"
+# COLLECTIVE: every worker is a client of its own running collective ops (multi-worker training);
+# SESSION: every worker a v1 server, a v1 Session on worker:0 runs one graph over all of them
+CLIENT, COLLECTIVE, SESSION = "client", "collective", "session"
 LEADER = "/job:worker/replica:0/task:0"  # the collective group's leader
 GROUP_KEY = 1  # the collective group of all the workers
 REDUCE_OPS = ("SUM", "MEAN")

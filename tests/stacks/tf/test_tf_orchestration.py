@@ -18,7 +18,7 @@ from pytest_hpccomm.stacks.tf import env as tf_env
 from pytest_hpccomm.stacks.tf.driver import PS_CLUSTER, RING, Layout, TfError, TfHosts, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv, TfEnvError, cache_key, ensure_env
 from pytest_hpccomm.stacks.tf.perf import RecvSweep, bench_sizes, measurements, merge
-from pytest_hpccomm.stacks.tf.wire import parse_task
+from pytest_hpccomm.stacks.tf.wire import CLIENT, COLLECTIVE, SESSION, parse_task
 
 FAKE = TfEnv(Path("/nonexistent/python"), "2.21.0", "v2.21.0", "", "user")
 
@@ -26,6 +26,13 @@ FAKE = TfEnv(Path("/nonexistent/python"), "2.21.0", "v2.21.0", "", "user")
 def test_tasks_are_named_job_colon_index() -> None:
     assert Layout(2, 2).tasks == ["ps:0", "ps:1", "worker:0", "worker:1"]
     assert str(Layout()) == "1ps-1w"
+
+
+def test_a_layout_names_the_peers_mode() -> None:
+    assert Layout().mode == CLIENT
+    assert Layout(ps=0, workers=2, collective=True).mode == COLLECTIVE
+    assert Layout(ps=0, workers=2, session=True).mode == SESSION
+    assert str(Layout(ps=0, workers=2, session=True)) == "2w-session"
     assert str(RING) == "2w-collective" and RING.tasks == RING.workers_tasks == [
         "worker:0",
         "worker:1",

@@ -27,6 +27,7 @@ from pytest_hpccomm.stacks.tf.wire import (
     KNOB_VAR,
     KNOBS,
     MODE_VAR,
+    SESSION,
     TASK_VAR,
     parse_task,
 )
@@ -179,14 +180,37 @@ def main() -> int:
         wait_for(list(cluster["ps"]) + list(cluster["worker"]), 300.0)
         worker = Coordinator(tf, spec)
         ops = ("train", "ps_bench")
+    elif os.environ.get(MODE_VAR, CLIENT) == SESSION:
+        from pytest_hpccomm.stacks.tf.peer import session as session_peer
+
+        server = tf.distribute.Server(
+            spec,
+            job_name=job,
+            task_index=index,
+            config=session_peer.server_config(tf),
+            protocol="grpc",
+        )
+        worker = session_peer.SessionClient(tf, server.target, len(cluster["worker"]))
+        ops = ("v1_reduce",)
     elif os.environ.get(MODE_VAR, CLIENT) == COLLECTIVE:
         from pytest_hpccomm.stacks.tf.peer import collective as collective_peer
 
-        rpc_options = collective_peer.enable(
-            tf, spec, index, KNOBS[os.environ.get(KNOB_VAR, "default")]
+        knob = KNOBS[os.environ.get(KNOB_VAR, "default")]
+        rpc_options = collective_peer.enable(tf, spec, index, knob)
+        worker = collective_peer.CollectiveWorker(
+            tf,
+            index,
+            len(cluster["worker"]),
+            reenable=lambda: collective_peer.enable(tf, spec, index, knob),
         )
-        worker = collective_peer.CollectiveWorker(tf, index, len(cluster["worker"]))
-        ops = ("allreduce", "collective", "upstream", "allreduce_slices", "allreduce_bench")
+        ops = (
+            "allreduce",
+            "collective",
+            "upstream",
+            "reenable",
+            "allreduce_slices",
+            "allreduce_bench",
+        )
     else:
         wait_for(list(cluster.get("ps", [])), 300.0)
         tf.config.experimental_connect_to_cluster(

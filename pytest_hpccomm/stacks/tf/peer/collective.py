@@ -4,12 +4,14 @@ ops, whose ring all-reduce moves chunks between tasks with the RecvBuf RPC over 
 own gRPC. Every worker gets the same request at once; the orchestrator assigns the collective
 instance keys, so the tasks agree on them.
 
-An error in a collective aborts the task's collective executor for good ("Restart your program
-to reset"): the orchestrator ends the tasks after any failed collective request.
+An error in a collective aborts the task's collective executor ("Restart your program to
+reset"): the orchestrator ends the tasks after any failed collective request. Enabling
+collective ops again (`reenable`, on every worker) resets it, as the abort cases show.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -57,9 +59,20 @@ def enable(tf: Any, spec: Any, task_index: int, rpc_options: dict[str, Any]) -> 
 class CollectiveWorker:
     """A worker task's collective requests, each run by every worker of the group at once."""
 
-    def __init__(self, tf: Any, task_index: int, group_size: int) -> None:
+    def __init__(
+        self, tf: Any, task_index: int, group_size: int, reenable: Callable[[], object]
+    ) -> None:
         self.tf, self.size, self.index = tf, group_size, task_index
         self.device = f"/job:worker/replica:0/task:{task_index}/device:CPU:0"
+        self._reenable = reenable  # enable() again, as this task's server was started
+        self._pending: _Pending | None = None  # a collective left running by a request
+
+    def reenable(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Collective ops enabled again with the server's definition: what resets an aborted
+        collective executor in a multi-worker program (upstream's multi-worker abort test).
+        Every worker is asked at once: a reset worker's collectives need its peers reset."""
+        self._reenable()
+        return {}
 
     def _all_reduce(self, x: Any, op: str, key: int, timeout: float, hint: str) -> Any:
         from tensorflow.python.ops import collective_ops
@@ -261,6 +274,124 @@ class CollectiveWorker:
             got = collective_fn(tf.constant([1.0]), base + 2).numpy()
             out[name] = {"error": error, "after": got.tolist()}
         return out
+
+    def _case_abort(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """AbortCollectiveOpsTest on this worker alone: `delay` s after a collective (the
+        `collective` request's fields, no timeout) starts that cannot finish (no other worker
+        runs it), a thread aborts the task's collective executor with upstream's
+        abort_collective_ops(UNAVAILABLE, "peer down"); then the same collective again. Per
+        call ("first", "after") what _timed says; "aborted": when the abort was made."""
+        from tensorflow.python.eager import context
+        from tensorflow.python.framework import errors
+
+        delay = float(msg["delay"])
+
+        aborted: list[float] = []
+
+        def abort() -> None:
+            time.sleep(delay)
+            aborted.append(time.monotonic())
+            context.context().abort_collective_ops(errors.UNAVAILABLE, "peer down")
+
+        thread = threading.Thread(target=abort, daemon=True)
+        thread.start()
+        out: dict[str, Any] = {
+            call: _timed(lambda: self.collective({**msg, "timeout": 0.0})) for call in _CALLS
+        }
+        thread.join()
+        out["aborted"] = aborted[0]
+        return out
+
+    def _case_eof_during_collective(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """OpCancellationTest.testOpErrorAbortWithCollective and ...NotAbortWithCollectiveV2
+        on this worker alone: a tf.function that starts a collective (`kind`, `version`,
+        `instance_key`; a token for v2; no timeout) no other worker runs, then reads past the
+        end of a dataset that sleeps 200 us first (upstream's: the collective is under way at
+        the error). Its error and seconds ("first"); with `then` "again", the same collective
+        again, `timeout` s ("after"): an error that aborted v1 collectives fails it."""
+        from tensorflow.python.data.experimental.ops import testing as dataset_testing
+
+        tf = self.tf
+        v2 = int(msg["version"]) == 2
+        with tf.device(self.device):
+            token = self._token() if v2 else None
+            x = tf.constant([1.0])
+        dataset = tf.data.Dataset.from_tensors([1.0]).apply(
+            dataset_testing.sleep(sleep_microseconds=200)
+        )
+
+        @tf.function
+        def f() -> Any:
+            with tf.device(self.device):
+                ret = self._op(msg, x, 0.0, token)
+            iterator = iter(dataset)
+            next(iterator)
+            next(iterator)  # the dataset's end: OutOfRangeError
+            return ret
+
+        out = {"first": _timed(f)}
+        if msg.get("then") == "again":
+            out["after"] = _timed(
+                lambda: self._op(msg, x, float(msg["timeout"]), token, eager=True)
+            )
+        return out
+
+    def _op(
+        self, msg: dict[str, Any], x: Any, timeout: float, token: Any, eager: bool = False
+    ) -> Any:
+        """all_reduce / all_gather (v1 or v2 by `version`) of x in the worker group, instance
+        `instance_key`: upstream's collective_op of its cancellation and abort tests."""
+        from tensorflow.python.ops import collective_ops as co
+
+        v2, kind = int(msg["version"]) == 2, str(msg["kind"])
+        op = {("reduce", False): co.all_reduce, ("gather", False): co.all_gather}.get(
+            (kind, v2), co.all_reduce_v2 if kind == "reduce" else co.all_gather_v2
+        )
+        extra = {"ordering_token": token} if v2 and token is not None else {}
+        args = (x, self.size, int(msg.get("group_key", GROUP_KEY)), int(msg["instance_key"]))
+        if not eager:
+            return op(*args, timeout=timeout, **extra)
+        with self.tf.device(self.device):
+            return op(*args, timeout=timeout, **extra)
+
+    def _case_cancelable(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """OpCancellationTest.testCancelDuringParamResolutionV2, one worker's side: a
+        tf.function asserting its input equals [1.] and then running a v2 collective (no
+        token, no timeout: upstream's) of the input, called through a CancellationManager
+        on this worker's `value`. `wait` true: its error and seconds. False: it runs in a
+        thread of this task and the reply comes at once; `cancel_pending` cancels it."""
+        from tensorflow.python.eager import cancellation
+        from tensorflow.python.ops import check_ops
+
+        tf = self.tf
+        with tf.device(self.device):
+            expected = tf.constant([1.0])
+            x = tf.constant([float(msg["value"])])
+
+        @tf.function
+        def fn(t: Any) -> Any:
+            with tf.control_dependencies([check_ops.assert_equal(t, expected)]):
+                return self._op(msg, expected, 0.0, None)
+
+        concrete = fn.get_concrete_function(x)
+        manager = cancellation.CancellationManager()
+
+        def run() -> dict[str, Any]:
+            with tf.device(self.device):
+                return _timed(lambda: manager.get_cancelable_function(concrete)(x))
+
+        if msg.get("wait", True):
+            return {"first": run()}
+        self._pending = _Pending(manager, run)
+        return {}
+
+    def _case_cancel_pending(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The collective `cancelable` left running, cancelled (start_cancel) and waited for
+        up to `timeout` s: whether it finished, and its error and seconds (from its start)."""
+        if self._pending is None:
+            raise ValueError("no collective is pending on this task")
+        pending, self._pending = self._pending, None
+        return pending.cancel(float(msg["timeout"]))
 
     def _case_input_pipeline(self, msg: dict[str, Any]) -> dict[str, Any]:
         """InputPipelineTest.testMap: this worker's tensor through a tf.data map whose
@@ -516,3 +647,33 @@ class CollectiveWorker:
                 return launcher.batch_all_reduce(packs, options)
 
         return reduce_packed, xs, count
+
+
+_CALLS = ("first", "after")
+
+
+def _timed(call: Callable[[], object]) -> dict[str, Any]:
+    """{"error": "Class: text" (400 characters) or None, "seconds": how long call() took,
+    "ended": when it returned (time.monotonic of this task)}."""
+    t0 = time.monotonic()
+    try:
+        call()
+        error = None
+    except Exception as e:  # the error is the outcome under test
+        error = f"{type(e).__name__}: {e}"[:400]
+    ended = time.monotonic()
+    return {"error": error, "seconds": ended - t0, "ended": ended}
+
+
+class _Pending:
+    """A collective run in a thread of its own, cancellable through its manager."""
+
+    def __init__(self, manager: Any, run: Callable[[], dict[str, Any]]) -> None:
+        self.manager, self.result = manager, {"error": "still running", "seconds": None}
+        self.thread = threading.Thread(target=lambda: self.result.update(run()), daemon=True)
+        self.thread.start()
+
+    def cancel(self, timeout: float) -> dict[str, Any]:
+        self.manager.start_cancel()
+        self.thread.join(timeout)
+        return {"finished": not self.thread.is_alive(), **self.result}
