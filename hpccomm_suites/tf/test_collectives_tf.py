@@ -36,6 +36,7 @@ from pytest_hpccomm.coverage import cells
 from pytest_hpccomm.peer.tensors import decode, encode
 from pytest_hpccomm.proc import proctree
 from pytest_hpccomm.session import HpcSession
+from pytest_hpccomm.stacks.tf import defects
 from pytest_hpccomm.stacks.tf.coverage import RUNS
 from pytest_hpccomm.stacks.tf.driver import RING, Layout, TaskLost, TfError, TfTasks
 from pytest_hpccomm.stacks.tf.env import TfEnv
@@ -833,12 +834,24 @@ def _crashed_after_its_timeout(
     whose all_gather timed out during execution died of SIGSEGV, with or without a late
     member (1 in 10-14 probes; the late member then gets "Connection reset by peer"). An
     xfail naming it; anything else returns for the caller's assertion to fail."""
-    crash = re.search(rf"{alone} exit -11\b", tasks.end())
-    if crash and "gather" in op:
+    crash = defects.crash_after_gather_timeout(tasks.end(), alone, op)
+    if crash:
         pytest.xfail(
             f"TensorFlow {tf_env.fingerprint().get('tensorflow')}: {alone} crashed "
-            f"({crash.group(0)}, SIGSEGV) after its {op} timed out during execution; "
+            f"({crash}, SIGSEGV) after its {op} timed out during execution; "
             f"the other worker saw: {seen[:300]}"
+        )
+
+
+def _lost_after_its_timeout(tf_env: TfEnv, alone: str, op: str, lost: str, took: float) -> None:
+    """The same crash before the timed-out task's reply got out (its job's last words
+    TensorFlow's abort, no sooner than the timeout): an xfail naming it; anything else returns
+    for the caller's assertion to fail."""
+    crash = defects.crash_before_the_timeout_reply(lost, alone, op, took, UPSTREAM_TIMEOUT)
+    if crash:
+        pytest.xfail(
+            f"TensorFlow {tf_env.fingerprint().get('tensorflow')}: {alone} crashed after its "
+            f"{op} timed out during execution, {took:.1f}s in, before its reply: {crash}"
         )
 
 
@@ -875,6 +888,8 @@ def test_a_collective_that_times_out(
         with pytest.raises(TfError) as err:
             tasks.request(alone, _tensor_msg(fields, x, timeout=UPSTREAM_TIMEOUT))
         took = time.monotonic() - t0
+        if isinstance(err.value, TaskLost) and first == DURING_EXECUTION:
+            _lost_after_its_timeout(tf_env, alone, op, str(err.value), took)
         assert _says(str(err.value), "DeadlineExceededError", first), str(err.value)
         assert took >= UPSTREAM_TIMEOUT, f"{alone} timed out after {took:.2f}s"
         if case == "during-execution":
