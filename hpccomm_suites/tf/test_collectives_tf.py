@@ -813,6 +813,16 @@ LATE_LIMIT = 30.0  # how long the late worker (no timeout of its own) is waited 
 UPSTREAM_GROUP, UPSTREAM_INSTANCE = 20, 30
 
 
+def _upstream_fields(op: str) -> dict[str, object]:
+    """The collective request's fields of `op` (an OPS name) with upstream's keys."""
+    return {**OPS[op], "group_key": UPSTREAM_GROUP, "instance_key": UPSTREAM_INSTANCE}
+
+
+def _raised(got: dict[str, Any], error: str) -> bool:
+    """A peer's timed call (`_timed`) ended by TensorFlow's `error` class."""
+    return bool(got["error"]) and str(got["error"]).startswith(f"{error}:")
+
+
 def _own_tasks(tf_env: TfEnv, hpc_placement: str, request: pytest.FixtureRequest) -> TfTasks:
     return TfTasks(tf_env, hpc_placement, tf_site(hpc_placement, request), RING)
 
@@ -874,7 +884,7 @@ def test_a_collective_that_times_out(
     "At once": sooner than the timeout it does not have (a wait is a hang, failed at 30 s).
     Found here: worker:0 sometimes dies of SIGSEGV after its all_gather timed out during
     execution (TensorFlow 2.21.0); that symptom, and only it, is an xfail."""
-    fields = {**OPS[op], "instance_key": UPSTREAM_INSTANCE, "group_key": UPSTREAM_GROUP}
+    fields = _upstream_fields(op)
     x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
     first = WAITING if case.startswith("resolution") else DURING_EXECUTION
     tasks = _own_tasks(tf_env, hpc_placement, request)
@@ -1082,10 +1092,8 @@ ABORTED_OPS = ["all_reduce", "all_gather_v2"]
 def _both(tasks: TfTasks, fields: dict[str, object], x: np.ndarray) -> None:
     """Both workers run the collective of `fields` on x: each gets the op's definition (a
     reduce: the sum; a gather: x once per worker)."""
-    replies = tasks.request_all(
-        {t: _tensor_msg(fields, x, timeout=TIMEOUT) for t in RING.workers_tasks}
-    )
     n = RING.workers
+    replies = _each_worker(tasks, [x] * n, op="collective", **fields, timeout=TIMEOUT)
     want = x * n if fields["kind"] == "reduce" else np.concatenate([x] * n)
     for task, reply in replies.items():
         np.testing.assert_array_equal(_tensor_of(reply), want, err_msg=f"{task}: {fields}")
@@ -1106,11 +1114,7 @@ def test_an_aborted_collective_executor(
     after the abort; the next collective raises it at once; once both workers enable
     collective ops again (upstream's reset), a collective of both gives the op's answer."""
     both_first, offset, _ = ABORTED[case]
-    fields: dict[str, object] = {
-        **OPS[op],
-        "group_key": UPSTREAM_GROUP,
-        "instance_key": UPSTREAM_INSTANCE,
-    }
+    fields = _upstream_fields(op)
     x = np.array([1.0], np.float32)
     alone = RING.workers_tasks[0]
     with _own_tasks(tf_env, hpc_placement, request) as tasks:
@@ -1142,14 +1146,14 @@ def test_an_op_error_during_a_v1_collective_aborts_it(
     function reads past its dataset's end: OutOfRangeError, and the v1 collectives are
     aborted: the next one raises CancelledError (within AGAIN_TIMEOUT, its timeout: an
     executor left running would time out instead)."""
-    fields = {**OPS[op], "group_key": UPSTREAM_GROUP, "instance_key": UPSTREAM_INSTANCE}
+    fields = _upstream_fields(op)
     alone = RING.workers_tasks[0]
     with _own_tasks(tf_env, hpc_placement, request) as tasks:
         msg = {"op": "upstream", "case": "eof_during_collective", **fields, "then": "again"}
         reply = tasks.request(alone, {**msg, "timeout": AGAIN_TIMEOUT}, timeout=TIMEOUT)
     first, after = reply["first"], reply["after"]
-    assert first["error"] and first["error"].startswith("OutOfRangeError:"), f"{alone}: {first}"
-    assert after["error"] and after["error"].startswith("CancelledError:"), f"{alone}: {after}"
+    assert _raised(first, "OutOfRangeError"), f"{alone}: {first}"
+    assert _raised(after, "CancelledError"), f"{alone}: {after}"
 
 
 @pytest.mark.covers(
@@ -1166,11 +1170,7 @@ def test_an_op_error_during_a_v2_collective_aborts_nothing(
     raises OutOfRangeError (cancellation ends the collective: no hang), and the next
     collective of both gives the op's answer (nothing aborted). Upstream reuses one instance
     key in one process; across tasks each collective takes its own."""
-    fields: dict[str, object] = {
-        **OPS[op],
-        "group_key": UPSTREAM_GROUP,
-        "instance_key": UPSTREAM_INSTANCE,
-    }
+    fields = _upstream_fields(op)
     x = np.array([1.0], np.float32)
     alone = RING.workers_tasks[0]
     with _own_tasks(tf_env, hpc_placement, request) as tasks:
@@ -1180,7 +1180,7 @@ def test_an_op_error_during_a_v2_collective_aborts_nothing(
             alone, {**msg, "instance_key": UPSTREAM_INSTANCE + 1}, timeout=TIMEOUT
         )
         first = reply["first"]
-        assert first["error"] and first["error"].startswith("OutOfRangeError:"), first
+        assert _raised(first, "OutOfRangeError"), first
         _both(tasks, {**fields, "instance_key": UPSTREAM_INSTANCE + 2}, x)
 
 
@@ -1195,7 +1195,7 @@ def test_a_collective_in_param_resolution_is_cancellable(
     a v2 collective (no timeout). worker:1's input is [2.]: InvalidArgumentError, and it
     never joins the group; worker:0 waits in param resolution until, on that failure, its
     call is cancelled (start_cancel): it ends (within TIMEOUT) with CancelledError."""
-    fields = {**OPS[op], "group_key": UPSTREAM_GROUP, "instance_key": UPSTREAM_INSTANCE}
+    fields = _upstream_fields(op)
     msg = {"op": "upstream", "case": "cancelable", **fields}
     waiting, failing = RING.workers_tasks
     with _own_tasks(tf_env, hpc_placement, request) as tasks:
@@ -1204,12 +1204,12 @@ def test_a_collective_in_param_resolution_is_cancellable(
             timeout=TIMEOUT,
         )
         failed = replies[failing]["first"]
-        assert failed["error"] and failed["error"].startswith("InvalidArgumentError:"), failed
+        assert _raised(failed, "InvalidArgumentError"), failed
         cancelled = tasks.request(
             waiting, {"op": "upstream", "case": "cancel_pending", "timeout": TIMEOUT}
         )
     assert cancelled["finished"], f"{waiting} still runs after start_cancel: {cancelled}"
-    assert cancelled["error"] and cancelled["error"].startswith("CancelledError:"), cancelled
+    assert _raised(cancelled, "CancelledError"), cancelled
 
 
 # -- TensorFlow 1's graph sessions across the tasks (in-graph replication) ---------------------

@@ -322,8 +322,7 @@ class CollectiveWorker:
 
         @tf.function
         def f() -> Any:
-            with tf.device(self.device):
-                ret = self._op(msg, x, 0.0, token)
+            ret = self._op(msg, x, 0.0, token)
             iterator = iter(dataset)
             next(iterator)
             next(iterator)  # the dataset's end: OutOfRangeError
@@ -331,26 +330,24 @@ class CollectiveWorker:
 
         out = {"first": _timed(f)}
         if msg.get("then") == "again":
-            out["after"] = _timed(
-                lambda: self._op(msg, x, float(msg["timeout"]), token, eager=True)
-            )
+            out["after"] = _timed(lambda: self._op(msg, x, float(msg["timeout"]), token))
         return out
 
-    def _op(
-        self, msg: dict[str, Any], x: Any, timeout: float, token: Any, eager: bool = False
-    ) -> Any:
-        """all_reduce / all_gather (v1 or v2 by `version`) of x in the worker group, instance
-        `instance_key`: upstream's collective_op of its cancellation and abort tests."""
+    def _op(self, msg: dict[str, Any], x: Any, timeout: float, token: Any) -> Any:
+        """all_reduce / all_gather (v1 or v2 by `version`) of x on this worker's CPU in the
+        worker group, instance `instance_key`: upstream's collective_op of its cancellation
+        and abort tests."""
         from tensorflow.python.ops import collective_ops as co
 
-        v2, kind = int(msg["version"]) == 2, str(msg["kind"])
-        op = {("reduce", False): co.all_reduce, ("gather", False): co.all_gather}.get(
-            (kind, v2), co.all_reduce_v2 if kind == "reduce" else co.all_gather_v2
-        )
+        v2 = int(msg["version"]) == 2
+        op = {
+            ("reduce", False): co.all_reduce,
+            ("gather", False): co.all_gather,
+            ("reduce", True): co.all_reduce_v2,
+            ("gather", True): co.all_gather_v2,
+        }[(str(msg["kind"]), v2)]
         extra = {"ordering_token": token} if v2 and token is not None else {}
         args = (x, self.size, int(msg.get("group_key", GROUP_KEY)), int(msg["instance_key"]))
-        if not eager:
-            return op(*args, timeout=timeout, **extra)
         with self.tf.device(self.device):
             return op(*args, timeout=timeout, **extra)
 
