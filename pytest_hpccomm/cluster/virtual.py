@@ -235,17 +235,19 @@ class VirtualCluster:
         agent.write_text(_AGENT.format(python=sys.executable, hosts=repr(mapping), ip=repr(ip)))
         agent.chmod(0o755)
 
-    def _wait_until_up(self) -> None:
+    def _wait_until_up(self, hosts: Sequence[VirtualHost] | None = None) -> None:
         """Return once each host's fab0 reads operstate "up" in its own sysfs. The kernel's
         link watch sets it up to ~1 s after `link set up` (carrier and traffic are there
         before); a session that starts inside a host meanwhile sees no Ethernet interface up
-        but lo, and puts hosts-placed ranks on lo, where each waits for its peer forever."""
+        but lo, and puts hosts-placed ranks on lo, where each waits for its peer forever, and
+        MPICH's MPI_Init over libfabric's tcp fails ("ep_enable failed ... Bad file
+        descriptor": no RUNNING interface for FI_TCP_IFACE)."""
         state = f"/sys/class/net/{IFACE}/operstate"
         # asking for the link over netlink first settles it at once on the kernels seen
         # (6.18: ~1 s less per build); the poll is what guarantees it
         show = f"{self._ip} link show dev {IFACE} >/dev/null"
         wait = f'{show}; until [ "$(cat {state})" = up ]; do sleep 0.01; done'
-        for h in self.hosts:
+        for h in self.hosts if hosts is None else hosts:
             argv = [self._ip, "netns", "exec", h.netns, "timeout", f"{UP_TIMEOUT:g}", "sh", "-c"]
             try:
                 run_command([*argv, wait])
@@ -462,8 +464,10 @@ class VirtualCluster:
         run_command([self._ip, "-n", self.host(host).netns, "link", "set", IFACE, "down"])
 
     def restore(self, host: int | str | VirtualHost) -> None:
+        """Plug the host back in; returns once its fab0 is RUNNING again (_wait_until_up)."""
         h = self.host(host)
         run_command([self._ip, "-n", h.netns, "link", "set", IFACE, "up"])
+        self._wait_until_up([h])
 
     def counters(self, host: int | str | VirtualHost) -> tuple[int, int]:
         """(rx_bytes, tx_bytes) of the host's fab0 since creation."""

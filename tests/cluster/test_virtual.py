@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpccomm.cluster.virtual import (
+    IFACE,
     NETNS_ETC,
     VirtualCluster,
     cleanup_leftovers,
@@ -200,6 +201,9 @@ def test_cut_restore_and_loss(no_leaks: Snapshot) -> None:
         vc.cut(1)
         assert reach() == "down"
         vc.restore(1)
+        # restore returns with fab0 RUNNING (operstate lags `link set up` by up to ~1 s)
+        state = vc.run_job(1, ["cat", f"/sys/class/net/{IFACE}/operstate"], timeout=10)
+        assert state.stdout.strip() == "up", state.describe()
         assert reach() == "up"
         vc.loss(1, 100)
         assert reach() == "down"

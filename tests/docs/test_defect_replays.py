@@ -16,6 +16,7 @@ from pytest_hpccomm.cluster.mpi import DISTRO, ROOT_ENV, mpirun_path, replay_fla
 from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime, MpiUnavailable, resolve
 from tests.docs.test_defect_replays_grpc import SCRIPTS as GRPC_SCRIPTS
+from tests.docs.test_defect_replays_netns import SCRIPTS as NETNS_SCRIPTS
 
 DEFECTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "defects"
 # MPICH's ch4 over libfabric's tcp provider, no shared memory: the suite's transport
@@ -194,7 +195,7 @@ def test_the_replay_fails_on_the_affected_release_and_passes_on_the_right_one(r:
 
 
 def test_every_replay_script_is_run_here() -> None:
-    """Every script under docs/examples/defects is an MPI replay of this module or a gRPC one
-    of test_defect_replays_grpc.py."""
-    run = {r.script for r in REPLAYS} | set(GRPC_SCRIPTS)
+    """Every script under docs/examples/defects is an MPI replay of this module, a gRPC one of
+    test_defect_replays_grpc.py or a namespace one of test_defect_replays_netns.py."""
+    run = {r.script for r in REPLAYS} | set(GRPC_SCRIPTS) | set(NETNS_SCRIPTS)
     assert {p.name for p in DEFECTS.glob("*.py")} == run

@@ -164,12 +164,13 @@ def run_retrying_init_flake(
 ) -> JobResult:
     """Run an MPI job to completion, retrying only MPICH's MPI_Init flake.
 
-    MPICH 5.0.2's libfabric TCP endpoint setup fails in MPI_Init in ~2-5 % of launches here
-    ("OFI call ep_enable failed (default nic=tcp: Bad file descriptor)": it sometimes picks a
-    provider entry without a source address and calls listen(-1)), between namespaces and over
-    ssh alike; UCX's TCP transport fails at a similar rate ("Destination is unreachable"), Open
-    MPI never (0 of 60). mpiexec then often hangs instead of exiting. The attempt is ended as
-    soon as that signature shows in stderr; any other failure is returned as it is."""
+    MPICH's MPI_Init over libfabric's tcp provider fails ("OFI call ep_enable failed (default
+    nic=tcp: Bad file descriptor)") when FI_TCP_IFACE's interface is not RUNNING: the
+    provider then hands out an entry without a source address and fi_enable calls
+    listen(-1). A veth reads RUNNING ~0.5-1 s after `link set up`; the virtual cluster waits
+    for it, so a retry here means a link that was not up at launch (docs: the defects
+    catalogue). mpiexec then often hangs instead of exiting: the attempt is ended as soon as
+    that signature shows in stderr; any other failure is returned as it is."""
     for attempt in range(1, attempts + 1):
         job = start_job(
             launch.argv,
