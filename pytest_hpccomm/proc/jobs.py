@@ -118,8 +118,8 @@ class RunningJob:
         self._out: IO[bytes] = tempfile.TemporaryFile()
         self._err: IO[bytes] = tempfile.TemporaryFile()
         full_env = dict(os.environ if env is None else env)
-        # last, also when a job starts jobs (its own tag is inherited): with an inherited tag
-        # left in its place, MPICH 5.0.2's ssh-launched jobs hung in MPI_Init, reproducibly
+        # last, also when a job starts jobs (its own tag is inherited): an MPI_Init hang once
+        # put down to the tag's place was not reproduced (docs: the defects catalogue)
         full_env.pop(TAG_VAR, None)
         full_env[TAG_VAR] = self.tag
         rfd, wfd = os.pipe()

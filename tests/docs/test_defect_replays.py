@@ -16,6 +16,7 @@ from pytest_hpccomm.cluster.mpi import DISTRO, ROOT_ENV, mpirun_path, replay_fla
 from pytest_hpccomm.proc.jobs import run_job
 from pytest_hpccomm.stacks.mpi.env import MpiRuntime, MpiUnavailable, resolve
 from tests.docs.test_defect_replays_grpc import SCRIPTS as GRPC_SCRIPTS
+from tests.docs.test_defect_replays_guest import SCRIPT as GUEST_SCRIPT
 from tests.docs.test_defect_replays_netns import SCRIPTS as NETNS_SCRIPTS
 
 DEFECTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "defects"
@@ -196,6 +197,7 @@ def test_the_replay_fails_on_the_affected_release_and_passes_on_the_right_one(r:
 
 def test_every_replay_script_is_run_here() -> None:
     """Every script under docs/examples/defects is an MPI replay of this module, a gRPC one of
-    test_defect_replays_grpc.py or a namespace one of test_defect_replays_netns.py."""
-    run = {r.script for r in REPLAYS} | set(GRPC_SCRIPTS) | set(NETNS_SCRIPTS)
-    assert {p.name for p in DEFECTS.glob("*.py")} == run
+    test_defect_replays_grpc.py, a namespace one of test_defect_replays_netns.py or the guest
+    one of test_defect_replays_guest.py."""
+    run = {r.script for r in REPLAYS} | set(GRPC_SCRIPTS) | set(NETNS_SCRIPTS) | {GUEST_SCRIPT}
+    assert {p.name for p in DEFECTS.iterdir() if p.is_file()} == run
