@@ -15,7 +15,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 CONTENTION = "cores shared"
-MPICH_INIT = "MPICH MPI_Init ep_enable"
 HOST_MOVED = "host speed moved between sessions"
 SESSION_SHARED = "gate session on shared cores"
 
@@ -24,9 +23,6 @@ CAUSES: dict[str, str] = {
     CONTENTION: "the contention guard measured another process on the job's cores "
     "(proc/cpu_share.py): the timing measured that process too; the job runs "
     "again, at most twice, and not at all while the cores stay busy",
-    MPICH_INIT: "MPICH's MPI_Init failed in libfabric's TCP endpoint setup ('OFI call "
-    "ep_enable failed') before any communication; the launch is repeated, at most "
-    "3 launches (cluster/launchers/mpirun.py)",
     HOST_MOVED: "a stored-gate test's clean session, run right after its canary session, "
     "read the host farther from the baseline session than the canary's known answer "
     "survives (this VM type's MPI and gRPC jobs move between speed phases lasting "
@@ -84,7 +80,7 @@ def counts(mark_: int = 0) -> dict[str, int]:
 
 
 def summary_line(got: dict[str, int] | None = None) -> str:
-    """'retries: none' or 'retries: 3 (MPICH MPI_Init ep_enable 1, cores shared 2)'."""
+    """'retries: none' or 'retries: 3 (cores shared 2, host speed moved between sessions 1)'."""
     got = counts() if got is None else got
     total = sum(got.values())
     if not total:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
+from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_ending_at_init_failure
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec
 from pytest_hpccomm.cluster.launchers.srun import SrunLauncher, mpi_plugin_for
@@ -115,9 +115,9 @@ class PlacedLaunch:
             **self.hooks(),
         )
 
-    def run_retrying_init_flake(self, timeout: float) -> JobResult:
-        """run(), retrying only MPICH's MPI_Init flake (launchers/mpirun.py)."""
-        return run_retrying_init_flake(
+    def run_ending_at_init_failure(self, timeout: float) -> JobResult:
+        """run(), ended at MPICH's MPI_Init abort with its known cause (launchers/mpirun.py)."""
+        return run_ending_at_init_failure(
             self.launch,
             timeout=timeout,
             label=self.label,

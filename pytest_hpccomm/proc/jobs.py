@@ -49,6 +49,7 @@ class JobResult:
     label: str = ""  # what the job is, for messages (argv[0] is often just `ip`)
     cpu: CpuShare | None = None  # who used the cores while it ran (cpu_share.py)
     hung: str = ""  # on_timeout's account of a timed-out job (where its processes waited)
+    diagnosis: str = ""  # a known cause of the failure, named by the launcher (describe())
 
     @property
     def ok(self) -> bool:
@@ -62,7 +63,8 @@ class JobResult:
             why = " | ".join(lines[-TIMED_OUT_LINES:])[-600:] or last_words(self.stdout)
         else:
             why = last_words(self.stderr) or last_words(self.stdout)
-        return f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {why}"
+        said = f"{self.label or self.argv[0]} {how} after {self.elapsed:.1f}s: {why}"
+        return f"{said} -- {self.diagnosis}" if self.diagnosis else said
 
 
 def _is_rule(line: str) -> bool:

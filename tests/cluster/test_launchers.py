@@ -9,7 +9,7 @@ import pytest
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.launchers import Launcher, LaunchSpec
 from pytest_hpccomm.cluster.launchers.local import LocalLauncher
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher
+from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, init_failure_diagnosis
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
 from pytest_hpccomm.cluster.launchers.srun import SrunLauncher
 from pytest_hpccomm.cluster.mpi import MpiDetectError, MpiFlavor, detect_mpi, parse_mpirun_version
@@ -374,3 +374,22 @@ def test_launch_spec_validation() -> None:
     with pytest.raises(ValueError):
         LaunchSpec(["x"], HOSTS, ranks_per_host=0)
     assert os.environ.get("HPCCOMM_CONTROL_KEY") != SECRET
+
+
+def test_mpich_init_failure_is_named_only_for_the_known_words() -> None:
+    """Both wordings of libfabric's tcp provider without a RUNNING interface (MPICH 4.2+ and
+    3.4-4.1, as the replay saw them) name the interface; other MPI_Init aborts stay unnamed."""
+    new = (
+        "MPIDI_OFI_create_vci_context(1058): OFI call ep_enable failed "
+        "(default nic=tcp: Bad file descriptor)"
+    )
+    old = (
+        "create_vni_context(998)..: OFI EP enable failed "
+        "(ofi_init.c:998:create_vni_context:Bad file descriptor)"
+    )
+    for words in (new, old):
+        assert "FI_TCP_IFACE=fab0 not RUNNING" in init_failure_diagnosis(words, "fab0")
+    assert "FI_TCP_IFACE's interface not RUNNING" in init_failure_diagnosis(new)
+    other = "OFI call ep_enable failed (default nic=tcp: Address already in use)"
+    assert init_failure_diagnosis(other, "fab0") == ""
+    assert init_failure_diagnosis("Fatal error in internal_Init_thread: Other MPI error") == ""

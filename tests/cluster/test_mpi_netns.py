@@ -15,11 +15,12 @@ import pytest
 from pytest_hpccomm.cluster.hosts import Host
 from pytest_hpccomm.cluster.launchers import LaunchSpec
 from pytest_hpccomm.cluster.launchers.mpirun import (
-    INIT_FLAKE,
+    INIT_FAILURE,
     MpirunLauncher,
-    run_retrying_init_flake,
+    run_ending_at_init_failure,
 )
 from pytest_hpccomm.cluster.launchers.netns import NetnsLauncher
+from pytest_hpccomm.cluster.netns_teardown import run_command
 from pytest_hpccomm.cluster.virtual import VirtualCluster
 from pytest_hpccomm.proc.jobs import start_job
 from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
@@ -27,7 +28,7 @@ from tests.cluster.clusterkit import HERE, MpiEnv, Snapshot, mpi_env
 pytestmark = pytest.mark.needs_root
 PROBE = str(HERE / "mpi_probe.py")
 NBYTES = 20_000_000
-INIT_TRIES = 3  # as often as the sweeps retry it (launchers/mpirun.py)
+NO_CARRIER = "hpcnocarrier"
 
 
 def ranks(stdout: str) -> list[dict[str, object]]:
@@ -62,30 +63,53 @@ def test_one_rank_per_virtual_host(no_leaks: Snapshot, name: str) -> None:
 
 def test_counters_catch_mpich_shared_memory(cluster_ok: None) -> None:
     """The instrument itself: unpinned, MPICH moves the bytes through /dev/shm and the veth sees
-    almost nothing; this is why the netns launcher pins it to TCP. MPICH's MPI_Init flake is
-    retried as the sweeps retry it (ended as soon as it shows, up to 3 launches), never
-    skipped: a flake every time fails. A flaked launch moves no payload over the veth."""
+    almost nothing; this is why the netns launcher pins it to TCP."""
     env = mpi_env("mpich")
     with VirtualCluster(2) as vc:
         unpinned = MpirunLauncher(env.mpirun, rsh_agent=vc.agent_path).command(
             LaunchSpec([env.python, PROBE, str(NBYTES)], [Host("h0"), Host("h1")], bind_none=True)
         )
         before = vc.counters(1)[0]
-        res = run_retrying_init_flake(
+        res = run_ending_at_init_failure(
             dataclasses.replace(unpinned, argv=vc.exec_argv(0, unpinned.argv)),
             timeout=60,
-            attempts=INIT_TRIES,
             netns_pids_hook=vc.pids,
             label="unpinned MPICH on h0,h1",
         )
         crossed = vc.counters(1)[0] - before
-    assert INIT_FLAKE not in res.stderr, f"MPICH's MPI_Init flake {INIT_TRIES} times in a row"
     assert res.ok, res.describe()
     # both ranks exchanged their NBYTES, one on each host: the bytes had a veth to cross
     assert [r["hostname"] for r in ranks(res.stdout)] == ["h0", "h1"], res.stdout
     assert crossed < NBYTES / 10, (
         f"unpinned MPICH put {crossed} bytes on the veth: field note outdated?"
     )
+
+
+def test_mpich_init_without_a_running_interface_ends_at_once_naming_it(
+    no_leaks: Snapshot,
+) -> None:
+    """FI_TCP_IFACE names a link that is up without carrier on every host: MPICH's MPI_Init
+    fails in libfabric's tcp provider with 'ep_enable failed ... Bad file descriptor' (the
+    defects catalogue), after which mpiexec often hangs. The job must end within seconds, not
+    at its timeout, and say which interface was not RUNNING; nothing retries it."""
+    env = mpi_env("mpich")
+    with VirtualCluster(2) as vc:
+        for h in vc.hosts:  # its peer stays down: up, never RUNNING
+            run_command(["ip", "-n", h.netns, "link", "add", NO_CARRIER, "type", "veth"])
+            run_command(["ip", "-n", h.netns, "link", "set", NO_CARRIER, "up"])
+        launcher = NetnsLauncher(vc, env.mpirun)
+        launch = launcher.command(LaunchSpec([env.python, PROBE, "8"], launcher.hosts()))
+        res = run_ending_at_init_failure(
+            dataclasses.replace(launch, env={**launch.env, "FI_TCP_IFACE": NO_CARRIER}),
+            timeout=60,
+            netns_pids_hook=vc.pids,
+            on_start=vc.register_pid,
+            label=f"MPICH with FI_TCP_IFACE={NO_CARRIER} on h0,h1",
+        )
+    assert not res.ok and not res.timed_out, res.describe()
+    assert INIT_FAILURE in res.stderr, res.describe()
+    assert res.elapsed < 30, f"not ended at the MPI_Init abort: {res.describe()}"
+    assert f"FI_TCP_IFACE={NO_CARRIER} not RUNNING" in res.describe(), res.describe()
 
 
 def run_with_fault(

@@ -23,7 +23,7 @@ from pytest_hpccomm.measure.measurement import Direction, Measurement
 
 def test_job_ran_again(hpc_record):
     retries.count(retries.CONTENTION, 2, reason="busiest: 4242 some peer (0.93)")
-    retries.count(retries.MPICH_INIT)
+    retries.count(retries.HOST_MOVED)
     hpc_record(Measurement(stack="mpi", benchmark="fake_latency", params={"size": 8},
                            samples=tuple(10.0 + 0.01 * i for i in range(20)), unit="us",
                            direction=Direction.LOWER_IS_BETTER, metric="latency"))
@@ -38,12 +38,12 @@ def test_a_retry_for_an_unnamed_cause_is_refused() -> None:
 def test_the_summary_line_counts_per_cause() -> None:
     assert retries.summary_line({}) == "retries: none"
     assert (
-        retries.summary_line({"cores shared": 2, "MPICH MPI_Init ep_enable": 1})
-        == "retries: 3 (cores shared 2, MPICH MPI_Init ep_enable 1)"
+        retries.summary_line({"cores shared": 2, "host speed moved between sessions": 1})
+        == "retries: 3 (cores shared 2, host speed moved between sessions 1)"
     )
     assert (
-        retries.property_name("MPICH MPI_Init ep_enable")
-        == "hpccomm_retries_mpich_mpi_init_ep_enable"
+        retries.property_name("host speed moved between sessions")
+        == "hpccomm_retries_host_speed_moved_between_sessions"
     )
 
 
@@ -67,7 +67,7 @@ def test_a_sessions_retries_reach_every_output(pytester: pytest.Pytester) -> Non
         "--hpc-markdown=r/summary.md",
     )
     result.assert_outcomes(passed=1)
-    line = "retries: 3 (MPICH MPI_Init ep_enable 1, cores shared 2)"
+    line = "retries: 3 (cores shared 2, host speed moved between sessions 1)"
     # each retry says where it happened and what the code saw, in the order they happened
     result.stdout.fnmatch_lines(
         [
@@ -76,15 +76,15 @@ def test_a_sessions_retries_reach_every_output(pytester: pytest.Pytester) -> Non
             " peer (0.93)",
             "  retried: cores shared: test_retrying.py::test_job_ran_again: busiest: 4242 some"
             " peer (0.93)",
-            "  retried: MPICH MPI_Init ep_enable: test_retrying.py::test_job_ran_again: ?",
+            "  retried: host speed moved between sessions: test_retrying.py::test_job_ran_again: ?",
         ]
     )
     junit = (pytester.path / "r/junit.xml").read_text()
     assert '<property name="hpccomm_retries" value="3"' in junit
     assert '<property name="hpccomm_retries_cores_shared" value="2"' in junit
-    assert '<property name="hpccomm_retries_mpich_mpi_init_ep_enable" value="1"' in junit
+    assert '<property name="hpccomm_retries_host_speed_moved_between_sessions" value="1"' in junit
     session = json.loads((pytester.path / "r/out.json").read_text())["session"]
-    assert session["retries"] == {"MPICH MPI_Init ep_enable": 1, "cores shared": 2}
+    assert session["retries"] == {"host speed moved between sessions": 1, "cores shared": 2}
     assert line in (pytester.path / "r/summary.md").read_text()
     # the next session starts from none
     again = pytester.runpytest(

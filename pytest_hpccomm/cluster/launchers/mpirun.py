@@ -5,13 +5,14 @@ More: docs/explanation/internals.md (pytest_hpccomm.cluster.launchers.mpirun).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import secrets
 import tempfile
 import time
 from typing import Callable, Mapping
 
-from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec, base_env, interface_env
 from pytest_hpccomm.cluster.mpi import ROOT_ENV, MpiFlavor, detect_mpi
 from pytest_hpccomm.proc.jobs import JobResult, PidsHook, TimeoutHook, start_job
@@ -147,51 +148,61 @@ class MpirunLauncher:
         return argv
 
 
-INIT_FLAKE = "Fatal error in internal_Init_thread"  # MPICH's MPI_Init abort, see below
+INIT_FAILURE = "Fatal error in internal_Init_thread"  # MPICH's MPI_Init abort
+# libfabric's tcp provider without a RUNNING interface: MPICH 4.2 and later's words, then
+# 3.4-4.1's ("OFI EP enable failed (ofi_init.c:998:create_vni_context:Bad file descriptor)")
+NO_RUNNING_INTERFACE = re.compile(r"(?:ep_enable|EP enable) failed \(.*Bad file descriptor\)")
 
 
-def run_retrying_init_flake(
+def init_failure_diagnosis(stderr: str, interface: str | None = None) -> str:
+    """Why MPICH's MPI_Init failed, where the words name a known cause; "" otherwise.
+
+    "OFI call ep_enable failed (default nic=tcp: Bad file descriptor)" means libfabric's tcp
+    provider found no interface up and RUNNING (FI_TCP_IFACE's): it then hands out an entry
+    without a source address and fi_enable calls listen(-1). A veth reads RUNNING up to ~1 s
+    after `link set up` (the virtual cluster waits for it); on real hosts, a link down."""
+    if not NO_RUNNING_INTERFACE.search(stderr):
+        return ""
+    which = f"FI_TCP_IFACE={interface}" if interface else "FI_TCP_IFACE's interface"
+    return (
+        f"MPICH's MPI_Init found {which} not RUNNING on a host (down, without carrier or "
+        "absent at launch): libfabric's tcp provider reports that as 'ep_enable failed ... "
+        "Bad file descriptor' (docs: the defects catalogue)"
+    )
+
+
+def run_ending_at_init_failure(
     launch: Launch,
     *,
     timeout: float,
     grace: float = 2.0,
-    attempts: int = 3,
     netns_pids_hook: PidsHook | None = None,
     on_start: Callable[[int], None] | None = None,
     label: str = "",
     outside_cpu: bool = False,
     on_timeout: TimeoutHook | None = None,
 ) -> JobResult:
-    """Run an MPI job to completion, retrying only MPICH's MPI_Init flake.
-
-    MPICH's MPI_Init over libfabric's tcp provider fails ("OFI call ep_enable failed (default
-    nic=tcp: Bad file descriptor)") when FI_TCP_IFACE's interface is not RUNNING: the
-    provider then hands out an entry without a source address and fi_enable calls
-    listen(-1). A veth reads RUNNING ~0.5-1 s after `link set up`; the virtual cluster waits
-    for it, so a retry here means a link that was not up at launch (docs: the defects
-    catalogue). mpiexec then often hangs instead of exiting: the attempt is ended as soon as
-    that signature shows in stderr; any other failure is returned as it is."""
-    for attempt in range(1, attempts + 1):
-        job = start_job(
-            launch.argv,
-            launch.env,
-            timeout=timeout,
-            grace=grace,
-            netns_pids_hook=netns_pids_hook,
-            on_start=on_start,
-            label=label,
-            scratch=launch.scratch,
-            outside_cpu=outside_cpu,
-            on_timeout=on_timeout,
-        )
-        deadline = time.monotonic() + timeout
-        while job.poll() is None and time.monotonic() < deadline:
-            if INIT_FLAKE in job.peek_output()[1]:
-                job.stop(grace=0.5)
-                break
-            time.sleep(0.05)
-        result = job.wait()
-        if attempt == attempts or INIT_FLAKE not in result.stderr:
-            return result
-        retries.count(retries.MPICH_INIT, reason=f"launch {attempt} of {attempts}: {INIT_FLAKE}")
-    raise AssertionError("unreachable")
+    """Run an MPI job to completion. When MPICH's MPI_Init aborts, mpiexec often hangs instead
+    of exiting: the job is ended as soon as those words show in stderr, and the result names
+    the cause where it is known (init_failure_diagnosis). Nothing is retried."""
+    job = start_job(
+        launch.argv,
+        launch.env,
+        timeout=timeout,
+        grace=grace,
+        netns_pids_hook=netns_pids_hook,
+        on_start=on_start,
+        label=label,
+        scratch=launch.scratch,
+        outside_cpu=outside_cpu,
+        on_timeout=on_timeout,
+    )
+    deadline = time.monotonic() + timeout
+    while job.poll() is None and time.monotonic() < deadline:
+        if INIT_FAILURE in job.peek_output()[1]:
+            job.stop(grace=0.5)
+            break
+        time.sleep(0.05)
+    result = job.wait()
+    why = init_failure_diagnosis(result.stderr, launch.env.get("FI_TCP_IFACE"))
+    return dataclasses.replace(result, diagnosis=why) if why else result

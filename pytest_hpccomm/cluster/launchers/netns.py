@@ -6,7 +6,8 @@ which stands in for ssh and enters the host's namespace under its own hostname. 
 always pinned to TCP over fab0: namespaces share /dev/shm, and MPICH's default UCX netmod
 silently moves every byte through it (measured: ~20 KB on the veth for 50 MB sent).
 
-run() retries MPICH's MPI_Init flake (see mpirun.run_retrying_init_flake).
+run() ends a job at MPICH's MPI_Init abort and names a known cause
+(mpirun.run_ending_at_init_failure).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import os
 
 from pytest_hpccomm.cluster.hosts import Host
-from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_retrying_init_flake
+from pytest_hpccomm.cluster.launchers.mpirun import MpirunLauncher, run_ending_at_init_failure
 from pytest_hpccomm.cluster.launchers.spec import Launch, LaunchSpec
 from pytest_hpccomm.cluster.mpi import MpiFlavor
 from pytest_hpccomm.cluster.virtual import IFACE, VirtualCluster
@@ -54,15 +55,12 @@ class NetnsLauncher:
             self.cluster.exec_argv(spec.hosts[0].name, inner.argv), inner.env, inner.scratch
         )
 
-    def run(
-        self, spec: LaunchSpec, *, timeout: float, grace: float = 2.0, attempts: int = 3
-    ) -> JobResult:
-        """Run spec to completion across the cluster; retries only MPICH's MPI_Init flake."""
-        return run_retrying_init_flake(
+    def run(self, spec: LaunchSpec, *, timeout: float, grace: float = 2.0) -> JobResult:
+        """Run spec to completion across the cluster (ended at MPICH's MPI_Init abort)."""
+        return run_ending_at_init_failure(
             self.command(spec),
             timeout=timeout,
             grace=grace,
-            attempts=attempts,
             netns_pids_hook=self.pids_hook,
             on_start=self.cluster.register_pid,
             label=f"{self.flavor} job on {','.join(h.name for h in spec.hosts)}",

@@ -16,6 +16,7 @@ More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.conformance).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -28,9 +29,8 @@ from typing import Any, Mapping, Sequence
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from pytest_hpccomm import retries
 from pytest_hpccomm.cluster.launchers import Launch
-from pytest_hpccomm.cluster.launchers.mpirun import INIT_FLAKE
+from pytest_hpccomm.cluster.launchers.mpirun import INIT_FAILURE, init_failure_diagnosis
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
@@ -51,7 +51,6 @@ from pytest_hpccomm.stacks.mpi.wire import PLANT_VAR, PLANTS, ULFM_MARK
 
 PEER_MODULE = "pytest_hpccomm.stacks.mpi.peer.conformance"
 LOOPBACK_RANKS = 3
-START_ATTEMPTS = 3  # MPICH's MPI_Init flake (OFI ep_enable) is retried, nothing else
 # per peer and session: a peer that keeps dying is a failure, not a loop; a loss a test
 # explained as a known defect (known_loss) does not count
 MAX_STARTS = 3
@@ -308,29 +307,22 @@ class ConformancePeer:
             env,
             self.cluster,
         )
-        for attempt in range(1, START_ATTEMPTS + 1):
-            job = placed.start(self.job_timeout, label=f"conformance peer ({self.describe()})")
-            try:
-                self._channel, self._info = self._await_hello(job)
-                self._job = job
-                return
-            except ConformanceError as exc:
-                result = job.stop(grace=0.5)
-                if attempt < START_ATTEMPTS and INIT_FLAKE in result.stderr:
-                    retries.count(
-                        retries.MPICH_INIT,
-                        reason=f"peer start {attempt} of {START_ATTEMPTS}: {INIT_FLAKE}",
-                    )
-                    continue  # MPICH's MPI_Init flake: retry the start, as NetnsLauncher.run
-                raise ConformanceError(f"{exc}: {result.describe()}") from None
-        raise AssertionError("unreachable")
+        job = placed.start(self.job_timeout, label=f"conformance peer ({self.describe()})")
+        try:
+            self._channel, self._info = self._await_hello(job)
+            self._job = job
+        except ConformanceError as exc:
+            result = job.stop(grace=0.5)
+            why = init_failure_diagnosis(result.stderr, placed.launch.env.get("FI_TCP_IFACE"))
+            result = dataclasses.replace(result, diagnosis=why) if why else result
+            raise ConformanceError(f"{exc}: {result.describe()}") from None
 
     def _await_hello(self, job: RunningJob) -> tuple[Channel, PeerInfo]:
         assert self._server is not None
         deadline = time.monotonic() + self.start_timeout
 
         def gone() -> str:
-            ended = job.poll() is not None or INIT_FLAKE in job.peek_output()[1]
+            ended = job.poll() is not None or INIT_FAILURE in job.peek_output()[1]
             return "peer job ended before dialing home" if ended else ""
 
         try:

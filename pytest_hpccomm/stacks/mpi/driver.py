@@ -276,10 +276,7 @@ def run_sweep(
     placed = _placed(runtime, target, argv, env, hosts)
     timeout = timeout_for(names, sizes, settings, placed.ranks) * target.timeout_scale
     link = _link_rate(target, hosts)
-    if target.placement == LOOPBACK:  # the MPI_Init flake was met between namespaces and
-        job = placed.run(timeout)  # over ssh (launchers/mpirun.py); loopback runs plainly
-    else:
-        job = placed.run_retrying_init_flake(timeout)
+    job = placed.run_ending_at_init_failure(timeout)
     sweep = _finish(job, target.transport_summary)
     # shaping changed while the job ran: no one rate describes it
     sweep.link = link if link == _link_rate(target, hosts) else None
