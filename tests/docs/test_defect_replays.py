@@ -18,6 +18,7 @@ from pytest_hpccomm.stacks.mpi.env import MpiRuntime, MpiUnavailable, resolve
 from tests.docs.test_defect_replays_grpc import SCRIPTS as GRPC_SCRIPTS
 from tests.docs.test_defect_replays_guest import SCRIPT as GUEST_SCRIPT
 from tests.docs.test_defect_replays_netns import SCRIPTS as NETNS_SCRIPTS
+from tests.docs.test_defect_replays_tf import SCRIPTS as TF_SCRIPTS
 
 DEFECTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "defects"
 # MPICH's ch4 over libfabric's tcp provider, no shared memory: the suite's transport
@@ -197,7 +198,8 @@ def test_the_replay_fails_on_the_affected_release_and_passes_on_the_right_one(r:
 
 def test_every_replay_script_is_run_here() -> None:
     """Every script under docs/examples/defects is an MPI replay of this module, a gRPC one of
-    test_defect_replays_grpc.py, a namespace one of test_defect_replays_netns.py or the guest
-    one of test_defect_replays_guest.py."""
-    run = {r.script for r in REPLAYS} | set(GRPC_SCRIPTS) | set(NETNS_SCRIPTS) | {GUEST_SCRIPT}
+    test_defect_replays_grpc.py, a namespace one of test_defect_replays_netns.py, a TensorFlow
+    one of test_defect_replays_tf.py or the guest one of test_defect_replays_guest.py."""
+    run = {r.script for r in REPLAYS} | {GUEST_SCRIPT}
+    run |= set(GRPC_SCRIPTS) | set(NETNS_SCRIPTS) | set(TF_SCRIPTS)
     assert {p.name for p in DEFECTS.iterdir() if p.is_file()} == run
