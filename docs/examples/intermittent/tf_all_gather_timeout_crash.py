@@ -7,7 +7,14 @@ instance 30), then worker:0 runs it again alone with timeout 1.5 s (DeadlineExce
 out during execution", as it should) and waits 3 s; worker:1 runs it once more after 1.6 s
 with no timeout (the late member of upstream's TimeoutTest.testExecutionAfterTimeout). Seen
 with tensorflow-cpu 2.21.0, Python 3.11, 2 cores: worker:0 killed by SIGSEGV in about one try
-in 10-14, v1 and v2 ops alike; never with all-reduces.
+in 10 (6 of 60 for v1), v2 seen in the suite; never with all-reduces.
+
+Cause (the native stack of every crash looked at): a use-after-free of the timed-out op's
+CancellationManager. The all-gather's pending RecvBuf RPC is a CancellableCall registered with
+that manager; on the timeout the op is completed at once and the manager freed when the eager
+call returns; the cancelled RPC's completion then runs on the gRPC worker-cache thread and
+calls CancellationManager::DeregisterCallback on the freed block. It faults only when the
+block was reused in a particular way (glibc's tcache), hence "sometimes".
 
     python tf_all_gather_timeout_crash.py [TRIES] [1|2]   # exit 1 when a worker crashed
 """
