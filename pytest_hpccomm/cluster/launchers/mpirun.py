@@ -171,6 +171,13 @@ def init_failure_diagnosis(stderr: str, interface: str | None = None) -> str:
     )
 
 
+def diagnosed(result: JobResult, env: Mapping[str, str]) -> JobResult:
+    """`result` with its MPI_Init failure's known cause (init_failure_diagnosis) as its
+    diagnosis; `env`: the launch's, which names the interface."""
+    why = init_failure_diagnosis(result.stderr, env.get("FI_TCP_IFACE"))
+    return dataclasses.replace(result, diagnosis=why) if why else result
+
+
 def run_ending_at_init_failure(
     launch: Launch,
     *,
@@ -203,6 +210,4 @@ def run_ending_at_init_failure(
             job.stop(grace=0.5)
             break
         time.sleep(0.05)
-    result = job.wait()
-    why = init_failure_diagnosis(result.stderr, launch.env.get("FI_TCP_IFACE"))
-    return dataclasses.replace(result, diagnosis=why) if why else result
+    return diagnosed(job.wait(), launch.env)

@@ -16,7 +16,6 @@ More: docs/explanation/internals.md (pytest_hpccomm.stacks.mpi.conformance).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
@@ -30,7 +29,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from pytest_hpccomm.cluster.launchers import Launch
-from pytest_hpccomm.cluster.launchers.mpirun import INIT_FAILURE, init_failure_diagnosis
+from pytest_hpccomm.cluster.launchers.mpirun import INIT_FAILURE, diagnosed
 from pytest_hpccomm.cluster.peer_env import peer_env
 from pytest_hpccomm.cluster.placed_launch import PlacedLaunch, PlacementError, mpi_launch
 from pytest_hpccomm.cluster.placement import LOOPBACK, NETNS
@@ -312,9 +311,7 @@ class ConformancePeer:
             self._channel, self._info = self._await_hello(job)
             self._job = job
         except ConformanceError as exc:
-            result = job.stop(grace=0.5)
-            why = init_failure_diagnosis(result.stderr, placed.launch.env.get("FI_TCP_IFACE"))
-            result = dataclasses.replace(result, diagnosis=why) if why else result
+            result = diagnosed(job.stop(grace=0.5), placed.launch.env)
             raise ConformanceError(f"{exc}: {result.describe()}") from None
 
     def _await_hello(self, job: RunningJob) -> tuple[Channel, PeerInfo]:
